@@ -1,0 +1,82 @@
+"""gtvmodel: networked federated learning by generalized total variation (GTV) minimization.
+
+Describe a GTV problem (16) over a ``networkx`` graph with :class:`GTVModel`, library losses,
+penalties and constraints (or any CVXPY expression), and solve it exactly with
+:meth:`GTVModel.solve_exact`.  Conventions and errata: ``docs/conventions.md``.
+"""
+
+from .constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
+from .errors import (
+    ConstraintError,
+    DataError,
+    FileFormatError,
+    GraphError,
+    GTVError,
+    InfeasibleError,
+    LossError,
+    ParameterError,
+    PenaltyError,
+    SolverError,
+    UnknownNodeError,
+    UnsupportedError,
+)
+from .graph import EmpiricalGraph
+from .losses import (
+    AbsoluteLoss,
+    HingeLoss,
+    HuberLoss,
+    LogisticLoss,
+    Loss,
+    QuadraticLoss,
+    SquaredLoss,
+    SymbolicLoss,
+    ZeroLoss,
+)
+from .model import GTVModel
+from .penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .solution import Solution
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GTVModel",
+    "EmpiricalGraph",
+    "Solution",
+    # losses
+    "Loss",
+    "SquaredLoss",
+    "LogisticLoss",
+    "HingeLoss",
+    "HuberLoss",
+    "AbsoluteLoss",
+    "ZeroLoss",
+    "QuadraticLoss",
+    "SymbolicLoss",
+    # penalties
+    "Penalty",
+    "Norm2",
+    "Norm1",
+    "NormInf",
+    "NormP",
+    "SquaredNorm2",
+    "QuadForm",
+    # constraints
+    "Constraint",
+    "Box",
+    "NonNeg",
+    "NormBall",
+    "SymbolicConstraint",
+    # errors
+    "GTVError",
+    "GraphError",
+    "UnknownNodeError",
+    "DataError",
+    "LossError",
+    "ConstraintError",
+    "PenaltyError",
+    "ParameterError",
+    "InfeasibleError",
+    "SolverError",
+    "UnsupportedError",
+    "FileFormatError",
+]

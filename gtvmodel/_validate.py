@@ -1,0 +1,38 @@
+"""Shared input validation helpers (internal)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError, ParameterError
+
+
+def as_finite_array(value: Any, name: str, ndim: int | None = None, owner: str = "") -> np.ndarray:
+    """Convert ``value`` to a float array, rejecting NaN/inf and a wrong number of dimensions."""
+    prefix = f"{owner}: " if owner else ""
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{prefix}{name} is not numeric ({exc})") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise DataError(f"{prefix}{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        where = tuple(int(k) for k in np.argwhere(bad)[0])
+        raise DataError(f"{prefix}{name} contains NaN or inf (first at index {where})")
+    return arr
+
+
+def as_nonneg_scalar(value: Any, name: str, owner: str = "", strict: bool = False) -> float:
+    """A finite scalar ``>= 0`` (``> 0`` when ``strict``); :class:`ParameterError` otherwise."""
+    prefix = f"{owner}: " if owner else ""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{prefix}{name} must be a real number, got {value!r}") from None
+    if not np.isfinite(v) or v < 0 or (strict and v == 0):
+        req = "> 0" if strict else ">= 0"
+        raise ParameterError(f"{prefix}{name} must be finite and {req}, got {value!r}")
+    return v

@@ -1,0 +1,195 @@
+"""Node constraints ``w_i in C_i`` of GTV minimization (16).
+
+A constraint is folded into the node loss as the indicator ``iota_C``.  Library constraints
+(:class:`Box`, :class:`NonNeg`, :class:`NormBall`) are one object each that knows its CVXPY
+constraints, a numeric violation measure, and (for later modules) its support function
+``sigma_C(s) = sup_{w in C} s^T w`` and Euclidean projection.  Arbitrary DCP constraints on a
+node's variable are wrapped in :class:`SymbolicConstraint`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import cvxpy as cp
+import numpy as np
+
+from ._validate import as_nonneg_scalar
+from .errors import ConstraintError, DataError
+
+__all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
+
+
+class Constraint:
+    """Base class of node constraints ``w in C`` (``C`` convex, closed)."""
+
+    kind: ClassVar[str] = "constraint"
+
+    @property
+    def dim(self) -> int | None:
+        """Required parameter dimension (None: any)."""
+        return None
+
+    def constraints(self, x: cp.Expression) -> list[cp.Constraint]:
+        """CVXPY constraints expressing ``x in C`` for a ``(d,)`` variable or ``(k, d)`` stack."""
+        raise NotImplementedError
+
+    def violation(self, w: np.ndarray) -> float:
+        """A nonnegative measure of how far ``w`` is from satisfying the constraint (0: inside)."""
+        raise NotImplementedError
+
+
+class Box(Constraint):
+    """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed."""
+
+    kind = "box"
+
+    def __init__(self, lo: Any = -np.inf, hi: Any = np.inf):
+        try:
+            lo_a = np.array(lo, dtype=float)
+            hi_a = np.array(hi, dtype=float)
+        except (TypeError, ValueError):
+            raise DataError(f"Box: bounds must be numeric, got lo={lo!r}, hi={hi!r}") from None
+        for name, a in (("lo", lo_a), ("hi", hi_a)):
+            if a.ndim > 1:
+                raise DataError(f"Box: {name} must be a scalar or a vector, got shape {a.shape}")
+            if np.isnan(a).any():
+                raise DataError(f"Box: {name} contains NaN")
+        if np.isposinf(lo_a).any() or np.isneginf(hi_a).any():
+            raise DataError("Box: lo may not be +inf and hi may not be -inf (empty box)")
+        if lo_a.ndim == 1 and hi_a.ndim == 1 and lo_a.shape != hi_a.shape:
+            raise DataError(f"Box: lo has shape {lo_a.shape} but hi has shape {hi_a.shape}")
+        if np.any(lo_a > hi_a):
+            raise DataError("Box: lo > hi in some coordinate (the box is empty)")
+        self.lo, self.hi = lo_a, hi_a
+
+    @property
+    def dim(self) -> int | None:
+        for a in (self.lo, self.hi):
+            if a.ndim == 1:
+                return int(a.shape[0])
+        return None
+
+    def bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)`` broadcast to ``(d,)``."""
+        return np.broadcast_to(self.lo, (d,)).copy(), np.broadcast_to(self.hi, (d,)).copy()
+
+    def constraints(self, x):
+        d = x.shape[-1]
+        lo, hi = self.bounds(d)
+        out = []
+        if np.isfinite(lo).any():
+            k = np.isfinite(lo)
+            out.append((x[..., k] if not k.all() else x) >= lo[k])
+        if np.isfinite(hi).any():
+            k = np.isfinite(hi)
+            out.append((x[..., k] if not k.all() else x) <= hi[k])
+        return out
+
+    def violation(self, w):
+        lo, hi = self.bounds(w.shape[-1])
+        return float(max(np.max(lo - w, initial=0.0), np.max(w - hi, initial=0.0)))
+
+    def __repr__(self) -> str:
+        return f"Box(lo={self.lo.tolist()}, hi={self.hi.tolist()})"
+
+
+class NonNeg(Constraint):
+    """``w >= 0`` entrywise."""
+
+    kind = "nonneg"
+
+    def constraints(self, x):
+        return [x >= 0]
+
+    def violation(self, w):
+        return float(max(-np.min(w), 0.0))
+
+    def __repr__(self) -> str:
+        return "NonNeg()"
+
+
+class NormBall(Constraint):
+    """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``."""
+
+    kind = "normball"
+
+    def __init__(self, radius: float, p: float = 2):
+        self.radius = as_nonneg_scalar(radius, "radius", "NormBall")
+        try:
+            pf = float(p)
+        except (TypeError, ValueError):
+            raise DataError(f"NormBall: p must be a number >= 1, got {p!r}") from None
+        if np.isnan(pf) or pf < 1:
+            raise DataError(f"NormBall: p must be >= 1, got {p!r}")
+        self.p = pf
+
+    def _cvx_norm(self, x):
+        if x.ndim == 2:
+            return cp.norm(x, self.p if np.isfinite(self.p) else "inf", axis=1)
+        return cp.norm(x, self.p if np.isfinite(self.p) else "inf")
+
+    def constraints(self, x):
+        return [self._cvx_norm(x) <= self.radius]
+
+    def violation(self, w):
+        return float(max(np.linalg.norm(w, ord=self.p) - self.radius, 0.0))
+
+    def __repr__(self) -> str:
+        return f"NormBall(radius={self.radius:g}, p={self.p:g})"
+
+
+class SymbolicConstraint(Constraint):
+    """A DCP CVXPY constraint on one node's variable."""
+
+    kind = "symbolic"
+
+    def __init__(self, constraint: cp.Constraint, variable: cp.Variable, node: Any = None):
+        where = f"node {node!r}" if node is not None else "symbolic constraint"
+        if not isinstance(constraint, cp.constraints.constraint.Constraint):
+            raise ConstraintError(
+                f"{where}: expected a CVXPY constraint, got {type(constraint).__name__}"
+            )
+        if not constraint.is_dcp():
+            raise ConstraintError(f"{where}: constraint {constraint} is not DCP")
+        vars_ = constraint.variables()
+        foreign = [v for v in vars_ if v.id != variable.id]
+        if foreign:
+            names = ", ".join(sorted({v.name() for v in foreign}))
+            raise ConstraintError(
+                f"{where}: constraint may only use the node's own variable {variable.name()}, "
+                f"but it also uses {names}"
+            )
+        if not vars_:
+            raise ConstraintError(f"{where}: constraint {constraint} does not involve the node's "
+                                  "variable")
+        self.constraint = constraint
+        self.variable = variable
+        self.node = node
+
+    @property
+    def dim(self) -> int:
+        return int(self.variable.size)
+
+    def constraints(self, x):
+        if x is not self.variable:
+            raise ConstraintError(
+                f"node {self.node!r}: a symbolic constraint is stated in its node's variable "
+                "and cannot be re-expressed in another variable"
+            )
+        return [self.constraint]
+
+    def violation(self, w):
+        old = self.variable.value
+        self.variable.value = np.asarray(w, dtype=float).reshape(self.variable.shape)
+        try:
+            r = self.constraint.residual
+        finally:
+            self.variable.value = old
+        if r is None:
+            return float("inf")
+        return float(np.max(np.abs(r), initial=0.0))
+
+    def __repr__(self) -> str:
+        return f"SymbolicConstraint({self.constraint})"
+

@@ -1,0 +1,255 @@
+"""Exact compilation of the primal problem (16) to one vectorized CVXPY problem.
+
+The whole model becomes one problem in a matrix variable ``W`` (``n x d``, row ``i`` is ``w_i``)
+and the edge differences ``Z`` (``|E| x d``) tied by the equality constraint ``Z = D W``:
+
+    minimize  sum_batches loss(X_blk vec(W)) + sum_i (eta_i ||w_i||_1 + kappa_i ||w_i||^2)
+              + sum_symbolic L_i(x_i) + lambda * sum_e A_e phi(Z_e)
+    s.t.      Z = D W,   library constraints on W (stacked),   x_i = w_i and C_i (symbolic)
+
+Library losses of one class are stacked into a sparse block matrix (no per-node expressions);
+symbolic losses and constraints are added as given, in their node's own variable ``x_i``, tied
+to row ``i`` of ``W``.  ``lambda`` is a CVXPY Parameter, so changing ``model.lam`` re-solves
+without recompiling (DPP).
+
+The multiplier ``nu`` of ``Z = D W`` gives the edge flows: CVXPY's Lagrangian adds
+``nu^T (Z - D W)``, so stationarity in ``Z`` reads ``-nu in lambda A dphi(Z)`` and in ``W``
+``D^T nu in dL(W)``; hence ``u = -nu`` satisfies MATH.md's optimality conditions (23)/(25),
+``-(D^T u)_i in dL_i(w_i)`` and ``u_e in lambda A_e dphi(w_{e+} - w_{e-})``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import numpy as np
+
+from .constraints import SymbolicConstraint
+from .errors import InfeasibleError, SolverError
+from .losses import SymbolicLoss
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+    from .solution import Solution
+
+__all__ = ["PrimalProblem", "compile_primal", "solve_exact", "DEFAULT_SOLVER_OPTIONS",
+           "run_solver"]
+
+#: Accuracy defaults, tighter than the solvers' own so that exact solves are ground truth.
+DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
+    "CLARABEL": {
+        "tol_gap_abs": 1e-10,
+        "tol_gap_rel": 1e-10,
+        "tol_feas": 1e-9,
+        "tol_ktratio": 1e-8,
+        "max_iter": 500,
+    },
+    "OSQP": {
+        "eps_abs": 1e-10,
+        "eps_rel": 1e-10,
+        "max_iter": 400_000,
+        "polish": True,
+    },
+    "SCS": {
+        "eps_abs": 1e-9,
+        "eps_rel": 1e-9,
+        "max_iters": 400_000,
+    },
+}
+
+
+@dataclass
+class PrimalProblem:
+    """A compiled primal problem: the CVXPY problem and its handles."""
+
+    problem: cp.Problem
+    W: cp.Variable
+    Z: cp.Variable | None
+    flow_constraint: cp.Constraint | None
+    lam: cp.Parameter
+    build_time: float
+
+
+def compile_primal(model: GTVModel) -> PrimalProblem:
+    """Build the vectorized CVXPY problem of (16) (cached on the model until it changes)."""
+    cached = model._cache.get("primal")
+    if cached is not None:
+        cached.lam.value = model.lam
+        return cached
+    t0 = time.perf_counter()
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    W = cp.Variable((n, d), name="W")
+    lam = cp.Parameter(nonneg=True, name="lambda", value=model.lam)
+    w_flat = cp.vec(W, order="C")
+    terms: list[cp.Expression] = []
+    cons: list[cp.Constraint] = []
+    for batch in st.batches:
+        expr = batch.expression(w_flat, W)
+        if expr is not None:
+            terms.append(expr)
+    if st.l1.any():
+        idx = np.flatnonzero(st.l1)
+        terms.append(st.l1[idx] @ cp.sum(cp.abs(W[idx, :]), axis=1))
+    if st.l2.any():
+        idx = np.flatnonzero(st.l2)
+        terms.append(cp.sum_squares(cp.multiply(np.sqrt(st.l2[idx])[:, None], W[idx, :])))
+    tied: set[int] = set()
+
+    def tie(i: int) -> None:
+        if i not in tied:
+            tied.add(i)
+            cons.append(model._vars[i] == W[i, :])
+
+    for i in st.symbolic:
+        loss = model.loss_at(i)
+        terms.append(loss.expression(loss.variable))
+        tie(i)
+    for i in st.symbolic_constraints:
+        for c in model.constraints_at(i):
+            if isinstance(c, SymbolicConstraint):
+                cons.extend(c.constraints(c.variable))
+        tie(i)
+    # library constraints, stacked
+    if st.box is not None:
+        idx, lo, hi = st.box
+        flat = (idx[:, None] * d + np.arange(d)[None, :]).ravel()
+        for bound, sign in ((lo.ravel(), 1.0), (hi.ravel(), -1.0)):
+            keep = np.isfinite(bound)
+            if keep.any():
+                cons.append(sign * w_flat[flat[keep]] >= sign * bound[keep])
+    if st.nonneg.size:
+        cons.append(W[st.nonneg, :] >= 0)
+    for p, (idx, radii) in st.normball.items():
+        cons.append(cp.norm(W[idx, :], p if np.isfinite(p) else "inf", axis=1) <= radii)
+    Z = flow = None
+    if model.num_edges:
+        Z = cp.Variable((model.num_edges, d), name="Z")
+        flow = Z == model.incidence @ W
+        cons.append(flow)
+        terms.append(lam * model.penalty.weighted_expression(Z, model.edge_weights))
+    objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else (
+        terms[0] if terms else cp.Constant(0.0))
+    problem = cp.Problem(cp.Minimize(objective), cons)
+    compiled = PrimalProblem(problem, W, Z, flow, lam, time.perf_counter() - t0)
+    model._cache["primal"] = compiled
+    return compiled
+
+
+def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
+               accept_inaccurate: bool, what: str) -> tuple[str, float, float]:
+    """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
+
+    Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
+    :class:`SolverError` (with the status) on failure or on an inaccurate status unless
+    ``accept_inaccurate``.  Infeasibility is returned to the caller as status ``infeasible``.
+    """
+    name = (solver or "CLARABEL").upper()
+    if name not in cp.installed_solvers():
+        raise SolverError(f"solver {name!r} is not installed (installed: "
+                          f"{', '.join(cp.installed_solvers())})", status=None, solver=name)
+    options = dict(DEFAULT_SOLVER_OPTIONS.get(name, {}))
+    options.update(opts)
+    t0 = time.perf_counter()
+    try:
+        problem.solve(solver=name, verbose=verbose, **options)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
+                          solver=name) from None
+    except cp.error.DCPError as exc:  # pragma: no cover - inputs are validated before
+        raise SolverError(f"{what}: problem is not DCP: {exc}", status="not_dcp",
+                          solver=name) from None
+    except (TypeError, ValueError) as exc:
+        # e.g. an unknown solver option, or a conic problem given to a QP solver
+        raise SolverError(f"{what}: solver {name} rejected the problem: {exc}",
+                          status="rejected", solver=name) from None
+    wall = time.perf_counter() - t0
+    status = problem.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        return name, 0.0, wall
+    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        raise SolverError(f"{what}: {name} reports the problem unbounded ({status}); a node "
+                          "loss may be unbounded below", status=status, solver=name)
+    if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate:
+        raise SolverError(
+            f"{what}: {name} stopped with status {status!r}; the result is not accurate enough "
+            "for a reference solution (pass accept_inaccurate=True to accept it, or loosen the "
+            "tolerances)", status=status, solver=name)
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise SolverError(f"{what}: {name} failed with status {status!r}", status=status,
+                          solver=name)
+    stats = problem.solver_stats
+    solve_time = stats.solve_time if stats and stats.solve_time is not None else wall
+    comp = getattr(problem, "compilation_time", None) or max(wall - solve_time, 0.0)
+    return name, float(comp), float(solve_time)
+
+
+def find_infeasible_nodes(model: GTVModel) -> list[Any]:
+    """Node labels whose own constraints (with their loss's domain) have no feasible point."""
+    bad = []
+    for i in sorted(model._constraints):
+        # symbolic losses and constraints are stated in the node's own variable
+        x = model._vars.get(i) or cp.Variable(model.dim)
+        cons: list[cp.Constraint] = []
+        for c in model.constraints_at(i):
+            cons.extend(c.constraints(x))
+        loss = model.loss_at(i)
+        if isinstance(loss, SymbolicLoss):
+            cons.extend(loss.expr.domain)
+        prob = cp.Problem(cp.Minimize(0), cons)
+        try:
+            prob.solve(solver="CLARABEL")
+        except cp.error.SolverError:
+            continue
+        if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            bad.append(model.nodes[i])
+    return bad
+
+
+def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate: bool = False,
+                verbose: bool = False, **opts: Any) -> Solution:
+    """Solve (16) to high accuracy; returns weights, flows ``u`` and timings.
+
+    ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
+    quadratic losses with ``SquaredNorm2``/``QuadForm``/``Norm1``/``NormInf`` penalties) or
+    ``"SCS"``; ``opts`` override :data:`DEFAULT_SOLVER_OPTIONS`.  An inaccurate solver status
+    raises :class:`~gtvmodel.errors.SolverError` unless ``accept_inaccurate=True``; infeasible
+    node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes.
+    """
+    from .solution import Solution
+
+    fresh = "primal" not in model._cache
+    compiled = compile_primal(model)
+    name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
+                                        accept_inaccurate, "solve_exact")
+    if compiled.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        bad = find_infeasible_nodes(model)
+        where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad
+                 else "the constraints have no common feasible point")
+        raise InfeasibleError(f"solve_exact: {name} reports the problem infeasible: {where}")
+    W = np.asarray(compiled.W.value, dtype=float).reshape(model.num_nodes, model.dim)
+    if compiled.flow_constraint is not None:
+        dual = compiled.flow_constraint.dual_value
+        if dual is None:
+            raise SolverError(f"solve_exact: {name} returned no dual values for the flows",
+                              status=compiled.problem.status, solver=name)
+        U = -np.asarray(dual, dtype=float).reshape(model.num_edges, model.dim)
+    else:
+        U = np.zeros((0, model.dim))
+    if not (np.isfinite(W).all() and np.isfinite(U).all()):
+        raise SolverError(f"solve_exact: {name} returned non-finite values",
+                          status=compiled.problem.status, solver=name)
+    return Solution(
+        weights=W,
+        flows=U,
+        objective=float(compiled.problem.value),
+        status=compiled.problem.status,
+        solver=name,
+        compile_time=(compiled.build_time if fresh else 0.0) + comp,
+        solve_time=solve_time,
+        nodes=list(model.nodes),
+        info={"lam": model.lam},
+    )

@@ -1,0 +1,124 @@
+"""The empirical graph: node order, edge orientation, weights and the incidence matrix D.
+
+Conventions (MATH.md §1): node ``i`` is position ``i`` in ``list(G.nodes)``; an undirected
+edge ``e = {i, j}`` is oriented head ``e+ = min(i, j)``, tail ``e- = max(i, j)`` (positions);
+its weight ``A_e`` is the edge attribute ``weight`` (default 1), finite and ``> 0``.  The
+incidence matrix ``D`` (``|E| x n``, scipy.sparse CSR) maps node parameters to edge
+differences, ``(D w)_e = w_{e+} - w_{e-}``; its transpose maps edge flows to net outflows,
+``(D^T u)_i = sum_{e: e+=i} u_e - sum_{e: e-=i} u_e``.  ``D`` is never formed dense.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import GraphError, UnknownNodeError
+
+__all__ = ["EmpiricalGraph"]
+
+
+class EmpiricalGraph:
+    """An immutable, validated view of a ``networkx.Graph`` in gtvmodel's conventions.
+
+    Attributes
+    ----------
+    nodes : list
+        Node labels; the order of every ``(n, d)`` result.
+    edges : ndarray of shape (|E|, 2)
+        Oriented edges as position pairs ``(e+, e-)`` with ``e+ < e-``.
+    edge_weights : ndarray of shape (|E|,)
+        The weights ``A_e``.
+    incidence : scipy.sparse.csr_matrix of shape (|E|, n)
+        The incidence matrix ``D``.
+    degrees : ndarray of shape (n,)
+        Unweighted degrees ``deg(i)`` (number of incident edges), as used by Algorithm 1.
+    """
+
+    def __init__(self, graph: nx.Graph):
+        if not isinstance(graph, nx.Graph):
+            raise GraphError(f"expected a networkx.Graph, got {type(graph).__name__}")
+        if graph.is_directed():
+            raise GraphError("the empirical graph must be undirected (got a directed graph)")
+        if graph.is_multigraph():
+            raise GraphError("multigraphs are not supported: merge parallel edges into one weight")
+        if graph.number_of_nodes() == 0:
+            raise GraphError("the graph has no nodes")
+        self.graph = graph
+        self.nodes: list[Hashable] = list(graph.nodes)
+        self._index = {v: i for i, v in enumerate(self.nodes)}
+        n = len(self.nodes)
+        m = graph.number_of_edges()
+        heads = np.empty(m, dtype=np.int64)
+        tails = np.empty(m, dtype=np.int64)
+        weights = np.empty(m, dtype=float)
+        for k, (a, b, data) in enumerate(graph.edges(data=True)):
+            ia, ib = self._index[a], self._index[b]
+            if ia == ib:
+                raise GraphError(f"self-loop at node {a!r}: w_i - w_i = 0 carries no information")
+            w = data.get("weight", 1.0)
+            try:
+                wf = float(w)
+            except (TypeError, ValueError):
+                raise GraphError(f"edge ({a!r}, {b!r}) has a non-numeric weight {w!r}") from None
+            if not np.isfinite(wf) or wf <= 0:
+                raise GraphError(
+                    f"edge ({a!r}, {b!r}) has weight {w!r}; edge weights must be finite and > 0"
+                )
+            heads[k], tails[k] = min(ia, ib), max(ia, ib)
+            weights[k] = wf
+        # Sort edges by (head, tail) for a deterministic, label-independent order.
+        order = np.lexsort((tails, heads))
+        self.edges = np.column_stack([heads[order], tails[order]])
+        self.edge_weights = weights[order]
+        rows = np.repeat(np.arange(m), 2)
+        cols = self.edges.ravel()
+        vals = np.tile([1.0, -1.0], m)
+        self.incidence = sp.csr_matrix((vals, (rows, cols)), shape=(m, n))
+        self.degrees = np.bincount(self.edges.ravel(), minlength=n).astype(np.int64)
+
+    # ------------------------------------------------------------------ lookup
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edges.shape[0])
+
+    def index(self, node: Any) -> int:
+        """Position of ``node`` in :attr:`nodes`; :class:`UnknownNodeError` if absent."""
+        try:
+            return self._index[node]
+        except (KeyError, TypeError):
+            raise UnknownNodeError(f"node {node!r} is not in the graph") from None
+
+    def indices(self, nodes: Iterable[Any]) -> np.ndarray:
+        """Positions of several nodes, as an integer array."""
+        return np.array([self.index(v) for v in nodes], dtype=np.int64)
+
+    def edge_label(self, e: int) -> tuple[Any, Any]:
+        """The node labels ``(e+, e-)`` of oriented edge ``e``."""
+        h, t = self.edges[e]
+        return self.nodes[h], self.nodes[t]
+
+    # ------------------------------------------------------------ operators
+    def diff(self, w: np.ndarray) -> np.ndarray:
+        """``D w``: edge differences ``w_{e+} - w_{e-}`` of an ``(n, d)`` array."""
+        return self.incidence @ w
+
+    def divergence(self, u: np.ndarray) -> np.ndarray:
+        """``D^T u``: net outflow at every node of an ``(|E|, d)`` flow array."""
+        return self.incidence.T @ u
+
+    def laplacian(self) -> sp.csr_matrix:
+        """The weighted graph Laplacian ``D^T diag(A) D`` (sparse)."""
+        D = self.incidence
+        return (D.T @ sp.diags(self.edge_weights) @ D).tocsr()
+
+    def __repr__(self) -> str:
+        return f"EmpiricalGraph(n={self.num_nodes}, |E|={self.num_edges})"
