@@ -167,7 +167,10 @@ class DataFitLoss(Loss):
         owner = type(self).__name__
         X = as_finite_array(X, "X", owner=owner)
         if X.ndim == 1:
-            X = X[None, :]
+            raise DataError(
+                f"{owner}: X must be a 2-D (m, d) matrix, got a 1-D array of length {X.shape[0]} "
+                "(for d = 1 pass X.reshape(-1, 1); for one sample pass X.reshape(1, -1))"
+            )
         if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
             raise DataError(f"{owner}: X must be a non-empty (m, d) matrix, got shape {X.shape}")
         y = as_finite_array(y, "y", owner=owner)
