@@ -18,7 +18,7 @@ import cvxpy as cp
 import numpy as np
 
 from ._validate import as_finite_array
-from .errors import PenaltyError
+from .errors import PenaltyError, UnsupportedError
 
 __all__ = ["Penalty", "Norm2", "Norm1", "NormInf", "NormP", "SquaredNorm2", "QuadForm"]
 
@@ -49,6 +49,24 @@ class Penalty:
     def value(self, v: np.ndarray) -> float:
         """``phi(v)`` for one vector."""
         return float(self.rows_value(np.atleast_2d(np.asarray(v, dtype=float)))[0])
+
+    # ---- Algorithm 1: proximal maps (issue 5)
+    def prox_rows(self, V: np.ndarray, t: Any) -> np.ndarray:
+        """Row-wise ``prox_{t_e phi}(V_e)`` for ``t`` a scalar or an ``(|E|,)`` array ``>= 0``."""
+        raise UnsupportedError(f"{self!r} has no proximal map")
+
+    def dual_update(self, V: np.ndarray, sigma: Any, lamA: Any) -> np.ndarray:
+        """The edge dual update DU (33): row-wise ``prox_{sigma_e g_e*}(V_e)``.
+
+        ``g_e = lambda A_e phi`` (``lamA`` holds ``lambda A_e``, shape ``(|E|,)``), ``sigma``
+        the dual steps ``sigma_e`` (scalar or ``(|E|,)``, ``> 0``).  The base class uses
+        Moreau's identity ``prox_{sigma g*}(v) = v - sigma prox_{g/sigma}(v/sigma)`` with
+        :meth:`prox_rows`; penalties with a closed form (MATH.md §3 table) override it.
+        """
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        s = np.broadcast_to(np.asarray(sigma, dtype=float), (V.shape[0],))
+        lamA = np.broadcast_to(np.asarray(lamA, dtype=float), (V.shape[0],))
+        return V - s[:, None] * self.prox_rows(V / s[:, None], lamA / s)
 
     # ---- norms
     def dual_norm(self, U: np.ndarray) -> np.ndarray:
@@ -101,6 +119,36 @@ class _NormPenalty(Penalty):
 
     def dual_norm_expression(self, U):
         return cp.norm(U, self.q, axis=1)
+
+    def project_dual_ball(self, U: np.ndarray, radii: Any) -> np.ndarray:
+        """Row-wise Euclidean projection of ``U`` (``(|E|, d)``) onto ``{||u_e||_q <= r_e}``.
+
+        ``q`` is the dual exponent: scaling for ``q = 2`` (:class:`Norm2`), entrywise clipping
+        for ``q = inf`` (:class:`Norm1`), the sort-based ``l1``-ball projection for ``q = 1``
+        (:class:`NormInf`), and a vectorized Newton iteration on the KKT multiplier otherwise
+        (:class:`NormP`, relative accuracy ~1e-13).  ``radii`` (``(|E|,)`` or a scalar) ``>= 0``.
+        """
+        U, r = _check_ball_args(U, radii)
+        q = self.q
+        if q == 2:
+            return _project_l2_ball(U, r)
+        if np.isinf(q):
+            return _project_linf_ball(U, r)
+        if q == 1:
+            return _project_l1_ball(U, r)
+        return _project_lq_ball(U, r, q)
+
+    def prox_rows(self, V, t):
+        """``prox_{t ||.||}(v) = v - P_{||.||_* <= t}(v)`` (Moreau)."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        return V - self.project_dual_ball(V, np.broadcast_to(np.asarray(t, float), (len(V),)))
+
+    def dual_update(self, V, sigma, lamA):
+        """DU (33) for a norm: ``lambda A_e phi*(u / (lambda A_e))`` is the indicator of the
+        dual-norm ball of radius ``lambda A_e`` (27), so DU is the projection onto it
+        (independent of ``sigma``)."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        return self.project_dual_ball(V, np.broadcast_to(np.asarray(lamA, float), (len(V),)))
 
 
 class Norm2(_NormPenalty):
@@ -178,6 +226,20 @@ class SquaredNorm2(Penalty):
         V = np.atleast_2d(V)
         return 0.5 * (V**2).sum(axis=1)
 
+    def prox_rows(self, V, t):
+        """``prox_{t phi}(v) = v / (1 + t)``."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        t = np.broadcast_to(np.asarray(t, dtype=float), (len(V),))
+        return V / (1.0 + t)[:, None]
+
+    def dual_update(self, V, sigma, lamA):
+        """DU (33): ``v / (1 + sigma/(lambda A)) = v lambda A / (lambda A + sigma)`` (MATH.md §3;
+        ``0`` when ``lambda A = 0``)."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))
+        la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))
+        return V * (la / (la + s))[:, None]
+
 
 class QuadForm(Penalty):
     """``phi(v) = 1/2 v^T Q v`` with ``Q`` symmetric positive definite.
@@ -215,8 +277,199 @@ class QuadForm(Penalty):
         V = np.atleast_2d(V)
         return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
 
+    def _eig(self) -> tuple[np.ndarray, np.ndarray]:
+        eig = self.__dict__.get("_eigh")
+        if eig is None:
+            eig = np.linalg.eigh(self.Q)
+            self.__dict__["_eigh"] = eig
+        return eig
+
+    def prox_rows(self, V, t):
+        """``prox_{t phi}(v) = (I + t Q)^{-1} v`` in the eigenbasis of ``Q``."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        t = np.broadcast_to(np.asarray(t, dtype=float), (len(V),))
+        ev, B = self._eig()
+        return ((V @ B) / (1.0 + t[:, None] * ev[None, :])) @ B.T
+
+    def dual_update(self, V, sigma, lamA):
+        """DU (33): ``(I + (sigma/(lambda A)) Q^{-1})^{-1} v`` (MATH.md §3), i.e. the factor
+        ``lambda A q_k / (lambda A q_k + sigma)`` on the eigenvector of eigenvalue ``q_k``."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))[:, None]
+        la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))[:, None]
+        ev, B = self._eig()
+        return ((V @ B) * (la * ev[None, :] / (la * ev[None, :] + s))) @ B.T
+
     def _key(self):
         return (self.Q.tobytes(),)
 
     def __repr__(self) -> str:
         return f"QuadForm(d={self.Q.shape[0]})"
+
+
+# =====================================================================  dual-ball projections
+def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
+    U = np.asarray(U, dtype=float)
+    if U.ndim != 2:
+        raise PenaltyError(f"project_dual_ball: U must be an (|E|, d) array, got shape {U.shape}")
+    r = np.asarray(radii, dtype=float)
+    if r.ndim == 0:
+        r = np.full(U.shape[0], float(r))
+    if r.shape != (U.shape[0],):
+        raise PenaltyError(f"project_dual_ball: radii must have shape ({U.shape[0]},), "
+                           f"got {r.shape}")
+    bad = np.flatnonzero(~np.isfinite(r) | (r < 0))
+    if bad.size:
+        raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
+                           "radii must be finite and >= 0")
+    return U, r
+
+
+def _project_l2_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Row-wise projection onto ``{||u||_2 <= r_e}``: scale rows that are outside."""
+    nrm = np.sqrt(np.einsum("ij,ij->i", U, U))
+    scale = np.ones_like(nrm)
+    out = nrm > r
+    scale[out] = r[out] / nrm[out]
+    return U * scale[:, None]
+
+
+def _project_linf_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Row-wise projection onto ``{||u||_inf <= r_e}``: entrywise clipping."""
+    return np.clip(U, -r[:, None], r[:, None])
+
+
+def _project_l1_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Row-wise projection onto ``{||u||_1 <= r_e}`` (sort-based, Duchi et al. 2008).
+
+    For a row outside the ball, ``x = sign(u) max(|u| - theta, 0)`` with the threshold
+    ``theta = (sum_{j <= k} s_j - r) / k``, ``s`` the sorted ``|u|`` (descending) and ``k`` the
+    largest index with ``s_k > (sum_{j <= k} s_j - r) / k``.  Vectorized over all rows.
+    """
+    X = U.copy()
+    A = np.abs(U)
+    outside = A.sum(axis=1) > r
+    if not outside.any():
+        return X
+    Ao, ro = A[outside], r[outside]
+    S = -np.sort(-Ao, axis=1)
+    css = np.cumsum(S, axis=1) - ro[:, None]
+    k = np.arange(1, S.shape[1] + 1)
+    cond = S * k > css
+    # cond holds for a prefix of indices; its length is the support size (>= 1 since r >= 0).
+    kk = np.maximum(cond.sum(axis=1), 1)  # r = 0: k = 1 and theta = max |u| (x = 0)
+    theta = css[np.arange(S.shape[0]), kk - 1] / kk
+    theta = np.maximum(theta, 0.0)
+    X[outside] = np.sign(U[outside]) * np.maximum(Ao - theta[:, None], 0.0)
+    return X
+
+
+def _lq_inner(A: np.ndarray, c: np.ndarray, q: float) -> np.ndarray:
+    """Solve ``x + c x^(q-1) = a`` for ``x in [0, a]`` entrywise (``c >= 0``, ``1 < q < inf``).
+
+    For ``q >= 2`` the left side is convex in ``x`` and Newton from ``x = a`` decreases
+    monotonically to the root; for ``q < 2`` it is convex in ``y = x^(q-1)`` (``x = y^(p-1)``,
+    ``p - 1 = 1/(q - 1)``) and Newton in ``y`` from ``y = a^(q-1)`` does the same.  Monotone
+    Newton on a convex increasing function cannot overshoot, so no safeguard is needed.  The
+    start is the smaller of the two upper bounds (each term alone equal to ``a``), which is
+    within a factor 2 of the root, so the linear phase is short.
+    """
+    with np.errstate(divide="ignore"):
+        a_c = np.where(c > 0, A / np.where(c > 0, c, 1.0), np.inf)
+    if q >= 2:
+        x = np.minimum(A, a_c ** (1.0 / (q - 1.0)))
+        for _ in range(200):
+            xq = x ** (q - 2.0)
+            h = x + c * xq * x - A
+            x_new = np.maximum(x - h / (1.0 + c * (q - 1.0) * xq), 0.0)
+            if np.all(np.abs(x_new - x) <= 1e-15 * np.maximum(A, 1e-300)):
+                x = x_new
+                break
+            x = x_new
+        return x
+    e = 1.0 / (q - 1.0)  # x = y^e, e > 1
+    y = np.minimum(A ** (q - 1.0), a_c)
+    for _ in range(200):
+        ye1 = y ** (e - 1.0)
+        h = ye1 * y + c * y - A
+        y_new = np.maximum(y - h / (e * ye1 + c), 0.0)
+        if np.all(np.abs(y_new - y) <= 1e-15 * np.maximum(y, 1e-300)):
+            y = y_new
+            break
+        y = y_new
+    return y**e
+
+
+def _project_lq_ball(U: np.ndarray, r: np.ndarray, q: float, tol: float = 1e-13,
+                     max_iter: int = 200) -> np.ndarray:
+    """Row-wise projection onto ``{||u||_q <= r_e}`` for ``1 < q < inf`` (no closed form).
+
+    For a row ``a = |u|`` outside the ball the KKT conditions of
+    ``min ||x - a||^2 / 2  s.t.  ||x||_q^q <= r^q`` read ``x_j + mu q x_j^(q-1) = a_j`` with a
+    multiplier ``mu > 0`` chosen so that ``||x(mu)||_q = r`` (rows are first scaled to
+    ``r = 1``).  ``x(mu)`` is solved entrywise by a monotone Newton method (:func:`_lq_inner`);
+    ``mu`` by a bracketed Newton iteration on ``log ||x(mu)||_q`` over all outside rows at once
+    (bisection whenever a Newton step leaves the bracket), to a relative accuracy of ~1e-13.
+    """
+    X = U.copy()
+    A_all = np.abs(U)
+    with np.errstate(divide="ignore"):
+        nrm = np.linalg.norm(A_all, ord=q, axis=1)
+    outside = nrm > r
+    zero = outside & (r == 0)
+    X[zero] = 0.0
+    outside &= r > 0
+    if not outside.any():
+        return X
+    A, ro = A_all[outside], r[outside]
+    # P_{||x||_q <= r}(a) = r P_{||x||_q <= 1}(a / r)
+    A = A / ro[:, None]
+    k = A.shape[0]
+
+    def residual_rows(rows: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = _lq_inner(A[rows], (mu * q)[:, None], q)
+        return x, np.log(np.linalg.norm(x, ord=q, axis=1))
+
+    def residual(mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return residual_rows(np.arange(k), mu)
+
+    lo = np.zeros(k)  # f(lo) > 0
+    hi = np.ones(k)
+    _, f_hi = residual(hi)
+    for _ in range(200):
+        need = f_hi >= 0
+        if not need.any():
+            break
+        lo[need] = hi[need]
+        hi[need] *= 4.0
+        _, f_hi = residual(hi)
+    mu = 0.5 * (lo + hi)
+    act = np.arange(k)  # rows whose multiplier has not converged yet
+    for _ in range(max_iter):
+        m_a = mu[act]
+        x, f = residual_rows(act, m_a)
+        pos = f > 0
+        lo[act] = np.where(pos, m_a, lo[act])
+        hi[act] = np.where(pos, hi[act], m_a)
+        # d/dmu log||x||_q = (sum x^(q-1) dx/dmu) / ||x||_q^q,
+        # dx/dmu = -q x^(q-1) / (1 + mu q (q-1) x^(q-2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xq1 = x ** (q - 1.0)
+            dx = -q * xq1 / (1.0 + m_a[:, None] * q * (q - 1.0)
+                             * np.where(x > 0, xq1 / x, 0.0))
+            dx = np.where(x > 0, dx, 0.0)
+            df = (xq1 * dx).sum(axis=1) / (x**q).sum(axis=1)
+            step = m_a - f / df
+        bad = ~np.isfinite(step) | (step < lo[act]) | (step > hi[act])
+        new = np.where(bad, 0.5 * (lo[act] + hi[act]), step)
+        hit = np.abs(f) <= tol  # m_a itself solves ||x(mu)||_q = 1: keep it
+        mu[act] = np.where(hit, m_a, new)
+        done = hit | (np.abs(new - m_a) <= tol * m_a)
+        act = act[~done]
+        if act.size == 0:
+            break
+    x, _ = residual(mu)
+    # the remaining error is relative ~1e-13; rescale exactly onto the sphere
+    x /= np.linalg.norm(x, ord=q, axis=1)[:, None]
+    X[outside] = np.sign(U[outside]) * x * ro[:, None]
+    return X
