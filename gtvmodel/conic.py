@@ -1,0 +1,459 @@
+"""Automatic conjugation of symbolic node losses (MATH.md §3, last paragraph).
+
+A node whose loss is an arbitrary DCP expression, or that carries symbolic constraints (a
+*conic node*), has no closed-form conjugate.  Its term ``-(L_i + iota_{C_i})^*(s_i)`` of the dual
+flow problem (19)/(24) is compiled instead from the conic program CVXPY produces for
+
+    minimize_x  L_i(x) - s^T x   subject to  x in C_i                                  (P_s)
+
+whose optimal value is ``-(L_i + iota_{C_i})^*(s)`` by the definition
+``h^*(s) = sup_x s^T x - h(x)``.
+
+**The conic form.**  With Clarabel's canonicalization (CVXPY's ``use_quad_obj=False``, so there
+is no quadratic objective term), (P_s) becomes, in a stacked variable ``x`` of CVXPY's choosing,
+
+    minimize  c(s)^T x + d(s)   subject to  A x + r = b,   r in K                      (P_s)
+
+with ``K = {0}^f x R_+^l x SOC x ... x PSD x ... x K_exp x ... x K_pow x ...`` in Clarabel's row
+order and *only the objective* depending on ``s``, affinely: ``c(s) = c0 + C s``,
+``d(s) = d0 + dv^T s`` (``s`` is a ``cp.Parameter`` and the problem is DPP).  ``C`` is obtained
+exactly by applying the parameters at ``s = 0`` and ``s = e_k``; that ``A`` and ``b`` do not
+depend on ``s`` and that ``c`` is affine is verified at a further point.
+
+**The conic dual.**  The Lagrangian ``c^T x + d + z^T (A x + r - b)`` is bounded below over
+``x`` and ``r in K`` iff ``A^T z + c = 0`` and ``z in K^*``, which gives
+
+    maximize_z  d(s) - b^T z   subject to  A^T z + c0 + C s = 0,   z in K^*            (D_s)
+
+Its value is ``-(L_i + iota_{C_i})^*(s)`` whenever (P_s) and (D_s) have no duality gap (e.g.
+Slater's condition for ``C_i`` and the domain of ``L_i``); in general it is ``<=`` that value
+(weak duality), so the compiled dual flow problem is always a valid lower bound on the primal.
+(D_s) is affine in ``s``, so substituting ``s_i = -(D^T u)_i`` for every conic node and
+maximizing jointly over ``(u, z_i)`` compiles the dual flow problem for every DCP loss.
+
+**The dual cones** (in the representation Clarabel's data uses):
+
+- zero cone ``{0}``  <->  free;  ``R_+`` and the second-order cone ``||x_1:|| <= x_0`` are
+  self-dual;
+- PSD cone: Clarabel vectorizes the *upper* triangle column by column with off-diagonal entries
+  scaled by ``sqrt(2)`` (``svec``).  ``svec`` is an isometry from symmetric matrices with the trace
+  inner product, so the cone is self-dual in that representation: ``z = svec(Z)``, ``Z >= 0``;
+- exponential cone ``K_exp = cl{(x, y, z): y e^{x/y} <= z, y > 0}`` (CVXPY's ``ExpCone``):
+  ``K_exp^* = {(u, v, w): -u e^{v/u} <= e w, u < 0} U {(0, v, w): v, w >= 0}``
+  ``= {(u, v, w): ExpCone(u - v, -u, w)}``;
+- 3-d power cone ``x^a y^(1-a) >= |z|`` (``PowCone3D``): dual
+  ``(u/a)^a (v/(1-a))^(1-a) >= |w|``, i.e. ``PowCone3D(u/a, v/(1-a), w, a)``;
+- n-d power cone ``prod_k x_k^(a_k) >= |z|`` (``PowConeND``, from ``geo_mean(approx=False)``):
+  dual ``PowConeND(u/a, w, a)``.
+
+All cone constraints of all conic nodes are stacked and emitted as a handful of vectorized
+CVXPY constraints (one per cone family and size); only PSD blocks get one matrix variable each.
+
+:func:`node_conjugate_value` evaluates ``(L_i + iota_{C_i})^*(s)`` numerically from (P_s) itself
+(a DPP problem built once per node and re-solved), independently of (D_s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ._validate import as_finite_array
+from .errors import DataError, InfeasibleError, SolverError, UnsupportedError
+from .exact import run_solver
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+
+__all__ = [
+    "ConicData",
+    "conic_nodes",
+    "node_conic_data",
+    "node_dual_terms",
+    "conic_dual_terms",
+    "node_conjugate_value",
+    "conjugate_values",
+]
+
+#: The solver whose conic standard form (row order, cone conventions, PSD svec) is used.
+_CANON_SOLVER = "CLARABEL"
+#: Tolerance of the check that ``A``, ``b`` do not depend on ``s`` and ``c`` is affine in it.
+_AFFINE_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class ConicData:
+    """Clarabel-form conic data of (P_s) for one node.
+
+    ``minimize (c0 + C s)^T x + d0 + dv^T s  s.t.  A x + r = b,  r in K`` where ``K`` is the
+    product of the cones listed in ``zero``, ``nonneg``, ``soc``, ``psd`` (matrix orders),
+    ``exp`` (count), ``p3d`` (exponents ``a``) and ``pnd`` (exponent vectors), in that row order.
+    """
+
+    A: sp.csr_matrix
+    b: np.ndarray
+    c0: np.ndarray
+    C: sp.csr_matrix
+    d0: float
+    dv: np.ndarray
+    zero: int
+    nonneg: int
+    soc: tuple[int, ...]
+    psd: tuple[int, ...]
+    exp: int
+    p3d: tuple[float, ...]
+    pnd: tuple[tuple[float, ...], ...]
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.A.shape[0])
+
+    @property
+    def num_vars(self) -> int:
+        return int(self.A.shape[1])
+
+
+@dataclass
+class _NodeProblem:
+    """(P_s) for one node, built once: the problem, its parameter ``s`` and its variable."""
+
+    problem: cp.Problem
+    s: cp.Parameter
+    x: cp.Variable
+    data: ConicData | None = None
+    data_key: tuple | None = None
+
+
+def conic_nodes(model: GTVModel) -> list[int]:
+    """Positions of the conic nodes: a symbolic loss or at least one symbolic constraint."""
+    st = model.structure()
+    return sorted(set(st.symbolic) | set(st.symbolic_constraints))
+
+
+def _check_position(model: GTVModel, i: Any) -> int:
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not (
+            0 <= i < model.num_nodes):
+        raise DataError(f"node position must be an integer in [0, {model.num_nodes}), got {i!r}")
+    return int(i)
+
+
+def _node_problem(model: GTVModel, i: int) -> _NodeProblem:
+    """(P_s) for node position ``i``, cached on the model until it changes structurally."""
+    cache = model._cache.setdefault("conic_nodes", {})
+    entry = cache.get(i)
+    if entry is not None:
+        return entry
+    label = model.nodes[i]
+    x = model.var(label)
+    loss = model.loss_at(i)
+    expr = loss.expression(x)
+    cons: list[cp.Constraint] = []
+    for c in model.constraints_at(i):
+        cons.extend(c.constraints(x))
+    s = cp.Parameter(model.dim, name=f"s[{label!r}]", value=np.zeros(model.dim))
+    problem = cp.Problem(cp.Minimize(expr - s @ x), cons)
+    if not problem.is_dcp(dpp=True):
+        raise UnsupportedError(
+            f"node {label!r}: the loss and constraints are not DPP in their CVXPY parameters, "
+            "so their conic form cannot be made affine in the dual variable s"
+        )
+    entry = _NodeProblem(problem, s, x)
+    cache[i] = entry
+    return entry
+
+
+def _user_param_key(entry: _NodeProblem) -> tuple:
+    """Current values of the user's own CVXPY parameters in the node's loss/constraints."""
+    key = []
+    for p in entry.problem.parameters():
+        if p.id != entry.s.id:
+            if p.value is None:
+                raise DataError(f"CVXPY parameter {p.name()} has no value")
+            key.append((p.id, np.asarray(p.value, dtype=float).tobytes()))
+    return tuple(sorted(key))
+
+
+def node_conic_data(model: GTVModel, i: int) -> ConicData:
+    """The Clarabel-form conic data of (P_s) for node position ``i`` (cached).
+
+    Computed once per node and model version (and per value of any CVXPY parameters the user
+    put in the node's loss or constraints).
+    """
+    i = _check_position(model, i)
+    entry = _node_problem(model, i)
+    key = _user_param_key(entry)
+    if entry.data is not None and entry.data_key == key:
+        return entry.data
+    label = model.nodes[i]
+    d = model.dim
+    try:
+        data, _, _ = entry.problem.get_problem_data(
+            _CANON_SOLVER, solver_opts={"use_quad_obj": False})
+    except cp.error.SolverError as exc:
+        raise UnsupportedError(
+            f"node {label!r}: CVXPY cannot put the loss/constraints in {_CANON_SOLVER}'s conic "
+            f"form: {exc}") from None
+    if "P" in data:  # pragma: no cover - use_quad_obj=False rules it out
+        raise UnsupportedError(f"node {label!r}: conic form has a quadratic objective term")
+    prog = data["param_prob"]
+    if getattr(prog, "lower_bounds", None) is not None or getattr(
+            prog, "upper_bounds", None) is not None:  # pragma: no cover - not for Clarabel
+        raise UnsupportedError(f"node {label!r}: conic form has variable bounds")
+    values = {pid: np.asarray(p.value, dtype=float) for pid, p in prog.id_to_param.items()}
+
+    def at(sv: np.ndarray):
+        vals = dict(values)
+        vals[entry.s.id] = sv
+        c, d0, A, b = prog.apply_parameters(vals)
+        return np.asarray(c, dtype=float).ravel(), float(np.asarray(d0).ravel()[0]), \
+            sp.csr_matrix(-A), np.asarray(b, dtype=float).ravel()
+
+    c0, d0, A, b = at(np.zeros(d))
+    cols, dcols = [], []
+    for k in range(d):
+        ck, dk, Ak, bk = at(np.eye(d)[k])
+        if (abs(Ak - A).max() if Ak.nnz or A.nnz else 0.0) > _AFFINE_TOL or \
+                np.abs(bk - b).max(initial=0.0) > _AFFINE_TOL:  # pragma: no cover
+            raise UnsupportedError(f"node {label!r}: the conic constraints depend on s")
+        cols.append(ck - c0)
+        dcols.append(dk - d0)
+    C = np.column_stack(cols) if cols else np.zeros((c0.size, 0))
+    dv = np.array(dcols)
+    # affinity check at a further point
+    probe = np.linspace(-1.0, 1.5, d)
+    cp_, dp_, _, _ = at(probe)
+    scale = 1.0 + np.abs(c0).max(initial=0.0) + np.abs(C).max(initial=0.0)
+    if np.abs(cp_ - c0 - C @ probe).max(initial=0.0) > _AFFINE_TOL * scale or \
+            abs(dp_ - d0 - dv @ probe) > _AFFINE_TOL * (1 + abs(d0)):  # pragma: no cover
+        raise UnsupportedError(f"node {label!r}: the conic objective is not affine in s")
+    dims = data["dims"]
+    out = ConicData(
+        A=A, b=b, c0=c0, C=sp.csr_matrix(C), d0=d0, dv=dv,
+        zero=int(dims.zero), nonneg=int(dims.nonneg), soc=tuple(int(k) for k in dims.soc),
+        psd=tuple(int(k) for k in dims.psd), exp=int(dims.exp),
+        p3d=tuple(float(a) for a in dims.p3d),
+        pnd=tuple(tuple(float(a) for a in al) for al in getattr(dims, "pnd", [])),
+    )
+    rows = (out.zero + out.nonneg + sum(out.soc) + sum(k * (k + 1) // 2 for k in out.psd)
+            + 3 * out.exp + 3 * len(out.p3d) + sum(len(al) + 1 for al in out.pnd))
+    if rows != out.num_rows:  # pragma: no cover - guards against a CVXPY format change
+        raise UnsupportedError(
+            f"node {label!r}: cone dimensions ({rows} rows) do not match the conic data "
+            f"({out.num_rows} rows); unsupported cone type in {dims}")
+    entry.data, entry.data_key = out, key
+    return out
+
+
+# ---------------------------------------------------------------- the dual cones
+def svec_matrix(n: int) -> sp.csr_matrix:
+    """``M`` with ``M vec(Z, 'F') = svec(Z)`` in Clarabel's PSD-triangle convention.
+
+    The upper triangle is taken column by column (``(0,0), (0,1), (1,1), (0,2), ...``) and
+    off-diagonal entries are scaled by ``sqrt(2)``, so ``svec(X) . svec(Y) = trace(X Y)``.
+    """
+    rows, cols, vals = [], [], []
+    r = 0
+    for j in range(n):
+        for i in range(j + 1):
+            rows.append(r)
+            cols.append(j * n + i)  # F-order index of (i, j)
+            vals.append(1.0 if i == j else np.sqrt(2.0))
+            r += 1
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n * (n + 1) // 2, n * n))
+
+
+def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
+                           ) -> list[cp.Constraint]:
+    """``z in K^*`` for the stacked rows of several nodes' conic data (row offsets given)."""
+    nonneg: list[np.ndarray] = []
+    soc: dict[int, list[int]] = {}
+    psd: list[tuple[int, int]] = []
+    exp: list[np.ndarray] = []
+    p3d_rows: list[np.ndarray] = []
+    p3d_alpha: list[float] = []
+    pnd: dict[tuple[float, ...], list[int]] = {}
+    for off, D in data:
+        r = off + D.zero                      # zero cone: dual is free
+        nonneg.append(np.arange(r, r + D.nonneg))
+        r += D.nonneg
+        for k in D.soc:
+            soc.setdefault(k, []).append(r)
+            r += k
+        for k in D.psd:
+            psd.append((r, k))
+            r += k * (k + 1) // 2
+        exp.append(r + np.arange(3 * D.exp))
+        r += 3 * D.exp
+        for a in D.p3d:
+            p3d_rows.append(np.arange(r, r + 3))
+            p3d_alpha.append(a)
+            r += 3
+        for al in D.pnd:
+            pnd.setdefault(al, []).append(r)
+            r += len(al) + 1
+    out: list[cp.Constraint] = []
+    nn = np.concatenate(nonneg) if nonneg else np.zeros(0, dtype=np.int64)
+    if nn.size:
+        out.append(z[nn] >= 0)
+    for k, starts in soc.items():
+        st = np.array(starts)
+        if k == 1:
+            out.append(z[st] >= 0)
+            continue
+        tail = (st[:, None] + 1 + np.arange(k - 1)[None, :]).ravel()
+        X = cp.reshape(z[tail], (st.size, k - 1), order="C")
+        out.append(cp.SOC(z[st], X, axis=1))
+    M_cache: dict[int, sp.csr_matrix] = {}
+    for r, k in psd:  # one matrix variable per PSD block
+        M = M_cache.setdefault(k, svec_matrix(k))
+        Zm = cp.Variable((k, k), symmetric=True)
+        out += [Zm >> 0, z[r:r + k * (k + 1) // 2] == M @ cp.vec(Zm, order="F")]
+    ex = np.concatenate(exp) if exp else np.zeros(0, dtype=np.int64)
+    if ex.size:
+        u, v, w = z[ex[0::3]], z[ex[1::3]], z[ex[2::3]]
+        out.append(cp.ExpCone(u - v, -u, w))
+    if p3d_rows:
+        R = np.vstack(p3d_rows)
+        a = np.array(p3d_alpha)
+        out.append(cp.PowCone3D(cp.multiply(1.0 / a, z[R[:, 0]]),
+                                cp.multiply(1.0 / (1.0 - a), z[R[:, 1]]), z[R[:, 2]], a))
+    for al, starts in pnd.items():
+        a = np.array(al)
+        st = np.array(starts)
+        m = a.size
+        idx = (st[None, :] + np.arange(m)[:, None])          # (m, cones), column j = cone j
+        W = cp.reshape(z[idx.ravel(order="C")], (m, st.size), order="C")
+        alpha = np.repeat(a[:, None], st.size, axis=1)
+        out.append(cp.PowConeND(cp.multiply(1.0 / alpha, W), z[st + m], alpha, axis=0))
+    return out
+
+
+# ---------------------------------------------------------------- the dual terms
+def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
+                     ) -> tuple[cp.Expression, list[cp.Constraint]]:
+    """Stacked (D_s) of several nodes: ``sum_k -(L_k + iota_{C_k})^*(S_k)`` as a maximization.
+
+    ``nodes`` are node positions and ``S`` an affine ``(len(nodes), d)`` CVXPY expression whose
+    row ``k`` is ``s`` for ``nodes[k]`` (in the dual flow problem ``S = -(D^T u)[nodes]``).
+    Returns ``(concave_expr, constraints)``: new dual-cone variables ``z`` (one stacked vector,
+    plus a symmetric matrix per PSD block) such that maximizing ``concave_expr`` subject to
+    ``constraints`` over them equals ``sum_k -(L_k + iota_{C_k})^*(S_k)`` (no duality gap in
+    (P_s)/(D_s), see the module docstring).  The nodes' data are stacked block-diagonally, so
+    the result is a fixed number of vectorized CVXPY expressions, whatever ``len(nodes)``.
+    """
+    d = model.dim
+    nodes = [_check_position(model, i) for i in nodes]
+    if S.shape != (len(nodes), d):
+        raise DataError(f"S must have shape ({len(nodes)}, {d}) (conic nodes x dim), "
+                        f"got {S.shape}")
+    if not nodes:
+        return cp.Constant(0.0), []
+    datas = [node_conic_data(model, i) for i in nodes]
+    A = sp.block_diag([D.A for D in datas], format="csr")
+    C = sp.block_diag([D.C for D in datas], format="csr")
+    b = np.concatenate([D.b for D in datas])
+    c0 = np.concatenate([D.c0 for D in datas])
+    dv = np.concatenate([D.dv for D in datas])
+    d0 = float(sum(D.d0 for D in datas))
+    s_flat = cp.vec(S, order="C")
+    concave: cp.Expression = d0 + dv @ s_flat if dv.any() else cp.Constant(d0)
+    lin: cp.Expression = C @ s_flat + c0
+    cons: list[cp.Constraint] = []
+    if A.shape[0]:
+        z = cp.Variable(A.shape[0], name="z_conic")
+        lin = lin + A.T @ z
+        concave = concave - b @ z
+        offsets = np.concatenate([[0], np.cumsum([D.num_rows for D in datas])[:-1]])
+        cons += _dual_cone_constraints(z, list(zip(offsets.tolist(), datas, strict=True)))
+    cons.append(lin == 0)
+    return concave, cons
+
+
+def node_dual_terms(model: GTVModel, i: int, s_expr: cp.Expression
+                    ) -> tuple[cp.Expression, list[cp.Constraint]]:
+    """(D_s) of node position ``i``: maximizing the returned concave expression subject to the
+    returned constraints (over the new dual-cone variables) equals
+    ``-(L_i + iota_{C_i})^*(s)`` for the affine ``(d,)`` expression ``s_expr``.
+
+    ``L_i`` is the node's loss (library or symbolic, regularizers included) and ``C_i`` all its
+    constraints.  For several nodes prefer :func:`conic_dual_terms`, which stacks them.
+    """
+    d = model.dim
+    s_expr = cp.Expression.cast_to_const(s_expr) if not isinstance(s_expr, cp.Expression) \
+        else s_expr
+    if s_expr.size != d:
+        raise DataError(f"s_expr must have shape ({d},), got {s_expr.shape}")
+    return conic_dual_terms(model, [i], cp.reshape(s_expr, (1, d), order="C"))
+
+
+# ---------------------------------------------------------------- numeric conjugates
+def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
+                         accept_inaccurate: bool = False, **opts: Any) -> float:
+    """``(L_i + iota_{C_i})^*(s) = -min_x {L_i(x) - s^T x : x in C_i}`` for a numpy ``s``.
+
+    Solves (P_s) (built once per node with a ``cp.Parameter`` for ``s``, re-solved for every
+    ``s``) with :func:`gtvmodel.exact.run_solver`'s accuracy defaults and status policy.
+    Returns ``+inf`` when (P_s) is unbounded below (``s`` outside the domain of the conjugate);
+    raises :class:`InfeasibleError` if ``C_i`` (with the loss's domain) is empty and
+    :class:`SolverError` on failed or (unless ``accept_inaccurate``) inaccurate solves.
+
+    Accuracy: the value is ``-(primal objective)`` at the solver's approximate minimizer, so it
+    may fall short of the exact conjugate by the solver's gap tolerance (Clarabel defaults:
+    ``1e-10 + 1e-10 |value|``); a certificate should add that tolerance.  On the boundary of the
+    conjugate's domain (where the sup is not attained) solvers may report inaccuracy.
+    """
+    i = _check_position(model, i)
+    d = model.dim
+    label = model.nodes[i]
+    sv = as_finite_array(s, "s", owner=f"conjugate of node {label!r}")
+    if sv.shape != (d,):
+        raise DataError(f"conjugate of node {label!r}: s must have shape ({d},), got {sv.shape}")
+    entry = _node_problem(model, i)
+    entry.s.value = sv
+    old = entry.x.value
+    what = f"conjugate of node {label!r}"
+    try:
+        try:
+            with np.errstate(invalid="ignore"):  # see the NaN note below
+                run_solver(entry.problem, solver, opts, False, accept_inaccurate, what)
+        except SolverError as exc:
+            if exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+                return float("inf")
+            raise
+        if entry.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            raise InfeasibleError(f"{what}: the node's constraints (with its loss's domain) "
+                                  "have no feasible point")
+        # The objective evaluated at the returned point (CVXPY's ``problem.value``) is NaN when
+        # the point is a hair outside an atom's domain (e.g. ``power(x, 1.5)`` at x = -1e-12);
+        # the solver's own objective is then used.  Of the two, the smaller minimum (larger
+        # conjugate) is returned: the conservative side for a certificate.
+        vals = [v for v in (entry.problem.value, getattr(entry.problem.solution, "opt_val", None))
+                if v is not None and np.isfinite(v)]
+        val = min(vals) if vals else None
+    finally:
+        entry.x.value = old
+    if val is None or not np.isfinite(val):
+        raise SolverError(f"{what}: solver returned objective {val!r}",
+                          status=entry.problem.status, solver=solver)
+    return float(-val)
+
+
+def conjugate_values(model: GTVModel, nodes: list[int], S: Any, solver: str | None = None, *,
+                     accept_inaccurate: bool = False, **opts: Any) -> np.ndarray:
+    """``[(L_k + iota_{C_k})^*(S_k)]_k`` for node positions ``nodes`` and an ``(len(nodes), d)``
+    numpy array ``S``: :func:`node_conjugate_value` per node (each node's problem is built once
+    and re-solved)."""
+    S = as_finite_array(S, "S", owner="conjugate_values")
+    if S.ndim == 1 and model.dim == 1:
+        S = S[:, None]
+    if S.shape != (len(nodes), model.dim):
+        raise DataError(f"conjugate_values: S must have shape ({len(nodes)}, {model.dim}), "
+                        f"got {S.shape}")
+    return np.array([
+        node_conjugate_value(model, i, S[k], solver, accept_inaccurate=accept_inaccurate, **opts)
+        for k, i in enumerate(nodes)
+    ])

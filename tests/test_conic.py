@@ -1,0 +1,406 @@
+"""Automatic conjugation of symbolic node losses (gtvmodel.conic).
+
+Checked against independent formulations:
+
+- the dual cones: for random points, membership in the cone the code builds agrees with the
+  textbook dual-cone formula and with the definition ``K^* = {y: <x, y> >= 0 for all x in K}``
+  (computed as ``min <x, y>`` over ``K`` intersected with the unit ball);
+- the conic dual (D_s) of a node against a direct solve of ``min_x L(x) - s^T x`` (P_s) and
+  against closed-form conjugates of library losses, including ``s`` outside the domain (+inf);
+- strong duality of whole models with symbolic nodes: ``solve_dual`` against ``solve_exact``.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+import pytest
+from cvxpy.utilities.psd_utils import TriangleKind, psd_format_mat, tri_to_full
+
+import gtvmodel as gm
+from gtvmodel import conic
+from gtvmodel.conic import ConicData, _dual_cone_constraints, svec_matrix
+from gtvmodel.errors import DataError
+
+CLARABEL_TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-9, tol_ktratio=1e-8)
+
+
+# =============================================================== dual cones
+def _fake(n_rows: int, **cones) -> ConicData:
+    base = dict(zero=0, nonneg=0, soc=(), psd=(), exp=0, p3d=(), pnd=())
+    base.update(cones)
+    import scipy.sparse as sp
+
+    return ConicData(A=sp.csr_matrix((n_rows, 1)), b=np.zeros(n_rows), c0=np.zeros(1),
+                     C=sp.csr_matrix((1, 1)), d0=0.0, dv=np.zeros(1), **base)
+
+
+def _built_dual_contains(data: ConicData, y: np.ndarray) -> bool:
+    """Is ``y`` in the dual cone as gtvmodel.conic builds it (a CVXPY feasibility problem)?"""
+    z = cp.Variable(y.size)
+    prob = cp.Problem(cp.Minimize(0), _dual_cone_constraints(z, [(0, data)]) + [z == y])
+    prob.solve(solver="CLARABEL")
+    assert prob.status in (cp.OPTIMAL, cp.INFEASIBLE), prob.status
+    return prob.status == cp.OPTIMAL
+
+
+def _polar_min(primal_cone, y: np.ndarray) -> float:
+    """``min <x, y>`` over ``x in K``, ``||x||_2 <= 1``: 0 iff ``y in K^*``, else negative."""
+    x = cp.Variable(y.size)
+    prob = cp.Problem(cp.Minimize(y @ x), primal_cone(x) + [cp.norm(x, 2) <= 1])
+    prob.solve(solver="CLARABEL")
+    assert prob.status == cp.OPTIMAL
+    return float(prob.value)
+
+
+def _check_dual_cone(data, primal_cone, known_margin, sampler, rng, n=24):
+    """Built dual cone == textbook formula == definition, on points away from the boundary."""
+    checked = {True: 0, False: 0}
+    for _ in range(n):
+        y = sampler(rng)
+        m = known_margin(y)
+        if abs(m) < 5e-2:
+            continue
+        inside = m > 0
+        assert _built_dual_contains(data, y) == inside, (y, m)
+        v = _polar_min(primal_cone, y)
+        assert (v > -1e-7) == inside, (y, m, v)
+        checked[inside] += 1
+    assert checked[True] >= 3 and checked[False] >= 3, checked
+
+
+def _exp_known_margin(y):
+    """Textbook K_exp^* = {(u, v, w): -u e^{v/u} <= e w, u < 0} (u = 0: v, w >= 0)."""
+    u, v, w = y
+    if u >= 0:
+        return -u if u > 0 else min(v, w)
+    return np.e * w + u * np.exp(v / u)
+
+
+def test_exp_dual_cone(rng):
+    def sampler(r):  # bias towards u < 0 so both outcomes occur
+        y = r.normal(size=3)
+        y[0] = -abs(y[0]) if r.random() < 0.8 else abs(y[0])
+        return y
+
+    _check_dual_cone(_fake(3, exp=1), lambda x: [cp.ExpCone(x[0], x[1], x[2])],
+                     _exp_known_margin, sampler, rng)
+
+
+def test_math_md_exp_dual_identity(rng):
+    """MATH.md §3: K_exp^* = {(u, v, w): ExpCone(u - v, -u, w)}, checked pointwise."""
+    for _ in range(200):
+        u, v, w = rng.normal(size=3) * [1, 2, 2]
+        if u >= 0:
+            continue
+        # ExpCone(a, b, c) with b > 0 means b exp(a / b) <= c
+        in_identity = (-u) * np.exp((u - v) / (-u)) <= w
+        in_textbook = -u * np.exp(v / u) <= np.e * w
+        assert in_identity == in_textbook
+
+
+def test_exp_dual_pairing_nonnegative(rng):
+    """<x, y> >= 0 for sampled x in K_exp and y in the claimed dual."""
+    for _ in range(500):
+        xa, yb = rng.normal(size=2) * 2
+        yb = abs(yb) + 1e-3
+        x = np.array([xa, yb, yb * np.exp(xa / yb) + abs(rng.normal())])
+        a, b = rng.normal(size=2) * 2
+        b = abs(b) + 1e-3  # ExpCone(u - v, -u, w) with -u = b
+        u = -b
+        v = u - a
+        w = b * np.exp(a / b) + abs(rng.normal())
+        assert x @ np.array([u, v, w]) >= -1e-9 * (1 + np.abs(x).max() * 3 + abs(w))
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.5, 2.0 / 3.0])
+def test_pow3d_dual_cone(rng, alpha):
+    def margin(y):
+        u, v, w = y
+        if u < 0 or v < 0:
+            return min(u, v)
+        return (u / alpha) ** alpha * (v / (1 - alpha)) ** (1 - alpha) - abs(w)
+
+    def sampler(r):
+        y = r.normal(size=3)
+        if r.random() < 0.7:
+            y[:2] = np.abs(y[:2])
+        return y
+
+    _check_dual_cone(_fake(3, p3d=(alpha,)), lambda x: [cp.PowCone3D(x[0], x[1], x[2], alpha)],
+                     margin, sampler, rng)
+
+
+def test_pownd_dual_cone(rng):
+    a = np.array([0.2, 0.3, 0.5])
+
+    def margin(y):
+        u, w = y[:3], y[3]
+        if (u < 0).any():
+            return float(u.min())
+        return float(np.prod((u / a) ** a) - abs(w))
+
+    def sampler(r):
+        y = r.normal(size=4)
+        if r.random() < 0.7:
+            y[:3] = np.abs(y[:3])
+        return y
+
+    # the primal cone via geo_mean's exact SOC form for rational weights (Clarabel's own
+    # generalized power cone is numerically fragile in the polar problem)
+    _check_dual_cone(_fake(4, pnd=(tuple(a),)),
+                     lambda x: [cp.geo_mean(x[:3], p=[2, 3, 5]) >= cp.abs(x[3])],
+                     margin, sampler, rng)
+
+
+def test_soc_dual_cone(rng):
+    def margin(y):
+        return y[0] - np.linalg.norm(y[1:])
+
+    def sampler(r):
+        y = r.normal(size=4)
+        y[0] = abs(y[0]) * 2
+        return y
+
+    _check_dual_cone(_fake(4, soc=(4,)), lambda x: [cp.SOC(x[0], x[1:])], margin, sampler, rng)
+
+
+def test_psd_svec_dual_cone(rng):
+    n = 3
+    k = n * (n + 1) // 2
+
+    def margin(y):  # independent smat: CVXPY's own, Clarabel's triangle convention
+        return float(np.linalg.eigvalsh(tri_to_full(y, n, TriangleKind.UPPER, True))[0])
+
+    def sampler(r):
+        B = r.normal(size=(n, n))
+        S = B @ B.T - r.uniform(0, 0.6) * np.eye(n)
+        return svec_matrix(n) @ S.ravel(order="F")
+
+    def primal(x):
+        Xm = cp.Variable((n, n), symmetric=True)
+        return [Xm >> 0, x == svec_matrix(n) @ cp.vec(Xm, order="F")]
+
+    _check_dual_cone(_fake(k, psd=(n,)), primal, margin, sampler, rng)
+
+
+def test_svec_matches_cvxpy_clarabel_format(rng):
+    for n in (1, 2, 4):
+        X = cp.Variable((n, n))
+        M = psd_format_mat(X >> 0, TriangleKind.UPPER, True)
+        S = rng.normal(size=(n, n))
+        S = S + S.T
+        np.testing.assert_allclose(M @ S.ravel(order="F"), svec_matrix(n) @ S.ravel(order="F"),
+                                   atol=1e-14)
+        Y = rng.normal(size=(n, n))
+        Y = Y + Y.T
+        assert np.isclose((svec_matrix(n) @ S.ravel(order="F")) @ (
+            svec_matrix(n) @ Y.ravel(order="F")), np.trace(S @ Y))
+
+
+# =============================================================== node conjugates
+def _one_node_model(d, loss, constraint=None):
+    model = gm.GTVModel(nx.empty_graph(1), dim=d)
+    model.set_loss(0, loss)
+    if constraint is not None:
+        model.add_constraint(0, constraint)
+    return model
+
+
+def _dual_conjugate(model, i, s):
+    """``(L_i + iota_C_i)^*(s)`` from the conic dual (D_s): ``-max``, +inf if infeasible."""
+    sp_ = cp.Parameter(model.dim, value=np.asarray(s, dtype=float))
+    expr, cons = conic.node_dual_terms(model, i, sp_)
+    prob = cp.Problem(cp.Maximize(expr), cons)
+    prob.solve(solver="CLARABEL", **CLARABEL_TIGHT)
+    if prob.status == cp.INFEASIBLE:
+        return np.inf
+    assert prob.status == cp.OPTIMAL, prob.status
+    return -float(prob.value)
+
+
+A2 = np.array([0.5, -1.0])
+XL = np.array([[1.0, 0.5], [-0.3, 1.0]])
+
+# (name, d, loss callable, constraint or None, [(s, in domain?)])
+CASES = [
+    ("exp", 2, lambda x: cp.sum(cp.exp(x)), None,
+     [([1.0, 2.0], True), ([0.3, 0.7], True), ([-1.0, 1.0], False)]),
+    ("neg_log", 2, lambda x: -cp.sum(cp.log(x)) + x[0], None,
+     [([-1.0, -2.0], True), ([0.5, -1.0], True), ([1.5, -1.0], False)]),
+    ("neg_entropy", 2, lambda x: -cp.sum(cp.entr(x)), None,
+     [([0.3, -1.0], True), ([2.0, 1.0], True)]),
+    ("log_sum_exp", 3, lambda x: cp.log_sum_exp(x), lambda x: cp.norm(x, 2) <= 10, []),
+    # (x0 - 1)^2 / x1 + x1: the sup over x1 -> 0 is not attained for s0^2/4 + s1 < 1, and the
+    # conjugate is +inf for s0^2/4 + s1 > 1; adding (x1 - 2)^2 makes it finite and attained
+    ("quad_over_lin", 2, lambda x: cp.quad_over_lin(x[0] - 1.0, x[1]) + cp.square(x[1] - 2.0),
+     None, [([0.5, -0.2], True), ([1.0, 3.0], True)]),
+    ("quad_over_lin_unbounded", 2, lambda x: cp.quad_over_lin(x[0] - 1.0, x[1]) + x[1], None,
+     [([1.0, 1.5], False), ([2.0, 0.5], False)]),
+    ("norms", 3, lambda x: cp.norm(x - 1.0, 2) + 0.5 * cp.norm(x, 1) + 0.2 * cp.norm(x, "inf")
+     + cp.sum_squares(x), None, [([0.3, -1.0, 2.0], True)]),
+    ("norm1_only", 2, lambda x: cp.norm(x - A2, 1), None,
+     [([0.5, -0.5], True), ([1.5, 0.0], False)]),
+    ("power_cone", 2, lambda x: cp.sum(cp.power(x, 1.5, approx=False)), None,
+     [([1.0, 2.0], True), ([-1.0, 0.5], True)]),
+    ("psd_constraint", 2, lambda x: cp.sum_squares(x - A2),
+     lambda x: cp.bmat([[1.0, x[0]], [x[0], x[1]]]) >> 0,
+     [([1.0, -3.0], True), ([2.0, 1.0], True)]),
+    ("lambda_max", 3, lambda x: cp.lambda_max(cp.bmat([[x[0], x[1]], [x[1], x[2]]])),
+     lambda x: cp.norm(x, 2) <= 3, [([0.1, 0.2, 0.3], True), ([-2.0, 1.0, 0.5], True)]),
+    # domain: X^T mu (m y_r mu_r in [-1, 0]) plus the normal cone {t (1, 1): t >= 0}
+    ("library_loss_symbolic_constraint", 2, gm.LogisticLoss(XL, [1, -1]),
+     lambda x: x[0] + x[1] <= 1, [(XL.T @ [-0.2, 0.25] + 0.3, True), ([-5.0, 5.0], False)]),
+]
+
+
+@pytest.mark.parametrize("name,d,loss,con,points", CASES, ids=[c[0] for c in CASES])
+def test_node_conjugate_primal_vs_conic_dual(rng, name, d, loss, con, points):
+    model = _one_node_model(d, loss, con)
+    pts = list(points) + [(rng.normal(size=d) * 0.4, None) for _ in range(2)]
+    for s, inside in pts:
+        s = np.asarray(s, dtype=float)
+        primal = conic.node_conjugate_value(model, 0, s)
+        dual = _dual_conjugate(model, 0, s)
+        if inside is False:
+            assert primal == np.inf and dual == np.inf, (s, primal, dual)
+        elif inside is True:
+            assert np.isfinite(primal), (s, primal)
+        if np.isfinite(primal) or np.isfinite(dual):
+            assert np.isclose(primal, dual, rtol=1e-6, atol=1e-7), (s, primal, dual)
+
+
+def test_conjugate_values_batched_and_cached():
+    model = gm.GTVModel(nx.path_graph(3), dim=2)
+    model.set_loss(0, lambda x: cp.sum(cp.exp(x)))
+    model.set_loss(2, lambda x: cp.sum_squares(x - A2))
+    S = np.array([[1.0, 2.0], [0.0, 0.0], [0.4, 0.2]])
+    vals = conic.conjugate_values(model, [0, 1, 2], S)
+    # exp*(s) = s log s - s ; ZeroLoss*(0) = 0 ; ||.-a||^2 * (s) = s.a + |s|^2/4
+    np.testing.assert_allclose(vals, [sum(t * np.log(t) - t for t in S[0]), 0.0,
+                                      S[2] @ A2 + S[2] @ S[2] / 4], rtol=1e-7, atol=1e-9)
+    data = conic.node_conic_data(model, 0)
+    assert conic.node_conic_data(model, 0) is data  # cached
+    model.set_loss(0, lambda x: cp.sum(cp.exp(2 * x)))
+    assert conic.node_conic_data(model, 0) is not data  # structural change clears the cache
+    assert conic.conic_nodes(model) == [0, 2]
+
+
+def test_user_parameter_values_are_tracked():
+    a = cp.Parameter(2, value=np.array([1.0, 2.0]))
+    model = _one_node_model(2, lambda x: cp.sum_squares(x - a))
+    s = np.array([0.5, -0.3])
+    for val in ([1.0, 2.0], [-1.0, 0.5]):
+        a.value = np.array(val)
+        exact = s @ a.value + s @ s / 4
+        assert np.isclose(_dual_conjugate(model, 0, s), exact, rtol=1e-7)
+        assert np.isclose(conic.node_conjugate_value(model, 0, s), exact, rtol=1e-7)
+
+
+# ---- symbolic losses equal to library losses: closed-form conjugates (MATH.md §3 table)
+def _h_logistic(a):
+    """``h*(a) = (-a) log(-a) + (1 + a) log(1 + a)`` on ``[-1, 0]``."""
+    out = 0.0
+    for t in (-a, 1 + a):
+        out += t * np.log(t) if t > 0 else 0.0
+    return out
+
+
+def _library_cases(rng):
+    d = 2
+    X = rng.normal(size=(d, d)) + 2 * np.eye(d)  # square, invertible: mu = X^{-T} s is unique
+    y_reg = rng.normal(size=d)
+    y_cls = np.array([1.0, -1.0])
+    a = rng.normal(size=d)
+    m = d
+    Xi = np.linalg.inv(X.T)
+
+    def sq_conj(s):
+        mu = Xi @ s
+        return float(mu @ y_reg + m * mu @ mu / 4)
+
+    def logistic_conj(s):
+        mu = Xi @ s
+        ar = m * y_cls * mu
+        if np.any(ar < -1) or np.any(ar > 0):
+            return np.inf
+        return float(sum(_h_logistic(t) for t in ar) / m)
+
+    def huber_conj(s, M=0.7):
+        mu = Xi @ s
+        if np.any(np.abs(m * mu) > 2 * M):
+            return np.inf
+        return float(mu @ y_reg + m * mu @ mu / 4)
+
+    def quad_l1_conj(s, eta=0.3):
+        # inf-convolution with iota{||s2||_inf <= eta}: per coordinate, r = s - s2 in
+        # [s - eta, s + eta] minimizing r a + r^2 / 4, i.e. r = clip(-2a)
+        r = np.clip(-2 * a, s - eta, s + eta)
+        return float(r @ a + r @ r / 4)
+
+    def quad_l2_conj(s, kappa=0.5):
+        # ||w - a||^2 + kappa ||w||^2: strongly convex quadratic, closed form
+        w = (s + 2 * a) / (2 * (1 + kappa))
+        return float(s @ w - (w - a) @ (w - a) - kappa * w @ w)
+
+    return [
+        ("squared", gm.SquaredLoss(X, y_reg), lambda x: cp.sum_squares(y_reg - X @ x) / m,
+         sq_conj, [rng.normal(size=d)]),
+        ("logistic", gm.LogisticLoss(X, y_cls),
+         lambda x: cp.sum(cp.logistic(-cp.multiply(y_cls, X @ x))) / m, logistic_conj,
+         [X.T @ (y_cls * np.array([-0.2, -0.35])), X.T @ (y_cls * np.array([-0.7, 0.1]))]),
+        ("huber", gm.HuberLoss(X, y_reg, M=0.7),
+         lambda x: cp.sum(cp.huber(X @ x - y_reg, 0.7)) / m, huber_conj,
+         [X.T @ np.array([0.2, -0.3]), X.T @ np.array([0.9, 0.0])]),
+        ("quadratic_l1", gm.QuadraticLoss(a, l1=0.3),
+         lambda x: cp.sum_squares(x - a) + 0.3 * cp.norm1(x), quad_l1_conj,
+         [rng.normal(size=d)]),
+        ("quadratic_l2", gm.QuadraticLoss(a, l2=0.5),
+         lambda x: cp.sum_squares(x - a) + 0.5 * cp.sum_squares(x), quad_l2_conj,
+         [rng.normal(size=d)]),
+    ]
+
+
+def test_symbolic_equal_to_library_same_conjugate(rng):
+    for name, lib, sym, closed, points in _library_cases(rng):
+        m_lib = _one_node_model(2, lib)
+        m_sym = _one_node_model(2, sym)
+        for s in points + [rng.normal(size=2) * 0.3]:
+            exact = closed(s)
+            for model in (m_lib, m_sym):
+                prim = conic.node_conjugate_value(model, 0, s)
+                dual = _dual_conjugate(model, 0, s)
+                if np.isinf(exact):
+                    assert prim == np.inf and dual == np.inf, (name, s, prim, dual)
+                else:
+                    assert np.isclose(prim, exact, rtol=1e-6, atol=1e-8), (name, s, prim, exact)
+                    assert np.isclose(dual, exact, rtol=1e-6, atol=1e-8), (name, s, dual, exact)
+
+
+def test_pownd_node_accepts_inaccurate_with_flag():
+    """geo_mean(approx=False) -> Clarabel's generalized power cone, which does not reach the
+    package's 1e-10 gap tolerance: the status policy raises unless inaccuracy is accepted."""
+    model = _one_node_model(2, lambda x: -cp.geo_mean(x, approx=False) + cp.sum_squares(x))
+    s = np.array([1.0, 2.0])
+    val = conic.node_conjugate_value(model, 0, s, accept_inaccurate=True)
+    assert np.isclose(val, _dual_conjugate(model, 0, s), rtol=1e-6)
+
+
+# =============================================================== errors
+def test_bad_inputs_raise_clear_errors():
+    model = _one_node_model(2, lambda x: cp.sum(cp.exp(x)))
+    with pytest.raises(DataError, match="shape"):
+        conic.node_conjugate_value(model, 0, [1.0, 2.0, 3.0])
+    with pytest.raises(DataError, match="NaN"):
+        conic.node_conjugate_value(model, 0, [np.nan, 2.0])
+    with pytest.raises(DataError, match="position"):
+        conic.node_dual_terms(model, 5, cp.Constant(np.zeros(2)))
+    with pytest.raises(DataError, match="shape"):
+        conic.node_dual_terms(model, 0, cp.Constant(np.zeros(3)))
+
+
+def test_infeasible_node_constraints_raise():
+    model = _one_node_model(2, lambda x: cp.sum_squares(x), lambda x: [x[0] >= 1, x[0] <= 0])
+    with pytest.raises(gm.InfeasibleError, match="node 0"):
+        conic.node_conjugate_value(model, 0, np.zeros(2))
