@@ -39,6 +39,11 @@ class PenaltyError(GTVError, ValueError):
     """A bad edge penalty (for example a QuadForm matrix that is not symmetric PD)."""
 
 
+class PartitionError(GTVError, ValueError):
+    """A bad node partition: a node missing or repeated, an empty cluster, or a cluster on
+    which a requested condition cannot hold (e.g. a disconnected induced subgraph)."""
+
+
 class ParameterError(GTVError, ValueError):
     """A bad scalar parameter such as a negative or non-finite lambda."""
 
