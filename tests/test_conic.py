@@ -492,3 +492,47 @@ def test_reference_conic_dual_strong_duality(rng, model_fn, penalty):
     primal = model.solve_exact().objective
     dual = _reference_dual(model)
     assert dual == pytest.approx(primal, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("model_fn", MODELS, ids=[f.__name__[7:] for f in MODELS])
+@pytest.mark.parametrize("penalty", PENALTIES, ids=lambda p: type(p).__name__)
+def test_solve_dual_strong_duality_symbolic(rng, model_fn, penalty):
+    """model.solve_dual (library nodes by their conjugates, conic nodes by gtvmodel.conic)
+    against solve_exact and against the all-conic reference dual, relative 1e-6."""
+    model = model_fn(_penalty_for(model_fn, penalty), rng)
+    primal = model.solve_exact().objective
+    dual = model.solve_dual()
+    assert dual.objective == pytest.approx(primal, rel=1e-6, abs=1e-8)
+    assert dual.flows.shape == (model.num_edges, model.dim)
+
+
+def test_symbolic_twins_of_library_losses_same_dual_optimum(rng):
+    """A model with library losses and its twin with the same losses written as CVXPY
+    expressions: equal dual optima (and equal to the primal), every library loss."""
+    G = _graph(5, [(0, 4), (1, 3)])
+    d = 2
+    cases = _library_cases(rng)
+    lib = gm.GTVModel(G, dim=d, penalty=gm.Norm2(), lam=0.4)
+    sym = gm.GTVModel(G, dim=d, penalty=gm.Norm2(), lam=0.4)
+    for k, (_, lib_loss, sym_loss, _, _) in enumerate(cases):
+        lib.set_loss(k, lib_loss)
+        sym.set_loss(k, sym_loss)
+    assert conic.conic_nodes(lib) == [] and conic.conic_nodes(sym) == list(range(5))
+    d_lib, d_sym = lib.solve_dual().objective, sym.solve_dual().objective
+    primal = lib.solve_exact().objective
+    assert d_sym == pytest.approx(d_lib, rel=1e-6)
+    assert d_sym == pytest.approx(primal, rel=1e-6)
+
+
+@pytest.mark.skipif(not hasattr(gm.Loss, "conjugate"), reason="library conjugates not present")
+def test_node_conjugate_value_matches_library_conjugate(rng):
+    """node_conjugate_value of a symbolic twin == the library loss's own conjugate."""
+    for name, lib, sym, _, points in _library_cases(rng):
+        m_sym = _one_node_model(2, sym)
+        for s in points + [rng.normal(size=2) * 0.3]:
+            ref = lib.conjugate(s)
+            val = conic.node_conjugate_value(m_sym, 0, s)
+            if np.isinf(ref):
+                assert val == np.inf, (name, s, val)
+            else:
+                assert val == pytest.approx(ref, rel=1e-6, abs=1e-8), (name, s)
