@@ -38,6 +38,17 @@ class Constraint:
         """A nonnegative measure of how far ``w`` is from satisfying the constraint (0: inside)."""
         raise NotImplementedError
 
+    # ---- support function (issue 3): the conjugate of the indicator iota_C
+    def support(self, s: Any) -> float | np.ndarray:
+        """``sigma_C(s) = sup_{w in C} s^T w`` (``+inf`` where unbounded); ``s`` is ``(d,)``
+        or a ``(k, d)`` stack (then one value per row)."""
+        raise ConstraintError(f"{self!r} has no library support function")
+
+    def support_expression(self, s: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """CVXPY form ``(cost, constraints)`` of ``sum_rows sigma_C(s_k)`` for a ``(d,)`` or
+        ``(k, d)`` affine expression."""
+        raise ConstraintError(f"{self!r} has no library support function")
+
 
 class Box(Constraint):
     """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed."""
@@ -90,6 +101,57 @@ class Box(Constraint):
         lo, hi = self.bounds(w.shape[-1])
         return float(max(np.max(lo - w, initial=0.0), np.max(w - hi, initial=0.0)))
 
+    def support(self, s):
+        s = np.asarray(s, dtype=float)
+        lo, hi = self.bounds(s.shape[-1])
+        out = Box.support_rows(np.atleast_2d(s), lo, hi)
+        return float(out[0]) if s.ndim == 1 else out
+
+    def support_expression(self, s):
+        lo, hi = self.bounds(s.shape[-1])
+        return Box.support_rows_expression(s, lo, hi)
+
+    @staticmethod
+    def _support_coeffs(lo: np.ndarray, hi: np.ndarray):
+        """Finite stand-ins ``(lo', hi')`` and the sign conditions of ``sigma_box``: with an
+        infinite bound the support is finite only for ``s_j`` of one sign (``hi = +inf`` needs
+        ``s_j <= 0``, ``lo = -inf`` needs ``s_j >= 0``, both: ``s_j = 0``)."""
+        flo, fhi = np.isfinite(lo), np.isfinite(hi)
+        lo_f = np.where(flo, lo, np.where(fhi, hi, 0.0))
+        hi_f = np.where(fhi, hi, lo_f)
+        return lo_f, hi_f, ~fhi, ~flo  # need_nonpos, need_nonneg
+
+    @staticmethod
+    def support_rows(S: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``sigma_[lo, hi](s) = sum_j max(s_j lo_j, s_j hi_j)`` row-wise (bounds broadcast
+        to ``S``; ``+inf`` where an infinite bound meets an entry of the wrong sign)."""
+        lo_f, hi_f, nonpos, nonneg = Box._support_coeffs(np.broadcast_to(lo, S.shape),
+                                                         np.broadcast_to(hi, S.shape))
+        val = np.maximum(S * lo_f, S * hi_f).sum(axis=-1)
+        bad = ((nonpos & (S > 0)) | (nonneg & (S < 0))).any(axis=-1)
+        return np.where(bad, np.inf, val)
+
+    @staticmethod
+    def support_rows_expression(S: cp.Expression, lo: np.ndarray, hi: np.ndarray
+                                ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """CVXPY form of :meth:`support_rows` summed over rows."""
+        lo_f, hi_f, nonpos, nonneg = Box._support_coeffs(np.broadcast_to(lo, S.shape),
+                                                         np.broadcast_to(hi, S.shape))
+        cost = cp.sum(cp.maximum(cp.multiply(lo_f, S), cp.multiply(hi_f, S)))
+        cons = []
+        if nonpos.any():
+            cons.append(cp.multiply(nonpos.astype(float), S) <= 0)
+        if nonneg.any():
+            cons.append(cp.multiply(nonneg.astype(float), S) >= 0)
+        return cost, cons
+
+    @staticmethod
+    def support_domain_projection(S: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Clip ``S`` into the domain of :meth:`support_rows` (sign conditions)."""
+        _, _, nonpos, nonneg = Box._support_coeffs(np.broadcast_to(lo, S.shape),
+                                                   np.broadcast_to(hi, S.shape))
+        return np.where(nonpos, np.minimum(S, 0.0), np.where(nonneg, np.maximum(S, 0.0), S))
+
     def __repr__(self) -> str:
         return f"Box(lo={self.lo.tolist()}, hi={self.hi.tolist()})"
 
@@ -104,6 +166,15 @@ class NonNeg(Constraint):
 
     def violation(self, w):
         return float(max(-np.min(w), 0.0))
+
+    def support(self, s):
+        """``sigma(s) = 0`` if ``s <= 0`` entrywise, else ``+inf``."""
+        s = np.asarray(s, dtype=float)
+        out = np.where((s > 0).any(axis=-1), np.inf, 0.0)
+        return float(out) if s.ndim == 1 else out
+
+    def support_expression(self, s):
+        return cp.Constant(0.0), [s <= 0]
 
     def __repr__(self) -> str:
         return "NonNeg()"
@@ -134,6 +205,33 @@ class NormBall(Constraint):
 
     def violation(self, w):
         return float(max(np.linalg.norm(w, ord=self.p) - self.radius, 0.0))
+
+    @property
+    def q(self) -> float:
+        """The dual exponent, ``1/p + 1/q = 1``."""
+        if self.p == 1:
+            return np.inf
+        return 1.0 if np.isinf(self.p) else self.p / (self.p - 1.0)
+
+    def support(self, s):
+        """``sigma(s) = radius ||s||_q``."""
+        s = np.asarray(s, dtype=float)
+        out = self.radius * np.linalg.norm(np.atleast_2d(s), ord=self.q, axis=-1)
+        return float(out[0]) if s.ndim == 1 else out
+
+    def support_expression(self, s):
+        return NormBall.support_rows_expression(s, self.radius, self.p)
+
+    @staticmethod
+    def support_rows_expression(S: cp.Expression, radii: Any, p: float
+                                ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """``sum_k r_k ||S_k||_q`` (``q`` dual to ``p``) for ``(k, d)`` or ``(d,)`` ``S``."""
+        q = np.inf if p == 1 else (1.0 if np.isinf(p) else p / (p - 1.0))
+        qq = "inf" if np.isinf(q) else q
+        if S.ndim == 1:
+            return float(radii) * cp.norm(S, qq), []
+        r = np.broadcast_to(np.asarray(radii, dtype=float), (S.shape[0],))
+        return r @ cp.norm(S, qq, axis=1), []
 
     def __repr__(self) -> str:
         return f"NormBall(radius={self.radius:g}, p={self.p:g})"

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
+from scipy.special import expit, xlogy
 
 from ._validate import as_finite_array, as_nonneg_scalar
 from .errors import DataError, LossError, UnsupportedError
@@ -124,6 +124,59 @@ class Loss(ABC):
             return float(max(np.linalg.eigvalsh(lo)[0], 0.0) + 2.0 * self.l2)
         return 2.0 * self.l2
 
+    # ------------------------------------------------------ conjugate (issue 3)
+    def conjugate(self, s: Any) -> float:
+        """The convex conjugate ``h*(s) = sup_w s^T w - h(w)`` of ``h = L + eta||.||_1 +
+        kappa||.||^2`` (MATH.md §3 tables), ``+inf`` outside its domain.
+
+        The regularizers enter by infimal convolution, ``h* = L* [] iota{||.||_inf <= eta} []
+        ||.||^2/(4 kappa)``.  Closed forms (zero, quadratic, squared loss without ``l1``) are
+        evaluated directly; otherwise the small convex problem of :meth:`conjugate_expression`
+        is solved with CVXPY (Clarabel, gtvmodel's accuracy defaults).  Subspace domains
+        (zero loss, rank-deficient squared loss) are tested with relative tolerance
+        ``1e-10 max(1, ||s||)``.
+        """
+        d = self.dim
+        s = as_finite_array(s, "s", ndim=1, owner=f"{type(self).__name__}.conjugate")
+        if d is not None and s.shape != (d,):
+            raise DataError(f"{type(self).__name__}.conjugate: s must have shape ({d},), "
+                            f"got {s.shape}")
+        closed = self._conjugate_closed(s[None, :])
+        if closed is not None:
+            val, rho = closed
+            tol = 1e-10 * max(1.0, float(np.abs(s).max(initial=0.0)))
+            return float("inf") if np.abs(rho).max(initial=0.0) > tol else float(val[0])
+        return _solve_conjugate(self, s)
+
+    def conjugate_expression(self, s: cp.Expression
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """CVXPY form of ``h*(s)`` for an affine ``(d,)`` expression ``s``: minimizing the
+        returned convex expression over its new variables subject to the returned constraints
+        equals ``h*(s)`` (the infimal convolution of :meth:`conjugate`, written out)."""
+        d = int(s.size)
+        contrib, cost, cons = self._base_conjugate_cvx(d)
+        if self.l1:
+            s1 = cp.Variable(d, name="s_l1")
+            cons.append(cp.abs(s1) <= self.l1)
+            contrib = contrib + s1
+        if self.l2:
+            s2 = cp.Variable(d, name="s_l2")
+            cost = cost + l2_conjugate_cvx(s2, self.l2)
+            contrib = contrib + s2
+        cons.append(contrib == s)
+        return cost, cons
+
+    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Closed-form conjugate rows, or None.  Returns ``(values, rho)`` with ``values`` the
+        exact ``h*(S_k - rho_k)`` and ``rho_k`` the part of ``S_k`` outside the (subspace)
+        domain, zero when ``S_k`` is in the domain."""
+        return None
+
+    def _base_conjugate_cvx(self, d: int) -> tuple[cp.Expression, cp.Expression,
+                                                   list[cp.Constraint]]:
+        """``(contribution, cost, constraints)``: ``L*(s) = min cost s.t. contribution = s``."""
+        raise UnsupportedError(f"{type(self).__name__} has no library conjugate")
+
     # ------------------------------------------------------ for subclasses
     @abstractmethod
     def _base_expression(self, x: cp.Expression) -> cp.Expression: ...
@@ -216,6 +269,40 @@ class DataFitLoss(Loss):
     def _ell_d1(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
         raise UnsupportedError("row loss is not differentiable")
 
+    # --- the row conjugate ell*(v) (MATH.md §3 table, unscaled row loss), one place each
+    @staticmethod
+    @abstractmethod
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """``ell*(v)`` on its domain :meth:`_ell_conj_bounds` (values outside are not used)."""
+
+    @staticmethod
+    @abstractmethod
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: np.ndarray | None
+                      ) -> cp.Expression: ...
+
+    @staticmethod
+    def _ell_conj_bounds(y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
+        """Interval domain ``lo <= v <= hi`` of ``ell*`` per row (``+-inf``: unbounded)."""
+        return -np.inf, np.inf
+
+    @classmethod
+    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
+
+        The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
+        (``mu_r = v_r / m`` in MATH.md's table)."""
+        lo, hi = cls._ell_conj_bounds(y, p)
+        out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
+        return np.where((v < lo) | (v > hi), np.inf, out)
+
+    def _base_conjugate_cvx(self, d):
+        v = cp.Variable(self.m, name="v_rows")
+        c = 1.0 / self.m
+        lo, hi = self._ell_conj_bounds(self.y, self._row_param())
+        cons = _bounds_constraints(v, lo, hi, self.m)
+        cost = c * cp.sum(self._ell_conj_cvx(v, self.y, self._row_param()))
+        return c * (self.X.T @ v), cost, cons
+
     # --- the loss built from the rows
     def _base_expression(self, x: cp.Expression) -> cp.Expression:
         return _rows_sum_cvx(type(self), self.X @ x, self.y, np.full(self.m, 1.0 / self.m),
@@ -244,11 +331,32 @@ def _rows_sum_cvx(cls: type[DataFitLoss], t: cp.Expression, y: np.ndarray, c: np
 
 
 class SquaredLoss(DataFitLoss):
-    """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``)."""
+    """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``).
+
+    Conjugate (closed form without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``,
+    ``q = X^T y / m``, ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa))
+    - ||y||^2 / m``, finite iff ``s in range(X^T)`` when ``kappa = 0`` (MATH.md §3/§4).
+    """
 
     kind = "squared"
     ell_curvature = 2.0
     ell_curvature_min = 2.0
+
+    def eig(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigen-decomposition ``(e, V)`` of ``Q = X^T X / m`` (cached)."""
+        cached = self.__dict__.get("_eig")
+        if cached is None:
+            cached = np.linalg.eigh(self.X.T @ self.X / self.m)
+            self.__dict__["_eig"] = cached
+        return cached
+
+    def _conjugate_closed(self, S):
+        if self.l1:
+            return None
+        e, V = self.eig()
+        q = self.X.T @ self.y / self.m
+        return squared_conjugate_rows(e[None], V[None], q[None], np.array([self.y @ self.y
+                                      / self.m]), np.array([self.l2]), S)
 
     @staticmethod
     def _ell(t, y, p):
@@ -261,6 +369,14 @@ class SquaredLoss(DataFitLoss):
     @staticmethod
     def _ell_d1(t, y, p):
         return 2.0 * (t - y)
+
+    @staticmethod
+    def _ell_conj(v, y, p):
+        return v * y + 0.25 * v**2
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        return cp.multiply(y, v) + 0.25 * cp.square(v)
 
 
 class LogisticLoss(DataFitLoss):
@@ -286,6 +402,21 @@ class LogisticLoss(DataFitLoss):
     def _ell_d1(t, y, p):
         return -y * expit(-y * t)
 
+    # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
+    @staticmethod
+    def _ell_conj(v, y, p):
+        b = np.clip(-y * v, 0.0, 1.0)
+        return xlogy(b, b) + xlogy(1.0 - b, 1.0 - b)
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        b = cp.multiply(-y, v)
+        return -cp.entr(b) - cp.entr(1.0 - b)
+
+    @staticmethod
+    def _ell_conj_bounds(y, p):
+        return np.minimum(0.0, -y), np.maximum(0.0, -y)
+
 
 class HingeLoss(DataFitLoss):
     """Hinge loss ``(1/m) sum_r max(0, 1 - y_r x_r^T w)``, labels ``y_r in {-1, +1}``.
@@ -305,6 +436,19 @@ class HingeLoss(DataFitLoss):
     def _ell_cvx(t, y, p):
         return cp.pos(1.0 - cp.multiply(y, t))
 
+    # conjugate of max(0, 1 - y t): y v on y v in [-1, 0]
+    @staticmethod
+    def _ell_conj(v, y, p):
+        return y * v
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        return cp.multiply(y, v)
+
+    @staticmethod
+    def _ell_conj_bounds(y, p):
+        return np.minimum(0.0, -y), np.maximum(0.0, -y)
+
 
 class AbsoluteLoss(DataFitLoss):
     """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth)."""
@@ -319,6 +463,19 @@ class AbsoluteLoss(DataFitLoss):
     @staticmethod
     def _ell_cvx(t, y, p):
         return cp.abs(t - y)
+
+    # conjugate of |t - y|: v y on |v| <= 1
+    @staticmethod
+    def _ell_conj(v, y, p):
+        return v * y
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        return cp.multiply(y, v)
+
+    @staticmethod
+    def _ell_conj_bounds(y, p):
+        return np.full(y.shape, -1.0), np.full(y.shape, 1.0)
 
 
 class HuberLoss(DataFitLoss):
@@ -350,6 +507,19 @@ class HuberLoss(DataFitLoss):
     def _ell_d1(t, y, p):
         return 2.0 * np.clip(t - y, -p, p)
 
+    # conjugate of huber(t - y, M): v y + v^2 / 4 on |v| <= 2 M
+    @staticmethod
+    def _ell_conj(v, y, p):
+        return v * y + 0.25 * v**2
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        return cp.multiply(y, v) + 0.25 * cp.square(v)
+
+    @staticmethod
+    def _ell_conj_bounds(y, p):
+        return -2.0 * p, 2.0 * p
+
     def __repr__(self) -> str:
         return f"HuberLoss(m={self.m}, d={self.dim}, M={self.M:g}{self._reg_repr()})"
 
@@ -371,6 +541,13 @@ class ZeroLoss(Loss):
 
     def _base_hessian_bounds(self, d):
         return np.zeros((d, d)), np.zeros((d, d))
+
+    def _conjugate_closed(self, S):
+        k = S.shape[0]
+        return zero_conjugate_rows(np.full(k, self.l1), np.full(k, self.l2), S)
+
+    def _base_conjugate_cvx(self, d):
+        return cp.Constant(np.zeros(d)), cp.Constant(0.0), []
 
     def __repr__(self) -> str:
         return f"ZeroLoss({self._reg_repr()[2:]})"
@@ -406,6 +583,15 @@ class QuadraticLoss(Loss):
 
     def _base_hessian_bounds(self, d):
         return 2.0 * np.eye(d), 2.0 * np.eye(d)
+
+    def _conjugate_closed(self, S):
+        k = S.shape[0]
+        return quadratic_conjugate_rows(np.broadcast_to(self.a, S.shape), np.full(k, self.l1),
+                                        np.full(k, self.l2), S)
+
+    def _base_conjugate_cvx(self, d):
+        s = cp.Variable(d, name="s_quad")
+        return s, quadratic_conjugate_cvx(s, self.a), []
 
     def __repr__(self) -> str:
         return f"QuadraticLoss(d={self.dim}{self._reg_repr()})"
@@ -469,6 +655,95 @@ class SymbolicLoss(Loss):
 
     def __repr__(self) -> str:
         return f"SymbolicLoss({self.expr})"
+
+
+# =====================================================================  conjugate formulas
+def _soft(S: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """Row-wise soft thresholding ``sign(S) max(|S| - eta, 0)`` (``eta`` per row)."""
+    return np.sign(S) * np.maximum(np.abs(S) - eta[:, None], 0.0)
+
+
+def l2_conjugate_cvx(S: cp.Expression, kappa: Any) -> cp.Expression:
+    """``sum_k ||S_k||^2 / (4 kappa_k)``: the conjugate of ``kappa ||.||^2`` on rows of ``S``
+    (a ``(d,)`` vector with scalar ``kappa``, or ``(k, d)`` with ``kappa`` of shape ``(k,)``)."""
+    kappa = np.asarray(kappa, dtype=float)
+    if kappa.ndim == 0:
+        return cp.sum_squares(S) / (4.0 * float(kappa))
+    return cp.sum_squares(cp.multiply(1.0 / np.sqrt(4.0 * kappa)[:, None], S))
+
+
+def zero_conjugate_rows(eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Conjugate of ``eta ||.||_1 + kappa ||.||^2`` (a zero loss with regularizers) on rows.
+
+    ``kappa > 0``: ``||soft(s, eta)||^2 / (4 kappa)`` (finite everywhere).  ``kappa = 0``: the
+    indicator of ``||s||_inf <= eta``; ``rho = soft(s, eta)`` is the part outside the domain.
+    Returns ``(values, rho)`` as in :meth:`Loss._conjugate_closed`."""
+    soft = _soft(S, eta)
+    val = np.zeros(S.shape[0])
+    rho = np.zeros_like(S)
+    pos = kappa > 0
+    val[pos] = (soft[pos] ** 2).sum(axis=1) / (4.0 * kappa[pos])
+    rho[~pos] = soft[~pos]
+    return val, rho
+
+
+def quadratic_conjugate_cvx(S: cp.Expression, a: np.ndarray) -> cp.Expression:
+    """``sum_k S_k^T a_k + ||S_k||^2 / 4``: the conjugate of ``||w - a||^2`` (MATH.md §3)."""
+    return cp.sum(cp.multiply(S, a)) + 0.25 * cp.sum_squares(S)
+
+
+def quadratic_conjugate_rows(a: np.ndarray, eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """Conjugate of ``||w - a||^2 + eta ||w||_1 + kappa ||w||^2`` on rows (closed form,
+    coordinatewise): ``sum_j soft(s_j + 2 a_j, eta)^2 / (4 (1 + kappa)) - ||a||^2``."""
+    soft = _soft(S + 2.0 * a, eta)
+    val = (soft**2).sum(axis=1) / (4.0 * (1.0 + kappa)) - (a**2).sum(axis=1)
+    return val, np.zeros_like(S)
+
+
+def squared_conjugate_rows(e: np.ndarray, V: np.ndarray, q: np.ndarray, yy: np.ndarray,
+                           kappa: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Conjugate of ``(1/m)||y - X w||^2 + kappa ||w||^2`` on rows (see :class:`SquaredLoss`).
+
+    ``e``/``V`` (``(k, d)``/``(k, d, d)``): eigen-decompositions of ``Q_k = X_k^T X_k / m_k``;
+    ``q_k = X_k^T y_k / m_k``; ``yy_k = ||y_k||^2 / m_k``.  Directions with
+    ``e_j + kappa <= 1e-10 max_j e_j`` are outside ``range(X^T)`` (when ``kappa = 0``): the
+    part of ``s`` there is returned as ``rho``."""
+    den = e + kappa[:, None]
+    thr = 1e-10 * np.maximum(e.max(axis=1, initial=0.0), 1e-300)
+    ok = den > thr[:, None]
+    z = np.einsum("kji,kj->ki", V, S + 2.0 * q)
+    val = 0.25 * np.where(ok, z**2 / np.where(ok, den, 1.0), 0.0).sum(axis=1) - yy
+    zs = np.einsum("kji,kj->ki", V, S)
+    rho = np.einsum("kij,kj->ki", V, np.where(ok, 0.0, zs))
+    return val, rho
+
+
+def _bounds_constraints(v: cp.Expression, lo: Any, hi: Any, size: int) -> list[cp.Constraint]:
+    """``lo <= v <= hi`` on the finite entries (``lo``/``hi`` scalars or arrays)."""
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (size,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (size,))
+    cons = []
+    for bound, sign in ((lo, 1.0), (hi, -1.0)):
+        keep = np.isfinite(bound)
+        if keep.all():
+            cons.append(sign * v >= sign * bound)
+        elif keep.any():
+            cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
+    return cons
+
+
+def _solve_conjugate(loss: Loss, s: np.ndarray) -> float:
+    """``h*(s)`` by solving the problem of :meth:`Loss.conjugate_expression` (inf if infeasible)."""
+    from .exact import run_solver
+
+    cost, cons = loss.conjugate_expression(cp.Constant(s))
+    prob = cp.Problem(cp.Minimize(cost), cons)
+    run_solver(prob, None, {}, False, False, f"conjugate of {loss!r}")
+    if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        return float("inf")
+    return float(prob.value)
 
 
 # =====================================================================  stacked batches

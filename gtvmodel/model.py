@@ -416,6 +416,25 @@ class GTVModel:
         return solve_exact(self, solver=solver, accept_inaccurate=accept_inaccurate,
                            verbose=verbose, **opts)
 
+    def solve_dual(self, solver: str | None = None, *, accept_inaccurate: bool = False,
+                   verbose: bool = False, **opts: Any):
+        """Solve the dual flow problem (24) as one vectorized CVXPY problem; returns a
+        :class:`~gtvmodel.dual.DualSolution`.  See :func:`gtvmodel.dual.solve_dual`.
+        """
+        from .dual import solve_dual
+
+        return solve_dual(self, solver=solver, accept_inaccurate=accept_inaccurate,
+                          verbose=verbose, **opts)
+
+    def certify(self, weights: Any, flows: Any = None, **kwargs: Any):
+        """A certified duality gap for candidate ``weights`` (and optionally ``flows``);
+        returns a :class:`~gtvmodel.certificate.Certificate`.  See
+        :func:`gtvmodel.certificate.certify`.
+        """
+        from .certificate import certify
+
+        return certify(self, weights, flows, **kwargs)
+
     def __repr__(self) -> str:
         return (f"GTVModel(n={self.num_nodes}, |E|={self.num_edges}, d={self.dim}, "
                 f"penalty={self.penalty!r}, lam={self.lam:g})")

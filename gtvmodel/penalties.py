@@ -68,6 +68,19 @@ class Penalty:
         lamA = np.broadcast_to(np.asarray(lamA, dtype=float), (V.shape[0],))
         return V - s[:, None] * self.prox_rows(V / s[:, None], lamA / s)
 
+    # ---- scaled conjugate of the dual flow problem (24)/(27) (issue 3)
+    def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
+        """Row-wise ``lambda A_e phi*(u_e / (lambda A_e))`` in numpy (``+inf`` outside the
+        domain); ``lamA`` holds ``lambda A_e >= 0`` (scalar or ``(|E|,)``).  At ``lambda A_e =
+        0`` the term is the indicator of ``u_e = 0`` (the limit)."""
+        raise PenaltyError(f"{self!r} has no conjugate")
+
+    def conjugate_expression(self, U: cp.Expression, lamA: Any
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """CVXPY form ``(cost, constraints)`` of ``sum_e lambda A_e phi*(u_e / (lambda A_e))``
+        for an ``(|E|, d)`` expression ``U`` (minimize ``cost`` subject to ``constraints``)."""
+        raise PenaltyError(f"{self!r} has no conjugate")
+
     # ---- norms
     def dual_norm(self, U: np.ndarray) -> np.ndarray:
         """Row-wise dual norm ``||U_e||_*`` (norm penalties only)."""
@@ -119,6 +132,16 @@ class _NormPenalty(Penalty):
 
     def dual_norm_expression(self, U):
         return cp.norm(U, self.q, axis=1)
+
+    def conjugate_rows(self, U, lamA):
+        """Capacity indicator (27): ``0`` if ``||u_e||_* <= lambda A_e``, else ``+inf``."""
+        U = np.atleast_2d(np.asarray(U, dtype=float))
+        c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
+        return np.where(self.dual_norm(U) <= c, 0.0, np.inf)
+
+    def conjugate_expression(self, U, lamA):
+        c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
+        return cp.Constant(0.0), [self.dual_norm_expression(U) <= c]
 
     def project_dual_ball(self, U: np.ndarray, radii: Any) -> np.ndarray:
         """Row-wise Euclidean projection of ``U`` (``(|E|, d)``) onto ``{||u_e||_q <= r_e}``.
@@ -226,6 +249,14 @@ class SquaredNorm2(Penalty):
         V = np.atleast_2d(V)
         return 0.5 * (V**2).sum(axis=1)
 
+    def conjugate_rows(self, U, lamA):
+        """``||u_e||^2 / (2 lambda A_e)``."""
+        U = np.atleast_2d(np.asarray(U, dtype=float))
+        return _quad_conj_rows(U, lamA)
+
+    def conjugate_expression(self, U, lamA):
+        return _quad_conj_expression(U, lamA)
+
     def prox_rows(self, V, t):
         """``prox_{t phi}(v) = v / (1 + t)``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
@@ -277,6 +308,22 @@ class QuadForm(Penalty):
         V = np.atleast_2d(V)
         return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
 
+    def _whiten(self, U):
+        """Rows ``L^{-1} u_e`` (``Q = L L^T``), so that ``u^T Q^{-1} u = ||L^{-1} u||^2``."""
+        inv_t = self.__dict__.get("_chol_inv_t")
+        if inv_t is None:
+            inv_t = np.linalg.inv(self.chol).T
+            self.__dict__["_chol_inv_t"] = inv_t
+        return U @ inv_t
+
+    def conjugate_rows(self, U, lamA):
+        """``u_e^T Q^{-1} u_e / (2 lambda A_e)``."""
+        U = np.atleast_2d(np.asarray(U, dtype=float))
+        return _quad_conj_rows(self._whiten(U), lamA)
+
+    def conjugate_expression(self, U, lamA):
+        return _quad_conj_expression(self._whiten(U), lamA)
+
     def _eig(self) -> tuple[np.ndarray, np.ndarray]:
         eig = self.__dict__.get("_eigh")
         if eig is None:
@@ -305,6 +352,31 @@ class QuadForm(Penalty):
 
     def __repr__(self) -> str:
         return f"QuadForm(d={self.Q.shape[0]})"
+
+
+def _quad_conj_rows(Uw: np.ndarray, lamA: Any) -> np.ndarray:
+    """``||Uw_e||^2 / (2 c_e)`` row-wise (``c_e = 0``: indicator of ``Uw_e = 0``)."""
+    c = np.broadcast_to(np.asarray(lamA, dtype=float), (Uw.shape[0],))
+    sq = (Uw**2).sum(axis=1)
+    pos = c > 0
+    out = np.where(sq == 0.0, 0.0, np.inf)
+    out[pos] = sq[pos] / (2.0 * c[pos])
+    return out
+
+
+def _quad_conj_expression(Uw: cp.Expression, lamA: Any
+                          ) -> tuple[cp.Expression, list[cp.Constraint]]:
+    """CVXPY form of :func:`_quad_conj_rows` summed over rows."""
+    c = np.broadcast_to(np.asarray(lamA, dtype=float), (Uw.shape[0],))
+    pos = np.flatnonzero(c > 0)
+    zero = np.flatnonzero(c <= 0)
+    cost: cp.Expression = cp.Constant(0.0)
+    cons: list[cp.Constraint] = []
+    if pos.size:
+        cost = cp.sum_squares(cp.multiply(1.0 / np.sqrt(2.0 * c[pos])[:, None], Uw[pos, :]))
+    if zero.size:
+        cons.append(Uw[zero, :] == 0)
+    return cost, cons
 
 
 # =====================================================================  dual-ball projections

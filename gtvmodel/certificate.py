@@ -1,0 +1,613 @@
+"""Certified duality gaps (34) for candidate GTV solutions, with dual-feasibility repair.
+
+For weights ``W`` and edge flows ``U``, weak duality gives ``P(W) >= P* >= D(U')`` for every
+dual-feasible ``U'``, so ``gap = P(W) - D(U')`` bounds the suboptimality ``P(W) - P*``.
+:func:`certify` computes such a bound cheaply (numpy and sparse linear algebra for the common
+losses, one small cached CVXPY problem for the others) and reports how it got there.
+
+**Dual value.**  ``D(U) = -sum_i h_i*(s_i) - sum_e lambda A_e phi*(u_e/(lambda A_e))`` with
+``s = -D^T U`` and ``h_i = L_i + eta_i||.||_1 + kappa_i||.||^2 + iota_{C_i}`` (MATH.md §3).
+Every node conjugate is evaluated as an *upper bound* (a feasible point of the infimal
+convolution that defines it), so the computed ``D`` never exceeds the true one:
+
+- closed forms for zero, quadratic and squared losses (without ``l1`` or constraints);
+- for the other library nodes the infimal-convolution problem of
+  :func:`gtvmodel.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
+  built once per model (DPP) and re-solved; the solver's point is projected into the domains
+  and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
+- conic nodes (symbolic losses/constraints): :func:`gtvmodel.conic.conjugate_values`, plus its
+  stated solver tolerance.
+
+**Residuals and the radius R.**  Where ``s_i`` lies (numerically) just outside the domain of
+``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly), the part ``rho_i`` outside it is charged
+``R ||rho_i||_1``: this is exactly the conjugate of ``h_i + iota{||w||_inf <= R}``, so the bound
+is rigorous for the problem with the extra constraint ``||w_i||_inf <= R``, which has the same
+optimum whenever ``||w*||_inf <= R`` (default ``R = 10 max(1, ||W||_inf)``).  The total of these
+charges is part of the reported :attr:`Certificate.tolerance`; a node with
+``||rho_i||_inf > feas_tol`` (relative) is *not* dual feasible and the gap is ``+inf``.
+
+**Repair** (:func:`repair_flows`).  Raw flows (e.g. iterates of Algorithm 1) are usually not dual
+feasible.  Before the dual value is taken:
+
+1. capacities ``||u_e||_* <= lambda A_e`` (norm penalties) by the row-wise projection
+   :meth:`~gtvmodel.penalties.Penalty.project_dual_ball`;
+2. subspace conditions -- ``(D^T u)_i = 0`` at zero-loss nodes and ``(D^T u)_i in range(X_i^T)``
+   at squared-loss nodes with ``rank X_i < d`` (no regularizers/constraints) -- by the
+   minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
+   ``A u = 0`` (sparse, conjugate gradients on ``A A^T``, never dense);
+3. steps 1-2 alternate a few times (projections onto two convex sets), then the flows are
+   scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
+   contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2.
+
+Bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
+(``NonNeg``, half-infinite boxes) are not repaired beyond this: if the flows leave them, the
+affected nodes are listed in :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf``
+(sound, never optimistic).
+
+**Flows from weights** (``flows=None``, :func:`flows_from_weights`): start from the edge
+optimality condition ``u_e in lambda A_e dphi(v_e)`` (the penalty's dual update applied to
+``v_e/eps``), then add the minimum-norm correction that matches the node condition
+``-(D^T u)_i = grad h_i(w_i)`` at every node with a gradient (smooth loss, no ``l1``, no
+constraints; in a connected component where all nodes have one, the component mean of the
+gradients is removed first, since flows can only move demand around), then repair.
+
+**What a certificate does not say**: it bounds the objective suboptimality, not the distance
+of ``W`` to the minimizer (that needs strong convexity); weights that violate node constraints
+by more than ``feas_tol`` get ``gap = inf``; and a finite gap with a large
+:attr:`Certificate.tolerance` rests on ``||w*||_inf <= R``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spla
+
+from .errors import GTVError, SolverError
+from .losses import (
+    QuadraticLoss,
+    SquaredLoss,
+    quadratic_conjugate_rows,
+    squared_conjugate_rows,
+    zero_conjugate_rows,
+)
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+
+__all__ = ["Certificate", "certify", "repair_flows", "flows_from_weights", "dual_value"]
+
+_EPS = np.finfo(float).eps
+
+
+@dataclass
+class Certificate:
+    """A certified bound ``gap >= P(W) - P*`` on the suboptimality of ``W``.
+
+    Attributes
+    ----------
+    primal_value : float
+        ``P(W)`` (losses, regularizers and GTV term; node constraints are checked separately).
+    dual_value : float
+        ``D(U')`` at the repaired flows ``U'`` (``-inf`` if no dual-feasible point was found).
+    gap : float
+        ``max(P(W) - D(U'), 0)``, or ``+inf`` when ``W`` violates node constraints or ``U'`` is
+        not dual feasible.  Sound: ``gap >= P(W) - P* - tolerance``.
+    relative_gap : float
+        ``gap / max(1, |P(W)|)``.
+    tolerance : float
+        The certificate's own numerical tolerance: floating-point rounding of the sums plus the
+        radius charges ``R ||rho_i||_1`` (module docstring) plus conic solver tolerances.
+    feasible : bool
+        Node constraints hold within ``feas_tol`` (scaled by ``max(1, ||W||_inf)``).
+    infeasible_nodes : list
+        Labels of the nodes that violate their constraints.
+    dual_feasible : bool
+        The repaired flows are dual feasible (within ``feas_tol``).
+    dual_infeasible_nodes : list
+        Labels of nodes whose demand ``s_i`` stays outside the domain of ``h_i*``.
+    repaired : bool
+        Whether the flows had to be changed; ``repairs`` says what was done.
+    repaired_flows : ndarray (|E|, d)
+        The dual-feasible flows ``U'`` whose dual value is reported.
+    flows_from_weights : bool
+        True when the flows were built from ``W`` (``flows=None``).
+    kkt : dict
+        ``flow_conservation``: ``||D^T u + grad h(w)||_2`` over nodes with a gradient (original
+        flows; ``nan`` if none); ``capacity_violation``: ``max_e (||u_e||_* - lambda A_e)_+``
+        (original flows, norm penalties); ``complementarity``: the edge Fenchel-Young gaps
+        ``sum_e lambda A_e phi(v_e) + lambda A_e phi*(u'_e/(lambda A_e)) - u'_e^T v_e``;
+        ``node_gap``: the node Fenchel-Young gaps ``sum_i h_i(w_i) + h_i*(s_i) - s_i^T w_i``
+        (``complementarity + node_gap = gap``).
+    node_gaps, edge_gaps : ndarray
+        The per-node and per-edge Fenchel-Young gaps (where the gap is finite).
+    radius : float
+        The radius ``R`` of the residual charges.
+    times : dict
+        Seconds spent in repair and in the dual evaluation.
+    """
+
+    primal_value: float
+    dual_value: float
+    gap: float
+    relative_gap: float
+    tolerance: float
+    feasible: bool
+    infeasible_nodes: list[Any]
+    dual_feasible: bool
+    dual_infeasible_nodes: list[Any]
+    repaired: bool
+    repairs: list[str]
+    repaired_flows: np.ndarray = field(repr=False)
+    flows_from_weights: bool = False
+    kkt: dict[str, float] = field(default_factory=dict)
+    node_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    edge_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    radius: float = 0.0
+    feas_tol: float = 0.0
+    tol: float = 1e-6
+    times: dict[str, float] = field(default_factory=dict)
+
+    def certifies(self, tol: float | None = None) -> bool:
+        """True if ``gap <= tol * max(1, |P(W)|)`` (relative suboptimality at most ``tol``;
+        default: the ``tol`` given to :func:`certify`)."""
+        tol = self.tol if tol is None else tol
+        return bool(np.isfinite(self.gap) and self.relative_gap <= tol)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no arrays)."""
+        def f(x: float) -> float | str:
+            x = float(x)
+            return x if np.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+
+        return {
+            "primal_value": f(self.primal_value), "dual_value": f(self.dual_value),
+            "gap": f(self.gap), "relative_gap": f(self.relative_gap),
+            "tolerance": f(self.tolerance), "feasible": self.feasible,
+            "infeasible_nodes": [_label(v) for v in self.infeasible_nodes],
+            "dual_feasible": self.dual_feasible,
+            "dual_infeasible_nodes": [_label(v) for v in self.dual_infeasible_nodes],
+            "repaired": self.repaired, "repairs": list(self.repairs),
+            "flows_from_weights": self.flows_from_weights,
+            "kkt": {k: f(v) for k, v in self.kkt.items()},
+            "radius": f(self.radius), "feas_tol": f(self.feas_tol), "tol": f(self.tol),
+            "certified": self.certifies(),
+            "times": {k: float(v) for k, v in self.times.items()},
+        }
+
+    def summary(self) -> str:
+        """A human-readable multi-line report."""
+        lines = [
+            f"primal value P(W)   {self.primal_value:.12g}",
+            f"dual value D(U')    {self.dual_value:.12g}",
+            f"gap                 {self.gap:.6g}   (relative {self.relative_gap:.3g}, "
+            f"tolerance {self.tolerance:.3g})",
+            f"primal feasible     {self.feasible}"
+            + ("" if self.feasible else f"  violated at {self.infeasible_nodes[:10]}"),
+            f"dual feasible       {self.dual_feasible}"
+            + ("" if self.dual_feasible else f"  fails at {self.dual_infeasible_nodes[:10]}"),
+            f"flows               {'built from the weights' if self.flows_from_weights else 'given'}"
+            + (f"; repaired: {'; '.join(self.repairs)}" if self.repaired else "; not repaired"),
+        ]
+        for k, v in self.kkt.items():
+            lines.append(f"kkt {k:<16}{v:.3g}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+
+def _label(v: Any) -> Any:
+    return v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
+
+
+# ===================================================================== linear algebra helpers
+def _min_norm_correction(A: sp.csr_matrix, b: np.ndarray, rtol: float = 1e-14,
+                         rounds: int = 3) -> np.ndarray:
+    """Minimum-norm ``delta`` with ``A delta = b`` (``b`` in ``range(A)``): ``delta = A^T z``,
+    ``A A^T z = b`` by conjugate gradients, with a few refinement rounds."""
+    K = (A @ A.T).tocsr()
+    delta = np.zeros(A.shape[1])
+    r = b.copy()
+    nb = max(float(np.linalg.norm(b)), 1e-300)
+    diag = K.diagonal()
+    M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+    for _ in range(rounds):
+        if np.linalg.norm(r) <= 1e-15 * nb:
+            break
+        z, _info = spla.cg(K, r, rtol=rtol, atol=0.0, maxiter=10 * K.shape[0] + 100, M=M)
+        delta += A.T @ z
+        r = b - A @ delta
+    return delta
+
+
+def _divergence_rows(model: GTVModel, nodes: np.ndarray, bases: list[np.ndarray] | None
+                     ) -> sp.csr_matrix:
+    """Sparse ``A`` with ``A vec(U) = [N_i^T (D^T U)_i]_{i in nodes}`` (``N_i = I`` if
+    ``bases`` is None), acting on the C-ordered flat flows."""
+    d = model.dim
+    Dt = model.incidence.T.tocsr()[nodes]  # (k, E)
+    A = sp.kron(Dt, sp.eye(d), format="csr")  # (k d, E d)
+    if bases is None:
+        return A
+    N = sp.block_diag([B.T for B in bases], format="csr")  # (sum r_i, k d)
+    return (N @ A).tocsr()
+
+
+# ===================================================================== node classification
+@dataclass
+class _NodeKinds:
+    """How each node's conjugate is evaluated."""
+
+    zero: np.ndarray  # zero loss, no constraints (closed form with regularizers)
+    quad: tuple[np.ndarray, np.ndarray]  # positions, centres (no constraints)
+    squared: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    general: np.ndarray  # library nodes solved by the cached CVXPY problem
+    conic: np.ndarray
+    subspace: np.ndarray  # positions with a subspace domain (repair step 2)
+    subspace_bases: list[np.ndarray] | None  # null-space bases N_i (None: all N_i = I)
+    gradient: np.ndarray  # boolean mask of nodes with a gradient of h_i
+
+
+def _kinds(model: GTVModel) -> _NodeKinds:
+    cached = model._cache.get("cert_kinds")
+    if cached is not None:
+        return cached
+    from .dual import conic_positions
+
+    st = model.structure()
+    n, d = model.num_nodes, model.dim
+    conic = conic_positions(model)
+    constrained = np.zeros(n, dtype=bool)
+    constrained[[i for i in range(n) if model.constraints_at(i)]] = True
+    constrained[conic] = False
+    free = ~constrained
+    free[conic] = False
+    handled = np.zeros(n, dtype=bool)
+    handled[conic] = True
+    gradient = np.zeros(n, dtype=bool)
+    quad_idx, quad_a = np.zeros(0, dtype=np.int64), np.zeros((0, d))
+    sq = (np.zeros(0, dtype=np.int64), np.zeros((0, d)), np.zeros((0, d, d)), np.zeros((0, d)),
+          np.zeros(0))
+    subspace: list[int] = []
+    bases: list[np.ndarray] = []
+    for b in st.batches:
+        sel = free[b.nodes]
+        if b.cls is QuadraticLoss:
+            quad_idx, quad_a = b.nodes[sel], b.a[sel]
+            handled[quad_idx] = True
+        elif b.cls is SquaredLoss:
+            ok = sel & (st.l1[b.nodes] == 0)
+            idx = b.nodes[ok]
+            losses = [b.losses[j] for j in np.flatnonzero(ok)]
+            if idx.size:
+                eigs = [ls.eig() for ls in losses]
+                e = np.stack([E for E, _ in eigs])
+                V = np.stack([V for _, V in eigs])
+                q = np.stack([ls.X.T @ ls.y / ls.m for ls in losses])
+                yy = np.array([ls.y @ ls.y / ls.m for ls in losses])
+                sq = (idx, e, V, q, yy)
+                handled[idx] = True
+                thr = 1e-10 * np.maximum(e.max(axis=1), 1e-300)
+                for j, i in enumerate(idx):
+                    if st.l2[i] == 0 and (e[j] <= thr[j]).any():
+                        subspace.append(int(i))
+                        bases.append(V[j][:, e[j] <= thr[j]])
+        if b.cls.base_smooth:
+            gradient[b.nodes] = True
+    in_batch = np.zeros(n, dtype=bool)
+    for b in st.batches:
+        in_batch[b.nodes] = True
+    zero = np.flatnonzero(free & ~in_batch)
+    handled[zero] = True
+    gradient[zero] = True
+    gradient &= free & (st.l1 == 0)
+    # zero-loss nodes without regularizers need (D^T u)_i = 0: subspace {0}
+    for i in zero:
+        if st.l1[i] == 0 and st.l2[i] == 0:
+            subspace.append(int(i))
+            bases.append(np.eye(d))
+    order = np.argsort(subspace) if subspace else np.zeros(0, dtype=np.int64)
+    sub = np.array(subspace, dtype=np.int64)[order]
+    sub_bases = [bases[j] for j in order]
+    general = np.flatnonzero(~handled)
+    kinds = _NodeKinds(zero, (quad_idx, quad_a), sq, general, conic, sub,
+                       sub_bases, gradient)
+    model._cache["cert_kinds"] = kinds
+    return kinds
+
+
+# ===================================================================== flows
+def _capacities(model: GTVModel) -> np.ndarray | None:
+    return model.lam * model.edge_weights if model.penalty.is_norm else None
+
+
+def flows_from_weights(model: GTVModel, weights: Any) -> np.ndarray:
+    """Edge flows built from weights (module docstring): edge optimality condition, then the
+    minimum-norm correction matching ``-(D^T u)_i = grad h_i(w_i)`` where a gradient exists.
+    Not yet repaired (see :func:`repair_flows`)."""
+    W = model.check_weights(weights)
+    E, d = model.num_edges, model.dim
+    if E == 0:
+        return np.zeros((0, d))
+    kinds = _kinds(model)
+    st = model.structure()
+    V = model.empirical_graph.diff(W)
+    lamA = model.lam * model.edge_weights
+    eps = 1e-9 * max(1.0, float(np.abs(W).max(initial=0.0)))
+    try:
+        U = model.penalty.dual_update(V / eps, 1.0 / eps, lamA)
+    except GTVError:
+        U = np.zeros((E, d))
+    idx = np.flatnonzero(kinds.gradient)
+    if idx.size == 0:
+        return U
+    G = 2.0 * st.l2[:, None] * W
+    for b in st.batches:
+        if b.cls.base_smooth:
+            G += b.gradients(W)
+    target = -G[idx]
+    # components in which every node is matched: only the mean-free part is reachable
+    ncomp, comp = csgraph.connected_components(model.empirical_graph.laplacian(), directed=False)
+    allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
+    cidx = comp[idx]
+    full = allm[cidx]
+    if full.any():
+        sums = np.zeros((ncomp, d))
+        np.add.at(sums, cidx[full], target[full])
+        cnt = np.bincount(cidx[full], minlength=ncomp)
+        target[full] -= sums[cidx[full]] / np.maximum(cnt[cidx[full]], 1)[:, None]
+    A = _divergence_rows(model, idx, None)
+    b = target.ravel() - A @ U.ravel()
+    U = U + _min_norm_correction(A, b).reshape(E, d)
+    return U
+
+
+def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarray, list[str]]:
+    """Make flows dual feasible where it is cheap (module docstring, steps 1-3).
+
+    Returns ``(repaired_flows, repairs)`` where ``repairs`` describes each change made."""
+    U = model.check_flows(flows).copy()
+    E, d = model.num_edges, model.dim
+    repairs: list[str] = []
+    if E == 0:
+        return U, repairs
+    kinds = _kinds(model)
+    cap = _capacities(model)
+    pen = model.penalty
+    A = None
+    if kinds.subspace.size:
+        A = _divergence_rows(model, kinds.subspace, None if all(
+            B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases)
+    scale = max(1.0, float(np.abs(U).max(initial=0.0)))
+
+    def cap_excess(U_: np.ndarray) -> float:
+        return float(np.max(pen.dual_norm(U_) - cap, initial=0.0)) if cap is not None else 0.0
+
+    def sub_res(U_: np.ndarray) -> float:
+        return float(np.abs(A @ U_.ravel()).max(initial=0.0)) if A is not None else 0.0
+
+    did_cap = did_sub = False
+    for _ in range(rounds):
+        if cap is not None and cap_excess(U) > 1e-12 * scale:
+            U = pen.project_dual_ball(U, cap)
+            did_cap = True
+        if A is not None and sub_res(U) > 1e-13 * scale:
+            U = U - _min_norm_correction(A, A @ U.ravel()).reshape(E, d)
+            did_sub = True
+        if cap_excess(U) <= 1e-12 * scale:
+            break
+    if did_cap:
+        repairs.append("projected flows onto the capacities ||u_e||_* <= lambda A_e")
+    if did_sub:
+        repairs.append(f"minimum-norm flow correction for the subspace conditions at "
+                       f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
+                       "with rank X_i < d: (D^T u)_i in range(X_i^T))")
+    if cap is not None:
+        dn = pen.dual_norm(U)
+        over = dn > cap
+        if over.any():
+            theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+            theta *= 1.0 - 4.0 * _EPS
+            U = theta * U
+            repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
+            # rounding can leave the last ulp above capacity: clip those rows exactly
+            dn = pen.dual_norm(U)
+            bad = dn > cap
+            if bad.any():
+                U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * _EPS))[:, None]
+    return U, repairs
+
+
+# ===================================================================== dual value
+def _general_problem(model: GTVModel, nodes: np.ndarray):
+    """Cached CVXPY problem: min sum parts cost + R ||rho||_1 s.t. sum contrib + rho = S."""
+    cached = model._cache.get("cert_general")
+    if cached is not None:
+        return cached
+    from .dual import node_conjugate_parts
+
+    k, d = len(nodes), model.dim
+    S = cp.Parameter((k, d), name="S")
+    R = cp.Parameter(nonneg=True, name="R")
+    rho = cp.Variable((k, d), name="rho")
+    parts = node_conjugate_parts(model, nodes)
+    total: cp.Expression = rho
+    costs: list[cp.Expression] = [R * cp.sum(cp.abs(rho))]
+    cons: list[cp.Constraint] = []
+    for p in parts:
+        total = total + p.contrib
+        costs.append(p.cost)
+        cons += p.constraints
+    cons.append(total == S)
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(costs))), cons)
+    cached = (prob, S, R, parts)
+    model._cache["cert_general"] = cached
+    return cached
+
+
+def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = None
+               ) -> dict[str, Any]:
+    """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R})*(s_i)`` for every node and the edge
+    conjugates at ``flows`` (no repair).  Returns a dict with ``node_conj`` (n,), ``rho``
+    (n, d) (the part of ``s_i`` outside the domain, charged ``R ||rho_i||_1`` inside
+    ``node_conj``), ``edge_conj`` (|E|,), ``s`` (n, d), ``conic_tol`` and ``value``."""
+    U = model.check_flows(flows)
+    n, d = model.num_nodes, model.dim
+    kinds = _kinds(model)
+    st = model.structure()
+    S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
+    S = np.asarray(S).reshape(n, d)
+    conj = np.zeros(n)
+    rho = np.zeros((n, d))
+    if kinds.zero.size:
+        z = kinds.zero
+        conj[z], rho[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
+    qi, qa = kinds.quad
+    if qi.size:
+        conj[qi], rho[qi] = quadratic_conjugate_rows(qa, st.l1[qi], st.l2[qi], S[qi])
+    si, e, V, q, yy = kinds.squared
+    if si.size:
+        conj[si], rho[si] = squared_conjugate_rows(e, V, q, yy, st.l2[si], S[si])
+    conic_tol = 0.0
+    g = kinds.general
+    if g.size:
+        prob, Sp, Rp, parts = _general_problem(model, g)
+        Sp.value = S[g]
+        Rp.value = float(radius)
+        ok = True
+        try:
+            from .exact import run_solver
+
+            run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
+            ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+        except SolverError:
+            ok = False
+        if ok:
+            contrib = np.zeros((g.size, d))
+            cost = np.zeros(g.size)
+            for p in parts:
+                c_, k_ = p.evaluate()
+                contrib += c_
+                cost += k_
+            conj[g] = cost
+            rho[g] = S[g] - contrib
+        else:  # no split available: all of s_i is charged as residual (still an upper bound?)
+            conj[g] = np.inf
+            rho[g] = S[g]
+    c = kinds.conic
+    if c.size:
+        from . import conic as conic_mod
+
+        vals = np.empty(c.size)
+        for j, i in enumerate(c):
+            try:
+                vals[j] = conic_mod.node_conjugate_value(model, int(i), S[i])
+            except GTVError:
+                vals[j] = np.inf
+        conj[c] = vals
+        fin = np.isfinite(vals)
+        # node_conjugate_value may fall short by the solver's gap tolerance: add it
+        conic_tol = float((1e-9 + 1e-9 * np.abs(vals[fin])).sum())
+    charge = float(radius) * np.abs(rho).sum(axis=1)
+    node_conj = conj + charge
+    edge_conj = (model.penalty.conjugate_rows(U, model.lam * model.edge_weights)
+                 if model.num_edges else np.zeros(0))
+    value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
+    return {"node_conj": node_conj, "rho": rho, "charge": charge, "edge_conj": edge_conj,
+            "s": S, "conic_tol": conic_tol, "value": value}
+
+
+# ===================================================================== certify
+def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e-6,
+            feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None
+            ) -> Certificate:
+    """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
+
+    Returns a :class:`Certificate` whose ``gap >= P(W) - P* - tolerance`` (module docstring
+    for the method, the repair and the limits).  ``tol`` only sets what
+    :meth:`Certificate.certifies` is asked by default through the CLI; ``feas_tol`` is the
+    relative tolerance on node constraints and on dual-domain residuals; ``radius`` the ``R``
+    of the residual charges (default ``10 max(1, ||W||_inf)``).
+    """
+    t0 = time.perf_counter()
+    W = model.check_weights(weights)
+    n, d = model.num_nodes, model.dim
+    wscale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    R = float(radius) if radius is not None else 10.0 * wscale
+    built = flows is None
+    U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
+    U, repairs = repair_flows(model, U0)
+    if built:
+        repairs.insert(0, "flows built from the weights (edge condition + gradient matching)")
+    t1 = time.perf_counter()
+    # primal
+    lossv = model.loss_values(W)
+    V = model.empirical_graph.diff(W) if model.num_edges else np.zeros((0, d))
+    lamA = model.lam * model.edge_weights
+    penv = lamA * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
+    P = float(lossv.sum() + penv.sum())
+    viol = model.constraint_violations(W)
+    bad = np.flatnonzero(viol > feas_tol * wscale)
+    feasible = bad.size == 0
+    # dual
+    dv = dual_value(model, U, R, solver)
+    S = dv["s"]
+    sscale = np.maximum(1.0, np.abs(S).max(axis=1))
+    dual_bad = np.flatnonzero(~np.isfinite(dv["node_conj"]) |
+                              (np.abs(dv["rho"]).max(axis=1) > feas_tol * sscale))
+    edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
+    dual_feasible = dual_bad.size == 0 and edge_ok
+    D = dv["value"] if dual_feasible else -np.inf
+    node_gaps = lossv + dv["node_conj"] - (S * W).sum(axis=1)
+    edge_gaps = penv + dv["edge_conj"] - (U * V).sum(axis=1) if model.num_edges else np.zeros(0)
+    rounding = 64 * _EPS * (abs(P) + np.abs(lossv).sum() + np.abs(penv).sum()
+                            + np.abs(dv["node_conj"][np.isfinite(dv["node_conj"])]).sum()
+                            + np.abs(dv["edge_conj"][np.isfinite(dv["edge_conj"])]).sum()
+                            + np.abs(S * W).sum() + (np.abs(U * V).sum() if model.num_edges
+                                                      else 0.0))
+    tolerance = float(rounding + dv["charge"].sum() + dv["conic_tol"])
+    if feasible and dual_feasible:
+        gap = max(P - D, 0.0)
+    else:
+        gap = float("inf")
+    t2 = time.perf_counter()
+    # KKT residuals on the original flows
+    kkt: dict[str, float] = {}
+    kinds = _kinds(model)
+    if kinds.gradient.any():
+        st = model.structure()
+        G = 2.0 * st.l2[:, None] * W
+        for b in st.batches:
+            if b.cls.base_smooth:
+                G += b.gradients(W)
+        div = np.asarray(model.incidence.T @ U0) if model.num_edges else np.zeros((n, d))
+        kkt["flow_conservation"] = float(np.linalg.norm((div + G)[kinds.gradient]))
+    else:
+        kkt["flow_conservation"] = float("nan")
+    cap = _capacities(model)
+    kkt["capacity_violation"] = (float(np.max(model.penalty.dual_norm(U0) - cap, initial=0.0))
+                                 if cap is not None and model.num_edges else 0.0)
+    kkt["complementarity"] = float(edge_gaps.sum()) if dual_feasible else float("inf")
+    kkt["node_gap"] = float(node_gaps.sum()) if dual_feasible else float("inf")
+    labels = model.nodes
+    return Certificate(
+        primal_value=P, dual_value=float(D), gap=float(gap),
+        relative_gap=float(gap / max(1.0, abs(P))), tolerance=tolerance,
+        feasible=feasible, infeasible_nodes=[labels[i] for i in bad],
+        dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual_bad],
+        repaired=bool(repairs), repairs=repairs, repaired_flows=U,
+        flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
+        radius=R, feas_tol=feas_tol, tol=tol,
+        times={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
+    )

@@ -1,0 +1,378 @@
+"""The dual flow problem (19)/(24)/(27) of GTV minimization, compiled to one CVXPY problem.
+
+    maximize over edge flows U (|E| x d):
+        - sum_i h_i*( s_i )  -  sum_e lambda A_e phi*( u_e / (lambda A_e) ),   s = -D^T U   (24)
+
+with ``h_i = L_i + eta_i ||.||_1 + kappa_i ||.||^2 + iota_{C_i}`` the node's loss, regularizers
+and constraints (MATH.md §3).  Every ``h_i*`` is an infimal convolution, written out with split
+variables so that the whole problem stays one vectorized convex program:
+
+    s_i = X_i^T (v_i / m_i)  [data-fit rows]  +  s_quad,i  [QuadraticLoss]
+          + s_l1,i  [||s_l1||_inf <= eta_i]  +  s_l2,i  [cost ||s_l2||^2 / (4 kappa_i)]
+          + sum_{C in C_i} s_C,i  [cost sigma_C(s_C)]
+
+Each group of variables is stacked over all nodes of one kind (one matrix variable per loss
+class, regularizer or constraint type) and scattered into the node-balance rows by a sparse
+matrix; there are no per-node or per-edge Python loops for library nodes.  The row conjugates
+``ell*`` come from the loss classes (:meth:`~gtvmodel.losses.DataFitLoss.ell_conjugate`), the
+support functions from the constraints, the penalty term from
+:meth:`~gtvmodel.penalties.Penalty.conjugate_expression` (capacities ``||u_e||_* <= lambda A_e``
+for norms (27)).
+
+**Conic nodes** (a symbolic loss or symbolic constraints: ``model.structure().symbolic`` and
+``.symbolic_constraints``) are compiled by :func:`gtvmodel.conic.conic_dual_terms`, the agreed
+interface: for node positions ``nodes`` and an affine ``(len(nodes), d)`` expression ``S`` it
+returns ``(concave_expr, constraints)`` whose maximization over its own new variables equals
+``sum_k -(L_k + iota_{C_k})*(S_k)`` (the node's whole term: loss, regularizers and all its
+constraints).  Numeric values come from :func:`gtvmodel.conic.conjugate_values`.
+
+**Weights.**  The multiplier of the node-balance constraint ``sum(parts) = s`` is the primal
+weight vector (the dual of the dual is the primal).  :func:`solve_dual` returns it as
+``weights`` only when it verifies: every node constraint holds within ``1e-7`` and ``P(w)``
+equals the dual objective within relative ``1e-6``.  Otherwise (a non-unique or ill-conditioned
+primal, conic nodes, whose multipliers live in CVXPY's conic variables) ``weights`` is None.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from .constraints import Box, NormBall
+from .errors import SolverError, UnsupportedError
+from .losses import QuadraticLoss, l2_conjugate_cvx, quadratic_conjugate_cvx
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+
+__all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts", "conic_positions",
+           "compile_dual", "solve_dual"]
+
+
+@dataclass
+class DualSolution:
+    """A solution of the dual flow problem (24).
+
+    Attributes
+    ----------
+    flows : ndarray (|E|, d)
+        Edge flows ``u_e`` in ``model.edges`` order (MATH.md's sign convention, the same as
+        :attr:`gtvmodel.solution.Solution.flows`).
+    objective : float
+        The dual value ``D(u)`` as the solver reports it.
+    status, solver : str
+        CVXPY's status string and the solver's name.
+    compile_time, solve_time : float
+        Seconds spent building/canonicalizing and inside the solver.
+    weights : ndarray (n, d) or None
+        Primal weights recovered from the multipliers of the node-balance constraints, only when
+        they verify (feasible, ``P(w)`` equal to the dual value within relative 1e-6); else None.
+    """
+
+    flows: np.ndarray
+    objective: float
+    status: str
+    solver: str
+    compile_time: float
+    solve_time: float
+    weights: np.ndarray | None = None
+    nodes: list[Any] = field(repr=False, default_factory=list)
+    info: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+@dataclass
+class NodePart:
+    """One stacked group of split variables of the node conjugates.
+
+    ``contrib`` is its ``(k, d)`` contribution to the node-balance rows, ``cost`` its convex
+    cost, ``constraints`` its domain, and ``evaluate()`` returns ``(contrib, cost_rows)`` in
+    numpy at the current variable values *projected into the domain* (so the cost is finite and
+    exact): the ``(k, d)`` contribution and the ``(k,)`` cost of each node row.
+    """
+
+    name: str
+    contrib: cp.Expression
+    cost: cp.Expression
+    constraints: list[cp.Constraint]
+    evaluate: Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+def conic_positions(model: GTVModel) -> np.ndarray:
+    """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted."""
+    st = model.structure()
+    return np.array(sorted(set(st.symbolic) | set(st.symbolic_constraints)), dtype=np.int64)
+
+
+def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
+    """Sparse ``(k, len(idx))`` matrix adding item ``j`` into row ``row_of[idx[j]]``."""
+    return sp.csr_matrix((np.ones(len(idx)), (row_of[idx], np.arange(len(idx)))),
+                         shape=(k, len(idx)))
+
+
+def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
+    """The split variables of ``sum_{i in nodes} h_i*(s_i)`` for library nodes, vectorized.
+
+    Row ``k`` of every contribution belongs to ``nodes[k]``.  Minimizing the summed costs
+    subject to the constraints and ``sum(contrib) = S`` equals ``sum_k h_{nodes[k]}*(S_k)``.
+    ``nodes`` must not contain conic nodes.
+    """
+    st = model.structure()
+    n, d = model.num_nodes, model.dim
+    nodes = np.asarray(nodes, dtype=np.int64)
+    k = len(nodes)
+    row_of = np.full(n, -1, dtype=np.int64)
+    row_of[nodes] = np.arange(k)
+    inset = row_of >= 0
+    parts: list[NodePart] = []
+
+    for b in st.batches:
+        if b.is_datafit:
+            rows = np.flatnonzero(inset[b.row_node])
+            if rows.size == 0:
+                continue
+            parts.append(_datafit_part(b, rows, row_of, k, n, d))
+        elif b.cls is QuadraticLoss:
+            sel = np.flatnonzero(inset[b.nodes])
+            if sel.size == 0:
+                continue
+            idx, a = b.nodes[sel], b.a[sel]
+            V = cp.Variable((len(idx), d), name="s_quad")
+            P = _scatter(row_of, idx, k)
+
+            def ev(V=V, P=P, a=a):
+                s = V.value
+                return P @ s, P @ ((s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
+
+            parts.append(NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev))
+    # regularizers
+    idx = nodes[st.l1[nodes] > 0]
+    if idx.size:
+        eta = st.l1[idx][:, None]
+        V = cp.Variable((len(idx), d), name="s_l1")
+        P = _scatter(row_of, idx, k)
+
+        def ev_l1(V=V, P=P, eta=eta):
+            return P @ np.clip(V.value, -eta, eta), np.zeros(k)
+
+        parts.append(NodePart("l1", P @ V, cp.Constant(0.0), [cp.abs(V) <= eta], ev_l1))
+    idx = nodes[st.l2[nodes] > 0]
+    if idx.size:
+        kap = st.l2[idx]
+        V = cp.Variable((len(idx), d), name="s_l2")
+        P = _scatter(row_of, idx, k)
+
+        def ev_l2(V=V, P=P, kap=kap):
+            s = V.value
+            return P @ s, P @ ((s**2).sum(axis=1) / (4.0 * kap))
+
+        parts.append(NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2))
+    # constraints: support functions
+    if st.box is not None:
+        bidx, blo, bhi = st.box
+        sel = np.flatnonzero(inset[bidx])
+        if sel.size:
+            lo, hi = blo[sel], bhi[sel]
+            V = cp.Variable((sel.size, d), name="s_box")
+            P = _scatter(row_of, bidx[sel], k)
+            cost, cons = Box.support_rows_expression(V, lo, hi)
+
+            def ev_box(V=V, P=P, lo=lo, hi=hi):
+                s = Box.support_domain_projection(V.value, lo, hi)
+                return P @ s, P @ Box.support_rows(s, lo, hi)
+
+            parts.append(NodePart("box", P @ V, cost, cons, ev_box))
+    idx = st.nonneg[inset[st.nonneg]] if st.nonneg.size else st.nonneg
+    if idx.size:
+        V = cp.Variable((len(idx), d), name="s_nonneg")
+        P = _scatter(row_of, idx, k)
+
+        def ev_nn(V=V, P=P):
+            return P @ np.minimum(V.value, 0.0), np.zeros(k)
+
+        parts.append(NodePart("nonneg", P @ V, cp.Constant(0.0), [V <= 0], ev_nn))
+    for p, (bidx, radii) in st.normball.items():
+        sel = np.flatnonzero(inset[bidx])
+        if sel.size == 0:
+            continue
+        r = radii[sel]
+        V = cp.Variable((sel.size, d), name="s_ball")
+        P = _scatter(row_of, bidx[sel], k)
+        cost, cons = NormBall.support_rows_expression(V, r, p)
+        q = np.inf if p == 1 else (1.0 if np.isinf(p) else p / (p - 1.0))
+
+        def ev_ball(V=V, P=P, r=r, q=q):
+            s = V.value
+            return P @ s, P @ (r * np.linalg.norm(s, ord=q, axis=1))
+
+        parts.append(NodePart(f"normball{p:g}", P @ V, cost, cons, ev_ball))
+    return parts
+
+
+def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: int) -> NodePart:
+    """Stacked row duals ``v`` of one data-fit batch: ``s_i += X_i^T v_i / m_i``."""
+    Xr = b.X_blk[rows]
+    Xr = Xr.tocoo()
+    node = Xr.col // d
+    col = row_of[node] * d + Xr.col % d
+    Bt = sp.csr_matrix((Xr.data, (col, Xr.row)), shape=(k * d, rows.size))  # (k d) x M'
+    c = b.c[rows]
+    y = b.y[rows]
+    prm = None if b.p is None else b.p[rows]
+    lo, hi = b.cls._ell_conj_bounds(y, prm)
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (rows.size,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (rows.size,))
+    v = cp.Variable(rows.size, name=f"v_{b.cls.kind}")
+    contrib = cp.reshape(Bt @ cp.multiply(c, v), (k, d), order="C")
+    cost = c @ b.cls._ell_conj_cvx(v, y, prm)
+    cons = []
+    for bound, sign in ((lo, 1.0), (hi, -1.0)):
+        keep = np.isfinite(bound)
+        if keep.all():
+            cons.append(sign * v >= sign * bound)
+        elif keep.any():
+            cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
+
+    def ev():
+        vv = np.clip(v.value, lo, hi)
+        rowcost = np.bincount(row_of[b.row_node[rows]], c * b.cls.ell_conjugate(vv, y, prm),
+                              minlength=k)
+        return (Bt @ (c * vv)).reshape(k, d), rowcost
+
+    return NodePart(b.cls.kind, contrib, cost, cons, ev)
+
+
+@dataclass
+class DualProblem:
+    """The compiled dual flow problem and its handles."""
+
+    problem: cp.Problem
+    U: cp.Variable | None
+    balance: cp.Constraint | None
+    library: np.ndarray
+    conic: np.ndarray
+    lam: float
+    build_time: float
+
+
+def compile_dual(model: GTVModel) -> DualProblem:
+    """Build the dual flow problem (24) as one vectorized CVXPY problem (cached per ``lam``)."""
+    cached = model._cache.get("dual")
+    if cached is not None and cached.lam == model.lam:
+        return cached
+    t0 = time.perf_counter()
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    conic = conic_positions(model)
+    library = np.setdiff1d(np.arange(n), conic)
+    cons: list[cp.Constraint] = []
+    costs: list[cp.Expression] = []
+    if E:
+        U = cp.Variable((E, d), name="U")
+        S = -(model.incidence.T @ U)
+        pen_cost, pen_cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+        costs.append(pen_cost)
+        cons += pen_cons
+    else:
+        U = None
+        S = cp.Constant(np.zeros((n, d)))
+    balance = None
+    if library.size:
+        parts = node_conjugate_parts(model, library)
+        total: cp.Expression = cp.Constant(np.zeros((library.size, d)))
+        for part in parts:
+            total = total + part.contrib
+            costs.append(part.cost)
+            cons += part.constraints
+        balance = total == S[library, :]
+        cons.append(balance)
+    if conic.size:
+        # ---- conic nodes: the conic engineer's compiler (gtvmodel.conic), see module docstring
+        try:
+            from . import conic as conic_mod
+        except ImportError:  # pragma: no cover - conic.py ships with the package
+            raise UnsupportedError(
+                "solve_dual: nodes with symbolic losses or constraints need gtvmodel.conic "
+                f"(conic nodes: {[model.nodes[i] for i in conic[:5]]})") from None
+        concave, ccons = conic_mod.conic_dual_terms(model, conic.tolist(), S[conic, :])
+        costs.append(-concave)
+        cons += ccons
+    objective = cp.sum(cp.hstack(costs)) if len(costs) > 1 else (
+        costs[0] if costs else cp.Constant(0.0))
+    problem = cp.Problem(cp.Minimize(objective), cons)
+    compiled = DualProblem(problem, U, balance, library, conic, model.lam,
+                           time.perf_counter() - t0)
+    model._cache["dual"] = compiled
+    return compiled
+
+
+def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate: bool = False,
+               verbose: bool = False, **opts: Any) -> DualSolution:
+    """Solve the dual flow problem (24) to high accuracy; see the module docstring.
+
+    The solver policy is :func:`gtvmodel.exact.run_solver`'s (Clarabel by default, tight
+    tolerances, :class:`~gtvmodel.errors.SolverError` on failure or inaccuracy unless
+    ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
+    :class:`~gtvmodel.errors.InfeasibleError`.
+    """
+    from .errors import InfeasibleError
+    from .exact import find_infeasible_nodes, run_solver
+
+    fresh = "dual" not in model._cache or model._cache["dual"].lam != model.lam
+    compiled = compile_dual(model)
+    try:
+        name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
+                                            accept_inaccurate, "solve_dual")
+    except SolverError as exc:
+        if exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+            bad = find_infeasible_nodes(model)
+            raise InfeasibleError(
+                "solve_dual: the dual is unbounded, so the primal is infeasible"
+                + (f": infeasible constraints at node(s) {', '.join(map(repr, bad))}"
+                   if bad else "")) from None
+        raise
+    status = compiled.problem.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise SolverError(f"solve_dual: {name} reports the dual infeasible; the primal is "
+                          "unbounded below or has no dual attainment", status=status,
+                          solver=name)
+    E, d = model.num_edges, model.dim
+    U = (np.asarray(compiled.U.value, dtype=float).reshape(E, d) if compiled.U is not None
+         else np.zeros((0, d)))
+    if not np.isfinite(U).all():
+        raise SolverError(f"solve_dual: {name} returned non-finite flows", status=status,
+                          solver=name)
+    value = -float(compiled.problem.value)
+    weights = _recover_weights(model, compiled, value)
+    return DualSolution(
+        flows=U, objective=value, status=status, solver=name,
+        compile_time=(compiled.build_time if fresh else 0.0) + comp, solve_time=solve_time,
+        weights=weights, nodes=list(model.nodes), info={"lam": model.lam},
+    )
+
+
+def _recover_weights(model: GTVModel, compiled: DualProblem, value: float
+                     ) -> np.ndarray | None:
+    """Weights from the node-balance multipliers, returned only if they verify."""
+    if compiled.conic.size or compiled.balance is None:
+        return None
+    mult = compiled.balance.dual_value
+    if mult is None:
+        return None
+    W = np.zeros((model.num_nodes, model.dim))
+    # Lagrangian of min sum cost s.t. sum(parts) - S = 0: stationarity in the split variables
+    # gives -mult in d(cost), i.e. w = -mult (checked numerically in tests).
+    W[compiled.library] = -np.asarray(mult, dtype=float).reshape(-1, model.dim)
+    if not np.isfinite(W).all():
+        return None
+    viol = model.constraint_violations(W)
+    if viol.max(initial=0.0) > 1e-7 * max(1.0, float(np.abs(W).max())):
+        return None
+    P = model.objective(W)
+    if abs(P - value) > 1e-6 * max(1.0, abs(value)):
+        return None
+    return W
