@@ -77,6 +77,7 @@ __all__ = [
     "conic_dual_terms",
     "node_conjugate_value",
     "conjugate_values",
+    "conic_weights",
 ]
 
 #: The solver whose conic standard form (row order, cone conventions, PSD svec) is used.
@@ -91,7 +92,8 @@ class ConicData:
 
     ``minimize (c0 + C s)^T x + d0 + dv^T s  s.t.  A x + r = b,  r in K`` where ``K`` is the
     product of the cones listed in ``zero``, ``nonneg``, ``soc``, ``psd`` (matrix orders),
-    ``exp`` (count), ``p3d`` (exponents ``a``) and ``pnd`` (exponent vectors), in that row order.
+    ``exp`` (count), ``p3d`` (exponents ``a``) and ``pnd`` (exponent vectors), in that row order;
+    ``x[x_cols]`` is the node's ``w_i``.
     """
 
     A: sp.csr_matrix
@@ -107,6 +109,8 @@ class ConicData:
     exp: int
     p3d: tuple[float, ...]
     pnd: tuple[tuple[float, ...], ...]
+    #: Columns of the node's variable ``w_i`` inside the stacked conic variable ``x``.
+    x_cols: np.ndarray
 
     @property
     def num_rows(self) -> int:
@@ -237,6 +241,7 @@ def node_conic_data(model: GTVModel, i: int) -> ConicData:
         psd=tuple(int(k) for k in dims.psd), exp=int(dims.exp),
         p3d=tuple(float(a) for a in dims.p3d),
         pnd=tuple(tuple(float(a) for a in al) for al in getattr(dims, "pnd", [])),
+        x_cols=int(prog.var_id_to_col[entry.x.id]) + np.arange(d),
     )
     rows = (out.zero + out.nonneg + sum(out.soc) + sum(k * (k + 1) // 2 for k in out.psd)
             + 3 * out.exp + 3 * len(out.p3d) + sum(len(al) + 1 for al in out.pnd))
@@ -344,6 +349,10 @@ def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
     ``constraints`` over them equals ``sum_k -(L_k + iota_{C_k})^*(S_k)`` (no duality gap in
     (P_s)/(D_s), see the module docstring).  The nodes' data are stacked block-diagonally, so
     the result is a fixed number of vectorized CVXPY expressions, whatever ``len(nodes)``.
+
+    The *last* returned constraint is the balance ``A^T z + c0 + C s = 0``; after solving, its
+    multiplier is (minus) the stacked primal variable ``x`` of (P_s), from which
+    :func:`conic_weights` reads the nodes' weights ``w_i``.
     """
     d = model.dim
     nodes = [_check_position(model, i) for i in nodes]
@@ -457,3 +466,32 @@ def conjugate_values(model: GTVModel, nodes: list[int], S: Any, solver: str | No
         node_conjugate_value(model, i, S[k], solver, accept_inaccurate=accept_inaccurate, **opts)
         for k, i in enumerate(nodes)
     ])
+
+
+def conic_weights(model: GTVModel, nodes: list[int], constraints: list[cp.Constraint]
+                  ) -> np.ndarray | None:
+    """Primal weights ``w_k`` of ``nodes`` (``(len(nodes), d)``) from a solved dual problem.
+
+    ``constraints`` is the list :func:`conic_dual_terms` returned for ``nodes`` (its last entry
+    is the balance ``A^T z + c(s) = 0``).  (P_s) is the dual of (D_s): the balance multiplier
+    ``nu`` is the stacked conic variable up to sign: CVXPY's Lagrangian of
+    ``Minimize(-concave + ...)`` adds ``nu^T (lhs - rhs)``, and stationarity in ``z`` reads
+    ``A (-nu) + r = b``, ``r in K``, so ``x = -nu``.  CVXPY reports the multipliers of a
+    ``Maximize(concave + ...)`` problem as those of the equivalent minimization, so the same
+    sign holds there (both tested); ``w_k = x[x_cols]``.  At an optimal pair
+    ``w_k`` minimizes ``L_k(x) - s_k^T x`` over ``C_k``, i.e. ``s_k in d(L_k + iota_{C_k})(w_k)``
+    (MATH.md (23)).  Returns None if the solver gave no multiplier.  The weights are as accurate
+    as the solve; callers should verify them (e.g. ``P(w)`` against the dual value).
+    """
+    nodes = [_check_position(model, i) for i in nodes]
+    if not nodes:
+        return np.zeros((0, model.dim))
+    nu = constraints[-1].dual_value if constraints else None
+    if nu is None:
+        return None
+    x = -np.asarray(nu, dtype=float).ravel()
+    datas = [node_conic_data(model, i) for i in nodes]
+    offsets = np.concatenate([[0], np.cumsum([D.num_vars for D in datas])[:-1]])
+    if x.size != sum(D.num_vars for D in datas):
+        raise DataError("conic_weights: the constraints do not belong to these nodes")
+    return np.vstack([x[off + D.x_cols] for off, D in zip(offsets, datas, strict=True)])
