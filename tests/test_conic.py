@@ -35,7 +35,8 @@ def _fake(n_rows: int, **cones) -> ConicData:
     import scipy.sparse as sp
 
     return ConicData(A=sp.csr_matrix((n_rows, 1)), b=np.zeros(n_rows), c0=np.zeros(1),
-                     C=sp.csr_matrix((1, 1)), d0=0.0, dv=np.zeros(1), **base)
+                     C=sp.csr_matrix((1, 1)), d0=0.0, dv=np.zeros(1), x_cols=np.zeros(1, int),
+                     **base)
 
 
 def _built_dual_contains(data: ConicData, y: np.ndarray) -> bool:
