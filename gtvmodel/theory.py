@@ -757,16 +757,20 @@ def _min_congestion(model: GTVModel, G: np.ndarray, solver: str | None, what: st
         return 0.0
     if np.abs(G).max() <= 1e-14 * scale:
         return 0.0
+    # scale demands and capacities to unit size (u = g_s u', A = a_s A', t = t' g_s / a_s):
+    # interior-point accuracy is relative, tiny gradients otherwise end "inaccurate"
+    g_s = float(np.abs(G).max())
+    a_s = float(model.edge_weights.max())
     U = cp.Variable((E, d), name="u")
     t = cp.Variable(nonneg=True, name="t")
-    cons = [model.incidence.T @ U == -G,
-            model.penalty.dual_norm_expression(U) <= t * model.edge_weights]
+    cons = [model.incidence.T @ U == -G / g_s,
+            model.penalty.dual_norm_expression(U) <= t * (model.edge_weights / a_s)]
     prob = cp.Problem(cp.Minimize(t), cons)
     name, _, _ = run_solver(prob, solver, {}, False, False, what)
     if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):  # pragma: no cover
         raise SolverError(f"{what}: {name} reports the flow problem infeasible although the "
                           "demands balance", status=prob.status, solver=name)
-    return float(t.value)
+    return float(t.value) * g_s / a_s
 
 
 def _threshold_flow_1d(model: GTVModel, g: np.ndarray, flow_func: Callable[..., Any]) -> float:
