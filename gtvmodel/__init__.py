@@ -15,6 +15,7 @@ from .errors import (
     InfeasibleError,
     LossError,
     ParameterError,
+    PartitionError,
     PenaltyError,
     SolverError,
     UnknownNodeError,
@@ -35,6 +36,14 @@ from .losses import (
 from .model import GTVModel
 from .penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
 from .solution import Solution
+from .theory import (
+    ClusterReport,
+    RecoveryReport,
+    check_well_connected,
+    cluster_graph,
+    consensus_threshold,
+    verify_recovery,
+)
 
 __version__ = "0.1.0"
 
@@ -79,4 +88,12 @@ __all__ = [
     "SolverError",
     "UnsupportedError",
     "FileFormatError",
+    "PartitionError",
+    # theory (Theorem 2 of paper 001)
+    "ClusterReport",
+    "RecoveryReport",
+    "check_well_connected",
+    "consensus_threshold",
+    "cluster_graph",
+    "verify_recovery",
 ]
