@@ -36,13 +36,17 @@ if TYPE_CHECKING:
     from .solution import Solution
 
 __all__ = ["PrimalProblem", "compile_primal", "solve_exact", "DEFAULT_SOLVER_OPTIONS",
-           "run_solver"]
+           "FALLBACK_SOLVER_OPTIONS", "run_solver"]
 
 #: Accuracy defaults, tighter than the solvers' own so that exact solves are ground truth.
+#: Clarabel's own defaults (gap 1e-8) leave weight errors up to 1e-4 on a 60-node fused-lasso
+#: chain; a duality-gap tolerance of 1e-13 brings them below 1e-8 (tests/test_exact.py checks
+#: 1e-7 against an exact path algorithm).  Interior-point methods cannot always reach that gap
+#: on large problems, so Clarabel falls back once to :data:`FALLBACK_SOLVER_OPTIONS`.
 DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
     "CLARABEL": {
-        "tol_gap_abs": 1e-10,
-        "tol_gap_rel": 1e-10,
+        "tol_gap_abs": 1e-13,
+        "tol_gap_rel": 1e-13,
         "tol_feas": 1e-9,
         "tol_ktratio": 1e-8,
         "max_iter": 500,
@@ -51,13 +55,29 @@ DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
         "eps_abs": 1e-10,
         "eps_rel": 1e-10,
         "max_iter": 400_000,
-        "polish": True,
+        "polishing": True,  # OSQP >= 1.0 name of the active-set polish (exact on QPs)
     },
     "SCS": {
         "eps_abs": 1e-9,
         "eps_rel": 1e-9,
         "max_iters": 400_000,
     },
+}
+
+#: Successively looser tolerances tried when a solver cannot reach
+#: :data:`DEFAULT_SOLVER_OPTIONS` (Clarabel stops with ``InsufficientProgress`` or
+#: ``AlmostSolved`` on some problems with ~1000 nodes or with power cones, e.g. ``NormP(3)``).
+#: The first two levels are 10-100x tighter than the solver's own defaults; the last resort is
+#: Clarabel's own defaults (gap 1e-8, feasibility 1e-8, k/tau 1e-6), which exponential-cone
+#: problems (logistic losses) sometimes need: their iterates stall near a relative gap of 1e-9.
+#: The level reached is recorded in ``Solution.info["tolerances"]``.  The fallback runs only
+#: when the caller passed none of these options.
+FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
+    "CLARABEL": [
+        {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-9, "tol_ktratio": 1e-8},
+        {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-8, "tol_ktratio": 1e-7},
+        {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8, "tol_ktratio": 1e-6},
+    ],
 }
 
 
@@ -140,12 +160,19 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
 
 
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
-               accept_inaccurate: bool, what: str) -> tuple[str, float, float]:
+               accept_inaccurate: bool, what: str,
+               record: dict[str, Any] | None = None) -> tuple[str, float, float]:
     """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
 
     Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
     :class:`SolverError` (with the status) on failure or on an inaccurate status unless
     ``accept_inaccurate``.  Infeasibility is returned to the caller as status ``infeasible``.
+
+    The solver runs with :data:`DEFAULT_SOLVER_OPTIONS` updated by ``opts``.  If it cannot
+    reach them (a solver failure or an inaccurate/limit status) and the caller overrode none of
+    the :data:`FALLBACK_SOLVER_OPTIONS` keys, it is re-run with each fallback level in turn; the
+    status policy applies to the last level, and the reported times are the sums of all runs.
+    If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
     """
     name = (solver or "CLARABEL").upper()
     if name not in cp.installed_solvers():
@@ -153,9 +180,44 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
                           f"{', '.join(cp.installed_solvers())})", status=None, solver=name)
     options = dict(DEFAULT_SOLVER_OPTIONS.get(name, {}))
     options.update(opts)
+    levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
+    if any(set(level) & set(opts) for level in levels):
+        levels = []  # the caller chose the tolerances
+    spent = [0.0, 0.0]
+    if record is None:
+        record = {}
+    for level in levels:
+        try:
+            record["options"] = dict(options)
+            comp, solve_time = _attempt(problem, name, options, verbose, False, what)
+            return name, comp + spent[0], solve_time + spent[1]
+        except SolverError as exc:
+            if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+                raise
+            comp, solve_time = _stats_times(problem, 0.0)
+            spent = [spent[0] + comp, spent[1] + solve_time]
+        options.update(level)
+    record["options"] = dict(options)
+    comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
+    return name, comp + spent[0], solve_time + spent[1]
+
+
+def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
+    """``(cvxpy_compile_seconds, solver_seconds)`` of the last solve of ``problem``."""
+    stats = problem.solver_stats
+    solve_time = stats.solve_time if stats and stats.solve_time is not None else wall
+    comp = getattr(problem, "compilation_time", None) or max(wall - solve_time, 0.0)
+    return float(comp), float(solve_time)
+
+
+def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: bool,
+             accept_inaccurate: bool, what: str) -> tuple[float, float]:
+    """One solve with the status policy of :func:`run_solver`."""
     t0 = time.perf_counter()
     try:
-        problem.solve(solver=name, verbose=verbose, **options)
+        # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
+        # update(), which stalls at a worse accuracy than a fresh solve (seen on exp cones).
+        problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
     except cp.error.SolverError as exc:
         raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
                           solver=name) from None
@@ -169,7 +231,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     wall = time.perf_counter() - t0
     status = problem.status
     if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        return name, 0.0, wall
+        return 0.0, wall
     if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
         raise SolverError(f"{what}: {name} reports the problem unbounded ({status}); a node "
                           "loss may be unbounded below", status=status, solver=name)
@@ -181,10 +243,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         raise SolverError(f"{what}: {name} failed with status {status!r}", status=status,
                           solver=name)
-    stats = problem.solver_stats
-    solve_time = stats.solve_time if stats and stats.solve_time is not None else wall
-    comp = getattr(problem, "compilation_time", None) or max(wall - solve_time, 0.0)
-    return name, float(comp), float(solve_time)
+    return _stats_times(problem, wall)
 
 
 def find_infeasible_nodes(model: GTVModel) -> list[Any]:
@@ -215,7 +274,9 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
 
     ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
     quadratic losses with ``SquaredNorm2``/``QuadForm``/``Norm1``/``NormInf`` penalties) or
-    ``"SCS"``; ``opts`` override :data:`DEFAULT_SOLVER_OPTIONS`.  An inaccurate solver status
+    ``"SCS"``; ``opts`` override :data:`DEFAULT_SOLVER_OPTIONS` (Clarabel falls back to
+    :data:`FALLBACK_SOLVER_OPTIONS` when it cannot reach them; ``Solution.info["tolerances"]``
+    holds the options of the accepted run).  An inaccurate solver status
     raises :class:`~gtvmodel.errors.SolverError` unless ``accept_inaccurate=True``; infeasible
     node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes.
     """
@@ -223,8 +284,9 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
 
     fresh = "primal" not in model._cache
     compiled = compile_primal(model)
+    record: dict[str, Any] = {}
     name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
-                                        accept_inaccurate, "solve_exact")
+                                        accept_inaccurate, "solve_exact", record)
     if compiled.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         bad = find_infeasible_nodes(model)
         where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad
@@ -251,5 +313,5 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
         compile_time=(compiled.build_time if fresh else 0.0) + comp,
         solve_time=solve_time,
         nodes=list(model.nodes),
-        info={"lam": model.lam},
+        info={"lam": model.lam, "tolerances": record.get("options")},
     )

@@ -198,6 +198,18 @@ class NormInf(_NormPenalty):
         return cp.norm(Z, "inf", axis=1)
 
 
+def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
+    """Row-wise ``||Z_e||_p`` for ``p`` other than 1, 2, inf.
+
+    CVXPY (1.9) supports ``axis`` in ``pnorm`` only for ``p = 2`` ("The axis parameter is only
+    supported for p=2"), so this builds one ``pnorm`` atom per row: correct, but compilation
+    grows with ``|E|`` (prefer ``Norm1``/``Norm2``/``NormInf`` on large graphs).
+    """
+    if Z.ndim == 1:
+        return cp.pnorm(Z, p)
+    return cp.hstack([cp.pnorm(Z[e, :], p) for e in range(Z.shape[0])])
+
+
 class NormP(_NormPenalty):
     """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``."""
 
@@ -217,7 +229,7 @@ class NormP(_NormPenalty):
             return cp.norm(Z, "inf", axis=1)
         if self.p in (1.0, 2.0):
             return cp.norm(Z, self.p, axis=1)
-        return cp.pnorm(Z, self.p, axis=1)
+        return _rows_pnorm(Z, self.p)
 
     def dual_norm_expression(self, U):
         q = self.q
@@ -225,7 +237,7 @@ class NormP(_NormPenalty):
             return cp.norm(U, "inf", axis=1)
         if q in (1.0, 2.0):
             return cp.norm(U, q, axis=1)
-        return cp.pnorm(U, q, axis=1)
+        return _rows_pnorm(U, q)
 
     def _key(self):
         return (self.p,)
