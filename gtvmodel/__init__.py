@@ -5,7 +5,9 @@ penalties and constraints (or any CVXPY expression), and solve it exactly with
 :meth:`GTVModel.solve_exact`.  Conventions and errata: ``docs/conventions.md``.
 """
 
+from .certificate import Certificate, certify
 from .constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
+from .dual import DualSolution
 from .errors import (
     ConstraintError,
     DataError,
@@ -51,6 +53,9 @@ __all__ = [
     "GTVModel",
     "EmpiricalGraph",
     "Solution",
+    "DualSolution",
+    "Certificate",
+    "certify",
     # losses
     "Loss",
     "SquaredLoss",

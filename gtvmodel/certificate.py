@@ -67,7 +67,6 @@ from typing import TYPE_CHECKING, Any
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 from .errors import GTVError, SolverError
@@ -193,7 +192,8 @@ class Certificate:
             + ("" if self.feasible else f"  violated at {self.infeasible_nodes[:10]}"),
             f"dual feasible       {self.dual_feasible}"
             + ("" if self.dual_feasible else f"  fails at {self.dual_infeasible_nodes[:10]}"),
-            f"flows               {'built from the weights' if self.flows_from_weights else 'given'}"
+            "flows               "
+            + ("built from the weights" if self.flows_from_weights else "given")
             + (f"; repaired: {'; '.join(self.repairs)}" if self.repaired else "; not repaired"),
         ]
         for k, v in self.kkt.items():
@@ -332,23 +332,42 @@ def _capacities(model: GTVModel) -> np.ndarray | None:
     return model.lam * model.edge_weights if model.penalty.is_norm else None
 
 
-def flows_from_weights(model: GTVModel, weights: Any) -> np.ndarray:
-    """Edge flows built from weights (module docstring): edge optimality condition, then the
-    minimum-norm correction matching ``-(D^T u)_i = grad h_i(w_i)`` where a gradient exists.
-    Not yet repaired (see :func:`repair_flows`)."""
+def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 30) -> np.ndarray:
+    """Edge flows built from weights (module docstring), not yet repaired
+    (see :func:`repair_flows`).
+
+    1. Edge condition ``u_e in lambda A_e dphi(v_e)``: on edges with ``||v_e|| > 1e-6
+       max(1, ||W||_inf)`` (and on every edge of a differentiable penalty) ``u_e`` is the
+       penalty's dual update of ``v_e / eps`` for a tiny ``eps``, i.e. ``lambda A_e grad
+       phi(v_e)``; the other edges (``w_{e+} = w_{e-}``: flow strictly inside its capacity)
+       are *free* and start at 0 (for the ``l1`` penalty, coordinate by coordinate).
+    2. Node condition ``-(D^T u)_i = grad h_i(w_i)`` at nodes with a gradient: the free
+       edges get the minimum-norm least-squares correction (LSQR); if no edge is free,
+       every edge is corrected.  For norm penalties this alternates with the projection onto
+       the capacities (at most ``rounds`` times, until both hold).
+    """
     W = model.check_weights(weights)
     E, d = model.num_edges, model.dim
     if E == 0:
         return np.zeros((0, d))
     kinds = _kinds(model)
     st = model.structure()
+    pen = model.penalty
     V = model.empirical_graph.diff(W)
     lamA = model.lam * model.edge_weights
-    eps = 1e-9 * max(1.0, float(np.abs(W).max(initial=0.0)))
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    eps = 1e-12 * scale
     try:
-        U = model.penalty.dual_update(V / eps, 1.0 / eps, lamA)
+        U = pen.dual_update(V / eps, 1.0 / eps, lamA)
     except GTVError:
         U = np.zeros((E, d))
+    free = np.zeros((E, d), dtype=bool)
+    if pen.is_norm:
+        small = np.abs(V) <= 1e-6 * scale
+        # l1 penalty: separable, each coordinate with v_ej = 0 is free; other norms: rows
+        free = small if getattr(pen, "p", None) == 1 else np.repeat(
+            small.all(axis=1)[:, None], d, axis=1)
+        U[free] = 0.0
     idx = np.flatnonzero(kinds.gradient)
     if idx.size == 0:
         return U
@@ -356,21 +375,24 @@ def flows_from_weights(model: GTVModel, weights: Any) -> np.ndarray:
     for b in st.batches:
         if b.cls.base_smooth:
             G += b.gradients(W)
-    target = -G[idx]
-    # components in which every node is matched: only the mean-free part is reachable
-    ncomp, comp = csgraph.connected_components(model.empirical_graph.laplacian(), directed=False)
-    allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
-    cidx = comp[idx]
-    full = allm[cidx]
-    if full.any():
-        sums = np.zeros((ncomp, d))
-        np.add.at(sums, cidx[full], target[full])
-        cnt = np.bincount(cidx[full], minlength=ncomp)
-        target[full] -= sums[cidx[full]] / np.maximum(cnt[cidx[full]], 1)[:, None]
     A = _divergence_rows(model, idx, None)
-    b = target.ravel() - A @ U.ravel()
-    U = U + _min_norm_correction(A, b).reshape(E, d)
-    return U
+    cols = np.flatnonzero(free.ravel() if free.any() else np.ones(E * d, dtype=bool))
+    Af = A[:, cols]
+    target = (-G[idx]).ravel()
+    flat = U.ravel().copy()
+    cap = _capacities(model)
+    for _ in range(rounds):
+        sol = spla.lsqr(Af, target - A @ flat, atol=1e-15, btol=1e-15,
+                        iter_lim=20 * Af.shape[1] + 100)[0]
+        flat[cols] += sol
+        if cap is None:
+            break
+        Uc = flat.reshape(E, d)
+        if np.max(pen.dual_norm(Uc) - cap, initial=0.0) <= 1e-12 * scale:
+            break
+        # alternate with the capacity projection (POCS between the two convex sets)
+        flat = pen.project_dual_ball(Uc, cap).ravel()
+    return flat.reshape(E, d)
 
 
 def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarray, list[str]]:

@@ -16,9 +16,11 @@ is no quadratic objective term), (P_s) becomes, in a stacked variable ``x`` of C
 
 with ``K = {0}^f x R_+^l x SOC x ... x PSD x ... x K_exp x ... x K_pow x ...`` in Clarabel's row
 order and *only the objective* depending on ``s``, affinely: ``c(s) = c0 + C s``,
-``d(s) = d0 + dv^T s`` (``s`` is a ``cp.Parameter`` and the problem is DPP).  ``C`` is obtained
-exactly by applying the parameters at ``s = 0`` and ``s = e_k``; that ``A`` and ``b`` do not
-depend on ``s`` and that ``c`` is affine is verified at a further point.
+``d(s) = d0 + dv^T s`` (``s`` is a ``cp.Parameter`` and the problem is DPP).  CVXPY's
+``ParamConeProg`` stores ``(c, d)`` as a sparse tensor ``q`` acting on the stacked parameter
+vector, so ``C`` and ``dv`` are read exactly as the columns of ``q`` belonging to ``s``;
+``c0, d0, A, b`` come from applying the parameters at ``s = 0``, and that ``A``, ``b`` do not
+depend on ``s`` is verified on the constraint tensor.
 
 **The conic dual.**  The Lagrangian ``c^T x + d + z^T (A x + r - b)`` is bounded below over
 ``x`` and ``r in K`` iff ``A^T z + c = 0`` and ``z in K^*``, which gives
@@ -61,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
 from ._validate import as_finite_array
 from .errors import DataError, InfeasibleError, SolverError, UnsupportedError
@@ -194,6 +197,7 @@ def node_conic_data(model: GTVModel, i: int) -> ConicData:
         return entry.data
     label = model.nodes[i]
     d = model.dim
+    entry.s.value = np.zeros(d)  # the data below is then (P_0): c = c0, d = d0
     try:
         data, _, _ = entry.problem.get_problem_data(
             _CANON_SOLVER, solver_opts={"use_quad_obj": False})
@@ -207,36 +211,43 @@ def node_conic_data(model: GTVModel, i: int) -> ConicData:
     if getattr(prog, "lower_bounds", None) is not None or getattr(
             prog, "upper_bounds", None) is not None:  # pragma: no cover - not for Clarabel
         raise UnsupportedError(f"node {label!r}: conic form has variable bounds")
+    # c(s) = q[:nv] @ pvec and d(s) = q[nv] @ pvec, with pvec the stacked parameter values and
+    # a trailing 1: C and dv are the columns of q that belong to s (exact, no differencing).
+    nv = int(prog.x.size)
+    s_cols = int(prog.param_id_to_col[entry.s.id]) + np.arange(d)
+    q = sp.csc_matrix(prog.q)
+    C = sp.csr_matrix(q[:nv, s_cols])
+    dv = np.asarray(q[nv, s_cols].toarray(), dtype=float).ravel()
     values = {pid: np.asarray(p.value, dtype=float) for pid, p in prog.id_to_param.items()}
-
-    def at(sv: np.ndarray):
-        vals = dict(values)
-        vals[entry.s.id] = sv
-        c, d0, A, b = prog.apply_parameters(vals)
-        return np.asarray(c, dtype=float).ravel(), float(np.asarray(d0).ravel()[0]), \
-            sp.csr_matrix(-A), np.asarray(b, dtype=float).ravel()
-
-    c0, d0, A, b = at(np.zeros(d))
-    cols, dcols = [], []
-    for k in range(d):
-        ck, dk, Ak, bk = at(np.eye(d)[k])
-        if (abs(Ak - A).max() if Ak.nnz or A.nnz else 0.0) > _AFFINE_TOL or \
-                np.abs(bk - b).max(initial=0.0) > _AFFINE_TOL:  # pragma: no cover
-            raise UnsupportedError(f"node {label!r}: the conic constraints depend on s")
-        cols.append(ck - c0)
-        dcols.append(dk - d0)
-    C = np.column_stack(cols) if cols else np.zeros((c0.size, 0))
-    dv = np.array(dcols)
-    # affinity check at a further point
-    probe = np.linspace(-1.0, 1.5, d)
-    cp_, dp_, _, _ = at(probe)
-    scale = 1.0 + np.abs(c0).max(initial=0.0) + np.abs(C).max(initial=0.0)
-    if np.abs(cp_ - c0 - C @ probe).max(initial=0.0) > _AFFINE_TOL * scale or \
-            abs(dp_ - d0 - dv @ probe) > _AFFINE_TOL * (1 + abs(d0)):  # pragma: no cover
-        raise UnsupportedError(f"node {label!r}: the conic objective is not affine in s")
+    pvec = get_parameter_vector(prog.total_param_size, prog.param_id_to_col,
+                                prog.param_id_to_size, values.__getitem__)
+    cd0 = np.asarray(q @ pvec, dtype=float).ravel()
+    c0, d0 = cd0[:nv], float(cd0[nv])
+    # get_problem_data already applied the parameters (at s = 0) in Clarabel's form: A x + r = b
+    # (CVXPY's own A_cvx x + b in K, negated); its c must be the c0 just read from the tensor.
+    A = sp.csr_matrix(data["A"])
+    b = np.asarray(data["b"], dtype=float).ravel()
+    if np.abs(np.asarray(data["c"], dtype=float).ravel() - c0).max(initial=0.0) > \
+            _AFFINE_TOL * (1.0 + np.abs(c0).max(initial=0.0)):  # pragma: no cover
+        raise UnsupportedError(f"node {label!r}: unexpected layout of CVXPY's objective tensor")
+    # A and b must not depend on s: s's columns of the constraint tensor are empty (DPP keeps
+    # s in the objective only); verified at a probe point where the tensor is not available.
+    red = getattr(getattr(prog, "reduced_A", None), "reduced_mat", None)
+    if red is not None and sp.issparse(red):
+        depends = sp.csc_matrix(red)[:, s_cols].nnz > 0
+    else:  # pragma: no cover - other CVXPY versions
+        probe = dict(values)
+        probe[entry.s.id] = np.linspace(-1.0, 1.5, d)
+        cp_, _, Ap, bp = prog.apply_parameters(probe)
+        depends = (abs(sp.csr_matrix(-Ap) - A).max(initial=0.0) > _AFFINE_TOL
+                   or np.abs(np.asarray(bp).ravel() - b).max(initial=0.0) > _AFFINE_TOL
+                   or np.abs(np.asarray(cp_).ravel() - c0 - C @ probe[entry.s.id]).max(
+                       initial=0.0) > _AFFINE_TOL * (1 + np.abs(c0).max(initial=0.0)))
+    if depends:  # pragma: no cover - excluded by the DPP construction of (P_s)
+        raise UnsupportedError(f"node {label!r}: the conic constraints depend on s")
     dims = data["dims"]
     out = ConicData(
-        A=A, b=b, c0=c0, C=sp.csr_matrix(C), d0=d0, dv=dv,
+        A=A, b=b, c0=c0, C=C, d0=d0, dv=dv,
         zero=int(dims.zero), nonneg=int(dims.nonneg), soc=tuple(int(k) for k in dims.soc),
         psd=tuple(int(k) for k in dims.psd), exp=int(dims.exp),
         p3d=tuple(float(a) for a in dims.p3d),

@@ -134,10 +134,14 @@ class _NormPenalty(Penalty):
         return cp.norm(U, self.q, axis=1)
 
     def conjugate_rows(self, U, lamA):
-        """Capacity indicator (27): ``0`` if ``||u_e||_* <= lambda A_e``, else ``+inf``."""
+        """Capacity indicator (27): ``0`` if ``||u_e||_* <= lambda A_e``, else ``+inf``.
+
+        The comparison allows 8 ulps of rounding (a flow computed *on* the capacity may land
+        a rounding error above it); the effect on a dual value is below the certificate's
+        rounding tolerance."""
         U = np.atleast_2d(np.asarray(U, dtype=float))
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
-        return np.where(self.dual_norm(U) <= c, 0.0, np.inf)
+        return np.where(self.dual_norm(U) <= c * (1.0 + 8.0 * np.finfo(float).eps), 0.0, np.inf)
 
     def conjugate_expression(self, U, lamA):
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
