@@ -178,6 +178,12 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     if name not in cp.installed_solvers():
         raise SolverError(f"solver {name!r} is not installed (installed: "
                           f"{', '.join(cp.installed_solvers())})", status=None, solver=name)
+    if name == "OSQP" and not problem.is_qp():
+        raise SolverError(
+            f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "
+            "Box/NonNeg/NormBall(p=1 or inf) constraints, Norm1/NormInf/SquaredNorm2/QuadForm "
+            "penalties); this problem has other cones: use CLARABEL or SCS",
+            status="rejected", solver=name)
     options = dict(DEFAULT_SOLVER_OPTIONS.get(name, {}))
     options.update(opts)
     levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
