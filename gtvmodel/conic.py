@@ -51,8 +51,9 @@ maximizing jointly over ``(u, z_i)`` compiles the dual flow problem for every DC
 All cone constraints of all conic nodes are stacked and emitted as a handful of vectorized
 CVXPY constraints (one per cone family and size); only PSD blocks get one matrix variable each.
 
-:func:`node_conjugate_value` evaluates ``(L_i + iota_{C_i})^*(s)`` numerically from (P_s) itself
-(a DPP problem built once per node and re-solved), independently of (D_s).
+:func:`node_conjugate` / :func:`node_conjugate_value` evaluate ``(L_i + iota_{C_i})^*(s)``
+numerically from (P_s) itself (a DPP problem built once per node and re-solved), independently
+of (D_s); :func:`node_conjugate` also returns the solver's gap tolerance.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ __all__ = [
     "node_conic_data",
     "node_dual_terms",
     "conic_dual_terms",
+    "node_conjugate",
     "node_conjugate_value",
     "conjugate_values",
     "conic_weights",
@@ -411,20 +413,25 @@ def node_dual_terms(model: GTVModel, i: int, s_expr: cp.Expression
 
 
 # ---------------------------------------------------------------- numeric conjugates
-def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
-                         accept_inaccurate: bool = False, **opts: Any) -> float:
-    """``(L_i + iota_{C_i})^*(s) = -min_x {L_i(x) - s^T x : x in C_i}`` for a numpy ``s``.
+def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
+                   accept_inaccurate: bool = False, **opts: Any) -> tuple[float, float]:
+    """``((L_i + iota_{C_i})^*(s), tolerance)`` for a numpy ``s``, from (P_s):
+    ``h^*(s) = -min_x {L_i(x) - s^T x : x in C_i}``.
 
     Solves (P_s) (built once per node with a ``cp.Parameter`` for ``s``, re-solved for every
-    ``s``) with :func:`gtvmodel.exact.run_solver`'s accuracy defaults and status policy.
-    Returns ``+inf`` when (P_s) is unbounded below (``s`` outside the domain of the conjugate);
-    raises :class:`InfeasibleError` if ``C_i`` (with the loss's domain) is empty and
-    :class:`SolverError` on failed or (unless ``accept_inaccurate``) inaccurate solves.
+    ``s``) with :func:`gtvmodel.exact.run_solver`'s accuracy defaults, fallback ladder and status
+    policy.  The value is ``+inf`` (tolerance 0) when (P_s) is unbounded below (``s`` outside the
+    domain of the conjugate); :class:`InfeasibleError` is raised if ``C_i`` (with the loss's
+    domain) is empty, :class:`SolverError` on failed or (unless ``accept_inaccurate``)
+    inaccurate solves.
 
-    Accuracy: the value is ``-(primal objective)`` at the solver's approximate minimizer, so it
-    may fall short of the exact conjugate by the solver's gap tolerance (Clarabel defaults:
-    ``1e-10 + 1e-10 |value|``); a certificate should add that tolerance.  On the boundary of the
-    conjugate's domain (where the sup is not attained) solvers may report inaccuracy.
+    ``tolerance`` is the duality-gap tolerance of the run the solver accepted: the value is
+    ``-(primal objective)`` at an approximate minimizer, which may exceed the exact minimum by
+    up to that gap, so the exact conjugate is at most ``value + tolerance`` (up to the solver's
+    feasibility tolerance).  Clarabel: ``tol_gap_abs + tol_gap_rel max(1, |value|)`` of the
+    accepted options (its ``reduced_tol_gap_*`` for an accepted inaccurate status); SCS:
+    ``eps_abs + eps_rel max(1, |value|)``; other solvers ``1e-6 max(1, |value|)``.  On the
+    boundary of the conjugate's domain (an unattained sup) solvers may report inaccuracy.
     """
     i = _check_position(model, i)
     d = model.dim
@@ -436,15 +443,18 @@ def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = N
     entry.s.value = sv
     old = entry.x.value
     what = f"conjugate of node {label!r}"
+    record: dict[str, Any] = {}
     try:
         try:
             with np.errstate(invalid="ignore"):  # see the NaN note below
-                run_solver(entry.problem, solver, opts, False, accept_inaccurate, what)
+                name, _, _ = run_solver(entry.problem, solver, opts, False, accept_inaccurate,
+                                        what, record=record)
         except SolverError as exc:
             if exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-                return float("inf")
+                return float("inf"), 0.0
             raise
-        if entry.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        status = entry.problem.status
+        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
             raise InfeasibleError(f"{what}: the node's constraints (with its loss's domain) "
                                   "have no feasible point")
         # The objective evaluated at the returned point (CVXPY's ``problem.value``) is NaN when
@@ -457,9 +467,35 @@ def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = N
     finally:
         entry.x.value = old
     if val is None or not np.isfinite(val):
-        raise SolverError(f"{what}: solver returned objective {val!r}",
-                          status=entry.problem.status, solver=solver)
-    return float(-val)
+        raise SolverError(f"{what}: solver returned objective {val!r}", status=status,
+                          solver=name)
+    return float(-val), _gap_tolerance(name, record.get("options", {}), status, float(val))
+
+
+def _gap_tolerance(name: str, options: dict[str, Any], status: str, value: float) -> float:
+    """The duality-gap tolerance a solver run with ``options`` guarantees at ``value``."""
+    scale = max(1.0, abs(value))
+    if name == "CLARABEL":
+        if status == cp.OPTIMAL_INACCURATE:
+            a = options.get("reduced_tol_gap_abs", 5e-5)
+            r = options.get("reduced_tol_gap_rel", 5e-5)
+        else:
+            a = options.get("tol_gap_abs", 1e-8)
+            r = options.get("tol_gap_rel", 1e-8)
+        return float(a + r * scale)
+    if name == "SCS":
+        return float(options.get("eps_abs", 1e-4) + options.get("eps_rel", 1e-4) * scale)
+    return 1e-6 * scale
+
+
+def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
+                         accept_inaccurate: bool = False, **opts: Any) -> float:
+    """``(L_i + iota_{C_i})^*(s)`` for a numpy ``s`` (``+inf`` outside the domain).
+
+    The value of :func:`node_conjugate` (see there for the method, the errors and the accuracy
+    tolerance a certificate should add).
+    """
+    return node_conjugate(model, i, s, solver, accept_inaccurate=accept_inaccurate, **opts)[0]
 
 
 def conjugate_values(model: GTVModel, nodes: list[int], S: Any, solver: str | None = None, *,
