@@ -30,7 +30,8 @@ constraints).  Numeric values come from :func:`gtvmodel.conic.conjugate_values`.
 weight vector (the dual of the dual is the primal).  :func:`solve_dual` returns it as
 ``weights`` only when it verifies: every node constraint holds within ``1e-7`` and ``P(w)``
 equals the dual objective within relative ``1e-6``.  Otherwise (a non-unique or ill-conditioned
-primal, conic nodes, whose multipliers live in CVXPY's conic variables) ``weights`` is None.
+primal) ``weights`` is None.  Conic nodes' weights are the multipliers of their conic duals'
+balance constraints (:func:`gtvmodel.conic.conic_weights`).
 """
 
 from __future__ import annotations
@@ -258,6 +259,9 @@ class DualProblem:
     conic: np.ndarray
     lam: float
     build_time: float
+    #: The constraints of :func:`gtvmodel.conic.conic_dual_terms` (their last entry's
+    #: multiplier gives the conic nodes' weights, :func:`gtvmodel.conic.conic_weights`).
+    conic_constraints: list[cp.Constraint] = field(default_factory=list)
 
 
 def compile_dual(model: GTVModel) -> DualProblem:
@@ -305,7 +309,8 @@ def compile_dual(model: GTVModel) -> DualProblem:
         costs[0] if costs else cp.Constant(0.0))
     problem = cp.Problem(cp.Minimize(objective), cons)
     compiled = DualProblem(problem, U, balance, library, conic, model.lam,
-                           time.perf_counter() - t0)
+                           time.perf_counter() - t0,
+                           conic_constraints=ccons if conic.size else [])
     model._cache["dual"] = compiled
     return compiled
 
@@ -358,16 +363,26 @@ def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate:
 def _recover_weights(model: GTVModel, compiled: DualProblem, value: float
                      ) -> np.ndarray | None:
     """Weights from the node-balance multipliers, returned only if they verify."""
-    if compiled.conic.size or compiled.balance is None:
-        return None
-    mult = compiled.balance.dual_value
-    if mult is None:
-        return None
     W = np.zeros((model.num_nodes, model.dim))
-    # Lagrangian of min sum cost s.t. sum(parts) - S = 0: stationarity in the split variables
-    # gives -mult in d(cost), i.e. w = -mult (checked numerically in tests).
-    W[compiled.library] = -np.asarray(mult, dtype=float).reshape(-1, model.dim)
+    if compiled.library.size:
+        mult = compiled.balance.dual_value if compiled.balance is not None else None
+        if mult is None:
+            return None
+        # Lagrangian of min sum cost s.t. sum(parts) - S = 0: stationarity in the split
+        # variables gives -mult in d(cost), i.e. w = -mult (checked numerically in tests).
+        W[compiled.library] = -np.asarray(mult, dtype=float).reshape(-1, model.dim)
+    if compiled.conic.size:
+        from .conic import conic_weights
+
+        Wc = conic_weights(model, compiled.conic.tolist(), compiled.conic_constraints)
+        if Wc is None:
+            return None
+        W[compiled.conic] = Wc
     if not np.isfinite(W).all():
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):  # symbolic losses outside domains
+        vals = model.loss_values(W)
+    if not np.isfinite(vals).all():
         return None
     viol = model.constraint_violations(W)
     if viol.max(initial=0.0) > 1e-7 * max(1.0, float(np.abs(W).max())):

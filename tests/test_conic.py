@@ -517,6 +517,9 @@ def test_solve_dual_strong_duality_symbolic(rng, model_fn, penalty):
     dual = model.solve_dual()
     assert dual.objective == pytest.approx(primal, rel=1e-6, abs=1e-8)
     assert dual.flows.shape == (model.num_edges, model.dim)
+    # weights recovered for library and conic nodes alike (conic.conic_weights), verified
+    assert dual.weights is not None
+    assert model.objective(dual.weights) == pytest.approx(primal, rel=1e-6, abs=1e-8)
 
 
 def test_symbolic_twins_of_library_losses_same_dual_optimum(rng):
