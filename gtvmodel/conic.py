@@ -83,6 +83,7 @@ __all__ = [
     "node_conjugate_value",
     "conjugate_values",
     "conic_weights",
+    "parameter_key",
 ]
 
 #: The solver whose conic standard form (row order, cone conventions, PSD svec) is used.
@@ -184,6 +185,16 @@ def _user_param_key(entry: _NodeProblem) -> tuple:
                 raise DataError(f"CVXPY parameter {p.name()} has no value")
             key.append((p.id, np.asarray(p.value, dtype=float).tobytes()))
     return tuple(sorted(key))
+
+
+def parameter_key(model: GTVModel, nodes: list[int]) -> tuple:
+    """The values of the CVXPY Parameters inside the losses/constraints of ``nodes``.
+
+    :func:`conic_dual_terms` bakes the conic data (which depends on those values) into
+    constants; a compiled problem built from it is stale once this key changes.
+    """
+    return tuple(_user_param_key(_node_problem(model, _check_position(model, i)))
+                 for i in nodes)
 
 
 def node_conic_data(model: GTVModel, i: int) -> ConicData:
@@ -362,6 +373,9 @@ def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
     ``constraints`` over them equals ``sum_k -(L_k + iota_{C_k})^*(S_k)`` (no duality gap in
     (P_s)/(D_s), see the module docstring).  The nodes' data are stacked block-diagonally, so
     the result is a fixed number of vectorized CVXPY expressions, whatever ``len(nodes)``.
+
+    The conic data enters as constants: if the nodes' losses contain CVXPY Parameters, a problem
+    built from the result is stale once their values change (see :func:`parameter_key`).
 
     The *last* returned constraint is the balance ``A^T z + c0 + C s = 0``; after solving, its
     multiplier is (minus) the stacked primal variable ``x`` of (P_s), from which

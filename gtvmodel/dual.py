@@ -262,12 +262,16 @@ class DualProblem:
     #: The constraints of :func:`gtvmodel.conic.conic_dual_terms` (their last entry's
     #: multiplier gives the conic nodes' weights, :func:`gtvmodel.conic.conic_weights`).
     conic_constraints: list[cp.Constraint] = field(default_factory=list)
+    #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.conic.parameter_key`):
+    #: their conic data is baked in as constants, so a change recompiles.
+    conic_key: tuple = ()
 
 
 def compile_dual(model: GTVModel) -> DualProblem:
     """Build the dual flow problem (24) as one vectorized CVXPY problem (cached per ``lam``)."""
     cached = model._cache.get("dual")
-    if cached is not None and cached.lam == model.lam:
+    if cached is not None and cached.lam == model.lam and (
+            not cached.conic.size or cached.conic_key == _conic_key(model, cached.conic)):
         return cached
     t0 = time.perf_counter()
     n, d, E = model.num_nodes, model.dim, model.num_edges
@@ -310,9 +314,16 @@ def compile_dual(model: GTVModel) -> DualProblem:
     problem = cp.Problem(cp.Minimize(objective), cons)
     compiled = DualProblem(problem, U, balance, library, conic, model.lam,
                            time.perf_counter() - t0,
-                           conic_constraints=ccons if conic.size else [])
+                           conic_constraints=ccons if conic.size else [],
+                           conic_key=_conic_key(model, conic) if conic.size else ())
     model._cache["dual"] = compiled
     return compiled
+
+
+def _conic_key(model: GTVModel, conic: np.ndarray) -> tuple:
+    from .conic import parameter_key
+
+    return parameter_key(model, conic.tolist())
 
 
 def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate: bool = False,
@@ -327,8 +338,9 @@ def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate:
     from .errors import InfeasibleError
     from .exact import find_infeasible_nodes, run_solver
 
-    fresh = "dual" not in model._cache or model._cache["dual"].lam != model.lam
+    before = model._cache.get("dual")
     compiled = compile_dual(model)
+    fresh = compiled is not before
     try:
         name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
                                             accept_inaccurate, "solve_dual")

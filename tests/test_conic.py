@@ -575,3 +575,16 @@ def test_conic_weights_recover_primal(rng, model_fn, sense):
     assert W.shape == (n, d)
     assert model.constraint_violations(W).max() <= 1e-7
     assert model.objective(W) == pytest.approx(ref.objective, rel=1e-6, abs=1e-8)
+
+
+def test_solve_dual_follows_parameter_values_in_symbolic_losses():
+    """A CVXPY Parameter inside a symbolic loss: changing its value recompiles the dual (the
+    conic data is baked in as constants), so solve_dual keeps matching solve_exact."""
+    a = cp.Parameter(2, value=np.array([1.0, -1.0]))
+    model = gm.GTVModel(_graph(3), dim=2, lam=0.3)
+    model.set_loss(0, lambda x: cp.sum_squares(x - a) + cp.sum(cp.exp(x)))
+    model.set_loss(2, gm.QuadraticLoss([0.5, 0.5]))
+    for val in ([1.0, -1.0], [-2.0, 0.5]):
+        a.value = np.array(val)
+        primal = model.solve_exact().objective
+        assert model.solve_dual().objective == pytest.approx(primal, rel=1e-6)
