@@ -5,6 +5,7 @@ penalties and constraints (or any CVXPY expression), and solve it exactly with
 :meth:`GTVModel.solve_exact`.  Conventions and errata: ``docs/conventions.md``.
 """
 
+from . import conic
 from .certificate import Certificate, certify
 from .constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
 from .dual import DualSolution
@@ -56,6 +57,7 @@ __all__ = [
     "DualSolution",
     "Certificate",
     "certify",
+    "conic",
     # losses
     "Loss",
     "SquaredLoss",
