@@ -84,6 +84,8 @@ if TYPE_CHECKING:
 __all__ = ["Certificate", "certify", "repair_flows", "flows_from_weights", "dual_value"]
 
 _EPS = np.finfo(float).eps
+#: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
+_DENSE_MAX = 3000
 
 
 @dataclass
@@ -212,27 +214,48 @@ def _label(v: Any) -> Any:
 
 
 # ===================================================================== linear algebra helpers
-def _min_norm_correction(A: sp.csr_matrix, b: np.ndarray, rtol: float = 1e-12,
-                         rounds: int = 3, maxiter: int = 3000) -> np.ndarray:
-    """Minimum-norm ``delta`` with ``A delta = b`` (``b`` in ``range(A)``): ``delta = A^T z``,
-    ``A A^T z = b`` by (Jacobi-preconditioned) conjugate gradients, with a few refinement
-    rounds.  ``A A^T`` may be singular (e.g. a component of zero-loss nodes); CG still
-    converges on the consistent system up to rounding.  Whatever residual remains is not
-    hidden: the dual evaluation charges it (``R ||rho||_1``) or declares the node infeasible."""
-    K = (A @ A.T).tocsr()
-    delta = np.zeros(A.shape[1])
-    r = b.copy()
-    nb = max(float(np.linalg.norm(b)), 1e-300)
-    diag = K.diagonal()
-    M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
-    for _ in range(rounds):
-        if np.linalg.norm(r) <= 1e-15 * nb:
-            break
-        z, _info = spla.cg(K, r, rtol=rtol, atol=0.0, maxiter=min(10 * K.shape[0] + 100,
-                                                                 maxiter), M=M)
-        delta += A.T @ z
-        r = b - A @ delta
-    return delta
+class _MinNormSolver:
+    """Minimum-norm solutions ``delta = A^T z`` of ``A delta = b`` (``b`` in ``range(A)``).
+
+    ``A A^T`` (sparse) may be singular (e.g. a component of zero-loss nodes).  With at most
+    :data:`_DENSE_MAX` rows its pseudo-inverse is applied through one eigen-decomposition
+    (computed once; the solver is cached on the model, so repeated certificates, e.g. every
+    ``record_every`` iterations of Algorithm 1, reuse it); larger systems use
+    Jacobi-preconditioned conjugate gradients, which converge on consistent singular systems up
+    to rounding.  A few refinement rounds follow.  Whatever residual remains is not hidden: the
+    dual evaluation charges it (``R ||rho||_1``) or declares the node infeasible.
+    """
+
+    def __init__(self, A: sp.csr_matrix):
+        self.A = A.tocsr()
+        self.AT = self.A.T.tocsr()
+        self.K = (self.A @ self.AT).tocsr()
+        diag = self.K.diagonal()
+        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+        self.eig: tuple[np.ndarray, np.ndarray] | None = None
+        if self.K.shape[0] <= _DENSE_MAX:
+            ev, V = np.linalg.eigh(self.K.toarray())
+            keep = ev > 1e-12 * max(float(ev.max(initial=0.0)), 1e-300)
+            self.eig = (ev[keep], V[:, keep])
+
+    def _z(self, r: np.ndarray, rtol: float = 1e-12, maxiter: int = 3000) -> np.ndarray:
+        if self.eig is not None:
+            ev, V = self.eig
+            return V @ ((V.T @ r) / ev)
+        z, _info = spla.cg(self.K, r, rtol=rtol, atol=0.0,
+                           maxiter=min(10 * self.K.shape[0] + 100, maxiter), M=self.M)
+        return z
+
+    def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
+        delta = np.zeros(self.A.shape[1])
+        r = b.copy()
+        nb = max(float(np.linalg.norm(b)), 1e-300)
+        for _ in range(rounds):
+            if np.linalg.norm(r) <= 1e-15 * nb:
+                break
+            delta += self.AT @ self._z(r)
+            r = b - self.A @ delta
+        return delta
 
 
 def _divergence_rows(model: GTVModel, nodes: np.ndarray, bases: list[np.ndarray] | None
@@ -411,10 +434,14 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
     kinds = _kinds(model)
     cap = _capacities(model)
     pen = model.penalty
-    A = None
+    A = solver = None
     if kinds.subspace.size:
-        A = _divergence_rows(model, kinds.subspace, None if all(
-            B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases)
+        solver = model._cache.get("cert_subspace")
+        if solver is None:
+            solver = _MinNormSolver(_divergence_rows(model, kinds.subspace, None if all(
+                B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases))
+            model._cache["cert_subspace"] = solver
+        A = solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
 
     def cap_excess(U_: np.ndarray) -> float:
@@ -429,7 +456,7 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
             U = pen.project_dual_ball(U, cap)
             did_cap = True
         if A is not None and sub_res(U) > 1e-13 * scale:
-            U = U - _min_norm_correction(A, A @ U.ravel()).reshape(E, d)
+            U = U - solver.solve(A @ U.ravel()).reshape(E, d)
             did_sub = True
         if cap_excess(U) <= 1e-12 * scale:
             break

@@ -1,0 +1,255 @@
+"""Certified duality gaps (issue 3, item 4): soundness first.
+
+Reference: ``P*`` from ``solve_exact`` (its own accuracy is ~1e-12 relative; the comparisons
+allow ``1e-9 max(1, |P*|)`` for it).  Soundness: ``gap >= P(W) - P* - tolerance`` for exact
+and perturbed weights and flows; tightness: at the exact solution with its flows
+``gap <= 1e-6 max(1, |P*|)``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_dual import build  # tests/ is on sys.path (rootdir-relative import)
+
+import gtvmodel as gm
+from gtvmodel import datasets
+from gtvmodel.certificate import flows_from_weights, repair_flows
+
+REF_TOL = 1e-9
+
+
+def exact(model):
+    """solve_exact; an interior-point stall is retried accepting the inaccurate status (the
+    checks below only use P(W_exact) >= P*, which needs no accuracy)."""
+    try:
+        return model.solve_exact()
+    except gm.SolverError as exc:
+        if exc.status != "optimal_inaccurate":
+            raise
+        return model.solve_exact(accept_inaccurate=True)
+
+
+def assert_sound(model, cert, p_star: float, W) -> None:
+    """``gap >= P(W) - P*``.  ``p_star`` is the primal value of solve_exact's weights, which is
+    >= the true P*, so a violation of this check proves the certificate unsound."""
+    true_sub = model.objective(W) - p_star
+    assert cert.gap >= 0.0
+    assert cert.gap >= true_sub - cert.tolerance - REF_TOL * max(1.0, abs(p_star)), (
+        cert.gap, true_sub, cert.tolerance)
+
+
+def P_of(model, sol) -> float:
+    return model.objective(sol.weights)
+
+
+def assert_tight(cert, p_star: float) -> None:
+    assert cert.feasible and cert.dual_feasible, cert.summary()
+    assert cert.gap <= 1e-6 * max(1.0, abs(p_star)), cert.summary()
+
+
+KINDS = ["squared", "logistic", "hinge", "absolute", "huber", "quadratic"]
+PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.SquaredNorm2(),
+             gm.QuadForm(np.diag([1.0, 2.0, 0.5]))]
+CONSTRAINTS = [None, gm.Box(-0.2, 0.3), gm.NonNeg(), gm.NormBall(0.3), gm.Box(-np.inf, 0.1)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_exact_solution_is_certified(kind):
+    """Every loss with every penalty (and a constraint each): the exact solution and its flows
+    certify to 1e-6; perturbed weights are never under-reported."""
+    rng = np.random.default_rng(0)
+    for j, pen in enumerate(PENALTIES):
+        con = CONSTRAINTS[j % len(CONSTRAINTS)]
+        model = build(kind, pen, con, seed=j, l2=0.05 * (kind == "absolute"))
+        sol = exact(model)
+        cert = model.certify(sol.weights, sol.flows)
+        assert_tight(cert, P_of(model, sol))
+        assert cert.kkt["capacity_violation"] <= 1e-6
+        Wp = sol.weights + 0.05 * rng.normal(size=sol.weights.shape)
+        for flows in (sol.flows, None):
+            assert_sound(model, model.certify(Wp, flows), P_of(model, sol), Wp)
+
+
+def test_certificate_fields_and_json():
+    model = build("squared", gm.Norm2(), seed=3)
+    sol = exact(model)
+    cert = gm.certify(model, sol.weights, sol.flows)
+    assert isinstance(cert, gm.Certificate)
+    assert cert.certifies(1e-6)
+    assert abs(cert.primal_value - P_of(model, sol)) <= 1e-9 * max(1, abs(P_of(model, sol)))
+    assert cert.repaired_flows.shape == (model.num_edges, model.dim)
+    assert cert.kkt["flow_conservation"] <= 1e-6
+    # the gap splits into node and edge Fenchel-Young gaps
+    assert abs(cert.kkt["node_gap"] + cert.kkt["complementarity"] - cert.gap) <= 1e-9
+    assert (cert.node_gaps >= -1e-9).all() and (cert.edge_gaps >= -1e-9).all()
+    d = json.loads(cert.to_json())
+    assert d["certified"] is True and d["feasible"] is True
+    assert "gap" in cert.summary()
+
+
+def test_infeasible_weights_get_infinite_gap():
+    model = build("squared", gm.Norm2(), gm.Box(-0.2, 0.3), seed=4)
+    sol = exact(model)
+    W = sol.weights.copy()
+    W[0] = 5.0  # node 0 carries the box
+    cert = model.certify(W, sol.flows)
+    assert not cert.feasible and cert.gap == np.inf
+    assert cert.infeasible_nodes == [model.nodes[0]]
+    assert not cert.certifies()
+
+
+def test_unrepairable_flows_get_infinite_gap():
+    """Hinge rows have a bounded conjugate domain; huge flows with a smooth penalty (no
+    capacities to scale them back) leave it: the certificate says where and gives +inf."""
+    model = build("hinge", gm.SquaredNorm2(), seed=5, zero_every=0)
+    sol = exact(model)
+    cert = model.certify(sol.weights, 100.0 * sol.flows + 1.0)
+    assert not cert.dual_feasible and cert.gap == np.inf
+    assert cert.dual_infeasible_nodes
+
+
+def test_zero_loss_nodes_need_exact_conservation_and_get_repaired():
+    """The paper's pitfall: raw flows violate (D^T u)_i = 0 at zero-loss nodes; the repair
+    restores it (and capacities) and says so; the result stays sound."""
+    data = datasets.sbm((10, 10), p_in=0.5, p_out=0.05, m=5, rho=0.6, sigma=0.1, seed=1)
+    model = data.model(lam=0.05)
+    sol = exact(model)
+    rng = np.random.default_rng(1)
+    U = sol.flows + 0.01 * rng.normal(size=sol.flows.shape)
+    cert = model.certify(sol.weights, U)
+    assert cert.repaired and any("subspace" in r for r in cert.repairs)
+    zero = ~data.has_data
+    div = model.incidence.T @ cert.repaired_flows
+    assert np.abs(div[zero]).max() <= 1e-10
+    assert np.all(model.penalty.dual_norm(cert.repaired_flows)
+                  <= model.lam * model.edge_weights * (1 + 1e-12))
+    assert cert.dual_feasible and np.isfinite(cert.gap)
+    assert_sound(model, cert, P_of(model, sol), sol.weights)
+    # and the exact flows certify the exact weights
+    assert_tight(model.certify(sol.weights, sol.flows), P_of(model, sol))
+
+
+def test_sbm_forty_percent_without_data():
+    """Paper 001 VI-A setting at reduced size: rho = 0.6 (40% of nodes without data)."""
+    data = datasets.sbm((25, 25), p_in=0.5, p_out=0.02, m=5, rho=0.6, sigma=0.1, seed=2)
+    model = data.model(lam=1e-2)
+    sol = exact(model)
+    assert_tight(model.certify(sol.weights, sol.flows), P_of(model, sol))
+    cert = model.certify(sol.weights)  # flows built from the weights
+    assert cert.flows_from_weights
+    assert_sound(model, cert, P_of(model, sol), sol.weights)
+    assert cert.relative_gap <= 1e-3, cert.summary()
+    rng = np.random.default_rng(2)
+    for scale in (1e-4, 1e-2, 1.0):
+        Wp = sol.weights + scale * rng.normal(size=sol.weights.shape)
+        Up = sol.flows * (1 + scale * rng.normal(size=sol.flows.shape))
+        for U in (Up, None):
+            c = model.certify(Wp, U)
+            assert c.dual_feasible
+            assert_sound(model, c, P_of(model, sol), Wp)
+
+
+@pytest.mark.slow
+def test_high_dimensional_m_less_than_d():
+    """Paper 001 Table I shape: m_i = 10 < d = 100 (range condition at every data node).
+    (~2 s with single-threaded BLAS, up to ~25 s when OpenBLAS threads compete on 2 cores.)"""
+    _high_dimensional_case(d=100, sizes=(6, 6), seed=3)
+
+
+def test_m_less_than_d_small():
+    """The same range conditions, m_i = 10 < d = 30 (fast default variant)."""
+    _high_dimensional_case(d=30, sizes=(3, 3), seed=4)
+
+
+def _high_dimensional_case(d: int, sizes: tuple[int, int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # sum of m_i > d: the GTV optimum does not interpolate every node's data (P* > 0)
+    data = datasets.sbm(sizes, p_in=0.6, p_out=0.1, m=10,
+                        cluster_weights=rng.integers(0, 2, size=(2, d)).astype(float),
+                        sigma=0.1, rho=1.0, seed=seed)
+    model = data.model(lam=0.1)
+    sol = exact(model)
+    assert_tight(model.certify(sol.weights, sol.flows), P_of(model, sol))
+    U = sol.flows + 1e-3 * rng.normal(size=sol.flows.shape)
+    cert = model.certify(sol.weights, U)
+    assert cert.repaired and cert.dual_feasible
+    assert_sound(model, cert, P_of(model, sol), sol.weights)
+    assert cert.relative_gap <= 1e-2
+    Wp = sol.weights + 1e-2 * rng.normal(size=sol.weights.shape)
+    assert_sound(model, model.certify(Wp, U), P_of(model, sol), Wp)
+    assert_sound(model, model.certify(Wp), P_of(model, sol), Wp)
+
+
+def test_flows_from_weights_at_optimum_smooth():
+    model = build("logistic", gm.Norm2(), seed=6)
+    sol = exact(model)
+    U = flows_from_weights(model, sol.weights)
+    U2, _ = repair_flows(model, U)
+    cert = model.certify(sol.weights, U2)
+    assert cert.relative_gap <= 1e-6, cert.summary()
+
+
+def test_certificate_bad_inputs():
+    model = build("squared", gm.Norm2(), seed=7)
+    with pytest.raises(gm.DataError):
+        model.certify(np.zeros((3, 3)))
+    with pytest.raises(gm.DataError):
+        model.certify(np.full((model.num_nodes, 3), np.nan))
+    with pytest.raises(gm.DataError):
+        model.certify(np.zeros((model.num_nodes, 3)), np.zeros((1, 3)))
+
+
+def test_symbolic_nodes_are_certified():
+    import cvxpy as cp
+
+    model = build("squared", gm.Norm2(), seed=8, n=6)
+    x = model.var(1)
+    model.set_loss(1, cp.sum_squares(x - 0.5) + 0.2 * cp.norm1(x))
+    sol = exact(model)
+    cert = model.certify(sol.weights, sol.flows)
+    assert cert.dual_feasible and cert.gap <= 1e-6 * max(1, abs(P_of(model, sol))), cert.summary()
+    Wp = sol.weights + 0.1
+    assert_sound(model, model.certify(Wp, sol.flows), P_of(model, sol), Wp)
+
+
+def test_no_edges_and_lambda_zero():
+    rng = np.random.default_rng(9)
+    model = gm.GTVModel(nx.empty_graph(3), 2)
+    for i in range(3):
+        model.set_loss(i, gm.QuadraticLoss(rng.normal(size=2)))
+    sol = exact(model)
+    assert_tight(model.certify(sol.weights), P_of(model, sol))
+    model2 = build("squared", gm.Norm2(), seed=9, lam=0.0, zero_every=0)
+    sol2 = exact(model2)
+    c = model2.certify(sol2.weights, sol2.flows + 0.3)
+    assert np.abs(c.repaired_flows).max() == 0.0  # zero capacities
+    assert_tight(c, sol2.objective)
+
+
+@settings(deadline=None, max_examples=12, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(KINDS),
+       pen=st.sampled_from(range(len(PENALTIES))), con=st.sampled_from(range(len(CONSTRAINTS))),
+       scale=st.sampled_from([0.0, 1e-6, 1e-3, 1e-1, 1.0]), flows=st.booleans(),
+       reg=st.sampled_from([(0.0, 0.0), (0.05, 0.0), (0.0, 0.1)]))
+def test_soundness_property(seed, kind, pen, con, scale, flows, reg):
+    """Random instances, exact and perturbed weights/flows: never under-reported."""
+    rng = np.random.default_rng(seed)
+    model = build(kind, PENALTIES[pen], CONSTRAINTS[con], seed=seed % 97, n=7,
+                  l1=reg[0], l2=reg[1], lam=float(rng.choice([0.05, 0.3, 2.0])))
+    sol = exact(model)
+    W = sol.weights + scale * rng.normal(size=sol.weights.shape)
+    if con and rng.random() < 0.5:  # keep perturbed weights feasible half the time
+        for i in range(model.num_nodes):
+            for c in model.constraints_at(i):
+                W[i] = c.project(W[i]) if hasattr(c, "project") else W[i]
+    U = sol.flows * (1 + scale * rng.normal(size=sol.flows.shape)) if flows else None
+    cert = model.certify(W, U)
+    assert_sound(model, cert, P_of(model, sol), W)
+    if scale == 0.0 and flows:
+        assert_tight(cert, P_of(model, sol))
