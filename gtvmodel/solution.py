@@ -36,6 +36,10 @@ class Solution:
         Seconds the solver itself reports.
     nodes : list
         Node labels, for :meth:`weight`.
+    info : dict
+        ``"lam"``: the lambda solved for; ``"tolerances"``: the solver options of the accepted
+        run (Clarabel may fall back to looser levels, see
+        :data:`gtvmodel.exact.FALLBACK_SOLVER_OPTIONS`).
     """
 
     weights: np.ndarray
