@@ -588,3 +588,19 @@ def test_solve_dual_follows_parameter_values_in_symbolic_losses():
         a.value = np.array(val)
         primal = model.solve_exact().objective
         assert model.solve_dual().objective == pytest.approx(primal, rel=1e-6)
+
+
+def test_docs_example_runs(tmp_path, monkeypatch):
+    """The python blocks of the "Automatic conjugation" section of docs/certificates.md."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "certificates.md").read_text(
+        encoding="utf-8")
+    section = text.split("## Automatic conjugation", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/certificates.md", "exec"), namespace)
