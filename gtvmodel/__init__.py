@@ -38,6 +38,7 @@ from .losses import (
 )
 from .model import GTVModel
 from .penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .primal_dual import PrimalDualResult, ResidualBalancing, solve_primal_dual
 from .solution import Solution
 from .theory import (
     ClusterReport,
@@ -54,6 +55,10 @@ __all__ = [
     "GTVModel",
     "EmpiricalGraph",
     "Solution",
+    # Algorithm 1 (primal-dual message passing)
+    "solve_primal_dual",
+    "PrimalDualResult",
+    "ResidualBalancing",
     "DualSolution",
     "Certificate",
     "certify",

@@ -15,7 +15,7 @@ import cvxpy as cp
 import numpy as np
 
 from ._validate import as_nonneg_scalar
-from .errors import ConstraintError, DataError
+from .errors import ConstraintError, DataError, UnsupportedError
 
 __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
 
@@ -37,6 +37,12 @@ class Constraint:
     def violation(self, w: np.ndarray) -> float:
         """A nonnegative measure of how far ``w`` is from satisfying the constraint (0: inside)."""
         raise NotImplementedError
+
+    # ---- Euclidean projection (issue 5, node updates of Algorithm 1)
+    def project(self, w: Any) -> np.ndarray:
+        """Euclidean projection ``P_C(w)`` of a ``(d,)`` vector or each row of a ``(k, d)``
+        stack.  Library constraints have closed forms; symbolic ones raise."""
+        raise UnsupportedError(f"{self!r} has no library projection")
 
     # ---- support function (issue 3): the conjugate of the indicator iota_C
     def support(self, s: Any) -> float | np.ndarray:
@@ -100,6 +106,16 @@ class Box(Constraint):
     def violation(self, w):
         lo, hi = self.bounds(w.shape[-1])
         return float(max(np.max(lo - w, initial=0.0), np.max(w - hi, initial=0.0)))
+
+    def project(self, w):
+        w = np.asarray(w, dtype=float)
+        lo, hi = self.bounds(w.shape[-1])
+        return Box.project_rows(w, lo, hi)
+
+    @staticmethod
+    def project_rows(W: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Projection onto ``[lo, hi]`` (entrywise clipping; bounds broadcast to ``W``)."""
+        return np.minimum(np.maximum(W, lo), hi)
 
     def support(self, s):
         s = np.asarray(s, dtype=float)
@@ -167,6 +183,14 @@ class NonNeg(Constraint):
     def violation(self, w):
         return float(max(-np.min(w), 0.0))
 
+    def project(self, w):
+        return NonNeg.project_rows(np.asarray(w, dtype=float))
+
+    @staticmethod
+    def project_rows(W: np.ndarray) -> np.ndarray:
+        """Projection onto the nonnegative orthant: ``max(W, 0)``."""
+        return np.maximum(W, 0.0)
+
     def support(self, s):
         """``sigma(s) = 0`` if ``s <= 0`` entrywise, else ``+inf``."""
         s = np.asarray(s, dtype=float)
@@ -205,6 +229,21 @@ class NormBall(Constraint):
 
     def violation(self, w):
         return float(max(np.linalg.norm(w, ord=self.p) - self.radius, 0.0))
+
+    def project(self, w):
+        w = np.asarray(w, dtype=float)
+        W = np.atleast_2d(w)
+        out = NormBall.project_rows(W, np.full(W.shape[0], self.radius), self.p)
+        return out[0] if w.ndim == 1 else out
+
+    @staticmethod
+    def project_rows(W: np.ndarray, radii: Any, p: float) -> np.ndarray:
+        """Row-wise projection onto ``{||w_k||_p <= r_k}``
+        (:func:`gtvmodel.penalties.project_norm_ball`: closed forms for ``p = 1, 2, inf``,
+        a vectorized Newton iteration otherwise)."""
+        from .penalties import project_norm_ball
+
+        return project_norm_ball(W, radii, p)
 
     @property
     def q(self) -> float:

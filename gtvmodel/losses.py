@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.special import expit, xlogy
 
 from ._validate import as_finite_array, as_nonneg_scalar
-from .errors import DataError, LossError, UnsupportedError
+from .errors import DataError, LossError, SolverError, UnsupportedError
 
 __all__ = [
     "Loss",
@@ -177,6 +177,25 @@ class Loss(ABC):
         """``(contribution, cost, constraints)``: ``L*(s) = min cost s.t. contribution = s``."""
         raise UnsupportedError(f"{type(self).__name__} has no library conjugate")
 
+    # ------------------------------------------------------ proximal map (issue 5)
+    def prox(self, v: Any, tau: float) -> np.ndarray:
+        """The node update PU (32) without constraints: ``prox_{tau h}(v) = argmin_z h(z) +
+        ||z - v||^2 / (2 tau)`` for ``h = L + eta ||.||_1 + kappa ||.||^2``.
+
+        Uses the exact vectorized path of :meth:`LossBatch.prox` when the loss has one, else
+        one CVXPY solve (Clarabel with gtvmodel's accuracy defaults).
+        """
+        owner = f"{type(self).__name__}.prox"
+        v = as_finite_array(v, "v", ndim=1, owner=owner)
+        tau = as_nonneg_scalar(tau, "tau", owner, strict=True)
+        if self.dim is not None and v.shape != (self.dim,):
+            raise DataError(f"{owner}: v must have shape ({self.dim},), got {v.shape}")
+        if not isinstance(self, SymbolicLoss):
+            batch = LossBatch(type(self), np.array([0]), [self], 1, v.shape[0])
+            if batch.prox_supported()[0]:
+                return batch.prox(v[None, :], np.array([tau]))[0]
+        return _cvxpy_prox(self, v, tau)
+
     # ------------------------------------------------------ for subclasses
     @abstractmethod
     def _base_expression(self, x: cp.Expression) -> cp.Expression: ...
@@ -268,6 +287,11 @@ class DataFitLoss(Loss):
     @staticmethod
     def _ell_d1(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
         raise UnsupportedError("row loss is not differentiable")
+
+    @staticmethod
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
+        raise UnsupportedError("row loss is not twice differentiable")
 
     # --- the row conjugate ell*(v) (MATH.md §3 table, unscaled row loss), one place each
     @staticmethod
@@ -371,6 +395,10 @@ class SquaredLoss(DataFitLoss):
         return 2.0 * (t - y)
 
     @staticmethod
+    def _ell_d2(t, y, p):
+        return np.full(np.shape(t), 2.0)
+
+    @staticmethod
     def _ell_conj(v, y, p):
         return v * y + 0.25 * v**2
 
@@ -401,6 +429,11 @@ class LogisticLoss(DataFitLoss):
     @staticmethod
     def _ell_d1(t, y, p):
         return -y * expit(-y * t)
+
+    @staticmethod
+    def _ell_d2(t, y, p):
+        s = expit(-y * t)
+        return s * (1.0 - s)
 
     # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
     @staticmethod
@@ -506,6 +539,10 @@ class HuberLoss(DataFitLoss):
     @staticmethod
     def _ell_d1(t, y, p):
         return 2.0 * np.clip(t - y, -p, p)
+
+    @staticmethod
+    def _ell_d2(t, y, p):
+        return np.where(np.abs(t - y) <= p, 2.0, 0.0)
 
     # conjugate of huber(t - y, M): v y + v^2 / 4 on |v| <= 2 M
     @staticmethod
@@ -746,6 +783,44 @@ def _solve_conjugate(loss: Loss, s: np.ndarray) -> float:
     return float(prob.value)
 
 
+# =====================================================================  prox (issue 5)
+def _take(p: np.ndarray | None, rows: Any) -> np.ndarray | None:
+    return None if p is None else p[rows]
+
+
+def _grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
+                  chunk_rows: int = 1 << 16) -> np.ndarray:
+    """``G_i = sum_{r in node i} weights_r x_r x_r^T`` for consecutive row groups starting at
+    ``starts``; an ``(k, d, d)`` array, computed in chunks of nodes to bound memory."""
+    k, d = len(starts), Xs.shape[1]
+    out = np.empty((k, d, d))
+    ends = np.append(starts[1:], Xs.shape[0])
+    i = 0
+    while i < k:
+        # the nodes i..j-1 whose rows end within chunk_rows of the chunk start (at least one)
+        j = int(np.searchsorted(ends, starts[i] + chunk_rows, side="right"))
+        j = min(max(j, i + 1), k)
+        r0, r1 = starts[i], ends[j - 1]
+        R = Xs[r0:r1]
+        out[i:j] = np.add.reduceat((R * weights[r0:r1, None])[:, :, None] * R[:, None, :],
+                                   starts[i:j] - r0, axis=0)
+        i = j
+    return out
+
+
+def _cvxpy_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
+    """``prox_{tau h}(v)`` of one loss by one CVXPY solve (the general path of PU (32))."""
+    from .exact import run_solver
+
+    z = loss.variable if isinstance(loss, SymbolicLoss) else cp.Variable(v.shape[0])
+    prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)))
+    run_solver(prob, None, {}, False, False, f"prox of {loss!r}")
+    if z.value is None:
+        raise SolverError(f"prox of {loss!r}: the solver returned no point",
+                          status=prob.status, solver="CLARABEL")
+    return np.asarray(z.value, dtype=float).reshape(v.shape)
+
+
 # =====================================================================  stacked batches
 class LossBatch:
     """All library losses of one class, stacked for vectorized evaluation and compilation.
@@ -809,3 +884,139 @@ class LossBatch:
         if self.cls is QuadraticLoss:
             out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
         return out
+
+    # ------------------------------------------------ node update PU (32), issue 5
+    def prox_supported(self) -> np.ndarray:
+        """Boolean mask of the batch's nodes whose prox :meth:`prox` computes exactly.
+
+        ``SquaredLoss`` (closed form (69)), ``LogisticLoss`` and ``HuberLoss`` (vectorized
+        Newton) need ``l1 = 0``; ``QuadraticLoss`` and ``ZeroLoss`` (isotropic closed form with
+        soft thresholding) accept both regularizers; other classes have no exact fast path.
+        """
+        ok = self.__dict__.get("_prox_ok")
+        if ok is None:
+            l1 = np.array([ls.l1 for ls in self.losses])
+            if self.cls.kind in ("quadratic", "zero"):
+                ok = np.ones(len(self.losses), dtype=bool)
+            elif self.cls.kind in ("squared", "logistic", "huber"):
+                ok = l1 == 0
+            else:
+                ok = np.zeros(len(self.losses), dtype=bool)
+            self.__dict__["_prox_ok"] = ok
+        return ok
+
+    def _prox_data(self) -> dict[str, Any]:
+        """Per-batch arrays for :meth:`prox` (cached): stacked rows, node offsets, regularizers,
+        and for the squared loss the eigen-decompositions ``Q_i = B_i diag(e_i) B_i^T`` with
+        ``Q_i = X_i^T X_i / m_i`` and ``q_i = X_i^T y_i / m_i`` of (69)."""
+        data = self.__dict__.get("_prox_cache")
+        if data is not None:
+            return data
+        data = {"l1": np.array([ls.l1 for ls in self.losses]),
+                "l2": np.array([ls.l2 for ls in self.losses])}
+        if self.is_datafit:
+            ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
+            Xs = np.vstack([ls.X for ls in self.losses])
+            data.update(Xs=Xs, starts=np.concatenate([[0], np.cumsum(ms)[:-1]]),
+                        local=np.repeat(np.arange(len(ms)), ms))
+            if self.cls.kind == "squared":
+                Q = _grouped_gram(Xs, self.c, data["starts"])
+                data["e"], data["B"] = np.linalg.eigh(Q)
+                data["q"] = np.add.reduceat(Xs * (self.c * self.y)[:, None], data["starts"],
+                                            axis=0)
+        self.__dict__["_prox_cache"] = data
+        return data
+
+    def prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None = None) -> np.ndarray:
+        """``prox_{tau_i h_i}(v_i)`` for every node of the batch, ``h_i = L_i + eta_i ||.||_1 +
+        kappa_i ||.||^2`` (the node update PU (32) without constraints).
+
+        ``V`` is ``(k, d)`` in batch order, ``tau`` ``(k,)`` positive, ``W0`` an optional start
+        for the Newton paths (e.g. the previous iterate).  Exact paths (machine precision):
+
+        * squared loss, (69) with the ``1/m`` (MATH.md erratum 2):
+          ``z = (I (1 + 2 tau kappa) + 2 tau Q)^{-1} (v + 2 tau q)`` through the cached
+          eigen-decomposition of ``Q`` (any ``tau`` without refactoring);
+        * logistic and Huber losses: damped Newton, vectorized over all nodes (Hessians from the
+          row formula ``_ell_d2``; generalized Hessian for Huber, finite termination);
+        * quadratic ``||w - a||^2`` and zero loss: ``soft((2 tau a + v) / s, tau eta / s)`` with
+          ``s = 1 + 2 tau (gamma + kappa)`` (``gamma = 1``, resp. ``0``).
+
+        Raises :class:`UnsupportedError` for nodes without an exact path
+        (:meth:`prox_supported`).
+        """
+        ok = self.prox_supported()
+        if not ok.all():
+            i = int(self.nodes[np.flatnonzero(~ok)[0]])
+            raise UnsupportedError(f"node at position {i}: {self.losses[0]!r} has no exact "
+                                   "vectorized prox (use the CVXPY path)")
+        V = np.asarray(V, dtype=float)
+        tau = np.asarray(tau, dtype=float)
+        data = self._prox_data()
+        kind = self.cls.kind
+        if kind in ("quadratic", "zero"):
+            s = 1.0 + 2.0 * tau * data["l2"]
+            if kind == "quadratic":
+                s = s + 2.0 * tau
+                V = V + 2.0 * tau[:, None] * self.a
+            return _soft(V / s[:, None], tau * data["l1"] / s)
+        if kind == "squared":
+            e, B = data["e"], data["B"]
+            rhs = V + 2.0 * tau[:, None] * data["q"]
+            den = 1.0 + 2.0 * tau[:, None] * (data["l2"][:, None] + e)
+            z = np.matmul(B.transpose(0, 2, 1), rhs[:, :, None])[:, :, 0] / den
+            return np.matmul(B, z[:, :, None])[:, :, 0]
+        return self._newton_prox(V, tau, data, W0)
+
+    def _newton_prox(self, V: np.ndarray, tau: np.ndarray, data: dict[str, Any],
+                     W0: np.ndarray | None, max_iter: int = 60) -> np.ndarray:
+        """Damped Newton on ``F_i(z) = L_i(z) + kappa_i ||z||^2 + ||z - v_i||^2 / (2 tau_i)``
+        for all nodes at once (strongly convex with modulus ``>= 1/tau_i``).  Armijo
+        backtracking per node; stops when every Newton step is below ``1e-15 (1 + ||z||)``."""
+        Xs, starts, local = data["Xs"], data["starts"], data["local"]
+        cls, y, c, p = self.cls, self.y, self.c, self.p
+        mu = 2.0 * data["l2"] + 1.0 / tau
+        k, d = V.shape
+        Z = V.copy() if W0 is None else np.array(W0, dtype=float)
+
+        def objective(Z_: np.ndarray) -> np.ndarray:
+            t = np.einsum("rj,rj->r", Xs, Z_[local])
+            f = np.add.reduceat(c * cls._ell(t, y, p), starts)
+            return (f + data["l2"] * (Z_**2).sum(axis=1)
+                    + ((Z_ - V) ** 2).sum(axis=1) / (2.0 * tau))
+
+        F = objective(Z)
+        active = np.arange(k)
+        for _ in range(max_iter):
+            rows = np.isin(local, active) if active.size < k else slice(None)
+            Xa, la = Xs[rows], np.searchsorted(active, local[rows])
+            t = np.einsum("rj,rj->r", Xa, Z[active][la])
+            sa = np.concatenate([[0], np.flatnonzero(np.diff(la)) + 1]) if la.size else la
+            ca = c[rows]
+            G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, y[rows], _take(p, rows)))[:, None],
+                                sa, axis=0)
+            G += mu[active, None] * Z[active] - V[active] / tau[active, None]
+            H = _grouped_gram(Xa, ca * cls._ell_d2(t, y[rows], _take(p, rows)), sa)
+            H[:, np.arange(d), np.arange(d)] += mu[active, None]
+            step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
+            dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
+            za = Z[active]
+            tstep = np.ones(active.size)
+            Fa = F[active]
+            for _ls in range(40):
+                trial = Z.copy()
+                trial[active] = za - tstep[:, None] * step
+                Ft = objective(trial)[active]
+                bad = Ft > Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa))
+                if not bad.any():
+                    break
+                tstep[bad] *= 0.5
+            Z[active] = za - tstep[:, None] * step
+            F[active] = Ft
+            small = (np.abs(tstep[:, None] * step).max(axis=1)
+                     <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
+            small |= dec <= 1e-30 * (1.0 + np.abs(Fa))
+            active = active[~small]
+            if active.size == 0:
+                break
+        return Z

@@ -435,6 +435,20 @@ class GTVModel:
 
         return certify(self, weights, flows, **kwargs)
 
+    def solve_primal_dual(self, max_iter: int = 10_000, tol: float = 1e-6, prox: str = "auto",
+                          step: Any = None, warm_start: Any = None,
+                          callback: Callable[..., Any] | None = None, record_every: int = 50,
+                          progress: bool = False, **kwargs: Any):
+        """Run Algorithm 1 (primal-dual message passing) until the certified relative gap is
+        ``<= tol``; returns a :class:`~gtvmodel.primal_dual.PrimalDualResult`.  See
+        :func:`gtvmodel.primal_dual.solve_primal_dual`.
+        """
+        from .primal_dual import solve_primal_dual
+
+        return solve_primal_dual(self, max_iter=max_iter, tol=tol, prox=prox, step=step,
+                                 warm_start=warm_start, callback=callback,
+                                 record_every=record_every, progress=progress, **kwargs)
+
     def __repr__(self) -> str:
         return (f"GTVModel(n={self.num_nodes}, |E|={self.num_edges}, d={self.dim}, "
                 f"penalty={self.penalty!r}, lam={self.lam:g})")

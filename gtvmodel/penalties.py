@@ -155,15 +155,7 @@ class _NormPenalty(Penalty):
         (:class:`NormInf`), and a vectorized Newton iteration on the KKT multiplier otherwise
         (:class:`NormP`, relative accuracy ~1e-13).  ``radii`` (``(|E|,)`` or a scalar) ``>= 0``.
         """
-        U, r = _check_ball_args(U, radii)
-        q = self.q
-        if q == 2:
-            return _project_l2_ball(U, r)
-        if np.isinf(q):
-            return _project_linf_ball(U, r)
-        if q == 1:
-            return _project_l1_ball(U, r)
-        return _project_lq_ball(U, r, q)
+        return project_norm_ball(U, radii, self.q)
 
     def prox_rows(self, V, t):
         """``prox_{t ||.||}(v) = v - P_{||.||_* <= t}(v)`` (Moreau)."""
@@ -396,6 +388,27 @@ def _quad_conj_expression(Uw: cp.Expression, lamA: Any
 
 
 # =====================================================================  dual-ball projections
+def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
+    """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||u_e||_p <= r_e}``.
+
+    Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a vectorized Newton
+    iteration on the KKT multiplier (``1 < p < inf``).  Used for the dual update of norm
+    penalties (:meth:`_NormPenalty.project_dual_ball`, with the dual exponent) and for
+    :class:`~gtvmodel.constraints.NormBall` node constraints.
+    """
+    U, r = _check_ball_args(U, radii)
+    p = float(p)
+    if p == 2:
+        return _project_l2_ball(U, r)
+    if np.isinf(p):
+        return _project_linf_ball(U, r)
+    if p == 1:
+        return _project_l1_ball(U, r)
+    if p < 1:
+        raise PenaltyError(f"project_norm_ball: p must be >= 1, got {p!r}")
+    return _project_lq_ball(U, r, p)
+
+
 def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
     U = np.asarray(U, dtype=float)
     if U.ndim != 2:

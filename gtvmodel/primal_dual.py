@@ -1,0 +1,524 @@
+"""Algorithm 1 of paper 001: preconditioned primal-dual message passing for GTV minimization.
+
+With ``w^0``, ``u^0`` (zero unless warm-started) every iteration ``k`` runs
+
+    node i:  v_i = w_i^k - tau_i (D^T u^k)_i ,    w_i^{k+1} = PU_i(v_i)                  (32)
+    edge e:  u_e^{k+1} = DU_e( u_e^k + sigma_e (2 D w^{k+1} - D w^k)_e )                 (33)
+
+``PU_i`` is the prox of the node's loss with its constraints (:mod:`gtvmodel.prox`), ``DU_e``
+the prox of ``sigma_e (lambda A_e phi)^*`` (:meth:`gtvmodel.penalties.Penalty.dual_update`).
+Node ``i`` needs only its own loss and the flows on its incident edges; edge ``e`` only the old
+and new weights of its two endpoints (:class:`NodeUpdate` / :class:`EdgeUpdate` state this
+message-passing structure; :func:`solve_primal_dual` executes it vectorized over all nodes and
+edges with ``scipy.sparse``).
+
+**Steps.**  ``tau_i = c / deg(i)``, ``sigma_e = 1 / (2c)`` (Pock-Chambolle diagonal
+preconditioning; ``||Sigma^{1/2} D T^{1/2}|| <= 1`` for every ``c > 0``; the paper has
+``c = 1``).  The default adapts ``c`` by residual balancing (:class:`ResidualBalancing`).
+
+**Stopping.**  Every ``record_every`` iterations the iterate is certified with
+:func:`gtvmodel.certificate.certify` (the duality gap (34) after repairing the flows to a dual
+feasible point).  The run stops with status ``"converged"`` when the certified gap is at most
+``tol * max(1, |P(w)|)`` (``tol`` is relative; ``relative_gap`` in the history).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._validate import as_finite_array, as_nonneg_scalar
+from .errors import DataError, ParameterError
+from .prox import NodeUpdates
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+
+__all__ = [
+    "ResidualBalancing",
+    "FixedSteps",
+    "step_norm",
+    "NodeUpdate",
+    "EdgeUpdate",
+    "History",
+    "PrimalDualResult",
+    "solve_primal_dual",
+]
+
+
+# =====================================================================  steps
+def step_norm(model: GTVModel, tau: np.ndarray, sigma: np.ndarray, iters: int = 1000,
+              rtol: float = 1e-9, seed: int = 0) -> float:
+    """``||Sigma^{1/2} D T^{1/2}||_2`` by power iteration on ``K^T K`` (sparse; ``D`` is never
+    formed dense).  Converges from below; stops when the estimate changes by less than
+    ``rtol`` relatively."""
+    D = model.incidence
+    if D.shape[0] == 0:
+        return 0.0
+    st, ss = np.sqrt(tau), np.sqrt(sigma)
+    x = np.random.default_rng(seed).standard_normal(D.shape[1])
+    x /= np.linalg.norm(x)
+    est = 0.0
+    for _ in range(iters):
+        y = ss * (D @ (st * x))
+        x_new = st * (D.T @ (ss * y))
+        nrm = np.linalg.norm(x_new)
+        if nrm == 0.0:
+            return 0.0
+        new_est = float(np.sqrt(nrm))
+        x = x_new / nrm
+        if abs(new_est - est) <= rtol * new_est:
+            return new_est
+        est = new_est
+    return est
+
+
+@dataclass
+class FixedSteps:
+    """Fixed steps: ``tau``, ``sigma`` arrays (a fixed ``c`` gives ``c/deg``, ``1/(2c)``)."""
+
+    tau: np.ndarray
+    sigma: np.ndarray
+    c: float | None = None
+
+    def update(self, k: int, p_res: float, d_res: float) -> bool:
+        """Fixed steps never change."""
+        return False
+
+
+@dataclass
+class ResidualBalancing:
+    """The default step rule: a data-driven initial scale ``c_0``, then residual balancing.
+
+    **Initial scale.**  ``tau_i = c/deg(i)`` turns flows (units of ``u``) into weight changes, so
+    ``c`` has the units weight/flow.  ``c_0 = gain * |w| / |u|`` with
+
+    * ``|w|`` the root-mean-square norm of the nonzero rows of ``PU(0)`` with ``tau_i = 1``
+      (one node update from zero: the scale the local data pull the weights to; 1 if all are 0);
+    * ``|u|`` the scale of the optimal flows: ``lambda * median(A_e)`` times the Euclidean radius
+      of the dual-norm unit ball for a norm penalty (capacities (27)), and
+      ``lambda * median(A_e) * |w| * ||Q||`` for ``SquaredNorm2`` (``Q = I``) or ``QuadForm``;
+    * ``gain = 0.1`` (measured: on paper 000's setting and paper 001 VI-A the fixed ``c`` that
+      reaches a relative suboptimality of 1e-6 fastest lies in ``[0.05, 0.15] |w|/|u|``).
+
+    With ``lambda = 0`` (no coupling) ``c_0 = 1``.  A given ``c0`` overrides the estimate.
+
+    **Balancing** (adaptive PDHG, Goldstein, Li, Yuan, Esser, Baraniuk, "Adaptive primal-dual
+    splitting methods", 2013/2015).  After iteration ``k`` the primal and dual residuals (the
+    subgradient residuals of the optimality conditions)
+
+        p_k = || T^{-1}(w^k - w^{k+1}) - D^T (u^k - u^{k+1}) ||
+        d_k = || Sigma^{-1}(u^k - u^{k+1}) - D (w^k - w^{k+1}) ||
+
+    are compared: if ``p_k > delta * d_k`` the primal side lags and ``c`` is multiplied by
+    ``1/(1 - alpha)``; if ``d_k > delta * p_k`` by ``(1 - alpha)``.  Every change multiplies
+    ``alpha`` by ``eta < 1``, so ``sum_k |log c_{k+1} - log c_k| <= sum_j -log(1 - alpha_0
+    eta^j) < inf`` (about ``0.53`` for the defaults: ``c`` stays within a factor 1.7 of
+    ``c_0``): ``c`` changes summably and stays bounded, the safeguard under which adaptive PDHG
+    keeps converging.  ``tau_i sigma_e`` does not depend on ``c``, so the step condition
+    ``||Sigma^{1/2} D T^{1/2}|| <= 1`` holds throughout.  Once ``alpha < alpha_min`` the rule
+    stops (``c`` changes finitely often: at most ``log(alpha_min/alpha_0)/log(eta)`` ~ 31 times
+    with the defaults).
+    """
+
+    c0: float | None = None
+    gain: float = 0.1
+    alpha0: float = 0.1
+    eta: float = 0.8
+    delta: float = 1.5
+    every: int = 1
+    alpha_min: float = 1e-4
+    c: float = field(init=False)
+    alpha: float = field(init=False)
+    changes: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.c0 is not None:
+            as_nonneg_scalar(self.c0, "c0", "ResidualBalancing", strict=True)
+        as_nonneg_scalar(self.gain, "gain", "ResidualBalancing", strict=True)
+        if not (0 < self.alpha0 < 1 and 0 < self.eta < 1 and self.delta > 1
+                and self.every >= 1):
+            raise ParameterError("ResidualBalancing: need 0 < alpha0 < 1, 0 < eta < 1, "
+                                 f"delta > 1 and every >= 1, got alpha0={self.alpha0}, "
+                                 f"eta={self.eta}, delta={self.delta}, every={self.every}")
+        self.c = float("nan") if self.c0 is None else float(self.c0)
+        self.alpha = float(self.alpha0)
+
+    def start(self, model: GTVModel, updates: NodeUpdates) -> float:
+        """Fix ``c_0`` (the estimate above unless ``c0`` was given); returns it."""
+        if self.c0 is None:
+            self.c = initial_scale(model, updates, self.gain)
+        return self.c
+
+    def update(self, k: int, p_res: float, d_res: float) -> bool:
+        """Apply the rule after iteration ``k``; True if ``c`` changed."""
+        if (self.alpha < self.alpha_min or (k + 1) % self.every
+                or not (np.isfinite(p_res) and np.isfinite(d_res))):
+            return False
+        if p_res > self.delta * d_res:
+            self.c /= 1.0 - self.alpha
+        elif d_res > self.delta * p_res:
+            self.c *= 1.0 - self.alpha
+        else:
+            return False
+        self.alpha *= self.eta
+        self.changes += 1
+        return True
+
+
+def initial_scale(model: GTVModel, updates: NodeUpdates, gain: float = 0.1) -> float:
+    """``c_0 = gain |w| / |u|`` of :class:`ResidualBalancing`."""
+    from .penalties import QuadForm, SquaredNorm2
+
+    n, d = model.num_nodes, model.dim
+    if model.lam == 0 or model.num_edges == 0:
+        return 1.0
+    W1 = updates(np.zeros((n, d)), np.ones(n), 0, np.zeros((n, d)))
+    norms = np.linalg.norm(W1, axis=1)
+    nz = norms > 1e-12 * max(1.0, float(norms.max(initial=0.0)))
+    w_scale = float(np.sqrt(np.mean(norms[nz] ** 2))) if nz.any() else 1.0
+    pen = model.penalty
+    base = model.lam * float(np.median(model.edge_weights))
+    if pen.is_norm:
+        q = pen.q
+        radius = np.sqrt(d) if np.isinf(q) else d ** max(0.0, 0.5 - 1.0 / q)
+        u_scale = base * float(radius)
+    elif isinstance(pen, QuadForm):
+        u_scale = base * w_scale * float(np.linalg.eigvalsh(pen.Q)[-1])
+    elif isinstance(pen, SquaredNorm2):
+        u_scale = base * w_scale
+    else:
+        u_scale = base * w_scale
+    if not (u_scale > 0 and np.isfinite(u_scale)):
+        return 1.0
+    return float(gain * w_scale / u_scale)
+
+
+def _norm(A: np.ndarray) -> float:
+    """Frobenius norm without BLAS (``np.linalg.norm`` calls a threaded ``dot`` that is
+    needlessly slow on small shared machines)."""
+    return float(np.sqrt(np.einsum("ij,ij->", A, A)))
+
+
+def _steps_from_c(deg: np.ndarray, n_edges: int, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """``tau_i = c/deg(i)`` (``c`` at isolated nodes, whose update ignores it), ``sigma_e =
+    1/(2c)``."""
+    return c / np.maximum(deg, 1), np.full(n_edges, 0.5 / c)
+
+
+def _make_rule(model: GTVModel, step: Any) -> FixedSteps | ResidualBalancing:
+    deg = model.degrees
+    E = model.num_edges
+    if step is None:
+        return ResidualBalancing()
+    if isinstance(step, ResidualBalancing):
+        return step
+    if isinstance(step, (int, float, np.floating, np.integer)) and not isinstance(step, bool):
+        c = as_nonneg_scalar(step, "step (the scale c)", strict=True)
+        tau, sigma = _steps_from_c(deg, E, c)
+        return FixedSteps(tau, sigma, c)
+    if isinstance(step, dict):
+        step = (step.get("tau"), step.get("sigma"))
+    if isinstance(step, (tuple, list)) and len(step) == 2:
+        tau = as_finite_array(step[0], "step tau", ndim=1)
+        sigma = as_finite_array(step[1], "step sigma", ndim=1)
+        if tau.shape != (model.num_nodes,):
+            raise DataError(f"step tau must have shape ({model.num_nodes},), got {tau.shape}")
+        if sigma.shape != (E,):
+            raise DataError(f"step sigma must have shape ({E},), got {sigma.shape}")
+        bad = np.flatnonzero((tau <= 0) & (deg > 0))
+        if bad.size:
+            raise ParameterError(f"step tau at node {model.nodes[bad[0]]!r} is {tau[bad[0]]!r}; "
+                                 "primal steps must be > 0")
+        bad = np.flatnonzero(sigma <= 0)
+        if bad.size:
+            raise ParameterError(f"step sigma at edge {model.empirical_graph.edge_label(bad[0])}"
+                                 f" is {sigma[bad[0]]!r}; dual steps must be > 0")
+        tau = np.where(deg > 0, tau, 1.0)  # isolated nodes: not coupled, tau unused
+        nrm = step_norm(model, tau, sigma)
+        if nrm > 1.0 + 1e-9:
+            raise ParameterError(
+                f"steps violate the convergence condition ||Sigma^(1/2) D T^(1/2)|| <= 1 of "
+                f"Algorithm 1: the norm is {nrm:.6g} (power iteration). Scale tau or sigma "
+                "down, e.g. tau_i = c/deg(i), sigma_e = 1/(2c)")
+        return FixedSteps(tau, sigma, None)
+    raise ParameterError("step must be None (adaptive), a positive scale c, a "
+                         "ResidualBalancing rule, or (tau, sigma) arrays; got "
+                         f"{type(step).__name__}")
+
+
+# =====================================================================  message passing
+@dataclass
+class NodeUpdate:
+    """The computation of node ``i`` in one iteration: from its own weight, the flows on its
+    incident edges (with orientation signs ``+1`` if ``i = e+``, ``-1`` if ``i = e-``) and its
+    step ``tau_i``, the new weight ``PU_i(w_i - tau_i sum_e sign_e u_e)`` (32)."""
+
+    updates: NodeUpdates
+    i: int
+
+    def __call__(self, w_i: np.ndarray, flows: np.ndarray, signs: np.ndarray, tau_i: float,
+                 k: int = 0) -> np.ndarray:
+        v = w_i - tau_i * (signs[:, None] * flows).sum(axis=0)
+        return self.updates.node(self.i, v, tau_i, k, w_i)
+
+
+@dataclass
+class EdgeUpdate:
+    """The computation of edge ``e = (e+, e-)``: from its flow, the old and new weights of its
+    two endpoints and ``sigma_e``, the new flow
+    ``DU_e(u_e + sigma_e (2 (w+_new - w-_new) - (w+_old - w-_old)))`` (33)."""
+
+    model: Any
+    e: int
+
+    def __call__(self, u_e: np.ndarray, head_new: np.ndarray, tail_new: np.ndarray,
+                 head_old: np.ndarray, tail_old: np.ndarray, sigma_e: float) -> np.ndarray:
+        lam_a = self.model.lam * self.model.edge_weights[self.e]
+        u_bar = u_e + sigma_e * (2.0 * (head_new - tail_new) - (head_old - tail_old))
+        return self.model.penalty.dual_update(u_bar[None], np.array([sigma_e]),
+                                              np.array([lam_a]))[0]
+
+
+# =====================================================================  results
+@dataclass
+class History:
+    """Recorded iterations (one row every ``record_every`` iterations, and the last one).
+
+    Columns (numpy arrays): ``iteration``, ``primal`` (``P(w)``), ``dual`` (``D(u')`` of the
+    repaired flows), ``gap`` (certified, ``>= P(w) - P*``), ``relative_gap``
+    (``gap / max(1, |P|)``), ``primal_residual``, ``dual_residual`` (see
+    :class:`ResidualBalancing`), ``c`` (the step scale, NaN for explicit steps) and ``time``
+    (seconds since the start).
+    """
+
+    iteration: np.ndarray
+    primal: np.ndarray
+    dual: np.ndarray
+    gap: np.ndarray
+    relative_gap: np.ndarray
+    primal_residual: np.ndarray
+    dual_residual: np.ndarray
+    c: np.ndarray
+    time: np.ndarray
+
+    COLUMNS = ("iteration", "primal", "dual", "gap", "relative_gap", "primal_residual",
+               "dual_residual", "c", "time")
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> History:
+        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
+        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
+        cols["iteration"] = cols["iteration"].astype(np.int64)
+        return cls(**cols)
+
+    def __len__(self) -> int:
+        return len(self.iteration)
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        """The columns as a dict (e.g. for ``pandas.DataFrame``)."""
+        return {name: getattr(self, name) for name in self.COLUMNS}
+
+    def __str__(self) -> str:
+        head = f"{'iter':>7} {'primal':>14} {'dual':>14} {'gap':>10} {'rel.gap':>10} {'c':>9}"
+        lines = [head]
+        for j in range(len(self)):
+            lines.append(f"{self.iteration[j]:7d} {self.primal[j]:14.8g} {self.dual[j]:14.8g} "
+                         f"{self.gap[j]:10.3g} {self.relative_gap[j]:10.3g} {self.c[j]:9.3g}")
+        return "\n".join(lines)
+
+
+@dataclass
+class PrimalDualResult:
+    """Result of :func:`solve_primal_dual`.
+
+    ``weights`` ``(n, d)`` (node order), ``flows`` ``(|E|, d)`` (the raw iterate ``u^k``),
+    ``iterations``, ``status`` (``"converged"``: certified relative gap ``<= tol``;
+    ``"max_iter"``; ``"stopped"``: the callback returned True), ``history`` (:class:`History`),
+    ``certificate`` (the last one, with ``repaired_flows``), ``timings`` (seconds: ``setup``,
+    ``node_updates``, ``edge_updates``, ``certificate``, ``total``), ``c`` (final step scale)
+    and ``paths`` (how many nodes used which PU path).
+    """
+
+    weights: np.ndarray
+    flows: np.ndarray
+    iterations: int
+    status: str
+    history: History
+    certificate: Any
+    timings: dict[str, float]
+    c: float | None
+    paths: dict[str, int]
+    nodes: list = field(repr=False, default_factory=list)
+
+    @property
+    def objective(self) -> float:
+        """The primal objective ``P(w)`` of the returned weights."""
+        return float(self.history.primal[-1]) if len(self.history) else float("nan")
+
+    @property
+    def gap(self) -> float:
+        """The last certified duality gap."""
+        return float(self.history.gap[-1]) if len(self.history) else float("inf")
+
+    def weight(self, node: Any) -> np.ndarray:
+        """``w_i`` of a node label."""
+        from .errors import UnknownNodeError
+
+        try:
+            return self.weights[self.nodes.index(node)]
+        except ValueError:
+            raise UnknownNodeError(f"node {node!r} is not in the graph") from None
+
+
+# =====================================================================  the solver
+def _certify(model: GTVModel, W: np.ndarray, U: np.ndarray) -> Any:
+    from .certificate import certify
+
+    return certify(model, W, U)
+
+
+def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6,
+                      prox: str = "auto", step: Any = None, warm_start: Any = None,
+                      callback: Callable[..., Any] | None = None, record_every: int = 50,
+                      progress: bool = False, batch_cvxpy: bool = True) -> PrimalDualResult:
+    """Run Algorithm 1 (paper 001) on ``model``; see the module docstring.
+
+    Parameters
+    ----------
+    max_iter : int
+        Maximum number of iterations.
+    tol : float
+        Stop when the certified gap (34) is ``<= tol * max(1, |P(w)|)`` (relative); ``0``
+        runs ``max_iter`` iterations.
+    prox : {"auto", "cvxpy"}
+        ``"auto"``: the fastest exact node-update path per node (:func:`gtvmodel.prox.plan`);
+        ``"cvxpy"``: the general CVXPY path for every node.
+    step : None, float, ResidualBalancing or (tau, sigma)
+        ``None``: adaptive ``c`` (:class:`ResidualBalancing`); a number: fixed ``c``
+        (``tau_i = c/deg(i)``, ``sigma_e = 1/(2c)``); ``(tau, sigma)`` arrays: explicit steps,
+        checked against ``||Sigma^{1/2} D T^{1/2}|| <= 1`` by power iteration.
+    warm_start : None, PrimalDualResult, Solution or (weights, flows)
+        Initial ``(w^0, u^0)`` (default zeros).
+    callback : callable, optional
+        ``callback(k, weights, flows)`` after every iteration ``k`` (1-based); returning True
+        stops the run (status ``"stopped"``).
+    record_every : int
+        Certify and record the history every this many iterations (and at the end).  A
+        scheduled certificate is skipped while the certificates so far took more than 25% of
+        the time spent in the iterations, so certification never dominates the run.
+    progress : bool
+        Show a ``tqdm`` progress bar with the current certified gap.
+    batch_cvxpy : bool
+        One CVXPY problem for all CVXPY-path nodes (default) or one per node.
+    """
+    t_start = time.perf_counter()
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        raise ParameterError(f"max_iter must be a nonnegative integer, got {max_iter!r}")
+    if (isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer))
+            or record_every < 1):
+        raise ParameterError(f"record_every must be a positive integer, got {record_every!r}")
+    tol = as_nonneg_scalar(tol, "tol")
+    E = model.num_edges
+    D = model.incidence
+    DT = D.T.tocsr()
+    lamA = model.lam * model.edge_weights
+    penalty = model.penalty
+    rule = _make_rule(model, step)
+    deg = model.degrees
+    updates = NodeUpdates(model, prox, batch_cvxpy)
+    if isinstance(rule, ResidualBalancing):
+        tau, sigma = _steps_from_c(deg, E, rule.start(model, updates))
+    else:
+        tau, sigma = rule.tau, rule.sigma
+    W, U = _initial(model, warm_start)
+    timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0, "certificate": 0.0}
+    DW = D @ W
+    DTu = DT @ U
+    rows: list[tuple] = []
+    cert = None
+    status = "max_iter"
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_iter, desc="primal-dual", unit="it")
+    p_res = d_res = float("nan")
+    cert_budget = 0.25
+    timings["setup"] = time.perf_counter() - t_start
+
+    def record(k: int) -> bool:
+        nonlocal cert
+        t0 = time.perf_counter()
+        cert = _certify(model, W, U)
+        timings["certificate"] += time.perf_counter() - t0
+        c_now = rule.c if rule.c is not None else float("nan")
+        rows.append((k, cert.primal_value, cert.dual_value, cert.gap, cert.relative_gap,
+                     p_res, d_res, c_now, time.perf_counter() - t_start))
+        if bar is not None:
+            bar.set_postfix(gap=f"{cert.gap:.3g}", c=f"{c_now:.3g}")
+        return bool(tol > 0 and cert.gap <= tol * max(1.0, abs(cert.primal_value)))
+
+    k = 0
+    done = max_iter == 0 and record(0)
+    while k < max_iter and not done:
+        t0 = time.perf_counter()
+        V = W - tau[:, None] * DTu
+        W_new = updates(V, tau, k, W)
+        t1 = time.perf_counter()
+        DW_new = D @ W_new
+        U_new = penalty.dual_update(U + sigma[:, None] * (2.0 * DW_new - DW), sigma, lamA)
+        DTu_new = DT @ U_new
+        timings["edge_updates"] += time.perf_counter() - t1
+        timings["node_updates"] += t1 - t0
+        # subgradient residuals of the optimality conditions (ResidualBalancing)
+        P = (W - W_new) / tau[:, None] - (DTu - DTu_new)
+        R = (U - U_new) / sigma[:, None] - (DW - DW_new)
+        p_res, d_res = _norm(P), _norm(R)
+        W, U, DW, DTu = W_new, U_new, DW_new, DTu_new
+        k += 1
+        if rule.update(k - 1, p_res, d_res):
+            tau, sigma = _steps_from_c(deg, E, rule.c)
+        if bar is not None:
+            bar.update(1)
+        due = k % record_every == 0 and (
+            timings["certificate"] <= cert_budget * (timings["node_updates"]
+                                                     + timings["edge_updates"]))
+        if due or k == max_iter:
+            if record(k):
+                status = "converged"
+                break
+        if callback is not None and callback(k, W, U):
+            status = "stopped"
+            if not rows or rows[-1][0] != k:
+                record(k)
+            break
+    if bar is not None:
+        bar.close()
+    if not rows:
+        record(k)
+    timings["total"] = time.perf_counter() - t_start
+    return PrimalDualResult(
+        weights=W, flows=U, iterations=k, status=status, history=History.from_rows(rows),
+        certificate=cert, timings=timings, c=rule.c, paths=updates.describe(),
+        nodes=list(model.nodes))
+
+
+def _initial(model: GTVModel, warm_start: Any) -> tuple[np.ndarray, np.ndarray]:
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    if warm_start is None:
+        return np.zeros((n, d)), np.zeros((E, d))
+    if isinstance(warm_start, (tuple, list)) and len(warm_start) == 2:
+        W0, U0 = warm_start
+    elif hasattr(warm_start, "weights") and hasattr(warm_start, "flows"):
+        W0, U0 = warm_start.weights, warm_start.flows
+    else:
+        raise ParameterError("warm_start must be None, a result with weights and flows, or a "
+                             f"(weights, flows) pair; got {type(warm_start).__name__}")
+    W = model.check_weights(W0, "warm_start weights").copy()
+    U = (np.zeros((E, d)) if U0 is None else model.check_flows(U0, "warm_start flows").copy())
+    return W, U

@@ -1,0 +1,347 @@
+"""Node updates PU (32) of Algorithm 1, grouped for vectorized execution.
+
+The primal update of node ``i`` is the proximal map of its loss with its constraints,
+
+    PU_i(v) = argmin_z  L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{C_i}(z)
+                        + ||z - v||^2 / (2 tau_i),                                    (32)
+
+a function of the node's own loss, constraints and step ``tau_i`` only.  For speed the nodes
+are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes at once:
+
+* :class:`BatchProxGroup` -- nodes of one library loss class with an exact vectorized prox
+  (:meth:`gtvmodel.losses.LossBatch.prox`), composed with the exact projection onto their
+  library constraints where the composition is exact (see :func:`plan`);
+* :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
+  Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
+  ``||z - v||^2/(2 tau) = a ||z||^2 - b^T z + const``) over a group of nodes, compiled with
+  :func:`gtvmodel.exact.compile_primal` from an edgeless sub-model so that library losses are
+  stacked exactly as in the exact solver, and symbolic losses/constraints are used as given.
+  The prox problems of different nodes are independent, so one solve of the group problem is
+  one PU per node; ``batch=False`` gives one problem per node instead (what a node would run
+  on its own device);
+* :class:`IsolatedGroup` -- nodes without edges (``deg = 0``) are uncoupled: their weights are
+  ``argmin L_i`` over ``C_i`` (MATH.md §4), computed once.
+
+**Inexactness schedule of the CVXPY path** (MATH.md §4: errors must be summable).  Iteration
+``k`` solves with Clarabel tolerances ``eps_k = max(eps_min, eps_0 / (k + 1)^2.5)``
+(``tol_gap_abs = tol_gap_rel = eps_k``, ``tol_feas = eps_k / 10``) with ``eps_0 = 1e-4``,
+``eps_min = 1e-11``.  The prox objective is ``1/tau_i``-strongly convex, so an objective error
+``eps`` moves the point by at most ``sqrt(2 tau_i eps)``, which is ``O(k^-1.25)``: summable.
+From ``k ~ 440`` on the floor ``eps_min`` is reached and the updates are exact to solver
+precision.  (Clarabel has no warm start, so each solve starts cold; the problem itself is
+canonicalized only once thanks to DPP.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+
+from .constraints import Box, NonNeg, NormBall
+from .errors import InfeasibleError, SolverError
+from .losses import LossBatch, SymbolicLoss, ZeroLoss
+
+if TYPE_CHECKING:
+    from .model import GTVModel
+
+__all__ = [
+    "NodeGroup",
+    "BatchProxGroup",
+    "CvxpyProxGroup",
+    "IsolatedGroup",
+    "NodeUpdates",
+    "plan",
+    "cvxpy_tolerance",
+]
+
+#: Inexactness schedule of the CVXPY path: eps_k = max(EPS_MIN, EPS_0 / (k + 1)**EPS_POWER).
+EPS_0, EPS_MIN, EPS_POWER = 1e-4, 1e-11, 2.5
+
+
+def cvxpy_tolerance(k: int) -> float:
+    """Solver tolerance ``eps_k`` of the CVXPY path at iteration ``k`` (summable errors)."""
+    return max(EPS_MIN, EPS_0 / (k + 1.0) ** EPS_POWER)
+
+
+class NodeGroup:
+    """A set of nodes (positions ``nodes``) whose PU (32) is evaluated together."""
+
+    nodes: np.ndarray
+    #: Short description for reports ("squared", "cvxpy", "isolated", ...).
+    kind: str = "group"
+
+    def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
+        """PU for the group's nodes: ``V``, ``tau`` and ``W_prev`` are the group's rows
+        (``(g, d)``, ``(g,)``, ``(g, d)``); returns ``(g, d)``."""
+        raise NotImplementedError
+
+
+@dataclass
+class BatchProxGroup(NodeGroup):
+    """Library-loss nodes of one class: exact vectorized prox, then exact projections.
+
+    ``box`` (``(lo, hi)``, ``(g, d)`` each, ``+-inf`` where unbounded) and ``ball``
+    (``(p, radii)``) are the stacked library constraints; the planner only puts a node here
+    when prox-then-project is exactly PU (32) for it.
+    """
+
+    batch: LossBatch
+    box: tuple[np.ndarray, np.ndarray] | None = None
+    ball: tuple[float, np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        self.nodes = self.batch.nodes
+        self.kind = self.batch.cls.kind
+
+    def update(self, V, tau, k, W_prev):
+        Z = self.batch.prox(V, tau, W0=W_prev)
+        if self.box is not None:
+            Z = Box.project_rows(Z, *self.box)
+        if self.ball is not None:
+            p, radii = self.ball
+            Z = NormBall.project_rows(Z, radii, p)
+        return Z
+
+
+def _submodel(model: GTVModel, nodes: np.ndarray) -> GTVModel:
+    """An edgeless model on the given nodes (relabelled ``0..g-1``) with their losses,
+    constraints and (for symbolic ones) their own CVXPY variables."""
+    from .model import GTVModel
+
+    G = nx.empty_graph(len(nodes))
+    sub = GTVModel(G, model.dim, penalty=model.penalty, lam=0.0)
+    for j, i in enumerate(nodes):
+        i = int(i)
+        if i in model._vars:
+            sub._vars[j] = model._vars[i]
+        loss = model.loss_at(i)
+        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
+            sub.set_loss(j, loss)
+        for c in model.constraints_at(i):
+            sub.add_constraint(j, c)
+    return sub
+
+
+class CvxpyProxGroup(NodeGroup):
+    """The general path of PU (32): one parametrized CVXPY problem for the group's nodes.
+
+    Built once; every call only sets the Parameters ``a = 1/(2 tau)`` and ``b = v / tau`` and
+    re-solves with the tolerance :func:`cvxpy_tolerance` of the iteration (DPP: no
+    re-canonicalization).  ``prox=False`` builds ``argmin L_i`` over ``C_i`` instead (for
+    isolated nodes).
+    """
+
+    kind = "cvxpy"
+
+    def __init__(self, model: GTVModel, nodes: np.ndarray, prox: bool = True,
+                 solver: str = "CLARABEL"):
+        from .exact import compile_primal
+
+        self.nodes = np.asarray(nodes, dtype=np.int64)
+        self.labels = [model.nodes[int(i)] for i in self.nodes]
+        self.solver = solver
+        t0 = time.perf_counter()
+        sub = _submodel(model, self.nodes)
+        compiled = compile_primal(sub)
+        self.W = compiled.W
+        g, d = len(self.nodes), model.dim
+        objective = compiled.problem.objective.args[0]
+        if prox:
+            self.a = cp.Parameter(g, nonneg=True, name="inv_2tau")
+            self.b = cp.Parameter((g, d), name="v_over_tau")
+            objective = (objective
+                         + cp.sum(cp.multiply(self.a, cp.sum(cp.square(self.W), axis=1)))
+                         - cp.sum(cp.multiply(self.b, self.W)))
+        else:
+            self.a = self.b = None
+            # keep W in the problem even where no loss or constraint mentions it (its value
+            # is then whatever the solver returns, e.g. 0 for an isolated zero-loss node)
+            objective = objective + cp.sum(cp.multiply(0.0, self.W))
+        self.problem = cp.Problem(cp.Minimize(objective), compiled.problem.constraints)
+        self.solves = 0
+        self.solve_time = 0.0
+        self.build_time = time.perf_counter() - t0
+
+    def _solve(self, eps: float) -> np.ndarray:
+        from .exact import run_solver
+
+        opts = ({"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps / 10.0,
+                 "tol_ktratio": min(1e-6, eps)} if self.solver == "CLARABEL" else {})
+        what = (f"node update PU (32) at node(s) {', '.join(map(repr, self.labels[:5]))}"
+                + (" ..." if len(self.labels) > 5 else ""))
+        t0 = time.perf_counter()
+        run_solver(self.problem, self.solver, opts, False, True, what)
+        self.solve_time += time.perf_counter() - t0
+        self.solves += 1
+        if self.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            raise InfeasibleError(f"{what}: the node constraints have no feasible point")
+        if self.W.value is None or not np.isfinite(self.W.value).all():
+            raise SolverError(f"{what}: the solver returned no finite point",
+                              status=self.problem.status, solver=self.solver)
+        return np.asarray(self.W.value, dtype=float)
+
+    def update(self, V, tau, k, W_prev):
+        self.a.value = 0.5 / tau
+        self.b.value = V / tau[:, None]
+        return self._solve(cvxpy_tolerance(k))
+
+
+@dataclass
+class IsolatedGroup(NodeGroup):
+    """Nodes with ``deg(i) = 0``: ``w_i = argmin_{C_i} L_i``, solved once (MATH.md §4).
+
+    If the minimum is not attained (e.g. a loss unbounded below) the solver's status is raised
+    as :class:`SolverError` naming the nodes.  A minimizer that is not unique (e.g. a zero loss)
+    is whichever one the solver returns.
+    """
+
+    model: Any
+    nodes: np.ndarray
+    values: np.ndarray | None = field(default=None, repr=False)
+    kind: str = "isolated"
+
+    def update(self, V, tau, k, W_prev):
+        if self.values is None:
+            group = CvxpyProxGroup(self.model, self.nodes, prox=False)
+            self.values = group._solve(EPS_MIN)
+        return self.values
+
+
+def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
+    """How library constraints compose with an isotropic (quadratic/zero loss) prox.
+
+    The isotropic prox objective is ``s ||z - b||^2 + eta ||z||_1`` (coordinate-separable): its
+    minimizer over a box is the clipped unconstrained minimizer, coordinate by coordinate, and
+    without ``l1`` its minimizer over any norm ball is the Euclidean projection of ``b``.
+    Returns ``("box", (lo, hi))``, ``("ball", NormBall)``, ``("none", None)`` or None (no exact
+    composition).
+    """
+    if not cons:
+        return "none", None
+    if all(isinstance(c, (Box, NonNeg)) for c in cons):
+        lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
+        for c in cons:
+            clo, chi = c.bounds(d) if isinstance(c, Box) else (np.zeros(d), np.full(d, np.inf))
+            lo, hi = np.maximum(lo, clo), np.minimum(hi, chi)
+        if np.any(lo > hi):
+            return None  # empty intersection: let the CVXPY path report infeasibility
+        return "box", (lo, hi)
+    if len(cons) == 1 and isinstance(cons[0], NormBall):
+        return "ball", cons[0]
+    return None
+
+
+def plan(model: GTVModel, prox: str = "auto", batch_cvxpy: bool = True) -> list[NodeGroup]:
+    """Partition the nodes into node-update groups.
+
+    ``prox="auto"``: every node that has an exact fast path gets one -- squared, logistic and
+    Huber losses without ``l1`` and without constraints; quadratic and zero losses with any
+    regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
+    ``NormBall`` (then without ``l1``); everything else (hinge, absolute, symbolic losses or
+    constraints, other combinations) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
+    node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
+    ``batch_cvxpy=False`` builds one CVXPY problem per node.
+    """
+    if prox not in ("auto", "cvxpy"):
+        from .errors import ParameterError
+
+        raise ParameterError(f"prox must be 'auto' or 'cvxpy', got {prox!r}")
+    n, d = model.num_nodes, model.dim
+    deg = model.degrees
+    groups: list[NodeGroup] = []
+    isolated = np.flatnonzero(deg == 0)
+    if isolated.size:
+        groups.append(IsolatedGroup(model, isolated))
+    fast: dict[tuple, list[int]] = {}
+    general: list[int] = []
+    for i in np.flatnonzero(deg > 0):
+        i = int(i)
+        loss = model.loss_at(i)
+        cons = model.constraints_at(i)
+        key = None
+        if prox == "auto" and not isinstance(loss, SymbolicLoss):
+            kind = loss.kind
+            if kind in ("squared", "logistic", "huber") and not loss.l1 and not cons:
+                key = (type(loss), "none")
+            elif kind in ("quadratic", "zero"):
+                comp = _isotropic_constraints(cons, d)
+                if comp is not None and not (comp[0] == "ball" and loss.l1):
+                    key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1].p))
+        if key is None:
+            general.append(i)
+        else:
+            fast.setdefault(key, []).append(i)
+    for (cls, ckind), idx in fast.items():
+        nodes = np.array(idx, dtype=np.int64)
+        losses = [model.loss_at(i) for i in idx]
+        batch = LossBatch(cls, nodes, losses, n, d)
+        box = ball = None
+        if ckind == "box":
+            lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
+            box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
+        elif isinstance(ckind, tuple):
+            radii = np.array([model.constraints_at(i)[0].radius for i in idx])
+            ball = (ckind[1], radii)
+        groups.append(BatchProxGroup(batch, box, ball))
+    if general:
+        if batch_cvxpy:
+            groups.append(CvxpyProxGroup(model, np.array(general)))
+        else:
+            groups.extend(CvxpyProxGroup(model, np.array([i])) for i in general)
+    return groups
+
+
+class NodeUpdates:
+    """All node updates PU (32) of one iteration: ``W_new = PU(V)`` for every node.
+
+    Vectorized execution over the groups of :func:`plan`; :meth:`node` evaluates one node's
+    update on its own (the message-passing view: node ``i`` needs only ``v_i`` and ``tau_i``).
+    """
+
+    def __init__(self, model: GTVModel, prox: str = "auto", batch_cvxpy: bool = True):
+        t0 = time.perf_counter()
+        self.model = model
+        self.groups = plan(model, prox, batch_cvxpy)
+        self._group_of = np.empty(model.num_nodes, dtype=np.int64)
+        self._pos_in = np.empty(model.num_nodes, dtype=np.int64)
+        for g, grp in enumerate(self.groups):
+            self._group_of[grp.nodes] = g
+            self._pos_in[grp.nodes] = np.arange(len(grp.nodes))
+        self.build_time = time.perf_counter() - t0
+
+    def __call__(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray
+                 ) -> np.ndarray:
+        W = np.empty_like(V)
+        for grp in self.groups:
+            idx = grp.nodes
+            W[idx] = grp.update(V[idx], tau[idx], k, W_prev[idx])
+        return W
+
+    def node(self, i: int, v: np.ndarray, tau_i: float, k: int, w_prev: np.ndarray
+             ) -> np.ndarray:
+        """PU (32) of the single node at position ``i``."""
+        grp = self.groups[self._group_of[i]]
+        if isinstance(grp, IsolatedGroup):
+            return grp.update(None, None, k, None)[self._pos_in[i]]
+        if isinstance(grp, BatchProxGroup):
+            j = self._pos_in[i]
+            single = BatchProxGroup(
+                LossBatch(grp.batch.cls, grp.nodes[j:j + 1], grp.batch.losses[j:j + 1],
+                          self.model.num_nodes, self.model.dim),
+                None if grp.box is None else (grp.box[0][j:j + 1], grp.box[1][j:j + 1]),
+                None if grp.ball is None else (grp.ball[0], grp.ball[1][j:j + 1]))
+            return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
+        single = CvxpyProxGroup(self.model, np.array([i]))
+        return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
+
+    def describe(self) -> dict[str, int]:
+        """Number of nodes per path, e.g. ``{"squared": 30, "zero": 270}``."""
+        out: dict[str, int] = {}
+        for grp in self.groups:
+            out[grp.kind] = out.get(grp.kind, 0) + len(grp.nodes)
+        return out
