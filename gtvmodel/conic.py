@@ -483,7 +483,7 @@ def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *
     if val is None or not np.isfinite(val):
         raise SolverError(f"{what}: solver returned objective {val!r}", status=status,
                           solver=name)
-    return float(-val), _gap_tolerance(name, record.get("options", {}), status, float(val))
+    return float(-val) + 0.0, _gap_tolerance(name, record.get("options", {}), status, float(val))
 
 
 def _gap_tolerance(name: str, options: dict[str, Any], status: str, value: float) -> float:

@@ -604,3 +604,24 @@ def test_docs_example_runs(tmp_path, monkeypatch):
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "docs/certificates.md", "exec"), namespace)
+
+
+def test_affine_loss_has_no_cone_rows():
+    """L = a^T x: the conic form has no rows, (D_s) is just ``c(s) = 0``, L* = iota{s = a}."""
+    a = np.array([0.3, -0.4])
+    model = gm.GTVModel(nx.path_graph(2), dim=2, lam=1.0)
+    model.set_loss(0, lambda x: a @ x)
+    model.set_loss(1, gm.QuadraticLoss([1.0, 2.0]))
+    assert conic.node_conic_data(model, 0).num_rows == 0
+    assert conic.node_conjugate_value(model, 0, a) == 0.0
+    assert conic.node_conjugate_value(model, 0, a + 0.1) == np.inf
+    assert _dual_conjugate(model, 0, a + 0.1) == np.inf
+    assert model.solve_dual().objective == pytest.approx(model.solve_exact().objective,
+                                                         rel=1e-6)
+
+
+def test_non_dpp_parameters_are_rejected():
+    p = cp.Parameter(nonneg=True, value=2.0)
+    model = _one_node_model(2, lambda x: (p * p) * cp.sum_squares(x))
+    with pytest.raises(gm.UnsupportedError, match="node 0.*DPP"):
+        conic.node_conic_data(model, 0)
