@@ -186,20 +186,20 @@ class Certificate:
     def summary(self) -> str:
         """A human-readable multi-line report."""
         lines = [
-            f"primal value P(W)   {self.primal_value:.12g}",
-            f"dual value D(U')    {self.dual_value:.12g}",
-            f"gap                 {self.gap:.6g}   (relative {self.relative_gap:.3g}, "
+            f"primal value P(W)      {self.primal_value:.12g}",
+            f"dual value D(U')       {self.dual_value:.12g}",
+            f"gap                    {self.gap:.6g}   (relative {self.relative_gap:.3g}, "
             f"tolerance {self.tolerance:.3g})",
-            f"primal feasible     {self.feasible}"
+            f"primal feasible        {self.feasible}"
             + ("" if self.feasible else f"  violated at {self.infeasible_nodes[:10]}"),
-            f"dual feasible       {self.dual_feasible}"
+            f"dual feasible          {self.dual_feasible}"
             + ("" if self.dual_feasible else f"  fails at {self.dual_infeasible_nodes[:10]}"),
-            "flows               "
+            "flows                  "
             + ("built from the weights" if self.flows_from_weights else "given")
             + (f"; repaired: {'; '.join(self.repairs)}" if self.repaired else "; not repaired"),
         ]
         for k, v in self.kkt.items():
-            lines.append(f"kkt {k:<16}{v:.3g}")
+            lines.append(f"kkt {k:<18} {v:.3g}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -603,8 +603,6 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     built = flows is None
     U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
     U, repairs = repair_flows(model, U0)
-    if built:
-        repairs.insert(0, "flows built from the weights (edge condition + gradient matching)")
     t1 = time.perf_counter()
     # primal
     lossv = model.loss_values(W)

@@ -426,6 +426,20 @@ class GTVModel:
         return solve_dual(self, solver=solver, accept_inaccurate=accept_inaccurate,
                           verbose=verbose, **opts)
 
+    def save(self, path: Any) -> None:
+        """Write the model (library objects only) to a portable ``.npz`` problem file; see
+        :mod:`gtvmodel.io` and ``docs/file_format.md``."""
+        from .io import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> GTVModel:
+        """Read a problem file written by :meth:`save` (:func:`gtvmodel.io.load_model`)."""
+        from .io import load_model
+
+        return load_model(path)
+
     def certify(self, weights: Any, flows: Any = None, **kwargs: Any):
         """A certified duality gap for candidate ``weights`` (and optionally ``flows``);
         returns a :class:`~gtvmodel.certificate.Certificate`.  See
