@@ -4,7 +4,8 @@ The model: cluster C1 = G(n=1000, m=10000) (unit weights), cluster C2 = 50 nodes
 edges of weight 0.01; squared losses (m_i = 5, d = 2, noise sigma = 0.1).  Timed, median of
 repeats, in one run: the whole check (constants + max-flow margin + lambda_min) with three
 networkx max-flow algorithms, at a lambda where the condition holds and at one where it fails
-(the i0 search then has to prove that no i0 works).  Run: ``.venv/bin/python
+(the i0 search then has to prove that no i0 works), with the number of max-flows per check (both
+clusters, margin and lambda_min).  Run: ``.venv/bin/python
 benchmarks/bench_theory.py [--repeats 3]``.
 """
 
@@ -48,6 +49,21 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(times), out
 
 
+class CountFlows:
+    """Counts the max-flow calls of the theory module (one per min-cut)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._orig = th._CutNetwork.min_cut
+        counter = self
+
+        def min_cut(net, sink):
+            counter.calls += 1
+            return counter._orig(net, sink)
+
+        th._CutNetwork.min_cut = min_cut
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
@@ -62,21 +78,24 @@ def main() -> None:
     ref = th.check_well_connected(model, part, 1.0)[0]
     lam_min = ref.lam_min
     print(f"lambda_min(C1) = {lam_min:.6g}, margin at lam=1: {ref.margin:.4f}")
+    counter = CountFlows()
     rows = []
     for label, lam in (("holds (lam = 2 lam_min)", 2 * lam_min),
                        ("fails (lam = lam_min / 2)", lam_min / 2)):
         base = None
         for func in ("preflow_push", "boykov_kolmogorov", "edmonds_karp"):
+            counter.calls = 0
             t, reps = timed(lambda f=func, la=lam: th.check_well_connected(
                 model, part, la, flow_func=f), args.repeats)
             r = reps[0]
             base = base or t
-            rows.append((label, func, t, t / base, r.holds, r.margin, r.lam_min))
+            rows.append((label, func, t, t / base, r.holds, r.margin, r.lam_min,
+                          counter.calls // args.repeats))
     print(f"\n{'case':28s} {'flow_func':20s} {'median s':>9s} {'ratio':>6s} {'holds':>6s} "
-          f"{'margin':>9s} {'lam_min':>10s}")
-    for label, func, t, ratio, holds, margin, lm in rows:
+          f"{'margin':>9s} {'lam_min':>10s} {'max-flows':>9s}")
+    for label, func, t, ratio, holds, margin, lm, calls in rows:
         print(f"{label:28s} {func:20s} {t:9.3f} {ratio:6.2f} {holds!s:>6s} {margin:9.4f} "
-              f"{lm:10.4g}")
+              f"{lm:10.4g} {calls:9d}")
     for block in (rows[:3], rows[3:]):
         assert len({(round(r[5], 9), round(r[6], 9), r[4]) for r in block}) == 1, \
             "flow algorithms disagree"
