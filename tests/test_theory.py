@@ -331,17 +331,42 @@ def test_chain_paper_setting():
 
 
 def test_sbm_paper_setting_small():
-    """Paper 001 VI-A (smaller): SBM 30 + 30, p_in = 0.5, m_i = 5, d = 2, w_bar (2,2), (-2,2)."""
-    data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.02, m=5, sigma=0.0, seed=1)
-    model = data.model()
-    part = data.partition()
-    reps = th.check_well_connected(model, part, 0.1)
-    assert all(r.delta[v] < 1e-10 for r in reps for v in r.nodes)  # noiseless: delta = 0
-    for r in reps:
-        assert np.allclose(r.wbar, [2, 2]) or np.allclose(r.wbar, [-2, 2])
-    rec = th.verify_recovery(model, part, 0.1)
-    if all(r.holds for r in reps):
+    """SBM of paper 001 VI-A at a smaller size (30 + 30, p_in = 0.5, m_i = 5, d = 2, w_bar (2,2)
+    and (-2,2), unit weights) with a sparse boundary (p_out = 0.002, as paper 000's 1e-3)."""
+    for seed in (0, 2, 4):
+        data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=seed)
+        model, part = data.model(), data.partition()
+        reps = th.check_well_connected(model, part, 1.0)
+        assert all(r.boundary > 0 for r in reps)
+        for r in reps:
+            assert np.allclose(r.wbar, [2, 2], atol=0.02) or np.allclose(r.wbar, [-2, 2],
+                                                                           atol=0.02)
+        lam = 1.5 * max(r.lam_min for r in reps)
+        rec = th.verify_recovery(model, part, lam)
+        assert all(r.holds for r in rec.well_connected)
         assert rec.clustered and rec.within_bound and rec.certified
+
+
+def test_condition_is_not_necessary_sbm():
+    """Five boundary edges: the condition never holds (lam_min = inf: the cluster's budget
+    cannot fit through one witness), yet the exact solution is clustered and certified."""
+    data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=3)
+    model, part = data.model(), data.partition()
+    reps = th.check_well_connected(model, part, 0.1)
+    assert all(r.lam_min == math.inf and not r.holds for r in reps)
+    assert all(r.violating_set for r in reps)
+    rec = th.verify_recovery(model, part, 0.1)
+    assert rec.clustered and rec.certified and rec.within_bound
+
+
+def test_verify_recovery_disconnected_cluster():
+    """A disconnected cluster: no well-connectedness report, but the exact check still runs."""
+    data = chain(n=3, eps=0.1, m=5, sigma=0.0, seed=0)
+    model = data.model()
+    rec = th.verify_recovery(model, [[0, 2], [1, 3, 4, 5]], 0.5)
+    assert rec.well_connected is None
+    assert not rec.clustered and not rec.certified
+    assert rec.congestion > 1
 
 
 def test_two_cliques_rank_one_losses():
