@@ -11,8 +11,10 @@ For a random geometric graph with n nodes (d = 2), every node's loss is a square
 Printed side by side, medians over repeats of process CPU time (the machine is shared; wall
 time varies with other users' load), each on a freshly built model (no caches):
 solve_exact, solve_dual (compile + solve), the conic-data extraction alone, their ratios,
-and the time of one re-solve of ``node_conjugate_value`` (DPP, built once) against its first
-call.  Run:  .venv/bin/python benchmarks/bench_conic.py [n ...]
+the joint canonicalization of the conic nodes alone (``conic.conic_data``, what ``solve_dual``
+does once per model version) against the node-by-node one it replaced, and the time of one
+re-solve of ``node_conjugate_value`` (DPP, built once) against its first call.
+Run:  .venv/bin/python benchmarks/bench_conic.py [n ...]
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ def run(n: int) -> None:
             m = build(n, kind, seed=r)
             t_ex, sol = timed(m.solve_exact)
             m2 = build(n, kind, seed=r)
-            t_cd, _ = timed(lambda m2=m2: [conic.node_conic_data(m2, i)
-                                           for i in conic.conic_nodes(m2)])
+            t_cd, _ = timed(lambda m2=m2: conic.conic_data(m2, conic.conic_nodes(m2))
+                            if conic.conic_nodes(m2) else None)
             m3 = build(n, kind, seed=r)
             t_du, dsol = timed(m3.solve_dual)
             ex.append(t_ex)
@@ -83,6 +85,16 @@ def run(n: int) -> None:
         print(f"{kind:>9} {ex:12.3f} {du:11.3f} {cd:11.3f} {du / ex:11.2f} {g:14.1e}")
     lib_du, sym_du = rows["library"][1], rows["symbolic"][1]
     print(f"automatic conjugation overhead, symbolic / library solve_dual: {sym_du / lib_du:.2f}x")
+    # joint vs node-by-node canonicalization of the conic nodes (the latter was used before)
+    jt, sep = [], []
+    for r in range(REPEATS):
+        m = build(n, "symbolic", seed=r)
+        jt.append(timed(lambda m=m: conic.conic_data(m, conic.conic_nodes(m)))[0])
+        m = build(n, "symbolic", seed=r)
+        sep.append(timed(lambda m=m: [conic.conic_data(m, [i]) for i in conic.conic_nodes(m)])[0])
+    j, s_ = statistics.median(jt), statistics.median(sep)
+    print(f"conic data of {n} symbolic nodes: joint {j:.3f} s, node by node {s_:.3f} s "
+          f"(ratio {s_ / j:.2f}x)")
     # node_conjugate_value: first call (build + canonicalize) vs a DPP re-solve
     m = build(n, "symbolic")
     s = np.array([0.1, -0.2])

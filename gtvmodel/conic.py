@@ -9,18 +9,19 @@ flow problem (19)/(24) is compiled instead from the conic program CVXPY produces
 whose optimal value is ``-(L_i + iota_{C_i})^*(s)`` by the definition
 ``h^*(s) = sup_x s^T x - h(x)``.
 
-**The conic form.**  With Clarabel's canonicalization (CVXPY's ``use_quad_obj=False``, so there
-is no quadratic objective term), (P_s) becomes, in a stacked variable ``x`` of CVXPY's choosing,
+**The conic form.**  The separable problem ``min sum_k L_k(x_k) s.t. x_k in C_k`` of the
+conic nodes is canonicalized once, jointly, for Clarabel (CVXPY's ``use_quad_obj=False``, so
+there is no quadratic objective term), giving in a stacked variable ``x`` of CVXPY's choosing
 
-    minimize  c(s)^T x + d(s)   subject to  A x + r = b,   r in K                      (P_s)
+    minimize  c0^T x + d0   subject to  A x + r = b,   r in K
 
 with ``K = {0}^f x R_+^l x SOC x ... x PSD x ... x K_exp x ... x K_pow x ...`` in Clarabel's row
-order and *only the objective* depending on ``s``, affinely: ``c(s) = c0 + C s``,
-``d(s) = d0 + dv^T s`` (``s`` is a ``cp.Parameter`` and the problem is DPP).  CVXPY's
-``ParamConeProg`` stores ``(c, d)`` as a sparse tensor ``q`` acting on the stacked parameter
-vector, so ``C`` and ``dv`` are read exactly as the columns of ``q`` belonging to ``s``;
-``c0, d0, A, b`` come from applying the parameters at ``s = 0``, and that ``A``, ``b`` do not
-depend on ``s`` is verified on the constraint tensor.
+order.  CVXPY keeps every original variable as a block of columns of ``x`` (``var_id_to_col``),
+so the linear terms ``-s_k^T x_k`` of (P_s) are added exactly: only the objective depends on
+``s``, ``c(s) = c0 + C s`` with ``C = -E`` (``E`` selects the columns of the ``x_k``), and
+``A``, ``b``, ``d0`` do not.  (One joint canonicalization costs about half as much as one per
+node; a ``cp.Parameter`` for ``s`` would make CVXPY build a parameter tensor growing with
+``k d``, which costs more than it saves.)
 
 **The conic dual.**  The Lagrangian ``c^T x + d + z^T (A x + r - b)`` is bounded below over
 ``x`` and ``r in K`` iff ``A^T z + c = 0`` and ``z in K^*``, which gives
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConicData",
     "conic_nodes",
+    "conic_data",
     "node_conic_data",
     "node_dual_terms",
     "conic_dual_terms",
@@ -88,18 +90,20 @@ __all__ = [
 
 #: The solver whose conic standard form (row order, cone conventions, PSD svec) is used.
 _CANON_SOLVER = "CLARABEL"
-#: Tolerance of the check that ``A``, ``b`` do not depend on ``s`` and ``c`` is affine in it.
+#: Tolerance of the check that the applied ``c`` agrees with the one read from the tensor.
 _AFFINE_TOL = 1e-9
 
 
 @dataclass(frozen=True)
 class ConicData:
-    """Clarabel-form conic data of (P_s) for one node.
+    """Clarabel-form conic data of (P_S) for ``k`` nodes (one or several, stacked).
 
-    ``minimize (c0 + C s)^T x + d0 + dv^T s  s.t.  A x + r = b,  r in K`` where ``K`` is the
-    product of the cones listed in ``zero``, ``nonneg``, ``soc``, ``psd`` (matrix orders),
-    ``exp`` (count), ``p3d`` (exponents ``a``) and ``pnd`` (exponent vectors), in that row order;
-    ``x[x_cols]`` is the node's ``w_i``.
+    ``minimize (c0 + C vec(S))^T x + d0 + dv^T vec(S)  s.t.  A x + r = b,  r in K`` where
+    ``vec(S)`` stacks the nodes' ``s_k`` (row-major, ``k d`` entries) and ``K`` is the product
+    of the cones listed in ``zero``, ``nonneg``, ``soc``, ``psd`` (matrix orders), ``exp``
+    (count), ``p3d`` (exponents ``a``) and ``pnd`` (exponent vectors), in that row order.
+    ``x[x_cols[k]]`` is node ``k``'s ``w``; a row of ``-1`` marks a node whose variable does not
+    occur in its loss or constraints (then ``s_k`` must be 0).
     """
 
     A: sp.csr_matrix
@@ -115,7 +119,7 @@ class ConicData:
     exp: int
     p3d: tuple[float, ...]
     pnd: tuple[tuple[float, ...], ...]
-    #: Columns of the node's variable ``w_i`` inside the stacked conic variable ``x``.
+    #: ``(k, d)``: columns of each node's variable inside the stacked conic variable ``x``.
     x_cols: np.ndarray
 
     @property
@@ -134,8 +138,16 @@ class _NodeProblem:
     problem: cp.Problem
     s: cp.Parameter
     x: cp.Variable
+
+
+@dataclass
+class _JointProblem:
+    """``min sum_k L_k(x_k) s.t. x_k in C_k`` for a tuple of nodes (no ``s``), built once."""
+
+    problem: cp.Problem
+    xs: list[cp.Variable]
     data: ConicData | None = None
-    data_key: tuple | None = None
+    key: tuple | None = None
 
 
 def conic_nodes(model: GTVModel) -> list[int]:
@@ -151,39 +163,56 @@ def _check_position(model: GTVModel, i: Any) -> int:
     return int(i)
 
 
-def _node_problem(model: GTVModel, i: int) -> _NodeProblem:
-    """(P_s) for node position ``i``, cached on the model until it changes structurally."""
-    cache = model._cache.setdefault("conic_nodes", {})
-    entry = cache.get(i)
-    if entry is not None:
-        return entry
-    label = model.nodes[i]
-    x = model.var(label)
-    loss = model.loss_at(i)
-    expr = loss.expression(x)
+def _node_terms(model: GTVModel, i: int) -> tuple[cp.Variable, cp.Expression,
+                                                   list[cp.Constraint]]:
+    """The node's variable ``x``, ``L_i(x)`` (regularizers included) and all its constraints."""
+    x = model.var(model.nodes[i])
+    expr = model.loss_at(i).expression(x)
     cons: list[cp.Constraint] = []
     for c in model.constraints_at(i):
         cons.extend(c.constraints(x))
-    s = cp.Parameter(model.dim, name=f"s[{label!r}]", value=np.zeros(model.dim))
-    problem = cp.Problem(cp.Minimize(expr - s @ x), cons)
-    if not problem.is_dcp(dpp=True):
-        raise UnsupportedError(
-            f"node {label!r}: the loss and constraints are not DPP in their CVXPY parameters, "
-            "so their conic form cannot be made affine in the dual variable s"
-        )
-    entry = _NodeProblem(problem, s, x)
-    cache[i] = entry
+    return x, expr, cons
+
+
+def _node_problem(model: GTVModel, i: int) -> _NodeProblem:
+    """(P_s) for node position ``i``, cached on the model until it changes structurally.
+
+    DPP in ``s`` (and in the user's Parameters if they enter DPP-compliantly; otherwise CVXPY
+    recompiles it on every solve, which is correct but slower)."""
+    cache = model._cache.setdefault("conic_nodes", {})
+    entry = cache.get(i)
+    if entry is None:
+        x, expr, cons = _node_terms(model, i)
+        s = cp.Parameter(model.dim, name=f"s[{model.nodes[i]!r}]", value=np.zeros(model.dim))
+        entry = _NodeProblem(cp.Problem(cp.Minimize(expr - s @ x), cons), s, x)
+        cache[i] = entry
     return entry
 
 
-def _user_param_key(entry: _NodeProblem) -> tuple:
-    """Current values of the user's own CVXPY parameters in the node's loss/constraints."""
+def _joint_problem(model: GTVModel, nodes: tuple[int, ...]) -> _JointProblem:
+    """The separable problem of ``nodes`` without the linear terms, cached per node tuple."""
+    cache = model._cache.setdefault("conic_joint", {})
+    entry = cache.get(nodes)
+    if entry is None:
+        xs, terms, cons = [], [], []
+        for i in nodes:
+            x, expr, c = _node_terms(model, i)
+            xs.append(x)
+            terms.append(expr)
+            cons += c
+        objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else terms[0]
+        entry = _JointProblem(cp.Problem(cp.Minimize(objective), cons), xs)
+        cache[nodes] = entry
+    return entry
+
+
+def _param_key(problem: cp.Problem) -> tuple:
+    """Current values of the CVXPY Parameters of a problem."""
     key = []
-    for p in entry.problem.parameters():
-        if p.id != entry.s.id:
-            if p.value is None:
-                raise DataError(f"CVXPY parameter {p.name()} has no value")
-            key.append((p.id, np.asarray(p.value, dtype=float).tobytes()))
+    for p in problem.parameters():
+        if p.value is None:
+            raise DataError(f"CVXPY parameter {p.name()} has no value")
+        key.append((p.id, np.asarray(p.value, dtype=float).tobytes()))
     return tuple(sorted(key))
 
 
@@ -193,88 +222,90 @@ def parameter_key(model: GTVModel, nodes: list[int]) -> tuple:
     :func:`conic_dual_terms` bakes the conic data (which depends on those values) into
     constants; a compiled problem built from it is stale once this key changes.
     """
-    return tuple(_user_param_key(_node_problem(model, _check_position(model, i)))
-                 for i in nodes)
+    nodes_t = tuple(_check_position(model, i) for i in nodes)
+    return _param_key(_joint_problem(model, nodes_t).problem)
 
 
-def node_conic_data(model: GTVModel, i: int) -> ConicData:
-    """The Clarabel-form conic data of (P_s) for node position ``i`` (cached).
+def conic_data(model: GTVModel, nodes: list[int]) -> ConicData:
+    """The Clarabel-form conic data of (P_S) for several nodes at once (cached).
 
-    Computed once per node and model version (and per value of any CVXPY parameters the user
-    put in the node's loss or constraints).
+    (P_S) is ``min sum_k L_k(x_k) - S_k^T x_k  s.t.  x_k in C_k``.  The separable problem
+    *without* the linear terms is canonicalized once, jointly (no parameter: CVXPY's
+    canonicalization of ``k`` small problems in one is about twice as fast as ``k`` separate
+    ones, and a parameter tensor for ``S`` would cost more than it saves).  CVXPY keeps every
+    original variable as a block of columns of its stacked variable ``x``
+    (``var_id_to_col``), so the linear terms are added exactly: ``c(S) = c0 - E vec(S)`` with
+    ``E`` the selection of the ``x_k`` columns (``C = -E``, ``dv = 0``).  Cached per node tuple
+    and model version, and recomputed when the value of a CVXPY Parameter inside the losses or
+    constraints changes.
     """
-    i = _check_position(model, i)
-    entry = _node_problem(model, i)
-    key = _user_param_key(entry)
-    if entry.data is not None and entry.data_key == key:
+    nodes_t = tuple(_check_position(model, i) for i in nodes)
+    entry = _joint_problem(model, nodes_t)
+    key = _param_key(entry.problem)
+    if entry.data is not None and entry.key == key:
         return entry.data
-    label = model.nodes[i]
-    d = model.dim
-    entry.s.value = np.zeros(d)  # the data below is then (P_0): c = c0, d = d0
+    d, k = model.dim, len(nodes_t)
+    where = (f"node {model.nodes[nodes_t[0]]!r}" if k == 1 else
+             f"nodes {[model.nodes[i] for i in nodes_t[:5]]}{'...' if k > 5 else ''}")
     try:
         data, _, _ = entry.problem.get_problem_data(
             _CANON_SOLVER, solver_opts={"use_quad_obj": False})
     except cp.error.SolverError as exc:
         raise UnsupportedError(
-            f"node {label!r}: CVXPY cannot put the loss/constraints in {_CANON_SOLVER}'s conic "
-            f"form: {exc}") from None
+            f"{where}: CVXPY cannot put the loss/constraints in {_CANON_SOLVER}'s conic form: "
+            f"{exc}") from None
     if "P" in data:  # pragma: no cover - use_quad_obj=False rules it out
-        raise UnsupportedError(f"node {label!r}: conic form has a quadratic objective term")
+        raise UnsupportedError(f"{where}: conic form has a quadratic objective term")
     prog = data["param_prob"]
     if getattr(prog, "lower_bounds", None) is not None or getattr(
             prog, "upper_bounds", None) is not None:  # pragma: no cover - not for Clarabel
-        raise UnsupportedError(f"node {label!r}: conic form has variable bounds")
-    # c(s) = q[:nv] @ pvec and d(s) = q[nv] @ pvec, with pvec the stacked parameter values and
-    # a trailing 1: C and dv are the columns of q that belong to s (exact, no differencing).
+        raise UnsupportedError(f"{where}: conic form has variable bounds")
     nv = int(prog.x.size)
-    s_cols = int(prog.param_id_to_col[entry.s.id]) + np.arange(d)
+    # c0 and the constant d0 from CVXPY's objective tensor q (acting on the stacked parameter
+    # values with a trailing 1); the applied data's c must agree with it.
     q = sp.csc_matrix(prog.q)
-    C = sp.csr_matrix(q[:nv, s_cols])
-    dv = np.asarray(q[nv, s_cols].toarray(), dtype=float).ravel()
     values = {pid: np.asarray(p.value, dtype=float) for pid, p in prog.id_to_param.items()}
     pvec = get_parameter_vector(prog.total_param_size, prog.param_id_to_col,
                                 prog.param_id_to_size, values.__getitem__)
-    cd0 = np.asarray(q @ pvec, dtype=float).ravel()
+    cd0 = np.asarray(q @ (np.ones(1) if pvec is None else pvec), dtype=float).ravel()
     c0, d0 = cd0[:nv], float(cd0[nv])
-    # get_problem_data already applied the parameters (at s = 0) in Clarabel's form: A x + r = b
-    # (CVXPY's own A_cvx x + b in K, negated); its c must be the c0 just read from the tensor.
-    A = sp.csr_matrix(data["A"])
-    b = np.asarray(data["b"], dtype=float).ravel()
     if np.abs(np.asarray(data["c"], dtype=float).ravel() - c0).max(initial=0.0) > \
             _AFFINE_TOL * (1.0 + np.abs(c0).max(initial=0.0)):  # pragma: no cover
-        raise UnsupportedError(f"node {label!r}: unexpected layout of CVXPY's objective tensor")
-    # A and b must not depend on s: s's columns of the constraint tensor are empty (DPP keeps
-    # s in the objective only); verified at a probe point where the tensor is not available.
-    red = getattr(getattr(prog, "reduced_A", None), "reduced_mat", None)
-    if red is not None and sp.issparse(red):
-        depends = sp.csc_matrix(red)[:, s_cols].nnz > 0
-    else:  # pragma: no cover - other CVXPY versions
-        probe = dict(values)
-        probe[entry.s.id] = np.linspace(-1.0, 1.5, d)
-        cp_, _, Ap, bp = prog.apply_parameters(probe)
-        depends = (abs(sp.csr_matrix(-Ap) - A).max(initial=0.0) > _AFFINE_TOL
-                   or np.abs(np.asarray(bp).ravel() - b).max(initial=0.0) > _AFFINE_TOL
-                   or np.abs(np.asarray(cp_).ravel() - c0 - C @ probe[entry.s.id]).max(
-                       initial=0.0) > _AFFINE_TOL * (1 + np.abs(c0).max(initial=0.0)))
-    if depends:  # pragma: no cover - excluded by the DPP construction of (P_s)
-        raise UnsupportedError(f"node {label!r}: the conic constraints depend on s")
+        raise UnsupportedError(f"{where}: unexpected layout of CVXPY's objective tensor")
+    # Clarabel's form A x + r = b, r in K (CVXPY's own is A_cvx x + b in K, A = -A_cvx)
+    A = sp.csr_matrix(data["A"])
+    b = np.asarray(data["b"], dtype=float).ravel()
+    x_cols = np.full((k, d), -1, dtype=np.int64)
+    for j, x in enumerate(entry.xs):
+        col = prog.var_id_to_col.get(x.id)
+        if col is not None:
+            x_cols[j] = int(col) + np.arange(d)
+    present = (x_cols[:, 0] >= 0)
+    rows = x_cols[present].ravel()
+    cols = (np.flatnonzero(present)[:, None] * d + np.arange(d)[None, :]).ravel()
+    C = sp.csr_matrix((-np.ones(rows.size), (rows, cols)), shape=(nv, k * d))
     dims = data["dims"]
     out = ConicData(
-        A=A, b=b, c0=c0, C=C, d0=d0, dv=dv,
-        zero=int(dims.zero), nonneg=int(dims.nonneg), soc=tuple(int(k) for k in dims.soc),
-        psd=tuple(int(k) for k in dims.psd), exp=int(dims.exp),
+        A=A, b=b, c0=c0, C=C, d0=d0, dv=np.zeros(k * d),
+        zero=int(dims.zero), nonneg=int(dims.nonneg), soc=tuple(int(m) for m in dims.soc),
+        psd=tuple(int(m) for m in dims.psd), exp=int(dims.exp),
         p3d=tuple(float(a) for a in dims.p3d),
         pnd=tuple(tuple(float(a) for a in al) for al in getattr(dims, "pnd", [])),
-        x_cols=int(prog.var_id_to_col[entry.x.id]) + np.arange(d),
+        x_cols=x_cols,
     )
-    rows = (out.zero + out.nonneg + sum(out.soc) + sum(k * (k + 1) // 2 for k in out.psd)
-            + 3 * out.exp + 3 * len(out.p3d) + sum(len(al) + 1 for al in out.pnd))
-    if rows != out.num_rows:  # pragma: no cover - guards against a CVXPY format change
+    nrows = (out.zero + out.nonneg + sum(out.soc) + sum(m * (m + 1) // 2 for m in out.psd)
+             + 3 * out.exp + 3 * len(out.p3d) + sum(len(al) + 1 for al in out.pnd))
+    if nrows != out.num_rows:  # pragma: no cover - guards against a CVXPY format change
         raise UnsupportedError(
-            f"node {label!r}: cone dimensions ({rows} rows) do not match the conic data "
+            f"{where}: cone dimensions ({nrows} rows) do not match the conic data "
             f"({out.num_rows} rows); unsupported cone type in {dims}")
-    entry.data, entry.data_key = out, key
+    entry.data, entry.key = out, key
     return out
+
+
+def node_conic_data(model: GTVModel, i: int) -> ConicData:
+    """:func:`conic_data` of a single node (cached)."""
+    return conic_data(model, [i])
 
 
 # ---------------------------------------------------------------- the dual cones
@@ -371,8 +402,9 @@ def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
     Returns ``(concave_expr, constraints)``: new dual-cone variables ``z`` (one stacked vector,
     plus a symmetric matrix per PSD block) such that maximizing ``concave_expr`` subject to
     ``constraints`` over them equals ``sum_k -(L_k + iota_{C_k})^*(S_k)`` (no duality gap in
-    (P_s)/(D_s), see the module docstring).  The nodes' data are stacked block-diagonally, so
-    the result is a fixed number of vectorized CVXPY expressions, whatever ``len(nodes)``.
+    (P_s)/(D_s), see the module docstring).  The nodes are canonicalized jointly
+    (:func:`conic_data`), so the result is a fixed number of vectorized CVXPY expressions,
+    whatever ``len(nodes)``.
 
     The conic data enters as constants: if the nodes' losses contain CVXPY Parameters, a problem
     built from the result is stale once their values change (see :func:`parameter_key`).
@@ -388,23 +420,19 @@ def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
                         f"got {S.shape}")
     if not nodes:
         return cp.Constant(0.0), []
-    datas = [node_conic_data(model, i) for i in nodes]
-    A = sp.block_diag([D.A for D in datas], format="csr")
-    C = sp.block_diag([D.C for D in datas], format="csr")
-    b = np.concatenate([D.b for D in datas])
-    c0 = np.concatenate([D.c0 for D in datas])
-    dv = np.concatenate([D.dv for D in datas])
-    d0 = float(sum(D.d0 for D in datas))
+    D = conic_data(model, nodes)
     s_flat = cp.vec(S, order="C")
-    concave: cp.Expression = d0 + dv @ s_flat if dv.any() else cp.Constant(d0)
-    lin: cp.Expression = C @ s_flat + c0
+    concave: cp.Expression = D.d0 + D.dv @ s_flat if D.dv.any() else cp.Constant(D.d0)
+    lin: cp.Expression = D.C @ s_flat + D.c0
     cons: list[cp.Constraint] = []
-    if A.shape[0]:
-        z = cp.Variable(A.shape[0], name="z_conic")
-        lin = lin + A.T @ z
-        concave = concave - b @ z
-        offsets = np.concatenate([[0], np.cumsum([D.num_rows for D in datas])[:-1]])
-        cons += _dual_cone_constraints(z, list(zip(offsets.tolist(), datas, strict=True)))
+    if D.num_rows:
+        z = cp.Variable(D.num_rows, name="z_conic")
+        lin = lin + D.A.T @ z
+        concave = concave - D.b @ z
+        cons += _dual_cone_constraints(z, [(0, D)])
+    absent = np.flatnonzero(D.x_cols[:, 0] < 0)
+    if absent.size:  # L_k does not depend on x_k: (L_k)^*(s) is finite only at s = 0
+        cons.append(S[absent, :] == 0)
     cons.append(lin == 0)
     return concave, cons
 
@@ -541,8 +569,9 @@ def conic_weights(model: GTVModel, nodes: list[int], constraints: list[cp.Constr
     ``Maximize(concave + ...)`` problem as those of the equivalent minimization, so the same
     sign holds there (both tested); ``w_k = x[x_cols]``.  At an optimal pair
     ``w_k`` minimizes ``L_k(x) - s_k^T x`` over ``C_k``, i.e. ``s_k in d(L_k + iota_{C_k})(w_k)``
-    (MATH.md (23)).  Returns None if the solver gave no multiplier.  The weights are as accurate
-    as the solve; callers should verify them (e.g. ``P(w)`` against the dual value).
+    (MATH.md (23)).  Returns None if the solver gave no multiplier or a node's loss does not
+    involve its variable (its weight is then not determined by its own term).  The weights are
+    as accurate as the solve; callers should verify them (``P(w)`` against the dual value).
     """
     nodes = [_check_position(model, i) for i in nodes]
     if not nodes:
@@ -551,8 +580,9 @@ def conic_weights(model: GTVModel, nodes: list[int], constraints: list[cp.Constr
     if nu is None:
         return None
     x = -np.asarray(nu, dtype=float).ravel()
-    datas = [node_conic_data(model, i) for i in nodes]
-    offsets = np.concatenate([[0], np.cumsum([D.num_vars for D in datas])[:-1]])
-    if x.size != sum(D.num_vars for D in datas):
+    D = conic_data(model, nodes)
+    if x.size != D.num_vars:
         raise DataError("conic_weights: the constraints do not belong to these nodes")
-    return np.vstack([x[off + D.x_cols] for off, D in zip(offsets, datas, strict=True)])
+    if (D.x_cols < 0).any():
+        return None
+    return x[D.x_cols]

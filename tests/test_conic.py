@@ -620,8 +620,15 @@ def test_affine_loss_has_no_cone_rows():
                                                          rel=1e-6)
 
 
-def test_non_dpp_parameters_are_rejected():
+@pytest.mark.filterwarnings("ignore:You are solving a parameterized problem that is not DPP")
+def test_non_dpp_parameters_are_supported():
+    """``p^2 ||x||^2`` is not DPP in ``p``: the numeric conjugate is recompiled on each solve and
+    the conic data is recomputed when ``p`` changes; both follow the value."""
     p = cp.Parameter(nonneg=True, value=2.0)
     model = _one_node_model(2, lambda x: (p * p) * cp.sum_squares(x))
-    with pytest.raises(gm.UnsupportedError, match="node 0.*DPP"):
-        conic.node_conic_data(model, 0)
+    s = np.array([0.6, -0.8])
+    for val in (2.0, 1.0):
+        p.value = val
+        exact = s @ s / (4 * val**2)
+        assert conic.node_conjugate_value(model, 0, s) == pytest.approx(exact, rel=1e-7)
+        assert _dual_conjugate(model, 0, s) == pytest.approx(exact, rel=1e-7)
