@@ -385,7 +385,8 @@ def _certify(model: GTVModel, W: np.ndarray, U: np.ndarray) -> Any:
 def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6,
                       prox: str = "auto", step: Any = None, warm_start: Any = None,
                       callback: Callable[..., Any] | None = None, record_every: int = 50,
-                      progress: bool = False, batch_cvxpy: bool = True) -> PrimalDualResult:
+                      progress: bool = False, batch_cvxpy: bool = True,
+                      certificate_budget: float | None = 0.25) -> PrimalDualResult:
     """Run Algorithm 1 (paper 001) on ``model``; see the module docstring.
 
     Parameters
@@ -409,12 +410,15 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         stops the run (status ``"stopped"``).
     record_every : int
         Certify and record the history every this many iterations (and at the end).  A
-        scheduled certificate is skipped while the certificates so far took more than 25% of
-        the time spent in the iterations, so certification never dominates the run.
+        scheduled certificate is skipped while the certificates so far took more than
+        ``certificate_budget`` (default 25%) of the time spent in the iterations, so
+        certification never dominates the run (``None``: never skip).
     progress : bool
         Show a ``tqdm`` progress bar with the current certified gap.
     batch_cvxpy : bool
         One CVXPY problem for all CVXPY-path nodes (default) or one per node.
+    certificate_budget : float or None
+        See ``record_every``.
     """
     t_start = time.perf_counter()
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
@@ -448,7 +452,6 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
 
         bar = tqdm(total=max_iter, desc="primal-dual", unit="it")
     p_res = d_res = float("nan")
-    cert_budget = 0.25
     timings["setup"] = time.perf_counter() - t_start
 
     def record(k: int) -> bool:
@@ -486,8 +489,9 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         if bar is not None:
             bar.update(1)
         due = k % record_every == 0 and (
-            timings["certificate"] <= cert_budget * (timings["node_updates"]
-                                                     + timings["edge_updates"]))
+            certificate_budget is None
+            or timings["certificate"] <= certificate_budget * (timings["node_updates"]
+                                                               + timings["edge_updates"]))
         if due or k == max_iter:
             if record(k):
                 status = "converged"
