@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 from .errors import GTVError, SolverError
@@ -359,7 +360,7 @@ def _capacities(model: GTVModel) -> np.ndarray | None:
     return model.lam * model.edge_weights if model.penalty.is_norm else None
 
 
-def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 30) -> np.ndarray:
+def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8) -> np.ndarray:
     """Edge flows built from weights (module docstring), not yet repaired
     (see :func:`repair_flows`).
 
@@ -368,10 +369,11 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 30) -> np.nd
        penalty's dual update of ``v_e / eps`` for a tiny ``eps``, i.e. ``lambda A_e grad
        phi(v_e)``; the other edges (``w_{e+} = w_{e-}``: flow strictly inside its capacity)
        are *free* and start at 0 (for the ``l1`` penalty, coordinate by coordinate).
-    2. Node condition ``-(D^T u)_i = grad h_i(w_i)`` at nodes with a gradient: the free
-       edges get the minimum-norm least-squares correction (LSQR); if no edge is free,
-       every edge is corrected.  For norm penalties this alternates with the projection onto
-       the capacities (at most ``rounds`` times, until both hold).
+    2. Node condition ``-(D^T u)_i = grad h_i(w_i)`` at nodes with a gradient (component
+       means removed where every node of a connected component has one): the free edges get
+       the minimum-norm least-squares correction (LSQR); if no edge is free, every edge is
+       corrected (cached minimum-norm solver).  For norm penalties this alternates with the
+       projection onto the capacities (at most ``rounds`` times, until both hold).
     """
     W = model.check_weights(weights)
     E, d = model.num_edges, model.dim
@@ -402,16 +404,40 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 30) -> np.nd
     for b in st.batches:
         if b.cls.base_smooth:
             G += b.gradients(W)
-    A = _divergence_rows(model, idx, None)
-    cols = np.flatnonzero(free.ravel() if free.any() else np.ones(E * d, dtype=bool))
-    Af = A[:, cols]
-    target = (-G[idx]).ravel()
+    target = -G[idx]
+    # in a connected component where every node is matched, flows can only move demand
+    # around: only the component-mean-free part of the gradients is reachable
+    ncomp, comp = csgraph.connected_components(model.incidence.T @ model.incidence,
+                                               directed=False)
+    allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
+    full = allm[comp[idx]]
+    if full.any():
+        ci = comp[idx][full]
+        sums = np.zeros((ncomp, d))
+        np.add.at(sums, ci, target[full])
+        target[full] -= sums[ci] / np.bincount(ci, minlength=ncomp)[ci][:, None]
+    target = target.ravel()
     flat = U.ravel().copy()
     cap = _capacities(model)
+    if free.any():  # correct the free edge entries only: least squares (LSQR)
+        A = _divergence_rows(model, idx, None)
+        cols = np.flatnonzero(free.ravel())
+        Af = A[:, cols]
+
+        def correct(r: np.ndarray) -> np.ndarray:
+            out = np.zeros(E * d)
+            out[cols] = spla.lsqr(Af, r, atol=1e-14, btol=1e-14,
+                                  iter_lim=min(20 * Af.shape[1] + 100, 1000))[0]
+            return out
+    else:  # every edge: the cached minimum-norm solver on the gradient nodes
+        solver = model._cache.get("cert_gradient")
+        if solver is None:
+            solver = _MinNormSolver(_divergence_rows(model, idx, None))
+            model._cache["cert_gradient"] = solver
+        A = solver.A
+        correct = solver.solve
     for _ in range(rounds):
-        sol = spla.lsqr(Af, target - A @ flat, atol=1e-14, btol=1e-14,
-                        iter_lim=min(20 * Af.shape[1] + 100, 3000))[0]
-        flat[cols] += sol
+        flat = flat + correct(target - A @ flat)
         if cap is None:
             break
         Uc = flat.reshape(E, d)
@@ -509,6 +535,117 @@ def _general_problem(model: GTVModel, nodes: np.ndarray):
     return cached
 
 
+def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    contrib = np.zeros((k, d))
+    cost = np.zeros(k)
+    for p in parts:
+        c_, k_ = p.evaluate()
+        contrib += c_
+        cost += k_
+    return contrib, cost
+
+
+def _gauge_problem(model: GTVModel, nodes: np.ndarray):
+    """Cached LP: the largest ``theta_i in [0, 1]`` with ``theta_i s_i in dom h_i*``."""
+    cached = model._cache.get("cert_gauge")
+    if cached is not None:
+        return cached
+    from .dual import node_conjugate_parts
+
+    k, d = len(nodes), model.dim
+    S = cp.Parameter((k, d), name="S")
+    theta = cp.Variable(k, name="theta")
+    parts = node_conjugate_parts(model, nodes)
+    total: cp.Expression = cp.Constant(np.zeros((k, d)))
+    cons: list[cp.Constraint] = [theta >= 0, theta <= 1]
+    for p in parts:
+        total = total + p.contrib
+        cons += p.constraints
+    cons.append(total == cp.multiply(cp.reshape(theta, (k, 1), order="C") @ np.ones((1, d)),
+                                     S))
+    prob = cp.Problem(cp.Maximize(cp.sum(theta)), cons)
+    cached = (prob, S, theta)
+    model._cache["cert_gauge"] = cached
+    return cached
+
+
+def _domain_scale(model: GTVModel, S: np.ndarray, bad: np.ndarray,
+                  solver: str | None = None) -> float:
+    """A ``theta in [0, 1]`` with ``theta s_i in dom h_i*`` at the listed nodes (0 if none is
+    found).  Closed form for zero losses with ``l1`` (box domain), the cached LP of
+    :func:`_gauge_problem` for the other library nodes; other nodes (subspace or conic) cannot
+    be fixed by scaling and give 0."""
+    from .exact import run_solver
+
+    kinds = _kinds(model)
+    st = model.structure()
+    theta = 1.0
+    rest = np.setdiff1d(bad, kinds.general)
+    for i in rest:
+        if i in kinds.zero and st.l1[i] > 0 and st.l2[i] == 0:
+            theta = min(theta, float(st.l1[i] / max(np.abs(S[i]).max(), 1e-300)))
+        else:
+            return 0.0
+    if np.isin(bad, kinds.general).any():
+        prob, Sp, th = _gauge_problem(model, kinds.general)
+        Sp.value = S[kinds.general]
+        try:
+            run_solver(prob, solver, {}, False, True, "certificate (domain scaling)")
+        except SolverError:
+            return 0.0
+        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or th.value is None:
+            return 0.0
+        theta = min(theta, float(np.clip(th.value, 0.0, 1.0).min()))
+    return theta
+
+
+def _projection_problem(model: GTVModel):
+    """Cached convex projection of flows onto the dual domain (library nodes): minimize
+    ``||U' - U||^2`` subject to ``-(D^T U')_i in dom h_i*`` (the domain constraints of the
+    split variables) and the penalty's domain (capacities)."""
+    cached = model._cache.get("cert_projection")
+    if cached is not None:
+        return cached
+    from .dual import conic_positions, node_conjugate_parts
+
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    lib = np.setdiff1d(np.arange(n), conic_positions(model))
+    U0 = cp.Parameter((E, d), name="U0")
+    U = cp.Variable((E, d), name="U")
+    S = -(model.incidence.T @ U)
+    _, cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+    parts = node_conjugate_parts(model, lib)
+    total: cp.Expression = cp.Constant(np.zeros((lib.size, d)))
+    for p in parts:
+        total = total + p.contrib
+        cons += p.constraints
+    cons.append(total == S[lib, :])
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(U - U0)), cons)
+    cached = (prob, U0, U)
+    model._cache["cert_projection"] = cached
+    return cached
+
+
+def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.ndarray | None:
+    """The Euclidean projection of ``flows`` onto the dual-feasible set of the library nodes
+    (one vectorized CVXPY problem, as large as the dual itself: the expensive last resort of
+    :func:`certify`).  Returns None if the solve fails."""
+    from .exact import run_solver
+
+    U = model.check_flows(flows)
+    if model.num_edges == 0:
+        return U
+    prob, U0, Uv = _projection_problem(model)
+    U0.value = U
+    try:
+        run_solver(prob, solver, {}, False, True, "certificate (flow projection)")
+    except SolverError:
+        return None
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or Uv.value is None:
+        return None
+    return np.asarray(Uv.value, dtype=float)
+
+
 def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = None
                ) -> dict[str, Any]:
     """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R})*(s_i)`` for every node and the edge
@@ -547,14 +684,20 @@ def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = 
         except SolverError:
             ok = False
         if ok:
-            contrib = np.zeros((g.size, d))
-            cost = np.zeros(g.size)
+            contrib, cost = _evaluate_parts(parts, g.size, d)
+            # polish: let the parts absorb the solver's small residual (least squares, kept
+            # in the domains), then re-evaluate; keep whichever bound is smaller
+            r0 = S[g] - contrib
             for p in parts:
-                c_, k_ = p.evaluate()
-                contrib += c_
-                cost += k_
-            conj[g] = cost
-            rho[g] = S[g] - contrib
+                if p.absorb is not None:
+                    p.absorb(S[g] - _evaluate_parts(parts, g.size, d)[0])
+            contrib2, cost2 = _evaluate_parts(parts, g.size, d)
+            r2 = S[g] - contrib2
+            b1 = cost + radius * np.abs(r0).sum(axis=1)
+            b2 = cost2 + radius * np.abs(r2).sum(axis=1)
+            better = b2 <= b1
+            conj[g] = np.where(better, cost2, cost)
+            rho[g] = np.where(better[:, None], r2, r0)
         else:  # no split available: all of s_i is charged as residual (still an upper bound?)
             conj[g] = np.inf
             rho[g] = S[g]
@@ -585,15 +728,18 @@ def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = 
 
 # ===================================================================== certify
 def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e-6,
-            feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None
-            ) -> Certificate:
+            feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
+            project: str = "auto") -> Certificate:
     """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
 
     Returns a :class:`Certificate` whose ``gap >= P(W) - P* - tolerance`` (module docstring
     for the method, the repair and the limits).  ``tol`` only sets what
     :meth:`Certificate.certifies` is asked by default through the CLI; ``feas_tol`` is the
     relative tolerance on node constraints and on dual-domain residuals; ``radius`` the ``R``
-    of the residual charges (default ``10 max(1, ||W||_inf)``).
+    of the residual charges (default ``10 max(1, ||W||_inf)``).  ``project``: ``"auto"``
+    (default) allows the convex projection :func:`project_flows` as the last resort when the
+    cheap repairs leave nodes outside bounded conjugate domains, ``"never"`` forbids it (the
+    gap is then ``+inf`` there; use it where a certificate must stay cheap).
     """
     t0 = time.perf_counter()
     W = model.check_weights(weights)
@@ -619,6 +765,32 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     sscale = np.maximum(1.0, np.abs(S).max(axis=1))
     dual_bad = np.flatnonzero(~np.isfinite(dv["node_conj"]) |
                               (np.abs(dv["rho"]).max(axis=1) > feas_tol * sscale))
+    if dual_bad.size and model.num_edges and project != "never":
+        # bounded conjugate domains: scale the flows into them (keeps subspace conditions);
+        # if 0 is on the boundary of a domain (e.g. logistic rows) scaling cannot help, and
+        # the flows are projected onto the dual domain by one convex program instead
+        theta = _domain_scale(model, S, dual_bad, solver) * (1.0 - 1e-9)
+        nbad = dual_bad.size
+        trial, note = None, ""
+        if theta >= 0.5:
+            trial = theta * U
+            note = (f"scaled all flows by theta = {theta:.12g} into the bounded conjugate "
+                    f"domains of {nbad} node(s)")
+        elif project == "auto":
+            proj = project_flows(model, U, solver)
+            if proj is not None:
+                trial, _ = repair_flows(model, proj)
+                note = (f"projected the flows onto the dual domain ({nbad} node(s) outside "
+                        "their bounded conjugate domains; convex projection)")
+        if trial is not None:
+            dv2 = dual_value(model, trial, R, solver)
+            S2 = dv2["s"]
+            sc2 = np.maximum(1.0, np.abs(S2).max(axis=1))
+            bad2 = np.flatnonzero(~np.isfinite(dv2["node_conj"]) |
+                                  (np.abs(dv2["rho"]).max(axis=1) > feas_tol * sc2))
+            if bad2.size < nbad:
+                U, dv, S, sscale, dual_bad = trial, dv2, S2, sc2, bad2
+                repairs.append(note)
     edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
     dual_feasible = dual_bad.size == 0 and edge_ok
     D = dv["value"] if dual_feasible else -np.inf

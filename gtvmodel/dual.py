@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from .constraints import Box, NormBall
 from .errors import SolverError, UnsupportedError
@@ -102,6 +103,9 @@ class NodePart:
     cost: cp.Expression
     constraints: list[cp.Constraint]
     evaluate: Callable[[], tuple[np.ndarray, np.ndarray]]
+    #: ``absorb(R)`` moves the variable's value so that its contribution grows by as much of
+    #: the ``(k, d)`` residual ``R`` as it can while staying in its domain (None: cannot).
+    absorb: Callable[[np.ndarray], None] | None = None
 
 
 def conic_positions(model: GTVModel) -> np.ndarray:
@@ -172,7 +176,10 @@ def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
             s = V.value
             return P @ s, P @ ((s**2).sum(axis=1) / (4.0 * kap))
 
-        parts.append(NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2))
+        def ab_l2(Rz, V=V, P=P):  # finite everywhere: absorbs the whole residual
+            V.value = V.value + P.T @ Rz
+
+        parts.append(NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2, ab_l2))
     # constraints: support functions
     if st.box is not None:
         bidx, blo, bhi = st.box
@@ -239,13 +246,19 @@ def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: in
         elif keep.any():
             cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
 
+    def absorb(Rz):
+        """Least-squares row-dual change with ``X_i^T (c dv) = R_i``, kept in the domain."""
+        A = Bt @ sp.diags(c)
+        dv = spla.lsqr(A, Rz.ravel(), atol=1e-15, btol=1e-15, iter_lim=200)[0]
+        v.value = np.clip(v.value + dv, lo, hi)
+
     def ev():
         vv = np.clip(v.value, lo, hi)
         rowcost = np.bincount(row_of[b.row_node[rows]], c * b.cls.ell_conjugate(vv, y, prm),
                               minlength=k)
         return (Bt @ (c * vv)).reshape(k, d), rowcost
 
-    return NodePart(b.cls.kind, contrib, cost, cons, ev)
+    return NodePart(b.cls.kind, contrib, cost, cons, ev, absorb)
 
 
 @dataclass
