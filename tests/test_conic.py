@@ -632,3 +632,11 @@ def test_non_dpp_parameters_are_supported():
         exact = s @ s / (4 * val**2)
         assert conic.node_conjugate_value(model, 0, s) == pytest.approx(exact, rel=1e-7)
         assert _dual_conjugate(model, 0, s) == pytest.approx(exact, rel=1e-7)
+
+
+def test_solve_dual_symbolic_with_scs(rng):
+    """The conic data is Clarabel's (svec convention included); the dual problem built from it
+    is ordinary CVXPY and solves with SCS as well."""
+    model = _model_psd(gm.Norm2(), rng)
+    primal = model.solve_exact().objective
+    assert model.solve_dual(solver="SCS").objective == pytest.approx(primal, rel=1e-6)
