@@ -150,7 +150,9 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
         Z = cp.Variable((model.num_edges, d), name="Z")
         flow = Z == model.incidence @ W
         cons.append(flow)
-        terms.append(lam * model.penalty.weighted_expression(Z, model.edge_weights))
+        rows, pen_cons = model.penalty.rows_epigraph(Z)
+        cons.extend(pen_cons)
+        terms.append(lam * (model.edge_weights @ rows))
     objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else (
         terms[0] if terms else cp.Constant(0.0))
     problem = cp.Problem(cp.Minimize(objective), cons)

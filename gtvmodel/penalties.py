@@ -38,6 +38,15 @@ class Penalty:
         """``(phi(Z_e))_e`` for an ``(|E|, d)`` CVXPY expression, a length-``|E|`` vector."""
         raise NotImplementedError
 
+    def rows_epigraph(self, Z: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """``(T, constraints)`` with ``T_e >= phi(Z_e)`` representable and tight at the optimum of
+        any problem that minimizes a nonnegative combination of ``T``.
+
+        The compilers use this form: it stays vectorized for penalties that CVXPY cannot apply
+        row-wise as one atom (``NormP`` with ``p`` other than 1, 2, inf).
+        """
+        return self.rows_expression(Z), []
+
     def weighted_expression(self, Z: cp.Expression, weights: Any) -> cp.Expression:
         """``sum_e weights_e phi(Z_e)`` for nonnegative edge weights (e.g. ``A``)."""
         return weights @ self.rows_expression(Z)
@@ -143,9 +152,14 @@ class _NormPenalty(Penalty):
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return np.where(self.dual_norm(U) <= c * (1.0 + 8.0 * np.finfo(float).eps), 0.0, np.inf)
 
+    def dual_ball_constraints(self, U: cp.Expression, radii: Any) -> list[cp.Constraint]:
+        """Vectorized CVXPY constraints ``||U_e||_* <= radii_e`` (the capacities of (27));
+        ``radii`` may be an affine CVXPY expression."""
+        return [self.dual_norm_expression(U) <= radii]
+
     def conjugate_expression(self, U, lamA):
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
-        return cp.Constant(0.0), [self.dual_norm_expression(U) <= c]
+        return cp.Constant(0.0), self.dual_ball_constraints(U, c)
 
     def project_dual_ball(self, U: np.ndarray, radii: Any) -> np.ndarray:
         """Row-wise Euclidean projection of ``U`` (``(|E|, d)``) onto ``{||u_e||_q <= r_e}``.
@@ -194,12 +208,31 @@ class NormInf(_NormPenalty):
         return cp.norm(Z, "inf", axis=1)
 
 
+def _pnorm_rows_le(Z: cp.Expression, T: cp.Expression, p: float) -> list[cp.Constraint]:
+    """Vectorized power-cone constraints for ``||Z_e||_p <= T_e`` (``1 < p < inf``).
+
+    ``||z||_p <= t`` iff some ``r >= 0`` has ``sum_j r_j = t`` and
+    ``|z_j| <= r_j^(1/p) t^(1-1/p)`` (a 3-d power cone per entry, CVXPY's ``PowCone3D``);
+    at ``t = ||z||_p`` take ``r_j = |z_j|^p / t^(p-1)``.  One cone family for all rows.
+    """
+    Z2 = cp.reshape(Z, (1, Z.shape[0]), order="C") if Z.ndim == 1 else Z
+    E, d = Z2.shape
+    T2 = cp.reshape(T, (E, 1), order="C") @ np.ones((1, d))
+    R = cp.Variable((E, d), name="pnorm_r")
+    return [
+        cp.constraints.PowCone3D(cp.vec(R, order="C"), cp.vec(T2, order="C"),
+                                 cp.vec(Z2, order="C"), 1.0 / p),
+        cp.sum(R, axis=1) == cp.reshape(T, (E,), order="C"),
+    ]
+
+
 def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
-    """Row-wise ``||Z_e||_p`` for ``p`` other than 1, 2, inf.
+    """Row-wise ``||Z_e||_p`` for ``p`` other than 1, 2, inf, as an expression.
 
     CVXPY (1.9) supports ``axis`` in ``pnorm`` only for ``p = 2`` ("The axis parameter is only
-    supported for p=2"), so this builds one ``pnorm`` atom per row: correct, but compilation
-    grows with ``|E|`` (prefer ``Norm1``/``Norm2``/``NormInf`` on large graphs).
+    supported for p=2"), so this builds one ``pnorm`` atom per row.  It serves evaluation and
+    small problems; the compilers use the vectorized :func:`_pnorm_rows_le` through
+    :meth:`NormP.rows_epigraph` and :meth:`NormP.dual_ball_constraints`.
     """
     if Z.ndim == 1:
         return cp.pnorm(Z, p)
@@ -234,6 +267,18 @@ class NormP(_NormPenalty):
         if q in (1.0, 2.0):
             return cp.norm(U, q, axis=1)
         return _rows_pnorm(U, q)
+
+    def rows_epigraph(self, Z):
+        if np.isinf(self.p) or self.p in (1.0, 2.0):
+            return self.rows_expression(Z), []
+        T = cp.Variable(Z.shape[0] if Z.ndim == 2 else 1, name="pnorm_t")
+        return T, _pnorm_rows_le(Z, T, self.p)
+
+    def dual_ball_constraints(self, U, radii):
+        q = self.q
+        if np.isinf(q) or q in (1.0, 2.0):
+            return [self.dual_norm_expression(U) <= radii]
+        return _pnorm_rows_le(U, radii, q)
 
     def _key(self):
         return (self.p,)

@@ -812,7 +812,7 @@ def _min_congestion(model: GTVModel, G: np.ndarray, solver: str | None, what: st
     U = cp.Variable((E, d), name="u")
     t = cp.Variable(nonneg=True, name="t")
     cons = [model.incidence.T @ U == -G / g_s,
-            model.penalty.dual_norm_expression(U) <= t * (model.edge_weights / a_s)]
+            *model.penalty.dual_ball_constraints(U, t * (model.edge_weights / a_s))]
     prob = cp.Problem(cp.Minimize(t), cons)
     name, _, _ = run_solver(prob, solver, {}, False, False, what)
     if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):  # pragma: no cover
