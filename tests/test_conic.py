@@ -17,6 +17,8 @@ import networkx as nx
 import numpy as np
 import pytest
 from cvxpy.utilities.psd_utils import TriangleKind, psd_format_mat, tri_to_full
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gtvmodel as gm
 from gtvmodel import conic
@@ -640,3 +642,22 @@ def test_solve_dual_symbolic_with_scs(rng):
     model = _model_psd(gm.Norm2(), rng)
     primal = model.solve_exact().objective
     assert model.solve_dual(solver="SCS").objective == pytest.approx(primal, rel=1e-6)
+
+
+_COORD = st.floats(-2.0, 3.0).filter(lambda v: abs(v) > 0.05)  # s_j = 0: unattained sup
+_EXP_MODEL = _one_node_model(2, lambda x: cp.sum(cp.exp(x)))  # built once, re-solved (DPP)
+
+
+@settings(deadline=None, max_examples=15)
+@given(s0=_COORD, s1=_COORD)
+def test_exp_conjugate_property(s0, s1):
+    """``sum(exp)``: exp*(t) = t log t - t for t > 0, +inf for t < 0.  The numeric conjugate
+    (P_s), the conic dual (D_s) and the closed form agree everywhere, +inf included."""
+    model = _EXP_MODEL
+    s = np.array([s0, s1])
+    exact = np.inf if (s < 0).any() else float(np.sum(s * np.log(s) - s))
+    for val in (conic.node_conjugate_value(model, 0, s), _dual_conjugate(model, 0, s)):
+        if np.isinf(exact):
+            assert val == np.inf
+        else:
+            assert val == pytest.approx(exact, rel=1e-6, abs=1e-8)
