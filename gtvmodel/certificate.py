@@ -34,22 +34,27 @@ feasible.  Before the dual value is taken:
 2. subspace conditions -- ``(D^T u)_i = 0`` at zero-loss nodes and ``(D^T u)_i in range(X_i^T)``
    at squared-loss nodes with ``rank X_i < d`` (no regularizers/constraints) -- by the
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
-   ``A u = 0`` (sparse, conjugate gradients on ``A A^T``, never dense);
+   ``A u = 0`` (``A`` sparse; ``A A^T`` through one cached eigen-decomposition when small,
+   conjugate gradients otherwise; ``D`` is never formed dense);
 3. steps 1-2 alternate a few times (projections onto two convex sets), then the flows are
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
-   contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2.
-
-Bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
-(``NonNeg``, half-infinite boxes) are not repaired beyond this: if the flows leave them, the
-affected nodes are listed in :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf``
-(sound, never optimistic).
+   contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;
+4. bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
+   (``NonNeg``, half-infinite boxes): if nodes remain outside, the largest ``theta`` with
+   ``theta s_i in dom h_i*`` (one cached LP) is used when ``theta >= 1/2``; otherwise (0 can be
+   a vertex of the domain, e.g. for logistic rows) the flows are projected onto the dual
+   domain by one convex program as large as the dual problem (:func:`project_flows`, only
+   with ``project="auto"``).  Nodes still outside are listed in
+   :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf`` (sound, never
+   optimistic).
 
 **Flows from weights** (``flows=None``, :func:`flows_from_weights`): start from the edge
 optimality condition ``u_e in lambda A_e dphi(v_e)`` (the penalty's dual update applied to
 ``v_e/eps``), then add the minimum-norm correction that matches the node condition
 ``-(D^T u)_i = grad h_i(w_i)`` at every node with a gradient (smooth loss, no ``l1``, no
 constraints; in a connected component where all nodes have one, the component mean of the
-gradients is removed first, since flows can only move demand around), then repair.
+gradients is removed first, since flows can only move demand around) on the edges left free
+by the edge condition, alternating with the capacity projection; then repair.
 
 **What a certificate does not say**: it bounds the objective suboptimality, not the distance
 of ``W`` to the minimizer (that needs strong convexity); weights that violate node constraints
