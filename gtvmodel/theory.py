@@ -146,6 +146,19 @@ class ClusterReport:
     constant: str = "corrected"
     norm_factor: float = 1.0
 
+    def summary(self) -> str:
+        """One line: verdict, witness or violating set, margin, lam vs lam_min, bound (37)."""
+        if self.holds:
+            verdict = f"well-connected (witness {self.witness!r})"
+        else:
+            viol = self.violating_set or []
+            shown = ", ".join(map(repr, viol[:5])) + (", ..." if len(viol) > 5 else "")
+            verdict = f"NOT well-connected (violating set {{{shown}}})"
+        return (f"cluster {self.cluster!r} ({len(self.nodes)} nodes): {verdict}; "
+                f"theta* = {self.margin:.4g}; lam = {self.lam:.4g}, lam_min = "
+                f"{self.lam_min:.4g}; |dC| = {self.boundary:.4g}, alpha_C = {self.alpha:.4g}, "
+                f"bound (37) = {self.bound:.4g} [{self.constant}]")
+
 
 @dataclass
 class RecoveryReport:
@@ -894,8 +907,10 @@ def verify_recovery(model: GTVModel, partition: Any, lam: float, *, tol: float =
     ``lam sum_e A_e ||(D w)_e||`` for the lifted cluster-graph optimum, so every edge term of
     ``lam A_e ||(D w)_e|| - u_e^T (D w)_e >= 0`` vanishes and ``u_e in lam A_e d||.||((D w)_e)``.
     Feasibility is decided by the convex program ``min_u max_e ||u_e||_*/(lam A_e)``
-    (``congestion``); ``certified = congestion <= 1 + tol``.  Unlike the max-flow test of
+    (``congestion``, reported); ``certified = congestion <= 1 + tol`` (the relative accuracy of
+    the interior-point solve is far below ``tol``).  Unlike the max-flow test of
     :func:`check_well_connected` (sufficient only), this is exact for the instance.
+    ``model.lam`` is set to ``lam`` for the solve and restored afterwards.
     """
     lam_v = _check_lam(lam)
     if not (math.isfinite(float(tol)) and tol > 0):

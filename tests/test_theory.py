@@ -322,6 +322,7 @@ def test_chain_paper_setting():
     reps = th.check_well_connected(model, part, 1.0)
     lam_min = max(r.lam_min for r in reps)
     assert 0 < lam_min < np.inf
+    assert reps[0].summary().startswith("cluster 0 (10 nodes): ")
     lam = 1.5 * lam_min
     rec = th.verify_recovery(model, part, lam)
     assert all(r.holds for r in rec.well_connected)
@@ -355,6 +356,7 @@ def test_condition_is_not_necessary_sbm():
     reps = th.check_well_connected(model, part, 0.1)
     assert all(r.lam_min == math.inf and not r.holds for r in reps)
     assert all(r.violating_set for r in reps)
+    assert "NOT well-connected (violating set {" in reps[0].summary()
     rec = th.verify_recovery(model, part, 0.1)
     assert rec.clustered and rec.certified and rec.within_bound
 
