@@ -961,12 +961,24 @@ class LossBatch:
                 V = V + 2.0 * tau[:, None] * self.a
             return _soft(V / s[:, None], tau * data["l1"] / s)
         if kind == "squared":
-            e, B = data["e"], data["B"]
-            rhs = V + 2.0 * tau[:, None] * data["q"]
-            den = 1.0 + 2.0 * tau[:, None] * (data["l2"][:, None] + e)
-            z = np.matmul(B.transpose(0, 2, 1), rhs[:, :, None])[:, :, 0] / den
-            return np.matmul(B, z[:, :, None])[:, :, 0]
+            M, b = self._squared_operator(tau, data)
+            return np.einsum("kij,kj->ki", M, V + b)
         return self._newton_prox(V, tau, data, W0)
+
+    def _squared_operator(self, tau: np.ndarray, data: dict[str, Any]
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """``(I (1 + 2 tau kappa) + 2 tau Q)^{-1} = B diag(1/(1 + 2 tau (kappa + e))) B^T`` and
+        ``2 tau q`` per node, from the cached eigen-decompositions; rebuilt only when ``tau``
+        changes (no refactorization: the eigenvectors do not depend on ``tau``)."""
+        cached = data.get("op")
+        if cached is not None and cached[0].shape == tau.shape and np.array_equal(cached[0], tau):
+            return cached[1], cached[2]
+        e, B = data["e"], data["B"]
+        den = 1.0 + 2.0 * tau[:, None] * (data["l2"][:, None] + e)
+        M = np.matmul(B / den[:, None, :], B.transpose(0, 2, 1))
+        b = 2.0 * tau[:, None] * data["q"]
+        data["op"] = (tau.copy(), M, b)
+        return M, b
 
     def _newton_prox(self, V: np.ndarray, tau: np.ndarray, data: dict[str, Any],
                      W0: np.ndarray | None, max_iter: int = 60) -> np.ndarray:

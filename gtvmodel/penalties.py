@@ -464,6 +464,8 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
     if r.shape != (U.shape[0],):
         raise PenaltyError(f"project_dual_ball: radii must have shape ({U.shape[0]},), "
                            f"got {r.shape}")
+    if r.size and np.isfinite(r.sum()) and r.min() >= 0:  # fast check (hot path of DU)
+        return U, r
     bad = np.flatnonzero(~np.isfinite(r) | (r < 0))
     if bad.size:
         raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
@@ -474,10 +476,7 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
 def _project_l2_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Row-wise projection onto ``{||u||_2 <= r_e}``: scale rows that are outside."""
     nrm = np.sqrt(np.einsum("ij,ij->i", U, U))
-    scale = np.ones_like(nrm)
-    out = nrm > r
-    scale[out] = r[out] / nrm[out]
-    return U * scale[:, None]
+    return U * np.minimum(1.0, r / np.maximum(nrm, np.finfo(float).tiny))[:, None]
 
 
 def _project_linf_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:

@@ -312,17 +312,26 @@ class NodeUpdates:
         self.groups = plan(model, prox, batch_cvxpy)
         self._group_of = np.empty(model.num_nodes, dtype=np.int64)
         self._pos_in = np.empty(model.num_nodes, dtype=np.int64)
+        # rows of each group: a slice when its nodes are consecutive (no gather/scatter copies)
+        self._rows: list[Any] = []
         for g, grp in enumerate(self.groups):
             self._group_of[grp.nodes] = g
             self._pos_in[grp.nodes] = np.arange(len(grp.nodes))
+            nodes = grp.nodes
+            contiguous = nodes.size and np.array_equal(nodes, np.arange(nodes[0],
+                                                                        nodes[0] + nodes.size))
+            self._rows.append(slice(int(nodes[0]), int(nodes[0]) + nodes.size) if contiguous
+                              else nodes)
         self.build_time = time.perf_counter() - t0
 
     def __call__(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray
                  ) -> np.ndarray:
+        if len(self.groups) == 1 and isinstance(self._rows[0], slice) \
+                and self._rows[0] == slice(0, V.shape[0]):
+            return self.groups[0].update(V, tau, k, W_prev)
         W = np.empty_like(V)
-        for grp in self.groups:
-            idx = grp.nodes
-            W[idx] = grp.update(V[idx], tau[idx], k, W_prev[idx])
+        for grp, rows in zip(self.groups, self._rows, strict=True):
+            W[rows] = grp.update(V[rows], tau[rows], k, W_prev[rows])
         return W
 
     def node(self, i: int, v: np.ndarray, tau_i: float, k: int, w_prev: np.ndarray
