@@ -336,3 +336,38 @@ def test_result_history_warm_start_callback_progress(capsys):
         model.solve_primal_dual(max_iter=3, warm_start="zeros")
     with pytest.raises(DataError):
         model.solve_primal_dual(max_iter=3, warm_start=(np.zeros((2, 2)), None))
+
+
+def test_convergence_plot_and_docs_example(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gtvmodel.plot import convergence
+
+    model = _squared_model(_graph("chain"), gm.Norm1(), 0.3)
+    res = model.solve_primal_dual(max_iter=300, tol=1e-9, record_every=10,
+                                  certificate_budget=None)
+    ax = convergence(res)
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "iteration k"
+    x, y = ax.lines[0].get_data()
+    np.testing.assert_array_equal(x, res.history.iteration)
+    np.testing.assert_array_equal(y, res.history.gap)
+    np.testing.assert_array_equal(ax.right.lines[0].get_data()[1], res.history.primal)
+    convergence(res, ax=plt.subplots()[1], relative=True)
+    plt.close("all")
+    with pytest.raises(DataError):
+        convergence(object())
+    # the python block of docs/primal_dual.md runs as written
+    page = Path(__file__).resolve().parents[1] / "docs" / "primal_dual.md"
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for code in blocks:
+        exec(compile(code, str(page), "exec"), namespace)
+    assert namespace["res"].status == "converged"
