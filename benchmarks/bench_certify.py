@@ -90,12 +90,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--only-large", action="store_true")
     args = ap.parse_args()
     data = datasets.sbm(rho=0.6, sigma=0.1, seed=0)
     table = ["| instance | run | time [s] | vs solve_exact | relative gap | repaired |",
              "|---|---|---:|---:|---:|---|"]
-    table += bench("demo SBM squared (n=200)", data.model(lam=1e-2), args.repeats, 3)
-    table += bench("demo SBM logistic (n=200)", logistic_model(data), args.repeats, 3)
+    if not args.only_large:
+        table += bench("demo SBM squared (n=200)", data.model(lam=1e-2), args.repeats, 3)
+        table += bench("demo SBM logistic (n=200)", logistic_model(data), args.repeats, 3)
     if not args.skip_large:
         table += bench("ring 10k/50k squared", ring_instance(), args.repeats, 1)
     print()
