@@ -418,7 +418,9 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         ``callback(k, weights, flows)`` after every iteration ``k`` (1-based); returning True
         stops the run (status ``"stopped"``).
     record_every : int
-        Certify and record the history every this many iterations (and at the end).  A
+        Certify and record the history every this many iterations (and at the end);
+        ``None``: never certify (only with ``tol=0``; empty history, ``certificate`` None,
+        e.g. to time the iterations alone).  A
         scheduled certificate is skipped while the certificates so far took more than
         ``certificate_budget`` (default 25%) of the time spent in the iterations, so
         certification never dominates the run (``None``: never skip).
@@ -430,12 +432,18 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         See ``record_every``.
     """
     t_start = time.perf_counter()
+    tol = as_nonneg_scalar(tol, "tol")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
         raise ParameterError(f"max_iter must be a nonnegative integer, got {max_iter!r}")
+    certifying = record_every is not None
+    if not certifying:
+        if tol > 0:
+            raise ParameterError("record_every=None (no certificates) needs tol=0: without "
+                                 "a certificate the run cannot converge")
+        record_every = max_iter + 1
     if (isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer))
             or record_every < 1):
         raise ParameterError(f"record_every must be a positive integer, got {record_every!r}")
-    tol = as_nonneg_scalar(tol, "tol")
     E = model.num_edges
     D = model.incidence
     DT = D.T.tocsr()
@@ -465,6 +473,8 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
 
     def record(k: int) -> bool:
         nonlocal cert
+        if not certifying:
+            return False
         t0 = time.perf_counter()
         cert = _certify(model, W, U)
         timings["certificate"] += time.perf_counter() - t0
@@ -484,7 +494,12 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         W_new = updates(V, tau, k, W)
         t1 = time.perf_counter()
         DW_new = D @ W_new
-        U_new = penalty.dual_update(U + sigma_col * (2.0 * DW_new - DW), sigma, lamA)
+        U_bar = np.multiply(DW_new, 2.0)  # u + sigma (2 D w^{k+1} - D w^k), one temporary
+        U_bar -= DW
+        U_bar *= sigma_col
+        U_bar += U
+        U_new = penalty.dual_update(U_bar, sigma, lamA)
+        del U_bar
         DTu_new = DT @ U_new
         timings["edge_updates"] += time.perf_counter() - t1
         timings["node_updates"] += t1 - t0
@@ -515,7 +530,7 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
             break
     if bar is not None:
         bar.close()
-    if not rows:
+    if not rows and certifying:
         record(k)
     timings["total"] = time.perf_counter() - t_start
     return PrimalDualResult(

@@ -332,6 +332,12 @@ def test_result_history_warm_start_callback_progress(capsys):
                                       callback=lambda k, W, U: seen.append(k) or k == 7)
     assert stopped.status == "stopped" and stopped.iterations == 7 and seen == list(range(1, 8))
     assert stopped.history.iteration[-1] == 7
+    bare = model.solve_primal_dual(max_iter=30, tol=0, record_every=None)
+    assert bare.iterations == 30 and len(bare.history) == 0 and bare.certificate is None
+    np.testing.assert_allclose(bare.weights, model.solve_primal_dual(
+        max_iter=30, tol=0, record_every=7).weights, atol=0)
+    with pytest.raises(ParameterError, match="tol=0"):
+        model.solve_primal_dual(max_iter=3, tol=1e-6, record_every=None)
     with pytest.raises(ParameterError, match="warm_start"):
         model.solve_primal_dual(max_iter=3, warm_start="zeros")
     with pytest.raises(DataError):

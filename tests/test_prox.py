@@ -227,3 +227,18 @@ def test_constraint_projections(rng):
     sym = gm.SymbolicConstraint(x >= 0, x)
     with pytest.raises(gm.UnsupportedError):
         sym.project(W[0])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 17, 10**6])
+def test_grouped_gram_chunks(chunk, rng):
+    """The batched per-node Gram matrices (squared-loss Q_i, Newton Hessians) are exact for
+    every chunking of the stacked rows."""
+    from gtvmodel.losses import _grouped_gram
+
+    ms = rng.integers(1, 7, 40)
+    starts = np.concatenate([[0], np.cumsum(ms)[:-1]])
+    X = rng.standard_normal((ms.sum(), 3))
+    w = rng.uniform(size=ms.sum())
+    ref = np.array([(X[s:s + m] * w[s:s + m, None]).T @ X[s:s + m]
+                    for s, m in zip(starts, ms, strict=True)])
+    np.testing.assert_allclose(_grouped_gram(X, w, starts, chunk_rows=chunk), ref, atol=1e-13)
