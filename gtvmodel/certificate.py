@@ -11,7 +11,11 @@ Every node conjugate is evaluated as an *upper bound* (a feasible point of the i
 convolution that defines it), so the computed ``D`` never exceeds the true one:
 
 - closed forms for zero, quadratic and squared losses (without ``l1`` or constraints);
-- for the other library nodes the infimal-convolution problem of
+- smooth data-fit losses (logistic, Huber; without ``l1`` or constraints): a batched damped
+  Newton method on ``sup_w s^T w - h(w)`` warm-started at the candidate weights; the split is
+  read off the maximizer (row duals ``v_r = ell'(x_r^T w)``, always in the domain of ``ell*``)
+  and evaluated exactly (:func:`_newton_conjugates`);
+- for the other library nodes (and Newton failures) the infimal-convolution problem of
   :func:`gtvmodel.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
   and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
