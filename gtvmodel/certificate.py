@@ -716,7 +716,7 @@ def _projection_problem(model: GTVModel):
     ``||U' - U||^2`` subject to ``-(D^T U')_i in dom h_i*`` (the domain constraints of the
     split variables) and the penalty's domain (capacities)."""
     cached = model._cache.get("cert_projection")
-    if cached is not None:
+    if cached is not None and cached[3] == model.lam:  # capacities depend on lambda
         return cached
     from .dual import conic_positions, node_conjugate_parts
 
@@ -733,7 +733,7 @@ def _projection_problem(model: GTVModel):
         cons += p.constraints
     cons.append(total == S[lib, :])
     prob = cp.Problem(cp.Minimize(cp.sum_squares(U - U0)), cons)
-    cached = (prob, U0, U)
+    cached = (prob, U0, U, model.lam)
     model._cache["cert_projection"] = cached
     return cached
 
@@ -747,7 +747,7 @@ def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.
     U = model.check_flows(flows)
     if model.num_edges == 0:
         return U
-    prob, U0, Uv = _projection_problem(model)
+    prob, U0, Uv, _ = _projection_problem(model)
     U0.value = U
     try:
         run_solver(prob, solver, {}, False, True, "certificate (flow projection)")

@@ -253,3 +253,18 @@ def test_soundness_property(seed, kind, pen, con, scale, flows, reg):
     assert_sound(model, cert, P_of(model, sol), W)
     if scale == 0.0 and flows:
         assert_tight(cert, P_of(model, sol))
+
+
+def test_lambda_change_is_picked_up():
+    """Cached certificate machinery must follow model.lam (capacities lambda A_e)."""
+    model = build("logistic", gm.Norm2(), seed=11, zero_every=3)
+    rng = np.random.default_rng(11)
+    for lam in (0.3, 0.05):
+        model.lam = lam
+        sol = exact(model)
+        assert_tight(model.certify(sol.weights, sol.flows), P_of(model, sol))
+        U = sol.flows * (1 + 0.05 * rng.normal(size=sol.flows.shape))
+        c = model.certify(sol.weights, U)
+        assert np.all(model.penalty.dual_norm(c.repaired_flows)
+                      <= lam * model.edge_weights * (1 + 1e-12))
+        assert_sound(model, c, P_of(model, sol), sol.weights)
