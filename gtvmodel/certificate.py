@@ -332,11 +332,20 @@ def _kinds(model: GTVModel) -> _NodeKinds:
             idx = b.nodes[ok]
             losses = [b.losses[j] for j in np.flatnonzero(ok)]
             if idx.size:
-                eigs = [ls.eig() for ls in losses]
-                e = np.stack([E for E, _ in eigs])
-                V = np.stack([V for _, V in eigs])
-                q = np.stack([ls.X.T @ ls.y / ls.m for ls in losses])
-                yy = np.array([ls.y @ ls.y / ls.m for ls in losses])
+                # Q_i = X_i^T X_i / m_i, q_i, ||y_i||^2 / m_i for all nodes at once from the
+                # batch's stacked rows, then one batched eigen-decomposition
+                local = np.full(n, -1, dtype=np.int64)
+                local[idx] = np.arange(idx.size)
+                rows = np.flatnonzero(local[b.row_node] >= 0)
+                rn = local[b.row_node[rows]]
+                Xd = np.vstack([ls.X for ls in losses])
+                cr, yr = b.c[rows], b.y[rows]
+                Q = np.zeros((idx.size, d, d))
+                np.add.at(Q, rn, (cr[:, None] * Xd)[:, :, None] * Xd[:, None, :])
+                e, V = np.linalg.eigh(Q)
+                q = np.zeros((idx.size, d))
+                np.add.at(q, rn, (cr * yr)[:, None] * Xd)
+                yy = np.bincount(rn, cr * yr**2, minlength=idx.size)
                 sq = (idx, e, V, q, yy)
                 handled[idx] = True
                 thr = 1e-10 * np.maximum(e.max(axis=1), 1e-300)
