@@ -561,9 +561,12 @@ def _project_lq_ball(U: np.ndarray, r: np.ndarray, q: float, tol: float = 1e-13,
     with np.errstate(divide="ignore"):
         nrm = np.linalg.norm(A_all, ord=q, axis=1)
     outside = nrm > r
-    zero = outside & (r == 0)
-    X[zero] = 0.0
-    outside &= r > 0
+    # a ball tiny relative to the row (incl. r = 0): any point of it is within 2 r <= 2e-14
+    # ||u||_q of the projection; take the radial one (avoids overflow in the scaled problem)
+    tiny = outside & (r <= 1e-14 * nrm)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        X[tiny] = U[tiny] * np.where(r[tiny] > 0, r[tiny] / nrm[tiny], 0.0)[:, None]
+    outside &= ~tiny
     if not outside.any():
         return X
     A, ro = A_all[outside], r[outside]
