@@ -833,7 +833,7 @@ def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = 
             sel = np.isin(gall, g)
             conj[gall[sel]] = np.where(better, cost2, cost)[sel]
             rho[gall[sel]] = np.where(better[:, None], r2, r0)[sel]
-        else:  # no split available: all of s_i is charged as residual (still an upper bound?)
+        else:  # no split available: these nodes are reported dual infeasible (gap = inf)
             conj[g] = np.inf
             rho[g] = S[g]
     c = kinds.conic
