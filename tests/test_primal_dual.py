@@ -81,11 +81,13 @@ def test_converges_to_exact_squared(graph, penalty):
     _check_against_exact(model, res)
 
 
-def test_mixed_losses_with_zero_nodes_and_certified_gaps():
-    """Squared, logistic (+l2), Huber (+l2), quadratic and zero-loss nodes on an SBM."""
+@pytest.mark.parametrize("penalty", PENALTIES, ids=repr)
+def test_mixed_losses_with_zero_nodes_and_certified_gaps(penalty):
+    """Squared, logistic (+l2), Huber (+l2), quadratic and zero-loss nodes on an SBM, for every
+    library penalty."""
     G = _graph("sbm")
     rng = np.random.default_rng(1)
-    model = gm.GTVModel(G, D, penalty=gm.Norm2(), lam=0.2)
+    model = gm.GTVModel(G, D, penalty=penalty, lam=0.2)
     strong = []
     for k, v in enumerate(G.nodes):
         X = rng.standard_normal((5, D))
