@@ -54,7 +54,7 @@ def assert_tight(cert, p_star: float) -> None:
 
 
 KINDS = ["squared", "logistic", "hinge", "absolute", "huber", "quadratic"]
-PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.SquaredNorm2(),
+PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.NormP(3), gm.SquaredNorm2(),
              gm.QuadForm(np.diag([1.0, 2.0, 0.5]))]
 CONSTRAINTS = [None, gm.Box(-0.2, 0.3), gm.NonNeg(), gm.NormBall(0.3), gm.Box(-np.inf, 0.1)]
 

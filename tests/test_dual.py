@@ -18,7 +18,7 @@ from gtvmodel.certificate import dual_value
 RTOL = 1e-6
 D = 3
 KINDS = ["squared", "logistic", "hinge", "absolute", "huber", "quadratic"]
-PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.SquaredNorm2(),
+PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.NormP(3), gm.SquaredNorm2(),
              gm.QuadForm(np.diag([1.0, 2.0, 0.5]))]
 
 
