@@ -310,6 +310,7 @@ class NodeUpdates:
         t0 = time.perf_counter()
         self.model = model
         self.groups = plan(model, prox, batch_cvxpy)
+        self._single: dict[int, CvxpyProxGroup] = {}
         self._group_of = np.empty(model.num_nodes, dtype=np.int64)
         self._pos_in = np.empty(model.num_nodes, dtype=np.int64)
         # rows of each group: a slice when its nodes are consecutive (no gather/scatter copies)
@@ -348,7 +349,9 @@ class NodeUpdates:
                 None if grp.box is None else (grp.box[0][j:j + 1], grp.box[1][j:j + 1]),
                 None if grp.ball is None else (grp.ball[0], grp.ball[1][j:j + 1]))
             return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
-        single = CvxpyProxGroup(self.model, np.array([i]))
+        single = self._single.get(i)
+        if single is None:  # the node's own DPP problem, built once
+            single = self._single[i] = CvxpyProxGroup(self.model, np.array([i]))
         return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
 
     def describe(self) -> dict[str, int]:
