@@ -79,7 +79,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
-from .errors import GTVError, SolverError
+from .errors import GTVError, ParameterError, SolverError
 from .losses import (
     QuadraticLoss,
     SquaredLoss,
@@ -396,7 +396,8 @@ def _capacities(model: GTVModel) -> np.ndarray | None:
     return model.lam * model.edge_weights if model.penalty.is_norm else None
 
 
-def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8) -> np.ndarray:
+def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8,
+                       start: Any = None) -> np.ndarray:
     """Edge flows built from weights (module docstring), not yet repaired
     (see :func:`repair_flows`).
 
@@ -410,6 +411,9 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8) -> np.nda
        the minimum-norm least-squares correction (LSQR); if no edge is free, every edge is
        corrected (cached minimum-norm solver).  For norm penalties this alternates with the
        projection onto the capacities (at most ``rounds`` times, until both hold).
+
+    With ``start`` (flows), step 1 is skipped: every edge of ``start`` is corrected (a cheap
+    repair of given flows towards the node conditions of the weights).
     """
     W = model.check_weights(weights)
     E, d = model.num_edges, model.dim
@@ -422,12 +426,15 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8) -> np.nda
     lamA = model.lam * model.edge_weights
     scale = max(1.0, float(np.abs(W).max(initial=0.0)))
     eps = 1e-12 * scale
-    try:
-        U = pen.dual_update(V / eps, 1.0 / eps, lamA)
-    except GTVError:
-        U = np.zeros((E, d))
     free = np.zeros((E, d), dtype=bool)
-    if pen.is_norm:
+    if start is not None:
+        U = model.check_flows(start).copy()
+    else:
+        try:
+            U = pen.dual_update(V / eps, 1.0 / eps, lamA)
+        except GTVError:
+            U = np.zeros((E, d))
+    if pen.is_norm and start is None:
         small = np.abs(V) <= 1e-6 * scale
         # l1 penalty: separable, each coordinate with v_ej = 0 is free; other norms: rows
         free = small if getattr(pen, "p", None) == 1 else np.repeat(
@@ -877,6 +884,8 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     gap is then ``+inf`` there; use it where a certificate must stay cheap).
     """
     t0 = time.perf_counter()
+    if project not in ("auto", "never"):
+        raise ParameterError(f"certify: project must be 'auto' or 'never', got {project!r}")
     W = model.check_weights(weights)
     n, d = model.num_nodes, model.dim
     wscale = max(1.0, float(np.abs(W).max(initial=0.0)))
@@ -900,32 +909,45 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     sscale = np.maximum(1.0, np.abs(S).max(axis=1))
     dual_bad = np.flatnonzero(~np.isfinite(dv["node_conj"]) |
                               (np.abs(dv["rho"]).max(axis=1) > feas_tol * sscale))
-    if dual_bad.size and model.num_edges and project != "never":
-        # bounded conjugate domains: scale the flows into them (keeps subspace conditions);
-        # if 0 is on the boundary of a domain (e.g. logistic rows) scaling cannot help, and
-        # the flows are projected onto the dual domain by one convex program instead
-        theta = _domain_scale(model, S, dual_bad, solver) * (1.0 - 1e-9)
-        nbad = dual_bad.size
-        trial, note = None, ""
-        if theta >= 0.5:
-            trial = theta * U
-            note = (f"scaled all flows by theta = {theta:.12g} into the bounded conjugate "
-                    f"domains of {nbad} node(s)")
-        elif project == "auto":
-            proj = project_flows(model, U, solver)
-            if proj is not None:
-                trial, _ = repair_flows(model, proj)
-                note = (f"projected the flows onto the dual domain ({nbad} node(s) outside "
-                        "their bounded conjugate domains; convex projection)")
-        if trial is not None:
+    if dual_bad.size and model.num_edges:
+        # nodes outside bounded conjugate domains: (a) gradient correction, (b) scaling,
+        # (c) convex projection (only with project="auto")
+        def attempt(trial: np.ndarray | None, note: str) -> None:
+            """Keep ``trial`` flows if they leave fewer nodes outside their domains."""
+            nonlocal U, dv, S, sscale, dual_bad
+            if trial is None:
+                return
             dv2 = dual_value(model, trial, R, solver, W)
             S2 = dv2["s"]
             sc2 = np.maximum(1.0, np.abs(S2).max(axis=1))
             bad2 = np.flatnonzero(~np.isfinite(dv2["node_conj"]) |
                                   (np.abs(dv2["rho"]).max(axis=1) > feas_tol * sc2))
-            if bad2.size < nbad:
+            if bad2.size < dual_bad.size:
                 U, dv, S, sscale, dual_bad = trial, dv2, S2, sc2, bad2
                 repairs.append(note)
+
+        nbad = dual_bad.size
+        if _kinds(model).gradient[dual_bad].any():
+            # (a) cheap, sparse: smooth nodes outside their domains -- move the flows
+            # (minimum-norm) so that their demands become the gradients at W, inside the domains
+            attempt(repair_flows(model, flows_from_weights(model, W, start=U))[0],
+                    f"corrected the flows towards the gradients at the weights ({nbad} node(s) "
+                    "outside their bounded conjugate domains)")
+        if dual_bad.size:
+            # (b) one LP: scale all flows into the domains (keeps the subspace conditions)
+            nbad = dual_bad.size
+            theta = _domain_scale(model, S, dual_bad, solver) * (1.0 - 1e-9)
+            if theta >= 0.5:
+                attempt(theta * U, f"scaled all flows by theta = {theta:.12g} into the bounded "
+                        f"conjugate domains of {nbad} node(s)")
+        if dual_bad.size and project == "auto":
+            # (c) last resort: the convex projection onto the dual domain (0 can be a vertex of
+            # a domain, e.g. logistic rows, where scaling towards 0 cannot help)
+            nbad = dual_bad.size
+            proj = project_flows(model, U, solver)
+            attempt(None if proj is None else repair_flows(model, proj)[0],
+                    f"projected the flows onto the dual domain ({nbad} node(s) outside their "
+                    "bounded conjugate domains; convex projection)")
     edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
     dual_feasible = dual_bad.size == 0 and edge_ok
     D = dv["value"] if dual_feasible else -np.inf

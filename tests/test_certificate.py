@@ -271,3 +271,21 @@ def test_lambda_change_is_picked_up():
         assert np.all(model.penalty.dual_norm(c.repaired_flows)
                       <= lam * model.edge_weights * (1 + 1e-12))
         assert_sound(model, c, P_of(model, sol), sol.weights)
+
+
+def test_bounded_domains_repair_and_project_option():
+    """Logistic rows: flows pushed out of the conjugate domains are repaired (gradient
+    correction or projection) with project="auto"; project="never" stays cheap and may give
+    +inf, never an optimistic gap."""
+    model = build("logistic", gm.Norm2(), seed=12, zero_every=3)
+    sol = exact(model)
+    rng = np.random.default_rng(12)
+    Wp = sol.weights + 1e-3 * rng.normal(size=sol.weights.shape)
+    Up = sol.flows * (1 + 0.2 * rng.normal(size=sol.flows.shape))
+    for project in ("auto", "never"):
+        c = model.certify(Wp, Up, project=project)
+        assert_sound(model, c, P_of(model, sol), Wp)
+        if project == "auto":
+            assert c.dual_feasible and np.isfinite(c.gap)
+    with pytest.raises(gm.ParameterError):
+        model.certify(Wp, Up, project="sometimes")
