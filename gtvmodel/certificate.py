@@ -44,11 +44,13 @@ feasible.  Before the dual value is taken:
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
    contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;
 4. bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
-   (``NonNeg``, half-infinite boxes): if nodes remain outside, the largest ``theta`` with
-   ``theta s_i in dom h_i*`` (one cached LP) is used when ``theta >= 1/2``; otherwise (0 can be
-   a vertex of the domain, e.g. for logistic rows) the flows are projected onto the dual
-   domain by one convex program as large as the dual problem (:func:`project_flows`, only
-   with ``project="auto"``).  Nodes still outside are listed in
+   (``NonNeg``, half-infinite boxes): if nodes remain outside, (a) at smooth nodes the flows
+   are corrected (minimum-norm, sparse) towards demands equal to the gradients at the weights,
+   which lie inside the domains; (b) the largest ``theta`` with ``theta s_i in dom h_i*`` (one
+   cached LP) is used when ``theta >= 1/2``; (c) otherwise (0 can be a vertex of a domain, e.g.
+   for logistic rows with separable data) the flows are projected onto the dual domain by one
+   convex program as large as the dual problem (:func:`project_flows`, only with
+   ``project="auto"``).  Nodes still outside are listed in
    :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf`` (sound, never
    optimistic).
 
