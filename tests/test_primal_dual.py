@@ -325,8 +325,10 @@ def test_result_history_warm_start_callback_progress(capsys):
     np.testing.assert_array_equal(res.weight(3), res.weights[list(model.nodes).index(3)])
     with pytest.raises(gm.UnknownNodeError):
         res.weight("nope")
-    warm = model.solve_primal_dual(max_iter=1000, tol=1e-9, warm_start=res, record_every=5)
-    cold = model.solve_primal_dual(max_iter=1000, tol=1e-9, record_every=5)
+    warm = model.solve_primal_dual(max_iter=1000, tol=1e-9, warm_start=res, record_every=5,
+                                   certificate_budget=None)
+    cold = model.solve_primal_dual(max_iter=1000, tol=1e-9, record_every=5,
+                                   certificate_budget=None)
     assert warm.status == cold.status == "converged"
     assert warm.iterations < cold.iterations + 200
     seen = []
