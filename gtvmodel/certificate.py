@@ -482,7 +482,9 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8,
             solver = _MinNormSolver(_divergence_rows(model, idx, None), maxiter=200)
             model._cache["cert_gradient"] = solver
         A = solver.A
-        correct = solver.solve
+
+        def correct(r: np.ndarray) -> np.ndarray:
+            return solver.solve(r, rounds=1)
     for _ in range(rounds):
         flat = flat + correct(target - A @ flat)
         if np.abs(target - A @ flat).max(initial=0.0) > 1e-6 * scale and not free.any():
