@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
+from ._cvx import norm_rows_epigraph, norm_rows_le
 from ._validate import as_nonneg_scalar
 from .errors import ConstraintError, DataError, UnsupportedError
 
@@ -219,13 +220,9 @@ class NormBall(Constraint):
             raise DataError(f"NormBall: p must be >= 1, got {p!r}")
         self.p = pf
 
-    def _cvx_norm(self, x):
-        if x.ndim == 2:
-            return cp.norm(x, self.p if np.isfinite(self.p) else "inf", axis=1)
-        return cp.norm(x, self.p if np.isfinite(self.p) else "inf")
-
     def constraints(self, x):
-        return [self._cvx_norm(x) <= self.radius]
+        radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
+        return norm_rows_le(x, radii, self.p)
 
     def violation(self, w):
         return float(max(np.linalg.norm(w, ord=self.p) - self.radius, 0.0))
@@ -266,11 +263,11 @@ class NormBall(Constraint):
                                 ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``sum_k r_k ||S_k||_q`` (``q`` dual to ``p``) for ``(k, d)`` or ``(d,)`` ``S``."""
         q = np.inf if p == 1 else (1.0 if np.isinf(p) else p / (p - 1.0))
-        qq = "inf" if np.isinf(q) else q
         if S.ndim == 1:
-            return float(radii) * cp.norm(S, qq), []
+            return float(radii) * cp.norm(S, "inf" if np.isinf(q) else q), []
         r = np.broadcast_to(np.asarray(radii, dtype=float), (S.shape[0],))
-        return r @ cp.norm(S, qq, axis=1), []
+        T, cons = norm_rows_epigraph(S, q)
+        return r @ T, cons
 
     def __repr__(self) -> str:
         return f"NormBall(radius={self.radius:g}, p={self.p:g})"

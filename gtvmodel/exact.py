@@ -20,13 +20,16 @@ The multiplier ``nu`` of ``Z = D W`` gives the edge flows: CVXPY's Lagrangian ad
 
 from __future__ import annotations
 
+import functools
 import time
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
 
+from ._cvx import norm_rows_le
 from .constraints import SymbolicConstraint
 from .errors import InfeasibleError, SolverError
 from .losses import SymbolicLoss
@@ -144,7 +147,7 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
     if st.nonneg.size:
         cons.append(W[st.nonneg, :] >= 0)
     for p, (idx, radii) in st.normball.items():
-        cons.append(cp.norm(W[idx, :], p if np.isfinite(p) else "inf", axis=1) <= radii)
+        cons.extend(norm_rows_le(W[idx, :], radii, p))
     Z = flow = None
     if model.num_edges:
         Z = cp.Variable((model.num_edges, d), name="Z")
@@ -159,6 +162,12 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
     compiled = PrimalProblem(problem, W, Z, flow, lam, time.perf_counter() - t0)
     model._cache["primal"] = compiled
     return compiled
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    """CVXPY's installed solvers (cached: ``cp.installed_solvers()`` costs milliseconds)."""
+    return tuple(cp.installed_solvers())
 
 
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
@@ -177,9 +186,9 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
     """
     name = (solver or "CLARABEL").upper()
-    if name not in cp.installed_solvers():
+    if name not in _installed_solvers():
         raise SolverError(f"solver {name!r} is not installed (installed: "
-                          f"{', '.join(cp.installed_solvers())})", status=None, solver=name)
+                          f"{', '.join(_installed_solvers())})", status=None, solver=name)
     if name == "OSQP" and not problem.is_qp():
         raise SolverError(
             f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "
@@ -225,7 +234,10 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
     try:
         # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
         # update(), which stalls at a worse accuracy than a fresh solve (seen on exp cones).
-        problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
+        with warnings.catch_warnings():
+            # the status is checked below; CVXPY's generic warning would only add noise
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
     except cp.error.SolverError as exc:
         raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
                           solver=name) from None

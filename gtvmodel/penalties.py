@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
+from ._cvx import norm_rows_epigraph, norm_rows_le
 from ._validate import as_finite_array
 from .errors import PenaltyError, UnsupportedError
 
@@ -208,30 +209,12 @@ class NormInf(_NormPenalty):
         return cp.norm(Z, "inf", axis=1)
 
 
-def _pnorm_rows_le(Z: cp.Expression, T: cp.Expression, p: float) -> list[cp.Constraint]:
-    """Vectorized power-cone constraints for ``||Z_e||_p <= T_e`` (``1 < p < inf``).
-
-    ``||z||_p <= t`` iff some ``r >= 0`` has ``sum_j r_j = t`` and
-    ``|z_j| <= r_j^(1/p) t^(1-1/p)`` (a 3-d power cone per entry, CVXPY's ``PowCone3D``);
-    at ``t = ||z||_p`` take ``r_j = |z_j|^p / t^(p-1)``.  One cone family for all rows.
-    """
-    Z2 = cp.reshape(Z, (1, Z.shape[0]), order="C") if Z.ndim == 1 else Z
-    E, d = Z2.shape
-    T2 = cp.reshape(T, (E, 1), order="C") @ np.ones((1, d))
-    R = cp.Variable((E, d), name="pnorm_r")
-    return [
-        cp.constraints.PowCone3D(cp.vec(R, order="C"), cp.vec(T2, order="C"),
-                                 cp.vec(Z2, order="C"), 1.0 / p),
-        cp.sum(R, axis=1) == cp.reshape(T, (E,), order="C"),
-    ]
-
-
 def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
     """Row-wise ``||Z_e||_p`` for ``p`` other than 1, 2, inf, as an expression.
 
     CVXPY (1.9) supports ``axis`` in ``pnorm`` only for ``p = 2`` ("The axis parameter is only
     supported for p=2"), so this builds one ``pnorm`` atom per row.  It serves evaluation and
-    small problems; the compilers use the vectorized :func:`_pnorm_rows_le` through
+    small problems; the compilers use the vectorized :func:`gtvmodel._cvx.pnorm_rows_le` through
     :meth:`NormP.rows_epigraph` and :meth:`NormP.dual_ball_constraints`.
     """
     if Z.ndim == 1:
@@ -269,16 +252,10 @@ class NormP(_NormPenalty):
         return _rows_pnorm(U, q)
 
     def rows_epigraph(self, Z):
-        if np.isinf(self.p) or self.p in (1.0, 2.0):
-            return self.rows_expression(Z), []
-        T = cp.Variable(Z.shape[0] if Z.ndim == 2 else 1, name="pnorm_t")
-        return T, _pnorm_rows_le(Z, T, self.p)
+        return norm_rows_epigraph(Z, self.p)
 
     def dual_ball_constraints(self, U, radii):
-        q = self.q
-        if np.isinf(q) or q in (1.0, 2.0):
-            return [self.dual_norm_expression(U) <= radii]
-        return _pnorm_rows_le(U, radii, q)
+        return norm_rows_le(U, radii, self.q)
 
     def _key(self):
         return (self.p,)

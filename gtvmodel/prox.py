@@ -171,17 +171,14 @@ class CvxpyProxGroup(NodeGroup):
         self.build_time = time.perf_counter() - t0
 
     def _solve(self, eps: float) -> np.ndarray:
-        from .exact import _attempt, run_solver
+        from .exact import run_solver
 
         opts = ({"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps / 10.0,
                  "tol_ktratio": min(1e-6, eps)} if self.solver == "CLARABEL" else {})
         what = (f"node update PU (32) at node(s) {', '.join(map(repr, self.labels[:5]))}"
                 + (" ..." if len(self.labels) > 5 else ""))
         t0 = time.perf_counter()
-        if self.solves == 0:  # full checks (solver installed, problem class) once
-            run_solver(self.problem, self.solver, opts, False, True, what)
-        else:  # the same one-solve status policy without re-listing the installed solvers
-            _attempt(self.problem, self.solver, opts, False, True, what)
+        run_solver(self.problem, self.solver, opts, False, True, what)
         self.solve_time += time.perf_counter() - t0
         self.solves += 1
         if self.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
