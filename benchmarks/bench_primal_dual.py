@@ -156,20 +156,28 @@ def main() -> None:
     grp = CvxpyProxGroup(model, np.arange(model.num_nodes))
     V = np.random.default_rng(0).standard_normal((model.num_nodes, model.dim))
     tau = c / model.degrees
-    walls, solver_t = [], []
+    walls, walls_cvx, solver_cvx = [], [], []
+    direct = grp.direct
     for _ in range(10):
+        grp.direct = direct  # the default: CVXPY's conic data re-solved by Clarabel directly
         t0 = time.perf_counter()
         grp.update(V, tau, 10**4, V)
         walls.append(time.perf_counter() - t0)
-        solver_t.append(grp.problem.solver_stats.solve_time)
+        grp.direct = None  # CVXPY's own re-solve of the DPP problem (Parameters v, tau)
+        t0 = time.perf_counter()
+        grp.update(V, tau, 10**4, V)
+        walls_cvx.append(time.perf_counter() - t0)
+        solver_cvx.append(grp.problem.solver_stats.solve_time)
     b_ratio = np.median(cv) / np.median(fast)
-    print(f"(b) CVXPY prox path (one DPP problem for all nodes) {np.median(cv) * 1e3:8.2f} ms/iter"
-          f"   ratio to fast path {b_ratio:.0f}x")
+    print(f"(b) CVXPY prox path (one problem for all nodes)     {np.median(cv) * 1e3:8.2f} ms/iter"
+          f"   ratio to fast path {b_ratio:.1f}x")
     print(f"    per-node DPP problems (200 problems)            {t_pn * 1e3:8.2f} ms/iter"
           f"   ratio {t_pn / np.median(fast):.0f}x")
-    print(f"    one batched update: wall {np.median(walls) * 1e3:.2f} ms, Clarabel solve "
-          f"{np.median(solver_t) * 1e3:.2f} ms, CVXPY parameter/solver interface "
-          f"{(np.median(walls) - np.median(solver_t)) * 1e3:.2f} ms")
+    print(f"    one batched update, direct Clarabel re-solve: wall {np.median(walls) * 1e3:.2f} ms"
+          " (Clarabel's own solve_time is not comparable here: it counts its data update)")
+    print(f"    one batched update, CVXPY DPP re-solve:       wall {np.median(walls_cvx) * 1e3:.2f}"
+          f" ms, Clarabel solve {np.median(solver_cvx) * 1e3:.2f} ms, CVXPY parameter/solver "
+          f"interface {(np.median(walls_cvx) - np.median(solver_cvx)) * 1e3:.2f} ms")
 
     # (c) SnapVX style: rebuild per node per iteration
     W = np.zeros((model.num_nodes, model.dim))

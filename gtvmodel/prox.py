@@ -32,7 +32,12 @@ min(1e-6, eps_k)``) with ``eps_0 = 1e-4``, ``eps_min = 1e-13``.  The prox object
 agrees with the exact fast paths to 1e-8, exponential-cone (logistic) problems included; the
 solver's own "almost solved" status is accepted, never an infeasible or failed one).
 Clarabel has no warm start, so each solve starts cold; the problem itself is canonicalized
-only once thanks to DPP.
+only once.  With Clarabel (the default) the group's problem is canonicalized by CVXPY once
+*without* the prox terms and re-solved by Clarabel directly (:class:`_DirectClarabel`): the
+prox terms only change the diagonal of ``P`` and the linear term ``q`` at the node variables'
+columns, so each iteration is one Clarabel data update and solve, without CVXPY's per-solve
+parameter application (measured: about 6x less wall time per update on paper 001 VI-A).  Groups
+whose losses contain CVXPY Parameters keep CVXPY's own DPP re-solve.
 """
 
 from __future__ import annotations
@@ -168,6 +173,12 @@ class CvxpyProxGroup(NodeGroup):
         self.problem = cp.Problem(cp.Minimize(objective), compiled.problem.constraints)
         self.solves = 0
         self.solve_time = 0.0
+        self.direct: _DirectClarabel | None = None
+        if prox and solver == "CLARABEL":
+            base = cp.Problem(cp.Minimize(compiled.problem.objective.args[0]
+                                          + cp.sum(cp.multiply(0.0, self.W))),
+                              compiled.problem.constraints)
+            self.direct = _DirectClarabel.build(base, self.W)
         self.build_time = time.perf_counter() - t0
 
     def _solve(self, eps: float) -> np.ndarray:
@@ -189,9 +200,101 @@ class CvxpyProxGroup(NodeGroup):
         return np.asarray(self.W.value, dtype=float)
 
     def update(self, V, tau, k, W_prev):
+        if self.direct is not None:
+            t0 = time.perf_counter()
+            W = self.direct.prox(V, tau, cvxpy_tolerance(k), self._what())
+            self.solve_time += time.perf_counter() - t0
+            self.solves += 1
+            return W
         self.a.value = 0.5 / tau
         self.b.value = V / tau[:, None]
         return self._solve(cvxpy_tolerance(k))
+
+    def _what(self) -> str:
+        return (f"node update PU (32) at node(s) {', '.join(map(repr, self.labels[:5]))}"
+                + (" ..." if len(self.labels) > 5 else ""))
+
+
+class _DirectClarabel:
+    """The CVXPY path's prox problems re-solved by Clarabel directly on CVXPY's conic data.
+
+    CVXPY canonicalizes the group's problem ``min sum_i L_i(z_i) s.t. z_i in C_i`` once
+    (``min 1/2 x^T P x + q^T x  s.t.  A x + r = b, r in K``, Clarabel's form); the node
+    variables are a block of ``x`` (``var_id_to_col``, column-major), so the prox terms
+    ``||z_i - v_i||^2 / (2 tau_i) = 1/2 z_i^T (I / tau_i) z_i - (v_i / tau_i)^T z_i + const``
+    only add ``1/tau_i`` to the diagonal of ``P`` and ``-v_i/tau_i`` to ``q`` at those columns.
+    Each iteration updates ``q`` (and ``P`` when the steps change) in one Clarabel solver object
+    and re-solves: the same problem CVXPY would solve, without CVXPY's per-solve parameter
+    application and solver set-up (about 70 % of a CVXPY re-solve at this size).  Used when the
+    group problem has no CVXPY Parameters of the user's (their values would be baked in).
+    """
+
+    def __init__(self, P0, q0, A, b, cones, cols: np.ndarray):
+        self.P0, self.q0, self.A, self.b, self.cones, self.cols = P0, q0, A, b, cones, cols
+        self.solver = None
+        self.tau: np.ndarray | None = None
+
+    @classmethod
+    def build(cls, problem: cp.Problem, W: cp.Variable) -> _DirectClarabel | None:
+        import scipy.sparse as sp
+
+        if problem.parameters():
+            return None
+        try:
+            from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import (
+                dims_to_solver_cones,
+            )
+
+            data, _, _ = problem.get_problem_data(cp.CLARABEL)
+            col = data["param_prob"].var_id_to_col[W.id]
+        except Exception:  # an unexpected CVXPY layout: keep the CVXPY path
+            return None
+        nv = int(np.asarray(data["c"]).size)
+        P0 = sp.csc_matrix(data["P"]) if "P" in data else sp.csc_matrix((nv, nv))
+        g, d = W.shape
+        cols = int(col) + np.arange(g)[:, None] + g * np.arange(d)[None, :]  # column-major
+        return cls(sp.triu(P0).tocsc(), np.asarray(data["c"], dtype=float).ravel(),
+                   sp.csc_matrix(data["A"]), np.asarray(data["b"], dtype=float).ravel(),
+                   dims_to_solver_cones(data["dims"]), cols)
+
+    def prox(self, V: np.ndarray, tau: np.ndarray, eps: float, what: str) -> np.ndarray:
+        import clarabel
+        import scipy.sparse as sp
+
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        settings.presolve_enable = False  # keeps data updates allowed
+        settings.tol_gap_abs = settings.tol_gap_rel = eps
+        settings.tol_feas = eps / 10.0
+        settings.tol_ktratio = min(1e-6, eps)
+        q = self.q0.copy()
+        np.subtract.at(q, self.cols.ravel(), (V / tau[:, None]).ravel())
+        P = None
+        if self.tau is None or not np.array_equal(tau, self.tau):
+            diag = np.zeros(self.q0.size)
+            diag[self.cols.ravel()] = np.repeat(1.0 / tau, self.cols.shape[1])
+            P = (self.P0 + sp.diags(diag, format="csc")).tocsc()
+            P.sort_indices()
+            self.tau = tau.copy()
+        if self.solver is None:
+            self.solver = clarabel.DefaultSolver(P, q, self.A, self.b, self.cones, settings)
+        elif P is not None:
+            self.solver.update(P=P, q=q, settings=settings)
+        else:
+            self.solver.update(q=q, settings=settings)
+        sol = self.solver.solve()
+        status = str(sol.status)
+        if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
+            raise InfeasibleError(f"{what}: the node constraints have no feasible point")
+        if status not in ("Solved", "AlmostSolved"):
+            raise SolverError(f"{what}: Clarabel stopped with status {status!r}",
+                              status=status, solver="CLARABEL")
+        x = np.asarray(sol.x, dtype=float)
+        W = x[self.cols]
+        if not np.isfinite(W).all():
+            raise SolverError(f"{what}: Clarabel returned no finite point", status=status,
+                              solver="CLARABEL")
+        return W
 
 
 @dataclass
