@@ -10,6 +10,7 @@ from .certificate import Certificate, certify
 from .constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
 from .dual import DualSolution
 from .errors import (
+    AccuracyWarning,
     ConstraintError,
     DataError,
     FileFormatError,
@@ -89,6 +90,7 @@ __all__ = [
     "SymbolicConstraint",
     # errors
     "GTVError",
+    "AccuracyWarning",
     "GraphError",
     "UnknownNodeError",
     "DataError",

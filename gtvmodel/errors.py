@@ -70,3 +70,8 @@ class UnsupportedError(GTVError, NotImplementedError):
 
 class FileFormatError(GTVError, ValueError):
     """A problem or solution file that cannot be read (missing arrays, bad shapes, version)."""
+
+
+class AccuracyWarning(UserWarning):
+    """An exact solve was accepted at a looser accuracy than gtvmodel's reference tolerances
+    (the solver could not reach them); ``Solution.info["tolerances"]`` says which."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._cvx import norm_rows_le
 from .constraints import SymbolicConstraint
-from .errors import InfeasibleError, SolverError
+from .errors import AccuracyWarning, InfeasibleError, SolverError
 from .losses import SymbolicLoss
 
 if TYPE_CHECKING:
@@ -307,6 +307,13 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
     record: dict[str, Any] = {}
     name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
                                         accept_inaccurate, "solve_exact", record)
+    levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
+    if levels and record.get("options", {}).get("tol_gap_rel") == levels[-1]["tol_gap_rel"] \
+            and not any(set(level) & set(opts) for level in levels):
+        warnings.warn(
+            f"solve_exact: {name} could not reach gtvmodel's reference tolerances and was "
+            f"accepted at its own default accuracy {levels[-1]}; the weights may be accurate to "
+            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=3)
     if compiled.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         bad = find_infeasible_nodes(model)
         where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad

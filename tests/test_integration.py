@@ -86,3 +86,20 @@ def test_direct_clarabel_prox_matches_cvxpy_dpp_resolve():
         reference = group.update(V, tau, 10**4, V)
         group.direct = saved
         np.testing.assert_allclose(direct, reference, atol=1e-8)
+
+
+def test_accuracy_warning_when_only_the_loosest_fallback_level_succeeds(monkeypatch):
+    """solve_exact never degrades silently: accepting the solver's own default accuracy (the
+    last fallback level) raises an AccuracyWarning and records the tolerances."""
+    import gtvmodel.exact as ex
+
+    model = _model(gm.Norm2(), 2)
+    defaults = dict(ex.DEFAULT_SOLVER_OPTIONS["CLARABEL"], max_iter=1)
+    levels = [{"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "max_iter": 1},
+              {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8, "max_iter": 200}]
+    monkeypatch.setitem(ex.DEFAULT_SOLVER_OPTIONS, "CLARABEL", defaults)
+    monkeypatch.setitem(ex.FALLBACK_SOLVER_OPTIONS, "CLARABEL", levels)
+    with pytest.warns(gm.AccuracyWarning, match="default accuracy"):
+        sol = model.solve_exact()
+    assert sol.status == "optimal"
+    assert sol.info["tolerances"]["tol_gap_rel"] == 1e-8
