@@ -78,7 +78,7 @@ def test_direct_clarabel_prox_matches_cvxpy_dpp_resolve():
     model.add_constraint(4, gm.NormBall(0.5, p=3))
     group = CvxpyProxGroup(model, np.arange(5))
     assert group.direct is not None
-    for k in range(3):
+    for _ in range(3):
         V = rng.normal(size=(5, 2))
         tau = rng.uniform(0.2, 2.0, size=5)
         direct = group.update(V, tau, 10**4, V)
