@@ -6,6 +6,8 @@ strictly convex); closed forms and exact path algorithms 1e-7 or tighter.
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import networkx as nx
 import numpy as np
@@ -419,8 +421,13 @@ def test_fallback_levels_are_used_and_recorded():
     """Exponential cones stall before a 1e-13 gap: Clarabel falls back, the accepted level is
     recorded, and the result still matches the hand-written reference."""
     model, losses = build("logistic", PENALTIES["squarednorm2"], 0.4, {})
-    sol = model.solve_exact()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sol = model.solve_exact()
     used = sol.info["tolerances"]
+    last = FALLBACK_SOLVER_OPTIONS["CLARABEL"][-1]
+    warned = any(issubclass(w.category, gm.AccuracyWarning) for w in caught)
+    assert warned == (used["tol_gap_rel"] == last["tol_gap_rel"])  # never degraded silently
     assert used["tol_gap_rel"] > DEFAULT_SOLVER_OPTIONS["CLARABEL"]["tol_gap_rel"]
     assert any(used.items() >= level.items() for level in FALLBACK_SOLVER_OPTIONS["CLARABEL"])
     ref_obj, _ = reference_solve(GRAPH, losses, PENALTIES["squarednorm2"], 0.4, D)
