@@ -7,7 +7,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
-__all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph"]
+__all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints"]
 
 
 def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
@@ -57,3 +57,17 @@ def norm_rows_epigraph(Z: cp.Expression, p: float) -> tuple[cp.Expression, list[
         return cp.norm(Z, pp, axis=1), []
     T = cp.Variable(Z.shape[0] if Z.ndim == 2 else 1, name="pnorm_t")
     return T, pnorm_rows_le(Z, T, p)
+
+
+def bounds_constraints(v: cp.Expression, lo: Any, hi: Any, size: int) -> list[cp.Constraint]:
+    """``lo <= v <= hi`` on the finite entries (``lo``/``hi`` scalars or arrays)."""
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (size,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (size,))
+    cons = []
+    for bound, sign in ((lo, 1.0), (hi, -1.0)):
+        keep = np.isfinite(bound)
+        if keep.all():
+            cons.append(sign * v >= sign * bound)
+        elif keep.any():
+            cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
+    return cons

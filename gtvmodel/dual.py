@@ -46,9 +46,14 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ._cvx import bounds_constraints
 from .constraints import Box, NormBall
 from .errors import SolverError, UnsupportedError
-from .losses import QuadraticLoss, l2_conjugate_cvx, quadratic_conjugate_cvx
+from .losses import (
+    QuadraticLoss,
+    l2_conjugate_cvx,
+    quadratic_conjugate_cvx,
+)
 
 if TYPE_CHECKING:
     from .model import GTVModel
@@ -238,13 +243,7 @@ def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: in
     v = cp.Variable(rows.size, name=f"v_{b.cls.kind}")
     contrib = cp.reshape(Bt @ cp.multiply(c, v), (k, d), order="C")
     cost = c @ b.cls._ell_conj_cvx(v, y, prm)
-    cons = []
-    for bound, sign in ((lo, 1.0), (hi, -1.0)):
-        keep = np.isfinite(bound)
-        if keep.all():
-            cons.append(sign * v >= sign * bound)
-        elif keep.any():
-            cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
+    cons = bounds_constraints(v, lo, hi, rows.size)
 
     def absorb(Rz):
         """Least-squares row-dual change with ``X_i^T (c dv) = R_i``, kept in the domain."""

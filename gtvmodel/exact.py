@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import cvxpy as cp
 import numpy as np
 
-from ._cvx import norm_rows_le
+from ._cvx import bounds_constraints, norm_rows_le
 from .constraints import SymbolicConstraint
 from .errors import AccuracyWarning, InfeasibleError, SolverError
 from .losses import SymbolicLoss
@@ -140,10 +140,7 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
     if st.box is not None:
         idx, lo, hi = st.box
         flat = (idx[:, None] * d + np.arange(d)[None, :]).ravel()
-        for bound, sign in ((lo.ravel(), 1.0), (hi.ravel(), -1.0)):
-            keep = np.isfinite(bound)
-            if keep.any():
-                cons.append(sign * w_flat[flat[keep]] >= sign * bound[keep])
+        cons.extend(bounds_constraints(w_flat[flat], lo.ravel(), hi.ravel(), flat.size))
     if st.nonneg.size:
         cons.append(W[st.nonneg, :] >= 0)
     for p, (idx, radii) in st.normball.items():

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, xlogy
 
+from ._cvx import bounds_constraints
 from ._validate import as_finite_array, as_nonneg_scalar
 from .errors import DataError, LossError, SolverError, UnsupportedError
 
@@ -323,7 +324,7 @@ class DataFitLoss(Loss):
         v = cp.Variable(self.m, name="v_rows")
         c = 1.0 / self.m
         lo, hi = self._ell_conj_bounds(self.y, self._row_param())
-        cons = _bounds_constraints(v, lo, hi, self.m)
+        cons = bounds_constraints(v, lo, hi, self.m)
         cost = c * cp.sum(self._ell_conj_cvx(v, self.y, self._row_param()))
         return c * (self.X.T @ v), cost, cons
 
@@ -755,20 +756,6 @@ def squared_conjugate_rows(e: np.ndarray, V: np.ndarray, q: np.ndarray, yy: np.n
     zs = np.einsum("kji,kj->ki", V, S)
     rho = np.einsum("kij,kj->ki", V, np.where(ok, 0.0, zs))
     return val, rho
-
-
-def _bounds_constraints(v: cp.Expression, lo: Any, hi: Any, size: int) -> list[cp.Constraint]:
-    """``lo <= v <= hi`` on the finite entries (``lo``/``hi`` scalars or arrays)."""
-    lo = np.broadcast_to(np.asarray(lo, dtype=float), (size,))
-    hi = np.broadcast_to(np.asarray(hi, dtype=float), (size,))
-    cons = []
-    for bound, sign in ((lo, 1.0), (hi, -1.0)):
-        keep = np.isfinite(bound)
-        if keep.all():
-            cons.append(sign * v >= sign * bound)
-        elif keep.any():
-            cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
-    return cons
 
 
 def _solve_conjugate(loss: Loss, s: np.ndarray) -> float:
