@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
-__all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints"]
+__all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints",
+           "value_of"]
 
 
 def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
@@ -71,3 +74,14 @@ def bounds_constraints(v: cp.Expression, lo: Any, hi: Any, size: int) -> list[cp
         elif keep.any():
             cons.append(sign * v[np.flatnonzero(keep)] >= sign * bound[keep])
     return cons
+
+
+@contextmanager
+def value_of(variable: cp.Variable, w: Any) -> Iterator[None]:
+    """Temporarily set ``variable.value = w`` (to evaluate a symbolic expression in numpy)."""
+    old = variable.value
+    variable.value = np.asarray(w, dtype=float).reshape(variable.shape)
+    try:
+        yield
+    finally:
+        variable.value = old

@@ -36,3 +36,14 @@ def as_nonneg_scalar(value: Any, name: str, owner: str = "", strict: bool = Fals
         req = "> 0" if strict else ">= 0"
         raise ParameterError(f"{prefix}{name} must be finite and {req}, got {value!r}")
     return v
+
+
+def as_norm_exponent(value: Any, owner: str, error: type[Exception] = DataError) -> float:
+    """A norm exponent ``p`` in ``[1, inf]`` (``inf`` allowed); ``error`` otherwise."""
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        raise error(f"{owner}: p must be a number >= 1, got {value!r}") from None
+    if np.isnan(p) or p < 1:
+        raise error(f"{owner}: p must be >= 1 (a norm), got {value!r}")
+    return p

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from ._cvx import norm_rows_epigraph, norm_rows_le
-from ._validate import as_nonneg_scalar
+from ._cvx import norm_rows_epigraph, norm_rows_le, value_of
+from ._validate import as_nonneg_scalar, as_norm_exponent
 from .errors import ConstraintError, DataError, UnsupportedError
 
 __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
@@ -212,13 +212,7 @@ class NormBall(Constraint):
 
     def __init__(self, radius: float, p: float = 2):
         self.radius = as_nonneg_scalar(radius, "radius", "NormBall")
-        try:
-            pf = float(p)
-        except (TypeError, ValueError):
-            raise DataError(f"NormBall: p must be a number >= 1, got {p!r}") from None
-        if np.isnan(pf) or pf < 1:
-            raise DataError(f"NormBall: p must be >= 1, got {p!r}")
-        self.p = pf
+        self.p = as_norm_exponent(p, "NormBall")
 
     def constraints(self, x):
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
@@ -314,12 +308,8 @@ class SymbolicConstraint(Constraint):
         return [self.constraint]
 
     def violation(self, w):
-        old = self.variable.value
-        self.variable.value = np.asarray(w, dtype=float).reshape(self.variable.shape)
-        try:
+        with value_of(self.variable, w):
             r = self.constraint.residual
-        finally:
-            self.variable.value = old
         if r is None:
             return float("inf")
         return float(np.max(np.abs(r), initial=0.0))

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, xlogy
 
-from ._cvx import bounds_constraints
+from ._cvx import bounds_constraints, value_of
 from ._validate import as_finite_array, as_nonneg_scalar
 from .errors import DataError, LossError, SolverError, UnsupportedError
 
@@ -683,12 +683,8 @@ class SymbolicLoss(Loss):
         return self.expression(x)
 
     def _base_value(self, w):
-        old = self.variable.value
-        self.variable.value = np.asarray(w, dtype=float).reshape(self.variable.shape)
-        try:
+        with value_of(self.variable, w):
             val = self.expr.value
-        finally:
-            self.variable.value = old
         return float(np.inf if val is None else val)
 
     def __repr__(self) -> str:

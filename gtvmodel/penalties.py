@@ -18,7 +18,7 @@ import cvxpy as cp
 import numpy as np
 
 from ._cvx import norm_rows_epigraph, norm_rows_le
-from ._validate import as_finite_array
+from ._validate import as_finite_array, as_norm_exponent
 from .errors import PenaltyError, UnsupportedError
 
 __all__ = ["Penalty", "Norm2", "Norm1", "NormInf", "NormP", "SquaredNorm2", "QuadForm"]
@@ -228,13 +228,7 @@ class NormP(_NormPenalty):
     kind = "normp"
 
     def __init__(self, p: float):
-        try:
-            pf = float(p)
-        except (TypeError, ValueError):
-            raise PenaltyError(f"NormP: p must be a number >= 1, got {p!r}") from None
-        if np.isnan(pf) or pf < 1:
-            raise PenaltyError(f"NormP: p must be >= 1 (a norm), got {p!r}")
-        self.p = pf
+        self.p = as_norm_exponent(p, "NormP", PenaltyError)
 
     def rows_expression(self, Z):
         if np.isinf(self.p):
