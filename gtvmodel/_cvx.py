@@ -10,7 +10,7 @@ import cvxpy as cp
 import numpy as np
 
 __all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints",
-           "value_of"]
+           "value_of", "outside_domain", "checked_value", "checked_residual"]
 
 
 def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
@@ -85,3 +85,56 @@ def value_of(variable: cp.Variable, w: Any) -> Iterator[None]:
         yield
     finally:
         variable.value = old
+
+
+def outside_domain(exprs: Any) -> bool:
+    """True if the current variable values lie outside the domain of any of ``exprs``.
+
+    CVXPY's numeric ``.value`` of an atom is not trustworthy outside the atom's domain: it can
+    be finite and too small (``inv_pos``, ``power(x, -1)``, ``quad_over_lin`` at negative
+    arguments), ``-inf`` (``entr``) or NaN (``log``, ``sqrt``).  Each expression's ``domain``
+    (the constraints collected from all its atoms) is checked *exactly* (no tolerance): a point
+    outside the closed domain of a convex function has value ``+inf`` there.
+    """
+    for expr in exprs:
+        for con in getattr(expr, "domain", []):
+            r = con.residual
+            if r is None:
+                return True
+            r = np.asarray(r, dtype=float)
+            if not np.isfinite(r).all() or (r > 0).any():
+                return True
+    return False
+
+
+def checked_value(expr: cp.Expression, variable: cp.Variable, w: Any) -> float:
+    """The value of the scalar convex ``expr`` at ``variable = w``, ``+inf`` outside its domain.
+
+    Outside the domain (see :func:`outside_domain`) and where CVXPY returns ``None`` or NaN, the
+    value is ``+inf``, the convex extended-value convention: never a finite number that could
+    under-report an objective."""
+    with value_of(variable, w):
+        if outside_domain([expr]):
+            return float("inf")
+        with np.errstate(all="ignore"):
+            val = expr.value
+    if val is None:
+        return float("inf")
+    val = float(np.asarray(val, dtype=float).reshape(()))
+    return float("inf") if np.isnan(val) else val
+
+
+def checked_residual(constraint: cp.Constraint, variable: cp.Variable, w: Any) -> float:
+    """Largest violation of ``constraint`` at ``variable = w`` (0 if it holds), ``+inf``
+    outside the domain of any of its expressions or where the residual is undefined."""
+    with value_of(variable, w):
+        if outside_domain(constraint.args):
+            return float("inf")
+        with np.errstate(all="ignore"):
+            r = constraint.residual
+    if r is None:
+        return float("inf")
+    r = np.abs(np.asarray(r, dtype=float))
+    if np.isnan(r).any():
+        return float("inf")
+    return float(r.max(initial=0.0))
