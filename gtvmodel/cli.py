@@ -6,27 +6,52 @@ Checks a candidate solution produced anywhere (any language) against a problem f
 
 Exit codes: ``0`` the gap is at most ``tol * max(1, |P(W)|)``; ``1`` it is larger (or infinite:
 infeasible weights, flows that could not be repaired); ``2`` bad input (unreadable or
-inconsistent files, bad arguments); ``3`` a numerical failure while evaluating the dual.
-No tracebacks: errors are one line on stderr.
+inconsistent files, bad arguments: a non-numeric, NaN, infinite or out-of-range ``--tol``,
+``--feas-tol`` or ``--radius``, an unknown option, a missing argument); ``3`` a numerical failure
+while evaluating the dual (or any other unexpected failure: never ``1``, which is a verdict).
+No tracebacks: every error is exactly one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .errors import FileFormatError, GTVError, SolverError
+from .errors import GTVError, ParameterError, SolverError
 
 __all__ = ["main"]
 
 
+def _one_line(message: object) -> str:
+    """A message as one line (stderr gets exactly one line per error)."""
+    return " ".join(str(message).splitlines())
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits with 2 too; keep one format
-        self.print_usage(sys.stderr)
-        print(f"gtvmodel: error: {message}", file=sys.stderr)
+    def error(self, message: str) -> None:  # exit 2 like argparse, but with one stderr line
+        print(f"gtvmodel: error: {_one_line(message)} (see {self.prog} --help)",
+              file=sys.stderr)
         raise SystemExit(2)
+
+
+def _number(name: str, strict: bool) -> Callable[[str], float]:
+    """argparse type: a finite float ``> 0`` (``strict``) or ``>= 0``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not math.isfinite(v) or v < 0 or (strict and v == 0):
+            raise argparse.ArgumentTypeError(
+                f"{name} must be finite and {'> 0' if strict else '>= 0'}, got {text!r}")
+        return v
+
+    parse.__name__ = name
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,12 +65,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("weights", help="weights (n x d): .npz, .npy, .csv or .txt")
     c.add_argument("--flows", help="edge flows (|E| x d, model edge order); built from the "
                    "weights if omitted")
-    c.add_argument("--tol", type=float, default=1e-6,
-                   help="relative gap tolerance gap <= tol * max(1, |P|) (default 1e-6)")
-    c.add_argument("--feas-tol", type=float, default=1e-8,
-                   help="relative tolerance on node constraints and dual residuals")
-    c.add_argument("--radius", type=float, default=None,
-                   help="radius R of the residual charges (default 10 max(1, |W|_inf))")
+    c.add_argument("--tol", type=_number("--tol", strict=True), default=1e-6,
+                   help="relative gap tolerance gap <= tol * max(1, |P|), finite and > 0 "
+                   "(default 1e-6)")
+    c.add_argument("--feas-tol", type=_number("--feas-tol", strict=False), default=1e-8,
+                   help="relative tolerance on node constraints and dual residuals, finite "
+                   "and >= 0 (default 1e-8)")
+    c.add_argument("--radius", type=_number("--radius", strict=False), default=None,
+                   help="assume ||w*_i||_inf <= RADIUS (finite, >= 0) for the residual "
+                   "charges instead of the radii certify() chooses")
     c.add_argument("--json", action="store_true", help="print the certificate as JSON")
     return p
 
@@ -53,9 +81,12 @@ def _parser() -> argparse.ArgumentParser:
 def _certify(args: argparse.Namespace) -> int:
     from .io import load_flows, load_model, load_weights
 
-    if not args.tol >= 0 or not args.feas_tol >= 0:
-        raise FileFormatError(f"--tol and --feas-tol must be >= 0 (got {args.tol}, "
-                              f"{args.feas_tol})")
+    # the argparse types checked these already; checked again so _certify stands on its own
+    for name, v, strict in (("--tol", args.tol, True), ("--feas-tol", args.feas_tol, False),
+                            ("--radius", args.radius, False)):
+        if v is not None and not (math.isfinite(v) and (v > 0 or (v == 0 and not strict))):
+            raise ParameterError(f"{name} must be finite and {'> 0' if strict else '>= 0'}, "
+                                 f"got {v!r}")
     model = load_model(args.problem)
     W = load_weights(args.weights, model)
     U = load_flows(args.flows, model) if args.flows else None
@@ -72,20 +103,27 @@ def _certify(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gtvmodel`` command; returns the exit code."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # bad arguments (2, one stderr line) or --help (0)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         if args.command == "certify":
             return _certify(args)
     except SolverError as exc:
-        print(f"gtvmodel: solver failure: {exc}", file=sys.stderr)
+        print(f"gtvmodel: solver failure: {_one_line(exc)}", file=sys.stderr)
         return 3
-    except GTVError as exc:  # FileFormatError, DataError, ...: bad input
-        print(f"gtvmodel: error: {exc}", file=sys.stderr)
+    except GTVError as exc:  # FileFormatError, ParameterError, DataError, ...: bad input
+        print(f"gtvmodel: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # pragma: no cover - output piped into e.g. `head`
         return 1
+    except Exception as exc:  # noqa: BLE001 - an internal failure must not read as a verdict
+        print(f"gtvmodel: internal error: {type(exc).__name__}: {_one_line(exc)}",
+              file=sys.stderr)
+        return 3
     return 2  # pragma: no cover - argparse requires a command
 
 

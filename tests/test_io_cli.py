@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -124,6 +125,40 @@ def test_bad_problem_files(tmp_path: Path):
         gm.GTVModel.load(tmp_path / "empty.npz")
 
 
+def test_strict_header_and_edges(tmp_path: Path):
+    """Issue 8: no silent coercion of header values, no silent flipping of edges."""
+    model = rich_model()
+    good = tmp_path / "good.npz"
+    model.save(good)
+    bad = tmp_path / "bad.npz"
+    with np.load(good, allow_pickle=False) as z:
+        header = json.loads(bytes(z["header"]).decode())
+        edges = z["edges"]
+    cons = json.loads(json.dumps(header["constraints"]))
+    cons[0][0]["row"] = 0.9
+    losses = json.loads(json.dumps(header["losses"]))
+    losses[0]["l2"] = "0.1"
+    cases = [
+        ({"header": {"lam": "0.4"}}, "lam must be a finite JSON number"),
+        ({"header": {"lam": -1}}, "lam must be a finite JSON number >= 0"),
+        ({"header": {"n": 7.0}}, "n must be an integer"),
+        ({"header": {"n": 9.7}}, "n must be an integer"),
+        ({"header": {"d": True}}, "d must be an integer"),
+        ({"header": {"version": 1.0}}, "format version 1.0"),
+        ({"header": {"comment": "hi"}}, "unknown ['comment'] keys"),
+        ({"header": {"constraints": cons}}, "row must be an integer"),
+        ({"header": {"losses": losses}}, "l2 must be a finite JSON number"),
+        ({"edges": edges[:, ::-1].copy()}, "e+ < e- is required"),
+        ({"edges": edges[::-1].copy()}, "out of order"),
+        ({"edges": np.vstack([edges[:1], edges[:-1]])}, "duplicates"),
+        ({"X": np.empty((20, 2), dtype=object)}, "not a plain number type"),
+    ]
+    for change, msg in cases:
+        _corrupt(good, bad, **change)
+        with pytest.raises(gm.FileFormatError, match=re.escape(msg)):
+            gm.GTVModel.load(bad)
+
+
 @pytest.mark.parametrize("ext", [".npz", ".npy", ".csv", ".txt"])
 def test_weights_and_flows_files(tmp_path: Path, ext: str):
     model = rich_model()
@@ -195,11 +230,18 @@ def test_cli_bad_input_exit_code_2(tmp_path: Path, capsys):
         (("certify", str(tmp_path / "w.npz"), str(tmp_path / "w.npz")), "missing array"),
         (("certify", str(tmp_path / "v99.npz"), str(tmp_path / "w.npz")), "version 99"),
         (("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npz"), "--tol", "-1"), "tol"),
+        (("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npz"), "--radius=nan"),
+         "--radius must be finite"),
+        (("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npz"), "--tol", "inf"),
+         "--tol must be finite and > 0"),
+        (("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npz"), "--feas-tol", "x"),
+         "--feas-tol must be a number"),
         (("certify", str(tmp_path / "p.npz")), "required"),
         (("frobnicate",), "invalid choice"),
     ]:
         code, out, err = call_main(capsys, *args)
         assert code == 2, (args, out, err)
         assert msg in err, (args, err)
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     r = run_cli("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.txt"))
     assert r.returncode == 2 and "NaN" in r.stderr and "Traceback" not in r.stderr
