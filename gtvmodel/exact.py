@@ -20,69 +20,29 @@ The multiplier ``nu`` of ``Z = D W`` gives the edge flows: CVXPY's Lagrangian ad
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
+import networkx as nx
 import numpy as np
 
 from ._cvx import bounds_constraints, norm_rows_le
+from ._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, run_solver
+from ._validate import as_nonneg_scalar
 from .constraints import SymbolicConstraint
-from .errors import AccuracyWarning, InfeasibleError, SolverError
-from .losses import SymbolicLoss
+from .errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
+from .losses import SymbolicLoss, ZeroLoss
 
 if TYPE_CHECKING:
     from .model import GTVModel
     from .solution import Solution
 
 __all__ = ["PrimalProblem", "compile_primal", "solve_exact", "DEFAULT_SOLVER_OPTIONS",
-           "FALLBACK_SOLVER_OPTIONS", "run_solver"]
-
-#: Accuracy defaults, tighter than the solvers' own so that exact solves are ground truth.
-#: Clarabel's own defaults (gap 1e-8) leave weight errors up to 1e-4 on a 60-node fused-lasso
-#: chain; a duality-gap tolerance of 1e-13 brings them below 1e-8 (tests/test_exact.py checks
-#: 1e-7 against an exact path algorithm).  Interior-point methods cannot always reach that gap
-#: on large problems, so Clarabel falls back once to :data:`FALLBACK_SOLVER_OPTIONS`.
-DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
-    "CLARABEL": {
-        "tol_gap_abs": 1e-13,
-        "tol_gap_rel": 1e-13,
-        "tol_feas": 1e-9,
-        "tol_ktratio": 1e-8,
-        "max_iter": 500,
-    },
-    "OSQP": {
-        "eps_abs": 1e-10,
-        "eps_rel": 1e-10,
-        "max_iter": 400_000,
-        "polishing": True,  # OSQP >= 1.0 name of the active-set polish (exact on QPs)
-    },
-    "SCS": {
-        "eps_abs": 1e-9,
-        "eps_rel": 1e-9,
-        "max_iters": 400_000,
-    },
-}
-
-#: Successively looser tolerances tried when a solver cannot reach
-#: :data:`DEFAULT_SOLVER_OPTIONS` (Clarabel stops with ``InsufficientProgress`` or
-#: ``AlmostSolved`` on some problems with ~1000 nodes or with power cones, e.g. ``NormP(3)``).
-#: The first two levels are 10-100x tighter than the solver's own defaults; the last resort is
-#: Clarabel's own defaults (gap 1e-8, feasibility 1e-8, k/tau 1e-6), which exponential-cone
-#: problems (logistic losses) sometimes need: their iterates stall near a relative gap of 1e-9.
-#: The level reached is recorded in ``Solution.info["tolerances"]``.  The fallback runs only
-#: when the caller passed none of these options.
-FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
-    "CLARABEL": [
-        {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-9, "tol_ktratio": 1e-8},
-        {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-8, "tol_ktratio": 1e-7},
-        {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8, "tol_ktratio": 1e-6},
-    ],
-}
-
+           "FALLBACK_SOLVER_OPTIONS", "RESOLVE_OPTIONS", "run_solver", "find_infeasible_nodes",
+           "unbounded_nodes", "data_overflow_message"]
 
 @dataclass
 class PrimalProblem:
@@ -161,112 +121,36 @@ def compile_primal(model: GTVModel) -> PrimalProblem:
     return compiled
 
 
-@functools.lru_cache(maxsize=1)
-def _installed_solvers() -> tuple[str, ...]:
-    """CVXPY's installed solvers (cached: ``cp.installed_solvers()`` costs milliseconds)."""
-    return tuple(cp.installed_solvers())
+def submodel(model: GTVModel, nodes: np.ndarray) -> GTVModel:
+    """An edgeless model on the given nodes (relabelled ``0..g-1``) with their losses,
+    constraints and (for symbolic ones) their own CVXPY variables."""
+    from .model import GTVModel
+
+    G = nx.empty_graph(len(nodes))
+    sub = GTVModel(G, model.dim, penalty=model.penalty, lam=0.0)
+    for j, i in enumerate(nodes):
+        i = int(i)
+        if i in model._vars:
+            sub._vars[j] = model._vars[i]
+        loss = model.loss_at(i)
+        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
+            sub.set_loss(j, loss)
+        for c in model.constraints_at(i):
+            sub.add_constraint(j, c)
+    return sub
 
 
-def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
-               accept_inaccurate: bool, what: str,
-               record: dict[str, Any] | None = None) -> tuple[str, float, float]:
-    """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
+def find_infeasible_nodes(model: GTVModel, nodes: Any = None) -> list[Any]:
+    """Node labels whose own constraints (with their loss's domain) have no feasible point.
 
-    Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
-    :class:`SolverError` (with the status) on failure or on an inaccurate status unless
-    ``accept_inaccurate``.  Infeasibility is returned to the caller as status ``infeasible``.
-
-    The solver runs with :data:`DEFAULT_SOLVER_OPTIONS` updated by ``opts``.  If it cannot
-    reach them (a solver failure or an inaccurate/limit status) and the caller overrode none of
-    the :data:`FALLBACK_SOLVER_OPTIONS` keys, it is re-run with each fallback level in turn; the
-    status policy applies to the last level, and the reported times are the sums of all runs.
-    If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
-    """
-    name = (solver or "CLARABEL").upper()
-    if name not in _installed_solvers():
-        raise SolverError(f"solver {name!r} is not installed (installed: "
-                          f"{', '.join(_installed_solvers())})", status=None, solver=name)
-    if name == "OSQP" and not problem.is_qp():
-        raise SolverError(
-            f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "
-            "Box/NonNeg/NormBall(p=1 or inf) constraints, Norm1/NormInf/SquaredNorm2/QuadForm "
-            "penalties); this problem has other cones: use CLARABEL or SCS",
-            status="rejected", solver=name)
-    options = dict(DEFAULT_SOLVER_OPTIONS.get(name, {}))
-    options.update(opts)
-    levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
-    if any(set(level) & set(opts) for level in levels):
-        levels = []  # the caller chose the tolerances
-    spent = [0.0, 0.0]
-    if record is None:
-        record = {}
-    for level in levels:
-        try:
-            record["options"] = dict(options)
-            comp, solve_time = _attempt(problem, name, options, verbose, False, what)
-            return name, comp + spent[0], solve_time + spent[1]
-        except SolverError as exc:
-            if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-                raise
-            comp, solve_time = _stats_times(problem, 0.0)
-            spent = [spent[0] + comp, spent[1] + solve_time]
-        options.update(level)
-    record["options"] = dict(options)
-    comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
-    return name, comp + spent[0], solve_time + spent[1]
-
-
-def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
-    """``(cvxpy_compile_seconds, solver_seconds)`` of the last solve of ``problem``."""
-    stats = problem.solver_stats
-    solve_time = stats.solve_time if stats and stats.solve_time is not None else wall
-    comp = getattr(problem, "compilation_time", None) or max(wall - solve_time, 0.0)
-    return float(comp), float(solve_time)
-
-
-def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: bool,
-             accept_inaccurate: bool, what: str) -> tuple[float, float]:
-    """One solve with the status policy of :func:`run_solver`."""
-    t0 = time.perf_counter()
-    try:
-        # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
-        # update(), which stalls at a worse accuracy than a fresh solve (seen on exp cones).
-        with warnings.catch_warnings():
-            # the status is checked below; CVXPY's generic warning would only add noise
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
-    except cp.error.SolverError as exc:
-        raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
-                          solver=name) from None
-    except cp.error.DCPError as exc:  # pragma: no cover - inputs are validated before
-        raise SolverError(f"{what}: problem is not DCP: {exc}", status="not_dcp",
-                          solver=name) from None
-    except (TypeError, ValueError) as exc:
-        # e.g. an unknown solver option, or a conic problem given to a QP solver
-        raise SolverError(f"{what}: solver {name} rejected the problem: {exc}",
-                          status="rejected", solver=name) from None
-    wall = time.perf_counter() - t0
-    status = problem.status
-    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        return 0.0, wall
-    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-        raise SolverError(f"{what}: {name} reports the problem unbounded ({status}); a node "
-                          "loss may be unbounded below", status=status, solver=name)
-    if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate:
-        raise SolverError(
-            f"{what}: {name} stopped with status {status!r}; the result is not accurate enough "
-            "for a reference solution (pass accept_inaccurate=True to accept it, or loosen the "
-            "tolerances)", status=status, solver=name)
-    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        raise SolverError(f"{what}: {name} failed with status {status!r}", status=status,
-                          solver=name)
-    return _stats_times(problem, wall)
-
-
-def find_infeasible_nodes(model: GTVModel) -> list[Any]:
-    """Node labels whose own constraints (with their loss's domain) have no feasible point."""
+    ``nodes``: positions to check (default: every node with constraints).  Each node's
+    feasibility problem has no objective (only its constraints), so it is far better
+    conditioned than the problem whose solver reported infeasibility."""
     bad = []
-    for i in sorted(model._constraints):
+    todo = sorted(model._constraints) if nodes is None else sorted(int(i) for i in nodes)
+    for i in todo:
+        if not model.constraints_at(i) and not isinstance(model.loss_at(i), SymbolicLoss):
+            continue
         # symbolic losses and constraints are stated in the node's own variable
         x = model._vars.get(i) or cp.Variable(model.dim)
         cons: list[cp.Constraint] = []
@@ -285,8 +169,73 @@ def find_infeasible_nodes(model: GTVModel) -> list[Any]:
     return bad
 
 
+#: Options of the re-solve that :func:`solve_exact` runs when its self-certificate misses the
+#: requested accuracy (Clarabel only).  Clarabel's static KKT regularization (default ``1e-8``)
+#: biases the solution of badly scaled problems (data spanning 1e-3..1e3, weights 1e-6..1e6):
+#: the solver reports "optimal" while the objective is ~1e-6 relative off and the certified gap
+#: is ~1e-3; with ``1e-10`` the certified gaps of those instances drop to 1e-8..1e-11
+#: (``tests/test_robustness.py``).  Not the default, because a smaller regularization makes
+#: some well-scaled solves fail (measured: ``1e-12`` reported a bounded problem unbounded).
+RESOLVE_OPTIONS: dict[str, dict[str, Any]] = {
+    "CLARABEL": {"static_regularization_constant": 1e-10, "max_iter": 1000},
+}
+
+
+def _data_overflow_nodes(model: GTVModel) -> list[tuple[Any, float]]:
+    """``(label, max |data|)`` of the nodes whose loss data overflow double precision in the
+    products the solvers form (``X^T X``, ``X^T y``, ``||a||^2``)."""
+    out = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i, loss in model._losses.items():
+            arrays = [np.asarray(getattr(loss, k), dtype=float) for k in ("X", "y", "a")
+                      if isinstance(getattr(loss, k, None), np.ndarray)]
+            if not arrays:
+                continue
+            big = max(float(np.abs(a).max(initial=0.0)) for a in arrays)
+            X = getattr(loss, "X", None)
+            prods = [big * big * max(1, arrays[0].size)]
+            if isinstance(X, np.ndarray) and X.ndim == 2:
+                prods.append(float(np.abs(X.T @ X).max(initial=0.0)))
+            if not all(np.isfinite(prods)):
+                out.append((model.nodes[i], big))
+    return out
+
+
+def data_overflow_message(model: GTVModel, where: str) -> str | None:
+    """A message naming the nodes whose data overflow (None if none do)."""
+    bad = _data_overflow_nodes(model)
+    if not bad:
+        return None
+    names = ", ".join(f"{v!r} (entries up to {b:.3g})" for v, b in bad[:10])
+    return (f"{where}: the data of node(s) {names}{' ...' if len(bad) > 10 else ''} overflow "
+            "double precision (X^T X or ||y||^2 is not finite): rescale the data")
+
+
+def unbounded_nodes(model: GTVModel) -> list[Any]:
+    """Labels of the nodes whose own loss is unbounded below over their constraints.
+
+    ``P`` is bounded below whenever every ``L_i`` is (the penalty is nonnegative), so when a
+    solver reports ``P`` unbounded these nodes are the ones responsible."""
+    bad = []
+    for i in range(model.num_nodes):
+        loss = model.loss_at(i)
+        if not isinstance(loss, SymbolicLoss) and loss.kind in ("squared", "logistic", "hinge",
+                                                                  "absolute", "huber",
+                                                                  "quadratic", "zero"):
+            continue  # library losses are bounded below (>= 0)
+        prob = compile_primal(submodel(model, np.array([i]))).problem
+        try:
+            prob.solve(solver="CLARABEL")
+        except cp.error.SolverError:
+            continue
+        if prob.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+            bad.append(model.nodes[i])
+    return bad
+
+
 def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate: bool = False,
-                verbose: bool = False, **opts: Any) -> Solution:
+                verbose: bool = False, certify: bool = True, accuracy: float = 1e-6,
+                **opts: Any) -> Solution:
     """Solve (16) to high accuracy; returns weights, flows ``u`` and timings.
 
     ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
@@ -295,15 +244,39 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
     :data:`FALLBACK_SOLVER_OPTIONS` when it cannot reach them; ``Solution.info["tolerances"]``
     holds the options of the accepted run).  An inaccurate solver status
     raises :class:`~gtvmodel.errors.SolverError` unless ``accept_inaccurate=True``; infeasible
-    node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes.
+    node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes; an
+    unbounded problem raises :class:`~gtvmodel.errors.SolverError` naming the nodes whose
+    losses are unbounded below.
+
+    **Self-certificate.**  A solver's "optimal" is not proof: on badly scaled problems Clarabel
+    reported "optimal" with the objective 4e-8 relative above the optimum and a certified gap
+    of ~1e-3 (``tests/test_robustness.py``).  With ``certify=True``
+    (default) the answer is certified with :func:`gtvmodel.certificate.certify` (the solver's
+    flows, repaired to a dual-feasible point) and the :class:`~gtvmodel.certificate.Certificate`
+    is ``Solution.certificate`` (``info["certified_gap"]``, ``info["certified_relative_gap"]``).
+    If the certified relative gap exceeds ``accuracy`` (default 1e-6), the problem is re-solved
+    once with :data:`RESOLVE_OPTIONS` (the better certified answer is kept), and if it still
+    exceeds it while the status is ``"optimal"``, an :class:`~gtvmodel.errors.AccuracyWarning`
+    says to what the solution is certified (an accepted ``"optimal_inaccurate"`` status already
+    says the answer is inaccurate; ``info["certified"]`` is False then too).  Measured cost
+    (``info["certificate_time"]``; the first certificate of a model pays the flow repair's
+    one-time set-up): 0.1-2 % of the solver time with squared losses only (200-1000 nodes),
+    5-13 % with many zero-loss nodes (paper 001 VI-A with rho = 0.6, paper 000's setting),
+    single-threaded BLAS; with multithreaded OpenBLAS on a busy 2-core machine the set-up's
+    eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
+    time).  ``certify=False`` skips it.
     """
+    from .certificate import certify as certify_fn
     from .solution import Solution
 
     fresh = "primal" not in model._cache
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
-    name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
-                                        accept_inaccurate, "solve_exact", record)
+    try:
+        name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
+                                            accept_inaccurate, "solve_exact", record)
+    except SolverError as exc:
+        raise _explain(model, exc) from None
     levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
     if levels and record.get("options", {}).get("tol_gap_rel") == levels[-1]["tol_gap_rel"] \
             and not any(set(level) & set(opts) for level in levels):
@@ -316,26 +289,121 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
         where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad
                  else "the constraints have no common feasible point")
         raise InfeasibleError(f"solve_exact: {name} reports the problem infeasible: {where}")
+    W, U = _read(model, compiled, name)
+    info: dict[str, Any] = {"lam": model.lam, "tolerances": record.get("options")}
+    status, objective = compiled.problem.status, float(compiled.problem.value)
+    cert = None
+    if certify:
+        accuracy = as_nonneg_scalar(accuracy, "accuracy", "solve_exact", strict=True)
+        t0 = time.perf_counter()
+        try:
+            cert = _self_certificate(certify_fn, model, W, U, accuracy)
+        except GTVError as exc:  # e.g. a conjugate the certificate cannot evaluate
+            info["certificate_error"] = str(exc)
+        info["certificate_time"] = time.perf_counter() - t0
+        resolve = RESOLVE_OPTIONS.get(name)
+        if (resolve and cert is not None and not cert.certifies(accuracy)
+                and not set(resolve) & set(opts)):
+            record2: dict[str, Any] = {}
+            try:
+                _, comp2, st2 = run_solver(compiled.problem, name, {**opts, **resolve},
+                                           verbose, accept_inaccurate, "solve_exact (re-solve)",
+                                           record2)
+                info["resolved"] = True
+                comp, solve_time = comp + comp2, solve_time + st2
+                if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+                    W2, U2 = _read(model, compiled, name)
+                    t1 = time.perf_counter()
+                    cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
+                    info["certificate_time"] += time.perf_counter() - t1
+                    if cert2.relative_gap < cert.relative_gap:
+                        W, U, cert = W2, U2, cert2
+                        status = compiled.problem.status
+                        objective = float(compiled.problem.value)
+                        info["tolerances"] = record2.get("options")
+            except GTVError:
+                info["resolved"] = False
+        info["certified"] = cert is not None and cert.certifies(accuracy)
+        if cert is not None:
+            info["certified_gap"] = cert.gap
+            info["certified_relative_gap"] = cert.relative_gap
+        # an accepted inaccurate status already says so; a claimed "optimal" must be true
+        if not info["certified"] and status == cp.OPTIMAL:
+            what = (f"the solution is certified only to a relative gap of "
+                    f"{cert.relative_gap:.3g}" if cert is not None else
+                    f"the solution could not be certified ({info['certificate_error']})")
+            warnings.warn(
+                f"solve_exact: {name} reports {status!r}, but {what} (requested accuracy "
+                f"{accuracy:g}; gtvmodel.certify with the solver's flows"
+                + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
+                + "): the weights may be that far from optimal (see Solution.certificate)",
+                AccuracyWarning, stacklevel=3)
+    return Solution(
+        weights=W,
+        flows=U,
+        objective=objective,
+        status=status,
+        solver=name,
+        compile_time=(compiled.build_time if fresh else 0.0) + comp,
+        solve_time=solve_time,
+        nodes=list(model.nodes),
+        info=info,
+        certificate=cert,
+    )
+
+
+def _self_certificate(certify_fn: Any, model: GTVModel, W: np.ndarray, U: np.ndarray,
+                      accuracy: float) -> Any:
+    """The certificate of an exact solve (``project="never"``: cheap repairs only); if it
+    misses ``accuracy``, also with the convex projection of the flows and with flows built
+    from the weights (the best one is kept: each is a valid bound)."""
+    cert = certify_fn(model, W, U, tol=accuracy, project="never")
+    for flows in (U, None):
+        if cert.certifies(accuracy):
+            break
+        alt = certify_fn(model, W, flows, tol=accuracy)
+        if alt.relative_gap < cert.relative_gap:
+            cert = alt
+    return cert
+
+
+def _read(model: GTVModel, compiled: PrimalProblem, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Weights and flows (MATH.md's sign) of the last solve, checked finite."""
+    status = compiled.problem.status
+    if compiled.W.value is None:
+        raise SolverError(f"solve_exact: {name} returned no weights (status {status!r})",
+                          status=status, solver=name)
     W = np.asarray(compiled.W.value, dtype=float).reshape(model.num_nodes, model.dim)
     if compiled.flow_constraint is not None:
         dual = compiled.flow_constraint.dual_value
         if dual is None:
             raise SolverError(f"solve_exact: {name} returned no dual values for the flows",
-                              status=compiled.problem.status, solver=name)
+                              status=status, solver=name)
         U = -np.asarray(dual, dtype=float).reshape(model.num_edges, model.dim)
     else:
         U = np.zeros((0, model.dim))
     if not (np.isfinite(W).all() and np.isfinite(U).all()):
-        raise SolverError(f"solve_exact: {name} returned non-finite values",
-                          status=compiled.problem.status, solver=name)
-    return Solution(
-        weights=W,
-        flows=U,
-        objective=float(compiled.problem.value),
-        status=compiled.problem.status,
-        solver=name,
-        compile_time=(compiled.build_time if fresh else 0.0) + comp,
-        solve_time=solve_time,
-        nodes=list(model.nodes),
-        info={"lam": model.lam, "tolerances": record.get("options")},
-    )
+        msg = data_overflow_message(model, "solve_exact")
+        if msg is not None:
+            raise DataError(msg)
+        bad = np.flatnonzero(~np.isfinite(W).all(axis=1))
+        where = (f" (weights of node(s) {', '.join(repr(model.nodes[i]) for i in bad[:10])})"
+                 if bad.size else " (flows)")
+        raise SolverError(f"solve_exact: {name} returned non-finite values{where}",
+                          status=status, solver=name)
+    return W, U
+
+
+def _explain(model: GTVModel, exc: SolverError) -> GTVError:
+    """Add what can be determined about the cause to a failed exact solve's error."""
+    msg = data_overflow_message(model, "solve_exact")
+    if msg is not None:
+        return DataError(f"{msg} ({exc})")
+    if exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        bad = unbounded_nodes(model)
+        if bad:
+            return SolverError(
+                f"solve_exact: the problem is unbounded: the loss of node(s) "
+                f"{', '.join(map(repr, bad[:10]))}{' ...' if len(bad) > 10 else ''} is unbounded "
+                "below over the node's constraints", status=exc.status, solver=exc.solver)
+    return exc

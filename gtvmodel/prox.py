@@ -47,12 +47,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
-import networkx as nx
 import numpy as np
 
+from ._solver import run_solver
 from .constraints import Box, NonNeg, NormBall
 from .errors import InfeasibleError, SolverError
-from .losses import LossBatch, SymbolicLoss, ZeroLoss
+from .exact import compile_primal, find_infeasible_nodes, submodel
+from .losses import LossBatch, SymbolicLoss
 
 if TYPE_CHECKING:
     from .model import GTVModel
@@ -116,25 +117,6 @@ class BatchProxGroup(NodeGroup):
         return Z
 
 
-def _submodel(model: GTVModel, nodes: np.ndarray) -> GTVModel:
-    """An edgeless model on the given nodes (relabelled ``0..g-1``) with their losses,
-    constraints and (for symbolic ones) their own CVXPY variables."""
-    from .model import GTVModel
-
-    G = nx.empty_graph(len(nodes))
-    sub = GTVModel(G, model.dim, penalty=model.penalty, lam=0.0)
-    for j, i in enumerate(nodes):
-        i = int(i)
-        if i in model._vars:
-            sub._vars[j] = model._vars[i]
-        loss = model.loss_at(i)
-        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
-            sub.set_loss(j, loss)
-        for c in model.constraints_at(i):
-            sub.add_constraint(j, c)
-    return sub
-
-
 class CvxpyProxGroup(NodeGroup):
     """The general path of PU (32): one parametrized CVXPY problem for the group's nodes.
 
@@ -148,13 +130,13 @@ class CvxpyProxGroup(NodeGroup):
 
     def __init__(self, model: GTVModel, nodes: np.ndarray, prox: bool = True,
                  solver: str = "CLARABEL"):
-        from .exact import compile_primal
-
         self.nodes = np.asarray(nodes, dtype=np.int64)
+        self.model = model
         self.labels = [model.nodes[int(i)] for i in self.nodes]
+        self._singles: list[CvxpyProxGroup] | None = None
         self.solver = solver
         t0 = time.perf_counter()
-        sub = _submodel(model, self.nodes)
+        sub = submodel(model, self.nodes)
         compiled = compile_primal(sub)
         self.W = compiled.W
         g, d = len(self.nodes), model.dim
@@ -181,34 +163,74 @@ class CvxpyProxGroup(NodeGroup):
             self.direct = _DirectClarabel.build(base, self.W)
         self.build_time = time.perf_counter() - t0
 
-    def _solve(self, eps: float) -> np.ndarray:
-        from .exact import run_solver
-
+    def _solve(self, eps: float | None) -> np.ndarray:
+        """One solve of the group's problem (``eps=None``: gtvmodel's reference tolerances
+        with their fallback ladder, :func:`gtvmodel._solver.run_solver`)."""
         opts = ({"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps / 10.0,
-                 "tol_ktratio": min(1e-6, eps)} if self.solver == "CLARABEL" else {})
-        what = (f"node update PU (32) at node(s) {', '.join(map(repr, self.labels[:5]))}"
-                + (" ..." if len(self.labels) > 5 else ""))
+                 "tol_ktratio": min(1e-6, eps)}
+                if self.solver == "CLARABEL" and eps is not None else {})
+        what = self._what()
         t0 = time.perf_counter()
-        run_solver(self.problem, self.solver, opts, False, True, what)
-        self.solve_time += time.perf_counter() - t0
-        self.solves += 1
-        if self.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-            raise InfeasibleError(f"{what}: the node constraints have no feasible point")
+        try:
+            run_solver(self.problem, self.solver, opts, False, True, what)
+        finally:
+            self.solve_time += time.perf_counter() - t0
+            self.solves += 1
+        status = self.problem.status
+        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            # a solver's infeasibility claim on a badly scaled problem can be spurious: only a
+            # feasibility problem over the constraints alone may name nodes as infeasible
+            self._raise_infeasible_or(SolverError(
+                f"{what}: {self.solver} reports {status!r}, but the node constraints are "
+                "feasible (a numerical failure on a badly scaled problem)", status=status,
+                solver=self.solver))
         if self.W.value is None or not np.isfinite(self.W.value).all():
             raise SolverError(f"{what}: the solver returned no finite point",
-                              status=self.problem.status, solver=self.solver)
+                              status=status, solver=self.solver)
         return np.asarray(self.W.value, dtype=float)
+
+    def _raise_infeasible_or(self, exc: SolverError) -> None:
+        """Raise :class:`InfeasibleError` naming the group's nodes whose constraints (with
+        their losses' domains) really have no feasible point, else ``exc``."""
+        bad = find_infeasible_nodes(self.model, self.nodes)
+        if bad:
+            raise InfeasibleError(
+                f"{self._what()}: the constraints of node(s) {', '.join(map(repr, bad))} have "
+                "no feasible point") from None
+        raise exc
 
     def update(self, V, tau, k, W_prev):
         if self.direct is not None:
             t0 = time.perf_counter()
-            W = self.direct.prox(V, tau, cvxpy_tolerance(k), self._what())
-            self.solve_time += time.perf_counter() - t0
-            self.solves += 1
+            try:
+                W = self.direct.prox(V, tau, cvxpy_tolerance(k), self._what())
+            except SolverError as exc:
+                W = self._per_node(V, tau, k, W_prev, exc)
+            finally:
+                self.solve_time += time.perf_counter() - t0
+                self.solves += 1
             return W
         self.a.value = 0.5 / tau
         self.b.value = V / tau[:, None]
-        return self._solve(cvxpy_tolerance(k))
+        try:
+            return self._solve(cvxpy_tolerance(k))
+        except SolverError as exc:
+            return self._per_node(V, tau, k, W_prev, exc)
+
+    def _per_node(self, V, tau, k, W_prev, exc: SolverError) -> np.ndarray:
+        """Fallback when the group's solve fails: every node's PU on its own (each problem
+        then has one node's scale only); a node that still fails is named in the error, and
+        called infeasible only if its constraints are."""
+        if len(self.nodes) == 1:
+            self._raise_infeasible_or(exc)
+        if self._singles is None:
+            self._singles = [CvxpyProxGroup(self.model, self.nodes[j:j + 1],
+                                            solver=self.solver)
+                             for j in range(len(self.nodes))]
+        W = np.empty_like(V)
+        for j, single in enumerate(self._singles):
+            W[j:j + 1] = single.update(V[j:j + 1], tau[j:j + 1], k, W_prev[j:j + 1])
+        return W
 
     def _what(self) -> str:
         return (f"node update PU (32) at node(s) {', '.join(map(repr, self.labels[:5]))}"
@@ -233,6 +255,7 @@ class _DirectClarabel:
         self.P0, self.q0, self.A, self.b, self.cones, self.cols = P0, q0, A, b, cones, cols
         self.solver = None
         self.tau: np.ndarray | None = None
+        self._P0full = None
 
     @classmethod
     def build(cls, problem: cp.Problem, W: cp.Variable) -> _DirectClarabel | None:
@@ -257,9 +280,8 @@ class _DirectClarabel:
                    sp.csc_matrix(data["A"]), np.asarray(data["b"], dtype=float).ravel(),
                    dims_to_solver_cones(data["dims"]), cols)
 
-    def prox(self, V: np.ndarray, tau: np.ndarray, eps: float, what: str) -> np.ndarray:
+    def _settings(self, eps: float):
         import clarabel
-        import scipy.sparse as sp
 
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -267,6 +289,22 @@ class _DirectClarabel:
         settings.tol_gap_abs = settings.tol_gap_rel = eps
         settings.tol_feas = eps / 10.0
         settings.tol_ktratio = min(1e-6, eps)
+        return settings
+
+    def prox(self, V: np.ndarray, tau: np.ndarray, eps: float, what: str) -> np.ndarray:
+        """PU (32) for the group; raises :class:`SolverError` with Clarabel's status when
+        neither the incremental solve nor the rescaled re-solve (:meth:`_robust`) succeeds.
+
+        Infeasibility is never concluded here: a strongly convex prox problem over feasible
+        constraints can still be reported (almost) primal or dual infeasible when its data
+        span many orders of magnitude (``v / tau ~ 1e18``), so the status is raised as
+        ``SolverError(status=...)`` and :class:`CvxpyProxGroup` decides, by a separate
+        feasibility problem over the nodes' constraints alone, whether they are infeasible.
+        """
+        import clarabel
+        import scipy.sparse as sp
+
+        settings = self._settings(eps)
         q = self.q0.copy()
         np.subtract.at(q, self.cols.ravel(), (V / tau[:, None]).ravel())
         P = None
@@ -284,17 +322,56 @@ class _DirectClarabel:
             self.solver.update(q=q, settings=settings)
         sol = self.solver.solve()
         status = str(sol.status)
-        if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
-            raise InfeasibleError(f"{what}: the node constraints have no feasible point")
-        if status not in ("Solved", "AlmostSolved"):
-            raise SolverError(f"{what}: Clarabel stopped with status {status!r}",
-                              status=status, solver="CLARABEL")
-        x = np.asarray(sol.x, dtype=float)
-        W = x[self.cols]
-        if not np.isfinite(W).all():
-            raise SolverError(f"{what}: Clarabel returned no finite point", status=status,
-                              solver="CLARABEL")
-        return W
+        if status in ("Solved", "AlmostSolved"):
+            W = np.asarray(sol.x, dtype=float)[self.cols]
+            if np.isfinite(W).all():
+                return W
+            status = "non-finite point"
+        W, status2 = self._robust(V, tau, eps)
+        if W is not None:
+            return W
+        raise SolverError(f"{what}: Clarabel stopped with status {status!r} (and {status2!r} "
+                          "on the re-solve shifted to v and scaled by tau); the prox problem "
+                          "is numerically too hard at this step size / scale",
+                          status=status2, solver="CLARABEL")
+
+    def _robust(self, V: np.ndarray, tau: np.ndarray, eps: float
+                ) -> tuple[np.ndarray | None, str]:
+        """A fresh solve of PU (32) in the shifted variable ``y = z - v`` with the objective
+        multiplied by ``tau`` (Clarabel's conic data, so no re-canonicalization):
+        ``min tau L(v + y) + ||y||^2 / 2`` -- the prox term then has unit curvature and no
+        linear term of size ``|v| / tau``, which is what makes the incremental solve fail on
+        badly scaled instances.  Returns ``(W, status)``, ``W`` None on failure."""
+        import clarabel
+        import scipy.sparse as sp
+
+        if self._P0full is None:
+            self._P0full = (self.P0 + sp.triu(self.P0, 1).T).tocsr()
+        x_s = np.zeros(self.q0.size)
+        x_s[self.cols.ravel()] = V.ravel()
+        # scale the objective by tau per node on its own columns is not separable in P0's
+        # auxiliary columns, so use one factor: the median step (exact minimizer unchanged)
+        gamma = float(np.median(tau))
+        q = gamma * (self.q0 + self._P0full @ x_s)
+        diag = np.zeros(self.q0.size)
+        diag[self.cols.ravel()] = np.repeat(gamma / tau, self.cols.shape[1])
+        P = (gamma * self.P0 + sp.diags(diag, format="csc")).tocsc()
+        P.sort_indices()
+        b = self.b - self.A @ x_s
+        settings = self._settings(eps)
+        status = "unsolved"
+        ladder = sorted({eps, max(eps, 1e-8), max(eps, 1e-6)})
+        for tol in ladder:
+            settings.tol_gap_abs = settings.tol_gap_rel = tol
+            settings.tol_feas = tol / 10.0
+            sol = clarabel.DefaultSolver(P, q, self.A, b, self.cones, settings).solve()
+            status = str(sol.status)
+            if status in ("Solved", "AlmostSolved"):
+                W = V + np.asarray(sol.x, dtype=float)[self.cols]
+                if np.isfinite(W).all():
+                    return W, status
+                status = "non-finite point"
+        return None, status
 
 
 @dataclass
@@ -314,7 +391,9 @@ class IsolatedGroup(NodeGroup):
     def update(self, V, tau, k, W_prev):
         if self.values is None:
             group = CvxpyProxGroup(self.model, self.nodes, prox=False)
-            self.values = group._solve(EPS_MIN)
+            # the reference tolerances with the fallback ladder (a fixed 1e-13 failed on
+            # badly scaled isolated nodes instead of falling back)
+            self.values = group._solve(None)
         return self.values
 
 

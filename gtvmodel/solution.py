@@ -39,7 +39,13 @@ class Solution:
     info : dict
         ``"lam"``: the lambda solved for; ``"tolerances"``: the solver options of the accepted
         run (Clarabel may fall back to looser levels, see
-        :data:`gtvmodel.exact.FALLBACK_SOLVER_OPTIONS`).
+        :data:`gtvmodel.exact.FALLBACK_SOLVER_OPTIONS`); with the self-certificate (default):
+        ``"certified_gap"``, ``"certified_relative_gap"``, ``"certified"`` (relative gap within
+        the requested accuracy), ``"certificate_time"`` (seconds) and, when the first answer
+        missed the accuracy, ``"resolved"`` (whether the re-solve ran).
+    certificate : Certificate or None
+        The :class:`gtvmodel.certificate.Certificate` of the solution (None with
+        ``certify=False``): ``certificate.gap >= P(weights) - P*``.
     """
 
     weights: np.ndarray
@@ -51,6 +57,7 @@ class Solution:
     solve_time: float
     nodes: list[Hashable] = field(repr=False, default_factory=list)
     info: dict[str, Any] = field(repr=False, default_factory=dict)
+    certificate: Any = field(repr=False, default=None)
 
     def weight(self, node: Hashable) -> np.ndarray:
         """The weight vector ``w_i`` of a node label."""

@@ -1,0 +1,167 @@
+"""The numerical solver policy shared by every CVXPY solve in gtvmodel.
+
+:func:`run_solver` solves a CVXPY problem with gtvmodel's accuracy defaults
+(:data:`DEFAULT_SOLVER_OPTIONS`), its tolerance fallback ladder
+(:data:`FALLBACK_SOLVER_OPTIONS`) and its status policy (inaccurate statuses raise
+:class:`~gtvmodel.errors.SolverError` unless accepted, unbounded raises, infeasible is returned
+to the caller).  This module imports only cvxpy, numpy and :mod:`gtvmodel.errors`, so every other
+module can import it at top level without an import cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from typing import Any
+
+import cvxpy as cp
+
+from .errors import SolverError
+
+__all__ = ["DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS", "run_solver"]
+
+#: Accuracy defaults, tighter than the solvers' own so that exact solves are ground truth.
+#: Clarabel's own defaults (gap 1e-8) leave weight errors up to 1e-4 on a 60-node fused-lasso
+#: chain; a duality-gap tolerance of 1e-13 brings them below 1e-8 (tests/test_exact.py checks
+#: 1e-7 against an exact path algorithm).  Interior-point methods cannot always reach that gap
+#: on large problems, so Clarabel falls back once to :data:`FALLBACK_SOLVER_OPTIONS`.
+DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
+    "CLARABEL": {
+        "tol_gap_abs": 1e-13,
+        "tol_gap_rel": 1e-13,
+        "tol_feas": 1e-9,
+        "tol_ktratio": 1e-8,
+        "max_iter": 500,
+    },
+    "OSQP": {
+        "eps_abs": 1e-10,
+        "eps_rel": 1e-10,
+        "max_iter": 400_000,
+        "polishing": True,  # OSQP >= 1.0 name of the active-set polish (exact on QPs)
+    },
+    "SCS": {
+        "eps_abs": 1e-9,
+        "eps_rel": 1e-9,
+        "max_iters": 400_000,
+    },
+}
+
+#: Successively looser tolerances tried when a solver cannot reach
+#: :data:`DEFAULT_SOLVER_OPTIONS` (Clarabel stops with ``InsufficientProgress`` or
+#: ``AlmostSolved`` on some problems with ~1000 nodes or with power cones, e.g. ``NormP(3)``).
+#: The first two levels are 10-100x tighter than the solver's own defaults; the last resort is
+#: Clarabel's own defaults (gap 1e-8, feasibility 1e-8, k/tau 1e-6), which exponential-cone
+#: problems (logistic losses) sometimes need: their iterates stall near a relative gap of 1e-9.
+#: The level reached is recorded in ``Solution.info["tolerances"]``.  The fallback runs only
+#: when the caller passed none of these options.
+FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
+    "CLARABEL": [
+        {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-9, "tol_ktratio": 1e-8},
+        {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-8, "tol_ktratio": 1e-7},
+        {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8, "tol_ktratio": 1e-6},
+    ],
+}
+
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    """CVXPY's installed solvers (cached: ``cp.installed_solvers()`` costs milliseconds)."""
+    return tuple(cp.installed_solvers())
+
+
+def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
+               accept_inaccurate: bool, what: str,
+               record: dict[str, Any] | None = None) -> tuple[str, float, float]:
+    """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
+
+    Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
+    :class:`SolverError` (with the status) on failure or on an inaccurate status unless
+    ``accept_inaccurate``.  Infeasibility is returned to the caller as status ``infeasible``.
+
+    The solver runs with :data:`DEFAULT_SOLVER_OPTIONS` updated by ``opts``.  If it cannot
+    reach them (a solver failure or an inaccurate/limit status) and the caller overrode none of
+    the :data:`FALLBACK_SOLVER_OPTIONS` keys, it is re-run with each fallback level in turn; the
+    status policy applies to the last level, and the reported times are the sums of all runs.
+    If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
+    """
+    name = (solver or "CLARABEL").upper()
+    if name not in _installed_solvers():
+        raise SolverError(f"solver {name!r} is not installed (installed: "
+                          f"{', '.join(_installed_solvers())})", status=None, solver=name)
+    if name == "OSQP" and not problem.is_qp():
+        raise SolverError(
+            f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "
+            "Box/NonNeg/NormBall(p=1 or inf) constraints, Norm1/NormInf/SquaredNorm2/QuadForm "
+            "penalties); this problem has other cones: use CLARABEL or SCS",
+            status="rejected", solver=name)
+    options = dict(DEFAULT_SOLVER_OPTIONS.get(name, {}))
+    options.update(opts)
+    levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
+    if any(set(level) & set(opts) for level in levels):
+        levels = []  # the caller chose the tolerances
+    spent = [0.0, 0.0]
+    if record is None:
+        record = {}
+    for level in levels:
+        try:
+            record["options"] = dict(options)
+            comp, solve_time = _attempt(problem, name, options, verbose, False, what)
+            return name, comp + spent[0], solve_time + spent[1]
+        except SolverError as exc:
+            if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+                raise
+            comp, solve_time = _stats_times(problem, 0.0)
+            spent = [spent[0] + comp, spent[1] + solve_time]
+        options.update(level)
+    record["options"] = dict(options)
+    comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
+    return name, comp + spent[0], solve_time + spent[1]
+
+
+def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
+    """``(cvxpy_compile_seconds, solver_seconds)`` of the last solve of ``problem``."""
+    stats = problem.solver_stats
+    solve_time = stats.solve_time if stats and stats.solve_time is not None else wall
+    comp = getattr(problem, "compilation_time", None) or max(wall - solve_time, 0.0)
+    return float(comp), float(solve_time)
+
+
+def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: bool,
+             accept_inaccurate: bool, what: str) -> tuple[float, float]:
+    """One solve with the status policy of :func:`run_solver`."""
+    t0 = time.perf_counter()
+    try:
+        # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
+        # update(), which stalls at a worse accuracy than a fresh solve (seen on exp cones).
+        with warnings.catch_warnings():
+            # the status is checked below; CVXPY's generic warning would only add noise
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
+                          solver=name) from None
+    except cp.error.DCPError as exc:  # pragma: no cover - inputs are validated before
+        raise SolverError(f"{what}: problem is not DCP: {exc}", status="not_dcp",
+                          solver=name) from None
+    except (TypeError, ValueError) as exc:
+        # e.g. an unknown solver option, or a conic problem given to a QP solver
+        raise SolverError(f"{what}: solver {name} rejected the problem: {exc}",
+                          status="rejected", solver=name) from None
+    wall = time.perf_counter() - t0
+    status = problem.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        return 0.0, wall
+    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        raise SolverError(f"{what}: {name} reports the problem unbounded ({status}); a node "
+                          "loss may be unbounded below", status=status, solver=name)
+    if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate:
+        raise SolverError(
+            f"{what}: {name} stopped with status {status!r}; the result is not accurate enough "
+            "for a reference solution (pass accept_inaccurate=True to accept it, or loosen the "
+            "tolerances)", status=status, solver=name)
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise SolverError(f"{what}: {name} failed with status {status!r}", status=status,
+                          solver=name)
+    return _stats_times(problem, wall)
