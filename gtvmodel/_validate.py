@@ -39,11 +39,19 @@ def as_nonneg_scalar(value: Any, name: str, owner: str = "", strict: bool = Fals
 
 
 def as_norm_exponent(value: Any, owner: str, error: type[Exception] = DataError) -> float:
-    """A norm exponent ``p`` in ``[1, inf]`` (``inf`` allowed); ``error`` otherwise."""
-    try:
-        p = float(value)
-    except (TypeError, ValueError):
-        raise error(f"{owner}: p must be a number >= 1, got {value!r}") from None
+    """A norm exponent ``p`` in ``[1, inf]`` (``inf`` allowed) as a float; ``error`` otherwise.
+
+    Only real numbers are accepted (Python or numpy ints and floats, 0-d arrays of them):
+    strings such as ``"2"``, bools, complex numbers, ``None``, sequences, NaN and ``p < 1`` are
+    rejected with a message naming ``owner``.
+    """
+    bad_type = isinstance(value, (bool, np.bool_, str, bytes)) or not isinstance(
+        value, (int, float, np.integer, np.floating, np.ndarray))
+    if isinstance(value, np.ndarray):
+        bad_type = value.ndim != 0 or value.dtype.kind not in "iuf"
+    if bad_type:
+        raise error(f"{owner}: p must be a real number >= 1 (a norm exponent), got {value!r}")
+    p = float(value)
     if np.isnan(p) or p < 1:
         raise error(f"{owner}: p must be >= 1 (a norm), got {value!r}")
     return p

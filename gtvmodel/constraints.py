@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from ._cvx import norm_rows_epigraph, norm_rows_le, value_of
+from ._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
+from ._norms import dual_exponent, mul_up, norm_rows_upper
 from ._validate import as_nonneg_scalar, as_norm_exponent
 from .errors import ConstraintError, DataError, UnsupportedError
 
@@ -36,8 +37,21 @@ class Constraint:
         raise NotImplementedError
 
     def violation(self, w: np.ndarray) -> float:
-        """A nonnegative measure of how far ``w`` is from satisfying the constraint (0: inside)."""
+        """A nonnegative measure of how far ``w`` is from satisfying the constraint (0: inside).
+
+        Never NaN: a point with NaN or infinite entries, or outside the domain of an expression
+        in the constraint, has violation ``+inf``."""
         raise NotImplementedError
+
+    def inf_radius(self, d: int) -> float:
+        """An upper bound of ``||w||_inf`` over ``C`` in ``R^d`` (``inf`` if unbounded or
+        unknown, e.g. for symbolic constraints)."""
+        return float("inf")
+
+    def halfspaces(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Linear inequalities ``G w <= h`` implied by ``C`` (``(J, d)``, ``(J,)``), or None.
+        Used by the certified radii (the level-set polyhedron of the certificate)."""
+        return None
 
     # ---- Euclidean projection (issue 5, node updates of Algorithm 1)
     def project(self, w: Any) -> np.ndarray:
@@ -105,8 +119,29 @@ class Box(Constraint):
         return out
 
     def violation(self, w):
+        """``max_j max(lo_j - w_j, w_j - hi_j, 0)``; ``+inf`` for non-finite ``w``.  A
+        difference of two distinct floats is never rounded to 0, so any point outside the box
+        has a positive violation."""
+        w = np.asarray(w, dtype=float)
+        if not np.isfinite(w).all():
+            return float("inf")
         lo, hi = self.bounds(w.shape[-1])
-        return float(max(np.max(lo - w, initial=0.0), np.max(w - hi, initial=0.0)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = max(np.max(lo - w, initial=0.0), np.max(w - hi, initial=0.0))
+        return float("inf") if np.isnan(v) else float(v)
+
+    def inf_radius(self, d: int) -> float:
+        """``max_j max(|lo_j|, |hi_j|)`` (exact; ``inf`` if a bound is infinite)."""
+        lo, hi = self.bounds(d)
+        return float(np.maximum(np.abs(lo), np.abs(hi)).max(initial=0.0))
+
+    def halfspaces(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``w_j <= hi_j`` and ``-w_j <= -lo_j`` for the finite bounds."""
+        lo, hi = self.bounds(d)
+        eye = np.eye(d)
+        G = np.vstack([eye[np.isfinite(hi)], -eye[np.isfinite(lo)]])
+        h = np.concatenate([hi[np.isfinite(hi)], -lo[np.isfinite(lo)]])
+        return (G, h) if h.size else None
 
     def project(self, w):
         w = np.asarray(w, dtype=float)
@@ -167,7 +202,9 @@ class Box(Constraint):
         """Clip ``S`` into the domain of :meth:`support_rows` (sign conditions)."""
         _, _, nonpos, nonneg = Box._support_coeffs(np.broadcast_to(lo, S.shape),
                                                    np.broadcast_to(hi, S.shape))
-        return np.where(nonpos, np.minimum(S, 0.0), np.where(nonneg, np.maximum(S, 0.0), S))
+        # both bounds infinite: the domain is {0} (an unbounded coordinate)
+        return np.where(nonpos & nonneg, 0.0, np.where(
+            nonpos, np.minimum(S, 0.0), np.where(nonneg, np.maximum(S, 0.0), S)))
 
     def __repr__(self) -> str:
         return f"Box(lo={self.lo.tolist()}, hi={self.hi.tolist()})"
@@ -182,7 +219,15 @@ class NonNeg(Constraint):
         return [x >= 0]
 
     def violation(self, w):
-        return float(max(-np.min(w), 0.0))
+        """``max(-min_j w_j, 0)``; ``+inf`` for non-finite ``w``."""
+        w = np.asarray(w, dtype=float)
+        if not np.isfinite(w).all():
+            return float("inf")
+        return float(max(-np.min(w, initial=0.0), 0.0))
+
+    def halfspaces(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``-w <= 0``."""
+        return -np.eye(d), np.zeros(d)
 
     def project(self, w):
         return NonNeg.project_rows(np.asarray(w, dtype=float))
@@ -219,7 +264,20 @@ class NormBall(Constraint):
         return norm_rows_le(x, radii, self.p)
 
     def violation(self, w):
-        return float(max(np.linalg.norm(w, ord=self.p) - self.radius, 0.0))
+        """``max(||w||_p - radius, 0)`` with the stable norm of :mod:`gtvmodel._norms`, taken
+        as a proven upper bound (:func:`~gtvmodel._norms.norm_rows_upper`): a point outside
+        the ball is never reported inside, whatever ``p`` (``1.0001``, ``1e6``) and the
+        magnitudes; a point within a few ulps of the sphere may show a violation of a few ulps
+        of the radius.  ``+inf`` for non-finite ``w``."""
+        w = np.asarray(w, dtype=float).ravel()
+        if not np.isfinite(w).all():
+            return float("inf")
+        nrm = float(norm_rows_upper(w, self.p))
+        return float(max(nrm - self.radius, 0.0))
+
+    def inf_radius(self, d: int) -> float:
+        """``||w||_inf <= ||w||_p <= radius``."""
+        return float(self.radius)
 
     def project(self, w):
         w = np.asarray(w, dtype=float)
@@ -238,15 +296,19 @@ class NormBall(Constraint):
 
     @property
     def q(self) -> float:
-        """The dual exponent, ``1/p + 1/q = 1``."""
-        if self.p == 1:
-            return np.inf
-        return 1.0 if np.isinf(self.p) else self.p / (self.p - 1.0)
+        """The dual exponent, ``1/p + 1/q = 1`` (:func:`gtvmodel._norms.dual_exponent`)."""
+        return dual_exponent(self.p)
 
     def support(self, s):
-        """``sigma(s) = radius ||s||_q``."""
+        """``sigma(s) = radius ||s||_q``, as an upper bound that is tight to a few ulps.
+
+        The norm is the stable one of :mod:`gtvmodel._norms` raised by its rounding bound
+        (:func:`~gtvmodel._norms.norm_rows_upper`) and the product is rounded up: a conjugate
+        that enters a dual value must never be under-estimated (MATH.md §8)."""
         s = np.asarray(s, dtype=float)
-        out = self.radius * np.linalg.norm(np.atleast_2d(s), ord=self.q, axis=-1)
+        S = np.atleast_2d(s)
+        out = mul_up(self.radius, norm_rows_upper(S, self.q))
+        out = np.where(np.isnan(out), np.inf, out)  # NaN entries: no finite bound
         return float(out[0]) if s.ndim == 1 else out
 
     def support_expression(self, s):
@@ -256,7 +318,7 @@ class NormBall(Constraint):
     def support_rows_expression(S: cp.Expression, radii: Any, p: float
                                 ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``sum_k r_k ||S_k||_q`` (``q`` dual to ``p``) for ``(k, d)`` or ``(d,)`` ``S``."""
-        q = np.inf if p == 1 else (1.0 if np.isinf(p) else p / (p - 1.0))
+        q = dual_exponent(p)
         if S.ndim == 1:
             return float(radii) * cp.norm(S, "inf" if np.isinf(q) else q), []
         r = np.broadcast_to(np.asarray(radii, dtype=float), (S.shape[0],))
@@ -308,11 +370,14 @@ class SymbolicConstraint(Constraint):
         return [self.constraint]
 
     def violation(self, w):
-        with value_of(self.variable, w):
-            r = self.constraint.residual
-        if r is None:
+        """The largest residual of the constraint at ``w``; ``+inf`` outside the domain of
+        any expression in it (e.g. ``inv_pos(x) <= 3`` at ``x = -0.5``, where CVXPY's own
+        residual is 0), for non-finite ``w``, or where the residual is undefined
+        (:func:`gtvmodel._cvx.checked_residual`)."""
+        w = np.asarray(w, dtype=float)
+        if not np.isfinite(w).all():
             return float("inf")
-        return float(np.max(np.abs(r), initial=0.0))
+        return checked_residual(self.constraint, self.variable, w)
 
     def __repr__(self) -> str:
         return f"SymbolicConstraint({self.constraint})"

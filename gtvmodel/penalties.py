@@ -17,7 +17,9 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
+from . import _norms
 from ._cvx import norm_rows_epigraph, norm_rows_le
+from ._norms import dual_exponent, norm_rows, within
 from ._validate import as_finite_array, as_norm_exponent
 from .errors import PenaltyError, UnsupportedError
 
@@ -91,6 +93,13 @@ class Penalty:
         for an ``(|E|, d)`` expression ``U`` (minimize ``cost`` subject to ``constraints``)."""
         raise PenaltyError(f"{self!r} has no conjugate")
 
+    # ---- level sets (certified radii of the certificate)
+    def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
+        """Per edge an upper bound ``ell_e`` of ``||v||_inf`` over ``{v: lambda A_e phi(v) <=
+        slack}`` (``+inf`` where unbounded, e.g. ``lambda A_e = 0``); rounded upwards."""
+        c = np.atleast_1d(np.asarray(lamA, dtype=float))
+        return np.full(c.shape, np.inf)
+
     # ---- norms
     def dual_norm(self, U: np.ndarray) -> np.ndarray:
         """Row-wise dual norm ``||U_e||_*`` (norm penalties only)."""
@@ -124,21 +133,21 @@ class _NormPenalty(Penalty):
 
     @property
     def q(self) -> float:
-        p = self.p
-        if p == 1:
-            return np.inf
-        if np.isinf(p):
-            return 1.0
-        return p / (p - 1.0)
+        """The dual exponent, ``1/p + 1/q = 1`` (:func:`gtvmodel._norms.dual_exponent`)."""
+        return dual_exponent(self.p)
 
     def rows_expression(self, Z):
         return cp.norm(Z, self.p, axis=1)
 
     def rows_value(self, V):
-        return np.linalg.norm(np.atleast_2d(V), ord=self.p, axis=1)
+        """Row-wise ``||V_e||_p``, overflow-free and accurate to a few ulps for every ``p``
+        (:func:`gtvmodel._norms.norm_rows`)."""
+        return norm_rows(np.atleast_2d(np.asarray(V, dtype=float)), self.p)
 
     def dual_norm(self, U):
-        return np.linalg.norm(np.atleast_2d(U), ord=self.q, axis=1)
+        """Row-wise ``||U_e||_q``, overflow-free and accurate to a few ulps for every ``q``
+        (:func:`gtvmodel._norms.norm_rows`; ``q`` is 10001 for ``p = 1.0001``)."""
+        return norm_rows(np.atleast_2d(np.asarray(U, dtype=float)), self.q)
 
     def dual_norm_expression(self, U):
         return cp.norm(U, self.q, axis=1)
@@ -146,12 +155,19 @@ class _NormPenalty(Penalty):
     def conjugate_rows(self, U, lamA):
         """Capacity indicator (27): ``0`` if ``||u_e||_* <= lambda A_e``, else ``+inf``.
 
-        The comparison allows 8 ulps of rounding (a flow computed *on* the capacity may land
-        a rounding error above it); the effect on a dual value is below the certificate's
-        rounding tolerance."""
+        The test is :func:`gtvmodel._norms.within`: the stable dual norm against the capacity
+        with a relative slack of 8 eps (a flow computed *on* the capacity may land a rounding
+        error above it; a flow that passes is at most ``(13 + (d + 7)/(2q))`` eps above its
+        capacity, which the certificate's rounding allowance covers).  NaN flows fail; at
+        ``lambda A_e = 0`` only the zero flow passes."""
         U = np.atleast_2d(np.asarray(U, dtype=float))
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
-        return np.where(self.dual_norm(U) <= c * (1.0 + 8.0 * np.finfo(float).eps), 0.0, np.inf)
+        return np.where(within(U, c, self.q), 0.0, np.inf)
+
+    def sublevel_radius(self, slack, lamA):
+        """``||v||_inf <= ||v||_p <= slack / (lambda A_e)``, rounded up (``inf`` at
+        ``lambda A_e = 0``)."""
+        return _sublevel(slack, lamA, 1.0, square=False)
 
     def dual_ball_constraints(self, U: cp.Expression, radii: Any) -> list[cp.Constraint]:
         """Vectorized CVXPY constraints ``||U_e||_* <= radii_e`` (the capacities of (27));
@@ -167,8 +183,10 @@ class _NormPenalty(Penalty):
 
         ``q`` is the dual exponent: scaling for ``q = 2`` (:class:`Norm2`), entrywise clipping
         for ``q = inf`` (:class:`Norm1`), the sort-based ``l1``-ball projection for ``q = 1``
-        (:class:`NormInf`), and a vectorized Newton iteration on the KKT multiplier otherwise
-        (:class:`NormP`, relative accuracy ~1e-13).  ``radii`` (``(|E|,)`` or a scalar) ``>= 0``.
+        (:class:`NormInf`), and a safeguarded Newton iteration on the KKT multiplier otherwise
+        (:class:`NormP`, any ``q`` in ``[1 + 1e-6, 1e6]``).  ``radii`` (``(|E|,)`` or a scalar)
+        ``>= 0``.  The rows returned are within capacity for certain: the certificate repairs
+        flows with this projection (:func:`project_norm_ball`).
         """
         return project_norm_ball(U, radii, self.q)
 
@@ -281,6 +299,10 @@ class SquaredNorm2(Penalty):
     def conjugate_expression(self, U, lamA):
         return _quad_conj_expression(U, lamA)
 
+    def sublevel_radius(self, slack, lamA):
+        """``||v||_inf <= ||v||_2 <= sqrt(2 slack / (lambda A_e))``, rounded up."""
+        return _sublevel(slack, lamA, 1.0, square=True)
+
     def prox_rows(self, V, t):
         """``prox_{t phi}(v) = v / (1 + t)``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
@@ -293,7 +315,11 @@ class SquaredNorm2(Penalty):
         V = np.atleast_2d(np.asarray(V, dtype=float))
         s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))
         la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))
-        return V * (la / (la + s))[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = la / (la + s)
+        # limits: lambda A = 0 -> 0 (prox of the indicator of {0}); lambda A = inf -> 1
+        f = np.where(la <= 0, 0.0, np.where(np.isinf(la), 1.0, f))
+        return V * f[:, None]
 
 
 class QuadForm(Penalty):
@@ -355,6 +381,17 @@ class QuadForm(Penalty):
             self.__dict__["_eigh"] = eig
         return eig
 
+    def sublevel_radius(self, slack, lamA):
+        """``||v||_inf <= ||v||_2 <= sqrt(2 slack / (lambda A_e q_min))`` with ``q_min`` a lower
+        bound of the smallest eigenvalue of ``Q`` (the computed one less its rounding bound
+        ``d eps ||Q||``), rounded up; ``inf`` if that bound is not positive."""
+        ev = self._eig()[0]
+        qmin = float(ev[0]) - 4.0 * len(ev) * _norms.EPS * float(np.abs(ev).max())
+        if not qmin > 0:
+            c = np.atleast_1d(np.asarray(lamA, dtype=float))
+            return np.full(c.shape, np.inf)
+        return _sublevel(slack, lamA, qmin, square=True)
+
     def prox_rows(self, V, t):
         """``prox_{t phi}(v) = (I + t Q)^{-1} v`` in the eigenbasis of ``Q``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
@@ -369,7 +406,11 @@ class QuadForm(Penalty):
         s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))[:, None]
         la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))[:, None]
         ev, B = self._eig()
-        return ((V @ B) * (la * ev[None, :] / (la * ev[None, :] + s))) @ B.T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = la * ev[None, :] / (la * ev[None, :] + s)
+        # limits: lambda A = 0 -> 0 (prox of the indicator of {0}); lambda A = inf -> 1
+        f = np.where(la <= 0, 0.0, np.where(np.isinf(la), 1.0, f))
+        return ((V @ B) * f) @ B.T
 
     def _key(self):
         return (self.Q.tobytes(),)
@@ -378,14 +419,34 @@ class QuadForm(Penalty):
         return f"QuadForm(d={self.Q.shape[0]})"
 
 
+def _sublevel(slack: float, lamA: Any, k: float, square: bool) -> np.ndarray:
+    """Upper bounds of ``slack / (k c)`` (``square``: of ``sqrt(2 slack / (k c))``) for
+    ``c = lamA`` row-wise, each operation rounded up; ``inf`` where ``c = 0``."""
+    c = np.atleast_1d(np.asarray(lamA, dtype=float))
+    b = max(float(slack), 0.0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        den = c * k
+        den = np.where(den > 0, np.nextafter(den, 0.0), 0.0)  # lower bound of k c
+        t = _norms.round_up(np.where(den > 0, b / np.where(den > 0, den, 1.0), np.inf))
+        if square:
+            t = _norms.round_up(np.sqrt(_norms.round_up(2.0 * t)))
+    return np.where(np.isnan(t), np.inf, t)
+
+
 def _quad_conj_rows(Uw: np.ndarray, lamA: Any) -> np.ndarray:
-    """``||Uw_e||^2 / (2 c_e)`` row-wise (``c_e = 0``: indicator of ``Uw_e = 0``)."""
+    """``||Uw_e||^2 / (2 c_e)`` row-wise; at ``c_e = 0`` the indicator of ``Uw_e = 0`` (``0``
+    where the row is exactly zero, ``+inf`` otherwise), never NaN.
+
+    Evaluated as ``n (n / (2 c))`` with the stable norm ``n = ||Uw_e||_2``: no underflow of
+    ``||u||^2`` (``u = 1e-200`` is not "zero") and no overflow before the result itself
+    overflows.  NaN rows give ``+inf`` (no finite upper bound)."""
     c = np.broadcast_to(np.asarray(lamA, dtype=float), (Uw.shape[0],))
-    sq = (Uw**2).sum(axis=1)
+    n = norm_rows(Uw, 2.0)
     pos = c > 0
-    out = np.where(sq == 0.0, 0.0, np.inf)
-    out[pos] = sq[pos] / (2.0 * c[pos])
-    return out
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        val = n * (n / (2.0 * np.where(pos, c, 1.0)))
+    out = np.where(pos, val, np.where(n == 0.0, 0.0, np.inf))
+    return np.where(np.isnan(out), np.inf, out)
 
 
 def _quad_conj_expression(Uw: cp.Expression, lamA: Any
@@ -407,22 +468,18 @@ def _quad_conj_expression(Uw: cp.Expression, lamA: Any
 def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
     """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||u_e||_p <= r_e}``.
 
-    Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a vectorized Newton
-    iteration on the KKT multiplier (``1 < p < inf``).  Used for the dual update of norm
-    penalties (:meth:`_NormPenalty.project_dual_ball`, with the dual exponent) and for
+    Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a safeguarded Newton
+    iteration on the KKT multiplier (``1 < p < inf``), all free of overflow and underflow
+    (:func:`gtvmodel._norms.project_rows`).  Every output row is inside its ball for certain
+    (``norm_rows_upper(x, p) <= r_e``, not only up to rounding).  Used for the dual update of
+    norm penalties (:meth:`_NormPenalty.project_dual_ball`, with the dual exponent) and for
     :class:`~gtvmodel.constraints.NormBall` node constraints.
     """
     U, r = _check_ball_args(U, radii)
     p = float(p)
-    if p == 2:
-        return _project_l2_ball(U, r)
-    if np.isinf(p):
-        return _project_linf_ball(U, r)
-    if p == 1:
-        return _project_l1_ball(U, r)
-    if p < 1:
+    if not p >= 1:
         raise PenaltyError(f"project_norm_ball: p must be >= 1, got {p!r}")
-    return _project_lq_ball(U, r, p)
+    return _norms.project_rows(U, r, p)
 
 
 def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -442,153 +499,3 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
         raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
                            "radii must be finite and >= 0")
     return U, r
-
-
-def _project_l2_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Row-wise projection onto ``{||u||_2 <= r_e}``: scale rows that are outside."""
-    nrm = np.sqrt(np.einsum("ij,ij->i", U, U))
-    return U * np.minimum(1.0, r / np.maximum(nrm, np.finfo(float).tiny))[:, None]
-
-
-def _project_linf_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Row-wise projection onto ``{||u||_inf <= r_e}``: entrywise clipping."""
-    return np.clip(U, -r[:, None], r[:, None])
-
-
-def _project_l1_ball(U: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Row-wise projection onto ``{||u||_1 <= r_e}`` (sort-based, Duchi et al. 2008).
-
-    For a row outside the ball, ``x = sign(u) max(|u| - theta, 0)`` with the threshold
-    ``theta = (sum_{j <= k} s_j - r) / k``, ``s`` the sorted ``|u|`` (descending) and ``k`` the
-    largest index with ``s_k > (sum_{j <= k} s_j - r) / k``.  Vectorized over all rows.
-    """
-    X = U.copy()
-    A = np.abs(U)
-    outside = A.sum(axis=1) > r
-    if not outside.any():
-        return X
-    Ao, ro = A[outside], r[outside]
-    S = -np.sort(-Ao, axis=1)
-    css = np.cumsum(S, axis=1) - ro[:, None]
-    k = np.arange(1, S.shape[1] + 1)
-    cond = S * k > css
-    # cond holds for a prefix of indices; its length is the support size (>= 1 since r >= 0).
-    kk = np.maximum(cond.sum(axis=1), 1)  # r = 0: k = 1 and theta = max |u| (x = 0)
-    theta = css[np.arange(S.shape[0]), kk - 1] / kk
-    theta = np.maximum(theta, 0.0)
-    X[outside] = np.sign(U[outside]) * np.maximum(Ao - theta[:, None], 0.0)
-    return X
-
-
-def _lq_inner(A: np.ndarray, c: np.ndarray, q: float) -> np.ndarray:
-    """Solve ``x + c x^(q-1) = a`` for ``x in [0, a]`` entrywise (``c >= 0``, ``1 < q < inf``).
-
-    For ``q >= 2`` the left side is convex in ``x`` and Newton from ``x = a`` decreases
-    monotonically to the root; for ``q < 2`` it is convex in ``y = x^(q-1)`` (``x = y^(p-1)``,
-    ``p - 1 = 1/(q - 1)``) and Newton in ``y`` from ``y = a^(q-1)`` does the same.  Monotone
-    Newton on a convex increasing function cannot overshoot, so no safeguard is needed.  The
-    start is the smaller of the two upper bounds (each term alone equal to ``a``), which is
-    within a factor 2 of the root, so the linear phase is short.
-    """
-    with np.errstate(divide="ignore"):
-        a_c = np.where(c > 0, A / np.where(c > 0, c, 1.0), np.inf)
-    if q >= 2:
-        x = np.minimum(A, a_c ** (1.0 / (q - 1.0)))
-        for _ in range(200):
-            xq = x ** (q - 2.0)
-            h = x + c * xq * x - A
-            x_new = np.maximum(x - h / (1.0 + c * (q - 1.0) * xq), 0.0)
-            if np.all(np.abs(x_new - x) <= 1e-15 * np.maximum(A, 1e-300)):
-                x = x_new
-                break
-            x = x_new
-        return x
-    e = 1.0 / (q - 1.0)  # x = y^e, e > 1
-    y = np.minimum(A ** (q - 1.0), a_c)
-    for _ in range(200):
-        ye1 = y ** (e - 1.0)
-        h = ye1 * y + c * y - A
-        y_new = np.maximum(y - h / (e * ye1 + c), 0.0)
-        if np.all(np.abs(y_new - y) <= 1e-15 * np.maximum(y, 1e-300)):
-            y = y_new
-            break
-        y = y_new
-    return y**e
-
-
-def _project_lq_ball(U: np.ndarray, r: np.ndarray, q: float, tol: float = 1e-13,
-                     max_iter: int = 200) -> np.ndarray:
-    """Row-wise projection onto ``{||u||_q <= r_e}`` for ``1 < q < inf`` (no closed form).
-
-    For a row ``a = |u|`` outside the ball the KKT conditions of
-    ``min ||x - a||^2 / 2  s.t.  ||x||_q^q <= r^q`` read ``x_j + mu q x_j^(q-1) = a_j`` with a
-    multiplier ``mu > 0`` chosen so that ``||x(mu)||_q = r`` (rows are first scaled to
-    ``r = 1``).  ``x(mu)`` is solved entrywise by a monotone Newton method (:func:`_lq_inner`);
-    ``mu`` by a bracketed Newton iteration on ``log ||x(mu)||_q`` over all outside rows at once
-    (bisection whenever a Newton step leaves the bracket), to a relative accuracy of ~1e-13.
-    """
-    X = U.copy()
-    A_all = np.abs(U)
-    with np.errstate(divide="ignore"):
-        nrm = np.linalg.norm(A_all, ord=q, axis=1)
-    outside = nrm > r
-    # a ball tiny relative to the row (incl. r = 0): any point of it is within 2 r <= 2e-14
-    # ||u||_q of the projection; take the radial one (avoids overflow in the scaled problem)
-    tiny = outside & (r <= 1e-14 * nrm)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        X[tiny] = U[tiny] * np.where(r[tiny] > 0, r[tiny] / nrm[tiny], 0.0)[:, None]
-    outside &= ~tiny
-    if not outside.any():
-        return X
-    A, ro = A_all[outside], r[outside]
-    # P_{||x||_q <= r}(a) = r P_{||x||_q <= 1}(a / r)
-    A = A / ro[:, None]
-    k = A.shape[0]
-
-    def residual_rows(rows: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = _lq_inner(A[rows], (mu * q)[:, None], q)
-        return x, np.log(np.linalg.norm(x, ord=q, axis=1))
-
-    def residual(mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return residual_rows(np.arange(k), mu)
-
-    lo = np.zeros(k)  # f(lo) > 0
-    hi = np.ones(k)
-    _, f_hi = residual(hi)
-    for _ in range(200):
-        need = f_hi >= 0
-        if not need.any():
-            break
-        lo[need] = hi[need]
-        hi[need] *= 4.0
-        _, f_hi = residual(hi)
-    mu = 0.5 * (lo + hi)
-    act = np.arange(k)  # rows whose multiplier has not converged yet
-    for _ in range(max_iter):
-        m_a = mu[act]
-        x, f = residual_rows(act, m_a)
-        pos = f > 0
-        lo[act] = np.where(pos, m_a, lo[act])
-        hi[act] = np.where(pos, hi[act], m_a)
-        # d/dmu log||x||_q = (sum x^(q-1) dx/dmu) / ||x||_q^q,
-        # dx/dmu = -q x^(q-1) / (1 + mu q (q-1) x^(q-2))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xq1 = x ** (q - 1.0)
-            dx = -q * xq1 / (1.0 + m_a[:, None] * q * (q - 1.0)
-                             * np.where(x > 0, xq1 / x, 0.0))
-            dx = np.where(x > 0, dx, 0.0)
-            df = (xq1 * dx).sum(axis=1) / (x**q).sum(axis=1)
-            step = m_a - f / df
-        bad = ~np.isfinite(step) | (step < lo[act]) | (step > hi[act])
-        new = np.where(bad, 0.5 * (lo[act] + hi[act]), step)
-        hit = np.abs(f) <= tol  # m_a itself solves ||x(mu)||_q = 1: keep it
-        mu[act] = np.where(hit, m_a, new)
-        done = hit | (np.abs(new - m_a) <= tol * m_a)
-        act = act[~done]
-        if act.size == 0:
-            break
-    x, _ = residual(mu)
-    # the remaining error is relative ~1e-13; rescale exactly onto the sphere
-    x /= np.linalg.norm(x, ord=q, axis=1)[:, None]
-    X[outside] = np.sign(U[outside]) * x * ro[:, None]
-    return X
