@@ -8,9 +8,13 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+from cvxpy.atoms.atom import Atom
+from cvxpy.atoms.pnorm import Pnorm
+
+from ._norms import norm_rows_upper
 
 __all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints",
-           "value_of", "outside_domain", "checked_value", "checked_residual"]
+           "value_of", "outside_domain", "stable_value", "checked_value", "checked_residual"]
 
 
 def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
@@ -107,6 +111,34 @@ def outside_domain(exprs: Any) -> bool:
     return False
 
 
+def stable_value(expr: cp.Expression) -> Any:
+    """``expr.value`` computed as CVXPY does (atom by atom from the leaves), except that convex
+    p-norm atoms are evaluated in scaled form, rounded up (:func:`~gtvmodel._norms.
+    norm_rows_upper`): CVXPY's ``np.linalg.norm`` underflows for large ``p`` (``pnorm(v, 100)``
+    is 0 for entries ~1e-8) and under-reports the objective.  An upper bound of each convex
+    atom is an upper bound of every DCP convex expression built from it (DCP composes convex
+    atoms only through nondecreasing arguments)."""
+    if not isinstance(expr, Atom):
+        return expr.value
+    if 0 in expr.shape:
+        return np.array([])
+    vals = []
+    for arg in expr.args:
+        v = stable_value(arg)
+        if v is None and not expr.is_constant():
+            return None
+        vals.append(v)
+    if isinstance(expr, Pnorm) and expr.p >= 1:
+        V = np.asarray(vals[0], dtype=float)
+        if expr.axis is None:
+            out = norm_rows_upper(V.ravel()[None, :], float(expr.p))[0]
+            return np.full((1,) * V.ndim, out) if expr.keepdims else out
+        Vm = np.moveaxis(V, expr.axis, -1)
+        out = norm_rows_upper(Vm.reshape(-1, Vm.shape[-1]), float(expr.p)).reshape(Vm.shape[:-1])
+        return np.expand_dims(out, expr.axis) if expr.keepdims else out
+    return expr.numeric(vals)
+
+
 def checked_value(expr: cp.Expression, variable: cp.Variable, w: Any) -> float:
     """The value of the scalar convex ``expr`` at ``variable = w``, ``+inf`` outside its domain.
 
@@ -117,7 +149,7 @@ def checked_value(expr: cp.Expression, variable: cp.Variable, w: Any) -> float:
         if outside_domain([expr]):
             return float("inf")
         with np.errstate(all="ignore"):
-            val = expr.value
+            val = stable_value(expr)
     if val is None:
         return float("inf")
     val = float(np.asarray(val, dtype=float).reshape(()))
@@ -131,7 +163,15 @@ def checked_residual(constraint: cp.Constraint, variable: cp.Variable, w: Any) -
         if outside_domain(constraint.args):
             return float("inf")
         with np.errstate(all="ignore"):
-            r = constraint.residual
+            if isinstance(constraint, (cp.constraints.Inequality, cp.constraints.Equality)):
+                lhs, rhs = (stable_value(a) for a in constraint.args)
+                if lhs is None or rhs is None:
+                    return float("inf")
+                diff = np.asarray(lhs, dtype=float) - np.asarray(rhs, dtype=float)
+                r = (np.maximum(diff, 0.0)
+                     if isinstance(constraint, cp.constraints.Inequality) else diff)
+            else:
+                r = constraint.residual
     if r is None:
         return float("inf")
     r = np.abs(np.asarray(r, dtype=float))

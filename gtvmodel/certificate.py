@@ -22,13 +22,22 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
 - conic nodes (symbolic losses/constraints): :func:`gtvmodel.conic.conjugate_values`, plus its
   stated solver tolerance.
 
-**Residuals and the radius R.**  Where ``s_i`` lies (numerically) just outside the domain of
-``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly), the part ``rho_i`` outside it is charged
-``R ||rho_i||_1``: this is exactly the conjugate of ``h_i + iota{||w||_inf <= R}``, so the bound
-is rigorous for the problem with the extra constraint ``||w_i||_inf <= R``, which has the same
-optimum whenever ``||w*||_inf <= R`` (default ``R = 10 max(1, ||W||_inf)``).  The total of these
-charges is part of the reported :attr:`Certificate.tolerance`; a node with
-``||rho_i||_inf > feas_tol`` (relative) is *not* dual feasible and the gap is ``+inf``.
+**Residuals and the radii R_i** (MATH.md §8).  Where ``s_i`` lies (numerically) just outside
+the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in floating
+point leaves a residual), the part ``rho_i`` outside it is charged (:func:`_charge`):
+
+- an entry that is *rounding-level* (within the bound of the rounding error made in computing
+  it) is floating-point noise of an exact split: charged to first order at the local
+  maximizer, ``max(1, ||w_i||_inf) |rho_ij|``, like the rounding of the sums;
+- any larger entry is charged ``R_i |rho_ij|``: exactly the conjugate of
+  ``h_i + iota{||w||_inf <= R_i}``, rigorous when some minimizer has ``||w*_i||_inf <= R_i``.
+  The radii are *certified* (:func:`certified_radii`) from the level set ``P(w*) <= P(W)``:
+  coercive nodes anchor them, edges propagate them; where none can be certified the charge
+  is ``+inf`` and the gap says why.  A caller's ``radius=`` replaces them as a listed
+  assumption.
+
+The charges and the rounding bound of the sums make up :attr:`Certificate.tolerance`, which
+is *included* in the gap: ``gap >= P(W) - P*`` without a further tolerance.
 
 **Repair** (:func:`repair_flows`).  Raw flows (e.g. iterates of Algorithm 1) are usually not dual
 feasible.  Before the dual value is taken:
@@ -63,14 +72,17 @@ gradients is removed first, since flows can only move demand around) on the edge
 by the edge condition, alternating with the capacity projection; then repair.
 
 **What a certificate does not say**: it bounds the objective suboptimality, not the distance
-of ``W`` to the minimizer (that needs strong convexity); weights that violate node constraints
-by more than ``feas_tol`` get ``gap = inf``; and a finite gap with a large
-:attr:`Certificate.tolerance` rests on ``||w*||_inf <= R``.
+of ``W`` to the minimizer (that needs strong convexity); weights that violate a node's
+constraints by more than ``feas_tol max(1, ||w_i||_inf)`` or lie outside a symbolic loss's
+domain get ``gap = inf`` (with :attr:`Certificate.reason`); floating-point rounding is bounded
+by the usual model ``|fl(x op y) - x op y| <= eps |x op y|`` summed over the terms, not by
+interval arithmetic; conic (symbolic) conjugates rest on the solver's reported accuracy.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,12 +93,16 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
+from ._solver import run_solver
+from ._validate import as_nonneg_scalar
 from .errors import GTVError, ParameterError, SolverError
 from .losses import (
     QuadraticLoss,
     SquaredLoss,
+    datafit_conjugate_split,
     quadratic_conjugate_rows,
-    squared_conjugate_rows,
+    squared_maximizers,
+    sum_rows_by,
     zero_conjugate_rows,
 )
 
@@ -111,15 +127,19 @@ class Certificate:
     dual_value : float
         ``D(U')`` at the repaired flows ``U'`` (``-inf`` if no dual-feasible point was found).
     gap : float
-        ``max(P(W) - D(U'), 0)``, or ``+inf`` when ``W`` violates node constraints or ``U'`` is
-        not dual feasible.  Sound: ``gap >= P(W) - P* - tolerance``.
+        ``max(P(W) - D(U') + rounding + conic tolerances, 0)`` (the residual charges are part
+        of ``D(U')``), or ``+inf`` when ``W`` violates node constraints, lies outside a loss's
+        domain, or no dual-feasible ``U'`` was found (:attr:`reason`).  Sound:
+        ``gap >= P(W) - P*``.
     relative_gap : float
         ``gap / max(1, |P(W)|)``.
     tolerance : float
-        The certificate's own numerical tolerance: floating-point rounding of the sums plus the
-        radius charges ``R ||rho_i||_1`` (module docstring) plus conic solver tolerances.
+        The part of ``gap`` that is the certificate's own numerics (already included in
+        ``gap``): floating-point rounding of the sums, the residual charges (module docstring)
+        and conic solver tolerances.
     feasible : bool
-        Node constraints hold within ``feas_tol`` (scaled by ``max(1, ||W||_inf)``).
+        Node constraints hold within ``feas_tol``, node by node (scaled by
+        ``max(1, ||w_i||_inf)``), and ``W`` lies in every loss's domain.
     infeasible_nodes : list
         Labels of the nodes that violate their constraints.
     dual_feasible : bool
@@ -142,7 +162,15 @@ class Certificate:
     node_gaps, edge_gaps : ndarray
         The per-node and per-edge Fenchel-Young gaps (where the gap is finite).
     radius : float
-        The radius ``R`` of the residual charges.
+        The largest radius ``R_i`` used by a residual charge (0 if none was needed).
+    radii : ndarray (n,)
+        The per-node radii ``R_i`` (certified by :func:`certified_radii`, or the caller's
+        ``radius``; ``inf`` where none could be certified).
+    reason : str
+        Why the gap is ``+inf`` (empty when it is finite).
+    assumptions : list of str
+        What the bound assumes beyond the model (empty for a fully certified bound; a
+        caller-supplied ``radius`` is listed here).
     times : dict
         Seconds spent in repair and in the dual evaluation.
     """
@@ -164,6 +192,9 @@ class Certificate:
     node_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     edge_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     radius: float = 0.0
+    radii: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    reason: str = ""
+    assumptions: list[str] = field(default_factory=list)
     feas_tol: float = 0.0
     tol: float = 1e-6
     times: dict[str, float] = field(default_factory=dict)
@@ -191,6 +222,7 @@ class Certificate:
             "flows_from_weights": self.flows_from_weights,
             "kkt": {k: f(v) for k, v in self.kkt.items()},
             "radius": f(self.radius), "feas_tol": f(self.feas_tol), "tol": f(self.tol),
+            "reason": self.reason, "assumptions": list(self.assumptions),
             "certified": self.certifies(),
             "times": {k: float(v) for k, v in self.times.items()},
         }
@@ -210,6 +242,10 @@ class Certificate:
             + ("built from the weights" if self.flows_from_weights else "given")
             + (f"; repaired: {'; '.join(self.repairs)}" if self.repaired else "; not repaired"),
         ]
+        if self.reason:
+            lines.append(f"gap is +inf because     {self.reason}")
+        for a in self.assumptions:
+            lines.append(f"assumes                {a}")
         for k, v in self.kkt.items():
             lines.append(f"kkt {k:<18} {v:.3g}")
         return "\n".join(lines)
@@ -291,7 +327,8 @@ class _NodeKinds:
 
     zero: np.ndarray  # zero loss, no constraints (closed form with regularizers)
     quad: tuple[np.ndarray, np.ndarray]  # positions, centres (no constraints)
-    squared: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    #: squared-loss nodes without l1/constraints: a smooth group (below) plus ``(e, V, q)``
+    squared: tuple | None
     general: np.ndarray  # library nodes solved by the cached CVXPY problem
     conic: np.ndarray
     subspace: np.ndarray  # positions with a subspace domain (repair step 2)
@@ -320,8 +357,7 @@ def _kinds(model: GTVModel) -> _NodeKinds:
     handled[conic] = True
     gradient = np.zeros(n, dtype=bool)
     quad_idx, quad_a = np.zeros(0, dtype=np.int64), np.zeros((0, d))
-    sq = (np.zeros(0, dtype=np.int64), np.zeros((0, d)), np.zeros((0, d, d)), np.zeros((0, d)),
-          np.zeros(0))
+    sq: tuple | None = None
     subspace: list[int] = []
     bases: list[np.ndarray] = []
     for b in st.batches:
@@ -334,8 +370,9 @@ def _kinds(model: GTVModel) -> _NodeKinds:
             idx = b.nodes[ok]
             losses = [b.losses[j] for j in np.flatnonzero(ok)]
             if idx.size:
-                # Q_i = X_i^T X_i / m_i, q_i, ||y_i||^2 / m_i for all nodes at once from the
-                # batch's stacked rows, then one batched eigen-decomposition
+                # Q_i = X_i^T X_i / m_i and q_i for all nodes at once from the batch's stacked
+                # rows, then one batched eigen-decomposition (for the maximizers only: the
+                # conjugate itself is evaluated in the sample form, MATH.md §8)
                 local = np.full(n, -1, dtype=np.int64)
                 local[idx] = np.arange(idx.size)
                 rows = np.flatnonzero(local[b.row_node] >= 0)
@@ -347,8 +384,7 @@ def _kinds(model: GTVModel) -> _NodeKinds:
                 e, V = np.linalg.eigh(Q)
                 q = np.zeros((idx.size, d))
                 np.add.at(q, rn, (cr * yr)[:, None] * Xd)
-                yy = np.bincount(rn, cr * yr**2, minlength=idx.size)
-                sq = (idx, e, V, q, yy)
+                sq = (SquaredLoss, idx, Xd, yr, None, cr, rn, st.l2[idx], e, V, q)
                 handled[idx] = True
                 thr = 1e-10 * np.maximum(e.max(axis=1), 1e-300)
                 for j, i in enumerate(idx):
@@ -364,6 +400,21 @@ def _kinds(model: GTVModel) -> _NodeKinds:
     handled[zero] = True
     gradient[zero] = True
     gradient &= free & (st.l1 == 0)
+    # every other free, unregularized data-fit node: dom h_i* lies in range(X_i^T), so a
+    # rank-deficient X_i (m_i < d, collinear rows) gives a subspace condition too
+    done_sub = set(subspace)
+    for b in st.batches:
+        if not b.is_datafit or b.cls is SquaredLoss:
+            continue
+        g = b.growth_pieces(np.zeros(n))
+        ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
+        e_all, V_all = np.linalg.eigh(g["gram"])
+        thr = 1e-10 * np.maximum(e_all.max(axis=1), 1e-300)
+        for j in np.flatnonzero(ok):
+            null = e_all[j] <= thr[j]
+            if null.any() and int(b.nodes[j]) not in done_sub:
+                subspace.append(int(b.nodes[j]))
+                bases.append(V_all[j][:, null])
     # zero-loss nodes without regularizers need (D^T u)_i = 0: subspace {0}
     for i in zero:
         if st.l1[i] == 0 and st.l2[i] == 0:
@@ -532,7 +583,7 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
         if cap is not None and cap_excess(U) > 1e-12 * scale:
             U = pen.project_dual_ball(U, cap)
             did_cap = True
-        if A is not None and sub_res(U) > 1e-13 * scale:
+        if A is not None and sub_res(U) > 0.0:  # any residual: charged otherwise
             U = U - solver.solve(A @ U.ravel()).reshape(E, d)
             did_sub = True
         if cap_excess(U) <= 1e-12 * scale:
@@ -565,13 +616,13 @@ def _newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int =
     """Conjugates of smooth data-fit nodes (no ``l1``/constraints) in numpy, all nodes at once.
 
     Damped Newton on the concave ``f(w) = s^T w - L(w) - kappa ||w||^2`` from the candidate
-    weights, then the split read off the maximizer: row duals ``v_r = ell'(x_r^T w)`` (always in
-    the domain of ``ell*``), ``s_l2 = 2 kappa w``.  The value ``sum_r ell*(v_r)/m + ||s_l2||^2 /
-    (4 kappa)`` is an exact evaluation at a feasible split, hence an upper bound of ``h*(s)`` once
-    the residual ``rho = s - X^T v/m - s_l2`` is charged (absorbed into ``s_l2`` when
-    ``kappa > 0``).  Where ``s`` is outside the domain the iteration diverges and ``rho`` stays
+    weights, then the split read off the maximizer by
+    :func:`~gtvmodel.losses.datafit_conjugate_split` (an exact evaluation at a feasible split,
+    hence an upper bound of ``h*(s)`` once the residual bound ``rho`` is charged).  Where
+    ``s`` is outside the domain the iteration diverges and ``rho`` stays
     large: the caller then uses the CVXPY path for those nodes.
-    Returns ``(values, rho, converged)`` for the group's nodes."""
+    Returns ``(values, rho, rounding, magnitudes, maximizers, converged)`` for the group's
+    nodes."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         # huge trial steps (singular Hessians, s outside the domain) are rejected by the line
         # search or end as non-converged: no warnings for them
@@ -597,7 +648,7 @@ def _newton_conjugates_impl(group: tuple, S: np.ndarray, W0: np.ndarray, iters: 
     eye = np.eye(d)
     for _ in range(iters):
         d1 = cls._ell_d1(t, y, p)
-        grad = S - _rowsum(rn, cx * d1[:, None], k) - 2 * kappa[:, None] * w
+        grad = S - sum_rows_by(rn, cx * d1[:, None], k) - 2 * kappa[:, None] * w
         gs = np.abs(grad).max(axis=1)
         if gs.max(initial=0.0) <= 1e-14 * max(1.0, float(np.abs(S).max(initial=0.0))):
             break
@@ -620,29 +671,45 @@ def _newton_conjugates_impl(group: tuple, S: np.ndarray, W0: np.ndarray, iters: 
         w = np.where(ok[:, None], wn, w)
         fw = np.where(ok, fn, fw)
         t, ell = parts(w)
-    v = cls._ell_d1(t, y, p)
-    contrib = _rowsum(rn, cx * v[:, None], k)
-    s2 = 2 * kappa[:, None] * w
-    rho = S - contrib - s2
-    pos = kappa > 0
-    s2[pos] += rho[pos]
-    rho[pos] = 0.0
-    val = np.bincount(rn, c * cls.ell_conjugate(v, y, p), minlength=k)
-    val[pos] += (s2[pos] ** 2).sum(1) / (4 * kappa[pos])
-    gres = np.abs(S - contrib - 2 * kappa[:, None] * w).max(axis=1)
+    val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w)
+    gres = np.abs(S - sum_rows_by(rn, cx * cls._ell_d1(t, y, p)[:, None], k)
+                  - 2 * kappa[:, None] * w).max(axis=1)
     converged = np.isfinite(val) & (gres <= 1e-10 * np.maximum(1.0, np.abs(S).max(axis=1)))
-    return val, rho, converged
+    return val, rho, rnd, vmag, w, converged
 
 
-def _rowsum(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
-    """Sum the rows of ``A`` (``(M, d)``) by node: ``(k, d)``."""
-    out = np.zeros((k, A.shape[1]))
-    np.add.at(out, rn, A)
-    return out
+def _part_magnitude(part: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(contrib_mag, cost_mag)`` of a node part (its own bound, else the absolute values)."""
+    if part.magnitude is not None:
+        return part.magnitude()
+    contrib, cost = part.evaluate()
+    return np.abs(contrib), np.abs(cost)
+
+
+def _charge(radii: np.ndarray, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarray
+            ) -> np.ndarray:
+    """Residual charges per node (MATH.md §8), entry by entry of ``|rho_i|`` plus its rounding
+    bound ``rnd_i``:
+
+    - a *rounding-level* entry (``|rho_ij| <= rnd_ij``: the computed residual is within the
+      error of computing it, so the split may be exact) is floating-point noise, charged to
+      first order at the local maximizer, ``min(R_i, wloc_i) (|rho_ij| + rnd_ij)`` with
+      ``wloc_i = max(1, ||w_i||_inf, ||w_max,i||_inf)`` (like the rounding of the sums);
+    - any larger entry is charged ``R_i (|rho_ij| + rnd_ij)``: exactly the conjugate of
+      ``h_i + iota{||w||_inf <= R_i}``, rigorous for a certified radius (``+inf`` when none
+      could be certified).
+    """
+    tot = rho + rnd
+    small = rho <= rnd
+    R = radii[:, None]
+    with np.errstate(invalid="ignore"):
+        per = np.where(small, np.minimum(R, wloc[:, None]) * tot, R * tot)
+    return np.where(tot > 0, per, 0.0).sum(axis=1)
 
 
 def _general_problem(model: GTVModel, nodes: np.ndarray, key: str = "cert_general"):
-    """Cached CVXPY problem: min sum parts cost + R ||rho||_1 s.t. sum contrib + rho = S."""
+    """Cached CVXPY problem: min sum parts cost + sum_i R_i ||rho_i||_1 s.t. sum contrib + rho
+    = S (per-node radii ``R_i``)."""
     cached = model._cache.get(key)
     if cached is not None and np.array_equal(cached[4], nodes):
         return cached
@@ -650,11 +717,11 @@ def _general_problem(model: GTVModel, nodes: np.ndarray, key: str = "cert_genera
 
     k, d = len(nodes), model.dim
     S = cp.Parameter((k, d), name="S")
-    R = cp.Parameter(nonneg=True, name="R")
+    R = cp.Parameter(k, nonneg=True, name="R")
     rho = cp.Variable((k, d), name="rho")
     parts = node_conjugate_parts(model, nodes)
     total: cp.Expression = rho
-    costs: list[cp.Expression] = [R * cp.sum(cp.abs(rho))]
+    costs: list[cp.Expression] = [R @ cp.sum(cp.abs(rho), axis=1)]
     cons: list[cp.Constraint] = []
     for p in parts:
         total = total + p.contrib
@@ -707,8 +774,6 @@ def _domain_scale(model: GTVModel, S: np.ndarray, bad: np.ndarray,
     found).  Closed form for zero losses with ``l1`` (box domain), the cached LP of
     :func:`_gauge_problem` for the other library nodes; other nodes (subspace or conic) cannot
     be fixed by scaling and give 0."""
-    from .exact import run_solver
-
     kinds = _kinds(model)
     st = model.structure()
     theta = 1.0
@@ -762,8 +827,6 @@ def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.
     """The Euclidean projection of ``flows`` onto the dual-feasible set of the library nodes
     (one vectorized CVXPY problem, as large as the dual itself: the expensive last resort of
     :func:`certify`).  Returns None if the solve fails."""
-    from .exact import run_solver
-
     U = model.check_flows(flows)
     if model.num_edges == 0:
         return U
@@ -778,51 +841,83 @@ def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.
     return np.asarray(Uv.value, dtype=float)
 
 
-def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = None,
+def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = None,
                weights: Any = None) -> dict[str, Any]:
-    """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R})*(s_i)`` for every node and the edge
-    conjugates at ``flows`` (no repair).  Returns a dict with ``node_conj`` (n,), ``rho``
-    (n, d) (the part of ``s_i`` outside the domain, charged ``R ||rho_i||_1`` inside
-    ``node_conj``), ``edge_conj`` (|E|,), ``s`` (n, d), ``conic_tol`` and ``value``.
-    ``weights`` (optional) warm-start the Newton path of smooth data-fit nodes."""
+    """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R_i})*(s_i)`` for every node and the
+    edge conjugates at ``flows`` (no repair); ``radius`` is a scalar or per-node ``(n,)``
+    (``inf`` allowed: a residual there makes the bound ``+inf``).  Returns a dict with
+    ``node_conj`` (n,), ``rho`` (n, d) (a bound of the part of ``s_i`` outside the domain,
+    charged inside ``node_conj`` by :func:`_charge`), ``charge`` (n,), ``edge_conj`` (|E|,),
+    ``s`` (n, d), ``conic_tol`` and ``value``.  ``weights`` (optional) warm-start the Newton
+    path of smooth data-fit nodes and set the local radii of rounding-level residuals."""
     U = model.check_flows(flows)
     n, d = model.num_nodes, model.dim
+    radii = np.broadcast_to(np.asarray(radius, dtype=float), (n,))
     kinds = _kinds(model)
     st = model.structure()
     S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
     S = np.asarray(S).reshape(n, d)
     conj = np.zeros(n)
-    rho = np.zeros((n, d))
+    cmag = np.zeros(n)  # sums of the absolute summands of each conjugate (rounding bound)
+    rho = np.zeros((n, d))  # |computed residual|
+    rnd = np.zeros((n, d))  # bound of the rounding error in computing it
+    W0 = np.zeros((n, d)) if weights is None else np.asarray(weights, dtype=float)
+    wloc = np.maximum(1.0, np.abs(W0).max(axis=1, initial=0.0))  # local radii
+    if model.num_edges:  # rounding of s = -D^T u: deg_i eps sum_{e at i} |u_e|
+        absdiv = np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d)
+        rnd += (model.degrees + 2)[:, None] * _EPS * absdiv
     if kinds.zero.size:
         z = kinds.zero
-        conj[z], rho[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
+        conj[z], rho[z], cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
     qi, qa = kinds.quad
     if qi.size:
-        conj[qi], rho[qi] = quadratic_conjugate_rows(qa, st.l1[qi], st.l2[qi], S[qi])
-    si, e, V, q, yy = kinds.squared
-    if si.size:
-        conj[si], rho[si] = squared_conjugate_rows(e, V, q, yy, st.l2[si], S[si])
+        conj[qi], rho[qi], cmag[qi] = quadratic_conjugate_rows(qa, st.l1[qi], st.l2[qi], S[qi])
+    if kinds.squared is not None:
+        grp, (e, V, q) = kinds.squared[:8], kinds.squared[8:]
+        si = grp[1]
+        # two valid splits: at the maximizer from 0 (pseudo-inverse) and from the candidate's
+        # weights (keeps their components along numerically null directions, where the flows
+        # of a near-optimal candidate match them); per node the smaller bound is kept
+        best = None
+        for base in (None, W0[si]):
+            Wm = squared_maximizers(e, V, q, grp[7], S[si], base)
+            out = datafit_conjugate_split(*grp[:1], *grp[2:], S[si], Wm)
+            wl = np.maximum(wloc[si], np.abs(Wm).max(axis=1, initial=0.0))
+            total = out[0] + _charge(radii[si], out[1], rnd[si] + out[2], wl)
+            if best is None:
+                best = (total, out, wl)
+            else:
+                pick = total < best[0]
+                best = (np.where(pick, total, best[0]),
+                        tuple(np.where(pick.reshape((-1,) + (1,) * (a.ndim - 1)), a, b_)
+                              for a, b_ in zip(out, best[1], strict=True)),
+                        np.where(pick, wl, best[2]))
+        (conj[si], rho[si], r_si, cmag[si]), wloc[si] = best[1], best[2]
+        rnd[si] += r_si
     conic_tol = 0.0
     g = kinds.general
     if g.size:
         done = np.zeros(n, dtype=bool)
-        W0 = np.zeros((n, d)) if weights is None else np.asarray(weights, dtype=float)
         for grp in kinds.smooth:  # smooth data-fit nodes: batched Newton in numpy
             idx = grp[1]
-            val, r, conv = _newton_conjugates(grp, S[idx], W0[idx])
-            conj[idx[conv]] = val[conv]
-            rho[idx[conv]] = r[conv]
-            done[idx[conv]] = True
+            val, r, r_rnd, vmag, wmax, conv = _newton_conjugates(grp, S[idx], W0[idx])
+            ic = idx[conv]
+            conj[ic], rho[ic], cmag[ic] = val[conv], r[conv], vmag[conv]
+            rnd[ic] += r_rnd[conv]
+            wloc[ic] = np.maximum(wloc[ic], np.abs(wmax[conv]).max(axis=1, initial=0.0))
+            done[ic] = True
         g = g[~done[g]]
     if g.size:  # the others (and Newton failures): the cached CVXPY problem of all of them
         gall = kinds.general
         prob, Sp, Rp, parts, _ = _general_problem(model, gall)
         Sp.value = S[gall]
-        Rp.value = float(radius)
+        # the solver only needs finite weights for the charges; the evaluation below uses R
+        Rg = radii[gall]
+        # (any weight above the local scale drives the residual to ~0; a huge one ruins the
+        # solver's scaling)
+        Rp.value = np.minimum(Rg, 100.0 * wloc[gall])
         ok = True
         try:
-            from .exact import run_solver
-
             run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
             ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
         except SolverError:
@@ -833,20 +928,27 @@ def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = 
             # polish: let the parts absorb the solver's small residual (least squares, kept
             # in the domains), then re-evaluate; keep whichever bound is smaller
             r0 = S[gall] - contrib
-            for p in parts:
-                if p.absorb is not None:
-                    p.absorb(S[gall] - _evaluate_parts(parts, kg, d)[0])
+            for _ in range(3):
+                for p in parts:
+                    if p.absorb is not None:
+                        p.absorb(S[gall] - _evaluate_parts(parts, kg, d)[0])
             contrib2, cost2 = _evaluate_parts(parts, kg, d)
             r2 = S[gall] - contrib2
-            b1 = cost + radius * np.abs(r0).sum(axis=1)
-            b2 = cost2 + radius * np.abs(r2).sum(axis=1)
+            # rounding of the parts' sums: gamma (|s| + sum of the summands' magnitudes)
+            mags = [_part_magnitude(p) for p in parts]
+            mag = np.abs(S[gall]) + sum(m[0] for m in mags)
+            rnd[gall] += (_max_rows(model) + len(parts) + 4) * _EPS * mag
+            cost_mag = sum(m[1] for m in mags)
+            b1 = cost + _charge(Rg, np.abs(r0), rnd[gall], wloc[gall])
+            b2 = cost2 + _charge(Rg, np.abs(r2), rnd[gall], wloc[gall])
             better = b2 <= b1
             sel = np.isin(gall, g)
             conj[gall[sel]] = np.where(better, cost2, cost)[sel]
-            rho[gall[sel]] = np.where(better[:, None], r2, r0)[sel]
+            cmag[gall[sel]] = cost_mag[sel] + np.abs(cost)[sel]
+            rho[gall[sel]] = np.abs(np.where(better[:, None], r2, r0)[sel])
         else:  # no split available: these nodes are reported dual infeasible (gap = inf)
             conj[g] = np.inf
-            rho[g] = S[g]
+            rho[g] = np.abs(S[g])
     c = kinds.conic
     if c.size:
         from . import conic as conic_mod
@@ -858,76 +960,508 @@ def dual_value(model: GTVModel, flows: Any, radius: float, solver: str | None = 
                 vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i])
             except GTVError:
                 vals[j] = np.inf
+            if not np.isfinite(vals[j]) and np.isfinite(radii[i]):
+                # a demand (a hair) outside the conjugate's domain: with a certified radius the
+                # conjugate of h_i + iota{||x||_inf <= R_i} is exact for the problem (finite)
+                try:
+                    vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i],
+                                                                radius=float(radii[i]))
+                except GTVError:
+                    vals[j] = np.inf
         conj[c] = vals
+        cmag[c] = np.abs(vals)
         # a numeric conjugate may fall short by the duality-gap tolerance of the solver run
         # that produced it (run_solver may fall back to looser tolerances): node_conjugate
         # returns that tolerance, add it
         conic_tol = float(tols[np.isfinite(vals)].sum())
-    charge = float(radius) * np.abs(rho).sum(axis=1)
+    charge = _charge(radii, rho, rnd, wloc)
     node_conj = conj + charge
+    # a library node with exactly zero demand also has the all-zero split (every library row
+    # conjugate, regularizer conjugate and support function is 0 at 0; all library losses are
+    # >= 0): the bound h_i*(0) <= 0 without residual, kept where it is smaller
+    zero = (S == 0).all(axis=1) & ~(node_conj <= 0)
+    zero[kinds.conic] = False
+    node_conj[zero], charge[zero], cmag[zero], rho[zero] = 0.0, 0.0, 0.0, 0.0
     edge_conj = (model.penalty.conjugate_rows(U, model.lam * model.edge_weights)
                  if model.num_edges else np.zeros(0))
     value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
     return {"node_conj": node_conj, "rho": rho, "charge": charge, "edge_conj": edge_conj,
+            "conj_magnitude": cmag,
             "s": S, "conic_tol": conic_tol, "value": value}
 
 
 # ===================================================================== certify
-def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e-6,
-            feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
-            project: str = "auto") -> Certificate:
-    """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
-
-    Returns a :class:`Certificate` whose ``gap >= P(W) - P* - tolerance`` (module docstring
-    for the method, the repair and the limits).  ``tol`` only sets what
-    :meth:`Certificate.certifies` is asked by default through the CLI; ``feas_tol`` is the
-    relative tolerance on node constraints and on dual-domain residuals; ``radius`` the ``R``
-    of the residual charges (default ``10 max(1, ||W||_inf)``).  ``project``: ``"auto"``
-    (default) allows the convex projection :func:`project_flows` as the last resort when the
-    cheap repairs leave nodes outside bounded conjugate domains, ``"never"`` forbids it (the
-    gap is then ``+inf`` there; use it where a certificate must stay cheap).
-    """
-    t0 = time.perf_counter()
+def _check_args(tol: Any, feas_tol: Any, radius: Any, project: Any) -> tuple[float, float,
+                                                                              float | None]:
+    """Validate :func:`certify`'s options (:class:`ParameterError` naming the argument)."""
     if project not in ("auto", "never"):
         raise ParameterError(f"certify: project must be 'auto' or 'never', got {project!r}")
+    tol = as_nonneg_scalar(tol, "tol", "certify", strict=True)
+    feas_tol = as_nonneg_scalar(feas_tol, "feas_tol", "certify")
+    if radius is not None:
+        radius = as_nonneg_scalar(radius, "radius", "certify")
+    return tol, feas_tol, radius
+
+
+def _upper_bound_point(model: GTVModel, W: np.ndarray, viol: np.ndarray) -> np.ndarray | None:
+    """A point with ``P(point) >= P*`` for the level-set radii: ``W`` itself when every node
+    constraint holds exactly, else ``W`` with each violating row (violations of a solver's
+    rounding size) projected onto its single library constraint, or moved towards a strictly
+    interior point of its constraints (:func:`_interior_point`) until every constraint holds
+    *exactly* (convexity: the segment enters the set); None when neither works."""
+    bad = np.flatnonzero(viol > 0)
+    if bad.size == 0:
+        return W
+    Wp = W.copy()
+    for i in bad:  # only the (few) rows that violate a constraint by rounding
+        Wp[i] = _feasible_row(model, int(i), W[i])
+        if not np.isfinite(Wp[i]).all():
+            return None
+    return Wp
+
+
+def _feasible_row(model: GTVModel, i: int, w: np.ndarray) -> np.ndarray:
+    """An exactly feasible point of node ``i``'s constraints near ``w`` (NaN if none found)."""
+    cons = model.constraints_at(i)
+    rows = np.array(w, dtype=float)[None, :]
+
+    def exact(z: np.ndarray) -> bool:
+        probe = np.zeros((model.num_nodes, model.dim))
+        probe[i] = z
+        return bool(model.constraint_violations(probe)[i] == 0.0)
+
+    if len(cons) == 1:
+        try:
+            z = np.asarray(cons[0].project(rows[0]), dtype=float)
+            if exact(z):
+                return z
+        except GTVError:
+            pass
+    inner = _interior_point(model, i)
+    if inner is not None:
+        for theta in (1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 0.5, 1.0):
+            z = rows[0] + theta * (inner - rows[0])
+            if exact(z):
+                return z
+    return np.full(model.dim, np.nan)
+
+
+def _interior_point(model: GTVModel, i: int) -> np.ndarray | None:
+    """A strictly feasible point of node ``i``'s constraints: maximize a common slack ``t <=
+    1`` added to every inequality (one small CVXPY problem; None without an interior)."""
+    x = model.var(model.nodes[i])
+    t = cp.Variable()
+    cons: list[cp.Constraint] = [t <= 1.0]
+    for c in model.constraints_at(i):
+        for con in c.constraints(x):
+            if not isinstance(con, cp.constraints.Inequality):
+                return None
+            lhs, rhs = con.args
+            cons.append(lhs + t <= rhs)
+    prob = cp.Problem(cp.Maximize(t), cons)
+    old = x.value  # the node's variable is the user's: leave its value as it was
+    try:
+        run_solver(prob, None, {}, False, True, f"certificate (interior point of node {i})")
+        ok = t.value is not None and float(t.value) > 0 and x.value is not None
+        point = np.asarray(x.value, dtype=float).reshape(model.dim) if ok else None
+    except SolverError:
+        point = None
+    finally:
+        x.value = old
+    return point
+
+
+def _loss_lower_bounds(model: GTVModel, solver: str | None) -> np.ndarray:
+    """``l_i <= inf h_i`` per node: 0 for library losses (all are ``>= 0``), ``-h_i*(0)`` by
+    conic duality for symbolic nodes (cached; ``-inf`` when that fails)."""
+    cached = model._cache.get("cert_lower")
+    if cached is not None:
+        return cached
+    n, d = model.num_nodes, model.dim
+    low = np.zeros(n)
+    conic = _kinds(model).conic
+    if conic.size:
+        from . import conic as conic_mod
+
+        for i in conic:
+            try:
+                val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
+                low[i] = -(val + tol)
+            except GTVError:
+                low[i] = -np.inf
+    low = np.where(np.isnan(low), -np.inf, low)
+    model._cache["cert_lower"] = low
+    return low
+
+
+def certified_radii(model: GTVModel, upper: float, solver: str | None = None) -> np.ndarray:
+    """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*`` (MATH.md
+    §8: residual charges need them), from the level set ``P(w*) <= upper`` (``upper >= P*``).
+
+    Every node term is bounded below (:func:`_loss_lower_bounds`, penalties are ``>= 0``), so
+    at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j`` and each edge term
+    ``lambda A_e phi(w*_{e+} - w*_{e-}) <= B = upper - sum_j l_j``.  Coercive nodes give
+    *anchor* radii (``l2``: ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, quadratic and data-fit
+    losses: :meth:`~gtvmodel.losses.LossBatch.sublevel_radii`, bounded constraints), each edge
+    a length ``||w_{e+} - w_{e-}||_inf <= ell_e`` (the penalty's ``sublevel_radius``), and
+    ``R_i = min_k (r_k + dist(k, i))`` by one multi-source Dijkstra.  A connected component
+    in which no node has a loss, regularizer or constraint has ``w* = 0`` among its minimizers
+    (its part of the objective is ``>= 0`` and ``0`` at ``w = 0``): ``R_i = 0`` there.  Nodes
+    that no anchor reaches get ``inf``.
+    """
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    low = _loss_lower_bounds(model, solver)
+    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
+    if not np.isfinite(upper) or not np.isfinite(total):
+        return np.full(n, np.inf)
+    slack = max(upper - total, 0.0)
+    slack = slack * (1 + 1e-12) + 8 * _EPS * (abs(upper) + np.abs(low).sum())
+    level = slack + low  # B_i
+    anchor = np.full(n, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
+        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
+    for b in st.batches:
+        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
+    active = np.zeros(n, dtype=bool)  # nodes with a loss, regularizer or constraint
+    active[st.l1 > 0] = active[st.l2 > 0] = True
+    for b in st.batches:
+        if b.is_datafit or b.cls is QuadraticLoss:
+            active[b.nodes] = True
+    active[_kinds(model).conic] = True
+    for i, cons in model._constraints.items():
+        if cons:
+            active[i] = True
+            anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in cons))
+    if model.num_edges == 0 or model.lam == 0:
+        lengths = np.full(model.num_edges, np.inf)
+    else:
+        lengths = model.penalty.sublevel_radius(slack, model.lam * model.edge_weights)
+    E = model.edges
+    fin = np.isfinite(lengths)
+    ncomp, comp = csgraph.connected_components(
+        sp.csr_matrix((np.ones(fin.sum()), (E[fin, 0], E[fin, 1])), shape=(n, n)),
+        directed=False)
+    passive = np.bincount(comp, weights=active.astype(float), minlength=ncomp) == 0
+    anchor[passive[comp]] = 0.0
+    # one centre per component, pooled over the component's data (below)
+    centres = np.unique(comp, return_index=True)[1]
+    to_centre = _multi_source(n, E[fin], lengths[fin], centres, np.zeros(centres.size))
+    # components whose objective is invariant under a common shift in the null space of their
+    # data: every active node is an unconstrained, unregularized data-fit node with growing rows
+    plain = np.zeros(n, dtype=bool)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is not None:
+            plain[b.nodes[np.isfinite(g["b"])]] = True
+    plain &= (st.l1 == 0) & (st.l2 == 0)
+    for i, cons in model._constraints.items():
+        if cons:
+            plain[i] = False
+    symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
+    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
+    cons_rows = [(i, hs) for i, cons in model._constraints.items() for c in cons
+                 if (hs := c.halfspaces(d)) is not None]
+    _polyhedral_anchors(st, level, comp, centres, to_centre, anchor, d, cons_rows)
+    _conic_anchors(model, level, comp, anchor)
+    src = np.flatnonzero(np.isfinite(anchor))
+    if src.size == 0:
+        return np.full(n, np.inf)
+    return _multi_source(n, E[fin], lengths[fin], src, anchor[src])
+
+
+#: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
+_MAX_ANCHOR_LPS = 400
+
+
+def _polyhedral_anchors(st: Any, level: np.ndarray, comp: np.ndarray, centres: np.ndarray,
+                        to_centre: np.ndarray, anchor: np.ndarray, d: int,
+                        cons_rows: list[tuple[int, tuple[np.ndarray, np.ndarray]]]) -> None:
+    """Anchors from the level-set polyhedra, for components still without one (logistic and
+    hinge rows are not coercive one by one, but often are together): every row's affine
+    minorant gives ``g_j^T w_i <= h_j`` (:meth:`~gtvmodel.losses.LossBatch.level_halfspaces`),
+    and so do the node constraints' half-spaces (``Constraint.halfspaces``), hence
+    ``g_j^T w_c <= h_j + ||g_j||_1 dist(c, i)`` at the component's centre ``c``; the
+    ``2d`` LPs ``max +-w_{c,k}`` over that polyhedron (HiGHS) bound ``||w_c||_inf`` when it is
+    bounded.  The LP optimum is inflated by ``1e-7`` relative plus ``1e-9`` (the solver's
+    tolerance; the only non-exact step of the radii) and an unbounded or failed LP gives no
+    anchor."""
+    from scipy.optimize import linprog
+
+    todo = np.flatnonzero(~np.isfinite(anchor[centres]))
+    if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
+        return
+    rows = [b.level_halfspaces(level) for b in st.batches]
+    rows = [r for r in rows if r is not None]
+    # the node constraints' own half-spaces (Box, NonNeg: G w_i <= h)
+    rows += [(np.full(len(h), i), G, h) for i, (G, h) in cons_rows]
+    if not rows:
+        return
+    node = np.concatenate([r[0] for r in rows])
+    G = np.vstack([r[1] for r in rows])
+    h = np.concatenate([r[2] for r in rows])
+    for ci in todo:
+        c = centres[ci]
+        sel = np.flatnonzero((comp[node] == comp[c]) & np.isfinite(to_centre[node]))
+        if sel.size < d:
+            continue
+        Gs = G[sel]
+        hs = h[sel] + np.abs(Gs).sum(axis=1) * to_centre[node[sel]]
+        best = 0.0
+        for k in range(2 * d):
+            obj = np.zeros(d)
+            obj[k % d] = -1.0 if k < d else 1.0
+            res = linprog(obj, A_ub=Gs, b_ub=hs, bounds=(None, None), method="highs")
+            if res.status != 0:
+                best = np.inf
+                break
+            best = max(best, -res.fun)
+        if np.isfinite(best):
+            anchor[c] = min(anchor[c], best * (1 + 1e-7) + 1e-9)
+
+
+def _conic_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
+                   anchor: np.ndarray) -> None:
+    """Anchors at conic (symbolic) nodes, for components still without one: ``||x||_inf`` over
+    the node's sublevel set ``{L_i(x) <= B_i, x in C_i}`` by ``2d`` small convex programs
+    (``max +-x_k``; one cached DPP problem per node with ``B_i`` and the direction as
+    Parameters).  The optimum is inflated by ``1e-6`` relative plus ``1e-8`` (the solver's
+    tolerance); an unbounded or failed solve gives no anchor.  Bounded like the polyhedral
+    anchors (:data:`_MAX_ANCHOR_LPS` solves per certificate)."""
+    conic = _kinds(model).conic
+    if conic.size == 0:
+        return
+    has = np.zeros(comp.max(initial=-1) + 1, dtype=bool)
+    np.logical_or.at(has, comp[np.isfinite(anchor)], True)
+    todo = conic[~has[comp[conic]] & np.isfinite(level[conic])]
+    d = model.dim
+    if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
+        return
+    for i in todo:
+        if has[comp[i]]:
+            continue
+        r = _conic_sublevel_radius(model, int(i), float(level[i]))
+        if np.isfinite(r):
+            anchor[i] = min(anchor[i], r)
+            has[comp[i]] = True
+
+
+def _conic_sublevel_radius(model: GTVModel, i: int, level: float) -> float:
+    """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
+    :func:`_conic_anchors`); ``inf`` when unbounded or not solved."""
+    cache = model._cache.setdefault("cert_conic_sublevel", {})
+    entry = cache.get(i)
+    d = model.dim
+    if entry is None:
+        x = model.var(model.nodes[i])
+        B = cp.Parameter(name=f"B[{i}]")
+        c = cp.Parameter(d, name=f"dir[{i}]")
+        cons = [model.loss_at(i).expression(x) <= B] if i in model._losses else []
+        for con in model.constraints_at(i):
+            cons += con.constraints(x)
+        entry = (cp.Problem(cp.Maximize(c @ x), cons), B, c, x)
+        cache[i] = entry
+    prob, B, c, x = entry
+    B.value = level
+    old = x.value
+    best = 0.0
+    try:
+        for k in range(2 * d):
+            c.value = np.where(np.arange(d) == k % d, 1.0 if k < d else -1.0, 0.0)
+            try:
+                run_solver(prob, None, {}, False, True, f"certificate (radius of node {i})")
+            except SolverError:
+                return float("inf")
+            if prob.status != cp.OPTIMAL or prob.value is None or not np.isfinite(prob.value):
+                return float("inf")
+            best = max(best, float(prob.value))
+    finally:
+        x.value = old
+    return best * (1 + 1e-6) + 1e-8
+
+
+def _multi_source(n: int, E: np.ndarray, lengths: np.ndarray, src: np.ndarray,
+                  offsets: np.ndarray) -> np.ndarray:
+    """``min_k (offset_k + dist(src_k, i))`` for every node (one Dijkstra from a super source;
+    csgraph drops explicit zeros, hence a floor of 1e-300 on every length), rounded up."""
+    tiny = 1e-300
+    rows = np.concatenate([E[:, 0], E[:, 1], np.full(src.size, n)])
+    cols = np.concatenate([E[:, 1], E[:, 0], src])
+    vals = np.concatenate([lengths, lengths, offsets])
+    G = sp.csr_matrix((np.maximum(vals, tiny), (rows, cols)), shape=(n + 1, n + 1))
+    dist = csgraph.dijkstra(G, directed=True, indices=n)[:n]
+    return dist * (1.0 + 1e-12) + 2 * tiny
+
+
+def _pooled_anchors(st: Any, level: np.ndarray, comp: np.ndarray, ncomp: int,
+                    centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray,
+                    d: int, symmetric: np.ndarray) -> None:
+    """Component-level anchors: nodes whose data alone are not coercive (``m_i < d``,
+    ill-conditioned ``X_i``) often are together.  With ``w_i = w_c + delta_i``,
+    ``||delta_i||_2 <= sqrt(d) dist(c, i)`` from the component's centre ``c``:
+    ``||X_i w_c||_2 <= ||y_i|| + b_i + ||X_i||_2 sqrt(d) dist(c, i) = beta_i``, so
+    ``w_c^T (sum_i X_i^T X_i) w_c <= sum_i beta_i^2`` bounds ``||w_c||_2`` whenever the pooled
+    Gram matrix is (numerically) positive definite.
+
+    A *symmetric* component (every active node an unconstrained, unregularized data-fit node
+    with growing rows, the others zero-loss) keeps its objective under a common shift by any
+    ``z`` in the null space ``N`` of its pooled Gram matrix, so some minimizer has
+    ``w_c`` orthogonal to ``N``, where the Gram matrix is bounded below by its smallest
+    *nonzero* eigenvalue.  This is used only when exactly ``d - sum_i m_i`` computed
+    eigenvalues are (numerically) zero: then ``N`` is the true null space (its dimension is at
+    least that, and the other eigenvalues are bounded away from zero), not a set of merely
+    ill-conditioned directions.  Updates ``anchor`` at the centres."""
+    gram = np.zeros((ncomp, d, d))
+    beta2 = np.zeros(ncomp)
+    rows = np.zeros(ncomp)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is None:
+            continue
+        ok = np.isfinite(g["b"]) & np.isfinite(to_centre[b.nodes])
+        if not ok.any():
+            continue
+        nodes, cc = b.nodes[ok], comp[b.nodes[ok]]
+        xnorm = np.sqrt(np.maximum(g["eig"][ok, -1], 0.0)) * (1.0 + 1e-12)
+        beta = g["ynorm"][ok] + g["b"][ok] + xnorm * np.sqrt(d) * to_centre[nodes]
+        np.add.at(gram, cc, g["gram"][ok])
+        np.add.at(beta2, cc, beta**2)
+        np.add.at(rows, cc, np.bincount(b.row_node, minlength=comp.size)[nodes])
+    used = np.flatnonzero(beta2 > 0)
+    if used.size == 0:
+        return
+    e = np.linalg.eigvalsh(gram[used])
+    err = 16.0 * (d + rows[used]) * _EPS * np.abs(e).max(axis=1)  # forming sums + eigh
+    emin = e[:, 0] - err
+    nzero = (e <= err[:, None]).sum(axis=1)
+    exact_null = symmetric[used] & (nzero > 0) & (nzero == d - rows[used])
+    if exact_null.any():  # smallest nonzero eigenvalue on the complement of the null space
+        j = np.flatnonzero(exact_null)
+        emin[j] = e[j, nzero[j]] - err[j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(emin > 0, np.sqrt(beta2[used] * (1.0 + 1e-12) / np.maximum(emin, 1e-300)),
+                     np.inf)
+    c = centres[used]
+    anchor[c] = np.minimum(anchor[c], np.where(np.isnan(r), np.inf, r))
+
+
+def _radii(model: GTVModel, W: np.ndarray, P: float, viol: np.ndarray, radius: float | None,
+           solver: str | None) -> tuple[np.ndarray, list[str]]:
+    """The radii of the residual charges and the assumptions they rest on."""
+    n = model.num_nodes
+    if radius is not None:
+        return np.full(n, radius), [f"||w*_i||_inf <= {radius:g} at every node (radius given "
+                                    "by the caller, not checked)"]
+    Wp = _upper_bound_point(model, W, viol)
+    if Wp is None or not np.isfinite(P):
+        return np.full(n, np.inf), []
+    upper = P if Wp is W else float(model.objective(Wp))
+    return certified_radii(model, upper, solver), []
+
+
+def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
+    """Nodes whose conjugate bound (residual charge included) is ``+inf``; with a caller's
+    (unchecked) radius also those whose residual exceeds ``feas_tol max(1, ||s_i||_inf)``, so
+    that such a bound never leans on the assumption beyond rounding."""
+    bad = ~np.isfinite(dv["node_conj"])
+    if strict:
+        sscale = np.maximum(1.0, np.abs(dv["s"]).max(axis=1))
+        bad |= np.abs(dv["rho"]).max(axis=1) > feas_tol * sscale
+    return np.flatnonzero(bad)
+
+
+def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e-6,
+            feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
+            project: str = "auto", fallback: bool = True) -> Certificate:
+    """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
+
+    Returns a :class:`Certificate` whose ``gap >= P(W) - P*`` (module docstring for the
+    method, the repair and the limits; ``gap`` includes the certificate's own numerical
+    ``tolerance``).  ``tol`` only sets what :meth:`Certificate.certifies` is asked by default;
+    ``feas_tol`` is the relative tolerance on node constraints and on dual-domain residuals,
+    node by node (scaled by ``max(1, ||w_i||_inf)``, resp. ``max(1, ||s_i||_inf)``);
+    ``radius``: by default the radii of the residual charges are *certified* from the level
+    set of ``P(W)`` (:func:`certified_radii`); a number replaces them by the caller's
+    assumption ``||w*_i||_inf <= radius`` (listed in :attr:`Certificate.assumptions`).
+    ``project``: ``"auto"`` (default) allows the convex projection :func:`project_flows` as
+    the last resort when the cheap repairs leave nodes outside bounded conjugate domains,
+    ``"never"`` forbids it (the gap is then ``+inf`` there).  ``fallback``: when given
+    ``flows`` do not certify ``W`` at ``tol``, flows built from ``W`` are tried too and the
+    smaller of the two (valid) bounds is returned (pass False where certificates of
+    non-optimal iterates must stay cheap, as Algorithm 1 does).
+    """
+    tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project)
+    cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
+    if (fallback and flows is not None and cert.feasible and model.num_edges
+            and not cert.certifies(tol)):
+        alt = _certify_once(model, weights, None, tol, feas_tol, radius, solver, project)
+        if alt.gap < cert.gap:
+            alt.repairs.append(f"the given flows gave a larger gap ({cert.gap:.3g}): flows "
+                               "built from the weights were used instead")
+            alt.repaired = True
+            alt.times["total"] += cert.times["total"]
+            return alt
+    return cert
+
+
+def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_tol: float,
+                  radius: float | None, solver: str | None, project: str) -> Certificate:
+    """:func:`certify` with the given (or built) flows only; options already validated."""
+    t0 = time.perf_counter()
     W = model.check_weights(weights)
     n, d = model.num_nodes, model.dim
-    wscale = max(1.0, float(np.abs(W).max(initial=0.0)))
-    R = float(radius) if radius is not None else 10.0 * wscale
     built = flows is None
-    U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
-    U, repairs = repair_flows(model, U0)
+    if model.lam == 0 and model.num_edges:
+        # lambda = 0: the edge conjugates are the indicator of u = 0, so the only dual
+        # feasible flows are zero
+        U0 = np.zeros((model.num_edges, d)) if built else model.check_flows(flows)
+        U, repairs = np.zeros_like(U0), (["lambda = 0: flows set to 0 (the only dual-feasible "
+                                          "flows)"] if np.any(U0) else [])
+    else:
+        U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
+        U, repairs = repair_flows(model, U0)
     t1 = time.perf_counter()
-    # primal
+    # primal: +inf outside a symbolic loss's domain; constraints node by node
     lossv = model.loss_values(W)
     V = model.empirical_graph.diff(W) if model.num_edges else np.zeros((0, d))
     lamA = model.lam * model.edge_weights
     penv = lamA * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
-    P = float(lossv.sum() + penv.sum())
+    with np.errstate(invalid="ignore"):
+        P = math.fsum(lossv) + math.fsum(penv) if np.isfinite(lossv).all() else np.inf
     viol = model.constraint_violations(W)
-    bad = np.flatnonzero(viol > feas_tol * wscale)
+    wscale = np.maximum(1.0, np.abs(W).max(axis=1, initial=0.0))
+    bad = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
     feasible = bad.size == 0
+    reasons: list[str] = []
+    if bad.size:
+        outside = np.flatnonzero(~np.isfinite(lossv))
+        if outside.size:
+            reasons.append(f"W is outside the domain of the loss at {outside.size} node(s) "
+                           f"(first {model.nodes[outside[0]]!r}): P(W) = +inf")
+        if (viol > feas_tol * wscale).any() or np.isnan(viol).any():
+            k = int(np.flatnonzero(~(viol <= feas_tol * wscale))[0])
+            reasons.append(f"W violates the constraints of node {model.nodes[k]!r} by "
+                           f"{viol[k]:.3g} (> feas_tol max(1, ||w_i||_inf))")
+    R, assumptions = _radii(model, W, P, viol, radius, solver) if feasible else (
+        np.full(n, np.inf), [])
     # dual
+    strict = radius is not None  # an assumed radius: only rounding-sized residuals
     dv = dual_value(model, U, R, solver, W)
     S = dv["s"]
-    sscale = np.maximum(1.0, np.abs(S).max(axis=1))
-    dual_bad = np.flatnonzero(~np.isfinite(dv["node_conj"]) |
-                              (np.abs(dv["rho"]).max(axis=1) > feas_tol * sscale))
-    if dual_bad.size and model.num_edges:
+    dual_bad = _dual_bad(dv, feas_tol, strict)
+    if dual_bad.size and model.num_edges and model.lam > 0 and feasible:
         # nodes outside bounded conjugate domains: (a) gradient correction, (b) scaling,
         # (c) convex projection (only with project="auto")
         def attempt(trial: np.ndarray | None, note: str) -> None:
             """Keep ``trial`` flows if they leave fewer nodes outside their domains."""
-            nonlocal U, dv, S, sscale, dual_bad
+            nonlocal U, dv, S, dual_bad
             if trial is None:
                 return
             dv2 = dual_value(model, trial, R, solver, W)
-            S2 = dv2["s"]
-            sc2 = np.maximum(1.0, np.abs(S2).max(axis=1))
-            bad2 = np.flatnonzero(~np.isfinite(dv2["node_conj"]) |
-                                  (np.abs(dv2["rho"]).max(axis=1) > feas_tol * sc2))
+            bad2 = _dual_bad(dv2, feas_tol, strict)
             if bad2.size < dual_bad.size:
-                U, dv, S, sscale, dual_bad = trial, dv2, S2, sc2, bad2
+                U, dv, S, dual_bad = trial, dv2, dv2["s"], bad2
                 repairs.append(note)
 
         nbad = dual_bad.size
@@ -952,19 +1486,40 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
             attempt(None if proj is None else repair_flows(model, proj)[0],
                     f"projected the flows onto the dual domain ({nbad} node(s) outside their "
                     "bounded conjugate domains; convex projection)")
+        if dual_bad.size:
+            # (d) u = 0: every library conjugate is finite at 0 (and a conic one wherever its
+            # loss is bounded below): a valid, if loose, dual point; exact when the optimal
+            # flows vanish and the given ones are rounding noise (a hinge node off its margin)
+            nbad = dual_bad.size
+            attempt(np.zeros_like(U), f"set the flows to zero ({nbad} node(s) still outside "
+                    "their conjugate domains)")
     edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
     dual_feasible = dual_bad.size == 0 and edge_ok
+    if dual_bad.size:
+        k = int(dual_bad[0])
+        uncharged = np.isinf(R[dual_bad]) & np.isfinite(S[dual_bad]).all(axis=1)
+        why = ("its residual needs a radius that could not be certified (pass radius= to "
+               "assume one)" if uncharged.any() and feasible else
+               "its demand -(D^T u)_i stays outside the domain of h_i*")
+        reasons.append(f"the flows are not dual feasible at {dual_bad.size} node(s) (first "
+                       f"{model.nodes[k]!r}): {why}")
+    if not edge_ok:
+        reasons.append("the flows exceed the edge capacities (edge conjugate +inf)")
     D = dv["value"] if dual_feasible else -np.inf
-    node_gaps = lossv + dv["node_conj"] - (S * W).sum(axis=1)
-    edge_gaps = penv + dv["edge_conj"] - (U * V).sum(axis=1) if model.num_edges else np.zeros(0)
-    rounding = 64 * _EPS * (abs(P) + np.abs(lossv).sum() + np.abs(penv).sum()
-                            + np.abs(dv["node_conj"][np.isfinite(dv["node_conj"])]).sum()
-                            + np.abs(dv["edge_conj"][np.isfinite(dv["edge_conj"])]).sum()
-                            + np.abs(S * W).sum() + (np.abs(U * V).sum() if model.num_edges
-                                                      else 0.0))
-    tolerance = float(rounding + dv["charge"].sum() + dv["conic_tol"])
+    with np.errstate(invalid="ignore"):
+        node_gaps = lossv + dv["node_conj"] - (S * W).sum(axis=1)
+        edge_gaps = (penv + dv["edge_conj"] - (U * V).sum(axis=1) if model.num_edges
+                     else np.zeros(0))
+    fin = np.isfinite
+    nc, ec = dv["conj_magnitude"] + dv["charge"], dv["edge_conj"]
+    nrow = 4 * (d + _max_rows(model) + 8)
+    rounding = nrow * _EPS * ((abs(P) if fin(P) else 0.0) + np.abs(lossv[fin(lossv)]).sum()
+                              + np.abs(penv).sum() + np.abs(nc[fin(nc)]).sum()
+                              + np.abs(ec[fin(ec)]).sum() + np.abs(S * W).sum()
+                              + (np.abs(U * V).sum() if model.num_edges else 0.0))
+    tolerance = float(rounding + dv["charge"][fin(dv["charge"])].sum() + dv["conic_tol"])
     if feasible and dual_feasible:
-        gap = max(P - D, 0.0)
+        gap = max(P - D + rounding + dv["conic_tol"], 0.0)
     else:
         gap = float("inf")
     t2 = time.perf_counter()
@@ -987,13 +1542,22 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     kkt["complementarity"] = float(edge_gaps.sum()) if dual_feasible else float("inf")
     kkt["node_gap"] = float(node_gaps.sum()) if dual_feasible else float("inf")
     labels = model.nodes
+    charged = dv["charge"] > 0
+    rel = gap / max(1.0, abs(P)) if np.isfinite(P) else float("inf")
     return Certificate(
-        primal_value=P, dual_value=float(D), gap=float(gap),
-        relative_gap=float(gap / max(1.0, abs(P))), tolerance=tolerance,
-        feasible=feasible, infeasible_nodes=[labels[i] for i in bad],
+        primal_value=float(P), dual_value=float(D), gap=float(gap), relative_gap=float(rel),
+        tolerance=tolerance, feasible=feasible, infeasible_nodes=[labels[i] for i in bad],
         dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual_bad],
         repaired=bool(repairs), repairs=repairs, repaired_flows=U,
         flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
-        radius=R, feas_tol=feas_tol, tol=tol,
+        radius=float(R[charged].max(initial=0.0)), radii=R, reason="; ".join(reasons),
+        assumptions=assumptions, feas_tol=feas_tol, tol=tol,
         times={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
     )
+
+
+def _max_rows(model: GTVModel) -> int:
+    """The largest number of samples of a node (for the rounding bound of the sums)."""
+    ms = [len(b.row_node) and int(np.bincount(b.row_node).max()) for b in
+          model.structure().batches if b.is_datafit]
+    return max(ms, default=0)

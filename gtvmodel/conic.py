@@ -67,9 +67,9 @@ import numpy as np
 import scipy.sparse as sp
 from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
+from ._solver import run_solver
 from ._validate import as_finite_array
 from .errors import DataError, InfeasibleError, SolverError, UnsupportedError
-from .exact import run_solver
 
 if TYPE_CHECKING:
     from .model import GTVModel
@@ -138,6 +138,7 @@ class _NodeProblem:
     problem: cp.Problem
     s: cp.Parameter
     x: cp.Variable
+    radius: cp.Parameter | None = None  # the box ||x||_inf <= R of the radius-restricted form
 
 
 @dataclass
@@ -174,17 +175,23 @@ def _node_terms(model: GTVModel, i: int) -> tuple[cp.Variable, cp.Expression,
     return x, expr, cons
 
 
-def _node_problem(model: GTVModel, i: int) -> _NodeProblem:
+def _node_problem(model: GTVModel, i: int, boxed: bool = False) -> _NodeProblem:
     """(P_s) for node position ``i``, cached on the model until it changes structurally.
 
     DPP in ``s`` (and in the user's Parameters if they enter DPP-compliantly; otherwise CVXPY
-    recompiles it on every solve, which is correct but slower)."""
-    cache = model._cache.setdefault("conic_nodes", {})
+    recompiles it on every solve, which is correct but slower).  ``boxed``: with the extra
+    constraint ``||x||_inf <= R`` (a Parameter), the conjugate of ``h_i + iota{||x||_inf <= R}``
+    that a certificate with a certified radius ``R`` may use (finite for every ``s``)."""
+    cache = model._cache.setdefault("conic_nodes_boxed" if boxed else "conic_nodes", {})
     entry = cache.get(i)
     if entry is None:
         x, expr, cons = _node_terms(model, i)
         s = cp.Parameter(model.dim, name=f"s[{model.nodes[i]!r}]", value=np.zeros(model.dim))
-        entry = _NodeProblem(cp.Problem(cp.Minimize(expr - s @ x), cons), s, x)
+        radius = None
+        if boxed:
+            radius = cp.Parameter(nonneg=True, name=f"R[{model.nodes[i]!r}]", value=1.0)
+            cons = [*cons, cp.abs(x) <= radius]
+        entry = _NodeProblem(cp.Problem(cp.Minimize(expr - s @ x), cons), s, x, radius)
         cache[i] = entry
     return entry
 
@@ -456,7 +463,8 @@ def node_dual_terms(model: GTVModel, i: int, s_expr: cp.Expression
 
 # ---------------------------------------------------------------- numeric conjugates
 def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
-                   accept_inaccurate: bool = False, **opts: Any) -> tuple[float, float]:
+                   accept_inaccurate: bool = False, radius: float | None = None,
+                   **opts: Any) -> tuple[float, float]:
     """``((L_i + iota_{C_i})^*(s), tolerance)`` for a numpy ``s``, from (P_s):
     ``h^*(s) = -min_x {L_i(x) - s^T x : x in C_i}``.
 
@@ -474,6 +482,10 @@ def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *
     accepted options (its ``reduced_tol_gap_*`` for an accepted inaccurate status); SCS:
     ``eps_abs + eps_rel max(1, |value|)``; other solvers ``1e-6 max(1, |value|)``.  On the
     boundary of the conjugate's domain (an unattained sup) solvers may report inaccuracy.
+
+    ``radius``: a finite ``R`` evaluates ``(h_i + iota{||x||_inf <= R})^*(s)`` instead, which is
+    finite for every ``s`` and equals ``h_i^*(s)`` wherever a maximizer has ``||x||_inf <= R``
+    (a certificate with a certified radius uses it for demands a hair outside the domain).
     """
     i = _check_position(model, i)
     d = model.dim
@@ -481,8 +493,11 @@ def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *
     sv = as_finite_array(s, "s", owner=f"conjugate of node {label!r}")
     if sv.shape != (d,):
         raise DataError(f"conjugate of node {label!r}: s must have shape ({d},), got {sv.shape}")
-    entry = _node_problem(model, i)
+    boxed = radius is not None and np.isfinite(radius)
+    entry = _node_problem(model, i, boxed)
     entry.s.value = sv
+    if boxed:
+        entry.radius.value = float(radius)
     old = entry.x.value
     what = f"conjugate of node {label!r}"
     record: dict[str, Any] = {}

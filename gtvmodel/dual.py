@@ -47,6 +47,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ._cvx import bounds_constraints
+from ._norms import dual_exponent, mul_up, norm_rows_upper
 from .constraints import Box, NormBall
 from .errors import SolverError, UnsupportedError
 from .losses import (
@@ -111,6 +112,10 @@ class NodePart:
     #: ``absorb(R)`` moves the variable's value so that its contribution grows by as much of
     #: the ``(k, d)`` residual ``R`` as it can while staying in its domain (None: cannot).
     absorb: Callable[[np.ndarray], None] | None = None
+    #: ``magnitude()``: ``(contrib_mag (k, d), cost_mag (k,))``, bounds of the sums of the
+    #: absolute summands of the numpy contribution and cost at the current value, for the
+    #: rounding bound of sums that may cancel (None: the absolute values themselves suffice).
+    magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 def conic_positions(model: GTVModel) -> np.ndarray:
@@ -159,7 +164,12 @@ def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
                 s = V.value
                 return P @ s, P @ ((s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
 
-            parts.append(NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev))
+            def mag_q(V=V, P=P, a=a):
+                s = V.value
+                return P @ np.abs(s), P @ (np.abs(s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
+
+            parts.append(NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev,
+                                  None, mag_q))
     # regularizers
     idx = nodes[st.l1[nodes] > 0]
     if idx.size:
@@ -199,7 +209,15 @@ def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
                 s = Box.support_domain_projection(V.value, lo, hi)
                 return P @ s, P @ Box.support_rows(s, lo, hi)
 
-            parts.append(NodePart("box", P @ V, cost, cons, ev_box))
+            def mag_box(V=V, P=P, lo=lo, hi=hi):
+                s = Box.support_domain_projection(V.value, lo, hi)
+                # the support's terms case by case (s_j > 0 only where hi_j is finite, s_j < 0
+                # only where lo_j is: never inf * 0)
+                with np.errstate(invalid="ignore"):
+                    terms = np.where(s > 0, s * hi, np.where(s < 0, s * lo, 0.0))
+                return P @ np.abs(s), P @ np.abs(terms).sum(axis=1)
+
+            parts.append(NodePart("box", P @ V, cost, cons, ev_box, None, mag_box))
     idx = st.nonneg[inset[st.nonneg]] if st.nonneg.size else st.nonneg
     if idx.size:
         V = cp.Variable((len(idx), d), name="s_nonneg")
@@ -217,11 +235,12 @@ def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
         V = cp.Variable((sel.size, d), name="s_ball")
         P = _scatter(row_of, bidx[sel], k)
         cost, cons = NormBall.support_rows_expression(V, r, p)
-        q = np.inf if p == 1 else (1.0 if np.isinf(p) else p / (p - 1.0))
+        q = dual_exponent(p)
 
         def ev_ball(V=V, P=P, r=r, q=q):
+            # an upper bound of r ||s||_q in scaled form: exact enough for every q, never low
             s = V.value
-            return P @ s, P @ (r * np.linalg.norm(s, ord=q, axis=1))
+            return P @ s, P @ mul_up(r, norm_rows_upper(s, q))
 
         parts.append(NodePart(f"normball{p:g}", P @ V, cost, cons, ev_ball))
     return parts
@@ -246,10 +265,22 @@ def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: in
     cons = bounds_constraints(v, lo, hi, rows.size)
 
     def absorb(Rz):
-        """Least-squares row-dual change with ``X_i^T (c dv) = R_i``, kept in the domain."""
-        A = Bt @ sp.diags(c)
-        dv = spla.lsqr(A, Rz.ravel(), atol=1e-15, btol=1e-15, iter_lim=200)[0]
-        v.value = np.clip(v.value + dv, lo, hi)
+        """Least-squares row-dual change with ``X_i^T (c dv) = R_i`` on the rows strictly
+        inside their domain (rows at a bound, e.g. hinge rows away from the margin, would be
+        clipped back), kept in the domain."""
+        vv = np.clip(v.value, lo, hi)
+        width = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
+        # a solver's row dual within 1e-9 of a bound is that bound (e.g. hinge rows off the
+        # margin have v = 0 exactly): snap, then correct on the rows strictly inside
+        vv = np.where(vv <= lo + 1e-9 * width, lo, np.where(vv >= hi - 1e-9 * width, hi, vv))
+        free = np.flatnonzero((vv > lo) & (vv < hi))
+        if free.size == 0:
+            v.value = vv
+            return
+        A = (Bt[:, free] @ sp.diags(c[free])).tocsr()
+        dv = spla.lsqr(A, Rz.ravel(), atol=1e-16, btol=1e-16, iter_lim=500)[0]
+        vv[free] += dv
+        v.value = np.clip(vv, lo, hi)
 
     def ev():
         vv = np.clip(v.value, lo, hi)
@@ -257,7 +288,14 @@ def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: in
                               minlength=k)
         return (Bt @ (c * vv)).reshape(k, d), rowcost
 
-    return NodePart(b.cls.kind, contrib, cost, cons, ev, absorb)
+    def mag():
+        vv = np.clip(v.value, lo, hi)
+        conj = b.cls.ell_conjugate(vv, y, prm)
+        rowmag = c * (np.abs(conj) + np.abs(vv * y) + 0.25 * vv**2 + 1.0)
+        return ((abs(Bt) @ np.abs(c * vv)).reshape(k, d),
+                np.bincount(row_of[b.row_node[rows]], rowmag, minlength=k))
+
+    return NodePart(b.cls.kind, contrib, cost, cons, ev, absorb, mag)
 
 
 @dataclass

@@ -272,9 +272,12 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
     fresh = "primal" not in model._cache
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
+    # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
+    # its certificate proves the requested accuracy (below)
+    lenient = accept_inaccurate or certify
     try:
         name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
-                                            accept_inaccurate, "solve_exact", record)
+                                            lenient, "solve_exact", record)
     except SolverError as exc:
         raise _explain(model, exc) from None
     levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
@@ -307,7 +310,7 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
             record2: dict[str, Any] = {}
             try:
                 _, comp2, st2 = run_solver(compiled.problem, name, {**opts, **resolve},
-                                           verbose, accept_inaccurate, "solve_exact (re-solve)",
+                                           verbose, lenient, "solve_exact (re-solve)",
                                            record2)
                 info["resolved"] = True
                 comp, solve_time = comp + comp2, solve_time + st2
@@ -327,6 +330,13 @@ def solve_exact(model: GTVModel, solver: str | None = None, *, accept_inaccurate
         if cert is not None:
             info["certified_gap"] = cert.gap
             info["certified_relative_gap"] = cert.relative_gap
+        if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate and not info["certified"]:
+            what = (f"certified only to a relative gap of {cert.relative_gap:.3g}"
+                    if cert is not None else "not certified")
+            raise SolverError(
+                f"solve_exact: {name} stopped with status 'optimal_inaccurate' and the result is "
+                f"{what} (requested accuracy {accuracy:g}); pass accept_inaccurate=True to "
+                "accept it, or loosen the tolerances", status=status, solver=name)
         # an accepted inaccurate status already says so; a claimed "optimal" must be true
         if not info["certified"] and status == cp.OPTIMAL:
             what = (f"the solution is certified only to a relative gap of "
@@ -370,6 +380,10 @@ def _self_certificate(certify_fn: Any, model: GTVModel, W: np.ndarray, U: np.nda
 def _read(model: GTVModel, compiled: PrimalProblem, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Weights and flows (MATH.md's sign) of the last solve, checked finite."""
     status = compiled.problem.status
+    if compiled.W.value is None and status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and all(
+            v.id != compiled.W.id for v in compiled.problem.variables()):
+        # W appears nowhere (no edges, zero losses only): every W is optimal, take 0
+        compiled.W.value = np.zeros(compiled.W.shape)
     if compiled.W.value is None:
         raise SolverError(f"solve_exact: {name} returned no weights (status {status!r})",
                           status=status, solver=name)

@@ -2,7 +2,10 @@
 
 Conventions (MATH.md §1): node ``i`` is position ``i`` in ``list(G.nodes)``; an undirected
 edge ``e = {i, j}`` is oriented head ``e+ = min(i, j)``, tail ``e- = max(i, j)`` (positions);
-its weight ``A_e`` is the edge attribute ``weight`` (default 1), finite and ``> 0``.  The
+its weight ``A_e`` is the edge attribute ``weight`` (default 1), a real number (not a string
+or bool), finite and ``> 0``.  The model keeps a frozen *snapshot* of the graph taken at
+construction: changing the user's graph afterwards does not change the model (build a new
+model instead), and the snapshot itself cannot be modified.  The
 incidence matrix ``D`` (``|E| x n``, scipy.sparse CSR) maps node parameters to edge
 differences, ``(D w)_e = w_{e+} - w_{e-}``; its transpose maps edge flows to net outflows,
 ``(D^T u)_i = sum_{e: e+=i} u_e - sum_{e: e-=i} u_e``.  ``D`` is never formed dense.
@@ -10,6 +13,7 @@ differences, ``(D w)_e = w_{e+} - w_{e-}``; its transpose maps edge flows to net
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -48,7 +52,9 @@ class EmpiricalGraph:
             raise GraphError("multigraphs are not supported: merge parallel edges into one weight")
         if graph.number_of_nodes() == 0:
             raise GraphError("the graph has no nodes")
-        self.graph = graph
+        # a frozen snapshot: later changes of the caller's graph cannot desynchronize the model
+        # (edges, weights and D are computed once, here); the snapshot cannot be modified
+        self.graph = nx.freeze(graph.copy())
         self.nodes: list[Hashable] = list(graph.nodes)
         self._index = {v: i for i, v in enumerate(self.nodes)}
         n = len(self.nodes)
@@ -61,10 +67,10 @@ class EmpiricalGraph:
             if ia == ib:
                 raise GraphError(f"self-loop at node {a!r}: w_i - w_i = 0 carries no information")
             w = data.get("weight", 1.0)
-            try:
-                wf = float(w)
-            except (TypeError, ValueError):
-                raise GraphError(f"edge ({a!r}, {b!r}) has a non-numeric weight {w!r}") from None
+            if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
+                raise GraphError(f"edge ({a!r}, {b!r}) has a non-numeric weight {w!r} "
+                                 f"({type(w).__name__}); edge weights must be real numbers")
+            wf = float(w)
             if not np.isfinite(wf) or wf <= 0:
                 raise GraphError(
                     f"edge ({a!r}, {b!r}) has weight {w!r}; edge weights must be finite and > 0"

@@ -25,12 +25,15 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from scipy.special import expit, xlogy
 
-from ._cvx import bounds_constraints, value_of
+from ._cvx import bounds_constraints, checked_value
+from ._solver import run_solver
 from ._validate import as_finite_array, as_nonneg_scalar
 from .errors import DataError, LossError, SolverError, UnsupportedError
 
+_EPS = float(np.finfo(float).eps)
 __all__ = [
     "Loss",
     "DataFitLoss",
@@ -57,6 +60,8 @@ class Loss(ABC):
     base_smooth: ClassVar[bool] = True
     #: Short name used in files and messages.
     kind: ClassVar[str] = "loss"
+    #: A lower bound of ``inf_w L(w)`` (every library loss is ``>= 0``; ``-inf``: unknown).
+    lower_bound: ClassVar[float] = 0.0
 
     def __init__(self, *, l1: float = 0.0, l2: float = 0.0):
         owner = type(self).__name__
@@ -144,7 +149,7 @@ class Loss(ABC):
                             f"got {s.shape}")
         closed = self._conjugate_closed(s[None, :])
         if closed is not None:
-            val, rho = closed
+            val, rho = closed[0], closed[1]
             tol = 1e-10 * max(1.0, float(np.abs(s).max(initial=0.0)))
             return float("inf") if np.abs(rho).max(initial=0.0) > tol else float(val[0])
         return _solve_conjugate(self, s)
@@ -310,6 +315,22 @@ class DataFitLoss(Loss):
         """Interval domain ``lo <= v <= hi`` of ``ell*`` per row (``+-inf``: unbounded)."""
         return -np.inf, np.inf
 
+    @staticmethod
+    def _linear_minorants(y: np.ndarray, p: np.ndarray | None
+                          ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Row-wise affine minorants ``ell(t, y_r) >= a_r t + b_r``, as ``[(a, b), ...]``;
+        with ``sum_r ell <= level`` (every row ``>= 0``) each row gives the half-space
+        ``a_r x_r^T w <= level - b_r`` (the level-set polyhedron of the certified radii)."""
+        return []
+
+    @staticmethod
+    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+                             ) -> np.ndarray:
+        """A bound on ``||X w - y||_2`` at every ``w`` with ``sum_r ell(x_r^T w, y_r) <=
+        level`` (per node; ``p_min``/``p_sq``: the smallest row parameter and the sum of its
+        squares); ``inf`` when the row loss does not grow (logistic, hinge)."""
+        return np.full(np.shape(level), np.inf)
+
     @classmethod
     def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
         """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
@@ -358,9 +379,12 @@ def _rows_sum_cvx(cls: type[DataFitLoss], t: cp.Expression, y: np.ndarray, c: np
 class SquaredLoss(DataFitLoss):
     """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``).
 
-    Conjugate (closed form without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``,
-    ``q = X^T y / m``, ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa))
-    - ||y||^2 / m``, finite iff ``s in range(X^T)`` when ``kappa = 0`` (MATH.md §3/§4).
+    Conjugate (without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``, ``q = X^T y / m``,
+    ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa)) - ||y||^2 / m``, finite
+    iff ``s in range(X^T)`` when ``kappa = 0`` (MATH.md §3/§4).  It is *evaluated* in the
+    sample form (:func:`datafit_conjugate_split` at the maximizer of
+    :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
+    finite term and under-estimate the conjugate (MATH.md §8).
     """
 
     kind = "squared"
@@ -379,9 +403,27 @@ class SquaredLoss(DataFitLoss):
         if self.l1:
             return None
         e, V = self.eig()
+        k = S.shape[0]
+        kappa = np.full(k, self.l2)
         q = self.X.T @ self.y / self.m
-        return squared_conjugate_rows(e[None], V[None], q[None], np.array([self.y @ self.y
-                                      / self.m]), np.array([self.l2]), S)
+        W = squared_maximizers(np.broadcast_to(e, (k, e.size)),
+                               np.broadcast_to(V, (k,) + V.shape), np.broadcast_to(q, S.shape),
+                               kappa, S)
+        rows = np.tile(np.arange(self.m), k)
+        rn = np.repeat(np.arange(k), self.m)
+        val, rho, rounding, _ = datafit_conjugate_split(
+            SquaredLoss, self.X[rows], self.y[rows], None, np.full(rows.size, 1.0 / self.m),
+            rn, kappa, S, W)
+        return val, rho + rounding
+
+    @staticmethod
+    def _residual_norm_bound(level, p_min, p_sq):
+        return np.sqrt(np.maximum(level, 0.0))
+
+    @staticmethod
+    def _linear_minorants(y, p):
+        # (t - y)^2 >= +-2 (t - y) - 1 (tangents at t - y = +-1)
+        return [(np.full(y.shape, 2.0), -2.0 * y - 1.0), (np.full(y.shape, -2.0), 2.0 * y - 1.0)]
 
     @staticmethod
     def _ell(t, y, p):
@@ -418,6 +460,10 @@ class LogisticLoss(DataFitLoss):
     kind = "logistic"
     binary_labels = True
     ell_curvature = 0.25
+
+    @staticmethod
+    def _linear_minorants(y, p):
+        return [(-y, np.zeros(y.shape))]  # log(1 + exp(-y t)) >= -y t
 
     @staticmethod
     def _ell(t, y, p):
@@ -463,6 +509,10 @@ class HingeLoss(DataFitLoss):
     base_smooth = False
 
     @staticmethod
+    def _linear_minorants(y, p):
+        return [(-y, np.ones(y.shape))]  # max(0, 1 - y t) >= 1 - y t
+
+    @staticmethod
     def _ell(t, y, p):
         return np.maximum(0.0, 1.0 - y * t)
 
@@ -489,6 +539,14 @@ class AbsoluteLoss(DataFitLoss):
 
     kind = "absolute"
     base_smooth = False
+
+    @staticmethod
+    def _residual_norm_bound(level, p_min, p_sq):
+        return np.maximum(level, 0.0)  # ||r||_2 <= ||r||_1
+
+    @staticmethod
+    def _linear_minorants(y, p):
+        return [(np.ones(y.shape), -y), (-np.ones(y.shape), y)]
 
     @staticmethod
     def _ell(t, y, p):
@@ -526,6 +584,16 @@ class HuberLoss(DataFitLoss):
 
     def _row_param(self) -> np.ndarray:
         return np.full(self.m, self.M)
+
+    @staticmethod
+    def _residual_norm_bound(level, p_min, p_sq):
+        # huber(r, M) >= 2 M |r| - M^2 row by row, so 2 min(M) ||r||_1 <= level + sum M^2
+        return (np.maximum(level, 0.0) + p_sq) / (2.0 * p_min)
+
+    @staticmethod
+    def _linear_minorants(y, p):
+        # huber(t - y, M) >= +-2 M (t - y) - M^2
+        return [(2.0 * p, -2.0 * p * y - p**2), (-2.0 * p, 2.0 * p * y - p**2)]
 
     @staticmethod
     def _ell(t, y, p):
@@ -644,6 +712,7 @@ class SymbolicLoss(Loss):
 
     kind = "symbolic"
     base_smooth = False  # unknown: no gradient or constants are claimed
+    lower_bound = -np.inf  # unknown (the certificate computes -h*(0) by conic duality)
 
     def __init__(self, expr: cp.Expression, variable: cp.Variable, node: Any = None):
         super().__init__()
@@ -683,9 +752,9 @@ class SymbolicLoss(Loss):
         return self.expression(x)
 
     def _base_value(self, w):
-        with value_of(self.variable, w):
-            val = self.expr.value
-        return float(np.inf if val is None else val)
+        # +inf outside the expression's domain: CVXPY's numeric value is not trustworthy there
+        # (finite and too small for inv_pos/power(x, -1)/quad_over_lin, NaN for log)
+        return checked_value(self.expr, self.variable, w)
 
     def __repr__(self) -> str:
         return f"SymbolicLoss({self.expr})"
@@ -707,19 +776,20 @@ def l2_conjugate_cvx(S: cp.Expression, kappa: Any) -> cp.Expression:
 
 
 def zero_conjugate_rows(eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Conjugate of ``eta ||.||_1 + kappa ||.||^2`` (a zero loss with regularizers) on rows.
 
     ``kappa > 0``: ``||soft(s, eta)||^2 / (4 kappa)`` (finite everywhere).  ``kappa = 0``: the
     indicator of ``||s||_inf <= eta``; ``rho = soft(s, eta)`` is the part outside the domain.
-    Returns ``(values, rho)`` as in :meth:`Loss._conjugate_closed`."""
+    Returns ``(values, rho, magnitudes)``: ``magnitudes`` bound the sum of the absolute
+    summands (for the rounding bound; here the values themselves, a sum of squares)."""
     soft = _soft(S, eta)
     val = np.zeros(S.shape[0])
     rho = np.zeros_like(S)
     pos = kappa > 0
     val[pos] = (soft[pos] ** 2).sum(axis=1) / (4.0 * kappa[pos])
     rho[~pos] = soft[~pos]
-    return val, rho
+    return val, rho, val.copy()
 
 
 def quadratic_conjugate_cvx(S: cp.Expression, a: np.ndarray) -> cp.Expression:
@@ -728,36 +798,133 @@ def quadratic_conjugate_cvx(S: cp.Expression, a: np.ndarray) -> cp.Expression:
 
 
 def quadratic_conjugate_rows(a: np.ndarray, eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
-                             ) -> tuple[np.ndarray, np.ndarray]:
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Conjugate of ``||w - a||^2 + eta ||w||_1 + kappa ||w||^2`` on rows (closed form,
-    coordinatewise): ``sum_j soft(s_j + 2 a_j, eta)^2 / (4 (1 + kappa)) - ||a||^2``."""
-    soft = _soft(S + 2.0 * a, eta)
-    val = (soft**2).sum(axis=1) / (4.0 * (1.0 + kappa)) - (a**2).sum(axis=1)
-    return val, np.zeros_like(S)
+    coordinatewise): ``sum_j soft(t_j, eta)^2 / (4 (1 + kappa)) - a_j^2`` with ``t = s + 2 a``.
+
+    Evaluated without cancellation: where ``|t_j| > eta`` the coordinate's term is
+    ``(s_j^2/4 + s_j a_j - eta |t_j|/2 + eta^2/4 - kappa a_j^2) / (1 + kappa)`` (the two
+    ``a_j^2`` of the textbook form cancel exactly), else ``-a_j^2``.  (With ``a ~ 1e5`` the
+    textbook form loses ``1e-6`` to rounding.)  Returns ``(values, rho, magnitudes)``
+    (``rho = 0``; ``magnitudes``: the sums of the absolute summands)."""
+    eta = np.asarray(eta, dtype=float)[:, None]
+    k1 = (1.0 + np.asarray(kappa, dtype=float))[:, None]
+    kap = k1 - 1.0
+    t = np.abs(S + 2.0 * a)
+    on = t > eta
+    terms = (0.25 * S**2, S * a, -0.5 * eta * t, 0.25 * eta**2 + 0.0 * S, -kap * a**2)
+    val = np.where(on, sum(terms) / k1, -(a**2)).sum(axis=1)
+    mag = np.where(on, sum(np.abs(x) for x in terms) / k1, a**2).sum(axis=1)
+    return val, np.zeros_like(S), mag
 
 
-def squared_conjugate_rows(e: np.ndarray, V: np.ndarray, q: np.ndarray, yy: np.ndarray,
-                           kappa: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Conjugate of ``(1/m)||y - X w||^2 + kappa ||w||^2`` on rows (see :class:`SquaredLoss`).
+def squared_maximizers(e: np.ndarray, V: np.ndarray, q: np.ndarray, kappa: np.ndarray,
+                       S: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """Maximizers ``w_k`` of ``s_k^T w - (1/m)||y - X w||^2 - kappa ||w||^2`` on rows.
 
-    ``e``/``V`` (``(k, d)``/``(k, d, d)``): eigen-decompositions of ``Q_k = X_k^T X_k / m_k``;
-    ``q_k = X_k^T y_k / m_k``; ``yy_k = ||y_k||^2 / m_k``.  Directions with
-    ``e_j + kappa <= 1e-10 max_j e_j`` are outside ``range(X^T)`` (when ``kappa = 0``): the
-    part of ``s`` there is returned as ``rho``."""
+    Stationarity ``(Q + kappa I) w = q + s/2`` (``Q = X^T X / m = V diag(e) V^T``,
+    ``q = X^T y / m``), solved through the eigen-decompositions (``(k, d)``/``(k, d, d)``) on
+    the numerical range ``e_j + kappa > d eps max_j e_j`` (pseudo-inverse elsewhere).  The
+    point only has to be *good*: soundness comes from :func:`datafit_conjugate_split`, which
+    evaluates the conjugate exactly at whatever point it is given.  With ``base`` (e.g. the
+    candidate weights) the step is taken from there: the components of ``base`` along the
+    numerically null directions are kept instead of set to zero.
+    """
     den = e + kappa[:, None]
-    thr = 1e-10 * np.maximum(e.max(axis=1, initial=0.0), 1e-300)
-    ok = den > thr[:, None]
-    z = np.einsum("kji,kj->ki", V, S + 2.0 * q)
-    val = 0.25 * np.where(ok, z**2 / np.where(ok, den, 1.0), 0.0).sum(axis=1) - yy
-    zs = np.einsum("kji,kj->ki", V, S)
-    rho = np.einsum("kij,kj->ki", V, np.where(ok, 0.0, zs))
-    return val, rho
+    cut = e.shape[1] * _EPS * np.maximum(np.abs(e).max(axis=1, initial=0.0), 1e-300)
+    ok = den > cut[:, None]
+    z = np.einsum("kji,kj->ki", V, q + 0.5 * S)  # V^T (q + s/2)
+    if base is None:
+        return np.einsum("kij,kj->ki", V, np.where(ok, z / np.where(ok, den, 1.0), 0.0))
+    zb = np.einsum("kji,kj->ki", V, base)  # V^T base
+    step = np.where(ok, (z - den * zb) / np.where(ok, den, 1.0), 0.0)
+    return base + np.einsum("kij,kj->ki", V, step)
+
+
+def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
+                            p: np.ndarray | None, c: np.ndarray, rn: np.ndarray,
+                            kappa: np.ndarray, S: np.ndarray, W: np.ndarray
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Upper bounds of ``h_k*(s_k)``, ``h = (1/m) sum_r ell(x_r^T w) + kappa ||w||^2``, for
+    ``k`` smooth data-fit nodes at once, read off (approximate) maximizers ``W``.
+
+    With the row duals ``v_r = ell'(x_r^T w_k)`` (always in the domain of ``ell*``) the
+    infimal convolution ``h*(s) = min { sum_r c_r ell*(v_r) + ||s_2||^2/(4 kappa) :
+    sum_r c_r v_r x_r + s_2 = s }`` (MATH.md §3, ``c_r = 1/m``) is evaluated *exactly* at
+    the feasible split ``s_2 = s - X^T(c v)`` when ``kappa > 0`` (``s_2 = 0`` otherwise).
+    Whatever ``W`` is, the value is an upper bound of the conjugate at ``s - rho``; the
+    residual ``rho`` (zero up to rounding when ``kappa > 0``) must be charged by the caller
+    (MATH.md §8: the sample form is sound however ill-conditioned ``X`` is -- no
+    eigen-direction is ever declared null).
+
+    Rows are ``X`` (``(M, d)``) with labels ``y``, row parameters ``p``, weights ``c`` and
+    owning node ``rn`` in ``0..k-1``.  Returns ``(values, rho, rounding, magnitudes)``:
+    ``|rho|`` as computed (0 when ``kappa > 0``) and a bound of the rounding error made in
+    computing it, ``gamma (|s| + sum_r c_r |v_r| |x_r|)`` with ``gamma = (m_max + 4) eps``, so
+    that the true residual is at most ``rho + rounding`` entrywise; ``magnitudes`` bound the
+    sums of the absolute summands of each value (``ell*(v) = v y + v^2/4`` for squared rows
+    cancels; the rounding bound of the value is taken relative to these).
+    """
+    k = S.shape[0]
+    t = np.einsum("rj,rj->r", X, W[rn])
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0)
+        contrib = sum_rows_by(rn, (c * v)[:, None] * X, k)
+        mag = np.abs(S) + sum_rows_by(rn, np.abs(c * v)[:, None] * np.abs(X), k)
+        conj = cls.ell_conjugate(v, y, p)
+        val = np.bincount(rn, c * conj, minlength=k)
+        vmag = np.bincount(rn, c * (np.abs(conj) + np.abs(v * y) + 0.25 * v**2 + 1.0),
+                           minlength=k)
+    gamma = (np.bincount(rn, minlength=k).max(initial=0) + 4) * _EPS
+    rho = S - contrib
+    pos = kappa > 0
+    s2 = rho[pos]
+    val[pos] += (s2**2).sum(axis=1) / (4.0 * kappa[pos])
+    vmag[pos] += (s2**2).sum(axis=1) / (4.0 * kappa[pos])
+    rho = np.where(pos[:, None], 0.0, np.abs(rho))
+    rounding = gamma * mag
+    bad = ~np.isfinite(val) | ~np.isfinite(rho + rounding).all(axis=1)
+    val[bad] = np.inf
+    return val, rho, rounding, vmag
+
+
+def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
+                        p: np.ndarray | None, c: np.ndarray, rn: np.ndarray, S: np.ndarray,
+                        v: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one sparse
+    least-squares step ``X^T (c dv) = s - X^T (c v)`` (LSQR over all nodes at once), clipped to
+    the rows' conjugate domains and kept node by node only where the residual shrinks.  (The
+    duals ``ell'(x_r^T w)`` of a far-away maximizer carry the rounding of ``x_r^T w``; any
+    ``v`` gives an exact split, so correcting it is free.)  Nodes in ``skip`` (``kappa > 0``:
+    their ``s_2`` slot takes the residual exactly) are left alone."""
+    k, d = S.shape
+    if not np.isfinite(v).all() or X.shape[0] == 0:
+        return v
+    res = S - sum_rows_by(rn, (c * v)[:, None] * X, k)
+    res[skip] = 0.0
+    if not np.any(res):
+        return v
+    rows = np.repeat(np.arange(X.shape[0]), d)
+    cols = (rn[:, None] * d + np.arange(d)[None, :]).ravel()
+    A = sp.csr_matrix(((c[:, None] * X).ravel(), (cols, rows)), shape=(k * d, X.shape[0]))
+    dv = spla.lsqr(A, res.ravel(), atol=1e-16, btol=1e-16, iter_lim=4 * (d + 2))[0]
+    lo, hi = cls._ell_conj_bounds(y, p)
+    v2 = np.clip(v + dv, lo, hi)
+    res2 = S - sum_rows_by(rn, (c * v2)[:, None] * X, k)
+    res2[skip] = 0.0
+    better = (np.abs(res2).max(axis=1) < np.abs(res).max(axis=1)) & ~skip
+    return np.where(better[rn], v2, v)
+
+
+def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
+    """Sum the rows of ``A`` (``(M, d)``) by owner ``rn``: a ``(k, d)`` array."""
+    out = np.zeros((k, A.shape[1]))
+    np.add.at(out, rn, A)
+    return out
 
 
 def _solve_conjugate(loss: Loss, s: np.ndarray) -> float:
     """``h*(s)`` by solving the problem of :meth:`Loss.conjugate_expression` (inf if infeasible)."""
-    from .exact import run_solver
-
     cost, cons = loss.conjugate_expression(cp.Constant(s))
     prob = cp.Problem(cp.Minimize(cost), cons)
     run_solver(prob, None, {}, False, False, f"conjugate of {loss!r}")
@@ -793,8 +960,6 @@ def _grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
 
 def _cvxpy_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
     """``prox_{tau h}(v)`` of one loss by one CVXPY solve (the general path of PU (32))."""
-    from .exact import run_solver
-
     z = loss.variable if isinstance(loss, SymbolicLoss) else cp.Variable(v.shape[0])
     prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)))
     run_solver(prob, None, {}, False, False, f"prox of {loss!r}")
@@ -867,6 +1032,74 @@ class LossBatch:
         if self.cls is QuadraticLoss:
             out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
         return out
+
+    def growth_pieces(self, level: np.ndarray) -> dict[str, np.ndarray] | None:
+        """For data-fit losses whose rows grow: per node of the batch, ``b`` with
+        ``||X_i w - y_i||_2 <= b_i`` on ``{L_i <= level_i}`` (:meth:`DataFitLoss.
+        _residual_norm_bound`; ``inf`` for rows that flatten out), ``ynorm = ||y_i||_2``,
+        ``gram = X_i^T X_i`` (``(k, d, d)``) and its eigenvalues ``eig`` (ascending), each
+        lowered by a bound of the rounding made in forming and decomposing it.  None for other
+        batches.  ``level`` is an ``(n,)`` array over all nodes."""
+        if not self.is_datafit:
+            return None
+        lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
+        data = self._prox_data()
+        local, starts = data["local"], data["starts"]
+        ms = np.bincount(local, minlength=self.nodes.size)
+        if self.p is None:
+            pmin, psq = np.ones(ms.size), np.zeros(ms.size)
+        else:
+            pmin, psq = np.minimum.reduceat(self.p, starts), np.bincount(local, self.p**2)
+        cached = self.__dict__.get("_gram_pieces")
+        if cached is None:
+            gram = _grouped_gram(data["Xs"], np.ones(len(local)), starts)
+            eig = np.linalg.eigvalsh(gram)
+            err = 16.0 * (self.d + ms) * _EPS * np.abs(eig).max(axis=1)
+            cached = (gram, eig - err[:, None],
+                      np.sqrt(np.bincount(local, self.y**2, minlength=ms.size)))
+            self.__dict__["_gram_pieces"] = cached
+        gram, eig, ynorm = cached
+        return {"b": self.cls._residual_norm_bound(ms * lv, pmin, psq), "ynorm": ynorm,
+                "gram": gram, "eig": eig}
+
+    def level_halfspaces(self, level: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The half-spaces ``g_j^T w_i <= h_j`` that hold on ``{L_i <= level_i}`` (from
+        :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
+        ``m_i level_i``), as ``(node positions, G (J, d), h (J,))``; None if there are none."""
+        if not self.is_datafit:
+            return None
+        mins = self.cls._linear_minorants(self.y, self.p)
+        if not mins:
+            return None
+        Xs = self._prox_data()["Xs"]
+        ms = np.bincount(self.row_node, minlength=self.n)
+        cap = (ms * np.maximum(np.asarray(level, dtype=float), 0.0))[self.row_node]
+        G = np.vstack([a[:, None] * Xs for a, _ in mins])
+        h = np.concatenate([cap - b for _, b in mins])
+        return np.tile(self.row_node, len(mins)), G, h
+
+    def sublevel_radii(self, level: np.ndarray) -> np.ndarray:
+        """Bounds ``r_i >= ||w||_inf`` on the sublevel sets ``{w : L_i(w) <= level_i}`` of the
+        batch's (unregularized) losses, a ``(k,)`` array in batch order; ``inf`` where the loss
+        is not coercive.  ``level`` is an ``(n,)`` array over all nodes.
+
+        Quadratic ``||w - a||^2``: ``||a||_inf + sqrt(level)``.  Data-fit losses
+        (:meth:`growth_pieces`): ``||w||_2 <= (||y||_2 + b) / sqrt(e_min(X^T X))`` since
+        ``||X w||_2 <= ||y||_2 + b``; a numerically singular ``X^T X`` gives ``inf``.  Used for
+        the certified radii of :mod:`gtvmodel.certificate`.
+        """
+        if self.cls is QuadraticLoss:
+            lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
+            return (np.abs(self.a).max(axis=1) + np.sqrt(lv)) * (1.0 + 1e-12)
+        g = self.growth_pieces(level)
+        if g is None:
+            return np.full(self.nodes.size, np.inf)
+        emin = g["eig"][:, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(emin > 0, (g["ynorm"] + g["b"]) / np.sqrt(np.maximum(emin, 1e-300)),
+                         np.inf)
+        return np.where(np.isnan(r), np.inf, r) * (1.0 + 1e-12)
 
     # ------------------------------------------------ node update PU (32), issue 5
     def prox_supported(self) -> np.ndarray:

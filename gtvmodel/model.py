@@ -91,7 +91,11 @@ class GTVModel:
     # ------------------------------------------------------------ graph views
     @property
     def graph(self) -> nx.Graph:
-        """The ``networkx.Graph`` the model was built on."""
+        """A frozen snapshot (copy) of the ``networkx.Graph`` the model was built on.
+
+        The copy is taken when the model is constructed: later changes of the original graph
+        are not seen by the model (build a new model for a new graph), and the snapshot
+        itself is read-only (``networkx`` raises on any attempt to modify it)."""
         return self._eg.graph
 
     @property
@@ -357,7 +361,11 @@ class GTVModel:
         """``(L_i(w_i))_i`` in numpy, an ``(n,)`` array (vectorized over library losses)."""
         W = self.check_weights(weights)
         st = self.structure()
-        vals = np.abs(W).sum(axis=1) * st.l1 + (W**2).sum(axis=1) * st.l2
+        # the regularizers only where their coefficient is positive (an overflowing ||w||^2
+        # times a zero coefficient would be NaN); an overflow is +inf, never NaN
+        with np.errstate(over="ignore"):
+            vals = (np.where(st.l1 > 0, np.abs(W).sum(axis=1) * st.l1, 0.0)
+                    + np.where(st.l2 > 0, (W**2).sum(axis=1) * st.l2, 0.0))
         for b in st.batches:
             vals += b.values(W)
         for i in st.symbolic:

@@ -426,7 +426,7 @@ class PrimalDualResult:
 def _certify(model: GTVModel, W: np.ndarray, U: np.ndarray) -> Any:
     from .certificate import certify
 
-    return certify(model, W, U)
+    return certify(model, W, U, fallback=False)
 
 
 def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6,

@@ -46,9 +46,9 @@ import scipy.sparse as sp
 from networkx.algorithms import flow as nxflow
 from scipy.sparse.csgraph import connected_components
 
+from ._solver import run_solver
 from .constraints import SymbolicConstraint
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
-from .exact import run_solver
 from .losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
 from .model import GTVModel
 

@@ -104,14 +104,27 @@ def test_infeasible_weights_get_infinite_gap():
     assert not cert.certifies()
 
 
-def test_unrepairable_flows_get_infinite_gap():
+def test_flows_outside_bounded_domains_are_charged_or_infinite():
     """Hinge rows have a bounded conjugate domain; huge flows with a smooth penalty (no
-    capacities to scale them back) leave it: the certificate says where and gives +inf."""
+    capacities to scale them back) leave it.  The part outside is charged at a *certified*
+    radius (the level set of P(W) is bounded here), so the gap is finite, huge and sound; with
+    project="never" and a caller's radius (strict residual test) the gap is +inf and says
+    where."""
     model = build("hinge", gm.SquaredNorm2(), seed=5, zero_every=0)
     sol = exact(model)
-    cert = model.certify(sol.weights, 100.0 * sol.flows + 1.0)
-    assert not cert.dual_feasible and cert.gap == np.inf
-    assert cert.dual_infeasible_nodes
+    U = 100.0 * sol.flows + 1.0
+    cert = model.certify(sol.weights, U, project="never", fallback=False)
+    assert not cert.assumptions and cert.radius > 0
+    assert np.isfinite(cert.radii).all()
+    assert_sound(model, cert, P_of(model, sol), sol.weights)
+    assert cert.gap > 1e3
+    strict = model.certify(sol.weights, U, project="never", radius=10.0, fallback=False)
+    assert not strict.dual_feasible and strict.gap == np.inf
+    assert strict.dual_infeasible_nodes and "not dual feasible" in strict.reason
+    assert strict.assumptions
+    # by default the flows built from the (optimal) weights are tried too: tight again
+    best = model.certify(sol.weights, U)
+    assert best.certifies(1e-6) and "flows built from the weights" in best.repairs[-1]
 
 
 def test_zero_loss_nodes_need_exact_conservation_and_get_repaired():

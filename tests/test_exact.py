@@ -434,7 +434,15 @@ def test_fallback_levels_are_used_and_recorded():
     assert abs(sol.objective - ref_obj) <= 1e-6 * abs(ref_obj)
     # tolerances chosen by the caller disable the fallback: the status policy applies directly
     with pytest.raises(gm.SolverError, match="optimal_inaccurate"):
-        model.solve_exact(tol_gap_abs=1e-13, tol_gap_rel=1e-13)
+        model.solve_exact(tol_gap_abs=1e-13, tol_gap_rel=1e-13, certify=False)
+    # with the self-certificate an inaccurate status is kept only when it is certified anyway
+    try:
+        sol = model.solve_exact(tol_gap_abs=1e-13, tol_gap_rel=1e-13)
+    except gm.SolverError as exc:
+        assert "certified only" in str(exc) or "not certified" in str(exc)
+    else:
+        assert sol.status == "optimal_inaccurate" and sol.info["certified"]
+        assert sol.certificate.relative_gap <= 1e-6
 
 
 def test_defaults_reached_on_well_conditioned_problems():
