@@ -49,7 +49,7 @@ feasible.  Before the dual value is taken:
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
    ``A u = 0`` (``A`` sparse; ``A A^T`` through one cached eigen-decomposition when small,
    conjugate gradients otherwise; ``D`` is never formed dense);
-3. steps 1-2 alternate a few times (projections onto two convex sets), then the flows are
+3. steps 1-2 alternate (up to 12 rounds: projections onto two convex sets), then the flows are
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
    contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;
 4. bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
@@ -550,7 +550,7 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8,
     return flat.reshape(E, d)
 
 
-def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarray, list[str]]:
+def repair_flows(model: GTVModel, flows: Any, rounds: int = 12) -> tuple[np.ndarray, list[str]]:
     """Make flows dual feasible where it is cheap (module docstring, steps 1-3).
 
     Returns ``(repaired_flows, repairs)`` where ``repairs`` describes each change made."""
