@@ -165,7 +165,8 @@ class Certificate:
         The largest radius ``R_i`` used by a residual charge (0 if none was needed).
     radii : ndarray (n,)
         The per-node radii ``R_i`` (certified by :func:`certified_radii`, or the caller's
-        ``radius``; ``inf`` where none could be certified).
+        ``radius``; ``inf`` where none could be certified; all NaN when no residual needed a
+        radius, so none was computed).
     reason : str
         Why the gap is ``+inf`` (empty when it is finite).
     assumptions : list of str
@@ -579,11 +580,13 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 12) -> tuple[np.ndar
         return float(np.abs(A @ U_.ravel()).max(initial=0.0)) if A is not None else 0.0
 
     did_cap = did_sub = False
-    for _ in range(rounds):
+    for k in range(rounds):
+        if k >= 4 and cap_excess(U) > 1e-3 * scale:
+            break  # far from the intersection: more rounds do not pay; the scaling below ends it
         if cap is not None and cap_excess(U) > 1e-12 * scale:
             U = pen.project_dual_ball(U, cap)
             did_cap = True
-        if A is not None and sub_res(U) > 0.0:  # any residual: charged otherwise
+        if A is not None and sub_res(U) > 64 * _EPS * np.abs(U).max(initial=0.0):  # > rounding
             U = U - solver.solve(A @ U.ravel()).reshape(E, d)
             did_sub = True
         if cap_excess(U) <= 1e-12 * scale:
@@ -686,7 +689,21 @@ def _part_magnitude(part: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.abs(contrib), np.abs(cost)
 
 
-def _charge(radii: np.ndarray, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarray
+class _Radii:
+    """Per-node radii computed on first use: they cost a Dijkstra and possibly LPs, and most
+    certificates (rounding-level residuals only) never need them."""
+
+    def __init__(self, n: int, compute: Any):
+        self.n, self._compute, self.value = n, compute, None
+
+    def __call__(self) -> np.ndarray:
+        if self.value is None:
+            r = self._compute() if callable(self._compute) else self._compute
+            self.value = np.broadcast_to(np.asarray(r, dtype=float), (self.n,)).copy()
+        return self.value
+
+
+def _charge(radii: Any, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarray
             ) -> np.ndarray:
     """Residual charges per node (MATH.md §8), entry by entry of ``|rho_i|`` plus its rounding
     bound ``rnd_i``:
@@ -698,10 +715,14 @@ def _charge(radii: np.ndarray, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarra
     - any larger entry is charged ``R_i (|rho_ij| + rnd_ij)``: exactly the conjugate of
       ``h_i + iota{||w||_inf <= R_i}``, rigorous for a certified radius (``+inf`` when none
       could be certified).
+
+    ``radii`` is a :class:`_Radii` (asked only when a larger entry needs it) or an array.
     """
     tot = rho + rnd
     small = rho <= rnd
-    R = radii[:, None]
+    if small.all():  # rounding-level only: the local charge, no radius needed
+        return np.where(tot > 0, wloc[:, None] * tot, 0.0).sum(axis=1)
+    R = (radii() if callable(radii) else np.asarray(radii, dtype=float))[:, None]
     with np.errstate(invalid="ignore"):
         per = np.where(small, np.minimum(R, wloc[:, None]) * tot, R * tot)
     return np.where(tot > 0, per, 0.0).sum(axis=1)
@@ -852,7 +873,7 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
     path of smooth data-fit nodes and set the local radii of rounding-level residuals."""
     U = model.check_flows(flows)
     n, d = model.num_nodes, model.dim
-    radii = np.broadcast_to(np.asarray(radius, dtype=float), (n,))
+    radii = radius if isinstance(radius, _Radii) else _Radii(n, radius)
     kinds = _kinds(model)
     st = model.structure()
     S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
@@ -879,11 +900,14 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
         # weights (keeps their components along numerically null directions, where the flows
         # of a near-optimal candidate match them); per node the smaller bound is kept
         best = None
-        for base in (None, W0[si]):
+        for base in (W0[si], None):
+            if best is not None and (best[1][1] <= rnd[si] + best[1][2]).all():
+                break  # rounding-level residuals already: the second split cannot do better
             Wm = squared_maximizers(e, V, q, grp[7], S[si], base)
             out = datafit_conjugate_split(*grp[:1], *grp[2:], S[si], Wm)
             wl = np.maximum(wloc[si], np.abs(Wm).max(axis=1, initial=0.0))
-            total = out[0] + _charge(radii[si], out[1], rnd[si] + out[2], wl)
+            # choose by the value plus a local-scale residual charge (both splits are valid)
+            total = out[0] + (wl[:, None] * (out[1] + out[2])).sum(axis=1)
             if best is None:
                 best = (total, out, wl)
             else:
@@ -912,10 +936,9 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
         prob, Sp, Rp, parts, _ = _general_problem(model, gall)
         Sp.value = S[gall]
         # the solver only needs finite weights for the charges; the evaluation below uses R
-        Rg = radii[gall]
         # (any weight above the local scale drives the residual to ~0; a huge one ruins the
         # solver's scaling)
-        Rp.value = np.minimum(Rg, 100.0 * wloc[gall])
+        Rp.value = 100.0 * wloc[gall]
         ok = True
         try:
             run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
@@ -939,8 +962,9 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
             mag = np.abs(S[gall]) + sum(m[0] for m in mags)
             rnd[gall] += (_max_rows(model) + len(parts) + 4) * _EPS * mag
             cost_mag = sum(m[1] for m in mags)
-            b1 = cost + _charge(Rg, np.abs(r0), rnd[gall], wloc[gall])
-            b2 = cost2 + _charge(Rg, np.abs(r2), rnd[gall], wloc[gall])
+            # choose by the value plus a local-scale charge (both splits are valid)
+            b1 = cost + (wloc[gall, None] * (np.abs(r0) + rnd[gall])).sum(axis=1)
+            b2 = cost2 + (wloc[gall, None] * (np.abs(r2) + rnd[gall])).sum(axis=1)
             better = b2 <= b1
             sel = np.isin(gall, g)
             conj[gall[sel]] = np.where(better, cost2, cost)[sel]
@@ -960,12 +984,12 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
                 vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i])
             except GTVError:
                 vals[j] = np.inf
-            if not np.isfinite(vals[j]) and np.isfinite(radii[i]):
+            if not np.isfinite(vals[j]) and np.isfinite(radii()[i]):
                 # a demand (a hair) outside the conjugate's domain: with a certified radius the
                 # conjugate of h_i + iota{||x||_inf <= R_i} is exact for the problem (finite)
                 try:
                     vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i],
-                                                                radius=float(radii[i]))
+                                                                radius=float(radii()[i]))
                 except GTVError:
                     vals[j] = np.inf
         conj[c] = vals
@@ -1347,17 +1371,25 @@ def _pooled_anchors(st: Any, level: np.ndarray, comp: np.ndarray, ncomp: int,
 
 
 def _radii(model: GTVModel, W: np.ndarray, P: float, viol: np.ndarray, radius: float | None,
-           solver: str | None) -> tuple[np.ndarray, list[str]]:
-    """The radii of the residual charges and the assumptions they rest on."""
+           solver: str | None) -> np.ndarray:
+    """The radii of the residual charges: the caller's, or certified ones (``inf`` where none
+    can be certified)."""
     n = model.num_nodes
     if radius is not None:
-        return np.full(n, radius), [f"||w*_i||_inf <= {radius:g} at every node (radius given "
-                                    "by the caller, not checked)"]
+        return np.full(n, radius)
     Wp = _upper_bound_point(model, W, viol)
     if Wp is None or not np.isfinite(P):
-        return np.full(n, np.inf), []
+        return np.full(n, np.inf)
     upper = P if Wp is W else float(model.objective(Wp))
-    return certified_radii(model, upper, solver), []
+    return certified_radii(model, upper, solver)
+
+
+def _radius_assumption(radius: float | None) -> list[str]:
+    """What a caller's radius assumes (nothing when the radii are certified)."""
+    if radius is None:
+        return []
+    return [f"||w*_i||_inf <= {radius:g} at every node (radius given by the caller, not "
+            "checked)"]
 
 
 def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
@@ -1384,17 +1416,21 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     ``radius``: by default the radii of the residual charges are *certified* from the level
     set of ``P(W)`` (:func:`certified_radii`); a number replaces them by the caller's
     assumption ``||w*_i||_inf <= radius`` (listed in :attr:`Certificate.assumptions`).
-    ``project``: ``"auto"`` (default) allows the convex projection :func:`project_flows` as
-    the last resort when the cheap repairs leave nodes outside bounded conjugate domains,
-    ``"never"`` forbids it (the gap is then ``+inf`` there).  ``fallback``: when given
-    ``flows`` do not certify ``W`` at ``tol``, flows built from ``W`` are tried too and the
+    ``project``: ``"auto"`` (default) allows the convex projection :func:`project_flows` when
+    the cheap repairs leave nodes outside bounded conjugate domains, ``"never"`` forbids it
+    (zero flows, dual feasible for every library node, remain the last resort).
+    ``fallback``: when given ``flows`` do not certify ``W`` at ``tol`` (but come within
+    ``1e3 tol`` of it, or give an infinite gap), flows built from ``W`` are tried too and the
     smaller of the two (valid) bounds is returned (pass False where certificates of
     non-optimal iterates must stay cheap, as Algorithm 1 does).
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project)
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
+    # the fallback pays a second certificate: only where it can matter (an infinite gap, or a
+    # gap within three orders of magnitude of certifying W: good weights, poor flows)
+    near = not np.isfinite(cert.gap) or cert.relative_gap <= 1e3 * tol
     if (fallback and flows is not None and cert.feasible and model.num_edges
-            and not cert.certifies(tol)):
+            and not cert.certifies(tol) and near):
         alt = _certify_once(model, weights, None, tol, feas_tol, radius, solver, project)
         if alt.gap < cert.gap:
             alt.repairs.append(f"the given flows gave a larger gap ({cert.gap:.3g}): flows "
@@ -1428,7 +1464,8 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
     lamA = model.lam * model.edge_weights
     penv = lamA * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
     with np.errstate(invalid="ignore"):
-        P = math.fsum(lossv) + math.fsum(penv) if np.isfinite(lossv).all() else np.inf
+        # pairwise sums: their error (log2 N eps sum|x|) is inside the rounding bound below
+        P = float(np.sum(lossv) + np.sum(penv)) if np.isfinite(lossv).all() else np.inf
     viol = model.constraint_violations(W)
     wscale = np.maximum(1.0, np.abs(W).max(axis=1, initial=0.0))
     bad = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
@@ -1443,61 +1480,69 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
             k = int(np.flatnonzero(~(viol <= feas_tol * wscale))[0])
             reasons.append(f"W violates the constraints of node {model.nodes[k]!r} by "
                            f"{viol[k]:.3g} (> feas_tol max(1, ||w_i||_inf))")
-    R, assumptions = _radii(model, W, P, viol, radius, solver) if feasible else (
-        np.full(n, np.inf), [])
+    assumptions = _radius_assumption(radius)
+    R = _Radii(n, (lambda: _radii(model, W, P, viol, radius, solver)) if feasible else np.inf)
     # dual
     strict = radius is not None  # an assumed radius: only rounding-sized residuals
     dv = dual_value(model, U, R, solver, W)
     S = dv["s"]
     dual_bad = _dual_bad(dv, feas_tol, strict)
-    if dual_bad.size and model.num_edges and model.lam > 0 and feasible:
+    # the repairs run where a node is outside its domain beyond feas_tol (even where a certified
+    # radius makes the charge finite: repaired flows usually give a much smaller bound)
+    outside = _dual_bad(dv, feas_tol, True)
+    if outside.size and model.num_edges and model.lam > 0 and feasible:
         # nodes outside bounded conjugate domains: (a) gradient correction, (b) scaling,
-        # (c) convex projection (only with project="auto")
+        # (c) convex projection (only with project="auto"), (d) zero flows
         def attempt(trial: np.ndarray | None, note: str) -> None:
-            """Keep ``trial`` flows if they leave fewer nodes outside their domains."""
-            nonlocal U, dv, S, dual_bad
+            """Keep ``trial`` flows if they leave fewer nodes at +inf, or as many and give a
+            larger dual value (each is a valid bound)."""
+            nonlocal U, dv, S, dual_bad, outside
             if trial is None:
                 return
             dv2 = dual_value(model, trial, R, solver, W)
             bad2 = _dual_bad(dv2, feas_tol, strict)
-            if bad2.size < dual_bad.size:
+            if (bad2.size, -dv2["value"]) < (dual_bad.size, -dv["value"]):
                 U, dv, S, dual_bad = trial, dv2, dv2["s"], bad2
+                outside = _dual_bad(dv2, feas_tol, True)
                 repairs.append(note)
 
-        nbad = dual_bad.size
-        if _kinds(model).gradient[dual_bad].any():
+        dual_bad_before = outside
+
+        nbad = outside.size
+        if _kinds(model).gradient[dual_bad_before].any():
             # (a) cheap, sparse: smooth nodes outside their domains -- move the flows
             # (minimum-norm) so that their demands become the gradients at W, inside the domains
             attempt(repair_flows(model, flows_from_weights(model, W, start=U))[0],
                     f"corrected the flows towards the gradients at the weights ({nbad} node(s) "
                     "outside their bounded conjugate domains)")
-        if dual_bad.size:
+        if outside.size:
             # (b) one LP: scale all flows into the domains (keeps the subspace conditions)
-            nbad = dual_bad.size
-            theta = _domain_scale(model, S, dual_bad, solver) * (1.0 - 1e-9)
+            nbad = outside.size
+            theta = _domain_scale(model, S, outside, solver) * (1.0 - 1e-9)
             if theta >= 0.5:
                 attempt(theta * U, f"scaled all flows by theta = {theta:.12g} into the bounded "
                         f"conjugate domains of {nbad} node(s)")
-        if dual_bad.size and project == "auto":
+        if outside.size and project == "auto":
             # (c) last resort: the convex projection onto the dual domain (0 can be a vertex of
             # a domain, e.g. logistic rows, where scaling towards 0 cannot help)
-            nbad = dual_bad.size
+            nbad = outside.size
             proj = project_flows(model, U, solver)
             attempt(None if proj is None else repair_flows(model, proj)[0],
                     f"projected the flows onto the dual domain ({nbad} node(s) outside their "
                     "bounded conjugate domains; convex projection)")
-        if dual_bad.size:
+        if outside.size:
             # (d) u = 0: every library conjugate is finite at 0 (and a conic one wherever its
-            # loss is bounded below): a valid, if loose, dual point; exact when the optimal
-            # flows vanish and the given ones are rounding noise (a hinge node off its margin)
-            nbad = dual_bad.size
+            # loss is bounded below): a valid, if loose, dual point, kept only if it does
+            # better; exact when the optimal flows vanish and the given ones are rounding
+            # noise (a hinge node off its margin)
+            nbad = outside.size
             attempt(np.zeros_like(U), f"set the flows to zero ({nbad} node(s) still outside "
                     "their conjugate domains)")
     edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
     dual_feasible = dual_bad.size == 0 and edge_ok
     if dual_bad.size:
         k = int(dual_bad[0])
-        uncharged = np.isinf(R[dual_bad]) & np.isfinite(S[dual_bad]).all(axis=1)
+        uncharged = np.isinf(R()[dual_bad]) & np.isfinite(S[dual_bad]).all(axis=1)
         why = ("its residual needs a radius that could not be certified (pass radius= to "
                "assume one)" if uncharged.any() and feasible else
                "its demand -(D^T u)_i stays outside the domain of h_i*")
@@ -1543,6 +1588,7 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
     kkt["node_gap"] = float(node_gaps.sum()) if dual_feasible else float("inf")
     labels = model.nodes
     charged = dv["charge"] > 0
+    radii = R.value if R.value is not None else np.full(n, np.nan)  # NaN: never needed
     rel = gap / max(1.0, abs(P)) if np.isfinite(P) else float("inf")
     return Certificate(
         primal_value=float(P), dual_value=float(D), gap=float(gap), relative_gap=float(rel),
@@ -1550,7 +1596,8 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
         dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual_bad],
         repaired=bool(repairs), repairs=repairs, repaired_flows=U,
         flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
-        radius=float(R[charged].max(initial=0.0)), radii=R, reason="; ".join(reasons),
+        radius=float(np.nan_to_num(radii[charged], nan=0.0).max(initial=0.0)), radii=radii,
+        reason="; ".join(reasons),
         assumptions=assumptions, feas_tol=feas_tol, tol=tol,
         times={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
     )

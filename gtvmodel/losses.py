@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from scipy.special import expit, xlogy
 
 from ._cvx import bounds_constraints, checked_value
@@ -891,8 +890,8 @@ def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray
 def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
                         p: np.ndarray | None, c: np.ndarray, rn: np.ndarray, S: np.ndarray,
                         v: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one sparse
-    least-squares step ``X^T (c dv) = s - X^T (c v)`` (LSQR over all nodes at once), clipped to
+    """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one
+    minimum-norm step ``X^T (c dv) = s - X^T (c v)`` (batched over the nodes), clipped to
     the rows' conjugate domains and kept node by node only where the residual shrinks.  (The
     duals ``ell'(x_r^T w)`` of a far-away maximizer carry the rounding of ``x_r^T w``; any
     ``v`` gives an exact split, so correcting it is free.)  Nodes in ``skip`` (``kappa > 0``:
@@ -902,12 +901,24 @@ def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
         return v
     res = S - sum_rows_by(rn, (c * v)[:, None] * X, k)
     res[skip] = 0.0
-    if not np.any(res):
-        return v
-    rows = np.repeat(np.arange(X.shape[0]), d)
-    cols = (rn[:, None] * d + np.arange(d)[None, :]).ravel()
-    A = sp.csr_matrix(((c[:, None] * X).ravel(), (cols, rows)), shape=(k * d, X.shape[0]))
-    dv = spla.lsqr(A, res.ravel(), atol=1e-16, btol=1e-16, iter_lim=4 * (d + 2))[0]
+    gamma = (np.bincount(rn, minlength=k).max(initial=0) + 4) * _EPS
+    noise = gamma * (np.abs(S) + sum_rows_by(rn, np.abs(c * v)[:, None] * np.abs(X), k))
+    need = (np.abs(res) > noise).any(axis=1)
+    if not need.any():
+        return v  # rounding-level already: nothing to gain
+    res[~need] = 0.0
+    # per node the minimum-norm dv with B^T dv = res, B = diag(c) X_k: dv = B (B^T B)^+ res,
+    # batched (one d x d pseudo-inverse per node that needs it; no iterations)
+    sel = np.flatnonzero(need[rn])  # only the rows of the nodes that need it
+    B = c[sel, None] * X[sel]
+    nodes = np.flatnonzero(need)
+    local = np.full(k, -1)
+    local[nodes] = np.arange(nodes.size)
+    G = np.zeros((nodes.size, d, d))
+    np.add.at(G, local[rn[sel]], B[:, :, None] * B[:, None, :])
+    z = np.einsum("kij,kj->ki", np.linalg.pinv(G, rcond=1e-13, hermitian=True), res[nodes])
+    dv = np.zeros_like(v)
+    dv[sel] = np.einsum("rj,rj->r", B, z[local[rn[sel]]])
     lo, hi = cls._ell_conj_bounds(y, p)
     v2 = np.clip(v + dv, lo, hi)
     res2 = S - sum_rows_by(rn, (c * v2)[:, None] * X, k)
