@@ -1419,20 +1419,34 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     (zero flows, dual feasible for every library node, remain the last resort).
     ``fallback``: when a certificate does not certify ``W`` at ``tol`` but comes within
     ``1e3 tol`` of it (or is infinite), a finer repair of the given flows (16 projection
-    rounds) and flows built from ``W`` are tried too, and the smallest (valid) bound is
-    returned (pass False where certificates of
-    non-optimal iterates must stay cheap, as Algorithm 1 does).
+    rounds) and flows built from ``W`` are tried too; when the repair had to rescale all flows
+    by ``theta < 0.999``, also the convex projection of the given flows onto the dual-feasible
+    set (``project="auto"``); the smallest (valid) bound is returned (pass False where
+    certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project)
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
     # more work only where it can matter: an infinite gap, or one within three orders of
     # magnitude of certifying W (good weights, flows that need a finer repair or replacing)
     near = not np.isfinite(cert.gap) or cert.relative_gap <= 1e3 * tol
-    if not (fallback and cert.feasible and model.num_edges and near) or cert.certifies(tol):
+    # a large final rescaling (theta < 0.999) means the cheap alternating projections did not
+    # reach the intersection of the capacities and the subspace conditions: the convex
+    # projection onto the dual-feasible set does, whatever the gap
+    theta = min([float(r.split("theta = ")[1].split()[0]) for r in cert.repairs
+                 if r.startswith("scaled all flows by theta = ")], default=1.0)
+    rescaled = theta < 0.999 and project == "auto" and flows is not None
+    if not (fallback and cert.feasible and model.num_edges and (near or rescaled)) \
+            or cert.certifies(tol):
         return cert
-    tries = [(flows, 16, "a finer repair of the given flows (16 rounds)")] if any(
-        r.startswith("scaled all flows") for r in cert.repairs) else []
-    if flows is not None:
+    tries: list[tuple[Any, int, str]] = []
+    if rescaled:
+        proj = project_flows(model, flows, solver)
+        if proj is not None:
+            tries.append((proj, 4, "the convex projection of the given flows onto the "
+                                   "dual-feasible set"))
+    if near and theta < 1.0:
+        tries.append((flows, 16, "a finer repair of the given flows (16 rounds)"))
+    if near and flows is not None:
         tries.append((None, 4, "flows built from the weights"))
     for trial_flows, rounds, what in tries:
         alt = _certify_once(model, weights, trial_flows, tol, feas_tol, radius, solver, project,
