@@ -59,9 +59,16 @@ feasible.  Before the dual value is taken:
    cached LP) is used when ``theta >= 1/2``; (c) otherwise (0 can be a vertex of a domain, e.g.
    for logistic rows with separable data) the flows are projected onto the dual domain by one
    convex program as large as the dual problem (:func:`project_flows`, only with
-   ``project="auto"``).  Nodes still outside are listed in
-   :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf`` (sound, never
-   optimistic).
+   ``project="auto"``); (d) zero flows (dual feasible for every library node).  These steps
+   run for nodes outside their domains beyond ``feas_tol``; each is kept if it leaves fewer
+   nodes at ``+inf`` or as many and a larger dual value.  Nodes whose bound is still ``+inf``
+   are listed in :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf`` (sound,
+   never optimistic).
+
+**Escalation** (``fallback=True``): a certificate within ``1e3 tol`` of certifying (or
+infinite) is tried again with 16 projection rounds and with flows built from the weights; one
+whose repair rescaled all flows by ``theta < 0.999`` also with the convex projection of the
+given flows; the smallest bound is returned.
 
 **Flows from weights** (``flows=None``, :func:`flows_from_weights`): start from the edge
 optimality condition ``u_e in lambda A_e dphi(v_e)`` (the penalty's dual update applied to
@@ -163,6 +170,9 @@ class Certificate:
         The per-node and per-edge Fenchel-Young gaps (where the gap is finite).
     radius : float
         The largest radius ``R_i`` used by a residual charge (0 if none was needed).
+    flow_scale : float
+        The factor ``theta <= 1`` by which the repair finally rescaled all given (or built)
+        flows to meet the capacities (1: no rescaling).
     radii : ndarray (n,)
         The per-node radii ``R_i`` (certified by :func:`certified_radii`, or the caller's
         ``radius``; ``inf`` where none could be certified; all NaN when no residual needed a
@@ -193,6 +203,7 @@ class Certificate:
     node_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     edge_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     radius: float = 0.0
+    flow_scale: float = 1.0
     radii: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     reason: str = ""
     assumptions: list[str] = field(default_factory=list)
@@ -222,7 +233,8 @@ class Certificate:
             "repaired": self.repaired, "repairs": list(self.repairs),
             "flows_from_weights": self.flows_from_weights,
             "kkt": {k: f(v) for k, v in self.kkt.items()},
-            "radius": f(self.radius), "feas_tol": f(self.feas_tol), "tol": f(self.tol),
+            "radius": f(self.radius), "flow_scale": f(self.flow_scale),
+            "feas_tol": f(self.feas_tol), "tol": f(self.tol),
             "reason": self.reason, "assumptions": list(self.assumptions),
             "certified": self.certifies(),
             "times": {k: float(v) for k, v in self.times.items()},
@@ -340,6 +352,17 @@ class _NodeKinds:
     smooth: list[tuple] = field(default_factory=list)
 
 
+def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
+                subspace: list[int], bases: list[np.ndarray]) -> None:
+    """Append the numerically null eigen-directions (``e_j <= 1e-10 max_j e_j``) of the Gram
+    matrices ``V diag(e) V^T`` of ``nodes[mask]`` as subspace conditions (repair step 2):
+    ``dom h_i*`` lies in ``range(X_i^T)``.  Only the (few) rank-deficient nodes are visited."""
+    null = (e <= 1e-10 * np.maximum(e.max(axis=1), 1e-300)[:, None]) & mask[:, None]
+    for j in np.flatnonzero(null.any(axis=1)):
+        subspace.append(int(nodes[j]))
+        bases.append(V[j][:, null[j]])
+
+
 def _kinds(model: GTVModel) -> _NodeKinds:
     cached = model._cache.get("cert_kinds")
     if cached is not None:
@@ -371,27 +394,19 @@ def _kinds(model: GTVModel) -> _NodeKinds:
             idx = b.nodes[ok]
             losses = [b.losses[j] for j in np.flatnonzero(ok)]
             if idx.size:
-                # Q_i = X_i^T X_i / m_i and q_i for all nodes at once from the batch's stacked
-                # rows, then one batched eigen-decomposition (for the maximizers only: the
-                # conjugate itself is evaluated in the sample form, MATH.md §8)
+                # Q_i = X_i^T X_i / m_i = V_i diag(e_i) V_i^T and q_i from the batch's cached
+                # prox data (for the maximizers only: the conjugate itself is evaluated in the
+                # sample form, MATH.md §8)
+                data = b._prox_data()
+                e, V, q = data["e"][ok], data["B"][ok], data["q"][ok]
                 local = np.full(n, -1, dtype=np.int64)
                 local[idx] = np.arange(idx.size)
                 rows = np.flatnonzero(local[b.row_node] >= 0)
                 rn = local[b.row_node[rows]]
                 Xd = np.vstack([ls.X for ls in losses])
-                cr, yr = b.c[rows], b.y[rows]
-                Q = np.zeros((idx.size, d, d))
-                np.add.at(Q, rn, (cr[:, None] * Xd)[:, :, None] * Xd[:, None, :])
-                e, V = np.linalg.eigh(Q)
-                q = np.zeros((idx.size, d))
-                np.add.at(q, rn, (cr * yr)[:, None] * Xd)
-                sq = (SquaredLoss, idx, Xd, yr, None, cr, rn, st.l2[idx], e, V, q)
+                sq = (SquaredLoss, idx, Xd, b.y[rows], None, b.c[rows], rn, st.l2[idx], e, V, q)
                 handled[idx] = True
-                thr = 1e-10 * np.maximum(e.max(axis=1), 1e-300)
-                for j, i in enumerate(idx):
-                    if st.l2[i] == 0 and (e[j] <= thr[j]).any():
-                        subspace.append(int(i))
-                        bases.append(V[j][:, e[j] <= thr[j]])
+                _null_bases(idx, e, V, st.l2[idx] == 0, subspace, bases)
         if b.cls.base_smooth:
             gradient[b.nodes] = True
     in_batch = np.zeros(n, dtype=bool)
@@ -403,19 +418,11 @@ def _kinds(model: GTVModel) -> _NodeKinds:
     gradient &= free & (st.l1 == 0)
     # every other free, unregularized data-fit node: dom h_i* lies in range(X_i^T), so a
     # rank-deficient X_i (m_i < d, collinear rows) gives a subspace condition too
-    done_sub = set(subspace)
     for b in st.batches:
-        if not b.is_datafit or b.cls is SquaredLoss:
-            continue
-        g = b.growth_pieces(np.zeros(n))
-        ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
-        e_all, V_all = np.linalg.eigh(g["gram"])
-        thr = 1e-10 * np.maximum(e_all.max(axis=1), 1e-300)
-        for j in np.flatnonzero(ok):
-            null = e_all[j] <= thr[j]
-            if null.any() and int(b.nodes[j]) not in done_sub:
-                subspace.append(int(b.nodes[j]))
-                bases.append(V_all[j][:, null])
+        if b.is_datafit and b.cls is not SquaredLoss:
+            ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
+            e_all, V_all = np.linalg.eigh(b.growth_pieces(np.zeros(n))["gram"])
+            _null_bases(b.nodes, e_all, V_all, ok, subspace, bases)
     # zero-loss nodes without regularizers need (D^T u)_i = 0: subspace {0}
     for i in zero:
         if st.l1[i] == 0 and st.l2[i] == 0:
@@ -555,11 +562,18 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
     """Make flows dual feasible where it is cheap (module docstring, steps 1-3).
 
     Returns ``(repaired_flows, repairs)`` where ``repairs`` describes each change made."""
+    U, repairs, _ = _repair(model, flows, rounds)
+    return U, repairs
+
+
+def _repair(model: GTVModel, flows: Any, rounds: int) -> tuple[np.ndarray, list[str], float]:
+    """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none)."""
     U = model.check_flows(flows).copy()
     E, d = model.num_edges, model.dim
     repairs: list[str] = []
+    theta = 1.0
     if E == 0:
-        return U, repairs
+        return U, repairs, theta
     kinds = _kinds(model)
     cap = _capacities(model)
     pen = model.penalty
@@ -608,7 +622,7 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
             bad = dn > cap
             if bad.any():
                 U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * _EPS))[:, None]
-    return U, repairs
+    return U, repairs, theta
 
 
 # ===================================================================== dual value
@@ -1048,9 +1062,7 @@ def _feasible_row(model: GTVModel, i: int, w: np.ndarray) -> np.ndarray:
     rows = np.array(w, dtype=float)[None, :]
 
     def exact(z: np.ndarray) -> bool:
-        probe = np.zeros((model.num_nodes, model.dim))
-        probe[i] = z
-        return bool(model.constraint_violations(probe)[i] == 0.0)
+        return all(c.violation(z) == 0.0 for c in cons)
 
     if len(cons) == 1:
         try:
@@ -1183,9 +1195,7 @@ def certified_radii(model: GTVModel, upper: float, solver: str | None = None) ->
             plain[i] = False
     symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
     _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
-    cons_rows = [(i, hs) for i, cons in model._constraints.items() for c in cons
-                 if (hs := c.halfspaces(d)) is not None]
-    _polyhedral_anchors(st, level, comp, centres, to_centre, anchor, d, cons_rows)
+    _polyhedral_anchors(model, level, comp, centres, to_centre, anchor)
     _conic_anchors(model, level, comp, anchor)
     src = np.flatnonzero(np.isfinite(anchor))
     if src.size == 0:
@@ -1197,9 +1207,8 @@ def certified_radii(model: GTVModel, upper: float, solver: str | None = None) ->
 _MAX_ANCHOR_LPS = 400
 
 
-def _polyhedral_anchors(st: Any, level: np.ndarray, comp: np.ndarray, centres: np.ndarray,
-                        to_centre: np.ndarray, anchor: np.ndarray, d: int,
-                        cons_rows: list[tuple[int, tuple[np.ndarray, np.ndarray]]]) -> None:
+def _polyhedral_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
+                        centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray) -> None:
     """Anchors from the level-set polyhedra, for components still without one (logistic and
     hinge rows are not coercive one by one, but often are together): every row's affine
     minorant gives ``g_j^T w_i <= h_j`` (:meth:`~gtvmodel.losses.LossBatch.level_halfspaces`),
@@ -1211,13 +1220,15 @@ def _polyhedral_anchors(st: Any, level: np.ndarray, comp: np.ndarray, centres: n
     anchor."""
     from scipy.optimize import linprog
 
+    d = model.dim
     todo = np.flatnonzero(~np.isfinite(anchor[centres]))
     if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
         return
-    rows = [b.level_halfspaces(level) for b in st.batches]
+    rows = [b.level_halfspaces(level) for b in model.structure().batches]
     rows = [r for r in rows if r is not None]
     # the node constraints' own half-spaces (Box, NonNeg: G w_i <= h)
-    rows += [(np.full(len(h), i), G, h) for i, (G, h) in cons_rows]
+    rows += [(np.full(len(hs[1]), i), *hs) for i, cons in model._constraints.items()
+             for c in cons if (hs := c.halfspaces(d)) is not None]
     if not rows:
         return
     node = np.concatenate([r[0] for r in rows])
@@ -1432,9 +1443,7 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     # a large final rescaling (theta < 0.999) means the cheap alternating projections did not
     # reach the intersection of the capacities and the subspace conditions: the convex
     # projection onto the dual-feasible set does, whatever the gap
-    theta = min([float(r.split("theta = ")[1].split()[0]) for r in cert.repairs
-                 if r.startswith("scaled all flows by theta = ")], default=1.0)
-    rescaled = theta < 0.999 and project == "auto" and flows is not None
+    rescaled = cert.flow_scale < 0.999 and project == "auto" and flows is not None
     if not (fallback and cert.feasible and model.num_edges and (near or rescaled)) \
             or cert.certifies(tol):
         return cert
@@ -1444,7 +1453,7 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
         if proj is not None:
             tries.append((proj, 4, "the convex projection of the given flows onto the "
                                    "dual-feasible set"))
-    if near and theta < 1.0:
+    if near and cert.flow_scale < 1.0:
         tries.append((flows, 16, "a finer repair of the given flows (16 rounds)"))
     if near and flows is not None:
         tries.append((None, 4, "flows built from the weights"))
@@ -1476,9 +1485,10 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
         U0 = np.zeros((model.num_edges, d)) if built else model.check_flows(flows)
         U, repairs = np.zeros_like(U0), (["lambda = 0: flows set to 0 (the only dual-feasible "
                                           "flows)"] if np.any(U0) else [])
+        flow_scale = 1.0
     else:
         U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
-        U, repairs = repair_flows(model, U0, rounds)
+        U, repairs, flow_scale = _repair(model, U0, rounds)
     t1 = time.perf_counter()
     # primal: +inf outside a symbolic loss's domain; constraints node by node
     lossv = model.loss_values(W)
@@ -1620,7 +1630,7 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
         flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
         radius=float(np.nan_to_num(radii[charged], nan=0.0).max(initial=0.0)), radii=radii,
         reason="; ".join(reasons),
-        assumptions=assumptions, feas_tol=feas_tol, tol=tol,
+        assumptions=assumptions, feas_tol=feas_tol, tol=tol, flow_scale=flow_scale,
         times={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
     )
 

@@ -290,8 +290,7 @@ def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: in
 
     def mag():
         vv = np.clip(v.value, lo, hi)
-        conj = b.cls.ell_conjugate(vv, y, prm)
-        rowmag = c * (np.abs(conj) + np.abs(vv * y) + 0.25 * vv**2 + 1.0)
+        rowmag = c * b.cls.ell_conjugate_magnitude(vv, y, prm)
         return ((abs(Bt) @ np.abs(c * vv)).reshape(k, d),
                 np.bincount(row_of[b.row_node[rows]], rowmag, minlength=k))
 

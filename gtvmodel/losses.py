@@ -331,6 +331,16 @@ class DataFitLoss(Loss):
         return np.full(np.shape(level), np.inf)
 
     @classmethod
+    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None
+                                ) -> np.ndarray:
+        """A bound of the sum of the absolute summands of ``ell*(v_r)`` per row, for rounding
+        bounds: ``|ell*(v)| + |v y| + v^2/4`` covers the two terms of the squared and Huber
+        rows (``v y + v^2/4``), which cancel, and the ``+ 1`` the entropy terms of the
+        logistic rows (each at most ``log 2`` in absolute value)."""
+        conj = cls.ell_conjugate(v, y, p)
+        return np.abs(conj) + np.abs(v * y) + 0.25 * v**2 + 1.0
+
+    @classmethod
     def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
         """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
 
@@ -872,8 +882,7 @@ def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray
         mag = np.abs(S) + sum_rows_by(rn, np.abs(c * v)[:, None] * np.abs(X), k)
         conj = cls.ell_conjugate(v, y, p)
         val = np.bincount(rn, c * conj, minlength=k)
-        vmag = np.bincount(rn, c * (np.abs(conj) + np.abs(v * y) + 0.25 * v**2 + 1.0),
-                           minlength=k)
+        vmag = np.bincount(rn, c * cls.ell_conjugate_magnitude(v, y, p), minlength=k)
     gamma = (np.bincount(rn, minlength=k).max(initial=0) + 4) * _EPS
     rho = S - contrib
     pos = kappa > 0

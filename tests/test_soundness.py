@@ -121,9 +121,12 @@ def test_which_gtvmodel() -> None:
     run ``PYTHONSAFEPATH=1 PYTHONPATH=/tmp/gtv_old GTV_SOUNDNESS_OLD=1 python -m pytest ...``."""
     print(f"\ngtvmodel under test: {gtvmodel.__file__} (GTV_SOUNDNESS_OLD={int(S.OLD)})")
     here = Path(__file__).resolve().parents[1]
+    inside = Path(gtvmodel.__file__).resolve().is_relative_to(here)
     if S.OLD:
-        assert not Path(gtvmodel.__file__).resolve().is_relative_to(here), (
+        assert not inside, (
             "GTV_SOUNDNESS_OLD=1 but gtvmodel resolves to this checkout; set PYTHONSAFEPATH=1")
+    else:
+        assert inside, f"the suite tests {gtvmodel.__file__}, not this checkout's package"
 
 
 def _loop(n: int) -> tuple[int, int, int, dict[str, list[tuple[int, str, str]]], float]:
@@ -178,3 +181,5 @@ def test_count_failures() -> None:
     total, skipped, checked, fails, secs = _loop(n)
     print(f"\ngtvmodel: {gtvmodel.__file__}  OLD={S.OLD}\n{total} instances, {skipped} skipped, "
           f"{checked} certificates checked, {secs:.0f} s\n{_table(fails)}")
+    # a counting tool (it reports failures rather than stopping at one), but it must have run
+    assert total == n * len(S.FAMILIES) and checked > 0
