@@ -24,7 +24,7 @@ import numpy as np
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
+from gtvmodel.solve.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
 
 OPTIONS = {**DEFAULT_SOLVER_OPTIONS["CLARABEL"], **FALLBACK_SOLVER_OPTIONS["CLARABEL"][0]}
 LAM = 1.0

@@ -27,7 +27,7 @@ import numpy as np
 
 import gtvmodel as gm
 from gtvmodel.datasets import paper000_sbm, sbm
-from gtvmodel.prox import CvxpyProxGroup
+from gtvmodel.primal_dual.prox import CvxpyProxGroup
 
 
 # ---------------------------------------------------------------- a plain Algorithm 1

@@ -2,13 +2,12 @@
 
 Describe a GTV problem (16) over a ``networkx`` graph with :class:`GTVModel`, library losses,
 penalties and constraints (or any CVXPY expression), and solve it exactly with
-:meth:`GTVModel.solve_exact`.  Conventions and errata: ``docs/conventions.md``.
+:func:`solve_exact` (or the model's shortcut methods).  Conventions and errata:
+``docs/conventions.md``.
 """
 
-from . import conic
-from .certificate import Certificate, certify
-from .constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
-from .dual import DualSolution
+from .certificates.certificate import Certificate, certify
+from .declaration import ModelDeclaration, ModelStructure
 from .errors import (
     AccuracyWarning,
     ConstraintError,
@@ -26,7 +25,14 @@ from .errors import (
     UnsupportedError,
 )
 from .graph import EmpiricalGraph
-from .losses import (
+from .model import GTVModel
+from .primal_dual.algorithm import PrimalDualResult, ResidualBalancing, solve_primal_dual
+from .solution import Solution
+from .solve import conic
+from .solve.dual import DualSolution, solve_dual
+from .solve.exact import solve_exact
+from .terms.constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
+from .terms.losses import (
     AbsoluteLoss,
     HingeLoss,
     HuberLoss,
@@ -37,10 +43,7 @@ from .losses import (
     SymbolicLoss,
     ZeroLoss,
 )
-from .model import GTVModel
-from .penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
-from .primal_dual import PrimalDualResult, ResidualBalancing, solve_primal_dual
-from .solution import Solution
+from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
 from .theory import (
     ClusterReport,
     RecoveryReport,
@@ -55,7 +58,11 @@ __version__ = "0.1.0"
 __all__ = [
     "GTVModel",
     "EmpiricalGraph",
+    "ModelDeclaration",
+    "ModelStructure",
     "Solution",
+    "solve_exact",
+    "solve_dual",
     # Algorithm 1 (primal-dual message passing)
     "solve_primal_dual",
     "PrimalDualResult",

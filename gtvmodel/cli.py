@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .errors import GTVError, ParameterError, SolverError
+from .io import load_flows, load_model, load_weights
 
 __all__ = ["main"]
 
@@ -79,8 +80,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from .io import load_flows, load_model, load_weights
-
     # the argparse types checked these already; checked again so _certify stands on its own
     for name, v, strict in (("--tol", args.tol, True), ("--feas-tol", args.feas_tol, False),
                             ("--radius", args.radius, False)):

@@ -17,9 +17,9 @@ import numpy as np
 
 from ._validate import as_finite_array
 from .errors import DataError
-from .losses import SquaredLoss
 from .model import GTVModel
-from .penalties import Norm2, Penalty
+from .terms.losses import SquaredLoss
+from .terms.penalties import Norm2, Penalty
 
 __all__ = [
     "NetworkedData",

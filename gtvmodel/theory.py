@@ -47,10 +47,10 @@ from networkx.algorithms import flow as nxflow
 from scipy.sparse.csgraph import connected_components
 
 from ._solver import run_solver
-from .constraints import SymbolicConstraint
+from .declaration import ModelDeclaration
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
-from .losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
-from .model import GTVModel
+from .terms.constraints import SymbolicConstraint
+from .terms.losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
 
 __all__ = [
     "ClusterReport",
@@ -223,7 +223,7 @@ class _Partition:
     cid: np.ndarray  # (n,) cluster index of every node
 
 
-def _normalize_partition(model: GTVModel, partition: Any) -> _Partition:
+def _normalize_partition(model: ModelDeclaration, partition: Any) -> _Partition:
     """Validate a partition (list of collections of labels, or dict node -> cluster label)."""
     n = model.num_nodes
     cid = np.full(n, -1, dtype=np.int64)
@@ -276,13 +276,13 @@ def _normalize_partition(model: GTVModel, partition: Any) -> _Partition:
     return _Partition(labels, members, cid)
 
 
-def _intra_edges(model: GTVModel, part: _Partition) -> np.ndarray:
+def _intra_edges(model: ModelDeclaration, part: _Partition) -> np.ndarray:
     """Boolean mask of the edges inside a cluster."""
     h, t = model.edges[:, 0], model.edges[:, 1]
     return part.cid[h] == part.cid[t]
 
 
-def _require_connected(model: GTVModel, part: _Partition) -> None:
+def _require_connected(model: ModelDeclaration, part: _Partition) -> None:
     """Raise :class:`PartitionError` if a cluster's induced subgraph is disconnected."""
     n = model.num_nodes
     intra = _intra_edges(model, part)
@@ -317,7 +317,7 @@ class _Constants:
     rho: float  # kappa_p * mu_q
 
 
-def _check_scope(model: GTVModel) -> None:
+def _check_scope(model: ModelDeclaration) -> None:
     """Raise :class:`UnsupportedError` for losses, constraints or penalties Theorem 2 misses."""
     pen = model.penalty
     if not pen.is_norm:
@@ -339,7 +339,7 @@ def _check_scope(model: GTVModel) -> None:
                 f"node {node!r} has constraints; Theorem 2 covers unconstrained smooth losses")
 
 
-def _norm_factors(model: GTVModel) -> tuple[float, float]:
+def _norm_factors(model: ModelDeclaration) -> tuple[float, float]:
     """``kappa_p = max ||x||_p / ||x||_2`` and ``rho = kappa_p * max ||y||_q / ||y||_2``."""
     p = float(model.penalty.p)
     inv_p = 0.0 if math.isinf(p) else 1.0 / p
@@ -347,7 +347,7 @@ def _norm_factors(model: GTVModel) -> tuple[float, float]:
     return d ** max(0.0, inv_p - 0.5), d ** abs(inv_p - 0.5)
 
 
-def _constants(model: GTVModel, part: _Partition, solver: str | None = None) -> _Constants:
+def _constants(model: ModelDeclaration, part: _Partition, solver: str | None = None) -> _Constants:
     """alpha_C, beta_i, w_bar_C, delta_i, |dC| of Theorem 2 (vectorized over nodes)."""
     _check_scope(model)
     n, d, k = model.num_nodes, model.dim, len(part.labels)
@@ -527,14 +527,14 @@ def _min_ratio(net: _CutNetwork, i0: int, c: np.ndarray,
 
 
 # =====================================================================  Definition 1
-def check_well_connected(model: GTVModel, partition: Any, lam: float | None = None, *,
+def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | None = None, *,
                          constant: str = "corrected", flow_func: str = DEFAULT_FLOW_FUNC,
                          solver: str | None = None) -> list[ClusterReport]:
     """Decide Definition 1 (well-connected clusters, (35) corrected) for every cluster.
 
     Parameters
     ----------
-    model : GTVModel
+    model : ModelDeclaration
         Smooth library losses (squared, logistic, Huber, quadratic, zero; ``l2`` allowed), no
         node constraints, a norm penalty (:class:`Norm2`, :class:`Norm1`, :class:`NormInf`,
         :class:`NormP`).  Anything else raises :class:`~gtvmodel.errors.UnsupportedError`
@@ -585,7 +585,7 @@ def check_well_connected(model: GTVModel, partition: Any, lam: float | None = No
     return _reports(model, part, _constants(model, part, solver), lam_v, constant, func)
 
 
-def _reports(model: GTVModel, part: _Partition, k_: _Constants, lam_v: float, constant: str,
+def _reports(model: ModelDeclaration, part: _Partition, k_: _Constants, lam_v: float, constant: str,
              func: Callable[..., Any]) -> list[ClusterReport]:
     """The per-cluster reports of :func:`check_well_connected` from precomputed constants."""
     factor = _CONSTANTS[constant]
@@ -714,8 +714,8 @@ def _lam_min(net: _CutNetwork, c: np.ndarray, delta: np.ndarray) -> float:
 
 
 # =====================================================================  cluster graph
-def cluster_graph(model: GTVModel, partition: Any) -> GTVModel:
-    """The cluster graph (45)-(46) as a new :class:`GTVModel`.
+def cluster_graph(model: ModelDeclaration, partition: Any) -> ModelDeclaration:
+    """The cluster graph (45)-(46) as a new model of the same class as ``model``.
 
     One node per cluster (labelled by the cluster label: its index for a list partition),
     carrying ``f_C = sum_{i in C} L_i``; clusters ``c != c'`` joined by one edge of weight
@@ -733,7 +733,7 @@ def cluster_graph(model: GTVModel, partition: Any) -> GTVModel:
     return _cluster_graph(model, _normalize_partition(model, partition))
 
 
-def _cluster_graph(model: GTVModel, part: _Partition) -> GTVModel:
+def _cluster_graph(model: ModelDeclaration, part: _Partition) -> ModelDeclaration:
     k, d = len(part.labels), model.dim
     G = nx.Graph()
     G.add_nodes_from(part.labels)
@@ -746,7 +746,7 @@ def _cluster_graph(model: GTVModel, part: _Partition) -> GTVModel:
         wsum = np.bincount(inv.ravel(), model.edge_weights[inter])
         G.add_edges_from((part.labels[u // k], part.labels[u % k], {"weight": float(w)})
                          for u, w in zip(uniq.tolist(), wsum.tolist(), strict=True))
-    cg = GTVModel(G, d, penalty=model.penalty, lam=model.lam)
+    cg = type(model)(G, d, penalty=model.penalty, lam=model.lam)
     for c, mem in enumerate(part.members):
         label = part.labels[c]
         cg.set_loss(label, _summed_loss(model, mem, label))
@@ -760,7 +760,7 @@ def _cluster_graph(model: GTVModel, part: _Partition) -> GTVModel:
     return cg
 
 
-def _summed_loss(model: GTVModel, mem: np.ndarray, label: Hashable) -> Loss | Callable:
+def _summed_loss(model: ModelDeclaration, mem: np.ndarray, label: Hashable) -> Loss | Callable:
     """``f_C = sum_{i in C} L_i`` as a library loss or a callable building one expression."""
     d = model.dim
     losses = [model.loss_at(i) for i in mem]
@@ -798,7 +798,7 @@ def _summed_loss(model: GTVModel, mem: np.ndarray, label: Hashable) -> Loss | Ca
 
 
 # =====================================================================  flows
-def _min_congestion(model: GTVModel, G: np.ndarray, solver: str | None, what: str) -> float:
+def _min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, what: str) -> float:
     """``min_u max_e ||u_e||_* / A_e`` subject to ``D^T u = -G`` (one vectorized CVXPY problem).
 
     ``G`` must sum to zero on every connected component (else no flow exists: ``inf``); its
@@ -834,7 +834,8 @@ def _min_congestion(model: GTVModel, G: np.ndarray, solver: str | None, what: st
     return float(t.value) * g_s / a_s
 
 
-def _threshold_flow_1d(model: GTVModel, g: np.ndarray, flow_func: Callable[..., Any]) -> float:
+def _threshold_flow_1d(model: ModelDeclaration, g: np.ndarray, flow_func: Callable[...,
+                       Any]) -> float:
     """``max_S |g(S)| / cut(S)`` for ``d = 1`` by Dinkelbach's iteration on max-flows."""
     n = model.num_nodes
     h, t, A = model.edges[:, 0], model.edges[:, 1], model.edge_weights
@@ -861,7 +862,7 @@ def _threshold_flow_1d(model: GTVModel, g: np.ndarray, flow_func: Callable[..., 
     return lam
 
 
-def consensus_threshold(model: GTVModel, *, method: str = "auto", solver: str | None = None,
+def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver: str | None = None,
                         flow_func: str = DEFAULT_FLOW_FUNC) -> float:
     """``lambda_crit``: the constant solution ``w_i = w_bar`` is optimal iff ``lam >= lambda_crit``.
 
@@ -894,7 +895,7 @@ def consensus_threshold(model: GTVModel, *, method: str = "auto", solver: str | 
 
 
 # =====================================================================  verification
-def verify_recovery(model: GTVModel, partition: Any, lam: float, *, tol: float = 1e-6,
+def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol: float = 1e-6,
                     constant: str = "corrected", solver: str | None = None) -> RecoveryReport:
     """Solve (16) exactly at ``lam`` and check Theorem 2's conclusions on this instance.
 

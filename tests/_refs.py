@@ -2,7 +2,8 @@
 
 Everything here is written per node and per edge from the formulas in MATH.md §2-3 and the
 loss docstrings, on purpose *without* using gtvmodel's expressions, so that the vectorized
-compilation in ``gtvmodel.exact`` is checked against a formulation that shares no code with it.
+compilation in ``gtvmodel.solve.compile`` is checked against a formulation that shares no code
+with it.
 """
 
 from __future__ import annotations

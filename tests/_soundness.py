@@ -2,7 +2,7 @@
 
 Everything in this module is written from the raw data it generates (``X``, ``y``, ``a``, ``p``,
 ``Q``, bounds, symbolic terms) and MATH.md §2; it never calls gtvmodel's compiler
-(``gtvmodel.exact``), ``model.solve_exact`` or the loss/penalty/constraint ``expression``,
+(``gtvmodel.solve.exact``), ``model.solve_exact`` or the loss/penalty/constraint ``expression``,
 ``value`` or ``violation`` methods.  gtvmodel is used only to *build* the model under test
 (:func:`build_model`) and to produce candidates (:func:`candidates`).
 

@@ -155,7 +155,7 @@ def test_certified_radii_contain_the_minimizer():
             y = X @ np.array([4e4, -3e4]) + rng.normal(size=4)
             model.set_loss(i, gm.SquaredLoss(X, y))
             refs.append(lambda x, X=X, y=y: cp.sum_squares(X @ x - y) / len(y))
-    from gtvmodel.certificate import certified_radii
+    from gtvmodel.certificates.certificate import certified_radii
 
     p_star, W_star = reference(G, lam, refs, d)
     garbage = np.zeros((6, d))  # a far-away candidate: its P bounds the level set honestly
@@ -253,7 +253,7 @@ def test_isolated_zero_loss_node_solves():
 def test_box_with_infinite_bounds_certifies():
     """A Box(-inf, inf) coordinate has support domain {0}: the projection into the domain must
     give 0 there (it gave a negative entry and an infinite support, a needlessly infinite gap)."""
-    from gtvmodel.constraints import Box
+    from gtvmodel.terms.constraints import Box
 
     S = np.array([[-0.3, 0.2, 0.5]])
     lo = np.array([-np.inf, -np.inf, 0.0])

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
-from gtvmodel.losses import DataFitLoss
+from gtvmodel.terms.losses import DataFitLoss
 
 D = 3
 RTOL = 1e-6
@@ -249,7 +249,7 @@ def test_loss_with_constraint_conjugate_via_dual_parts(rng):
     """(L + iota_C)* by infimal convolution equals sup_{x in C} s^T x - L(x)."""
     import networkx as nx
 
-    from gtvmodel.dual import node_conjugate_parts
+    from gtvmodel.solve.dual import node_conjugate_parts
 
     X = rng.normal(size=(4, D))
     y = rng.normal(size=4)

@@ -1,4 +1,4 @@
-"""The exact primal solve (gtvmodel.exact) against independent formulations and closed forms.
+"""The exact primal solve (gtvmodel.solve.exact) against independent formulations and closed forms.
 
 Tolerances: objectives relative 1e-6; weights 1e-5 where the solution is unique (every node
 strictly convex); closed forms and exact path algorithms 1e-7 or tighter.
@@ -16,7 +16,7 @@ from _refs import reference_solve
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
+from gtvmodel.solve.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
 
 D = 2
 GRAPH = nx.Graph([(0, 1), (1, 2), (2, 3), (3, 0), (1, 3), (3, 4)])

@@ -64,7 +64,7 @@ def test_inaccurate_status_is_reported_once_not_as_a_cvxpy_warning():
 def test_direct_clarabel_prox_matches_cvxpy_dpp_resolve():
     """The CVXPY path's direct Clarabel re-solve (conic data canonicalized once, prox terms added
     to P and q) equals CVXPY's own DPP re-solve on exp-cone, SOC, PSD and library nodes."""
-    from gtvmodel.prox import CvxpyProxGroup
+    from gtvmodel.primal_dual.prox import CvxpyProxGroup
 
     rng = np.random.default_rng(3)
     G = nx.path_graph(5)
@@ -91,7 +91,7 @@ def test_direct_clarabel_prox_matches_cvxpy_dpp_resolve():
 def test_accuracy_warning_when_only_the_loosest_fallback_level_succeeds(monkeypatch):
     """solve_exact never degrades silently: accepting the solver's own default accuracy (the
     last fallback level) raises an AccuracyWarning and records the tolerances."""
-    import gtvmodel.exact as ex
+    import gtvmodel.solve.exact as ex
 
     model = _model(gm.Norm2(), 2)
     defaults = dict(ex.DEFAULT_SOLVER_OPTIONS["CLARABEL"], max_iter=1)

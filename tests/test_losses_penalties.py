@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
-from gtvmodel.losses import LossBatch
+from gtvmodel.terms.losses import LossBatch
 
 D = 3
 

@@ -161,7 +161,7 @@ def _prox_model(kind: str, rng) -> gm.GTVModel:
 def test_fast_prox_matches_cvxpy_prox(kind, rng):
     """prox="auto" (exact vectorized paths) and prox="cvxpy" (per-group DPP problem at its
     tightest tolerance) agree to 1e-8 on single node updates."""
-    from gtvmodel.prox import NodeUpdates
+    from gtvmodel.primal_dual.prox import NodeUpdates
 
     model = _prox_model(kind, rng)
     fast, slow = NodeUpdates(model, "auto"), NodeUpdates(model, "cvxpy")
@@ -183,7 +183,7 @@ def test_fast_prox_matches_cvxpy_prox(kind, rng):
 def test_newton_prox_is_stationary_to_machine_precision(kind, rng):
     """The vectorized Newton prox satisfies grad L(z) + 2 kappa z + (z - v)/tau = 0 to ~1e-12."""
     model = _prox_model(kind, rng)
-    from gtvmodel.losses import LossBatch
+    from gtvmodel.terms.losses import LossBatch
 
     losses = [model.loss_at(i) for i in range(6)]
     batch = LossBatch(type(losses[0]), np.arange(6), losses, 6, 3)
@@ -233,7 +233,7 @@ def test_constraint_projections(rng):
 def test_grouped_gram_chunks(chunk, rng):
     """The batched per-node Gram matrices (squared-loss Q_i, Newton Hessians) are exact for
     every chunking of the stacked rows."""
-    from gtvmodel.losses import _grouped_gram
+    from gtvmodel.terms.losses import _grouped_gram
 
     ms = rng.integers(1, 7, 40)
     starts = np.concatenate([[0], np.cumsum(ms)[:-1]])

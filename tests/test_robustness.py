@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
-from gtvmodel import exact
-from gtvmodel.prox import NodeUpdates
+from gtvmodel.primal_dual.prox import NodeUpdates
+from gtvmodel.solve import exact
 
 KINDS = ["sq", "log", "hinge", "abs", "huber", "zero", "quad", "sym"]
 
@@ -274,13 +274,11 @@ def test_solve_exact_certificate_can_be_skipped():
 
 
 def test_solve_exact_warns_when_the_certificate_fails(monkeypatch):
-    import gtvmodel.certificate as certificate
-
     def broken(*args, **kwargs):
         raise gm.UnsupportedError("no conjugate here")
 
     model, _ = badly_scaled(4, 1e-6)
-    monkeypatch.setattr(certificate, "certify", broken)
+    monkeypatch.setattr(exact, "certify_fn", broken)
     with pytest.warns(gm.AccuracyWarning, match="could not be certified .no conjugate here"):
         sol = model.solve_exact()
     assert sol.certificate is None and not sol.info["certified"]

@@ -39,25 +39,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._cvx import bounds_constraints
-from ._norms import dual_exponent, mul_up, norm_rows_upper
-from .constraints import Box, NormBall
-from .errors import SolverError, UnsupportedError
-from .losses import (
+from .._cvx import bounds_constraints
+from .._norms import dual_exponent, mul_up, norm_rows_upper
+from .._solver import run_solver
+from ..declaration import ModelDeclaration
+from ..errors import InfeasibleError, SolverError
+from ..terms.constraints import Box, NormBall
+from ..terms.losses import (
     QuadraticLoss,
     l2_conjugate_cvx,
     quadratic_conjugate_cvx,
 )
-
-if TYPE_CHECKING:
-    from .model import GTVModel
+from . import conic as conic_mod
+from .compile import find_infeasible_nodes
+from .conic import conic_weights, parameter_key
 
 __all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts", "conic_positions",
            "compile_dual", "solve_dual"]
@@ -118,7 +120,7 @@ class NodePart:
     magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
 
 
-def conic_positions(model: GTVModel) -> np.ndarray:
+def conic_positions(model: ModelDeclaration) -> np.ndarray:
     """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted."""
     st = model.structure()
     return np.array(sorted(set(st.symbolic) | set(st.symbolic_constraints)), dtype=np.int64)
@@ -130,7 +132,7 @@ def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
                          shape=(k, len(idx)))
 
 
-def node_conjugate_parts(model: GTVModel, nodes: np.ndarray) -> list[NodePart]:
+def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[NodePart]:
     """The split variables of ``sum_{i in nodes} h_i*(s_i)`` for library nodes, vectorized.
 
     Row ``k`` of every contribution belongs to ``nodes[k]``.  Minimizing the summed costs
@@ -316,7 +318,7 @@ class DualProblem:
     conic_key: tuple = ()
 
 
-def compile_dual(model: GTVModel) -> DualProblem:
+def compile_dual(model: ModelDeclaration) -> DualProblem:
     """Build the dual flow problem (24) as one vectorized CVXPY problem (cached per ``lam``)."""
     cached = model._cache.get("dual")
     if cached is not None and cached.lam == model.lam and (
@@ -349,12 +351,6 @@ def compile_dual(model: GTVModel) -> DualProblem:
         cons.append(balance)
     if conic.size:
         # ---- conic nodes: the conic engineer's compiler (gtvmodel.conic), see module docstring
-        try:
-            from . import conic as conic_mod
-        except ImportError:  # pragma: no cover - conic.py ships with the package
-            raise UnsupportedError(
-                "solve_dual: nodes with symbolic losses or constraints need gtvmodel.conic "
-                f"(conic nodes: {[model.nodes[i] for i in conic[:5]]})") from None
         concave, ccons = conic_mod.conic_dual_terms(model, conic.tolist(), S[conic, :])
         costs.append(-concave)
         cons += ccons
@@ -369,13 +365,12 @@ def compile_dual(model: GTVModel) -> DualProblem:
     return compiled
 
 
-def _conic_key(model: GTVModel, conic: np.ndarray) -> tuple:
-    from .conic import parameter_key
-
+def _conic_key(model: ModelDeclaration, conic: np.ndarray) -> tuple:
     return parameter_key(model, conic.tolist())
 
 
-def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate: bool = False,
+def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
+               accept_inaccurate: bool = False,
                verbose: bool = False, **opts: Any) -> DualSolution:
     """Solve the dual flow problem (24) to high accuracy; see the module docstring.
 
@@ -384,9 +379,6 @@ def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate:
     ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
     :class:`~gtvmodel.errors.InfeasibleError`.
     """
-    from .errors import InfeasibleError
-    from .exact import find_infeasible_nodes, run_solver
-
     before = model._cache.get("dual")
     compiled = compile_dual(model)
     fresh = compiled is not before
@@ -421,7 +413,7 @@ def solve_dual(model: GTVModel, solver: str | None = None, *, accept_inaccurate:
     )
 
 
-def _recover_weights(model: GTVModel, compiled: DualProblem, value: float
+def _recover_weights(model: ModelDeclaration, compiled: DualProblem, value: float
                      ) -> np.ndarray | None:
     """Weights from the node-balance multipliers, returned only if they verify."""
     W = np.zeros((model.num_nodes, model.dim))
@@ -433,8 +425,6 @@ def _recover_weights(model: GTVModel, compiled: DualProblem, value: float
         # variables gives -mult in d(cost), i.e. w = -mult (checked numerically in tests).
         W[compiled.library] = -np.asarray(mult, dtype=float).reshape(-1, model.dim)
     if compiled.conic.size:
-        from .conic import conic_weights
-
         Wc = conic_weights(model, compiled.conic.tolist(), compiled.conic_constraints)
         if Wc is None:
             return None

@@ -44,19 +44,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
-from ._solver import run_solver
-from .constraints import Box, NonNeg, NormBall
-from .errors import InfeasibleError, SolverError
-from .exact import compile_primal, find_infeasible_nodes, submodel
-from .losses import LossBatch, SymbolicLoss
-
-if TYPE_CHECKING:
-    from .model import GTVModel
+from .._solver import run_solver
+from ..declaration import ModelDeclaration
+from ..errors import InfeasibleError, ParameterError, SolverError
+from ..solve.compile import compile_primal, find_infeasible_nodes, submodel
+from ..terms.constraints import Box, NonNeg, NormBall
+from ..terms.losses import LossBatch, SymbolicLoss
 
 __all__ = [
     "NodeGroup",
@@ -128,7 +126,7 @@ class CvxpyProxGroup(NodeGroup):
 
     kind = "cvxpy"
 
-    def __init__(self, model: GTVModel, nodes: np.ndarray, prox: bool = True,
+    def __init__(self, model: ModelDeclaration, nodes: np.ndarray, prox: bool = True,
                  solver: str = "CLARABEL"):
         self.nodes = np.asarray(nodes, dtype=np.int64)
         self.model = model
@@ -421,7 +419,7 @@ def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
     return None
 
 
-def plan(model: GTVModel, prox: str = "auto", batch_cvxpy: bool = True) -> list[NodeGroup]:
+def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) -> list[NodeGroup]:
     """Partition the nodes into node-update groups.
 
     ``prox="auto"``: every node that has an exact fast path gets one -- squared, logistic and
@@ -433,8 +431,6 @@ def plan(model: GTVModel, prox: str = "auto", batch_cvxpy: bool = True) -> list[
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
     if prox not in ("auto", "cvxpy"):
-        from .errors import ParameterError
-
         raise ParameterError(f"prox must be 'auto' or 'cvxpy', got {prox!r}")
     n, d = model.num_nodes, model.dim
     deg = model.degrees
@@ -488,7 +484,7 @@ class NodeUpdates:
     update on its own (the message-passing view: node ``i`` needs only ``v_i`` and ``tau_i``).
     """
 
-    def __init__(self, model: GTVModel, prox: str = "auto", batch_cvxpy: bool = True):
+    def __init__(self, model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True):
         t0 = time.perf_counter()
         self.model = model
         self.groups = plan(model, prox, batch_cvxpy)

@@ -27,10 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, xlogy
 
-from ._cvx import bounds_constraints, checked_value
-from ._solver import run_solver
-from ._validate import as_finite_array, as_nonneg_scalar
-from .errors import DataError, LossError, SolverError, UnsupportedError
+from .._cvx import bounds_constraints, checked_value
+from .._solver import run_solver
+from .._validate import as_finite_array, as_nonneg_scalar
+from ..errors import DataError, LossError, SolverError, UnsupportedError
 
 _EPS = float(np.finfo(float).eps)
 __all__ = [

@@ -27,17 +27,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ._validate import as_finite_array, as_nonneg_scalar
-from .errors import DataError, ParameterError, SolverError
-from .exact import data_overflow_message
+from .._validate import as_finite_array, as_nonneg_scalar
+from ..certificates.certificate import certify
+from ..declaration import ModelDeclaration
+from ..errors import DataError, ParameterError, SolverError, UnknownNodeError
+from ..solve.compile import data_overflow_message
+from ..terms.penalties import QuadForm, SquaredNorm2
 from .prox import NodeUpdates
-
-if TYPE_CHECKING:
-    from .model import GTVModel
 
 __all__ = [
     "ResidualBalancing",
@@ -52,7 +52,7 @@ __all__ = [
 
 
 # =====================================================================  steps
-def step_norm(model: GTVModel, tau: np.ndarray, sigma: np.ndarray, iters: int = 1000,
+def step_norm(model: ModelDeclaration, tau: np.ndarray, sigma: np.ndarray, iters: int = 1000,
               rtol: float = 1e-9, seed: int = 0) -> float:
     """``||Sigma^{1/2} D T^{1/2}||_2`` by power iteration on ``K^T K`` (sparse; ``D`` is never
     formed dense).  Converges from below; stops when the estimate changes by less than
@@ -175,7 +175,7 @@ class ResidualBalancing:
         self.c = float("nan") if self.c0 is None else float(self.c0)
         self.alpha = float(self.alpha0)
 
-    def start(self, model: GTVModel, updates: NodeUpdates) -> float:
+    def start(self, model: ModelDeclaration, updates: NodeUpdates) -> float:
         """Fix ``c_0`` (the estimate above unless ``c0`` was given); returns it."""
         if self.c0 is None:
             self.c = initial_scale(model, updates, self.gain)
@@ -217,10 +217,8 @@ class ResidualBalancing:
         return True
 
 
-def initial_scale(model: GTVModel, updates: NodeUpdates, gain: float = 0.1) -> float:
+def initial_scale(model: ModelDeclaration, updates: NodeUpdates, gain: float = 0.1) -> float:
     """``c_0 = gain |w| / |u|`` of :class:`ResidualBalancing`."""
-    from .penalties import QuadForm, SquaredNorm2
-
     n, d = model.num_nodes, model.dim
     if model.lam == 0 or model.num_edges == 0:
         return 1.0
@@ -257,7 +255,7 @@ def _steps_from_c(deg: np.ndarray, n_edges: int, c: float) -> tuple[np.ndarray, 
     return c / np.maximum(deg, 1), np.full(n_edges, 0.5 / c)
 
 
-def _make_rule(model: GTVModel, step: Any) -> FixedSteps | ResidualBalancing:
+def _make_rule(model: ModelDeclaration, step: Any) -> FixedSteps | ResidualBalancing:
     deg = model.degrees
     E = model.num_edges
     if step is None:
@@ -414,8 +412,6 @@ class PrimalDualResult:
 
     def weight(self, node: Any) -> np.ndarray:
         """``w_i`` of a node label."""
-        from .errors import UnknownNodeError
-
         try:
             return self.weights[self.nodes.index(node)]
         except ValueError:
@@ -423,13 +419,11 @@ class PrimalDualResult:
 
 
 # =====================================================================  the solver
-def _certify(model: GTVModel, W: np.ndarray, U: np.ndarray) -> Any:
-    from .certificate import certify
-
+def _certify(model: ModelDeclaration, W: np.ndarray, U: np.ndarray) -> Any:
     return certify(model, W, U, fallback=False)
 
 
-def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6,
+def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
                       prox: str = "auto", step: Any = None, warm_start: Any = None,
                       callback: Callable[..., Any] | None = None, record_every: int = 50,
                       progress: bool = False, batch_cvxpy: bool = True,
@@ -590,7 +584,7 @@ def solve_primal_dual(model: GTVModel, max_iter: int = 10_000, tol: float = 1e-6
         nodes=list(model.nodes))
 
 
-def _raise_non_finite(model: GTVModel, W_new: np.ndarray, V: np.ndarray, tau: np.ndarray,
+def _raise_non_finite(model: ModelDeclaration, W_new: np.ndarray, V: np.ndarray, tau: np.ndarray,
                       k: int) -> None:
     """A node update returned NaN/inf: name the nodes and, if their data overflow double
     precision, say so (rather than letting the certificate report non-finite weights)."""
@@ -608,7 +602,7 @@ def _raise_non_finite(model: GTVModel, W_new: np.ndarray, V: np.ndarray, tau: np
         "the node's data are too large for double precision", status="non_finite")
 
 
-def _initial(model: GTVModel, warm_start: Any) -> tuple[np.ndarray, np.ndarray]:
+def _initial(model: ModelDeclaration, warm_start: Any) -> tuple[np.ndarray, np.ndarray]:
     n, d, E = model.num_nodes, model.dim, model.num_edges
     if warm_start is None:
         return np.zeros((n, d)), np.zeros((E, d))

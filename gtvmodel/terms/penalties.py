@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from . import _norms
-from ._cvx import norm_rows_epigraph, norm_rows_le
-from ._norms import dual_exponent, norm_rows, within
-from ._validate import as_finite_array, as_norm_exponent
-from .errors import PenaltyError, UnsupportedError
+from .. import _norms
+from .._cvx import norm_rows_epigraph, norm_rows_le
+from .._norms import dual_exponent, norm_rows, within
+from .._validate import as_finite_array, as_norm_exponent
+from ..errors import PenaltyError, UnsupportedError
 
 __all__ = ["Penalty", "Norm2", "Norm1", "NormInf", "NormP", "SquaredNorm2", "QuadForm"]
 

@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from ._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
-from ._norms import dual_exponent, mul_up, norm_rows_upper
-from ._validate import as_nonneg_scalar, as_norm_exponent
-from .errors import ConstraintError, DataError, UnsupportedError
+from .._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
+from .._norms import dual_exponent, mul_up, norm_rows_upper
+from .._validate import as_nonneg_scalar, as_norm_exponent
+from ..errors import ConstraintError, DataError, UnsupportedError
+from ..terms.penalties import project_norm_ball
 
 __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
 
@@ -290,8 +291,6 @@ class NormBall(Constraint):
         """Row-wise projection onto ``{||w_k||_p <= r_k}``
         (:func:`gtvmodel.penalties.project_norm_ball`: closed forms for ``p = 1, 2, inf``,
         a vectorized Newton iteration otherwise)."""
-        from .penalties import project_norm_ball
-
         return project_norm_ball(W, radii, p)
 
     @property

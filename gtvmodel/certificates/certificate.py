@@ -92,7 +92,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
@@ -100,10 +100,13 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
-from ._solver import run_solver
-from ._validate import as_nonneg_scalar
-from .errors import GTVError, ParameterError, SolverError
-from .losses import (
+from .._solver import run_solver
+from .._validate import as_nonneg_scalar
+from ..declaration import ModelDeclaration
+from ..errors import GTVError, ParameterError, SolverError
+from ..solve import conic as conic_mod
+from ..solve.dual import conic_positions, node_conjugate_parts
+from ..terms.losses import (
     QuadraticLoss,
     SquaredLoss,
     datafit_conjugate_split,
@@ -112,9 +115,6 @@ from .losses import (
     sum_rows_by,
     zero_conjugate_rows,
 )
-
-if TYPE_CHECKING:
-    from .model import GTVModel
 
 __all__ = ["Certificate", "certify", "repair_flows", "flows_from_weights", "dual_value"]
 
@@ -320,7 +320,7 @@ class _MinNormSolver:
         return delta
 
 
-def _divergence_rows(model: GTVModel, nodes: np.ndarray, bases: list[np.ndarray] | None
+def _divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray] | None
                      ) -> sp.csr_matrix:
     """Sparse ``A`` with ``A vec(U) = [N_i^T (D^T U)_i]_{i in nodes}`` (``N_i = I`` if
     ``bases`` is None), acting on the C-ordered flat flows."""
@@ -363,11 +363,10 @@ def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarra
         bases.append(V[j][:, null[j]])
 
 
-def _kinds(model: GTVModel) -> _NodeKinds:
+def _kinds(model: ModelDeclaration) -> _NodeKinds:
     cached = model._cache.get("cert_kinds")
     if cached is not None:
         return cached
-    from .dual import conic_positions
 
     st = model.structure()
     n, d = model.num_nodes, model.dim
@@ -453,11 +452,11 @@ def _kinds(model: GTVModel) -> _NodeKinds:
 
 
 # ===================================================================== flows
-def _capacities(model: GTVModel) -> np.ndarray | None:
+def _capacities(model: ModelDeclaration) -> np.ndarray | None:
     return model.lam * model.edge_weights if model.penalty.is_norm else None
 
 
-def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8,
+def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
                        start: Any = None) -> np.ndarray:
     """Edge flows built from weights (module docstring), not yet repaired
     (see :func:`repair_flows`).
@@ -558,7 +557,8 @@ def flows_from_weights(model: GTVModel, weights: Any, rounds: int = 8,
     return flat.reshape(E, d)
 
 
-def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarray, list[str]]:
+def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[np.ndarray,
+                 list[str]]:
     """Make flows dual feasible where it is cheap (module docstring, steps 1-3).
 
     Returns ``(repaired_flows, repairs)`` where ``repairs`` describes each change made."""
@@ -566,7 +566,8 @@ def repair_flows(model: GTVModel, flows: Any, rounds: int = 4) -> tuple[np.ndarr
     return U, repairs
 
 
-def _repair(model: GTVModel, flows: Any, rounds: int) -> tuple[np.ndarray, list[str], float]:
+def _repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray, list[str],
+            float]:
     """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none)."""
     U = model.check_flows(flows).copy()
     E, d = model.num_edges, model.dim
@@ -740,13 +741,12 @@ def _charge(radii: Any, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarray
     return np.where(tot > 0, per, 0.0).sum(axis=1)
 
 
-def _general_problem(model: GTVModel, nodes: np.ndarray, key: str = "cert_general"):
+def _general_problem(model: ModelDeclaration, nodes: np.ndarray, key: str = "cert_general"):
     """Cached CVXPY problem: min sum parts cost + sum_i R_i ||rho_i||_1 s.t. sum contrib + rho
     = S (per-node radii ``R_i``)."""
     cached = model._cache.get(key)
     if cached is not None and np.array_equal(cached[4], nodes):
         return cached
-    from .dual import node_conjugate_parts
 
     k, d = len(nodes), model.dim
     S = cp.Parameter((k, d), name="S")
@@ -777,12 +777,11 @@ def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return contrib, cost
 
 
-def _gauge_problem(model: GTVModel, nodes: np.ndarray):
+def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
     """Cached LP: the largest ``theta_i in [0, 1]`` with ``theta_i s_i in dom h_i*``."""
     cached = model._cache.get("cert_gauge")
     if cached is not None:
         return cached
-    from .dual import node_conjugate_parts
 
     k, d = len(nodes), model.dim
     S = cp.Parameter((k, d), name="S")
@@ -801,7 +800,7 @@ def _gauge_problem(model: GTVModel, nodes: np.ndarray):
     return cached
 
 
-def _domain_scale(model: GTVModel, S: np.ndarray, bad: np.ndarray,
+def _domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
                   solver: str | None = None) -> float:
     """A ``theta in [0, 1]`` with ``theta s_i in dom h_i*`` at the listed nodes (0 if none is
     found).  Closed form for zero losses with ``l1`` (box domain), the cached LP of
@@ -829,14 +828,13 @@ def _domain_scale(model: GTVModel, S: np.ndarray, bad: np.ndarray,
     return theta
 
 
-def _projection_problem(model: GTVModel):
+def _projection_problem(model: ModelDeclaration):
     """Cached convex projection of flows onto the dual domain (library nodes): minimize
     ``||U' - U||^2`` subject to ``-(D^T U')_i in dom h_i*`` (the domain constraints of the
     split variables) and the penalty's domain (capacities)."""
     cached = model._cache.get("cert_projection")
     if cached is not None and cached[3] == model.lam:  # capacities depend on lambda
         return cached
-    from .dual import conic_positions, node_conjugate_parts
 
     n, d, E = model.num_nodes, model.dim, model.num_edges
     lib = np.setdiff1d(np.arange(n), conic_positions(model))
@@ -856,7 +854,8 @@ def _projection_problem(model: GTVModel):
     return cached
 
 
-def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.ndarray | None:
+def project_flows(model: ModelDeclaration, flows: Any,
+                  solver: str | None = None) -> np.ndarray | None:
     """The Euclidean projection of ``flows`` onto the dual-feasible set of the library nodes
     (one vectorized CVXPY problem, as large as the dual itself: the expensive last resort of
     :func:`certify`).  Returns None if the solve fails."""
@@ -874,7 +873,7 @@ def project_flows(model: GTVModel, flows: Any, solver: str | None = None) -> np.
     return np.asarray(Uv.value, dtype=float)
 
 
-def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = None,
+def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | None = None,
                weights: Any = None) -> dict[str, Any]:
     """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R_i})*(s_i)`` for every node and the
     edge conjugates at ``flows`` (no repair); ``radius`` is a scalar or per-node ``(n,)``
@@ -987,8 +986,6 @@ def dual_value(model: GTVModel, flows: Any, radius: Any, solver: str | None = No
             rho[g] = np.abs(S[g])
     c = kinds.conic
     if c.size:
-        from . import conic as conic_mod
-
         vals = np.empty(c.size)
         tols = np.zeros(c.size)
         for j, i in enumerate(c):
@@ -1039,7 +1036,8 @@ def _check_args(tol: Any, feas_tol: Any, radius: Any, project: Any) -> tuple[flo
     return tol, feas_tol, radius
 
 
-def _upper_bound_point(model: GTVModel, W: np.ndarray, viol: np.ndarray) -> np.ndarray | None:
+def _upper_bound_point(model: ModelDeclaration, W: np.ndarray,
+                       viol: np.ndarray) -> np.ndarray | None:
     """A point with ``P(point) >= P*`` for the level-set radii: ``W`` itself when every node
     constraint holds exactly, else ``W`` with each violating row (violations of a solver's
     rounding size) projected onto its single library constraint, or moved towards a strictly
@@ -1056,7 +1054,7 @@ def _upper_bound_point(model: GTVModel, W: np.ndarray, viol: np.ndarray) -> np.n
     return Wp
 
 
-def _feasible_row(model: GTVModel, i: int, w: np.ndarray) -> np.ndarray:
+def _feasible_row(model: ModelDeclaration, i: int, w: np.ndarray) -> np.ndarray:
     """An exactly feasible point of node ``i``'s constraints near ``w`` (NaN if none found)."""
     cons = model.constraints_at(i)
     rows = np.array(w, dtype=float)[None, :]
@@ -1080,7 +1078,7 @@ def _feasible_row(model: GTVModel, i: int, w: np.ndarray) -> np.ndarray:
     return np.full(model.dim, np.nan)
 
 
-def _interior_point(model: GTVModel, i: int) -> np.ndarray | None:
+def _interior_point(model: ModelDeclaration, i: int) -> np.ndarray | None:
     """A strictly feasible point of node ``i``'s constraints: maximize a common slack ``t <=
     1`` added to every inequality (one small CVXPY problem; None without an interior)."""
     x = model.var(model.nodes[i])
@@ -1105,7 +1103,7 @@ def _interior_point(model: GTVModel, i: int) -> np.ndarray | None:
     return point
 
 
-def _loss_lower_bounds(model: GTVModel, solver: str | None) -> np.ndarray:
+def _loss_lower_bounds(model: ModelDeclaration, solver: str | None) -> np.ndarray:
     """``l_i <= inf h_i`` per node: 0 for library losses (all are ``>= 0``), ``-h_i*(0)`` by
     conic duality for symbolic nodes (cached; ``-inf`` when that fails)."""
     cached = model._cache.get("cert_lower")
@@ -1115,8 +1113,6 @@ def _loss_lower_bounds(model: GTVModel, solver: str | None) -> np.ndarray:
     low = np.zeros(n)
     conic = _kinds(model).conic
     if conic.size:
-        from . import conic as conic_mod
-
         for i in conic:
             try:
                 val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
@@ -1128,7 +1124,7 @@ def _loss_lower_bounds(model: GTVModel, solver: str | None) -> np.ndarray:
     return low
 
 
-def certified_radii(model: GTVModel, upper: float, solver: str | None = None) -> np.ndarray:
+def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
     """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*`` (MATH.md
     §8: residual charges need them), from the level set ``P(w*) <= upper`` (``upper >= P*``).
 
@@ -1207,7 +1203,7 @@ def certified_radii(model: GTVModel, upper: float, solver: str | None = None) ->
 _MAX_ANCHOR_LPS = 400
 
 
-def _polyhedral_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
+def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
                         centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray) -> None:
     """Anchors from the level-set polyhedra, for components still without one (logistic and
     hinge rows are not coercive one by one, but often are together): every row's affine
@@ -1254,7 +1250,7 @@ def _polyhedral_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
             anchor[c] = min(anchor[c], best * (1 + 1e-7) + 1e-9)
 
 
-def _conic_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
+def _conic_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
                    anchor: np.ndarray) -> None:
     """Anchors at conic (symbolic) nodes, for components still without one: ``||x||_inf`` over
     the node's sublevel set ``{L_i(x) <= B_i, x in C_i}`` by ``2d`` small convex programs
@@ -1280,7 +1276,7 @@ def _conic_anchors(model: GTVModel, level: np.ndarray, comp: np.ndarray,
             has[comp[i]] = True
 
 
-def _conic_sublevel_radius(model: GTVModel, i: int, level: float) -> float:
+def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> float:
     """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
     :func:`_conic_anchors`); ``inf`` when unbounded or not solved."""
     cache = model._cache.setdefault("cert_conic_sublevel", {})
@@ -1379,7 +1375,7 @@ def _pooled_anchors(st: Any, level: np.ndarray, comp: np.ndarray, ncomp: int,
     anchor[c] = np.minimum(anchor[c], np.where(np.isnan(r), np.inf, r))
 
 
-def _radii(model: GTVModel, W: np.ndarray, P: float, viol: np.ndarray, radius: float | None,
+def _radii(model: ModelDeclaration, W: np.ndarray, P: float, viol: np.ndarray, radius: float | None,
            solver: str | None) -> np.ndarray:
     """The radii of the residual charges: the caller's, or certified ones (``inf`` where none
     can be certified)."""
@@ -1412,7 +1408,7 @@ def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
     return np.flatnonzero(bad)
 
 
-def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e-6,
+def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: float = 1e-6,
             feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
             project: str = "auto", fallback: bool = True) -> Certificate:
     """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
@@ -1471,7 +1467,7 @@ def certify(model: GTVModel, weights: Any, flows: Any = None, *, tol: float = 1e
     return cert
 
 
-def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_tol: float,
+def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float, feas_tol: float,
                   radius: float | None, solver: str | None, project: str,
                   rounds: int = 4) -> Certificate:
     """:func:`certify` with the given (or built) flows only; options already validated."""
@@ -1635,7 +1631,7 @@ def _certify_once(model: GTVModel, weights: Any, flows: Any, tol: float, feas_to
     )
 
 
-def _max_rows(model: GTVModel) -> int:
+def _max_rows(model: ModelDeclaration) -> int:
     """The largest number of samples of a node (for the rounding bound of the sums)."""
     ms = [len(b.row_node) and int(np.bincount(b.row_node).max()) for b in
           model.structure().batches if b.is_datafit]

@@ -60,19 +60,17 @@ of (D_s); :func:`node_conjugate` also returns the solver's gap tolerance.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
-from ._solver import run_solver
-from ._validate import as_finite_array
-from .errors import DataError, InfeasibleError, SolverError, UnsupportedError
-
-if TYPE_CHECKING:
-    from .model import GTVModel
+from .._solver import run_solver
+from .._validate import as_finite_array
+from ..declaration import ModelDeclaration
+from ..errors import DataError, InfeasibleError, SolverError, UnsupportedError
 
 __all__ = [
     "ConicData",
@@ -151,20 +149,20 @@ class _JointProblem:
     key: tuple | None = None
 
 
-def conic_nodes(model: GTVModel) -> list[int]:
+def conic_nodes(model: ModelDeclaration) -> list[int]:
     """Positions of the conic nodes: a symbolic loss or at least one symbolic constraint."""
     st = model.structure()
     return sorted(set(st.symbolic) | set(st.symbolic_constraints))
 
 
-def _check_position(model: GTVModel, i: Any) -> int:
+def _check_position(model: ModelDeclaration, i: Any) -> int:
     if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not (
             0 <= i < model.num_nodes):
         raise DataError(f"node position must be an integer in [0, {model.num_nodes}), got {i!r}")
     return int(i)
 
 
-def _node_terms(model: GTVModel, i: int) -> tuple[cp.Variable, cp.Expression,
+def _node_terms(model: ModelDeclaration, i: int) -> tuple[cp.Variable, cp.Expression,
                                                    list[cp.Constraint]]:
     """The node's variable ``x``, ``L_i(x)`` (regularizers included) and all its constraints."""
     x = model.var(model.nodes[i])
@@ -175,7 +173,7 @@ def _node_terms(model: GTVModel, i: int) -> tuple[cp.Variable, cp.Expression,
     return x, expr, cons
 
 
-def _node_problem(model: GTVModel, i: int, boxed: bool = False) -> _NodeProblem:
+def _node_problem(model: ModelDeclaration, i: int, boxed: bool = False) -> _NodeProblem:
     """(P_s) for node position ``i``, cached on the model until it changes structurally.
 
     DPP in ``s`` (and in the user's Parameters if they enter DPP-compliantly; otherwise CVXPY
@@ -196,7 +194,7 @@ def _node_problem(model: GTVModel, i: int, boxed: bool = False) -> _NodeProblem:
     return entry
 
 
-def _joint_problem(model: GTVModel, nodes: tuple[int, ...]) -> _JointProblem:
+def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointProblem:
     """The separable problem of ``nodes`` without the linear terms, cached per node tuple."""
     cache = model._cache.setdefault("conic_joint", {})
     entry = cache.get(nodes)
@@ -223,7 +221,7 @@ def _param_key(problem: cp.Problem) -> tuple:
     return tuple(sorted(key))
 
 
-def parameter_key(model: GTVModel, nodes: list[int]) -> tuple:
+def parameter_key(model: ModelDeclaration, nodes: list[int]) -> tuple:
     """The values of the CVXPY Parameters inside the losses/constraints of ``nodes``.
 
     :func:`conic_dual_terms` bakes the conic data (which depends on those values) into
@@ -233,7 +231,7 @@ def parameter_key(model: GTVModel, nodes: list[int]) -> tuple:
     return _param_key(_joint_problem(model, nodes_t).problem)
 
 
-def conic_data(model: GTVModel, nodes: list[int]) -> ConicData:
+def conic_data(model: ModelDeclaration, nodes: list[int]) -> ConicData:
     """The Clarabel-form conic data of (P_S) for several nodes at once (cached).
 
     (P_S) is ``min sum_k L_k(x_k) - S_k^T x_k  s.t.  x_k in C_k``.  The separable problem
@@ -310,7 +308,7 @@ def conic_data(model: GTVModel, nodes: list[int]) -> ConicData:
     return out
 
 
-def node_conic_data(model: GTVModel, i: int) -> ConicData:
+def node_conic_data(model: ModelDeclaration, i: int) -> ConicData:
     """:func:`conic_data` of a single node (cached)."""
     return conic_data(model, [i])
 
@@ -400,7 +398,7 @@ def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
 
 
 # ---------------------------------------------------------------- the dual terms
-def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
+def conic_dual_terms(model: ModelDeclaration, nodes: list[int], S: cp.Expression
                      ) -> tuple[cp.Expression, list[cp.Constraint]]:
     """Stacked (D_s) of several nodes: ``sum_k -(L_k + iota_{C_k})^*(S_k)`` as a maximization.
 
@@ -444,7 +442,7 @@ def conic_dual_terms(model: GTVModel, nodes: list[int], S: cp.Expression
     return concave, cons
 
 
-def node_dual_terms(model: GTVModel, i: int, s_expr: cp.Expression
+def node_dual_terms(model: ModelDeclaration, i: int, s_expr: cp.Expression
                     ) -> tuple[cp.Expression, list[cp.Constraint]]:
     """(D_s) of node position ``i``: maximizing the returned concave expression subject to the
     returned constraints (over the new dual-cone variables) equals
@@ -462,7 +460,7 @@ def node_dual_terms(model: GTVModel, i: int, s_expr: cp.Expression
 
 
 # ---------------------------------------------------------------- numeric conjugates
-def node_conjugate(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
+def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None = None, *,
                    accept_inaccurate: bool = False, radius: float | None = None,
                    **opts: Any) -> tuple[float, float]:
     """``((L_i + iota_{C_i})^*(s), tolerance)`` for a numpy ``s``, from (P_s):
@@ -545,7 +543,7 @@ def _gap_tolerance(name: str, options: dict[str, Any], status: str, value: float
     return 1e-6 * scale
 
 
-def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = None, *,
+def node_conjugate_value(model: ModelDeclaration, i: int, s: Any, solver: str | None = None, *,
                          accept_inaccurate: bool = False, **opts: Any) -> float:
     """``(L_i + iota_{C_i})^*(s)`` for a numpy ``s`` (``+inf`` outside the domain).
 
@@ -555,7 +553,8 @@ def node_conjugate_value(model: GTVModel, i: int, s: Any, solver: str | None = N
     return node_conjugate(model, i, s, solver, accept_inaccurate=accept_inaccurate, **opts)[0]
 
 
-def conjugate_values(model: GTVModel, nodes: list[int], S: Any, solver: str | None = None, *,
+def conjugate_values(model: ModelDeclaration, nodes: list[int], S: Any, solver: str | None = None,
+                     *,
                      accept_inaccurate: bool = False, **opts: Any) -> np.ndarray:
     """``[(L_k + iota_{C_k})^*(S_k)]_k`` for node positions ``nodes`` and an ``(len(nodes), d)``
     numpy array ``S``: :func:`node_conjugate_value` per node (each node's problem is built once
@@ -572,7 +571,7 @@ def conjugate_values(model: GTVModel, nodes: list[int], S: Any, solver: str | No
     ])
 
 
-def conic_weights(model: GTVModel, nodes: list[int], constraints: list[cp.Constraint]
+def conic_weights(model: ModelDeclaration, nodes: list[int], constraints: list[cp.Constraint]
                   ) -> np.ndarray | None:
     """Primal weights ``w_k`` of ``nodes`` (``(len(nodes), d)``) from a solved dual problem.
 

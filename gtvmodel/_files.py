@@ -1,0 +1,717 @@
+"""The codec of the portable, pickle-free problem and solution files (``docs/file_format.md``).
+
+The public functions are in :mod:`gtvmodel.io` (which documents the format); this module holds
+the reading and writing so that :class:`gtvmodel.GTVModel` can save and load itself without an
+import cycle: it constructs models through the class it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from numpy.lib import format as npformat
+
+from .declaration import ModelDeclaration
+from .errors import FileFormatError, GTVError, UnsupportedError
+from .terms.constraints import Box, NonNeg, NormBall
+from .terms.losses import (
+    AbsoluteLoss,
+    DataFitLoss,
+    HingeLoss,
+    HuberLoss,
+    LogisticLoss,
+    QuadraticLoss,
+    SquaredLoss,
+    SymbolicLoss,
+    ZeroLoss,
+)
+from .terms.penalties import Norm1, Norm2, NormInf, NormP, QuadForm, SquaredNorm2
+
+__all__ = ["FORMAT_VERSION", "save_model", "read_model", "save_array", "load_array",
+           "save_weights", "load_weights", "save_flows", "load_flows"]
+
+#: Version of the problem-file format written by :func:`save_model`.
+FORMAT_VERSION = 1
+_FORMAT = "gtvmodel-problem"
+_DATAFIT = {c.kind: c for c in (SquaredLoss, LogisticLoss, HingeLoss, AbsoluteLoss, HuberLoss)}
+_PENALTIES = {"norm2": Norm2, "norm1": Norm1, "norminf": NormInf, "squarednorm2": SquaredNorm2}
+
+
+# ===================================================================== problem files
+def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
+    """Write ``model`` (library losses, constraints and penalty only) to ``path`` (``.npz``)."""
+    n, d = model.num_nodes, model.dim
+    labels = []
+    for v in model.nodes:
+        if isinstance(v, bool) or not isinstance(v, (str, int, np.integer)):
+            raise UnsupportedError(f"node label {v!r}: only str and int labels can be saved")
+        labels.append(v if isinstance(v, str) else int(v))
+    pen = model.penalty
+    arrays: dict[str, np.ndarray] = {}
+    if isinstance(pen, NormP):
+        pdesc: dict[str, Any] = {"kind": "normp", "p": _num(pen.p)}
+    elif isinstance(pen, QuadForm):
+        pdesc = {"kind": "quadform"}
+        arrays["penalty_Q"] = pen.Q
+    elif pen.kind in _PENALTIES and type(pen) is _PENALTIES[pen.kind]:
+        pdesc = {"kind": pen.kind}
+    else:
+        raise UnsupportedError(f"penalty {pen!r} cannot be saved (not a library penalty)")
+    losses, Xs, ys = [], [], []
+    row_ptr = np.zeros(n + 1, dtype=np.int64)
+    centres = np.zeros((n, d))
+    for i in range(n):
+        loss = model.loss_at(i)
+        if isinstance(loss, SymbolicLoss):
+            raise UnsupportedError(f"node {model.nodes[i]!r}: symbolic losses cannot be saved")
+        desc: dict[str, Any] = {"kind": loss.kind, "l1": loss.l1, "l2": loss.l2}
+        m = 0
+        if isinstance(loss, DataFitLoss):
+            Xs.append(loss.X)
+            ys.append(loss.y)
+            m = loss.m
+            if isinstance(loss, HuberLoss):
+                desc["M"] = loss.M
+        elif isinstance(loss, QuadraticLoss):
+            centres[i] = loss.a
+        elif not isinstance(loss, ZeroLoss):
+            raise UnsupportedError(f"node {model.nodes[i]!r}: {loss!r} cannot be saved")
+        row_ptr[i + 1] = row_ptr[i] + m
+        losses.append(desc)
+    cons_desc, box_lo, box_hi = [], [], []
+    for i in range(n):
+        items = []
+        for c in model.constraints_at(i):
+            if isinstance(c, Box):
+                lo, hi = c.bounds(d)
+                items.append({"kind": "box", "row": len(box_lo)})
+                box_lo.append(lo)
+                box_hi.append(hi)
+            elif isinstance(c, NonNeg):
+                items.append({"kind": "nonneg"})
+            elif isinstance(c, NormBall):
+                items.append({"kind": "normball", "radius": c.radius, "p": _num(c.p)})
+            else:
+                raise UnsupportedError(f"node {model.nodes[i]!r}: constraint {c!r} cannot be "
+                                       "saved (symbolic constraints have no file format)")
+        cons_desc.append(items)
+    header = {"format": _FORMAT, "version": FORMAT_VERSION, "n": n, "d": d,
+              "lam": model.lam, "penalty": pdesc, "nodes": labels, "losses": losses,
+              "constraints": cons_desc}
+    arrays.update(
+        header=np.frombuffer(json.dumps(header, allow_nan=False).encode("utf-8"),
+                             dtype=np.uint8),
+        edges=model.edges.astype(np.int64), edge_weights=model.edge_weights.astype(float),
+        X=np.vstack(Xs) if Xs else np.zeros((0, d)),
+        y=np.concatenate(ys) if ys else np.zeros(0), row_ptr=row_ptr, centres=centres,
+        box_lo=np.array(box_lo).reshape(-1, d), box_hi=np.array(box_hi).reshape(-1, d),
+    )
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def _num(x: float) -> float | str:
+    """JSON-safe number (``inf`` as the string ``"inf"``)."""
+    return "inf" if np.isinf(x) else float(x)
+
+
+# ===================================================================== safe low-level reading
+#: Largest JSON header accepted (bytes of UTF-8 text).
+MAX_HEADER_BYTES = 1 << 26
+#: Largest ``.npy`` header (the Python-literal dict at the start of a member) accepted.
+_MAX_NPY_HEADER = 1 << 16
+#: Deflate cannot expand data by more than 1032:1; a member declaring more is corrupt.
+_MAX_DEFLATE_RATIO = 1032
+_SLACK = 1 << 12
+_FLOAT_KINDS = "fiu"   # float arrays: any real number type is accepted and converted
+_INT_KINDS = "iu"
+#: Exceptions a corrupt file can raise from zipfile, zlib, numpy's NPY parser, JSON, decoding.
+_LOW_LEVEL = (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, LookupError,
+              ArithmeticError, MemoryError, RecursionError, RuntimeError, SyntaxError,
+              NotImplementedError, AttributeError, UnicodeError, zipfile.BadZipFile,
+              zlib.error, struct.error)
+
+
+def _r(v: Any) -> str:
+    """``repr`` shortened for messages (labels and header values can be long)."""
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _fail(where: str, msg: str) -> FileFormatError:
+    return FileFormatError(f"{where}: {msg}")
+
+
+def _text(exc: BaseException) -> str:
+    """An exception as one short line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _low(where: str, exc: BaseException) -> FileFormatError:
+    return _fail(where, f"unreadable ({_text(exc)})")
+
+
+def _npy_header(fh: Any, where: str) -> tuple[tuple, bool, np.dtype]:
+    """Parse an NPY header from ``fh`` (version 1.0 or 2.0, plain numbers, no pickles)."""
+    try:
+        version = npformat.read_magic(fh)
+        if version not in ((1, 0), (2, 0)):
+            raise _fail(where, f"NPY format version {version} is not supported (1.0 and 2.0 "
+                        "are)")
+        read = (npformat.read_array_header_1_0 if version == (1, 0)
+                else npformat.read_array_header_2_0)
+        shape, fortran, dtype = read(fh, max_header_size=_MAX_NPY_HEADER)
+    except FileFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises many kinds
+        raise _fail(where, f"not a valid NPY header ({_text(exc)})") from None
+    if not isinstance(shape, tuple) or any(not _is_int(s) or s < 0 for s in shape):
+        raise _fail(where, f"bad NPY shape {_r(shape)}")
+    if not isinstance(fortran, bool):
+        raise _fail(where, f"bad NPY fortran_order {fortran!r}")
+    if (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None
+            or dtype.kind not in "biufc" or dtype.itemsize > 8):
+        raise _fail(where, f"dtype {dtype} is not a plain number type (object arrays, pickles "
+                    "and records are refused)")
+    return shape, fortran, dtype
+
+
+def _kind_ok(dtype: np.dtype, kinds: str) -> bool:
+    return dtype.kind in kinds and (kinds != "u" or dtype.itemsize == 1)
+
+
+def _shape_check(want: tuple[int | None, ...], kinds: str, limit: int = 0
+                 ) -> Callable[[tuple, np.dtype, str], None]:
+    """A check of an NPY header: shape ``want`` (``None``: the one free dimension, at most
+    ``limit``) and a dtype of one of ``kinds``."""
+
+    def check(shape: tuple, dtype: np.dtype, where: str) -> None:
+        ok = len(shape) == len(want) and all(
+            s == w if w is not None else s <= limit for s, w in zip(shape, want, strict=True))
+        if not ok or not _kind_ok(dtype, kinds):
+            exp = "(" + ", ".join("k" if w is None else str(w) for w in want)
+            exp += ",)" if len(want) == 1 else ")"
+            kind = {"u": "uint8", _INT_KINDS: "integer"}.get(kinds, "real")
+            free = f", k <= {limit}" if None in want else ""
+            raise FileFormatError(f"{where} has shape {shape} and dtype {dtype}; expected "
+                                  f"shape {exp}{free} ({kind})")
+
+    return check
+
+
+def _one_of(shapes: list[tuple[int, ...]], expected: tuple[int, int] | None
+            ) -> Callable[[tuple, np.dtype, str], None]:
+    """A check of an NPY header for weights/flows: a real dtype and one of ``shapes`` (any
+    vector or matrix when ``shapes`` is empty)."""
+
+    def check(shape: tuple, dtype: np.dtype, where: str) -> None:
+        if not _kind_ok(dtype, _FLOAT_KINDS):
+            raise _fail(where, f"array has dtype {dtype}, expected real numbers")
+        if (shapes and shape not in shapes) or len(shape) > 2:
+            raise _fail(where, f"shape {shape}, expected {expected or 'a vector or a matrix'}")
+
+    return check
+
+
+def _from_bytes(data: bytes, shape: tuple, fortran: bool, dtype: np.dtype, kinds: str,
+                where: str) -> np.ndarray:
+    a = np.frombuffer(data, dtype=dtype)
+    a = a.reshape(shape[::-1]).T if fortran else a.reshape(shape)
+    if kinds == _INT_KINDS:
+        if dtype.kind == "u" and dtype.itemsize == 8 and a.size and a.max() > np.iinfo(
+                np.int64).max:
+            raise _fail(where, "integer out of the int64 range")
+        return a.astype(np.int64)
+    if kinds == "u":
+        return np.ascontiguousarray(a)
+    return a.astype(np.float64)
+
+
+class _Archive:
+    """A zip archive read defensively: only named members, each size checked before inflating."""
+
+    def __init__(self, path: str, where: str):
+        self.where = where
+        if not os.path.exists(path):
+            raise _fail(where, "no such file")
+        try:
+            self.disk_size = os.path.getsize(path)
+            self.zf = zipfile.ZipFile(path)
+            infos = self.zf.infolist()
+        except _LOW_LEVEL as exc:
+            raise _fail(where, f"not a readable .npz archive ({_text(exc)})") from None
+        self.infos: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if info.filename in self.infos:
+                self.close()
+                raise _fail(where, f"member {_r(info.filename)} appears twice")
+            self.infos[info.filename] = info
+
+    def close(self) -> None:
+        self.zf.close()
+
+    def __enter__(self) -> _Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def has(self, name: str) -> bool:
+        return f"{name}.npy" in self.infos
+
+    def read(self, name: str, check: Callable[[tuple, np.dtype, str], None], kinds: str,
+             max_bytes: int | None = None) -> np.ndarray:
+        """Array ``name`` (member ``name.npy``): sizes checked against the archive, its NPY
+        header against ``check``, before any data is inflated."""
+        member = f"{name}.npy"
+        info = self.infos.get(member)
+        if info is None:
+            raise _fail(self.where, f"missing array {name!r}")
+        where = f"{self.where}: member {member!r}"
+        if info.flag_bits & 0x1:
+            raise _fail(where, "encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise _fail(where, f"compression method {info.compress_type} is not supported "
+                        "(stored and deflated are)")
+        size, csize = info.file_size, info.compress_size
+        bound = csize if info.compress_type == zipfile.ZIP_STORED else (
+            _MAX_DEFLATE_RATIO * csize + _SLACK)
+        if csize > self.disk_size or size > bound:
+            raise _fail(where, f"declares {size} bytes from {csize} compressed bytes in a "
+                        f"{self.disk_size}-byte file (corrupt)")
+        if max_bytes is not None and size > max_bytes:
+            raise _fail(where, f"declares {size} bytes, more than the {max_bytes} allowed")
+        try:
+            with self.zf.open(info) as fh:
+                shape, fortran, dtype = _npy_header(fh, where)
+                check(shape, dtype, f"{self.where}: array {name!r}")
+                nbytes = math.prod(shape) * dtype.itemsize
+                if fh.tell() + nbytes != size:
+                    raise _fail(where, f"{size} bytes do not hold an array of shape {shape} "
+                                f"and dtype {dtype}")
+                data = fh.read(nbytes)
+                if len(data) != nbytes or fh.read(1):
+                    raise _fail(where, "truncated data")
+            return _from_bytes(data, shape, fortran, dtype, kinds, where)
+        except FileFormatError:
+            raise
+        except _LOW_LEVEL as exc:
+            raise _low(where, exc) from None
+
+    def array(self, name: str, want: tuple[int | None, ...], kinds: str = _FLOAT_KINDS,
+              limit: int = 0, max_bytes: int | None = None) -> np.ndarray:
+        return self.read(name, _shape_check(want, kinds, limit), kinds, max_bytes)
+
+
+# ===================================================================== strict header values
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _h_int(v: Any, name: str, where: str, lo: int) -> int:
+    if not _is_int(v) or v < lo:
+        raise _fail(where, f"header field {name} must be an integer >= {lo} (a JSON integer, "
+                    f"not a float, string or bool), got {_r(v)}")
+    return v
+
+
+def _h_real(v: Any, name: str, where: str, strict: bool = False) -> float:
+    if not _is_real(v) or not math.isfinite(v) or v < 0 or (strict and v == 0):
+        req = "> 0" if strict else ">= 0"
+        raise _fail(where, f"header field {name} must be a finite JSON number {req} (not a "
+                    f"string or bool), got {_r(v)}")
+    return float(v)
+
+
+def _h_exponent(v: Any, name: str, where: str) -> float:
+    if v == "inf" and isinstance(v, str):
+        return math.inf
+    if not _is_real(v) or math.isnan(v) or v < 1:
+        raise _fail(where, f"header field {name} must be a JSON number >= 1 or \"inf\", "
+                    f"got {_r(v)}")
+    return float(v)
+
+
+def _h_keys(obj: Any, name: str, where: str, required: set, optional: set = frozenset()
+            ) -> dict:
+    if not isinstance(obj, dict):
+        raise _fail(where, f"header field {name} must be a JSON object, got {_r(obj)}")
+    missing = required - obj.keys()
+    unknown = obj.keys() - required - optional
+    if missing or unknown:
+        what = [f"missing {sorted(missing)}"] if missing else []
+        what += [f"unknown {sorted(unknown)}"] if unknown else []
+        raise _fail(where, f"header field {name}: {' and '.join(what)} keys (allowed: "
+                    f"{sorted(required | optional)})")
+    return obj
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {_r(k)}")
+        out[k] = v
+    return out
+
+
+def _json_constant(name: str) -> float:
+    if name == "Infinity":  # written by gtvmodel < 0.x for NormP(inf); accepted, "inf" preferred
+        return math.inf
+    raise ValueError(f"{name} is not allowed in the header")
+
+
+def _parse_header(z: _Archive) -> dict:
+    where = z.where
+    raw = z.array("header", (None,), "u", limit=MAX_HEADER_BYTES,
+                  max_bytes=MAX_HEADER_BYTES + _SLACK)
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"), object_pairs_hook=_json_pairs,
+                            parse_constant=_json_constant)
+    except _LOW_LEVEL as exc:
+        raise _fail(where, f"the header is not UTF-8 JSON ({_text(exc)})") from None
+    if not isinstance(header, dict) or header.get("format") != _FORMAT:
+        raise _fail(where, "not a gtvmodel problem file (format "
+                    f"{_r(header.get('format') if isinstance(header, dict) else None)})")
+    version = header.get("version")
+    if not _is_int(version) or version != FORMAT_VERSION:
+        raise _fail(where, f"format version {_r(version)} is not supported (this gtvmodel reads "
+                    f"version {FORMAT_VERSION})")
+    return _h_keys(header, "(top level)", where, {"format", "version", "n", "d", "lam",
+                                                  "penalty", "nodes", "losses", "constraints"})
+
+
+# ===================================================================== problem files
+def read_model(path: str | os.PathLike, cls: type[ModelDeclaration]) -> Any:
+    """Read a problem file written by :func:`save_model` (or by any program following
+    ``docs/file_format.md``) into a new ``cls`` (a :class:`ModelDeclaration` subclass).
+
+    The outcome is the identical model or a :class:`FileFormatError` naming the file (and the
+    archive member) at fault; no other exception escapes.  Only the known members are read,
+    each member's declared size is checked against the size the header implies before it is
+    inflated, and the header's values are checked strictly (JSON integers where integers are
+    due, finite JSON numbers, no unknown keys).
+    """
+    p = os.fspath(path)
+    where = f"problem file {p!r}"
+    try:
+        with _Archive(p, where) as z:
+            return _load_model(z, where, cls)
+    except FileFormatError:
+        raise
+    except (GTVError, *_LOW_LEVEL) as exc:  # a constructor's refusal, or a defect found late
+        raise _fail(where, f"invalid content ({_text(exc)})") from None
+
+
+def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
+    header = _parse_header(z)
+    n = _h_int(header["n"], "n", where, 1)
+    d = _h_int(header["d"], "d", where, 1)
+    lam = _h_real(header["lam"], "lam", where)
+    labels, losses, cons = header["nodes"], header["losses"], header["constraints"]
+    for name, v in (("nodes", labels), ("losses", losses), ("constraints", cons)):
+        if not isinstance(v, list) or len(v) != n:
+            got = f"{len(v)} entries" if isinstance(v, list) else repr(v)[:50]
+            raise _fail(where, f"header field {name} must be a list of n = {n} entries, got "
+                        f"{got}")
+    for v in labels:
+        if not (_is_int(v) or isinstance(v, str)):
+            raise _fail(where, f"node label {_r(v)} is not a string or an integer")
+    if len(set(labels)) != n:
+        raise _fail(where, "node labels are not unique")
+    pdesc = _h_keys(header["penalty"], "penalty", where, {"kind"}, {"p"})
+    pkind = pdesc["kind"]
+    if pkind == "normp":
+        _h_keys(pdesc, "penalty", where, {"kind", "p"})
+        pen_p = _h_exponent(pdesc["p"], "penalty.p", where)
+    elif not isinstance(pkind, str) or (pkind not in _PENALTIES and pkind != "quadform"):
+        raise _fail(where, f"unknown penalty kind {_r(pkind)} (known: {', '.join(_PENALTIES)}, "
+                    "normp, quadform)")
+    else:
+        _h_keys(pdesc, "penalty", where, {"kind"})
+    # ---- losses: kinds, regularizers, which nodes own rows of X
+    loss_args: list[tuple[str, dict[str, float]]] = []
+    for i, desc in enumerate(losses):
+        at = f"losses[{i}] (node {_r(labels[i])})"
+        kind = desc.get("kind") if isinstance(desc, dict) else None
+        if not isinstance(kind, str) or (kind not in _DATAFIT and kind not in
+                                         ("zero", "quadratic")):
+            raise _fail(where, f"node {_r(labels[i])} has unknown loss type {_r(kind)} (known: "
+                        f"zero, quadratic, {', '.join(_DATAFIT)})")
+        _h_keys(desc, at, where, {"kind"}, {"l1", "l2", "M"} if kind == "huber" else
+                {"l1", "l2"})
+        args = {k: _h_real(desc[k], f"{at}.{k}", where) for k in ("l1", "l2") if k in desc}
+        if "M" in desc:
+            args["M"] = _h_real(desc["M"], f"{at}.M", where, strict=True)
+        loss_args.append((kind, args))
+    is_fit = np.fromiter((k in _DATAFIT for k, _ in loss_args), dtype=bool, count=n)
+    # ---- constraints: kinds, parameters, box rows
+    cons_args: list[list[tuple[str, Any]]] = []
+    for i, items in enumerate(cons):
+        if not isinstance(items, list):
+            raise _fail(where, f"constraints[{i}] (node {_r(labels[i])}) must be a list")
+        node_items: list[tuple[str, Any]] = []
+        for j, c in enumerate(items):
+            at = f"constraints[{i}][{j}] (node {_r(labels[i])})"
+            kind = c.get("kind") if isinstance(c, dict) else None
+            if kind == "box":
+                _h_keys(c, at, where, {"kind", "row"})
+                node_items.append(("box", _h_int(c["row"], f"{at}.row", where, 0)))
+            elif kind == "nonneg":
+                _h_keys(c, at, where, {"kind"})
+                node_items.append(("nonneg", None))
+            elif kind == "normball":
+                _h_keys(c, at, where, {"kind", "radius"}, {"p"})
+                node_items.append(("normball", (
+                    _h_real(c["radius"], f"{at}.radius", where),
+                    _h_exponent(c["p"], f"{at}.p", where) if "p" in c else 2.0)))
+            else:
+                raise _fail(where, f"node {_r(labels[i])} has unknown constraint type {_r(kind)} "
+                            "(known: box, nonneg, normball)")
+        cons_args.append(node_items)
+    n_box = sum(k == "box" for items in cons_args for k, _ in items)
+    # ---- arrays: each shape is fixed by the header (and row_ptr / edges) before reading data
+    row_ptr = z.array("row_ptr", (n + 1,), _INT_KINDS)
+    if row_ptr[0] != 0 or (np.diff(row_ptr) < 0).any():
+        raise _fail(where, "row_ptr must start at 0 and be nondecreasing")
+    M = int(row_ptr[-1])
+    counts = np.diff(row_ptr)
+    bad = np.flatnonzero((counts > 0) != is_fit)
+    if bad.size:
+        i = int(bad[0])
+        raise _fail(where, f"node {_r(labels[i])} has a {loss_args[i][0]!r} loss but owns "
+                    f"{int(counts[i])} rows of X (row_ptr); data-fit losses need rows, "
+                    "zero and quadratic losses none")
+    X = z.array("X", (M, d), _FLOAT_KINDS)
+    y = z.array("y", (M,), _FLOAT_KINDS)
+    centres = z.array("centres", (n, d), _FLOAT_KINDS)
+    for name, a in (("X", X), ("y", y), ("centres", centres)):
+        _finite(a, name, where)
+    edges = z.array("edges", (None, 2), _INT_KINDS, limit=n * (n - 1) // 2)
+    E = edges.shape[0]
+    weights = z.array("edge_weights", (E,), _FLOAT_KINDS)
+    _finite(weights, "edge_weights", where)
+    if E:
+        head, tail = edges[:, 0], edges[:, 1]
+        if head.min() < 0 or tail.max() >= n:
+            raise _fail(where, f"edges refer to node positions outside 0..{n - 1}")
+        k = np.flatnonzero(head >= tail)
+        if k.size:
+            raise _fail(where, f"edge {int(k[0])} {tuple(edges[k[0]].tolist())} is a self-loop "
+                        "or not oriented (e+ < e- is required)")
+        key = head * n + tail
+        k = np.flatnonzero(np.diff(key) <= 0)
+        if k.size:
+            raise _fail(where, f"edges {int(k[0])} and {int(k[0]) + 1} are duplicates or out of "
+                        "order (edges must be sorted by (e+, e-), without repeats)")
+        k = np.flatnonzero(weights <= 0)
+        if k.size:
+            raise _fail(where, f"edge weight {int(k[0])} is {weights[k[0]]!r}; edge weights "
+                        "must be > 0")
+    box_lo = z.array("box_lo", (None, d), _FLOAT_KINDS, limit=n_box)
+    box_hi = z.array("box_hi", (box_lo.shape[0], d), _FLOAT_KINDS)
+    if np.isnan(box_lo).any() or np.isnan(box_hi).any():
+        raise _fail(where, "box_lo/box_hi contain NaN")
+    if np.isposinf(box_lo).any() or np.isneginf(box_hi).any() or (box_lo > box_hi).any():
+        raise _fail(where, "box_lo/box_hi describe an empty box (lo = +inf, hi = -inf or "
+                    "lo > hi)")
+    if pkind == "normp":
+        pen: Any = NormP(pen_p)
+    elif pkind == "quadform":
+        Q = z.array("penalty_Q", (d, d), _FLOAT_KINDS)
+        _finite(Q, "penalty_Q", where)
+        pen = QuadForm(Q)
+    else:
+        pen = _PENALTIES[pkind]()
+    # ---- the model
+    G = nx.Graph()
+    G.add_nodes_from(labels)
+    G.add_edges_from((labels[a], labels[b], {"weight": w})
+                     for (a, b), w in zip(edges.tolist(), weights.tolist(), strict=True))
+    model = cls(G, d, penalty=pen, lam=lam)
+    if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
+        raise _fail(where, "edge order differs from the model's")
+    for i, (kind, args) in enumerate(loss_args):
+        r0, r1 = int(row_ptr[i]), int(row_ptr[i + 1])
+        if kind in _DATAFIT:
+            loss: Any = _DATAFIT[kind](X[r0:r1], y[r0:r1], **args)
+        elif kind == "zero":
+            loss = ZeroLoss(**args)
+        else:
+            loss = QuadraticLoss(centres[i], **args)
+        model.set_loss(labels[i], loss)
+    for i, items in enumerate(cons_args):
+        for kind, arg in items:
+            if kind == "box":
+                if arg >= box_lo.shape[0]:
+                    raise _fail(where, f"node {_r(labels[i])}: box row {arg} is out of range "
+                                f"(box_lo has {box_lo.shape[0]} rows)")
+                c: Any = Box(box_lo[arg], box_hi[arg])
+            elif kind == "nonneg":
+                c = NonNeg()
+            else:
+                c = NormBall(arg[0], p=arg[1])
+            model.add_constraint(labels[i], c)
+    return model
+
+
+def _finite(a: np.ndarray, name: str, where: str) -> None:
+    bad = ~np.isfinite(a)
+    if bad.any():
+        idx = tuple(int(k) for k in np.argwhere(bad)[0])
+        raise _fail(where, f"array {name!r} contains NaN or inf (first at index {idx})")
+
+
+# ===================================================================== weights / flows
+def save_array(path: str | os.PathLike, array: Any, name: str) -> None:
+    """Save one array: ``.npz`` (under ``name``), ``.npy``, or text (``.txt``/``.csv``; a
+    vector is written as one column)."""
+    a = np.asarray(array, dtype=float)
+    p = os.fspath(path)
+    if p.endswith(".npz"):
+        with open(p, "wb") as fh:
+            np.savez(fh, **{name: a})
+    elif p.endswith(".npy"):
+        with open(p, "wb") as fh:
+            np.save(fh, a, allow_pickle=False)
+    else:
+        np.savetxt(p, a.reshape(-1, 1) if a.ndim < 2 else a, delimiter=",", fmt="%.17g")
+
+
+def _allowed_shapes(shape: tuple[int, int] | None) -> list[tuple[int, ...]]:
+    if shape is None:
+        return []
+    rows, d = shape
+    out: list[tuple[int, ...]] = [(rows, d)]
+    if d == 1:
+        out.append((rows,))
+    if rows == 0:
+        out.append((0,))
+    return out
+
+
+def _read_npy_file(p: str, what: str, shape: tuple[int, int] | None) -> np.ndarray:
+    size = os.path.getsize(p)
+    with open(p, "rb") as fh:
+        got, fortran, dtype = _npy_header(fh, what)
+        _one_of(_allowed_shapes(shape), shape)(got, dtype, what)
+        nbytes = math.prod(got) * dtype.itemsize
+        if fh.tell() + nbytes != size:
+            raise _fail(what, f"{size} bytes do not hold an array of shape {got} and dtype "
+                        f"{dtype} (truncated or trailing data)")
+        data = fh.read(nbytes)
+    if len(data) != nbytes:  # pragma: no cover - the file changed while being read
+        raise _fail(what, "truncated data")
+    return _from_bytes(data, got, fortran, dtype, _FLOAT_KINDS, what)
+
+
+def _read_npz_file(p: str, what: str, name: str, shape: tuple[int, int] | None
+                   ) -> np.ndarray:
+    with _Archive(p, what) as z:
+        if z.has(name):
+            key = name
+        elif len(z.infos) == 1 and next(iter(z.infos)).endswith(".npy"):
+            key = next(iter(z.infos))[:-4]
+        else:
+            raise _fail(what, f"missing array {name!r} (found {_r(sorted(z.infos))})")
+        return z.read(key, _one_of(_allowed_shapes(shape), shape), _FLOAT_KINDS)
+
+
+def _read_text_file(p: str, what: str, shape: tuple[int, int] | None) -> np.ndarray:
+    limit = None if shape is None else (1 << 20) + 256 * shape[0] * max(shape[1], 1)
+    with open(p, "rb") as fh:
+        raw = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(raw) > limit:
+        raise _fail(what, f"more than {limit} bytes, far more than a {shape} table of numbers "
+                    "needs")
+    text = raw.decode("utf-8")
+    lines = [ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+    if not lines:
+        if shape is not None and shape[0] == 0:
+            return np.zeros((0, shape[1]))
+        raise _fail(what, "no numbers in the file")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = np.loadtxt(lines, delimiter="," if "," in text else None, ndmin=2, dtype=float)
+    if shape is not None and shape[1] == 1 and a.shape == (1, shape[0]):
+        a = a.T  # d = 1 written as a single row (as gtvmodel's save_array did before)
+    return a
+
+
+def load_array(path: str | os.PathLike, name: str,
+               shape: tuple[int, int] | None = None) -> np.ndarray:
+    """Read a float array written by :func:`save_array` or another program (module doc).
+
+    ``shape``, if given, is the expected ``(rows, d)``: NPY shapes are checked before any data
+    is read, and text files far larger than such a table are refused unread.  The result is
+    finite.  Every failure is a :class:`FileFormatError` naming the file.
+    """
+    p = os.fspath(path)
+    what = f"{name} file {p!r}"
+    if not os.path.exists(p):
+        raise FileFormatError(f"{what}: no such file")
+    try:
+        if p.endswith(".npz"):
+            a = _read_npz_file(p, what, name, shape)
+        elif p.endswith(".npy"):
+            a = _read_npy_file(p, what, shape)
+        else:
+            a = _read_text_file(p, what, shape)
+    except FileFormatError:
+        raise
+    except (*_LOW_LEVEL, Warning) as exc:
+        kind = {".npz": "a readable .npz archive", ".npy": "a readable .npy file"}.get(
+            os.path.splitext(p)[1], "a numeric text table")
+        raise _fail(what, f"not {kind} ({_text(exc)})") from None
+    _finite(a, "(data)", what)
+    return a
+
+
+def _shaped(a: np.ndarray, rows: int, d: int, what: str, rowname: str) -> np.ndarray:
+    if a.ndim == 1 and d == 1 and a.shape[0] == rows:
+        a = a[:, None]
+    if rows == 0 and a.size == 0:
+        return np.zeros((0, d))
+    if a.shape != (rows, d):
+        raise FileFormatError(f"{what}: shape {a.shape}, expected ({rows}, {d}) "
+                              f"({rowname} x dim)")
+    return a
+
+
+def save_weights(path: str | os.PathLike, weights: Any) -> None:
+    """Save an ``(n, d)`` weight array (see :func:`save_array`)."""
+    save_array(path, weights, "weights")
+
+
+def load_weights(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
+    """Read weights for ``model``, checking the shape ``(n, d)`` and finiteness."""
+    shape = (model.num_nodes, model.dim)
+    return _shaped(load_array(path, "weights", shape), *shape,
+                   f"weights file {os.fspath(path)!r}", "nodes")
+
+
+def save_flows(path: str | os.PathLike, flows: Any) -> None:
+    """Save an ``(|E|, d)`` flow array (see :func:`save_array`)."""
+    save_array(path, flows, "flows")
+
+
+def load_flows(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
+    """Read flows for ``model``, checking the shape ``(|E|, d)`` (edge order: ``model.edges``)."""
+    shape = (model.num_edges, model.dim)
+    return _shaped(load_array(path, "flows", shape), *shape,
+                   f"flows file {os.fspath(path)!r}", "edges")

@@ -1,0 +1,211 @@
+"""Compilation of the primal problem (16) to one vectorized CVXPY problem, and the diagnostics
+that name the nodes responsible when a solve fails (infeasible or unbounded nodes, overflowing
+data).
+
+The whole model becomes one problem in a matrix variable ``W`` (``n x d``, row ``i`` is ``w_i``)
+and the edge differences ``Z`` (``|E| x d``) tied by the equality constraint ``Z = D W``:
+
+    minimize  sum_batches loss(X_blk vec(W)) + sum_i (eta_i ||w_i||_1 + kappa_i ||w_i||^2)
+              + sum_symbolic L_i(x_i) + lambda * sum_e A_e phi(Z_e)
+    s.t.      Z = D W,   library constraints on W (stacked),   x_i = w_i and C_i (symbolic)
+
+Library losses of one class are stacked into a sparse block matrix (no per-node expressions);
+symbolic losses and constraints are added as given, in their node's own variable ``x_i``, tied
+to row ``i`` of ``W``.  ``lambda`` is a CVXPY Parameter, so changing ``model.lam`` re-solves
+without recompiling (DPP).
+
+The multiplier ``nu`` of ``Z = D W`` gives the edge flows: CVXPY's Lagrangian adds
+``nu^T (Z - D W)``, so stationarity in ``Z`` reads ``-nu in lambda A dphi(Z)`` and in ``W``
+``D^T nu in dL(W)``; hence ``u = -nu`` satisfies the optimality conditions (23)/(25),
+``-(D^T u)_i in dL_i(w_i)`` and ``u_e in lambda A_e dphi(w_{e+} - w_{e-})``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+
+from .._cvx import bounds_constraints, norm_rows_le
+from ..declaration import ModelDeclaration
+from ..terms.constraints import SymbolicConstraint
+from ..terms.losses import SymbolicLoss, ZeroLoss
+
+__all__ = ["PrimalProblem", "compile_primal", "submodel", "find_infeasible_nodes",
+           "unbounded_nodes", "data_overflow_message"]
+
+@dataclass
+class PrimalProblem:
+    """A compiled primal problem: the CVXPY problem and its handles."""
+
+    problem: cp.Problem
+    W: cp.Variable
+    Z: cp.Variable | None
+    flow_constraint: cp.Constraint | None
+    lam: cp.Parameter
+    build_time: float
+
+
+def compile_primal(model: ModelDeclaration) -> PrimalProblem:
+    """Build the vectorized CVXPY problem of (16) (cached on the model until it changes)."""
+    cached = model._cache.get("primal")
+    if cached is not None:
+        cached.lam.value = model.lam
+        return cached
+    t0 = time.perf_counter()
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    W = cp.Variable((n, d), name="W")
+    lam = cp.Parameter(nonneg=True, name="lambda", value=model.lam)
+    w_flat = cp.vec(W, order="C")
+    terms: list[cp.Expression] = []
+    cons: list[cp.Constraint] = []
+    for batch in st.batches:
+        expr = batch.expression(w_flat, W)
+        if expr is not None:
+            terms.append(expr)
+    if st.l1.any():
+        idx = np.flatnonzero(st.l1)
+        terms.append(st.l1[idx] @ cp.sum(cp.abs(W[idx, :]), axis=1))
+    if st.l2.any():
+        idx = np.flatnonzero(st.l2)
+        terms.append(cp.sum_squares(cp.multiply(np.sqrt(st.l2[idx])[:, None], W[idx, :])))
+    tied: set[int] = set()
+
+    def tie(i: int) -> None:
+        if i not in tied:
+            tied.add(i)
+            cons.append(model._vars[i] == W[i, :])
+
+    for i in st.symbolic:
+        loss = model.loss_at(i)
+        terms.append(loss.expression(loss.variable))
+        tie(i)
+    for i in st.symbolic_constraints:
+        for c in model.constraints_at(i):
+            if isinstance(c, SymbolicConstraint):
+                cons.extend(c.constraints(c.variable))
+        tie(i)
+    # library constraints, stacked
+    if st.box is not None:
+        idx, lo, hi = st.box
+        flat = (idx[:, None] * d + np.arange(d)[None, :]).ravel()
+        cons.extend(bounds_constraints(w_flat[flat], lo.ravel(), hi.ravel(), flat.size))
+    if st.nonneg.size:
+        cons.append(W[st.nonneg, :] >= 0)
+    for p, (idx, radii) in st.normball.items():
+        cons.extend(norm_rows_le(W[idx, :], radii, p))
+    Z = flow = None
+    if model.num_edges:
+        Z = cp.Variable((model.num_edges, d), name="Z")
+        flow = Z == model.incidence @ W
+        cons.append(flow)
+        rows, pen_cons = model.penalty.rows_epigraph(Z)
+        cons.extend(pen_cons)
+        terms.append(lam * (model.edge_weights @ rows))
+    objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else (
+        terms[0] if terms else cp.Constant(0.0))
+    problem = cp.Problem(cp.Minimize(objective), cons)
+    compiled = PrimalProblem(problem, W, Z, flow, lam, time.perf_counter() - t0)
+    model._cache["primal"] = compiled
+    return compiled
+
+
+def submodel(model: ModelDeclaration, nodes: np.ndarray) -> ModelDeclaration:
+    """An edgeless model on the given nodes (relabelled ``0..g-1``) with their losses,
+    constraints and (for symbolic ones) their own CVXPY variables."""
+    G = nx.empty_graph(len(nodes))
+    sub = type(model)(G, model.dim, penalty=model.penalty, lam=0.0)
+    for j, i in enumerate(nodes):
+        i = int(i)
+        if i in model._vars:
+            sub._vars[j] = model._vars[i]
+        loss = model.loss_at(i)
+        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
+            sub.set_loss(j, loss)
+        for c in model.constraints_at(i):
+            sub.add_constraint(j, c)
+    return sub
+
+
+def find_infeasible_nodes(model: ModelDeclaration, nodes: Any = None) -> list[Any]:
+    """Node labels whose own constraints (with their loss's domain) have no feasible point.
+
+    ``nodes``: positions to check (default: every node with constraints).  Each node's
+    feasibility problem has no objective (only its constraints), so it is far better
+    conditioned than the problem whose solver reported infeasibility."""
+    bad = []
+    todo = sorted(model._constraints) if nodes is None else sorted(int(i) for i in nodes)
+    for i in todo:
+        if not model.constraints_at(i) and not isinstance(model.loss_at(i), SymbolicLoss):
+            continue
+        # symbolic losses and constraints are stated in the node's own variable
+        x = model._vars.get(i) or cp.Variable(model.dim)
+        cons: list[cp.Constraint] = []
+        for c in model.constraints_at(i):
+            cons.extend(c.constraints(x))
+        loss = model.loss_at(i)
+        if isinstance(loss, SymbolicLoss):
+            cons.extend(loss.expr.domain)
+        if _ends_in(cp.Problem(cp.Minimize(0), cons), (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)):
+            bad.append(model.nodes[i])
+    return bad
+
+
+def _ends_in(prob: cp.Problem, statuses: tuple[str, ...]) -> bool:
+    """Whether a plain Clarabel solve of a small diagnostic problem ends in ``statuses``
+    (a solver failure counts as no)."""
+    try:
+        prob.solve(solver="CLARABEL")
+    except cp.error.SolverError:
+        return False
+    return prob.status in statuses
+
+
+def _data_overflow_nodes(model: ModelDeclaration) -> list[tuple[Any, float]]:
+    """``(label, max |data|)`` of the nodes whose loss data overflow double precision in the
+    products the solvers form (``X^T X``, ``X^T y``, ``||a||^2``)."""
+    out = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i, loss in model._losses.items():
+            arrays = [np.asarray(getattr(loss, k), dtype=float) for k in ("X", "y", "a")
+                      if isinstance(getattr(loss, k, None), np.ndarray)]
+            if not arrays:
+                continue
+            big = max(float(np.abs(a).max(initial=0.0)) for a in arrays)
+            X = getattr(loss, "X", None)
+            prods = [big * big * max(1, arrays[0].size)]
+            if isinstance(X, np.ndarray) and X.ndim == 2:
+                prods.append(float(np.abs(X.T @ X).max(initial=0.0)))
+            if not all(np.isfinite(prods)):
+                out.append((model.nodes[i], big))
+    return out
+
+
+def data_overflow_message(model: ModelDeclaration, where: str) -> str | None:
+    """A message naming the nodes whose data overflow (None if none do)."""
+    bad = _data_overflow_nodes(model)
+    if not bad:
+        return None
+    names = ", ".join(f"{v!r} (entries up to {b:.3g})" for v, b in bad[:10])
+    return (f"{where}: the data of node(s) {names}{' ...' if len(bad) > 10 else ''} overflow "
+            "double precision (X^T X or ||y||^2 is not finite): rescale the data")
+
+
+def unbounded_nodes(model: ModelDeclaration) -> list[Any]:
+    """Labels of the nodes whose own loss is unbounded below over their constraints.
+
+    ``P`` is bounded below whenever every ``L_i`` is (the penalty is nonnegative), so when a
+    solver reports ``P`` unbounded these nodes are the ones responsible."""
+    bad = []
+    for i in range(model.num_nodes):
+        if np.isfinite(model.loss_at(i).lower_bound):
+            continue  # a known lower bound (every library loss is >= 0)
+        prob = compile_primal(submodel(model, np.array([i]))).problem
+        if _ends_in(prob, (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)):
+            bad.append(model.nodes[i])
+    return bad
