@@ -155,7 +155,7 @@ def test_certified_radii_contain_the_minimizer():
             y = X @ np.array([4e4, -3e4]) + rng.normal(size=4)
             model.set_loss(i, gm.SquaredLoss(X, y))
             refs.append(lambda x, X=X, y=y: cp.sum_squares(X @ x - y) / len(y))
-    from gtvmodel.certificates.certificate import certified_radii
+    from gtvmodel.certificates import certified_radii
 
     p_star, W_star = reference(G, lam, refs, d)
     garbage = np.zeros((6, d))  # a far-away candidate: its P bounds the level set honestly

@@ -19,7 +19,7 @@ from test_dual import build  # tests/ is on sys.path (rootdir-relative import)
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.certificates.certificate import flows_from_weights, repair_flows
+from gtvmodel.certificates import flows_from_weights, repair_flows
 
 REF_TOL = 1e-9
 

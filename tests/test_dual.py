@@ -13,7 +13,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.certificates.certificate import dual_value
+from gtvmodel.certificates import dual_value
 
 RTOL = 1e-6
 D = 3

@@ -1,3 +1,16 @@
-"""Certified duality gaps (34) for any candidate: :func:`gtvmodel.certify`
-(:mod:`~gtvmodel.certificates.certificate`).
+"""Certified duality gaps (34) for any candidate (:func:`gtvmodel.certify`).
+
+- :mod:`~gtvmodel.certificates.certificate`: :func:`certify` and :class:`Certificate`;
+- :mod:`~gtvmodel.certificates.value`: the dual value ``D(U)`` as a rigorous lower bound;
+- :mod:`~gtvmodel.certificates.repair`: dual-feasibility repair, flows from weights;
+- :mod:`~gtvmodel.certificates.radii`: certified radii ``R_i`` of the residual charges;
+- :mod:`~gtvmodel.certificates.kinds`: per-node facts computed once per model.
 """
+
+from .certificate import Certificate, certify
+from .radii import certified_radii
+from .repair import flows_from_weights, project_flows, repair_flows
+from .value import dual_value
+
+__all__ = ["Certificate", "certify", "dual_value", "repair_flows", "flows_from_weights",
+           "project_flows", "certified_radii"]

@@ -1,0 +1,390 @@
+"""Certified radii ``R_i`` (MATH.md §8): per-node bounds on ``||w*_i||_inf`` from the level set
+``P(w*) <= P(W)``, anchored at coercive nodes and propagated along edges."""
+
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+
+from .._solver import run_solver
+from ..declaration import ModelDeclaration
+from ..errors import GTVError, SolverError
+from ..solve import conic as conic_mod
+from ..terms.losses import (
+    QuadraticLoss,
+)
+from .kinds import EPS, node_kinds
+
+__all__ = ["Radii", "certified_radii", "candidate_radii", "radius_assumption"]
+
+
+class Radii:
+    """Per-node radii computed on first use: they cost a Dijkstra and possibly LPs, and most
+    certificates (rounding-level residuals only) never need them."""
+
+    def __init__(self, n: int, compute: Any):
+        self.n, self._compute, self.value = n, compute, None
+
+    def __call__(self) -> np.ndarray:
+        if self.value is None:
+            r = self._compute() if callable(self._compute) else self._compute
+            self.value = np.broadcast_to(np.asarray(r, dtype=float), (self.n,)).copy()
+        return self.value
+
+def _upper_bound_point(model: ModelDeclaration, W: np.ndarray,
+                       viol: np.ndarray) -> np.ndarray | None:
+    """A point with ``P(point) >= P*`` for the level-set radii: ``W`` itself when every node
+    constraint holds exactly, else ``W`` with each violating row (violations of a solver's
+    rounding size) projected onto its single library constraint, or moved towards a strictly
+    interior point of its constraints (:func:`_interior_point`) until every constraint holds
+    *exactly* (convexity: the segment enters the set); None when neither works."""
+    bad = np.flatnonzero(viol > 0)
+    if bad.size == 0:
+        return W
+    Wp = W.copy()
+    for i in bad:  # only the (few) rows that violate a constraint by rounding
+        Wp[i] = _feasible_row(model, int(i), W[i])
+        if not np.isfinite(Wp[i]).all():
+            return None
+    return Wp
+
+def _feasible_row(model: ModelDeclaration, i: int, w: np.ndarray) -> np.ndarray:
+    """An exactly feasible point of node ``i``'s constraints near ``w`` (NaN if none found)."""
+    cons = model.constraints_at(i)
+    rows = np.array(w, dtype=float)[None, :]
+
+    def exact(z: np.ndarray) -> bool:
+        return all(c.violation(z) == 0.0 for c in cons)
+
+    if len(cons) == 1:
+        try:
+            z = np.asarray(cons[0].project(rows[0]), dtype=float)
+            if exact(z):
+                return z
+        except GTVError:
+            pass
+    inner = _interior_point(model, i)
+    if inner is not None:
+        for theta in (1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 0.5, 1.0):
+            z = rows[0] + theta * (inner - rows[0])
+            if exact(z):
+                return z
+    return np.full(model.dim, np.nan)
+
+def _interior_point(model: ModelDeclaration, i: int) -> np.ndarray | None:
+    """A strictly feasible point of node ``i``'s constraints: maximize a common slack ``t <=
+    1`` added to every inequality (one small CVXPY problem; None without an interior)."""
+    x = model.var(model.nodes[i])
+    t = cp.Variable()
+    cons: list[cp.Constraint] = [t <= 1.0]
+    for c in model.constraints_at(i):
+        for con in c.constraints(x):
+            if not isinstance(con, cp.constraints.Inequality):
+                return None
+            lhs, rhs = con.args
+            cons.append(lhs + t <= rhs)
+    prob = cp.Problem(cp.Maximize(t), cons)
+    old = x.value  # the node's variable is the user's: leave its value as it was
+    try:
+        run_solver(prob, None, {}, False, True, f"certificate (interior point of node {i})")
+        ok = t.value is not None and float(t.value) > 0 and x.value is not None
+        point = np.asarray(x.value, dtype=float).reshape(model.dim) if ok else None
+    except SolverError:
+        point = None
+    finally:
+        x.value = old
+    return point
+
+def _loss_lower_bounds(model: ModelDeclaration, solver: str | None) -> np.ndarray:
+    """``l_i <= inf h_i`` per node: 0 for library losses (all are ``>= 0``), ``-h_i*(0)`` by
+    conic duality for symbolic nodes (cached; ``-inf`` when that fails)."""
+    cached = model._cache.get("cert_lower")
+    if cached is not None:
+        return cached
+    n, d = model.num_nodes, model.dim
+    low = np.zeros(n)
+    conic = node_kinds(model).conic
+    if conic.size:
+        for i in conic:
+            try:
+                val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
+                low[i] = -(val + tol)
+            except GTVError:
+                low[i] = -np.inf
+    low = np.where(np.isnan(low), -np.inf, low)
+    model._cache["cert_lower"] = low
+    return low
+
+def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
+    """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*`` (MATH.md
+    §8: residual charges need them), from the level set ``P(w*) <= upper`` (``upper >= P*``).
+
+    Every node term is bounded below (:func:`_loss_lower_bounds`, penalties are ``>= 0``), so
+    at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j`` and each edge term
+    ``lambda A_e phi(w*_{e+} - w*_{e-}) <= B = upper - sum_j l_j``.  Coercive nodes give
+    *anchor* radii (``l2``: ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, quadratic and data-fit
+    losses: :meth:`~gtvmodel.losses.LossBatch.sublevel_radii`, bounded constraints), each edge
+    a length ``||w_{e+} - w_{e-}||_inf <= ell_e`` (the penalty's ``sublevel_radius``), and
+    ``R_i = min_k (r_k + dist(k, i))`` by one multi-source Dijkstra.  A connected component
+    in which no node has a loss, regularizer or constraint has ``w* = 0`` among its minimizers
+    (its part of the objective is ``>= 0`` and ``0`` at ``w = 0``): ``R_i = 0`` there.  Nodes
+    that no anchor reaches get ``inf``.
+    """
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    low = _loss_lower_bounds(model, solver)
+    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
+    if not np.isfinite(upper) or not np.isfinite(total):
+        return np.full(n, np.inf)
+    slack = max(upper - total, 0.0)
+    slack = slack * (1 + 1e-12) + 8 * EPS * (abs(upper) + np.abs(low).sum())
+    level = slack + low  # B_i
+    anchor = np.full(n, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
+        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
+    for b in st.batches:
+        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
+    active = np.zeros(n, dtype=bool)  # nodes with a loss, regularizer or constraint
+    active[st.l1 > 0] = active[st.l2 > 0] = True
+    for b in st.batches:
+        if b.is_datafit or b.cls is QuadraticLoss:
+            active[b.nodes] = True
+    active[node_kinds(model).conic] = True
+    for i, cons in model._constraints.items():
+        if cons:
+            active[i] = True
+            anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in cons))
+    if model.num_edges == 0 or model.lam == 0:
+        lengths = np.full(model.num_edges, np.inf)
+    else:
+        lengths = model.penalty.sublevel_radius(slack, model.lam * model.edge_weights)
+    E = model.edges
+    fin = np.isfinite(lengths)
+    ncomp, comp = csgraph.connected_components(
+        sp.csr_matrix((np.ones(fin.sum()), (E[fin, 0], E[fin, 1])), shape=(n, n)),
+        directed=False)
+    passive = np.bincount(comp, weights=active.astype(float), minlength=ncomp) == 0
+    anchor[passive[comp]] = 0.0
+    # one centre per component, pooled over the component's data (below)
+    centres = np.unique(comp, return_index=True)[1]
+    to_centre = _multi_source(n, E[fin], lengths[fin], centres, np.zeros(centres.size))
+    # components whose objective is invariant under a common shift in the null space of their
+    # data: every active node is an unconstrained, unregularized data-fit node with growing rows
+    plain = np.zeros(n, dtype=bool)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is not None:
+            plain[b.nodes[np.isfinite(g["b"])]] = True
+    plain &= (st.l1 == 0) & (st.l2 == 0)
+    for i, cons in model._constraints.items():
+        if cons:
+            plain[i] = False
+    symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
+    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
+    _polyhedral_anchors(model, level, comp, centres, to_centre, anchor)
+    _conic_anchors(model, level, comp, anchor)
+    src = np.flatnonzero(np.isfinite(anchor))
+    if src.size == 0:
+        return np.full(n, np.inf)
+    return _multi_source(n, E[fin], lengths[fin], src, anchor[src])
+
+
+#: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
+
+#: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
+_MAX_ANCHOR_LPS = 400
+
+def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
+                        centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray) -> None:
+    """Anchors from the level-set polyhedra, for components still without one (logistic and
+    hinge rows are not coercive one by one, but often are together): every row's affine
+    minorant gives ``g_j^T w_i <= h_j`` (:meth:`~gtvmodel.losses.LossBatch.level_halfspaces`),
+    and so do the node constraints' half-spaces (``Constraint.halfspaces``), hence
+    ``g_j^T w_c <= h_j + ||g_j||_1 dist(c, i)`` at the component's centre ``c``; the
+    ``2d`` LPs ``max +-w_{c,k}`` over that polyhedron (HiGHS) bound ``||w_c||_inf`` when it is
+    bounded.  The LP optimum is inflated by ``1e-7`` relative plus ``1e-9`` (the solver's
+    tolerance; the only non-exact step of the radii) and an unbounded or failed LP gives no
+    anchor."""
+    from scipy.optimize import linprog
+
+    d = model.dim
+    todo = np.flatnonzero(~np.isfinite(anchor[centres]))
+    if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
+        return
+    rows = [b.level_halfspaces(level) for b in model.structure().batches]
+    rows = [r for r in rows if r is not None]
+    # the node constraints' own half-spaces (Box, NonNeg: G w_i <= h)
+    rows += [(np.full(len(hs[1]), i), *hs) for i, cons in model._constraints.items()
+             for c in cons if (hs := c.halfspaces(d)) is not None]
+    if not rows:
+        return
+    node = np.concatenate([r[0] for r in rows])
+    G = np.vstack([r[1] for r in rows])
+    h = np.concatenate([r[2] for r in rows])
+    for ci in todo:
+        c = centres[ci]
+        sel = np.flatnonzero((comp[node] == comp[c]) & np.isfinite(to_centre[node]))
+        if sel.size < d:
+            continue
+        Gs = G[sel]
+        hs = h[sel] + np.abs(Gs).sum(axis=1) * to_centre[node[sel]]
+        best = 0.0
+        for k in range(2 * d):
+            obj = np.zeros(d)
+            obj[k % d] = -1.0 if k < d else 1.0
+            res = linprog(obj, A_ub=Gs, b_ub=hs, bounds=(None, None), method="highs")
+            if res.status != 0:
+                best = np.inf
+                break
+            best = max(best, -res.fun)
+        if np.isfinite(best):
+            anchor[c] = min(anchor[c], best * (1 + 1e-7) + 1e-9)
+
+def _conic_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
+                   anchor: np.ndarray) -> None:
+    """Anchors at conic (symbolic) nodes, for components still without one: ``||x||_inf`` over
+    the node's sublevel set ``{L_i(x) <= B_i, x in C_i}`` by ``2d`` small convex programs
+    (``max +-x_k``; one cached DPP problem per node with ``B_i`` and the direction as
+    Parameters).  The optimum is inflated by ``1e-6`` relative plus ``1e-8`` (the solver's
+    tolerance); an unbounded or failed solve gives no anchor.  Bounded like the polyhedral
+    anchors (:data:`_MAX_ANCHOR_LPS` solves per certificate)."""
+    conic = node_kinds(model).conic
+    if conic.size == 0:
+        return
+    has = np.zeros(comp.max(initial=-1) + 1, dtype=bool)
+    np.logical_or.at(has, comp[np.isfinite(anchor)], True)
+    todo = conic[~has[comp[conic]] & np.isfinite(level[conic])]
+    d = model.dim
+    if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
+        return
+    for i in todo:
+        if has[comp[i]]:
+            continue
+        r = _conic_sublevel_radius(model, int(i), float(level[i]))
+        if np.isfinite(r):
+            anchor[i] = min(anchor[i], r)
+            has[comp[i]] = True
+
+def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> float:
+    """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
+    :func:`_conic_anchors`); ``inf`` when unbounded or not solved."""
+    cache = model._cache.setdefault("cert_conic_sublevel", {})
+    entry = cache.get(i)
+    d = model.dim
+    if entry is None:
+        x = model.var(model.nodes[i])
+        B = cp.Parameter(name=f"B[{i}]")
+        c = cp.Parameter(d, name=f"dir[{i}]")
+        cons = [model.loss_at(i).expression(x) <= B] if i in model._losses else []
+        for con in model.constraints_at(i):
+            cons += con.constraints(x)
+        entry = (cp.Problem(cp.Maximize(c @ x), cons), B, c, x)
+        cache[i] = entry
+    prob, B, c, x = entry
+    B.value = level
+    old = x.value
+    best = 0.0
+    try:
+        for k in range(2 * d):
+            c.value = np.where(np.arange(d) == k % d, 1.0 if k < d else -1.0, 0.0)
+            try:
+                run_solver(prob, None, {}, False, True, f"certificate (radius of node {i})")
+            except SolverError:
+                return float("inf")
+            if prob.status != cp.OPTIMAL or prob.value is None or not np.isfinite(prob.value):
+                return float("inf")
+            best = max(best, float(prob.value))
+    finally:
+        x.value = old
+    return best * (1 + 1e-6) + 1e-8
+
+def _multi_source(n: int, E: np.ndarray, lengths: np.ndarray, src: np.ndarray,
+                  offsets: np.ndarray) -> np.ndarray:
+    """``min_k (offset_k + dist(src_k, i))`` for every node (one Dijkstra from a super source;
+    csgraph drops explicit zeros, hence a floor of 1e-300 on every length), rounded up."""
+    tiny = 1e-300
+    rows = np.concatenate([E[:, 0], E[:, 1], np.full(src.size, n)])
+    cols = np.concatenate([E[:, 1], E[:, 0], src])
+    vals = np.concatenate([lengths, lengths, offsets])
+    G = sp.csr_matrix((np.maximum(vals, tiny), (rows, cols)), shape=(n + 1, n + 1))
+    dist = csgraph.dijkstra(G, directed=True, indices=n)[:n]
+    return dist * (1.0 + 1e-12) + 2 * tiny
+
+def _pooled_anchors(st: Any, level: np.ndarray, comp: np.ndarray, ncomp: int,
+                    centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray,
+                    d: int, symmetric: np.ndarray) -> None:
+    """Component-level anchors: nodes whose data alone are not coercive (``m_i < d``,
+    ill-conditioned ``X_i``) often are together.  With ``w_i = w_c + delta_i``,
+    ``||delta_i||_2 <= sqrt(d) dist(c, i)`` from the component's centre ``c``:
+    ``||X_i w_c||_2 <= ||y_i|| + b_i + ||X_i||_2 sqrt(d) dist(c, i) = beta_i``, so
+    ``w_c^T (sum_i X_i^T X_i) w_c <= sum_i beta_i^2`` bounds ``||w_c||_2`` whenever the pooled
+    Gram matrix is (numerically) positive definite.
+
+    A *symmetric* component (every active node an unconstrained, unregularized data-fit node
+    with growing rows, the others zero-loss) keeps its objective under a common shift by any
+    ``z`` in the null space ``N`` of its pooled Gram matrix, so some minimizer has
+    ``w_c`` orthogonal to ``N``, where the Gram matrix is bounded below by its smallest
+    *nonzero* eigenvalue.  This is used only when exactly ``d - sum_i m_i`` computed
+    eigenvalues are (numerically) zero: then ``N`` is the true null space (its dimension is at
+    least that, and the other eigenvalues are bounded away from zero), not a set of merely
+    ill-conditioned directions.  Updates ``anchor`` at the centres."""
+    gram = np.zeros((ncomp, d, d))
+    beta2 = np.zeros(ncomp)
+    rows = np.zeros(ncomp)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is None:
+            continue
+        ok = np.isfinite(g["b"]) & np.isfinite(to_centre[b.nodes])
+        if not ok.any():
+            continue
+        nodes, cc = b.nodes[ok], comp[b.nodes[ok]]
+        xnorm = np.sqrt(np.maximum(g["eig"][ok, -1], 0.0)) * (1.0 + 1e-12)
+        beta = g["ynorm"][ok] + g["b"][ok] + xnorm * np.sqrt(d) * to_centre[nodes]
+        np.add.at(gram, cc, g["gram"][ok])
+        np.add.at(beta2, cc, beta**2)
+        np.add.at(rows, cc, np.bincount(b.row_node, minlength=comp.size)[nodes])
+    used = np.flatnonzero(beta2 > 0)
+    if used.size == 0:
+        return
+    e = np.linalg.eigvalsh(gram[used])
+    err = 16.0 * (d + rows[used]) * EPS * np.abs(e).max(axis=1)  # forming sums + eigh
+    emin = e[:, 0] - err
+    nzero = (e <= err[:, None]).sum(axis=1)
+    exact_null = symmetric[used] & (nzero > 0) & (nzero == d - rows[used])
+    if exact_null.any():  # smallest nonzero eigenvalue on the complement of the null space
+        j = np.flatnonzero(exact_null)
+        emin[j] = e[j, nzero[j]] - err[j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(emin > 0, np.sqrt(beta2[used] * (1.0 + 1e-12) / np.maximum(emin, 1e-300)),
+                     np.inf)
+    c = centres[used]
+    anchor[c] = np.minimum(anchor[c], np.where(np.isnan(r), np.inf, r))
+
+def candidate_radii(model: ModelDeclaration, W: np.ndarray, P: float, viol: np.ndarray,
+                    radius: float | None,
+           solver: str | None) -> np.ndarray:
+    """The radii of the residual charges: the caller's, or certified ones (``inf`` where none
+    can be certified)."""
+    n = model.num_nodes
+    if radius is not None:
+        return np.full(n, radius)
+    Wp = _upper_bound_point(model, W, viol)
+    if Wp is None or not np.isfinite(P):
+        return np.full(n, np.inf)
+    upper = P if Wp is W else float(model.objective(Wp))
+    return certified_radii(model, upper, solver)
+
+def radius_assumption(radius: float | None) -> list[str]:
+    """What a caller's radius assumes (nothing when the radii are certified)."""
+    if radius is None:
+        return []
+    return [f"||w*_i||_inf <= {radius:g} at every node (radius given by the caller, not "
+            "checked)"]

@@ -1,0 +1,283 @@
+"""Dual-feasibility repair of edge flows and flows built from weights (steps 1-4 of
+:mod:`gtvmodel.certificates.certificate`)."""
+
+
+from __future__ import annotations
+
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spla
+
+from .._solver import run_solver
+from ..declaration import ModelDeclaration
+from ..errors import GTVError, SolverError
+from ..solve.dual import conic_positions, node_conjugate_parts
+from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds
+
+__all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
+
+
+def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
+                       start: Any = None) -> np.ndarray:
+    """Edge flows built from weights (module docstring), not yet repaired
+    (see :func:`repair_flows`).
+
+    1. Edge condition ``u_e in lambda A_e dphi(v_e)``: on edges with ``||v_e|| > 1e-6
+       max(1, ||W||_inf)`` (and on every edge of a differentiable penalty) ``u_e`` is the
+       penalty's dual update of ``v_e / eps`` for a tiny ``eps``, i.e. ``lambda A_e grad
+       phi(v_e)``; the other edges (``w_{e+} = w_{e-}``: flow strictly inside its capacity)
+       are *free* and start at 0 (for the ``l1`` penalty, coordinate by coordinate).
+    2. Node condition ``-(D^T u)_i = grad h_i(w_i)`` at nodes with a gradient (component
+       means removed where every node of a connected component has one): the free edges get
+       the minimum-norm least-squares correction (LSQR); if no edge is free, every edge is
+       corrected (cached minimum-norm solver).  For norm penalties this alternates with the
+       projection onto the capacities (at most ``rounds`` times, until both hold).
+
+    With ``start`` (flows), step 1 is skipped: every edge of ``start`` is corrected (a cheap
+    repair of given flows towards the node conditions of the weights).
+    """
+    W = model.check_weights(weights)
+    E, d = model.num_edges, model.dim
+    if E == 0:
+        return np.zeros((0, d))
+    kinds = node_kinds(model)
+    st = model.structure()
+    pen = model.penalty
+    V = model.empirical_graph.diff(W)
+    lamA = model.lam * model.edge_weights
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    eps = 1e-12 * scale
+    free = np.zeros((E, d), dtype=bool)
+    if start is not None:
+        U = model.check_flows(start).copy()
+    else:
+        try:
+            U = pen.dual_update(V / eps, 1.0 / eps, lamA)
+        except GTVError:
+            U = np.zeros((E, d))
+    if pen.is_norm and start is None:
+        small = np.abs(V) <= 1e-6 * scale
+        # l1 penalty: separable, each coordinate with v_ej = 0 is free; other norms: rows
+        free = small if getattr(pen, "p", None) == 1 else np.repeat(
+            small.all(axis=1)[:, None], d, axis=1)
+        U[free] = 0.0
+    idx = np.flatnonzero(kinds.gradient)
+    if idx.size == 0:
+        return U
+    G = 2.0 * st.l2[:, None] * W
+    for b in st.batches:
+        if b.cls.base_smooth:
+            G += b.gradients(W)
+    target = -G[idx]
+    # in a connected component where every node is matched, flows can only move demand
+    # around: only the component-mean-free part of the gradients is reachable
+    ncomp, comp = csgraph.connected_components(model.incidence.T @ model.incidence,
+                                               directed=False)
+    allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
+    full = allm[comp[idx]]
+    if full.any():
+        ci = comp[idx][full]
+        sums = np.zeros((ncomp, d))
+        np.add.at(sums, ci, target[full])
+        target[full] -= sums[ci] / np.bincount(ci, minlength=ncomp)[ci][:, None]
+    target = target.ravel()
+    flat = U.ravel().copy()
+    cap = capacities(model)
+    if free.any():  # correct the free edge entries only: least squares (LSQR)
+        A = divergence_rows(model, idx, None)
+        cols = np.flatnonzero(free.ravel())
+        Af = A[:, cols]
+
+        def correct(r: np.ndarray) -> np.ndarray:
+            out = np.zeros(E * d)
+            out[cols] = spla.lsqr(Af, r, atol=1e-14, btol=1e-14,
+                                  iter_lim=min(20 * Af.shape[1] + 100, 1000))[0]
+            return out
+    else:  # every edge: the cached minimum-norm solver on the gradient nodes
+        solver = model._cache.get("cert_gradient")
+        if solver is None:
+            # a heuristic starting point: a rough solve is enough (soundness does not depend
+            # on it), so CG is capped at 200 iterations on large graphs
+            solver = MinNormSolver(divergence_rows(model, idx, None), maxiter=200)
+            model._cache["cert_gradient"] = solver
+        A = solver.A
+
+        def correct(r: np.ndarray) -> np.ndarray:
+            return solver.solve(r, rounds=1)
+    for _ in range(rounds):
+        flat = flat + correct(target - A @ flat)
+        if np.abs(target - A @ flat).max(initial=0.0) > 1e-6 * scale and not free.any():
+            break  # not converging (large ill-conditioned graph): leave it to the repair
+        if cap is None:
+            break
+        Uc = flat.reshape(E, d)
+        if np.max(pen.dual_norm(Uc) - cap, initial=0.0) <= 1e-12 * scale:
+            break
+        # alternate with the capacity projection (POCS between the two convex sets)
+        flat = pen.project_dual_ball(Uc, cap).ravel()
+    return flat.reshape(E, d)
+
+def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[np.ndarray,
+                 list[str]]:
+    """Make flows dual feasible where it is cheap (module docstring, steps 1-3).
+
+    Returns ``(repaired_flows, repairs)`` where ``repairs`` describes each change made."""
+    U, repairs, _ = repair(model, flows, rounds)
+    return U, repairs
+
+def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray, list[str],
+            float]:
+    """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none)."""
+    U = model.check_flows(flows).copy()
+    E, d = model.num_edges, model.dim
+    repairs: list[str] = []
+    theta = 1.0
+    if E == 0:
+        return U, repairs, theta
+    kinds = node_kinds(model)
+    cap = capacities(model)
+    pen = model.penalty
+    A = solver = None
+    if kinds.subspace.size:
+        solver = model._cache.get("cert_subspace")
+        if solver is None:
+            solver = MinNormSolver(divergence_rows(model, kinds.subspace, None if all(
+                B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases))
+            model._cache["cert_subspace"] = solver
+        A = solver.A
+    scale = max(1.0, float(np.abs(U).max(initial=0.0)))
+
+    def cap_excess(U_: np.ndarray) -> float:
+        return float(np.max(pen.dual_norm(U_) - cap, initial=0.0)) if cap is not None else 0.0
+
+    def sub_res(U_: np.ndarray) -> float:
+        return float(np.abs(A @ U_.ravel()).max(initial=0.0)) if A is not None else 0.0
+
+    did_cap = did_sub = False
+    for _ in range(rounds):
+        if cap is not None and cap_excess(U) > 1e-12 * scale:
+            U = pen.project_dual_ball(U, cap)
+            did_cap = True
+        if A is not None and sub_res(U) > 64 * EPS * np.abs(U).max(initial=0.0):  # > rounding
+            U = U - solver.solve(A @ U.ravel()).reshape(E, d)
+            did_sub = True
+        if cap_excess(U) <= 1e-12 * scale:
+            break
+    if did_cap:
+        repairs.append("projected flows onto the capacities ||u_e||_* <= lambda A_e")
+    if did_sub:
+        repairs.append(f"minimum-norm flow correction for the subspace conditions at "
+                       f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
+                       "with rank X_i < d: (D^T u)_i in range(X_i^T))")
+    if cap is not None:
+        dn = pen.dual_norm(U)
+        over = dn > cap
+        if over.any():
+            theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+            theta *= 1.0 - 4.0 * EPS
+            U = theta * U
+            repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
+            # rounding can leave the last ulp above capacity: clip those rows exactly
+            dn = pen.dual_norm(U)
+            bad = dn > cap
+            if bad.any():
+                U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
+    return U, repairs, theta
+
+
+# ===================================================================== dual value
+
+def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
+    """Cached LP: the largest ``theta_i in [0, 1]`` with ``theta_i s_i in dom h_i*``."""
+    cached = model._cache.get("cert_gauge")
+    if cached is not None:
+        return cached
+
+    k, d = len(nodes), model.dim
+    S = cp.Parameter((k, d), name="S")
+    theta = cp.Variable(k, name="theta")
+    parts = node_conjugate_parts(model, nodes)
+    total: cp.Expression = cp.Constant(np.zeros((k, d)))
+    cons: list[cp.Constraint] = [theta >= 0, theta <= 1]
+    for p in parts:
+        total = total + p.contrib
+        cons += p.constraints
+    cons.append(total == cp.multiply(cp.reshape(theta, (k, 1), order="C") @ np.ones((1, d)),
+                                     S))
+    prob = cp.Problem(cp.Maximize(cp.sum(theta)), cons)
+    cached = (prob, S, theta)
+    model._cache["cert_gauge"] = cached
+    return cached
+
+def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
+                  solver: str | None = None) -> float:
+    """A ``theta in [0, 1]`` with ``theta s_i in dom h_i*`` at the listed nodes (0 if none is
+    found).  Closed form for zero losses with ``l1`` (box domain), the cached LP of
+    :func:`_gauge_problem` for the other library nodes; other nodes (subspace or conic) cannot
+    be fixed by scaling and give 0."""
+    kinds = node_kinds(model)
+    st = model.structure()
+    theta = 1.0
+    rest = np.setdiff1d(bad, kinds.general)
+    for i in rest:
+        if i in kinds.zero and st.l1[i] > 0 and st.l2[i] == 0:
+            theta = min(theta, float(st.l1[i] / max(np.abs(S[i]).max(), 1e-300)))
+        else:
+            return 0.0
+    if np.isin(bad, kinds.general).any():
+        prob, Sp, th = _gauge_problem(model, kinds.general)
+        Sp.value = S[kinds.general]
+        try:
+            run_solver(prob, solver, {}, False, True, "certificate (domain scaling)")
+        except SolverError:
+            return 0.0
+        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or th.value is None:
+            return 0.0
+        theta = min(theta, float(np.clip(th.value, 0.0, 1.0).min()))
+    return theta
+
+def _projection_problem(model: ModelDeclaration):
+    """Cached convex projection of flows onto the dual domain (library nodes): minimize
+    ``||U' - U||^2`` subject to ``-(D^T U')_i in dom h_i*`` (the domain constraints of the
+    split variables) and the penalty's domain (capacities)."""
+    cached = model._cache.get("cert_projection")
+    if cached is not None and cached[3] == model.lam:  # capacities depend on lambda
+        return cached
+
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    lib = np.setdiff1d(np.arange(n), conic_positions(model))
+    U0 = cp.Parameter((E, d), name="U0")
+    U = cp.Variable((E, d), name="U")
+    S = -(model.incidence.T @ U)
+    _, cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+    parts = node_conjugate_parts(model, lib)
+    total: cp.Expression = cp.Constant(np.zeros((lib.size, d)))
+    for p in parts:
+        total = total + p.contrib
+        cons += p.constraints
+    cons.append(total == S[lib, :])
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(U - U0)), cons)
+    cached = (prob, U0, U, model.lam)
+    model._cache["cert_projection"] = cached
+    return cached
+
+def project_flows(model: ModelDeclaration, flows: Any,
+                  solver: str | None = None) -> np.ndarray | None:
+    """The Euclidean projection of ``flows`` onto the dual-feasible set of the library nodes
+    (one vectorized CVXPY problem, as large as the dual itself: the expensive last resort of
+    :func:`certify`).  Returns None if the solve fails."""
+    U = model.check_flows(flows)
+    if model.num_edges == 0:
+        return U
+    prob, U0, Uv, _ = _projection_problem(model)
+    U0.value = U
+    try:
+        run_solver(prob, solver, {}, False, True, "certificate (flow projection)")
+    except SolverError:
+        return None
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or Uv.value is None:
+        return None
+    return np.asarray(Uv.value, dtype=float)
