@@ -94,8 +94,10 @@ class Labels:
 class Result:
     """Base of every result and report (module docstring: the shared vocabulary).
 
-    Subclasses are dataclasses that define ``status`` and ``success`` (a field or a property)
-    and, where they have them, ``weights`` ``(n, d)`` and ``flows`` ``(|E|, d)``.
+    Subclasses are ``@dataclass(kw_only=True)`` (the base's fields have defaults) that define
+    ``status`` and ``success`` (a field or a property) and, where they have them, ``weights``
+    ``(n, d)`` and ``flows`` ``(|E|, d)``; the engine that builds one passes
+    ``labels=Labels(model.nodes, model.edges)``.
 
     Attributes
     ----------
