@@ -89,7 +89,7 @@ def main() -> None:
                 model, part, la, flow_func=f), args.repeats)
             r = reps[0]
             base = base or t
-            rows.append((label, func, t, t / base, r.holds, r.margin, r.lam_min,
+            rows.append((label, func, t, t / base, r.success, r.margin, r.lam_min,
                           counter.calls // args.repeats))
     print(f"\n{'case':28s} {'flow_func':20s} {'median s':>9s} {'ratio':>6s} {'holds':>6s} "
           f"{'margin':>9s} {'lam_min':>10s} {'max-flows':>9s}")

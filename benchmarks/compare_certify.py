@@ -111,7 +111,7 @@ def worker(args: argparse.Namespace) -> None:
         "file": gtvmodel.__file__, "solve_certify_kw": has_kw, "certify_kwargs": kw,
         "n": model.num_nodes, "m": model.num_edges, "solve": t_solve, "cold": t_cold,
         "warm": float(np.median(warm)), "warm_all": warm, "relative_gap": float(cert.relative_gap),
-        "repaired": bool(cert.repaired), "times": {k: float(v) for k, v in cert.times.items()},
+        "repaired": bool(cert.repaired), "timings": {k: float(v) for k, v in cert.timings.items()},
         "flows_fallback": any("flows built from the weights were used" in str(r)
                               for r in getattr(cert, "repairs", []) or []),
     }))

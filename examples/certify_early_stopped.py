@@ -39,7 +39,7 @@ def main() -> None:
         assert cert.gap >= true_gap - cert.tolerance - 1e-9 * max(1.0, abs(p_star))
         rows.append((k, true_gap, cert.gap, cert.relative_gap))
         print(f"{k:>9d} {true_gap:>12.3e} {cert.gap:>14.3e} {cert.relative_gap:>10.2e} "
-              f"{cert.times['total']:>14.3f}  {len(cert.repairs)}")
+              f"{cert.timings['total']:>14.3f}  {len(cert.repairs)}")
     os.makedirs("out", exist_ok=True)
     k, true_gap, gap, _ = (np.array(c) for c in zip(*rows, strict=True))
     fig, ax = plt.subplots(figsize=(5.5, 3.8))

@@ -46,11 +46,11 @@ def classify(n: int, eps: float, lams: np.ndarray, sigma: float, seed: int):
     out = np.zeros(lams.size, dtype=int)
     for j, lam in enumerate(lams):
         rec = gm.verify_recovery(model, part, lam)
-        guaranteed = all(r.holds for r in rec.well_connected)
+        guaranteed = all(r.success for r in rec.well_connected)
         scale = max(1.0, float(np.abs(rec.weights).max()))
         merged = float(np.linalg.norm(rec.weights[0] - rec.weights[-1])) <= 1e-6 * scale
         if guaranteed:
-            ok = rec.clustered and rec.within_bound and rec.certified
+            ok = rec.clustered and rec.within_bound and rec.success
             out[j] = 5 if not ok else (4 if merged else 3)
         elif rec.clustered:
             out[j] = 1 if merged else 2

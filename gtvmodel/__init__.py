@@ -2,8 +2,10 @@
 
 Describe a GTV problem (16) over a ``networkx`` graph with :class:`GTVModel`, library losses,
 penalties and constraints (or any CVXPY expression), and solve it exactly with
-:func:`solve_exact` (or the model's shortcut methods).  Conventions and errata:
-``docs/conventions.md``.
+:func:`solve_exact` (or the model's shortcut methods); :func:`solve_dual`,
+:func:`solve_primal_dual` and :func:`certify` are the other engines.  Every result derives from
+:class:`Result` (``weight``, ``flow``, ``status``, ``success``, ``timings``, ``to_dict``).
+Conventions and errata: ``docs/conventions.md``.
 """
 
 from .certificates.certificate import Certificate, certify
@@ -27,6 +29,7 @@ from .errors import (
 from .graph import EmpiricalGraph
 from .model import GTVModel
 from .primal_dual.algorithm import PrimalDualResult, ResidualBalancing, solve_primal_dual
+from .results import Result
 from .solution import Solution
 from .solve import conic
 from .solve.dual import DualSolution, solve_dual
@@ -60,6 +63,8 @@ __all__ = [
     "EmpiricalGraph",
     "ModelDeclaration",
     "ModelStructure",
+    # results: one vocabulary (weight, flow, status, success, timings, to_dict)
+    "Result",
     "Solution",
     "solve_exact",
     "solve_dual",

@@ -402,8 +402,9 @@ class ModelDeclaration:
             out[i] = max(c.violation(W[i]) for c in cons)
         return out
 
-    def as_dict(self, weights: Any) -> dict[Hashable, np.ndarray]:
-        """``{node: w_i}`` from an ``(n, d)`` array."""
+    def weights_by_node(self, weights: Any) -> dict[Hashable, np.ndarray]:
+        """``{node: w_i}`` from an ``(n, d)`` array (what a result's ``weights_by_node()``
+        gives for its own weights)."""
         W = self.check_weights(weights)
         return {v: W[i] for i, v in enumerate(self.nodes)}
 

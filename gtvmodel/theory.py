@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import cvxpy as cp
 import networkx as nx
@@ -49,6 +49,7 @@ from scipy.sparse.csgraph import connected_components
 from ._solver import run_solver
 from .declaration import ModelDeclaration
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
+from .results import Labels, Result
 from .terms.constraints import SymbolicConstraint
 from .terms.losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
 
@@ -78,9 +79,11 @@ DEFAULT_FLOW_FUNC = "preflow_push"
 
 
 # =====================================================================  reports
-@dataclass
-class ClusterReport:
-    """Definition 1 / Theorem 2 for one cluster ``C`` (see :func:`check_well_connected`).
+@dataclass(kw_only=True)
+class ClusterReport(Result):
+    """Definition 1 / Theorem 2 for one cluster ``C`` (see :func:`check_well_connected`); the
+    shared vocabulary (:meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s (a report
+    has no ``weights`` or ``flows``; ``timings`` is empty).
 
     Attributes
     ----------
@@ -88,8 +91,10 @@ class ClusterReport:
         The cluster's label (its index for a list partition).
     nodes : list
         The member node labels, in model order.
-    holds : bool
+    success : bool
         The strict condition (35) (with the budgets below) holds for some ``i0``.
+    status : str
+        ``"well_connected"`` or ``"not_well_connected"``.
     witness : node label or None
         An ``i0`` for which it holds (None when it fails).
     margin : float
@@ -102,7 +107,8 @@ class ClusterReport:
         When the condition fails: a set ``A`` (node labels) with ``b(A) >= cut(A, C \\ A)``
         from a minimum cut for the ``i0`` with the largest margin.
     budgets : dict
-        ``node -> b_i`` at ``lam``.
+        ``node -> b_i`` at ``lam`` (``budgets``, ``beta`` and ``delta`` appear in
+        :meth:`to_dict` only with ``arrays=True``).
     alpha : float
         ``alpha_C``, Euclidean strong-convexity modulus of ``f_C``.
     beta, delta : dict
@@ -128,7 +134,7 @@ class ClusterReport:
 
     cluster: Hashable
     nodes: list[Hashable]
-    holds: bool
+    success: bool
     witness: Hashable | None
     margin: float
     nonstrict: bool
@@ -146,9 +152,16 @@ class ClusterReport:
     constant: str = "corrected"
     norm_factor: float = 1.0
 
+    _BULKY: ClassVar[tuple[str, ...]] = ("budgets", "beta", "delta")
+
+    @property
+    def status(self) -> str:
+        """``"well_connected"`` (:attr:`success`) or ``"not_well_connected"``."""
+        return "well_connected" if self.success else "not_well_connected"
+
     def summary(self) -> str:
         """One line: verdict, witness or violating set, margin, lam vs lam_min, bound (37)."""
-        if self.holds:
+        if self.success:
             verdict = f"well-connected (witness {self.witness!r})"
         else:
             viol = self.violating_set or []
@@ -160,9 +173,11 @@ class ClusterReport:
                 f"bound (37) = {self.bound:.4g} [{self.constant}]")
 
 
-@dataclass
-class RecoveryReport:
-    """What actually happened at ``lam`` (see :func:`verify_recovery`).
+@dataclass(kw_only=True)
+class RecoveryReport(Result):
+    """What actually happened at ``lam`` (see :func:`verify_recovery`); the shared vocabulary
+    (:meth:`weight`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s (no
+    ``flows``; ``timings`` is empty).
 
     Attributes
     ----------
@@ -187,8 +202,10 @@ class RecoveryReport:
         ``deviation <= bound + tol * scale`` for every cluster.
     congestion : float
         ``min_u max_e ||u_e||_* / (lam A_e)`` subject to ``-(D^T u)_i = grad L_i(lifted_i)``.
-    certified : bool
+    success : bool
         ``congestion <= 1 + tol``: the lifted solution is optimal for (16) (exact criterion).
+    status : str
+        ``"recovered"`` (:attr:`success`) or ``"not_recovered"``.
     lifted_gap : float
         ``max_i ||w_hat_i - lifted_i||_2``.
     well_connected : list of ClusterReport or None
@@ -209,10 +226,15 @@ class RecoveryReport:
     bound: dict[Hashable, float]
     within_bound: bool
     congestion: float
-    certified: bool
+    success: bool
     lifted_gap: float
     well_connected: list[ClusterReport] | None = field(repr=False)
     tol: float = 1e-6
+
+    @property
+    def status(self) -> str:
+        """``"recovered"`` (:attr:`success`) or ``"not_recovered"``."""
+        return "recovered" if self.success else "not_recovered"
 
 
 # =====================================================================  partitions
@@ -614,7 +636,7 @@ def _reports(model: ModelDeclaration, part: _Partition, k_: _Constants, lam_v: f
         reports.append(ClusterReport(
             cluster=part.labels[c],
             nodes=names,
-            holds=holds,
+            success=holds,
             witness=names[i0] if holds else None,
             margin=float(margin),
             nonstrict=bool(margin >= 1.0),
@@ -908,7 +930,7 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     ``lam sum_e A_e ||(D w)_e||`` for the lifted cluster-graph optimum, so every edge term of
     ``lam A_e ||(D w)_e|| - u_e^T (D w)_e >= 0`` vanishes and ``u_e in lam A_e d||.||((D w)_e)``.
     Feasibility is decided by the convex program ``min_u max_e ||u_e||_*/(lam A_e)``
-    (``congestion``, reported); ``certified = congestion <= 1 + tol`` (the relative accuracy of
+    (``congestion``, reported); ``success = congestion <= 1 + tol`` (the relative accuracy of
     the interior-point solve is far below ``tol``).  Unlike the max-flow test of
     :func:`check_well_connected` (sufficient only), this is exact for the instance.
     ``model.lam`` is set to ``lam`` for the solve and restored afterwards.
@@ -958,8 +980,9 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
         bound=bound,
         within_bound=all(deviation[c] <= bound[c] + tol * scale for c in deviation),
         congestion=float(congestion),
-        certified=bool(congestion <= 1.0 + tol),
+        success=bool(congestion <= 1.0 + tol),
         lifted_gap=float(np.linalg.norm(W - lifted, axis=1).max()),
         well_connected=reports,
         tol=float(tol),
+        labels=Labels(model.nodes, model.edges),
     )

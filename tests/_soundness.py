@@ -847,7 +847,7 @@ def check_certificate(inst: Instance, ref: Reference, cand: Candidate, cert: Any
     if math.isnan(gap) or math.isnan(float(cert.primal_value)) \
             or math.isnan(float(cert.relative_gap)):
         fails.append("nan")
-    certifies = bool(cert.certifies())
+    certifies = bool(cert.success)
     if certifies and not math.isfinite(gap):
         fails.append("certifies_unsound")
     infeasible = bool(ev.violation.max(initial=0.0) > FEAS_GUARD * FEAS_TOL)

@@ -67,7 +67,7 @@ def test_ill_conditioned_gram_never_under_reports(cond):
         cert = model.certify(W, U)
         true_sub = model.objective(W) - p_star
         assert cert.gap >= true_sub - 1e-8 * max(1.0, abs(p_star)), (cert.gap, true_sub)
-        assert not (cert.certifies(1e-6) and true_sub > 1e-5 * max(1.0, abs(p_star)))
+        assert not (cert.success_at(1e-6) and true_sub > 1e-5 * max(1.0, abs(p_star)))
 
 
 def test_squared_conjugate_exact_for_tiny_eigenvalues():
@@ -100,7 +100,7 @@ def test_symbolic_loss_outside_its_domain_is_infinite(atom):
     W[0, 0] = -0.5  # outside the domain x[0] >= 0
     assert model.objective(W) == np.inf
     cert = model.certify(W)
-    assert cert.gap == np.inf and not cert.certifies() and not cert.feasible
+    assert cert.gap == np.inf and not cert.success and not cert.feasible
     assert "domain" in cert.reason and 0 in cert.infeasible_nodes
     # inside the domain everything is finite and sound
     sol = model.solve_exact()
@@ -204,7 +204,7 @@ def test_exact_solutions_certify_without_regularization(kind):
     model.add_constraint(0, gm.NonNeg())
     sol = model.solve_exact()
     cert = model.certify(sol.weights, sol.flows)
-    assert cert.certifies(1e-6), cert.summary()
+    assert cert.success_at(1e-6), cert.summary()
     assert not np.isinf(cert.radii).any()  # certified where needed (NaN: never needed)
 
 
@@ -237,7 +237,7 @@ def test_lambda_zero_with_squared_penalty_certifies():
         model.set_loss(i, gm.SquaredLoss(X, X @ rng.normal(size=2)))
     sol = model.solve_exact()
     cert = model.certify(sol.weights, sol.flows)
-    assert cert.certifies(1e-6), cert.summary()
+    assert cert.success_at(1e-6), cert.summary()
 
 
 def test_isolated_zero_loss_node_solves():

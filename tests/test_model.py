@@ -93,7 +93,7 @@ def test_objective_and_penalty_value(labelled):
     # the solver's objective at its solution is the numpy objective
     sol = m.solve_exact()
     assert m.objective(sol.weights) == pytest.approx(sol.objective, rel=1e-8)
-    d = m.as_dict(sol.weights)
+    d = m.weights_by_node(sol.weights)
     assert set(d) == set(m.nodes)
     np.testing.assert_allclose(d[("t", 1)], sol.weight(("t", 1)))
     assert sol.weights_by_node().keys() == d.keys()

@@ -318,7 +318,7 @@ def test_result_history_warm_start_callback_progress(capsys):
                                   certificate_budget=None)
     h = res.history
     assert len(h) == 10 and list(h.iteration) == list(range(20, 201, 20))
-    assert set(h.as_dict()) == set(pdm.History.COLUMNS)
+    assert set(h.columns()) == set(pdm.History.COLUMNS)
     assert np.all(h.gap >= 0) and np.all(np.diff(h.time) >= 0)
     assert "rel.gap" in str(h)
     assert set(res.timings) >= {"setup", "node_updates", "edge_updates", "certificate", "total"}

@@ -241,7 +241,7 @@ def test_solve_exact_certifies_its_answer(seed, lam):
         warnings.simplefilter("error", gm.AccuracyWarning)
         sol = model.solve_exact()
     assert sol.certificate is not None
-    assert sol.info["certified"] and sol.info["certified_relative_gap"] <= 1e-6
+    assert sol.success and sol.info["certified_relative_gap"] <= 1e-6
     assert sol.certificate.gap == sol.info["certified_gap"]
     # the objective, evaluated independently by the hand-written formulation
     P = float(handwritten_problem(model, spec, sol.weights).value)
@@ -262,7 +262,7 @@ def test_solve_exact_warns_when_it_cannot_certify(monkeypatch):
     monkeypatch.setitem(exact.RESOLVE_OPTIONS, "CLARABEL", {})  # an empty re-solve changes nothing
     with pytest.warns(gm.AccuracyWarning, match="certified only to a relative gap"):
         sol = model.solve_exact()
-    assert not sol.info["certified"] and sol.info["certified_relative_gap"] > 1e-6
+    assert not sol.success and sol.info["certified_relative_gap"] > 1e-6
 
 
 def test_solve_exact_certificate_can_be_skipped():
@@ -270,7 +270,7 @@ def test_solve_exact_certificate_can_be_skipped():
     sol = model.solve_exact(certify=False)
     assert sol.certificate is None and "certified_gap" not in sol.info
     sol = model.solve_exact()
-    assert sol.info["certified"] and sol.info["certificate_time"] >= 0
+    assert sol.success and sol.timings["certificate"] >= 0
 
 
 def test_solve_exact_warns_when_the_certificate_fails(monkeypatch):
@@ -281,7 +281,7 @@ def test_solve_exact_warns_when_the_certificate_fails(monkeypatch):
     monkeypatch.setattr(exact, "certify_fn", broken)
     with pytest.warns(gm.AccuracyWarning, match="could not be certified .no conjugate here"):
         sol = model.solve_exact()
-    assert sol.certificate is None and not sol.info["certified"]
+    assert sol.certificate is None and not sol.success
     with pytest.raises(gm.ParameterError, match="accuracy"):
         model.solve_exact(accuracy=-1.0)
 

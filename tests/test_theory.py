@@ -160,7 +160,7 @@ def test_check_matches_bruteforce_random_clusters(seed):
             heads, tails, w = _local(model, C)
             thetas = [brute_theta(len(C), heads, tails, w, b, i0) for i0 in range(len(C))]
             holds = max(thetas) > 1
-            assert rep.holds == holds
+            assert rep.success == holds
             if holds:
                 i0 = C.index(rep.witness)
                 assert thetas[i0] > 1
@@ -177,7 +177,7 @@ def test_check_matches_bruteforce_random_clusters(seed):
             assert _rel_eq(rep.lam_min, lam_bf, 1e-7)
             # the condition holds exactly above lam_min
             if np.isfinite(lam_bf) and lam_bf > 0:
-                assert (lam > lam_bf) == rep.holds or abs(lam / lam_bf - 1) < 1e-6
+                assert (lam > lam_bf) == rep.success or abs(lam / lam_bf - 1) < 1e-6
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -233,7 +233,7 @@ def test_exact_tie_is_not_strict():
 
 # ---------------------------------------------------------------------------- Theorem 2
 def _hold_everywhere(model, part, lam, constant="corrected"):
-    return all(r.holds for r in th.check_well_connected(model, part, lam, constant=constant))
+    return all(r.success for r in th.check_well_connected(model, part, lam, constant=constant))
 
 
 @settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow])
@@ -266,9 +266,9 @@ def test_well_connected_implies_recovery(kind, seed, eps, sigma, over, penalty, 
     rec = th.verify_recovery(model, part, lam, constant=constant)
     assert rec.clustered, rec.spread
     assert rec.within_bound, (rec.deviation, rec.bound)
-    assert rec.certified, rec.congestion
+    assert rec.success, rec.congestion
     for r in rec.well_connected:
-        assert r.holds
+        assert r.success
         assert rec.deviation[r.cluster] <= r.sharp_bound + 1e-6 * max(1, np.abs(rec.weights).max())
     assert rec.lifted_gap <= 1e-6 * max(1.0, np.abs(rec.weights).max())
 
@@ -300,12 +300,13 @@ def test_printed_condition_is_sufficient_too():
         if not (np.isfinite(lo) and lo < hi):
             continue
         lam = lo * 1.01 if not np.isfinite(hi) else math.sqrt(lo * hi) if lo > 0 else hi / 2
-        if not all(r.holds for r in th.check_well_connected(model, part, lam, constant="printed")):
+        printed = th.check_well_connected(model, part, lam, constant="printed")
+        if not all(r.success for r in printed):
             continue
-        if all(r.holds for r in th.check_well_connected(model, part, lam)):
+        if all(r.success for r in th.check_well_connected(model, part, lam)):
             continue
         rec = th.verify_recovery(model, part, lam, constant="printed")
-        assert rec.clustered and rec.certified and rec.within_bound
+        assert rec.clustered and rec.success and rec.within_bound
         for r in rec.well_connected:
             assert rec.deviation[r.cluster] <= r.sharp_bound + 1e-7
         found += 1
@@ -325,10 +326,10 @@ def test_chain_paper_setting():
     assert reps[0].summary().startswith("cluster 0 (10 nodes): ")
     lam = 1.5 * lam_min
     rec = th.verify_recovery(model, part, lam)
-    assert all(r.holds for r in rec.well_connected)
-    assert rec.clustered and rec.within_bound and rec.certified
+    assert all(r.success for r in rec.well_connected)
+    assert rec.clustered and rec.within_bound and rec.success
     below = th.check_well_connected(model, part, 0.9 * lam_min)
-    assert not all(r.holds for r in below)
+    assert not all(r.success for r in below)
 
 
 def test_sbm_paper_setting_small():
@@ -344,8 +345,8 @@ def test_sbm_paper_setting_small():
                                                                            atol=0.02)
         lam = 1.5 * max(r.lam_min for r in reps)
         rec = th.verify_recovery(model, part, lam)
-        assert all(r.holds for r in rec.well_connected)
-        assert rec.clustered and rec.within_bound and rec.certified
+        assert all(r.success for r in rec.well_connected)
+        assert rec.clustered and rec.within_bound and rec.success
 
 
 def test_condition_is_not_necessary_sbm():
@@ -354,11 +355,11 @@ def test_condition_is_not_necessary_sbm():
     data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=3)
     model, part = data.model(), data.partition()
     reps = th.check_well_connected(model, part, 0.1)
-    assert all(r.lam_min == math.inf and not r.holds for r in reps)
+    assert all(r.lam_min == math.inf and not r.success for r in reps)
     assert all(r.violating_set for r in reps)
     assert "NOT well-connected (violating set {" in reps[0].summary()
     rec = th.verify_recovery(model, part, 0.1)
-    assert rec.clustered and rec.certified and rec.within_bound
+    assert rec.clustered and rec.success and rec.within_bound
 
 
 def test_verify_recovery_disconnected_cluster():
@@ -367,7 +368,7 @@ def test_verify_recovery_disconnected_cluster():
     model = data.model()
     rec = th.verify_recovery(model, [[0, 2], [1, 3, 4, 5]], 0.5)
     assert rec.well_connected is None
-    assert not rec.clustered and not rec.certified
+    assert not rec.clustered and not rec.success
     assert rec.congestion > 1
 
 
@@ -392,8 +393,8 @@ def test_two_cliques_rank_one_losses():
     assert 0 < lam_min < np.inf
     lam = 1.2 * lam_min
     rec = th.verify_recovery(model, part, lam)
-    assert all(r.holds for r in rec.well_connected)
-    assert rec.clustered and rec.within_bound and rec.certified
+    assert all(r.success for r in rec.well_connected)
+    assert rec.clustered and rec.within_bound and rec.success
     assert not np.allclose(rec.cluster_weights[0], rec.cluster_weights[1])
 
 
@@ -426,7 +427,7 @@ def test_printed_constant_halves_curvature_term():
             curv_p = rp.budgets[v] - o - rp.delta[v] / 0.5
             assert curv_c == pytest.approx(2 * curv_p, rel=1e-10)
         assert rp.lam_min <= rc.lam_min
-        assert rp.margin >= rc.margin or rc.holds
+        assert rp.margin >= rc.margin or rc.success
 
 
 def test_logistic_needs_l2_and_wbar_is_exact():
@@ -459,8 +460,8 @@ def test_logistic_needs_l2_and_wbar_is_exact():
         assert np.allclose(r.wbar, ref.x, atol=1e-6)
     lam = 1.5 * max(r.lam_min for r in reps)
     rec = th.verify_recovery(model, part, lam)
-    assert all(r.holds for r in rec.well_connected)
-    assert rec.clustered and rec.within_bound and rec.certified
+    assert all(r.success for r in rec.well_connected)
+    assert rec.clustered and rec.within_bound and rec.success
 
 
 def test_huber_constants():
@@ -478,7 +479,7 @@ def test_huber_constants():
     assert rep.alpha == pytest.approx(4 * 0.2)
     g = model.loss_gradients(np.tile(rep.wbar, (4, 1)))
     assert np.abs(g.sum(axis=0)).max() < 1e-6  # w_bar is the minimizer of the summed loss
-    assert rep.holds and rep.boundary == 0.0
+    assert rep.success and rep.boundary == 0.0
 
 
 # ---------------------------------------------------------------------------- lambda_crit

@@ -88,7 +88,6 @@ interval arithmetic; conic (symbolic) conjugates rest on the solver's reported a
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +97,7 @@ import numpy as np
 from .._validate import as_nonneg_scalar
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError
+from ..results import Labels, Result
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
 from .repair import domain_scale, flows_from_weights, project_flows, repair, repair_flows
@@ -106,9 +106,12 @@ from .value import dual_value
 __all__ = ["Certificate", "certify"]
 
 
-@dataclass
-class Certificate:
-    """A certified bound ``gap >= P(W) - P*`` on the suboptimality of ``W``.
+@dataclass(kw_only=True)
+class Certificate(Result):
+    """A certified bound ``gap >= P(W) - P*`` on the suboptimality of ``W``; the shared
+    vocabulary (:meth:`weight`, :meth:`flow`, :meth:`to_dict`, ...) is
+    :class:`gtvmodel.results.Result`'s.  ``success``: ``W`` is certified at the ``tol`` given to
+    :func:`certify` (:meth:`success_at` for another tolerance).
 
     Attributes
     ----------
@@ -138,8 +141,13 @@ class Certificate:
         Labels of nodes whose demand ``s_i`` stays outside the domain of ``h_i*``.
     repaired : bool
         Whether the flows had to be changed; ``repairs`` says what was done.
-    repaired_flows : ndarray (|E|, d)
-        The dual-feasible flows ``U'`` whose dual value is reported.
+    weights : ndarray (n, d)
+        The certified candidate ``W`` (as checked, model order).
+    flows : ndarray (|E|, d)
+        The repaired, dual-feasible flows ``U'`` whose dual value is reported (model order).
+    status : str
+        ``"certified"`` when :attr:`success`, ``"not_certified"`` for a finite gap above
+        ``tol``, ``"infinite_gap"`` when ``gap = +inf`` (:attr:`reason`).
     flows_from_weights : bool
         True when the flows were built from ``W`` (``flows=None``).
     kkt : dict
@@ -165,8 +173,8 @@ class Certificate:
     assumptions : list of str
         What the bound assumes beyond the model (empty for a fully certified bound; a
         caller-supplied ``radius`` is listed here).
-    times : dict
-        Seconds spent in repair and in the dual evaluation.
+    timings : dict
+        Seconds: ``"repair"``, ``"evaluate"`` (the dual evaluation) and ``"total"``.
     """
 
     primal_value: float
@@ -180,7 +188,8 @@ class Certificate:
     dual_infeasible_nodes: list[Any]
     repaired: bool
     repairs: list[str]
-    repaired_flows: np.ndarray = field(repr=False)
+    weights: np.ndarray = field(repr=False)
+    flows: np.ndarray = field(repr=False)
     flows_from_weights: bool = False
     kkt: dict[str, float] = field(default_factory=dict)
     node_gaps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
@@ -192,36 +201,25 @@ class Certificate:
     assumptions: list[str] = field(default_factory=list)
     feas_tol: float = 0.0
     tol: float = 1e-6
-    times: dict[str, float] = field(default_factory=dict)
 
-    def certifies(self, tol: float | None = None) -> bool:
+    def success_at(self, tol: float | None = None) -> bool:
         """True if ``gap <= tol * max(1, |P(W)|)`` (relative suboptimality at most ``tol``;
         default: the ``tol`` given to :func:`certify`)."""
         tol = self.tol if tol is None else tol
         return bool(np.isfinite(self.gap) and self.relative_gap <= tol)
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (no arrays)."""
-        def f(x: float) -> float | str:
-            x = float(x)
-            return x if np.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+    @property
+    def success(self) -> bool:
+        """``W`` is certified at the ``tol`` given to :func:`certify` (:meth:`success_at`)."""
+        return self.success_at()
 
-        return {
-            "primal_value": f(self.primal_value), "dual_value": f(self.dual_value),
-            "gap": f(self.gap), "relative_gap": f(self.relative_gap),
-            "tolerance": f(self.tolerance), "feasible": self.feasible,
-            "infeasible_nodes": [_label(v) for v in self.infeasible_nodes],
-            "dual_feasible": self.dual_feasible,
-            "dual_infeasible_nodes": [_label(v) for v in self.dual_infeasible_nodes],
-            "repaired": self.repaired, "repairs": list(self.repairs),
-            "flows_from_weights": self.flows_from_weights,
-            "kkt": {k: f(v) for k, v in self.kkt.items()},
-            "radius": f(self.radius), "flow_scale": f(self.flow_scale),
-            "feas_tol": f(self.feas_tol), "tol": f(self.tol),
-            "reason": self.reason, "assumptions": list(self.assumptions),
-            "certified": self.certifies(),
-            "times": {k: float(v) for k, v in self.times.items()},
-        }
+    @property
+    def status(self) -> str:
+        """``"certified"``, ``"not_certified"`` (finite gap above ``tol``) or
+        ``"infinite_gap"``."""
+        if not np.isfinite(self.gap):
+            return "infinite_gap"
+        return "certified" if self.success else "not_certified"
 
     def summary(self) -> str:
         """A human-readable multi-line report."""
@@ -248,12 +246,6 @@ class Certificate:
 
     def __str__(self) -> str:
         return self.summary()
-
-    def to_json(self) -> str:
-        return json.dumps(self.as_dict(), indent=2)
-
-def _label(v: Any) -> Any:
-    return v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
 
 
 # ===================================================================== linear algebra helpers
@@ -287,7 +279,8 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
 
     Returns a :class:`Certificate` whose ``gap >= P(W) - P*`` (module docstring for the
     method, the repair and the limits; ``gap`` includes the certificate's own numerical
-    ``tolerance``).  ``tol`` only sets what :meth:`Certificate.certifies` is asked by default;
+    ``tolerance``).  ``tol`` only sets what :attr:`Certificate.success` asks
+    (:meth:`Certificate.success_at` takes another);
     ``feas_tol`` is the relative tolerance on node constraints and on dual-domain residuals,
     node by node (scaled by ``max(1, ||w_i||_inf)``, resp. ``max(1, ||s_i||_inf)``);
     ``radius``: by default the radii of the residual charges are *certified* from the level
@@ -313,7 +306,7 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     # projection onto the dual-feasible set does, whatever the gap
     rescaled = cert.flow_scale < 0.999 and project == "auto" and flows is not None
     if not (fallback and cert.feasible and model.num_edges and (near or rescaled)) \
-            or cert.certifies(tol):
+            or cert.success_at(tol):
         return cert
     tries: list[tuple[Any, int, str]] = []
     if rescaled:
@@ -328,13 +321,13 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     for trial_flows, rounds, what in tries:
         alt = _certify_once(model, weights, trial_flows, tol, feas_tol, radius, solver, project,
                             rounds)
-        alt.times["total"] += cert.times["total"]
+        alt.timings["total"] += cert.timings["total"]
         if alt.gap < cert.gap:
             alt.repairs.append(f"the first repair gave a larger gap ({cert.gap:.3g}): {what} "
                                "was used instead")
             alt.repaired = True
             cert = alt
-        if cert.certifies(tol):
+        if cert.success_at(tol):
             break
     return cert
 
@@ -494,10 +487,11 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
         primal_value=float(P), dual_value=float(D), gap=float(gap), relative_gap=float(rel),
         tolerance=tolerance, feasible=feasible, infeasible_nodes=[labels[i] for i in bad],
         dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual_bad],
-        repaired=bool(repairs), repairs=repairs, repaired_flows=U,
+        repaired=bool(repairs), repairs=repairs, weights=W, flows=U,
         flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
         radius=float(np.nan_to_num(radii[charged], nan=0.0).max(initial=0.0)), radii=radii,
         reason="; ".join(reasons),
         assumptions=assumptions, feas_tol=feas_tol, tol=tol, flow_scale=flow_scale,
-        times={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
+        timings={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
+        labels=Labels(model.nodes, model.edges),
     )

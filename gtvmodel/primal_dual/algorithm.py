@@ -27,14 +27,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._validate import as_finite_array, as_nonneg_scalar
 from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
-from ..errors import DataError, ParameterError, SolverError, UnknownNodeError
+from ..errors import DataError, ParameterError, SolverError
+from ..results import Labels, Result
 from ..solve.compile import data_overflow_message
 from ..terms.penalties import QuadForm, SquaredNorm2
 from .prox import NodeUpdates
@@ -364,8 +365,8 @@ class History:
     def __len__(self) -> int:
         return len(self.iteration)
 
-    def as_dict(self) -> dict[str, np.ndarray]:
-        """The columns as a dict (e.g. for ``pandas.DataFrame``)."""
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
         return {name: getattr(self, name) for name in self.COLUMNS}
 
     def __str__(self) -> str:
@@ -377,16 +378,19 @@ class History:
         return "\n".join(lines)
 
 
-@dataclass
-class PrimalDualResult:
-    """Result of :func:`solve_primal_dual`.
+@dataclass(kw_only=True)
+class PrimalDualResult(Result):
+    """Result of :func:`solve_primal_dual`; the shared vocabulary (:meth:`weight`,
+    :meth:`flow`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
 
     ``weights`` ``(n, d)`` (node order), ``flows`` ``(|E|, d)`` (the raw iterate ``u^k``),
     ``iterations``, ``status`` (``"converged"``: certified relative gap ``<= tol``;
-    ``"max_iter"``; ``"stopped"``: the callback returned True), ``history`` (:class:`History`),
-    ``certificate`` (the last one, with ``repaired_flows``), ``timings`` (seconds: ``setup``,
-    ``node_updates``, ``edge_updates``, ``certificate``, ``total``), ``c`` (final step scale)
-    and ``paths`` (how many nodes used which PU path).
+    ``"max_iter"``; ``"stopped"``: the callback returned True), ``success`` (``status ==
+    "converged"``), ``history`` (:class:`History`; in :meth:`to_dict` only with
+    ``arrays=True``), ``certificate`` (the last one; its ``flows`` are the repaired, dual
+    feasible ones), ``timings`` (seconds: ``setup``, ``node_updates``, ``edge_updates``,
+    ``certificate``, ``total``), ``c`` (final step scale) and ``paths`` (how many nodes used
+    which PU path).
     """
 
     weights: np.ndarray
@@ -395,10 +399,15 @@ class PrimalDualResult:
     status: str
     history: History
     certificate: Any
-    timings: dict[str, float]
     c: float | None
     paths: dict[str, int]
-    nodes: list = field(repr=False, default_factory=list)
+
+    _BULKY: ClassVar[tuple[str, ...]] = ("history",)
+
+    @property
+    def success(self) -> bool:
+        """The run converged: its certified relative gap is at most ``tol``."""
+        return self.status == "converged"
 
     @property
     def objective(self) -> float:
@@ -409,13 +418,6 @@ class PrimalDualResult:
     def gap(self) -> float:
         """The last certified duality gap."""
         return float(self.history.gap[-1]) if len(self.history) else float("inf")
-
-    def weight(self, node: Any) -> np.ndarray:
-        """``w_i`` of a node label."""
-        try:
-            return self.weights[self.nodes.index(node)]
-        except ValueError:
-            raise UnknownNodeError(f"node {node!r} is not in the graph") from None
 
 
 # =====================================================================  the solver
@@ -581,7 +583,7 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     return PrimalDualResult(
         weights=W, flows=U, iterations=k, status=status, history=History.from_rows(rows),
         certificate=cert, timings=timings, c=rule.c, paths=updates.describe(),
-        nodes=list(model.nodes))
+        labels=Labels(model.nodes, model.edges))
 
 
 def _raise_non_finite(model: ModelDeclaration, W_new: np.ndarray, V: np.ndarray, tau: np.ndarray,

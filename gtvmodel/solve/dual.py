@@ -51,6 +51,7 @@ from .._norms import dual_exponent, mul_up, norm_rows_upper
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
+from ..results import Labels, Result
 from ..terms.constraints import Box, NormBall
 from ..terms.losses import (
     QuadraticLoss,
@@ -65,9 +66,10 @@ __all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts", "c
            "compile_dual", "solve_dual"]
 
 
-@dataclass
-class DualSolution:
-    """A solution of the dual flow problem (24).
+@dataclass(kw_only=True)
+class DualSolution(Result):
+    """A solution of the dual flow problem (24); the shared vocabulary (:meth:`flow`,
+    :meth:`weight`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
 
     Attributes
     ----------
@@ -78,22 +80,28 @@ class DualSolution:
         The dual value ``D(u)`` as the solver reports it.
     status, solver : str
         CVXPY's status string and the solver's name.
-    compile_time, solve_time : float
-        Seconds spent building/canonicalizing and inside the solver.
+    success : bool
+        The solver reports ``"optimal"`` (an accepted inaccurate answer is not a success).
+    timings : dict
+        Seconds: ``"compile"`` (building/canonicalizing; no build time when the cached problem
+        is re-solved) and ``"solve"`` (inside the solver).
     weights : ndarray (n, d) or None
         Primal weights recovered from the multipliers of the node-balance constraints, only when
-        they verify (feasible, ``P(w)`` equal to the dual value within relative 1e-6); else None.
+        they verify (feasible, ``P(w)`` equal to the dual value within relative 1e-6); else None
+        (then :meth:`weight` raises :class:`~gtvmodel.errors.UnsupportedError`).
     """
 
     flows: np.ndarray
     objective: float
     status: str
     solver: str
-    compile_time: float
-    solve_time: float
     weights: np.ndarray | None = None
-    nodes: list[Any] = field(repr=False, default_factory=list)
     info: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        """The solver reports ``"optimal"``."""
+        return self.status == cp.OPTIMAL
 
 
 @dataclass
@@ -408,8 +416,8 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     weights = _recover_weights(model, compiled, value)
     return DualSolution(
         flows=U, objective=value, status=status, solver=name,
-        compile_time=(compiled.build_time if fresh else 0.0) + comp, solve_time=solve_time,
-        weights=weights, nodes=list(model.nodes), info={"lam": model.lam},
+        timings={"compile": (compiled.build_time if fresh else 0.0) + comp, "solve": solve_time},
+        weights=weights, labels=Labels(model.nodes, model.edges), info={"lam": model.lam},
     )
 
 

@@ -17,6 +17,7 @@ from .._validate import as_nonneg_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
 from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
+from ..results import Labels
 from ..solution import Solution
 from .compile import (
     PrimalProblem,
@@ -67,8 +68,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     once with :data:`RESOLVE_OPTIONS` (the better certified answer is kept), and if it still
     exceeds it while the status is ``"optimal"``, an :class:`~gtvmodel.errors.AccuracyWarning`
     says to what the solution is certified (an accepted ``"optimal_inaccurate"`` status already
-    says the answer is inaccurate; ``info["certified"]`` is False then too).  Measured cost
-    (``info["certificate_time"]``; the first certificate of a model pays the flow repair's
+    says the answer is inaccurate; ``Solution.success`` is False then too).  Measured cost
+    (``timings["certificate"]``; the first certificate of a model pays the flow repair's
     one-time set-up): 0.1-2 % of the solver time with squared losses only (200-1000 nodes),
     5-13 % with many zero-loss nodes (paper 001 VI-A with rho = 0.6, paper 000's setting),
     single-threaded BLAS; with multithreaded OpenBLAS on a busy 2-core machine the set-up's
@@ -111,7 +112,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
             info["certificate_error"] = str(exc)
         info["certificate_time"] = time.perf_counter() - t0
         resolve = RESOLVE_OPTIONS.get(name)
-        if (resolve and cert is not None and not cert.certifies(accuracy)
+        if (resolve and cert is not None and not cert.success_at(accuracy)
                 and not set(resolve) & set(opts)):
             record2: dict[str, Any] = {}
             try:
@@ -132,7 +133,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                         info["tolerances"] = record2.get("options")
             except GTVError:
                 info["resolved"] = False
-        info["certified"] = cert is not None and cert.certifies(accuracy)
+        info["certified"] = cert is not None and cert.success_at(accuracy)
         if cert is not None:
             info["certified_gap"] = cert.gap
             info["certified_relative_gap"] = cert.relative_gap
@@ -154,15 +155,18 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                 + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
                 + "): the weights may be that far from optimal (see Solution.certificate)",
                 AccuracyWarning, stacklevel=3)
+    timings = {"compile": (compiled.build_time if fresh else 0.0) + comp, "solve": solve_time}
+    if "certificate_time" in info:
+        timings["certificate"] = info.pop("certificate_time")
     return Solution(
         weights=W,
         flows=U,
         objective=objective,
         status=status,
+        success=bool(info.pop("certified", status == cp.OPTIMAL)),
         solver=name,
-        compile_time=(compiled.build_time if fresh else 0.0) + comp,
-        solve_time=solve_time,
-        nodes=list(model.nodes),
+        timings=timings,
+        labels=Labels(model.nodes, model.edges),
         info=info,
         certificate=cert,
     )
@@ -175,7 +179,7 @@ def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U
     from the weights (the best one is kept: each is a valid bound)."""
     cert = certify_fn(model, W, U, tol=accuracy, project="never")
     for flows in (U, None):
-        if cert.certifies(accuracy):
+        if cert.success_at(accuracy):
             break
         alt = certify_fn(model, W, flows, tol=accuracy)
         if alt.relative_gap < cert.relative_gap:
