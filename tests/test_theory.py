@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from networkx.algorithms import flow as nxflow
 
 import gtvmodel as gm
 from gtvmodel import theory as th
@@ -195,16 +196,16 @@ def test_flow_search_exact_on_integer_instances(seed):
     delta = rng.integers(0, 3, size=k).astype(float)
     thetas = [brute_theta(k, heads, tails, w, b, i0) for i0 in range(k)]
     lam_bf = min(brute_lam_min(k, heads, tails, w, c, delta, i0) for i0 in range(k))
-    for name in ("boykov_kolmogorov", "preflow_push", "edmonds_karp"):
-        net = th._CutNetwork(k, heads, tails, w, th.FLOW_FUNCS[name])
-        margin, i0, A = th._best_margin(net, b)
+    for func in (nxflow.boykov_kolmogorov, nxflow.preflow_push, nxflow.edmonds_karp):
+        net = th.cuts.CutNetwork(k, heads, tails, w, func)
+        margin, i0, A = th.cuts.best_margin(net, b)
         if margin > 1:
             assert _rel_eq(margin, thetas[i0]) and thetas[i0] > 1
         else:
             assert max(thetas) <= 1
             assert _rel_eq(margin, max(thetas))
             assert b[A].sum() >= _cut(A, heads, tails, w)
-        assert _rel_eq(th._lam_min(net, c, delta), lam_bf)
+        assert _rel_eq(th.cuts.best_lam_min(net, c, delta), lam_bf)
     # the non-strict condition is a max-flow saturating the source arcs (networkx directly)
     H = nx.DiGraph()
     for a, bb, ww in zip(heads, tails, w, strict=True):
@@ -221,12 +222,12 @@ def test_flow_search_exact_on_integer_instances(seed):
 def test_exact_tie_is_not_strict():
     """A star cluster whose leaves' budgets equal their edge weights: theta* = 1 exactly."""
     G = nx.star_graph(4)
-    net = th._CutNetwork(5, np.zeros(4, dtype=int), np.arange(1, 5), np.array([1.0, 2, 1, 3]),
-                         th.FLOW_FUNCS["boykov_kolmogorov"])
+    net = th.cuts.CutNetwork(5, np.zeros(4, dtype=int), np.arange(1, 5), np.array([1.0, 2, 1, 3]),
+                         nxflow.boykov_kolmogorov)
     b = np.array([0.0, 1.0, 2.0, 1.0, 3.0])
-    margin, i0, A = th._best_margin(net, b)
+    margin, i0, A = th.cuts.best_margin(net, b)
     assert margin == 1.0 and i0 == 0 and A.sum() >= 1
-    margin2, _, _ = th._best_margin(net, b * 0.999)
+    margin2, _, _ = th.cuts.best_margin(net, b * 0.999)
     assert margin2 > 1.0
     assert G.number_of_nodes() == 5
 
