@@ -13,7 +13,7 @@ Constants (``||.||`` the penalty norm ``phi = ||.||_p``, ``||.||_*`` its dual no
   cluster graph at ``lambda = 0``.
 * ``alpha_C = lambda_min(sum_{i in C} H_lo_i)`` and ``beta_i = lambda_max(H_hi_i)`` from the
   losses' global Loewner bounds ``H_lo <= hess L_i(w) <= H_hi``
-  (:meth:`~gtvmodel.losses.Loss.hessian_bounds`): Euclidean strong convexity of ``f_C`` (13)
+  (:meth:`~gtvmodel.terms.losses.Loss.hessian_bounds`): Euclidean strong convexity of ``f_C`` (13)
   and Lipschitz constant of ``grad L_i`` (12).  Logistic and Huber losses have ``H_lo = 0``
   (they flatten out), so a cluster of them has a global modulus only through an ``l2=`` term;
   the Hessian at ``w_bar_C`` is *not* a global modulus and is not used.  A cluster with
@@ -47,12 +47,16 @@ Examples
 --------
 >>> import networkx as nx, gtvmodel as gm
 >>> from gtvmodel import theory
->>> G = nx.barbell_graph(3, 0)  # two triangles {0, 1, 2}, {3, 4, 5} joined by edge (2, 3)
->>> model = gm.GTVModel(G, dim=1)
->>> for i in G:
-...     model.set_loss(i, gm.QuadraticLoss([1.0 if i < 3 else -1.0]))
->>> [r.holds for r in theory.check_well_connected(model, [[0, 1, 2], [3, 4, 5]], lam=0.1)]
+>>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+>>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+...     model.set_loss(i, gm.QuadraticLoss([a]))
+>>> part = [[0, 1, 2], [3, 4, 5]]
+>>> [r.holds for r in theory.check_well_connected(model, part, lam=1.0)]
 [True, True]
+>>> round(theory.consensus_threshold(model), 6)
+6.0
+>>> theory.verify_recovery(model, part, lam=1.0).certified
+True
 """
 
 from .consensus import consensus_threshold

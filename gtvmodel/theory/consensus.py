@@ -27,7 +27,20 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
     """``min_u max_e ||u_e||_* / A_e`` subject to ``D^T u = -G`` (one vectorized CVXPY problem).
 
     ``G`` must sum to zero on every connected component (else no flow exists: ``inf``); its
-    tiny solver residual is projected away first.
+    tiny solver residual is projected away first.  ``what`` names the caller in solver errors.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> import numpy as np
+    >>> G = np.array([[2.0], [2.0], [2.0], [-2.0], [-2.0], [-2.0]])  # 6 units over edge (2, 3)
+    >>> round(min_congestion(model, G, None, "example"), 4)
+    6.0
+    >>> min_congestion(model, G + 1.0, None, "example")  # demands do not balance
+    inf
     """
     n, d = G.shape
     E = model.num_edges
@@ -61,7 +74,24 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
 
 def threshold_flow_1d(model: ModelDeclaration, g: np.ndarray, flow_func: Callable[...,
                        Any]) -> float:
-    """``max_S |g(S)| / cut(S)`` for ``d = 1`` by Dinkelbach's iteration on max-flows."""
+    """``max_S |g(S)| / cut(S)`` for ``d = 1`` by Dinkelbach's iteration on max-flows.
+
+    The exact ``lambda_crit`` of :func:`consensus_threshold` for scalar parameters: the
+    minimum congestion of the demands ``g_i = L_i'(w_bar)`` (28) equals the largest ratio of
+    a set's net demand to its cut (max-flow min-cut).  ``flow_func`` is a networkx max-flow
+    function; ``inf`` when a component's demands do not balance.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> import numpy as np
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> threshold_flow_1d(model, np.array([2.0, 2.0, 2.0, -2.0, -2.0, -2.0]), preflow_push)
+    6.0
+    """
     n = model.num_nodes
     h, t, A = model.edges[:, 0], model.edges[:, 1], model.edge_weights
     adj = sp.coo_matrix((np.ones(h.size), (h, t)), shape=(n, n))
@@ -102,7 +132,20 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
     ``d > 1``, any norm penalty): the convex program above, one vectorized CVXPY problem with
     the sparse incidence.  ``inf`` when the graph is disconnected and a component's gradients
     do not balance.  Needs the same losses as :func:`check_well_connected` and a strongly
-    convex pooled loss (a unique ``w_bar``).
+    convex pooled loss (a unique ``w_bar``).  ``flow_func`` is a networkx max-flow function
+    for ``method="flow"`` (default None: ``preflow_push``, see :func:`check_well_connected`).
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from gtvmodel import theory
+    >>> round(theory.consensus_threshold(model), 6)  # 6 units of gradient over one edge
+    6.0
+    >>> round(theory.consensus_threshold(model, method="convex"), 4)
+    6.0
     """
     if method not in ("auto", "flow", "convex"):
         raise ParameterError(f"method must be 'auto', 'flow' or 'convex', got {method!r}")

@@ -39,7 +39,21 @@ class Constants:
 
 
 def check_scope(model: ModelDeclaration) -> None:
-    """Raise :class:`UnsupportedError` for losses, constraints or penalties Theorem 2 misses."""
+    """Raise :class:`UnsupportedError` for losses, constraints or penalties Theorem 2 misses.
+
+    Theorem 2 needs a norm penalty ``phi`` (the capacities ``||u_e||_* <= lambda A_e``), smooth
+    library losses (``beta_i`` (12) and ``alpha_C`` (13) from their Hessian bounds) and no node
+    constraints; the error names the node or the penalty.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> check_scope(gm.GTVModel(nx.path_graph(2), dim=1))
+    >>> check_scope(gm.GTVModel(nx.path_graph(2), dim=1, penalty=gm.SquaredNorm2()))
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.UnsupportedError: penalty SquaredNorm2() is not a norm: ...
+    """
     pen = model.penalty
     if not pen.is_norm:
         raise UnsupportedError(
@@ -61,7 +75,20 @@ def check_scope(model: ModelDeclaration) -> None:
 
 
 def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
-    """``kappa_p = max ||x||_p / ||x||_2`` and ``rho = kappa_p * max ||y||_q / ||y||_2``."""
+    """``kappa_p = max ||x||_p / ||x||_2`` and ``rho = kappa_p * max ||y||_q / ||y||_2``.
+
+    For the penalty ``phi = ||.||_p`` in dimension ``d``: ``kappa_p = d^max(0, 1/p - 1/2)``
+    (deviation bound (37)) and ``rho = d^|1/p - 1/2|`` (the curvature term of the budgets);
+    both are 1 for :class:`~gtvmodel.terms.penalties.Norm2` (MATH.md §5).
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> norm_factors(gm.GTVModel(nx.path_graph(2), dim=4))
+    (1.0, 1.0)
+    >>> norm_factors(gm.GTVModel(nx.path_graph(2), dim=4, penalty=gm.Norm1()))
+    (2.0, 2.0)
+    """
     p = float(model.penalty.p)
     inv_p = 0.0 if math.isinf(p) else 1.0 / p
     d = model.dim
@@ -70,7 +97,28 @@ def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
 
 def theorem2_constants(model: ModelDeclaration, part: Partition,
                        solver: str | None = None) -> Constants:
-    """alpha_C, beta_i, w_bar_C, delta_i, |dC| of Theorem 2 (vectorized over nodes)."""
+    """alpha_C, beta_i, w_bar_C, delta_i, |dC| of Theorem 2 (vectorized over nodes).
+
+    ``alpha_C = lambda_min(sum_{i in C} H_lo_i)`` (13), ``beta_i = lambda_max(H_hi_i)`` (12),
+    ``w_bar_C = argmin f_C`` (9) (closed form when ``f_C`` is quadratic, else one solve of the
+    cluster graph at ``lambda = 0``), ``delta_i = ||grad L_i(w_bar_C)||_*`` (11), the outside
+    weights ``sum_{j notin C} A_ij`` and ``|dC|``, and the norm factors of
+    :func:`norm_factors`.  Raises :class:`~gtvmodel.errors.UnsupportedError` out of scope
+    (:func:`check_scope`) or when ``alpha_C = 0``.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from gtvmodel.theory.partition import normalize_partition
+    >>> k_ = theorem2_constants(model, normalize_partition(model, [[0, 1, 2], [3, 4, 5]]))
+    >>> k_.alpha.tolist(), k_.wbar.ravel().tolist(), k_.boundary.tolist()
+    ([6.0, 6.0], [1.0, -1.0], [1.0, 1.0])
+    >>> k_.beta.tolist(), k_.delta.round(3).tolist()
+    ([2.0, 2.0, 2.0, 2.0, 2.0, 2.0], [0.0, 0.4, 0.4, 0.0, 0.2, 0.2])
+    """
     check_scope(model)
     n, d, k = model.num_nodes, model.dim, len(part.labels)
     H_lo = np.empty((n, d, d))
@@ -115,6 +163,17 @@ def theorem2_constants(model: ModelDeclaration, part: Partition,
 
 
 def check_lam(lam: Any) -> float:
+    """``lambda`` as a float, finite and ``> 0`` (the budgets contain ``delta_i / lambda``).
+
+    Examples
+    --------
+    >>> check_lam(0.5)
+    0.5
+    >>> check_lam(0)
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.ParameterError: lam must be finite and > 0 ...
+    """
     try:
         v = float(lam)
     except (TypeError, ValueError):

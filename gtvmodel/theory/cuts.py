@@ -70,7 +70,22 @@ class CutNetwork:
     built once and re-solved with new capacities (networkx flow functions reset the flows).
 
     Undirected edges become two arcs of capacity ``A``; source arcs ``s -> i`` and sink arcs
-    ``i -> t`` get their capacities from :meth:`set_source` / :meth:`set_sink`.
+    ``i -> t`` get their capacities from :meth:`set_source` / :meth:`set_sink`.  ``heads``,
+    ``tails``, ``weights``: the (cluster-local) edges ``e = {i, j}`` and their ``A_ij``;
+    ``flow_func``: a networkx max-flow function.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> net = CutNetwork(3, np.array([0, 1, 0]), np.array([1, 2, 2]),  # triangle, A_02 = 2
+    ...                  np.array([1.0, 1.0, 2.0]), preflow_push)
+    >>> net.degree.tolist()  # weighted degrees cut({i}, C \\ {i})
+    [3.0, 2.0, 3.0]
+    >>> net.set_source(np.array([0.0, 5.0, 0.0]))  # b_1 = 5 into the sink i0 = 2
+    >>> A = net.min_cut(2)
+    >>> A.tolist(), net.cut(A)
+    ([False, True, False], 2.0)
     """
 
     def __init__(self, k: int, heads: np.ndarray, tails: np.ndarray, weights: np.ndarray,
@@ -146,7 +161,18 @@ def min_ratio(net: CutNetwork, i0: int, c: np.ndarray,
     negative minimum gives a set of smaller ratio, zero proves optimality.  Every ``mu`` is the
     exact ratio of an actual set, so ``mu`` only decreases and the loop is finite.  Requires
     ``cut(A) > c(A)`` for all such ``A`` (the caller checks).  Returns ``(inf, None)`` when
-    ``q`` vanishes off ``i0``.
+    ``q`` vanishes off ``i0``.  With ``c = 0``, ``q = b`` it is ``theta*(i0)`` of Definition 1
+    ((35)); with ``q = delta`` it is ``1 / lambda_min(i0)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> net = CutNetwork(3, np.array([0, 1, 0]), np.array([1, 2, 2]),  # triangle, A_02 = 2
+    ...                  np.array([1.0, 1.0, 2.0]), preflow_push)
+    >>> theta, A = min_ratio(net, 2, np.zeros(3), np.array([0.5, 0.5, 0.5]))
+    >>> theta, A.tolist()  # A = {0, 1}: cut 3 / budget 1
+    (3.0, [True, True, False])
     """
     k = net.k
     off = np.ones(k, dtype=bool)
@@ -181,7 +207,16 @@ def min_ratio(net: CutNetwork, i0: int, c: np.ndarray,
 
 
 def others_extreme(v: np.ndarray, largest: bool) -> np.ndarray:
-    """``out[i] = max_{j != i} v_j`` (or min): the two extreme values, vectorized."""
+    """``out[i] = max_{j != i} v_j`` (or min): the two extreme values, vectorized.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> others_extreme(np.array([3.0, 1.0, 2.0]), largest=True).tolist()
+    [2.0, 3.0, 3.0]
+    >>> others_extreme(np.array([3.0, 1.0, 2.0]), largest=False).tolist()
+    [1.0, 2.0, 1.0]
+    """
     if v.size < 2:
         return np.full(v.size, -math.inf if largest else math.inf)
     order = np.argsort(-v if largest else v, kind="stable")
@@ -197,6 +232,18 @@ def best_margin(net: CutNetwork, b: np.ndarray) -> tuple[float, int, np.ndarray 
     max-flow) order the candidates and stop the search once no candidate can beat the best
     ``theta*`` found; a failed ``i0`` restricts the candidates to its minimizing set ``A``
     (every ``i0' notin A`` has ``theta*(i0') <= ratio(A)``).  Both prunings keep it exact.
+    ``b`` holds the budgets ``b_i`` of Definition 1; the condition (35) holds iff
+    ``theta* > 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> net = CutNetwork(3, np.array([0, 1, 0]), np.array([1, 2, 2]),  # triangle, A_02 = 2
+    ...                  np.array([1.0, 1.0, 2.0]), preflow_push)
+    >>> theta, i0, A = best_margin(net, np.array([0.5, 0.5, 0.5]))
+    >>> theta, i0, A.tolist()  # anchor i0 = 0: the set A = {1, 2} has cut 3, budget 1
+    (3.0, 0, [False, True, True])
     """
     zero = np.zeros(net.k)
     deg = net.degree
@@ -226,7 +273,17 @@ def best_lam_min(net: CutNetwork, c: np.ndarray, delta: np.ndarray) -> float:
 
     Lower bounds from ``A = C \\ {i0}`` and the singletons order and stop the search over
     ``i0``; a computed ``i0`` restricts the candidates to its maximizing set ``A`` (every
-    ``i0' notin A`` has ``lam_min(i0') >= lam_min(i0)``).
+    ``i0' notin A`` has ``lam_min(i0') >= lam_min(i0)``).  With budgets ``b_i = c_i + delta_i /
+    lambda`` this is ``lambda_min(C)``: (35) holds exactly for ``lambda > lambda_min(C)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> net = CutNetwork(3, np.array([0, 1, 0]), np.array([1, 2, 2]),  # triangle, A_02 = 2
+    ...                  np.array([1.0, 1.0, 2.0]), preflow_push)
+    >>> round(best_lam_min(net, np.zeros(3), np.array([0.5, 0.5, 0.5])), 6)
+    0.333333
     """
     zero = np.zeros(net.k)
     deg = net.degree

@@ -25,7 +25,28 @@ class Partition:
 
 
 def normalize_partition(model: ModelDeclaration, partition: Any) -> Partition:
-    """Validate a partition (list of collections of labels, or dict node -> cluster label)."""
+    """Validate a partition ``P = {C_1, ..., C_k}`` of Theorem 2 into cluster indices.
+
+    ``partition`` is a list of collections of node labels (cluster labels ``0..k-1``) or a dict
+    ``node -> cluster label``; it must list every node exactly once
+    (:class:`~gtvmodel.errors.PartitionError`, :class:`~gtvmodel.errors.UnknownNodeError`).
+    Returns the cluster labels in partition order, each cluster's node positions (model order)
+    and the cluster index ``C(i)`` of every node.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> part = normalize_partition(model, {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"})
+    >>> part.labels, part.cid.tolist()
+    (['a', 'b'], [0, 0, 0, 1, 1, 1])
+    >>> normalize_partition(model, [[0, 1, 2], [3, 4]])
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.PartitionError: the partition misses 1 node(s): 5
+    """
     n = model.num_nodes
     cid = np.full(n, -1, dtype=np.int64)
     labels: list[Hashable] = []
@@ -78,13 +99,41 @@ def normalize_partition(model: ModelDeclaration, partition: Any) -> Partition:
 
 
 def intra_edges(model: ModelDeclaration, part: Partition) -> np.ndarray:
-    """Boolean mask of the edges inside a cluster."""
+    """Boolean mask of the edges ``e = {i, j}`` inside a cluster (``C(i) = C(j)``), model order.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> model.edges.tolist()
+    [[0, 1], [0, 2], [1, 2], [2, 3], [3, 4], [3, 5], [4, 5]]
+    >>> intra_edges(model, normalize_partition(model, [[0, 1, 2], [3, 4, 5]])).tolist()
+    [True, True, True, False, True, True, True]
+    """
     h, t = model.edges[:, 0], model.edges[:, 1]
     return part.cid[h] == part.cid[t]
 
 
 def require_connected(model: ModelDeclaration, part: Partition) -> None:
-    """Raise :class:`PartitionError` if a cluster's induced subgraph is disconnected."""
+    """Raise :class:`PartitionError` if a cluster's induced subgraph is disconnected.
+
+    A component ``A`` of ``C`` that misses ``i0`` has ``cut(A, C \\ A) = 0``, so Definition 1
+    ((35)) cannot hold for any ``lambda``.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> require_connected(model, normalize_partition(model, [[0, 1, 2], [3, 4, 5]]))
+    >>> require_connected(model, normalize_partition(model, [[0, 4], [1, 2, 3, 5]]))
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.PartitionError: cluster 0: its induced subgraph is disconnected ...
+    """
     n = model.num_nodes
     intra = intra_edges(model, part)
     h, t = model.edges[intra, 0], model.edges[intra, 1]

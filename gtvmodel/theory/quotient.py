@@ -30,17 +30,46 @@ def cluster_graph(model: ModelDeclaration, partition: Any) -> ModelDeclaration:
     Library node constraints are intersected on the cluster node.
 
     Summed losses: squared and quadratic members are stacked into one
-    :class:`~gtvmodel.losses.SquaredLoss` with rows scaled by ``sqrt(M/m_i)`` (quadratic centres
-    become ``d`` rows ``sqrt(M) e_j``), which is exactly ``sum_i L_i``; other library losses
+    :class:`~gtvmodel.terms.losses.SquaredLoss` with rows scaled by ``sqrt(M/m_i)`` (quadratic
+    centres become ``d`` rows ``sqrt(M) e_j``), which is exactly ``sum_i L_i``; other library losses
     become one CVXPY expression per cluster and loss class, built by
-    :class:`~gtvmodel.losses.LossBatch` from the same row formulas.  Symbolic losses and
+    :class:`~gtvmodel.terms.losses.LossBatch` from the same row formulas.  Symbolic losses and
     constraints cannot be moved to another variable and raise
     :class:`~gtvmodel.errors.UnsupportedError`.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from gtvmodel import theory
+    >>> cg = theory.cluster_graph(model, {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"})
+    >>> cg.nodes, cg.edge_weights.tolist()
+    (['a', 'b'], [1.0])
+    >>> cg.loss_at(0)  # f_a = sum of three quadratics, stacked
+    SquaredLoss(m=3, d=1)
+    >>> cg.solve_exact().weights.round(3).ravel().tolist()  # w_tilde (46) at lambda = 1
+    [0.833, -0.833]
     """
     return build_cluster_graph(model, normalize_partition(model, partition))
 
 
 def build_cluster_graph(model: ModelDeclaration, part: Partition) -> ModelDeclaration:
+    """:func:`cluster_graph` for a validated partition: edge weights ``A~_{cc'}`` (45) summed
+    with one :func:`numpy.bincount` over the inter-cluster edges, losses by :func:`summed_loss`.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from gtvmodel.theory.partition import normalize_partition
+    >>> cg = build_cluster_graph(model, normalize_partition(model, [[0, 1, 2], [3, 4, 5]]))
+    >>> cg.num_nodes, cg.num_edges, cg.lam
+    (2, 1, 1.0)
+    """
     k, d = len(part.labels), model.dim
     G = nx.Graph()
     G.add_nodes_from(part.labels)
@@ -68,7 +97,23 @@ def build_cluster_graph(model: ModelDeclaration, part: Partition) -> ModelDeclar
 
 
 def summed_loss(model: ModelDeclaration, mem: np.ndarray, label: Hashable) -> Loss | Callable:
-    """``f_C = sum_{i in C} L_i`` as a library loss or a callable building one expression."""
+    """``f_C = sum_{i in C} L_i`` (46) as a library loss or a callable building one expression.
+
+    ``mem`` holds the member positions of cluster ``label``.  Squared and quadratic members
+    become one :class:`~gtvmodel.terms.losses.SquaredLoss` (rows scaled by ``sqrt(M/m_i)``);
+    other losses a callable ``x -> CVXPY expression``.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> import numpy as np
+    >>> f = summed_loss(model, np.array([0, 1, 2]), "a")
+    >>> f, (f.X ** 2).round(6).ravel().tolist()  # sqrt(3) rows: (1/3) sum 3 (w - a_i)^2
+    (SquaredLoss(m=3, d=1), [3.0, 3.0, 3.0])
+    """
     d = model.dim
     losses = [model.loss_at(i) for i in mem]
     for i, ls in zip(mem, losses, strict=True):

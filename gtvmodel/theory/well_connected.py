@@ -72,6 +72,30 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     tried in order of decreasing budget, each failure restricting the candidates to its
     minimizing set ``A`` (any ``i0' notin A`` is no better), which keeps the search exact and
     usually ends after one or two ``i0``.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from gtvmodel import theory
+    >>> reports = theory.check_well_connected(model, [[0, 1, 2], [3, 4, 5]], lam=1.0)
+    >>> [(r.holds, r.witness, round(r.lam_min, 6)) for r in reports]
+    [(True, 2, 0.6), (True, 3, 0.6)]
+    >>> print(reports[0].summary())
+    cluster 0 (3 nodes): well-connected (witness 2); theta* = 1.154; lam = 1, lam_min = 0.6; ...
+    >>> r = theory.check_well_connected(model, [[0, 1, 2], [3, 4, 5]], lam=0.1)[0]
+    >>> r.holds, r.violating_set, round(r.margin, 4)  # lam <= lam_min: (35) fails
+    (False, [0, 1], 0.375)
+
+    Any networkx max-flow function gives the same reports:
+
+    >>> from networkx.algorithms.flow import edmonds_karp
+    >>> part = {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"}
+    >>> r = theory.check_well_connected(model, part, lam=1.0, flow_func=edmonds_karp)[1]
+    >>> r.cluster, r.holds, round(r.margin, 4)
+    ('b', True, 1.1538)
     """
     if constant not in CONSTANT_FACTORS:
         raise ParameterError(f"constant must be 'corrected' or 'printed', got {constant!r}")
@@ -85,7 +109,28 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
 
 def cluster_reports(model: ModelDeclaration, part: Partition, k_: Constants, lam_v: float,
                     constant: str, func: Callable[..., Any]) -> list[ClusterReport]:
-    """The per-cluster reports of :func:`check_well_connected` from precomputed constants."""
+    """The per-cluster reports of :func:`check_well_connected` from precomputed constants.
+
+    Budgets ``b_i = sum_{j notin C} A_ij + c rho beta_i |dC| / alpha_C + delta_i / lambda``
+    (Definition 1 corrected, ``c`` from ``constant``), then per cluster :func:`best_margin`
+    (``theta*``), :func:`best_lam_min` and the bounds (37); ``func`` is a networkx max-flow
+    function.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)  # triangles joined by edge (2, 3)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> from networkx.algorithms.flow import preflow_push
+    >>> from gtvmodel.theory.constants import theorem2_constants
+    >>> from gtvmodel.theory.partition import normalize_partition
+    >>> part = normalize_partition(model, [[0, 1, 2], [3, 4, 5]])
+    >>> k_ = theorem2_constants(model, part)
+    >>> reports = cluster_reports(model, part, k_, 1.0, "corrected", preflow_push)
+    >>> [(r.holds, round(r.bound, 4)) for r in reports]  # (37): 2 |dC| lam / alpha_C
+    [(True, 0.3333), (True, 0.3333)]
+    """
     factor = CONSTANT_FACTORS[constant]
     curv = factor * k_.rho * k_.beta * (k_.boundary / k_.alpha)[part.cid]
     c_all = k_.outside + curv
