@@ -232,6 +232,77 @@ def test_exact_tie_is_not_strict():
     assert G.number_of_nodes() == 5
 
 
+# ---------------------------------------------------------------------------- flow_func
+FLOW_FUNCS = [nxflow.preflow_push, nxflow.boykov_kolmogorov, nxflow.edmonds_karp,
+              nxflow.dinitz, nxflow.shortest_augmenting_path]
+
+
+def _report_key(rep):
+    """Everything a ClusterReport says, rounded where it is a max-flow quantity."""
+    return (rep.cluster, rep.nodes, rep.holds, rep.witness, round(rep.margin, 9),
+            rep.nonstrict, rep.violating_set, round(rep.lam_min, 9),
+            {v: round(b, 12) for v, b in rep.budgets.items()}, rep.bound)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flow_funcs_give_the_same_reports(seed):
+    """Any networkx max-flow function (a callable, as in networkx) gives the same reports,
+    on both sides of lam_min (holds with a witness; fails with a violating set)."""
+    model, clusters, _ = random_two_cluster_model(seed, k=9)
+    lm = th.check_well_connected(model, clusters, 1.0)[0].lam_min
+    lams = [1.0] if not np.isfinite(lm) or lm == 0 else [0.5 * lm, 2.0 * lm]
+    seen = set()
+    for lam in lams:
+        ref = th.check_well_connected(model, clusters, lam)  # default: preflow_push
+        assert [_report_key(r) for r in th.check_well_connected(
+            model, clusters, lam, flow_func=None)] == [_report_key(r) for r in ref]
+        for func in FLOW_FUNCS:
+            reports = th.check_well_connected(model, clusters, lam, flow_func=func)
+            assert [_report_key(r) for r in reports] == [_report_key(r) for r in ref]
+        seen.add(ref[0].holds)
+    assert seen == ({True, False} if len(lams) == 2 else {ref[0].holds})
+
+
+def test_flow_func_is_passed_to_networkx():
+    """The callable given is the one that runs (networkx's signature), for both entry points."""
+    calls = []
+
+    def counting(G, s, t, **kw):
+        calls.append((s, t))
+        return nxflow.edmonds_karp(G, s, t, **kw)
+
+    model, clusters, _ = random_two_cluster_model(0, k=6)
+    ref = th.check_well_connected(model, clusters, 1.0, flow_func=nxflow.edmonds_karp)
+    assert [_report_key(r) for r in th.check_well_connected(
+        model, clusters, 1.0, flow_func=counting)] == [_report_key(r) for r in ref]
+    assert calls
+    calls.clear()
+    G = nx.path_graph(5)
+    m1 = gm.GTVModel(G, 1)
+    for i in G.nodes:
+        m1.set_loss(i, gm.QuadraticLoss([float(i)]))
+    lam = th.consensus_threshold(m1, method="flow", flow_func=counting)
+    assert calls
+    assert lam == pytest.approx(th.consensus_threshold(m1, method="flow"), rel=1e-12)
+    assert lam == pytest.approx(th.consensus_threshold(m1, method="convex"), rel=1e-6)
+
+
+@pytest.mark.parametrize("bad, hint", [
+    ("edmonds_karp", "pass networkx.algorithms.flow.edmonds_karp itself"),
+    ("preflow_push", "pass networkx.algorithms.flow.preflow_push itself"),
+    ("magic", "one of networkx.algorithms.flow.preflow_push"),
+    (3, "one of networkx.algorithms.flow.preflow_push"),
+])
+def test_flow_func_string_or_other_raises(bad, hint):
+    model, clusters, _ = random_two_cluster_model(1, k=4)
+    with pytest.raises(ParameterError, match="flow_func must be a networkx max-flow function"):
+        th.check_well_connected(model, clusters, 1.0, flow_func=bad)
+    with pytest.raises(ParameterError, match=hint):
+        th.check_well_connected(model, clusters, 1.0, flow_func=bad)
+    with pytest.raises(ParameterError, match="flow_func"):
+        th.consensus_threshold(model, flow_func=bad)
+
+
 # ---------------------------------------------------------------------------- Theorem 2
 def _hold_everywhere(model, part, lam, constant="corrected"):
     return all(r.holds for r in th.check_well_connected(model, part, lam, constant=constant))
