@@ -114,16 +114,19 @@ class CutNetwork:
                        + np.bincount(tails, weights, minlength=k))
 
     def set_source(self, caps: np.ndarray) -> None:
+        """Capacities of the source arcs ``s -> i`` (the budgets ``b_i`` or ``c_i + mu q_i``)."""
         for e, c in zip(self._src, caps.tolist(), strict=True):
             e["capacity"] = c
         self._scale = max(self._scale, float(np.max(caps, initial=0.0)))
 
     def set_sink(self, caps: np.ndarray) -> None:
+        """Capacities of the sink arcs ``i -> t`` (only with ``sink_arcs=True``)."""
         for e, c in zip(self._snk, caps.tolist(), strict=True):
             e["capacity"] = c
         self._scale = max(self._scale, float(np.max(caps, initial=0.0)))
 
     def set_edges(self, caps: np.ndarray) -> None:
+        """Capacities of both arcs of every edge (``A_ij``, or ``lambda A_ij``)."""
         for e1, e2, c in zip(self._fwd, self._bwd, caps.tolist(), strict=True):
             e1["capacity"] = c
             e2["capacity"] = c
