@@ -17,6 +17,7 @@ import time
 
 import networkx as nx
 import numpy as np
+from networkx.algorithms import flow as nxflow
 
 import gtvmodel as gm
 from gtvmodel import theory as th
@@ -54,14 +55,14 @@ class CountFlows:
 
     def __init__(self) -> None:
         self.calls = 0
-        self._orig = th._CutNetwork.min_cut
+        self._orig = th.cuts.CutNetwork.min_cut
         counter = self
 
         def min_cut(net, sink):
             counter.calls += 1
             return counter._orig(net, sink)
 
-        th._CutNetwork.min_cut = min_cut
+        th.cuts.CutNetwork.min_cut = min_cut
 
 
 def main() -> None:
@@ -72,8 +73,8 @@ def main() -> None:
     n_intra = sum(1 for a, b in model.graph.edges if a < 1000 and b < 1000)
     print(f"cluster C1: 1000 nodes, {n_intra} intra-cluster edges; C2: 50 nodes; "
           f"|E| = {model.num_edges}")
-    pk = th._normalize_partition(model, part)
-    t_const, k_ = timed(lambda: th._constants(model, pk), args.repeats)
+    pk = th.partition.normalize_partition(model, part)
+    t_const, k_ = timed(lambda: th.constants.theorem2_constants(model, pk), args.repeats)
     print(f"constants (alpha, beta, w_bar, delta, |dC|): {t_const:.3f} s")
     ref = th.check_well_connected(model, part, 1.0)[0]
     lam_min = ref.lam_min
@@ -83,13 +84,13 @@ def main() -> None:
     for label, lam in (("holds (lam = 2 lam_min)", 2 * lam_min),
                        ("fails (lam = lam_min / 2)", lam_min / 2)):
         base = None
-        for func in ("preflow_push", "boykov_kolmogorov", "edmonds_karp"):
+        for func in (nxflow.preflow_push, nxflow.boykov_kolmogorov, nxflow.edmonds_karp):
             counter.calls = 0
             t, reps = timed(lambda f=func, la=lam: th.check_well_connected(
                 model, part, la, flow_func=f), args.repeats)
             r = reps[0]
             base = base or t
-            rows.append((label, func, t, t / base, r.success, r.margin, r.lam_min,
+            rows.append((label, func.__name__, t, t / base, r.success, r.margin, r.lam_min,
                           counter.calls // args.repeats))
     print(f"\n{'case':28s} {'flow_func':20s} {'median s':>9s} {'ratio':>6s} {'holds':>6s} "
           f"{'margin':>9s} {'lam_min':>10s} {'max-flows':>9s}")

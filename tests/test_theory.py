@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from networkx.algorithms import flow as nxflow
 
 import gtvmodel as gm
 from gtvmodel import theory as th
@@ -195,16 +196,16 @@ def test_flow_search_exact_on_integer_instances(seed):
     delta = rng.integers(0, 3, size=k).astype(float)
     thetas = [brute_theta(k, heads, tails, w, b, i0) for i0 in range(k)]
     lam_bf = min(brute_lam_min(k, heads, tails, w, c, delta, i0) for i0 in range(k))
-    for name in ("boykov_kolmogorov", "preflow_push", "edmonds_karp"):
-        net = th._CutNetwork(k, heads, tails, w, th.FLOW_FUNCS[name])
-        margin, i0, A = th._best_margin(net, b)
+    for func in (nxflow.boykov_kolmogorov, nxflow.preflow_push, nxflow.edmonds_karp):
+        net = th.cuts.CutNetwork(k, heads, tails, w, func)
+        margin, i0, A = th.cuts.best_margin(net, b)
         if margin > 1:
             assert _rel_eq(margin, thetas[i0]) and thetas[i0] > 1
         else:
             assert max(thetas) <= 1
             assert _rel_eq(margin, max(thetas))
             assert b[A].sum() >= _cut(A, heads, tails, w)
-        assert _rel_eq(th._lam_min(net, c, delta), lam_bf)
+        assert _rel_eq(th.cuts.best_lam_min(net, c, delta), lam_bf)
     # the non-strict condition is a max-flow saturating the source arcs (networkx directly)
     H = nx.DiGraph()
     for a, bb, ww in zip(heads, tails, w, strict=True):
@@ -221,14 +222,85 @@ def test_flow_search_exact_on_integer_instances(seed):
 def test_exact_tie_is_not_strict():
     """A star cluster whose leaves' budgets equal their edge weights: theta* = 1 exactly."""
     G = nx.star_graph(4)
-    net = th._CutNetwork(5, np.zeros(4, dtype=int), np.arange(1, 5), np.array([1.0, 2, 1, 3]),
-                         th.FLOW_FUNCS["boykov_kolmogorov"])
+    net = th.cuts.CutNetwork(5, np.zeros(4, dtype=int), np.arange(1, 5), np.array([1.0, 2, 1, 3]),
+                         nxflow.boykov_kolmogorov)
     b = np.array([0.0, 1.0, 2.0, 1.0, 3.0])
-    margin, i0, A = th._best_margin(net, b)
+    margin, i0, A = th.cuts.best_margin(net, b)
     assert margin == 1.0 and i0 == 0 and A.sum() >= 1
-    margin2, _, _ = th._best_margin(net, b * 0.999)
+    margin2, _, _ = th.cuts.best_margin(net, b * 0.999)
     assert margin2 > 1.0
     assert G.number_of_nodes() == 5
+
+
+# ---------------------------------------------------------------------------- flow_func
+FLOW_FUNCS = [nxflow.preflow_push, nxflow.boykov_kolmogorov, nxflow.edmonds_karp,
+              nxflow.dinitz, nxflow.shortest_augmenting_path]
+
+
+def _report_key(rep):
+    """Everything a ClusterReport says, rounded where it is a max-flow quantity."""
+    return (rep.cluster, rep.nodes, rep.success, rep.witness, round(rep.margin, 9),
+            rep.nonstrict, rep.violating_set, round(rep.lam_min, 9),
+            {v: round(b, 12) for v, b in rep.budgets.items()}, rep.bound)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flow_funcs_give_the_same_reports(seed):
+    """Any networkx max-flow function (a callable, as in networkx) gives the same reports,
+    on both sides of lam_min (holds with a witness; fails with a violating set)."""
+    model, clusters, _ = random_two_cluster_model(seed, k=9)
+    lm = th.check_well_connected(model, clusters, 1.0)[0].lam_min
+    lams = [1.0] if not np.isfinite(lm) or lm == 0 else [0.5 * lm, 2.0 * lm]
+    seen = set()
+    for lam in lams:
+        ref = th.check_well_connected(model, clusters, lam)  # default: preflow_push
+        assert [_report_key(r) for r in th.check_well_connected(
+            model, clusters, lam, flow_func=None)] == [_report_key(r) for r in ref]
+        for func in FLOW_FUNCS:
+            reports = th.check_well_connected(model, clusters, lam, flow_func=func)
+            assert [_report_key(r) for r in reports] == [_report_key(r) for r in ref]
+        seen.add(ref[0].success)
+    assert seen == ({True, False} if len(lams) == 2 else {ref[0].success})
+
+
+def test_flow_func_is_passed_to_networkx():
+    """The callable given is the one that runs (networkx's signature), for both entry points."""
+    calls = []
+
+    def counting(G, s, t, **kw):
+        calls.append((s, t))
+        return nxflow.edmonds_karp(G, s, t, **kw)
+
+    model, clusters, _ = random_two_cluster_model(0, k=6)
+    ref = th.check_well_connected(model, clusters, 1.0, flow_func=nxflow.edmonds_karp)
+    assert [_report_key(r) for r in th.check_well_connected(
+        model, clusters, 1.0, flow_func=counting)] == [_report_key(r) for r in ref]
+    assert calls
+    calls.clear()
+    G = nx.path_graph(5)
+    m1 = gm.GTVModel(G, 1)
+    for i in G.nodes:
+        m1.set_loss(i, gm.QuadraticLoss([float(i)]))
+    lam = th.consensus_threshold(m1, method="flow", flow_func=counting)
+    assert calls
+    assert lam == pytest.approx(th.consensus_threshold(m1, method="flow"), rel=1e-12)
+    assert lam == pytest.approx(th.consensus_threshold(m1, method="convex"), rel=1e-6)
+
+
+@pytest.mark.parametrize("bad, hint", [
+    ("edmonds_karp", "pass networkx.algorithms.flow.edmonds_karp itself"),
+    ("preflow_push", "pass networkx.algorithms.flow.preflow_push itself"),
+    ("magic", "one of networkx.algorithms.flow.preflow_push"),
+    (3, "one of networkx.algorithms.flow.preflow_push"),
+])
+def test_flow_func_string_or_other_raises(bad, hint):
+    model, clusters, _ = random_two_cluster_model(1, k=4)
+    with pytest.raises(ParameterError, match="flow_func must be a networkx max-flow function"):
+        th.check_well_connected(model, clusters, 1.0, flow_func=bad)
+    with pytest.raises(ParameterError, match=hint):
+        th.check_well_connected(model, clusters, 1.0, flow_func=bad)
+    with pytest.raises(ParameterError, match="flow_func"):
+        th.consensus_threshold(model, flow_func=bad)
 
 
 # ---------------------------------------------------------------------------- Theorem 2
