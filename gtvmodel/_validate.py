@@ -2,7 +2,8 @@
 
 Every public function of gtvmodel validates its arguments with these helpers, so that one rule
 is written once: a scalar with bounds (:func:`check_scalar`, :func:`check_int`), an option
-string (:func:`check_option`), a finite array (:func:`as_finite_array`), a stacked per-node or
+string (:func:`check_option`), a finite array (:func:`as_finite_array`) or vector
+(:func:`check_vector`), a stacked per-node or
 per-edge array ``(rows, d)`` (:func:`check_rows`, accepting ``(rows,)`` when ``d = 1``) and a
 symbolic loss or constraint stated in its node's own variable ``w_i``
 (:func:`check_own_variable`).  Messages name the function (``where``), the argument, the
@@ -118,6 +119,16 @@ def as_finite_array(value: Any, name: str, ndim: int | None = None, owner: str =
         where = tuple(int(k) for k in np.argwhere(bad)[0])
         raise DataError(f"{prefix}{name} contains NaN or inf (first at index {where})")
     return arr
+
+
+def check_vector(value: Any, name: str, size: int | None = None,
+                 where: str | None = None) -> np.ndarray:
+    """A finite float vector of shape ``(size,)`` (any length when ``size`` is None), e.g. a
+    dual vector ``s_i`` or per-node steps ``tau``; :class:`DataError` naming ``name``."""
+    v = as_finite_array(value, name, ndim=1, owner=where or "")
+    if size is not None and v.shape != (size,):
+        raise DataError(f"{_prefix(where)}{name} must have shape ({size},), got {v.shape}")
+    return v
 
 
 def check_rows(array: Any, name: str, rows: int, d: int, where: str | None = None,

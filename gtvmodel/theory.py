@@ -47,6 +47,7 @@ from networkx.algorithms import flow as nxflow
 from scipy.sparse.csgraph import connected_components
 
 from ._solver import run_solver
+from ._validate import check_option, check_scalar
 from .declaration import ModelDeclaration
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
 from .terms.constraints import SymbolicConstraint
@@ -392,23 +393,13 @@ def _constants(model: ModelDeclaration, part: _Partition, solver: str | None = N
     return _Constants(part, alpha, beta, delta, wbar, outside, boundary, kappa, rho)
 
 
-def _check_lam(lam: Any) -> float:
-    try:
-        v = float(lam)
-    except (TypeError, ValueError):
-        raise ParameterError(f"lam must be a real number > 0, got {lam!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ParameterError(f"lam must be finite and > 0 (the budgets contain delta_i / lam), "
-                             f"got {lam!r}")
-    return v
+def _check_lam(lam: Any, where: str) -> float:
+    """``lambda``, finite and ``> 0`` (the budgets contain ``delta_i / lambda``)."""
+    return check_scalar(lam, "lam", min_val=0.0, include_boundaries="neither", where=where)
 
 
 def _flow_func(name: str) -> Callable[..., Any]:
-    try:
-        return FLOW_FUNCS[name]
-    except (KeyError, TypeError):
-        raise ParameterError(
-            f"flow_func must be one of {sorted(FLOW_FUNCS)}, got {name!r}") from None
+    return FLOW_FUNCS[check_option(name, "flow_func", sorted(FLOW_FUNCS))]
 
 
 # =====================================================================  max-flow / min-cut
@@ -576,9 +567,8 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     minimizing set ``A`` (any ``i0' notin A`` is no better), which keeps the search exact and
     usually ends after one or two ``i0``.
     """
-    if constant not in _CONSTANTS:
-        raise ParameterError(f"constant must be 'corrected' or 'printed', got {constant!r}")
-    lam_v = _check_lam(model.lam if lam is None else lam)
+    check_option(constant, "constant", _CONSTANTS, where="check_well_connected")
+    lam_v = _check_lam(model.lam if lam is None else lam, "check_well_connected")
     func = _flow_func(flow_func)
     part = _normalize_partition(model, partition)
     _require_connected(model, part)
@@ -879,8 +869,7 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
     do not balance.  Needs the same losses as :func:`check_well_connected` and a strongly
     convex pooled loss (a unique ``w_bar``).
     """
-    if method not in ("auto", "flow", "convex"):
-        raise ParameterError(f"method must be 'auto', 'flow' or 'convex', got {method!r}")
+    check_option(method, "method", ("auto", "flow", "convex"), where="consensus_threshold")
     if method == "flow" and model.dim != 1:
         raise ParameterError(f"method='flow' needs d = 1 (the model has d = {model.dim}); "
                              "use method='convex'")
@@ -913,11 +902,10 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     :func:`check_well_connected` (sufficient only), this is exact for the instance.
     ``model.lam`` is set to ``lam`` for the solve and restored afterwards.
     """
-    lam_v = _check_lam(lam)
-    if not (math.isfinite(float(tol)) and tol > 0):
-        raise ParameterError(f"tol must be finite and > 0, got {tol!r}")
-    if constant not in _CONSTANTS:
-        raise ParameterError(f"constant must be 'corrected' or 'printed', got {constant!r}")
+    lam_v = _check_lam(lam, "verify_recovery")
+    tol = check_scalar(tol, "tol", min_val=0.0, include_boundaries="neither",
+                       where="verify_recovery")
+    check_option(constant, "constant", _CONSTANTS, where="verify_recovery")
     part = _normalize_partition(model, partition)
     k_ = _constants(model, part, solver)
     try:

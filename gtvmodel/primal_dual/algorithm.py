@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import as_finite_array, check_bool, check_int, check_option, check_scalar
+from .._validate import check_bool, check_int, check_option, check_scalar, check_vector
 from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import DataError, ParameterError, SolverError, UnknownNodeError
@@ -273,12 +273,8 @@ def _make_rule(model: ModelDeclaration, step: Any) -> FixedSteps | ResidualBalan
     if isinstance(step, dict):
         step = (step.get("tau"), step.get("sigma"))
     if isinstance(step, (tuple, list)) and len(step) == 2:
-        tau = as_finite_array(step[0], "step tau", ndim=1)
-        sigma = as_finite_array(step[1], "step sigma", ndim=1)
-        if tau.shape != (model.num_nodes,):
-            raise DataError(f"step tau must have shape ({model.num_nodes},), got {tau.shape}")
-        if sigma.shape != (E,):
-            raise DataError(f"step sigma must have shape ({E},), got {sigma.shape}")
+        tau = check_vector(step[0], "step tau", model.num_nodes)
+        sigma = check_vector(step[1], "step sigma", E)
         bad = np.flatnonzero((tau <= 0) & (deg > 0))
         if bad.size:
             raise ParameterError(f"step tau at node {model.nodes[bad[0]]!r} is {tau[bad[0]]!r}; "

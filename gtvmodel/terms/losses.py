@@ -29,7 +29,7 @@ from scipy.special import expit, xlogy
 
 from .._cvx import bounds_constraints, checked_value
 from .._solver import run_solver
-from .._validate import as_finite_array, check_own_variable, check_scalar
+from .._validate import as_finite_array, check_own_variable, check_scalar, check_vector
 from ..errors import DataError, LossError, SolverError, UnsupportedError
 
 _EPS = float(np.finfo(float).eps)
@@ -142,10 +142,7 @@ class Loss(ABC):
         ``1e-10 max(1, ||s||)``.
         """
         d = self.dim
-        s = as_finite_array(s, "s", ndim=1, owner=f"{type(self).__name__}.conjugate")
-        if d is not None and s.shape != (d,):
-            raise DataError(f"{type(self).__name__}.conjugate: s must have shape ({d},), "
-                            f"got {s.shape}")
+        s = check_vector(s, "s", d, where=f"{type(self).__name__}.conjugate")
         closed = self._conjugate_closed(s[None, :])
         if closed is not None:
             val, rho = closed[0], closed[1]
@@ -191,10 +188,8 @@ class Loss(ABC):
         one CVXPY solve (Clarabel with gtvmodel's accuracy defaults).
         """
         owner = f"{type(self).__name__}.prox"
-        v = as_finite_array(v, "v", ndim=1, owner=owner)
+        v = check_vector(v, "v", self.dim, where=owner)
         tau = check_scalar(tau, "tau", min_val=0.0, include_boundaries="neither", where=owner)
-        if self.dim is not None and v.shape != (self.dim,):
-            raise DataError(f"{owner}: v must have shape ({self.dim},), got {v.shape}")
         if not isinstance(self, SymbolicLoss):
             batch = LossBatch(type(self), np.array([0]), [self], 1, v.shape[0])
             if batch.prox_supported()[0]:
