@@ -46,7 +46,7 @@ import scipy.sparse as sp
 from networkx.algorithms import flow as nxflow
 from scipy.sparse.csgraph import connected_components
 
-from ._solver import run_solver
+from ._solver import check_solver, run_solver
 from ._validate import check_option, check_scalar
 from .declaration import ModelDeclaration
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
@@ -568,6 +568,7 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     usually ends after one or two ``i0``.
     """
     check_option(constant, "constant", _CONSTANTS, where="check_well_connected")
+    check_solver(solver, "check_well_connected")
     lam_v = _check_lam(model.lam if lam is None else lam, "check_well_connected")
     func = _flow_func(flow_func)
     part = _normalize_partition(model, partition)
@@ -870,6 +871,7 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
     convex pooled loss (a unique ``w_bar``).
     """
     check_option(method, "method", ("auto", "flow", "convex"), where="consensus_threshold")
+    check_solver(solver, "consensus_threshold")
     if method == "flow" and model.dim != 1:
         raise ParameterError(f"method='flow' needs d = 1 (the model has d = {model.dim}); "
                              "use method='convex'")
@@ -906,6 +908,7 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     tol = check_scalar(tol, "tol", min_val=0.0, include_boundaries="neither",
                        where="verify_recovery")
     check_option(constant, "constant", _CONSTANTS, where="verify_recovery")
+    check_solver(solver, "verify_recovery")
     part = _normalize_partition(model, partition)
     k_ = _constants(model, part, solver)
     try:

@@ -322,6 +322,9 @@ PART = [[0, 1], [2, 3]]
     (lambda m: th.verify_recovery(m, PART, 1.0, tol=NAN), "tol"),
     (lambda m: th.verify_recovery(m, PART, 1.0, constant=2.0), "constant"),
     (lambda m: th.verify_recovery(m, PART, INF), "lam"),
+    (lambda m: th.check_well_connected(m, PART, 1.0, solver=2), "solver"),
+    (lambda m: th.consensus_threshold(m, solver=b"CLARABEL"), "solver"),
+    (lambda m: th.verify_recovery(m, PART, 1.0, solver=["CLARABEL"]), "solver"),
 ])
 def test_theory_rejects(path4, call, word):
     _raises(ParameterError, word, call, path4)
