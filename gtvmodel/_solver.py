@@ -17,9 +17,9 @@ from typing import Any
 
 import cvxpy as cp
 
-from .errors import SolverError
+from .errors import ParameterError, SolverError
 
-__all__ = ["DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS", "run_solver"]
+__all__ = ["DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS", "check_solver", "run_solver"]
 
 #: Accuracy defaults, tighter than the solvers' own so that exact solves are ground truth.
 #: Clarabel's own defaults (gap 1e-8) leave weight errors up to 1e-4 on a 60-node fused-lasso
@@ -71,6 +71,20 @@ def _installed_solvers() -> tuple[str, ...]:
     return tuple(cp.installed_solvers())
 
 
+def check_solver(solver: Any, where: str | None = None) -> str:
+    """The upper-cased name of ``solver`` (``None``: ``"CLARABEL"``), an installed CVXPY solver
+    (``cp.installed_solvers()``): :class:`ParameterError` if it is not a string,
+    :class:`SolverError` (status ``None``) if it is not installed."""
+    pre = f"{where}: " if where else ""
+    if solver is not None and not isinstance(solver, str):
+        raise ParameterError(f"{pre}solver must be None or a CVXPY solver name, got {solver!r}")
+    name = (solver or "CLARABEL").upper()
+    if name not in _installed_solvers():
+        raise SolverError(f"{pre}solver {name!r} is not installed (installed: "
+                          f"{', '.join(_installed_solvers())})", status=None, solver=name)
+    return name
+
+
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
                accept_inaccurate: bool, what: str,
                record: dict[str, Any] | None = None) -> tuple[str, float, float]:
@@ -86,10 +100,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     status policy applies to the last level, and the reported times are the sums of all runs.
     If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
     """
-    name = (solver or "CLARABEL").upper()
-    if name not in _installed_solvers():
-        raise SolverError(f"solver {name!r} is not installed (installed: "
-                          f"{', '.join(_installed_solvers())})", status=None, solver=name)
+    name = check_solver(solver)
     if name == "OSQP" and not problem.is_qp():
         raise SolverError(
             f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "

@@ -15,10 +15,10 @@ No tracebacks: every error is exactly one line on stderr.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable, Sequence
 
+from ._validate import check_scalar
 from .errors import GTVError, ParameterError, SolverError
 from .io import load_flows, load_model, load_weights
 
@@ -37,6 +37,12 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _bounded(v: float, name: str, strict: bool) -> float:
+    """``v`` finite and ``> 0`` (``strict``) or ``>= 0``; :class:`ParameterError` otherwise."""
+    return check_scalar(v, name, min_val=0.0,
+                        include_boundaries="neither" if strict else "both")
+
+
 def _number(name: str, strict: bool) -> Callable[[str], float]:
     """argparse type: a finite float ``> 0`` (``strict``) or ``>= 0``."""
 
@@ -45,10 +51,10 @@ def _number(name: str, strict: bool) -> Callable[[str], float]:
             v = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not math.isfinite(v) or v < 0 or (strict and v == 0):
-            raise argparse.ArgumentTypeError(
-                f"{name} must be finite and {'> 0' if strict else '>= 0'}, got {text!r}")
-        return v
+        try:
+            return _bounded(v, name, strict)
+        except ParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     parse.__name__ = name
     return parse
@@ -82,9 +88,8 @@ def _certify(args: argparse.Namespace) -> int:
     # the argparse types checked these already; checked again so _certify stands on its own
     for name, v, strict in (("--tol", args.tol, True), ("--feas-tol", args.feas_tol, False),
                             ("--radius", args.radius, False)):
-        if v is not None and not (math.isfinite(v) and (v > 0 or (v == 0 and not strict))):
-            raise ParameterError(f"{name} must be finite and {'> 0' if strict else '>= 0'}, "
-                                 f"got {v!r}")
+        if v is not None:
+            _bounded(v, name, strict)
     model = load_model(args.problem)
     W = load_weights(args.weights, model)
     U = load_flows(args.flows, model) if args.flows else None

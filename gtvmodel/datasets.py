@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from ._validate import as_finite_array
+from ._validate import as_finite_array, check_int, check_option, check_scalar
 from .errors import DataError
 from .model import GTVModel
 from .terms.losses import SquaredLoss
@@ -82,10 +82,8 @@ class NetworkedData:
         """
         W = np.asarray(weights, dtype=float).reshape(self.true_weights.shape)
         err = ((W - self.true_weights) ** 2).sum(axis=1)
-        if nodes == "unlabelled":
+        if check_option(nodes, "nodes", ("all", "unlabelled"), error=DataError) == "unlabelled":
             err = err[~self.has_data]
-        elif nodes != "all":
-            raise DataError(f"nodes must be 'all' or 'unlabelled', got {nodes!r}")
         return float(err.sum() / len(self.true_weights))
 
 
@@ -102,10 +100,9 @@ def linear_data(graph: nx.Graph, true_weights: np.ndarray, clusters: np.ndarray,
     W = as_finite_array(true_weights, "true_weights", ndim=2)
     if W.shape[0] != len(nodes):
         raise DataError(f"true_weights has {W.shape[0]} rows for {len(nodes)} nodes")
-    if m < 1:
-        raise DataError(f"m (samples per node) must be >= 1, got {m}")
-    if not 0 <= rho <= 1:
-        raise DataError(f"rho must be in [0, 1], got {rho}")
+    m = check_int(m, "m (samples per node)", min_val=1, where="linear_data", error=DataError)
+    rho = check_scalar(rho, "rho", min_val=0.0, max_val=1.0, where="linear_data", error=DataError)
+    sigma = check_scalar(sigma, "sigma", min_val=0.0, where="linear_data", error=DataError)
     k = int(round(rho * len(nodes))) if n_data is None else int(n_data)
     with_data = np.sort(rng.choice(len(nodes), size=k, replace=False))
     d = W.shape[1]

@@ -19,7 +19,7 @@ import cvxpy as cp
 import networkx as nx
 import numpy as np
 
-from ._validate import as_finite_array, as_nonneg_scalar
+from ._validate import check_int, check_rows, check_scalar
 from .errors import ConstraintError, DataError, LossError, PenaltyError, UnsupportedError
 from .graph import EmpiricalGraph
 from .terms.constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
@@ -71,9 +71,7 @@ class ModelDeclaration:
     def __init__(self, graph: nx.Graph, dim: int, penalty: Penalty | None = None,
                  lam: float = 1.0):
         self._eg = EmpiricalGraph(graph)
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-            raise DataError(f"dim must be a positive integer, got {dim!r}")
-        self.dim = int(dim)
+        self.dim = check_int(dim, "dim", min_val=1, error=DataError)
         self._losses: dict[int, Loss] = {}
         self._constraints: dict[int, list[Constraint]] = {}
         self._vars: dict[int, cp.Variable] = {}
@@ -155,7 +153,7 @@ class ModelDeclaration:
 
     @lam.setter
     def lam(self, value: float) -> None:
-        self._lam = as_nonneg_scalar(value, "lam")
+        self._lam = check_scalar(value, "lam", min_val=0.0)
         # lambda enters compiled problems as a CVXPY Parameter: no recompilation needed.
 
     # ------------------------------------------------------------ declaration
@@ -223,6 +221,10 @@ class ModelDeclaration:
         i = self.index(node)
         new: list[Constraint]
         if isinstance(constraint, Constraint):
+            if isinstance(constraint, SymbolicConstraint) and constraint.variable is not \
+                    self.var(node):
+                raise ConstraintError(
+                    f"node {node!r}: symbolic constraint is stated in another variable")
             if constraint.dim is not None and constraint.dim != self.dim:
                 raise DataError(
                     f"node {node!r}: {constraint!r} has dimension {constraint.dim} but the "
@@ -333,23 +335,11 @@ class ModelDeclaration:
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:
         """Validate an ``(n, d)`` weight array (``(n,)`` is accepted when ``d = 1``)."""
-        W = as_finite_array(weights, name)
-        n, d = self.num_nodes, self.dim
-        if W.ndim == 1 and d == 1 and W.shape[0] == n:
-            W = W[:, None]
-        if W.shape != (n, d):
-            raise DataError(f"{name} must have shape ({n}, {d}) (nodes x dim), got {W.shape}")
-        return W
+        return check_rows(weights, name, self.num_nodes, self.dim, rows_label="nodes")
 
     def check_flows(self, flows: Any, name: str = "flows") -> np.ndarray:
-        """Validate an ``(|E|, d)`` flow array."""
-        U = as_finite_array(flows, name)
-        E, d = self.num_edges, self.dim
-        if U.ndim == 1 and d == 1 and U.shape[0] == E:
-            U = U[:, None]
-        if U.shape != (E, d):
-            raise DataError(f"{name} must have shape ({E}, {d}) (edges x dim), got {U.shape}")
-        return U
+        """Validate an ``(|E|, d)`` flow array (``(|E|,)`` is accepted when ``d = 1``)."""
+        return check_rows(flows, name, self.num_edges, self.dim, rows_label="edges")
 
     def loss_values(self, weights: Any) -> np.ndarray:
         """``(L_i(w_i))_i`` in numpy, an ``(n,)`` array (vectorized over library losses)."""

@@ -13,7 +13,6 @@ differences, ``(D w)_e = w_{e+} - w_{e-}``; its transpose maps edge flows to net
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -21,6 +20,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
+from ._validate import check_scalar
 from .errors import GraphError, UnknownNodeError
 
 __all__ = ["EmpiricalGraph"]
@@ -66,17 +66,10 @@ class EmpiricalGraph:
             ia, ib = self._index[a], self._index[b]
             if ia == ib:
                 raise GraphError(f"self-loop at node {a!r}: w_i - w_i = 0 carries no information")
-            w = data.get("weight", 1.0)
-            if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
-                raise GraphError(f"edge ({a!r}, {b!r}) has a non-numeric weight {w!r} "
-                                 f"({type(w).__name__}); edge weights must be real numbers")
-            wf = float(w)
-            if not np.isfinite(wf) or wf <= 0:
-                raise GraphError(
-                    f"edge ({a!r}, {b!r}) has weight {w!r}; edge weights must be finite and > 0"
-                )
+            weights[k] = check_scalar(data.get("weight", 1.0), "weight A_e", min_val=0.0,
+                                      include_boundaries="neither", where=f"edge ({a!r}, {b!r})",
+                                      error=GraphError)
             heads[k], tails[k] = min(ia, ib), max(ia, ib)
-            weights[k] = wf
         # Sort edges by (head, tail) for a deterministic, label-independent order.
         order = np.lexsort((tails, heads))
         self.edges = np.column_stack([heads[order], tails[order]])

@@ -94,9 +94,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import as_nonneg_scalar
+from .._solver import check_solver
+from .._validate import check_bool, check_option, check_scalar
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError
 from ..results import Labels, Result
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
@@ -251,16 +251,26 @@ class Certificate(Result):
 # ===================================================================== linear algebra helpers
 
 # ===================================================================== certify
-def _check_args(tol: Any, feas_tol: Any, radius: Any, project: Any) -> tuple[float, float,
-                                                                              float | None]:
-    """Validate :func:`certify`'s options (:class:`ParameterError` naming the argument)."""
-    if project not in ("auto", "never"):
-        raise ParameterError(f"certify: project must be 'auto' or 'never', got {project!r}")
-    tol = as_nonneg_scalar(tol, "tol", "certify", strict=True)
-    feas_tol = as_nonneg_scalar(feas_tol, "feas_tol", "certify")
+#: The values of :func:`certify`'s ``project`` option.
+PROJECT_OPTIONS = ("auto", "never")
+
+
+def _check_args(tol: Any, feas_tol: Any, radius: Any, project: Any, fallback: Any,
+                solver: Any) -> tuple[float, float, float | None]:
+    """Validate :func:`certify`'s options (:class:`ParameterError` naming the argument; an
+    unknown ``solver`` is a :class:`SolverError`, as in every solve); the candidate arrays are
+    checked by :meth:`ModelDeclaration.check_weights` / ``check_flows``."""
+    where = "certify"
+    check_option(project, "project", PROJECT_OPTIONS, where=where)
+    check_bool(fallback, "fallback", where=where)
+    if solver is not None:
+        check_solver(solver, where)
+    tol = check_scalar(tol, "tol", min_val=0.0, include_boundaries="neither", where=where)
+    feas_tol = check_scalar(feas_tol, "feas_tol", min_val=0.0, where=where)
     if radius is not None:
-        radius = as_nonneg_scalar(radius, "radius", "certify")
+        radius = check_scalar(radius, "radius", min_val=0.0, where=where)
     return tol, feas_tol, radius
+
 
 def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
     """Nodes whose conjugate bound (residual charge included) is ``+inf``; with a caller's
@@ -296,7 +306,7 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     set (``project="auto"``); the smallest (valid) bound is returned (pass False where
     certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
     """
-    tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project)
+    tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project, fallback, solver)
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
     # more work only where it can matter: an infinite gap, or one within three orders of
     # magnitude of certifying W (good weights, flows that need a finer repair or replacing)

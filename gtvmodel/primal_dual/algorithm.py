@@ -31,14 +31,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import as_finite_array, as_nonneg_scalar
+from .._validate import check_bool, check_int, check_option, check_scalar, check_vector
 from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import DataError, ParameterError, SolverError
 from ..results import Labels, Result
 from ..solve.compile import data_overflow_message
 from ..terms.penalties import QuadForm, SquaredNorm2
-from .prox import NodeUpdates
+from .prox import PROX_OPTIONS, NodeUpdates
 
 __all__ = [
     "ResidualBalancing",
@@ -161,18 +161,21 @@ class ResidualBalancing:
     far_moves: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
+        where, pos = "ResidualBalancing", {"min_val": 0.0, "include_boundaries": "neither"}
         if self.c0 is not None:
-            as_nonneg_scalar(self.c0, "c0", "ResidualBalancing", strict=True)
-        as_nonneg_scalar(self.gain, "gain", "ResidualBalancing", strict=True)
-        if not (0 < self.alpha0 < 1 and 0 < self.eta < 1 and self.delta > 1
-                and self.every >= 1):
-            raise ParameterError("ResidualBalancing: need 0 < alpha0 < 1, 0 < eta < 1, "
-                                 f"delta > 1 and every >= 1, got alpha0={self.alpha0}, "
-                                 f"eta={self.eta}, delta={self.delta}, every={self.every}")
-        if not (self.far > self.delta and self.far_factor > 1 and self.max_far_moves >= 0):
-            raise ParameterError("ResidualBalancing: need far > delta, far_factor > 1 and "
-                                 f"max_far_moves >= 0, got far={self.far}, far_factor="
-                                 f"{self.far_factor}, max_far_moves={self.max_far_moves}")
+            check_scalar(self.c0, "c0", **pos, where=where)
+        check_scalar(self.gain, "gain", **pos, where=where)
+        for name in ("alpha0", "eta"):
+            check_scalar(getattr(self, name), name, min_val=0.0, max_val=1.0,
+                         include_boundaries="neither", where=where)
+        check_scalar(self.delta, "delta", min_val=1.0, include_boundaries="neither", where=where)
+        check_int(self.every, "every", min_val=1, where=where)
+        check_scalar(self.far_factor, "far_factor", min_val=1.0, include_boundaries="neither",
+                     where=where)
+        check_int(self.max_far_moves, "max_far_moves", min_val=0, where=where)
+        if not self.far > self.delta:
+            raise ParameterError(f"ResidualBalancing: need far > delta, got far={self.far}, "
+                                 f"delta={self.delta}")
         self.c = float("nan") if self.c0 is None else float(self.c0)
         self.alpha = float(self.alpha0)
 
@@ -264,18 +267,15 @@ def _make_rule(model: ModelDeclaration, step: Any) -> FixedSteps | ResidualBalan
     if isinstance(step, ResidualBalancing):
         return step
     if isinstance(step, (int, float, np.floating, np.integer)) and not isinstance(step, bool):
-        c = as_nonneg_scalar(step, "step (the scale c)", strict=True)
+        c = check_scalar(step, "step (the scale c)", min_val=0.0, include_boundaries="neither",
+                         where="solve_primal_dual")
         tau, sigma = _steps_from_c(deg, E, c)
         return FixedSteps(tau, sigma, c)
     if isinstance(step, dict):
         step = (step.get("tau"), step.get("sigma"))
     if isinstance(step, (tuple, list)) and len(step) == 2:
-        tau = as_finite_array(step[0], "step tau", ndim=1)
-        sigma = as_finite_array(step[1], "step sigma", ndim=1)
-        if tau.shape != (model.num_nodes,):
-            raise DataError(f"step tau must have shape ({model.num_nodes},), got {tau.shape}")
-        if sigma.shape != (E,):
-            raise DataError(f"step sigma must have shape ({E},), got {sigma.shape}")
+        tau = check_vector(step[0], "step tau", model.num_nodes)
+        sigma = check_vector(step[1], "step sigma", E)
         bad = np.flatnonzero((tau <= 0) & (deg > 0))
         if bad.size:
             raise ParameterError(f"step tau at node {model.nodes[bad[0]]!r} is {tau[bad[0]]!r}; "
@@ -468,18 +468,24 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         See ``record_every``.
     """
     t_start = time.perf_counter()
-    tol = as_nonneg_scalar(tol, "tol")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-        raise ParameterError(f"max_iter must be a nonnegative integer, got {max_iter!r}")
+    where = "solve_primal_dual"
+    tol = check_scalar(tol, "tol", min_val=0.0, where=where)
+    max_iter = check_int(max_iter, "max_iter", min_val=0, where=where)
+    check_option(prox, "prox", PROX_OPTIONS, where=where)
+    check_bool(progress, "progress", where=where)
+    check_bool(batch_cvxpy, "batch_cvxpy", where=where)
+    if certificate_budget is not None:
+        check_scalar(certificate_budget, "certificate_budget", min_val=0.0,
+                     include_boundaries="neither", where=where)
+    if callback is not None and not callable(callback):
+        raise ParameterError(f"{where}: callback must be None or callable, got {callback!r}")
     certifying = record_every is not None
     if not certifying:
         if tol > 0:
             raise ParameterError("record_every=None (no certificates) needs tol=0: without "
                                  "a certificate the run cannot converge")
         record_every = max_iter + 1
-    if (isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer))
-            or record_every < 1):
-        raise ParameterError(f"record_every must be a positive integer, got {record_every!r}")
+    record_every = check_int(record_every, "record_every", min_val=1, where=where)
     E = model.num_edges
     D = model.incidence
     DT = D.T.tocsr()

@@ -50,11 +50,15 @@ import cvxpy as cp
 import numpy as np
 
 from .._solver import run_solver
+from .._validate import check_option
 from ..declaration import ModelDeclaration
-from ..errors import InfeasibleError, ParameterError, SolverError
+from ..errors import InfeasibleError, SolverError
 from ..solve.compile import compile_primal, find_infeasible_nodes, submodel
 from ..terms.constraints import Box, NonNeg, NormBall
 from ..terms.losses import LossBatch, SymbolicLoss
+
+#: The node-update paths :func:`plan` (and ``solve_primal_dual(prox=)``) accept.
+PROX_OPTIONS = ("auto", "cvxpy")
 
 __all__ = [
     "NodeGroup",
@@ -430,8 +434,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
-    if prox not in ("auto", "cvxpy"):
-        raise ParameterError(f"prox must be 'auto' or 'cvxpy', got {prox!r}")
+    check_option(prox, "prox", PROX_OPTIONS, where="plan")
     n, d = model.num_nodes, model.dim
     deg = model.degrees
     groups: list[NodeGroup] = []

@@ -68,7 +68,7 @@ import scipy.sparse as sp
 from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
 from .._solver import run_solver
-from .._validate import as_finite_array
+from .._validate import check_int, check_rows, check_vector
 from ..declaration import ModelDeclaration
 from ..errors import DataError, InfeasibleError, SolverError, UnsupportedError
 
@@ -156,10 +156,7 @@ def conic_nodes(model: ModelDeclaration) -> list[int]:
 
 
 def _check_position(model: ModelDeclaration, i: Any) -> int:
-    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not (
-            0 <= i < model.num_nodes):
-        raise DataError(f"node position must be an integer in [0, {model.num_nodes}), got {i!r}")
-    return int(i)
+    return check_int(i, "node position", min_val=0, max_val=model.num_nodes - 1, error=DataError)
 
 
 def _node_terms(model: ModelDeclaration, i: int) -> tuple[cp.Variable, cp.Expression,
@@ -488,9 +485,7 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
     i = _check_position(model, i)
     d = model.dim
     label = model.nodes[i]
-    sv = as_finite_array(s, "s", owner=f"conjugate of node {label!r}")
-    if sv.shape != (d,):
-        raise DataError(f"conjugate of node {label!r}: s must have shape ({d},), got {sv.shape}")
+    sv = check_vector(s, "s", d, where=f"conjugate of node {label!r}")
     boxed = radius is not None and np.isfinite(radius)
     entry = _node_problem(model, i, boxed)
     entry.s.value = sv
@@ -559,12 +554,7 @@ def conjugate_values(model: ModelDeclaration, nodes: list[int], S: Any, solver: 
     """``[(L_k + iota_{C_k})^*(S_k)]_k`` for node positions ``nodes`` and an ``(len(nodes), d)``
     numpy array ``S``: :func:`node_conjugate_value` per node (each node's problem is built once
     and re-solved)."""
-    S = as_finite_array(S, "S", owner="conjugate_values")
-    if S.ndim == 1 and model.dim == 1:
-        S = S[:, None]
-    if S.shape != (len(nodes), model.dim):
-        raise DataError(f"conjugate_values: S must have shape ({len(nodes)}, {model.dim}), "
-                        f"got {S.shape}")
+    S = check_rows(S, "S", len(nodes), model.dim, where="conjugate_values", rows_label="nodes")
     return np.array([
         node_conjugate_value(model, i, S[k], solver, accept_inaccurate=accept_inaccurate, **opts)
         for k, i in enumerate(nodes)

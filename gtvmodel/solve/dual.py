@@ -48,7 +48,8 @@ import scipy.sparse.linalg as spla
 
 from .._cvx import bounds_constraints
 from .._norms import dual_exponent, mul_up, norm_rows_upper
-from .._solver import run_solver
+from .._solver import check_solver, run_solver
+from .._validate import check_bool
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
 from ..results import Labels, Result
@@ -387,6 +388,9 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
     :class:`~gtvmodel.errors.InfeasibleError`.
     """
+    check_solver(solver, "solve_dual")
+    check_bool(accept_inaccurate, "accept_inaccurate", "solve_dual")
+    check_bool(verbose, "verbose", "solve_dual")
     before = model._cache.get("dual")
     compiled = compile_dual(model)
     fresh = compiled is not before

@@ -12,8 +12,8 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
-from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, run_solver
-from .._validate import as_nonneg_scalar
+from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_solver, run_solver
+from .._validate import check_bool, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
 from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
@@ -76,6 +76,12 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
     time).  ``certify=False`` skips it.
     """
+    check_solver(solver, "solve_exact")
+    for flag, value in (("accept_inaccurate", accept_inaccurate), ("verbose", verbose),
+                        ("certify", certify)):
+        check_bool(value, flag, "solve_exact")
+    accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
+                            where="solve_exact")
     fresh = "primal" not in model._cache
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
@@ -104,7 +110,6 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     status, objective = compiled.problem.status, float(compiled.problem.value)
     cert = None
     if certify:
-        accuracy = as_nonneg_scalar(accuracy, "accuracy", "solve_exact", strict=True)
         t0 = time.perf_counter()
         try:
             cert = _self_certificate(certify_fn, model, W, U, accuracy)

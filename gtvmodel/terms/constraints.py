@@ -16,7 +16,7 @@ import numpy as np
 
 from .._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, mul_up, norm_rows_upper
-from .._validate import as_nonneg_scalar, as_norm_exponent
+from .._validate import check_own_variable, check_scalar
 from ..errors import ConstraintError, DataError, UnsupportedError
 from ..terms.penalties import project_norm_ball
 
@@ -257,8 +257,9 @@ class NormBall(Constraint):
     kind = "normball"
 
     def __init__(self, radius: float, p: float = 2):
-        self.radius = as_nonneg_scalar(radius, "radius", "NormBall")
-        self.p = as_norm_exponent(p, "NormBall")
+        self.radius = check_scalar(radius, "radius", min_val=0.0, where="NormBall")
+        self.p = check_scalar(p, "p", min_val=1.0, finite=False, where="NormBall",
+                              error=DataError)
 
     def constraints(self, x):
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
@@ -341,15 +342,8 @@ class SymbolicConstraint(Constraint):
             )
         if not constraint.is_dcp():
             raise ConstraintError(f"{where}: constraint {constraint} is not DCP")
-        vars_ = constraint.variables()
-        foreign = [v for v in vars_ if v.id != variable.id]
-        if foreign:
-            names = ", ".join(sorted({v.name() for v in foreign}))
-            raise ConstraintError(
-                f"{where}: constraint may only use the node's own variable {variable.name()}, "
-                f"but it also uses {names}"
-            )
-        if not vars_:
+        check_own_variable(constraint, variable, node)
+        if not constraint.variables():
             raise ConstraintError(f"{where}: constraint {constraint} does not involve the node's "
                                   "variable")
         self.constraint = constraint

@@ -29,7 +29,7 @@ from scipy.special import expit, xlogy
 
 from .._cvx import bounds_constraints, checked_value
 from .._solver import run_solver
-from .._validate import as_finite_array, as_nonneg_scalar
+from .._validate import as_finite_array, check_own_variable, check_scalar, check_vector
 from ..errors import DataError, LossError, SolverError, UnsupportedError
 
 _EPS = float(np.finfo(float).eps)
@@ -64,8 +64,8 @@ class Loss(ABC):
 
     def __init__(self, *, l1: float = 0.0, l2: float = 0.0):
         owner = type(self).__name__
-        self.l1 = as_nonneg_scalar(l1, "l1", owner)
-        self.l2 = as_nonneg_scalar(l2, "l2", owner)
+        self.l1 = check_scalar(l1, "l1", min_val=0.0, where=owner)
+        self.l2 = check_scalar(l2, "l2", min_val=0.0, where=owner)
 
     # ----------------------------------------------------------- interface
     @property
@@ -142,10 +142,7 @@ class Loss(ABC):
         ``1e-10 max(1, ||s||)``.
         """
         d = self.dim
-        s = as_finite_array(s, "s", ndim=1, owner=f"{type(self).__name__}.conjugate")
-        if d is not None and s.shape != (d,):
-            raise DataError(f"{type(self).__name__}.conjugate: s must have shape ({d},), "
-                            f"got {s.shape}")
+        s = check_vector(s, "s", d, where=f"{type(self).__name__}.conjugate")
         closed = self._conjugate_closed(s[None, :])
         if closed is not None:
             val, rho = closed[0], closed[1]
@@ -191,10 +188,8 @@ class Loss(ABC):
         one CVXPY solve (Clarabel with gtvmodel's accuracy defaults).
         """
         owner = f"{type(self).__name__}.prox"
-        v = as_finite_array(v, "v", ndim=1, owner=owner)
-        tau = as_nonneg_scalar(tau, "tau", owner, strict=True)
-        if self.dim is not None and v.shape != (self.dim,):
-            raise DataError(f"{owner}: v must have shape ({self.dim},), got {v.shape}")
+        v = check_vector(v, "v", self.dim, where=owner)
+        tau = check_scalar(tau, "tau", min_val=0.0, include_boundaries="neither", where=owner)
         if not isinstance(self, SymbolicLoss):
             batch = LossBatch(type(self), np.array([0]), [self], 1, v.shape[0])
             if batch.prox_supported()[0]:
@@ -589,7 +584,7 @@ class HuberLoss(DataFitLoss):
 
     def __init__(self, X: Any, y: Any, M: float = 1.0, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(X, y, l1=l1, l2=l2)
-        self.M = as_nonneg_scalar(M, "M", "HuberLoss", strict=True)
+        self.M = check_scalar(M, "M", min_val=0.0, include_boundaries="neither", where="HuberLoss")
 
     def _row_param(self) -> np.ndarray:
         return np.full(self.m, self.M)
@@ -734,13 +729,7 @@ class SymbolicLoss(Loss):
             raise LossError(f"{where}: loss {expr} is not DCP")
         if not expr.is_convex():
             raise LossError(f"{where}: loss {expr} is not convex")
-        foreign = [v for v in expr.variables() if v.id != variable.id]
-        if foreign:
-            names = ", ".join(sorted({v.name() for v in foreign}))
-            raise LossError(
-                f"{where}: loss may only use the node's own variable {variable.name()}, "
-                f"but it also uses {names}"
-            )
+        check_own_variable(expr, variable, node)
         self.expr = cp.reshape(expr, ()) if expr.shape != () else expr
         self.variable = variable
         self.node = node

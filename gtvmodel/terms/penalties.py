@@ -20,7 +20,7 @@ import numpy as np
 from .. import _norms
 from .._cvx import norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, norm_rows, within
-from .._validate import as_finite_array, as_norm_exponent
+from .._validate import as_finite_array, check_scalar
 from ..errors import PenaltyError, UnsupportedError
 
 __all__ = ["Penalty", "Norm2", "Norm1", "NormInf", "NormP", "SquaredNorm2", "QuadForm"]
@@ -246,7 +246,8 @@ class NormP(_NormPenalty):
     kind = "normp"
 
     def __init__(self, p: float):
-        self.p = as_norm_exponent(p, "NormP", PenaltyError)
+        self.p = check_scalar(p, "p", min_val=1.0, finite=False, where="NormP",
+                              error=PenaltyError)
 
     def rows_expression(self, Z):
         if np.isinf(self.p):

@@ -13,7 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._solver import run_solver
+from .._solver import check_solver, run_solver
+from .._validate import check_option
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, SolverError
 from .constants import theorem2_constants
@@ -147,8 +148,8 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
     >>> round(theory.consensus_threshold(model, method="convex"), 4)
     6.0
     """
-    if method not in ("auto", "flow", "convex"):
-        raise ParameterError(f"method must be 'auto', 'flow' or 'convex', got {method!r}")
+    check_option(method, "method", ("auto", "flow", "convex"), where="consensus_threshold")
+    check_solver(solver, "consensus_threshold")
     if method == "flow" and model.dim != 1:
         raise ParameterError(f"method='flow' needs d = 1 (the model has d = {model.dim}); "
                              "use method='convex'")

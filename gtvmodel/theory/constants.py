@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_scalar
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError, UnsupportedError
+from ..errors import UnsupportedError
 from ..terms.losses import SymbolicLoss
 from .partition import Partition
 from .quotient import build_cluster_graph
@@ -162,24 +163,17 @@ def theorem2_constants(model: ModelDeclaration, part: Partition,
     return Constants(part, alpha, beta, delta, wbar, outside, boundary, kappa, rho)
 
 
-def check_lam(lam: Any) -> float:
+def check_lam(lam: Any, where: str) -> float:
     """``lambda`` as a float, finite and ``> 0`` (the budgets contain ``delta_i / lambda``).
 
     Examples
     --------
-    >>> check_lam(0.5)
+    >>> check_lam(0.5, "check_well_connected")
     0.5
-    >>> check_lam(0)
+    >>> check_lam(0, "check_well_connected")
     Traceback (most recent call last):
     ...
-    gtvmodel.errors.ParameterError: lam must be finite and > 0 ...
+    gtvmodel.errors.ParameterError: check_well_connected: lam must be ... > 0...
     """
-    try:
-        v = float(lam)
-    except (TypeError, ValueError):
-        raise ParameterError(f"lam must be a real number > 0, got {lam!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ParameterError(f"lam must be finite and > 0 (the budgets contain delta_i / lam), "
-                             f"got {lam!r}")
-    return v
+    return check_scalar(lam, "lam", min_val=0.0, include_boundaries="neither", where=where)
 

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
+from .._solver import check_solver
+from .._validate import check_option, check_scalar
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError, PartitionError
+from ..errors import PartitionError
 from ..results import Labels
 from .consensus import min_congestion
 from .constants import CONSTANT_FACTORS, check_lam, theorem2_constants
@@ -59,11 +60,11 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     >>> rep.clustered, rep.success, rep.well_connected[0].success  # below lam_min = 0.6
     (False, False, False)
     """
-    lam_v = check_lam(lam)
-    if not (math.isfinite(float(tol)) and tol > 0):
-        raise ParameterError(f"tol must be finite and > 0, got {tol!r}")
-    if constant not in CONSTANT_FACTORS:
-        raise ParameterError(f"constant must be 'corrected' or 'printed', got {constant!r}")
+    lam_v = check_lam(lam, "verify_recovery")
+    tol = check_scalar(tol, "tol", min_val=0.0, include_boundaries="neither",
+                       where="verify_recovery")
+    check_option(constant, "constant", CONSTANT_FACTORS, where="verify_recovery")
+    check_solver(solver, "verify_recovery")
     part = normalize_partition(model, partition)
     k_ = theorem2_constants(model, part, solver)
     try:

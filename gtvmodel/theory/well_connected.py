@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .._solver import check_solver
+from .._validate import check_option
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError
 from .constants import CONSTANT_FACTORS, Constants, check_lam, theorem2_constants
 from .cuts import CutNetwork, best_lam_min, best_margin, resolve_flow_func
 from .partition import Partition, intra_edges, normalize_partition, require_connected
@@ -97,9 +98,9 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     >>> r.cluster, r.success, round(r.margin, 4)
     ('b', True, 1.1538)
     """
-    if constant not in CONSTANT_FACTORS:
-        raise ParameterError(f"constant must be 'corrected' or 'printed', got {constant!r}")
-    lam_v = check_lam(model.lam if lam is None else lam)
+    check_option(constant, "constant", CONSTANT_FACTORS, where="check_well_connected")
+    check_solver(solver, "check_well_connected")
+    lam_v = check_lam(model.lam if lam is None else lam, "check_well_connected")
     func = resolve_flow_func(flow_func)
     part = normalize_partition(model, partition)
     require_connected(model, part)
