@@ -52,24 +52,30 @@ _LOSS_PLACES = ({}, _SAMPLES, _CENTRE)
 _CONSTRAINT_PLACES = ({}, _BOUNDS)
 
 
-def _describe(registry: Registry, term: Any, node: Any, places: tuple[dict, ...] | None
-              ) -> TermSpec:
+def _describe(registry: Registry, term: Any, node: Any, places: tuple[dict, ...] | None,
+              checked: set[type]) -> TermSpec:
     """``term.to_spec()`` (:meth:`Registry.describe`), its arrays checked against the class's
     ``spec_arrays`` and the format's places for them (``None``: any arrays of shape ``d``);
-    errors name ``node`` (``None`` for the penalty)."""
-
-    def error(msg: Any) -> UnsupportedError:
-        return UnsupportedError(msg if node is None else f"node {node!r}: {msg}")
-
-    try:
-        spec = registry.describe(term)
-    except UnsupportedError as exc:
-        raise error(exc) from None
-    _place(type(term), places, error)
-    if spec.arrays.keys() != type(term).spec_arrays.keys():
-        raise error(f"{term!r}: to_spec gave the arrays {sorted(spec.arrays)}, spec_arrays "
-                    f"declares {sorted(type(term).spec_arrays)}")
+    errors name ``node`` (``None`` for the penalty).  The class's registration and place are
+    checked once (``checked`` holds the classes done)."""
+    cls = type(term)
+    if cls in checked:
+        spec = term.to_spec()
+    else:
+        try:
+            spec = registry.describe(term)
+            _place(cls, places, UnsupportedError)
+        except UnsupportedError as exc:
+            raise _unsupported(node, exc) from None
+        checked.add(cls)
+    if spec.arrays.keys() != cls.spec_arrays.keys():
+        raise _unsupported(node, f"{term!r}: to_spec gave the arrays {sorted(spec.arrays)}, "
+                           f"spec_arrays declares {sorted(cls.spec_arrays)}")
     return spec
+
+
+def _unsupported(node: Any, msg: Any) -> UnsupportedError:
+    return UnsupportedError(msg if node is None else f"node {node!r}: {msg}")
 
 
 def _place(cls: type, places: tuple[dict, ...] | None, error: Callable[[str], Exception]
@@ -104,7 +110,8 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
             raise UnsupportedError(f"node label {v!r}: only str and int labels can be saved")
         labels.append(v if isinstance(v, str) else int(v))
     pen = model.penalty
-    pspec = _describe(PENALTIES, pen, None, None)
+    checked: set[type] = set()
+    pspec = _describe(PENALTIES, pen, None, None, checked)
     arrays = {f"penalty_{k}": _fit(a, type(pen).spec_arrays[k], d)
               for k, a in pspec.arrays.items()}
     pdesc = pspec.header()
@@ -112,7 +119,7 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
     row_ptr = np.zeros(n + 1, dtype=np.int64)
     centres = np.zeros((n, d))
     for i in range(n):
-        spec = _describe(LOSSES, model.loss_at(i), model.nodes[i], _LOSS_PLACES)
+        spec = _describe(LOSSES, model.loss_at(i), model.nodes[i], _LOSS_PLACES, checked)
         m = 0
         if "X" in spec.arrays:
             Xs.append(spec.arrays["X"])
@@ -126,7 +133,7 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
     for i in range(n):
         items = []
         for c in model.constraints_at(i):
-            spec = _describe(CONSTRAINTS, c, model.nodes[i], _CONSTRAINT_PLACES)
+            spec = _describe(CONSTRAINTS, c, model.nodes[i], _CONSTRAINT_PLACES, checked)
             desc = spec.header()
             if spec.arrays:
                 desc["row"] = len(box_lo)
@@ -424,14 +431,16 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
         raise _fail(where, "node labels are not unique")
     # ---- terms: kinds (the registries), places of their arrays; parameters are checked by
     # ---- the classes' from_spec once the arrays are read
-    pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, "unknown penalty kind")
+    pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, None)
     _place(pen_cls, None, lambda msg: _fail(where, msg))
     loss_terms: list[tuple[type, dict, dict]] = []
+    loss_places: dict[type, dict] = {}
     for i, desc in enumerate(losses):
-        lcls, params = _lookup(LOSSES, desc, where,
-                               f"node {short_repr(labels[i])} has unknown loss type")
-        loss_terms.append((lcls, params, _place(lcls, _LOSS_PLACES,
-                                                lambda msg: _fail(where, msg))))
+        lcls, params = _lookup(LOSSES, desc, where, labels[i])
+        place = loss_places.get(lcls)
+        if place is None:
+            place = loss_places[lcls] = _place(lcls, _LOSS_PLACES, lambda msg: _fail(where, msg))
+        loss_terms.append((lcls, params, place))
     is_fit = np.fromiter((place is _SAMPLES for _, _, place in loss_terms), dtype=bool, count=n)
     # ---- constraints: kinds, parameters, box rows
     cons_terms: list[list[tuple[type, dict, int | None, str]]] = []
@@ -441,8 +450,7 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
         node_items = []
         for j, c in enumerate(items):
             at = f"constraints[{i}][{j}] (node {short_repr(labels[i])})"
-            ccls, params = _lookup(CONSTRAINTS, c, where,
-                                   f"node {short_repr(labels[i])} has unknown constraint type")
+            ccls, params = _lookup(CONSTRAINTS, c, where, labels[i])
             row = None
             if _place(ccls, _CONSTRAINT_PLACES, lambda msg: _fail(where, msg)):  # bounds
                 header_keys(c, at, where, {"kind", "row"}, c.keys())
@@ -531,12 +539,15 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     return model
 
 
-def _lookup(registry: Registry, desc: Any, where: str, unknown: str) -> tuple[type, dict]:
-    """The class registered under ``desc["kind"]`` and the other fields of ``desc``."""
+def _lookup(registry: Registry, desc: Any, where: str, node: Any) -> tuple[type, dict]:
+    """The class registered under ``desc["kind"]`` and the other fields of ``desc`` (the
+    term of ``node``, None for the penalty)."""
     kind = desc.get("kind") if isinstance(desc, dict) else None
     cls = registry.get(kind)
     if cls is None:
-        raise _fail(where, f"{unknown} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
+        what = (f"unknown {registry.family} kind" if node is None else
+                f"node {short_repr(node)} has unknown {registry.family} type")
+        raise _fail(where, f"{what} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
     return cls, {k: v for k, v in desc.items() if k != "kind"}
 
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,9 +80,13 @@ def header_int(v: Any, name: str, where: str, lo: int) -> int:
     return v
 
 
+def _real_ok(v: Any, strict: bool) -> bool:
+    return is_real(v) and math.isfinite(v) and v >= 0 and not (strict and v == 0)
+
+
 def header_real(v: Any, name: str, where: str, strict: bool = False) -> float:
     """Header field ``name``: a finite JSON number ``>= 0`` (``> 0`` if ``strict``)."""
-    if not is_real(v) or not math.isfinite(v) or v < 0 or (strict and v == 0):
+    if not _real_ok(v, strict):
         req = "> 0" if strict else ">= 0"
         raise _fail(where, f"header field {name} must be a finite JSON number {req} (not a "
                     f"string or bool), got {short_repr(v)}")
@@ -117,41 +121,51 @@ def header_keys(obj: Any, name: str, where: str, required: Iterable[str],
 
 
 # ===================================================================== the spec
-@dataclass(frozen=True)
-class TermSpec:
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class TermSpec(NamedTuple):
     """A term's description: ``kind``, header ``params`` (JSON scalars; ``inf`` exponents as
     ``"inf"``) and numeric ``arrays`` by name.
 
-    ``where`` (the file) and ``at`` (the header path, e.g. ``losses[3] (node 'a')``) only
-    name the source in the :class:`FileFormatError` of the readers below.
+    ``where`` (the file) and ``at`` (the header path, e.g. ``losses[3] (node 'a')``, or any
+    object whose ``str`` is that path, built only for a message) name the source in the
+    :class:`FileFormatError` of the readers below.  (A named tuple: immutable and cheap, one
+    per node is built when a file is written or read.)
     """
 
     kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
-    where: str = field(default="term spec", compare=False, repr=False)
-    at: str = field(default="", compare=False, repr=False)
+    params: Mapping[str, Any] = _EMPTY
+    arrays: Mapping[str, np.ndarray] = _EMPTY
+    where: str = "term spec"
+    at: Any = ""
 
     def header(self) -> dict[str, Any]:
         """The header object ``{"kind": kind, **params}`` (key order as written)."""
         return {"kind": self.kind, **self.params}
 
     def _at(self) -> str:
-        return self.at or self.kind
+        return str(self.at) or self.kind
 
     def check_keys(self, required: Iterable[str] = (), optional: Iterable[str] = ()) -> None:
         """Refuse a missing ``required`` parameter and any parameter outside
         ``required | optional`` (:class:`FileFormatError`)."""
-        required = {"kind", *required}
-        header_keys({"kind": self.kind, **self.params}, self._at(), self.where, required,
-                    optional)
+        params = self.params
+        if all(k in params for k in required) and all(
+                k in required or k in optional for k in params):
+            return
+        header_keys({"kind": self.kind, **params}, self._at(), self.where,
+                    {"kind", *required}, optional)
 
     def real(self, name: str, default: float | None = None, strict: bool = False) -> float:
         """Parameter ``name``: a finite JSON number ``>= 0`` (``> 0`` if ``strict``);
         ``default`` when absent (required when ``default`` is None)."""
-        if name not in self.params and default is not None:
+        v = self.params.get(name)
+        if v is None and default is not None and name not in self.params:
             return default
-        return header_real(self.params.get(name), f"{self._at()}.{name}", self.where, strict)
+        if _real_ok(v, strict):  # the message (below) is built only for a refusal
+            return float(v)
+        return header_real(v, f"{self._at()}.{name}", self.where, strict)
 
     def exponent(self, name: str, default: float | None = None) -> float:
         """Parameter ``name``: a norm exponent (JSON number ``>= 1`` or ``"inf"``)."""
