@@ -3,6 +3,11 @@
 The public functions are in :mod:`gtvmodel.io` (which documents the format); this module holds
 the reading and writing so that :class:`gtvmodel.GTVModel` can save and load itself without an
 import cycle: it constructs models through the class it is given.
+
+It has no per-type code: every term describes itself (``to_spec``/``from_spec``) and the
+registries of :mod:`gtvmodel.terms.spec` map header kinds to classes.  The codec owns the
+format's array layout (samples stacked with ``row_ptr``, ``centres``, box rows, ``penalty_*``
+members) and the strict reading of the archive and the header.
 """
 
 from __future__ import annotations
@@ -56,21 +61,20 @@ def _describe(registry: Registry, term: Any, node: Any, places: tuple[dict, ...]
               checked: set[type]) -> TermSpec:
     """``term.to_spec()`` (:meth:`Registry.describe`), its arrays checked against the class's
     ``spec_arrays`` and the format's places for them (``None``: any arrays of shape ``d``);
-    errors name ``node`` (``None`` for the penalty).  The class's registration and place are
-    checked once (``checked`` holds the classes done)."""
+    errors name ``node`` (``None`` for the penalty).  The class's registration, place and
+    array names are checked on its first term (``checked`` holds the classes done)."""
     cls = type(term)
     if cls in checked:
-        spec = term.to_spec()
-    else:
-        try:
-            spec = registry.describe(term)
-            _place(cls, places, UnsupportedError)
-        except UnsupportedError as exc:
-            raise _unsupported(node, exc) from None
-        checked.add(cls)
+        return term.to_spec()
+    try:
+        spec = registry.describe(term)
+        _place(cls, places, UnsupportedError)
+    except UnsupportedError as exc:
+        raise _unsupported(node, exc) from None
     if spec.arrays.keys() != cls.spec_arrays.keys():
         raise _unsupported(node, f"{term!r}: to_spec gave the arrays {sorted(spec.arrays)}, "
                            f"spec_arrays declares {sorted(cls.spec_arrays)}")
+    checked.add(cls)
     return spec
 
 
@@ -548,7 +552,9 @@ def _lookup(registry: Registry, desc: Any, where: str, node: Any) -> tuple[type,
         what = (f"unknown {registry.family} kind" if node is None else
                 f"node {short_repr(node)} has unknown {registry.family} type")
         raise _fail(where, f"{what} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
-    return cls, {k: v for k, v in desc.items() if k != "kind"}
+    params = desc.copy()
+    del params["kind"]
+    return cls, params
 
 
 def _finite(a: np.ndarray, name: str, where: str) -> None:
