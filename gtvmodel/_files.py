@@ -3,6 +3,11 @@
 The public functions are in :mod:`gtvmodel.io` (which documents the format); this module holds
 the reading and writing so that :class:`gtvmodel.GTVModel` can save and load itself without an
 import cycle: it constructs models through the class it is given.
+
+It has no per-type code: every term describes itself (``to_spec``/``from_spec``) and the
+registries of :mod:`gtvmodel.terms.spec` map header kinds to classes.  The codec owns the
+format's array layout (samples stacked with ``row_ptr``, ``centres``, box rows, ``penalty_*``
+members) and the strict reading of the archive and the header.
 """
 
 from __future__ import annotations
@@ -23,19 +28,18 @@ from numpy.lib import format as npformat
 
 from .declaration import ModelDeclaration
 from .errors import FileFormatError, GTVError, UnsupportedError
-from .terms.constraints import Box, NonNeg, NormBall
-from .terms.losses import (
-    AbsoluteLoss,
-    DataFitLoss,
-    HingeLoss,
-    HuberLoss,
-    LogisticLoss,
-    QuadraticLoss,
-    SquaredLoss,
-    SymbolicLoss,
-    ZeroLoss,
+from .terms.spec import (
+    CONSTRAINTS,
+    LOSSES,
+    PENALTIES,
+    Registry,
+    TermSpec,
+    header_int,
+    header_keys,
+    header_real,
+    is_int,
+    short_repr,
 )
-from .terms.penalties import Norm1, Norm2, NormInf, NormP, QuadForm, SquaredNorm2
 
 __all__ = ["FORMAT_VERSION", "save_model", "read_model", "save_array", "load_array",
            "save_weights", "load_weights", "save_flows", "load_flows"]
@@ -43,8 +47,61 @@ __all__ = ["FORMAT_VERSION", "save_model", "read_model", "save_array", "load_arr
 #: Version of the problem-file format written by :func:`save_model`.
 FORMAT_VERSION = 1
 _FORMAT = "gtvmodel-problem"
-_DATAFIT = {c.kind: c for c in (SquaredLoss, LogisticLoss, HingeLoss, AbsoluteLoss, HuberLoss)}
-_PENALTIES = {"norm2": Norm2, "norm1": Norm1, "norminf": NormInf, "squarednorm2": SquaredNorm2}
+#: The format's places for term arrays: a loss's samples (stacked into ``X``, ``y`` with
+#: ``row_ptr``) or centre (a row of ``centres``); a constraint's bounds (a row of ``box_lo``,
+#: ``box_hi``, referenced by the header field ``row``).  Penalty arrays are ``penalty_<name>``.
+_SAMPLES = {"X": ("m", "d"), "y": ("m",)}
+_CENTRE = {"a": ("d",)}
+_BOUNDS = {"lo": ("d",), "hi": ("d",)}
+_LOSS_PLACES = ({}, _SAMPLES, _CENTRE)
+_CONSTRAINT_PLACES = ({}, _BOUNDS)
+
+
+def _describe(registry: Registry, term: Any, node: Any, places: tuple[dict, ...] | None,
+              checked: set[type]) -> TermSpec:
+    """``term.to_spec()`` (:meth:`Registry.describe`), its arrays checked against the class's
+    ``spec_arrays`` and the format's places for them (``None``: any arrays of shape ``d``);
+    errors name ``node`` (``None`` for the penalty).  The class's registration, place and
+    array names are checked on its first term (``checked`` holds the classes done)."""
+    cls = type(term)
+    if cls in checked:
+        return term.to_spec()
+    try:
+        spec = registry.describe(term)
+        _place(cls, places, UnsupportedError)
+    except UnsupportedError as exc:
+        raise _unsupported(node, exc) from None
+    if spec.arrays.keys() != cls.spec_arrays.keys():
+        raise _unsupported(node, f"{term!r}: to_spec gave the arrays {sorted(spec.arrays)}, "
+                           f"spec_arrays declares {sorted(cls.spec_arrays)}")
+    checked.add(cls)
+    return spec
+
+
+def _unsupported(node: Any, msg: Any) -> UnsupportedError:
+    return UnsupportedError(msg if node is None else f"node {node!r}: {msg}")
+
+
+def _place(cls: type, places: tuple[dict, ...] | None, error: Callable[[str], Exception]
+           ) -> dict:
+    """The place of format version 1 (one of ``places``) for the class's ``spec_arrays``
+    (``places`` None: any arrays of shape ``d``, returned as declared)."""
+    declared = cls.spec_arrays
+    if places is None:
+        if all(all(s == "d" for s in shape) for shape in declared.values()):
+            return declared
+    else:
+        for place in places:
+            if declared == place:
+                return place
+    raise error(f"{cls.__name__} (kind {cls.kind!r}) declares the arrays {declared}, which "
+                f"format version {FORMAT_VERSION} has no place for")
+
+
+def _fit(a: Any, shape: tuple[str, ...], d: int) -> np.ndarray:
+    """A term's array as float64 of its declared shape in ``d`` (scalars broadcast, e.g. the
+    bounds of ``Box(0, 1)``)."""
+    return np.broadcast_to(np.asarray(a, dtype=float), tuple(d for _ in shape)).copy()
 
 
 # ===================================================================== problem files
@@ -57,53 +114,36 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
             raise UnsupportedError(f"node label {v!r}: only str and int labels can be saved")
         labels.append(v if isinstance(v, str) else int(v))
     pen = model.penalty
-    arrays: dict[str, np.ndarray] = {}
-    if isinstance(pen, NormP):
-        pdesc: dict[str, Any] = {"kind": "normp", "p": _num(pen.p)}
-    elif isinstance(pen, QuadForm):
-        pdesc = {"kind": "quadform"}
-        arrays["penalty_Q"] = pen.Q
-    elif pen.kind in _PENALTIES and type(pen) is _PENALTIES[pen.kind]:
-        pdesc = {"kind": pen.kind}
-    else:
-        raise UnsupportedError(f"penalty {pen!r} cannot be saved (not a library penalty)")
+    checked: set[type] = set()
+    pspec = _describe(PENALTIES, pen, None, None, checked)
+    arrays = {f"penalty_{k}": _fit(a, type(pen).spec_arrays[k], d)
+              for k, a in pspec.arrays.items()}
+    pdesc = pspec.header()
     losses, Xs, ys = [], [], []
     row_ptr = np.zeros(n + 1, dtype=np.int64)
     centres = np.zeros((n, d))
     for i in range(n):
-        loss = model.loss_at(i)
-        if isinstance(loss, SymbolicLoss):
-            raise UnsupportedError(f"node {model.nodes[i]!r}: symbolic losses cannot be saved")
-        desc: dict[str, Any] = {"kind": loss.kind, "l1": loss.l1, "l2": loss.l2}
+        spec = _describe(LOSSES, model.loss_at(i), model.nodes[i], _LOSS_PLACES, checked)
         m = 0
-        if isinstance(loss, DataFitLoss):
-            Xs.append(loss.X)
-            ys.append(loss.y)
-            m = loss.m
-            if isinstance(loss, HuberLoss):
-                desc["M"] = loss.M
-        elif isinstance(loss, QuadraticLoss):
-            centres[i] = loss.a
-        elif not isinstance(loss, ZeroLoss):
-            raise UnsupportedError(f"node {model.nodes[i]!r}: {loss!r} cannot be saved")
+        if "X" in spec.arrays:
+            Xs.append(spec.arrays["X"])
+            ys.append(spec.arrays["y"])
+            m = ys[-1].shape[0]
+        elif "a" in spec.arrays:
+            centres[i] = spec.arrays["a"]
         row_ptr[i + 1] = row_ptr[i] + m
-        losses.append(desc)
+        losses.append(spec.header())
     cons_desc, box_lo, box_hi = [], [], []
     for i in range(n):
         items = []
         for c in model.constraints_at(i):
-            if isinstance(c, Box):
-                lo, hi = c.bounds(d)
-                items.append({"kind": "box", "row": len(box_lo)})
-                box_lo.append(lo)
-                box_hi.append(hi)
-            elif isinstance(c, NonNeg):
-                items.append({"kind": "nonneg"})
-            elif isinstance(c, NormBall):
-                items.append({"kind": "normball", "radius": c.radius, "p": _num(c.p)})
-            else:
-                raise UnsupportedError(f"node {model.nodes[i]!r}: constraint {c!r} cannot be "
-                                       "saved (symbolic constraints have no file format)")
+            spec = _describe(CONSTRAINTS, c, model.nodes[i], _CONSTRAINT_PLACES, checked)
+            desc = spec.header()
+            if spec.arrays:
+                desc["row"] = len(box_lo)
+                box_lo.append(_fit(spec.arrays["lo"], ("d",), d))
+                box_hi.append(_fit(spec.arrays["hi"], ("d",), d))
+            items.append(desc)
         cons_desc.append(items)
     header = {"format": _FORMAT, "version": FORMAT_VERSION, "n": n, "d": d,
               "lam": model.lam, "penalty": pdesc, "nodes": labels, "losses": losses,
@@ -120,9 +160,6 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
         np.savez_compressed(fh, **arrays)
 
 
-def _num(x: float) -> float | str:
-    """JSON-safe number (``inf`` as the string ``"inf"``)."""
-    return "inf" if np.isinf(x) else float(x)
 
 
 # ===================================================================== safe low-level reading
@@ -142,10 +179,6 @@ _LOW_LEVEL = (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, Lo
               zlib.error, struct.error)
 
 
-def _r(v: Any) -> str:
-    """``repr`` shortened for messages (labels and header values can be long)."""
-    text = repr(v)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _fail(where: str, msg: str) -> FileFormatError:
@@ -176,8 +209,8 @@ def _npy_header(fh: Any, where: str) -> tuple[tuple, bool, np.dtype]:
         raise
     except Exception as exc:  # noqa: BLE001 - numpy's header parser raises many kinds
         raise _fail(where, f"not a valid NPY header ({_text(exc)})") from None
-    if not isinstance(shape, tuple) or any(not _is_int(s) or s < 0 for s in shape):
-        raise _fail(where, f"bad NPY shape {_r(shape)}")
+    if not isinstance(shape, tuple) or any(not is_int(s) or s < 0 for s in shape):
+        raise _fail(where, f"bad NPY shape {short_repr(shape)}")
     if not isinstance(fortran, bool):
         raise _fail(where, f"bad NPY fortran_order {fortran!r}")
     if (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None
@@ -255,7 +288,7 @@ class _Archive:
         for info in infos:
             if info.filename in self.infos:
                 self.close()
-                raise _fail(where, f"member {_r(info.filename)} appears twice")
+                raise _fail(where, f"member {short_repr(info.filename)} appears twice")
             self.infos[info.filename] = info
 
     def close(self) -> None:
@@ -315,57 +348,23 @@ class _Archive:
 
 
 # ===================================================================== strict header values
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_real(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _h_int(v: Any, name: str, where: str, lo: int) -> int:
-    if not _is_int(v) or v < lo:
-        raise _fail(where, f"header field {name} must be an integer >= {lo} (a JSON integer, "
-                    f"not a float, string or bool), got {_r(v)}")
-    return v
 
 
-def _h_real(v: Any, name: str, where: str, strict: bool = False) -> float:
-    if not _is_real(v) or not math.isfinite(v) or v < 0 or (strict and v == 0):
-        req = "> 0" if strict else ">= 0"
-        raise _fail(where, f"header field {name} must be a finite JSON number {req} (not a "
-                    f"string or bool), got {_r(v)}")
-    return float(v)
 
 
-def _h_exponent(v: Any, name: str, where: str) -> float:
-    if v == "inf" and isinstance(v, str):
-        return math.inf
-    if not _is_real(v) or math.isnan(v) or v < 1:
-        raise _fail(where, f"header field {name} must be a JSON number >= 1 or \"inf\", "
-                    f"got {_r(v)}")
-    return float(v)
 
 
-def _h_keys(obj: Any, name: str, where: str, required: set, optional: set = frozenset()
-            ) -> dict:
-    if not isinstance(obj, dict):
-        raise _fail(where, f"header field {name} must be a JSON object, got {_r(obj)}")
-    missing = required - obj.keys()
-    unknown = obj.keys() - required - optional
-    if missing or unknown:
-        what = [f"missing {sorted(missing)}"] if missing else []
-        what += [f"unknown {sorted(unknown)}"] if unknown else []
-        raise _fail(where, f"header field {name}: {' and '.join(what)} keys (allowed: "
-                    f"{sorted(required | optional)})")
-    return obj
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"duplicate key {_r(k)}")
+            raise ValueError(f"duplicate key {short_repr(k)}")
         out[k] = v
     return out
 
@@ -387,12 +386,12 @@ def _parse_header(z: _Archive) -> dict:
         raise _fail(where, f"the header is not UTF-8 JSON ({_text(exc)})") from None
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise _fail(where, "not a gtvmodel problem file (format "
-                    f"{_r(header.get('format') if isinstance(header, dict) else None)})")
+                    f"{short_repr(header.get('format') if isinstance(header, dict) else None)})")
     version = header.get("version")
-    if not _is_int(version) or version != FORMAT_VERSION:
-        raise _fail(where, f"format version {_r(version)} is not supported (this gtvmodel reads "
-                    f"version {FORMAT_VERSION})")
-    return _h_keys(header, "(top level)", where, {"format", "version", "n", "d", "lam",
+    if not is_int(version) or version != FORMAT_VERSION:
+        raise _fail(where, f"format version {short_repr(version)} is not supported (this "
+                    f"gtvmodel reads version {FORMAT_VERSION})")
+    return header_keys(header, "(top level)", where, {"format", "version", "n", "d", "lam",
                                                   "penalty", "nodes", "losses", "constraints"})
 
 
@@ -420,9 +419,9 @@ def read_model(path: str | os.PathLike, cls: type[ModelDeclaration]) -> Any:
 
 def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     header = _parse_header(z)
-    n = _h_int(header["n"], "n", where, 1)
-    d = _h_int(header["d"], "d", where, 1)
-    lam = _h_real(header["lam"], "lam", where)
+    n = header_int(header["n"], "n", where, 1)
+    d = header_int(header["d"], "d", where, 1)
+    lam = header_real(header["lam"], "lam", where)
     labels, losses, cons = header["nodes"], header["losses"], header["constraints"]
     for name, v in (("nodes", labels), ("losses", losses), ("constraints", cons)):
         if not isinstance(v, list) or len(v) != n:
@@ -430,61 +429,39 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
             raise _fail(where, f"header field {name} must be a list of n = {n} entries, got "
                         f"{got}")
     for v in labels:
-        if not (_is_int(v) or isinstance(v, str)):
-            raise _fail(where, f"node label {_r(v)} is not a string or an integer")
+        if not (is_int(v) or isinstance(v, str)):
+            raise _fail(where, f"node label {short_repr(v)} is not a string or an integer")
     if len(set(labels)) != n:
         raise _fail(where, "node labels are not unique")
-    pdesc = _h_keys(header["penalty"], "penalty", where, {"kind"}, {"p"})
-    pkind = pdesc["kind"]
-    if pkind == "normp":
-        _h_keys(pdesc, "penalty", where, {"kind", "p"})
-        pen_p = _h_exponent(pdesc["p"], "penalty.p", where)
-    elif not isinstance(pkind, str) or (pkind not in _PENALTIES and pkind != "quadform"):
-        raise _fail(where, f"unknown penalty kind {_r(pkind)} (known: {', '.join(_PENALTIES)}, "
-                    "normp, quadform)")
-    else:
-        _h_keys(pdesc, "penalty", where, {"kind"})
-    # ---- losses: kinds, regularizers, which nodes own rows of X
-    loss_args: list[tuple[str, dict[str, float]]] = []
+    # ---- terms: kinds (the registries), places of their arrays; parameters are checked by
+    # ---- the classes' from_spec once the arrays are read
+    pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, None)
+    _place(pen_cls, None, lambda msg: _fail(where, msg))
+    loss_terms: list[tuple[type, dict, dict]] = []
+    loss_places: dict[type, dict] = {}
     for i, desc in enumerate(losses):
-        at = f"losses[{i}] (node {_r(labels[i])})"
-        kind = desc.get("kind") if isinstance(desc, dict) else None
-        if not isinstance(kind, str) or (kind not in _DATAFIT and kind not in
-                                         ("zero", "quadratic")):
-            raise _fail(where, f"node {_r(labels[i])} has unknown loss type {_r(kind)} (known: "
-                        f"zero, quadratic, {', '.join(_DATAFIT)})")
-        _h_keys(desc, at, where, {"kind"}, {"l1", "l2", "M"} if kind == "huber" else
-                {"l1", "l2"})
-        args = {k: _h_real(desc[k], f"{at}.{k}", where) for k in ("l1", "l2") if k in desc}
-        if "M" in desc:
-            args["M"] = _h_real(desc["M"], f"{at}.M", where, strict=True)
-        loss_args.append((kind, args))
-    is_fit = np.fromiter((k in _DATAFIT for k, _ in loss_args), dtype=bool, count=n)
+        lcls, params = _lookup(LOSSES, desc, where, labels[i])
+        place = loss_places.get(lcls)
+        if place is None:
+            place = loss_places[lcls] = _place(lcls, _LOSS_PLACES, lambda msg: _fail(where, msg))
+        loss_terms.append((lcls, params, place))
+    is_fit = np.fromiter((place is _SAMPLES for _, _, place in loss_terms), dtype=bool, count=n)
     # ---- constraints: kinds, parameters, box rows
-    cons_args: list[list[tuple[str, Any]]] = []
+    cons_terms: list[list[tuple[type, dict, int | None, str]]] = []
     for i, items in enumerate(cons):
         if not isinstance(items, list):
-            raise _fail(where, f"constraints[{i}] (node {_r(labels[i])}) must be a list")
-        node_items: list[tuple[str, Any]] = []
+            raise _fail(where, f"constraints[{i}] (node {short_repr(labels[i])}) must be a list")
+        node_items = []
         for j, c in enumerate(items):
-            at = f"constraints[{i}][{j}] (node {_r(labels[i])})"
-            kind = c.get("kind") if isinstance(c, dict) else None
-            if kind == "box":
-                _h_keys(c, at, where, {"kind", "row"})
-                node_items.append(("box", _h_int(c["row"], f"{at}.row", where, 0)))
-            elif kind == "nonneg":
-                _h_keys(c, at, where, {"kind"})
-                node_items.append(("nonneg", None))
-            elif kind == "normball":
-                _h_keys(c, at, where, {"kind", "radius"}, {"p"})
-                node_items.append(("normball", (
-                    _h_real(c["radius"], f"{at}.radius", where),
-                    _h_exponent(c["p"], f"{at}.p", where) if "p" in c else 2.0)))
-            else:
-                raise _fail(where, f"node {_r(labels[i])} has unknown constraint type {_r(kind)} "
-                            "(known: box, nonneg, normball)")
-        cons_args.append(node_items)
-    n_box = sum(k == "box" for items in cons_args for k, _ in items)
+            at = f"constraints[{i}][{j}] (node {short_repr(labels[i])})"
+            ccls, params = _lookup(CONSTRAINTS, c, where, labels[i])
+            row = None
+            if _place(ccls, _CONSTRAINT_PLACES, lambda msg: _fail(where, msg)):  # bounds
+                header_keys(c, at, where, {"kind", "row"}, c.keys())
+                row = header_int(params.pop("row"), f"{at}.row", where, 0)
+            node_items.append((ccls, params, row, at))
+        cons_terms.append(node_items)
+    n_box = sum(row is not None for items in cons_terms for _, _, row, _ in items)
     # ---- arrays: each shape is fixed by the header (and row_ptr / edges) before reading data
     row_ptr = z.array("row_ptr", (n + 1,), _INT_KINDS)
     if row_ptr[0] != 0 or (np.diff(row_ptr) < 0).any():
@@ -494,9 +471,9 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     bad = np.flatnonzero((counts > 0) != is_fit)
     if bad.size:
         i = int(bad[0])
-        raise _fail(where, f"node {_r(labels[i])} has a {loss_args[i][0]!r} loss but owns "
-                    f"{int(counts[i])} rows of X (row_ptr); data-fit losses need rows, "
-                    "zero and quadratic losses none")
+        raise _fail(where, f"node {short_repr(labels[i])} has a {loss_terms[i][0].kind!r} loss "
+                    f"but owns {int(counts[i])} rows of X (row_ptr); data-fit losses (samples "
+                    "X, y) need rows, other losses none")
     X = z.array("X", (M, d), _FLOAT_KINDS)
     y = z.array("y", (M,), _FLOAT_KINDS)
     centres = z.array("centres", (n, d), _FLOAT_KINDS)
@@ -530,14 +507,12 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     if np.isposinf(box_lo).any() or np.isneginf(box_hi).any() or (box_lo > box_hi).any():
         raise _fail(where, "box_lo/box_hi describe an empty box (lo = +inf, hi = -inf or "
                     "lo > hi)")
-    if pkind == "normp":
-        pen: Any = NormP(pen_p)
-    elif pkind == "quadform":
-        Q = z.array("penalty_Q", (d, d), _FLOAT_KINDS)
-        _finite(Q, "penalty_Q", where)
-        pen = QuadForm(Q)
-    else:
-        pen = _PENALTIES[pkind]()
+    pen_arrays = {}
+    for name, shape in pen_cls.spec_arrays.items():
+        pen_arrays[name] = z.array(f"penalty_{name}", (d,) * len(shape), _FLOAT_KINDS)
+        _finite(pen_arrays[name], f"penalty_{name}", where)
+    pen = pen_cls.from_spec(TermSpec(pen_cls.kind, pen_params, pen_arrays, where=where,
+                                     at="penalty"))
     # ---- the model
     G = nx.Graph()
     G.add_nodes_from(labels)
@@ -546,28 +521,40 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     model = cls(G, d, penalty=pen, lam=lam)
     if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
         raise _fail(where, "edge order differs from the model's")
-    for i, (kind, args) in enumerate(loss_args):
-        r0, r1 = int(row_ptr[i]), int(row_ptr[i + 1])
-        if kind in _DATAFIT:
-            loss: Any = _DATAFIT[kind](X[r0:r1], y[r0:r1], **args)
-        elif kind == "zero":
-            loss = ZeroLoss(**args)
+    for i, (lcls, params, place) in enumerate(loss_terms):
+        if place is _SAMPLES:
+            r0, r1 = int(row_ptr[i]), int(row_ptr[i + 1])
+            arrays = {"X": X[r0:r1], "y": y[r0:r1]}
         else:
-            loss = QuadraticLoss(centres[i], **args)
-        model.set_loss(labels[i], loss)
-    for i, items in enumerate(cons_args):
-        for kind, arg in items:
-            if kind == "box":
-                if arg >= box_lo.shape[0]:
-                    raise _fail(where, f"node {_r(labels[i])}: box row {arg} is out of range "
-                                f"(box_lo has {box_lo.shape[0]} rows)")
-                c: Any = Box(box_lo[arg], box_hi[arg])
-            elif kind == "nonneg":
-                c = NonNeg()
-            else:
-                c = NormBall(arg[0], p=arg[1])
-            model.add_constraint(labels[i], c)
+            arrays = {"a": centres[i]} if place is _CENTRE else {}
+        spec = TermSpec(lcls.kind, params, arrays, where=where,
+                        at=f"losses[{i}] (node {short_repr(labels[i])})")
+        model.set_loss(labels[i], lcls.from_spec(spec))
+    for i, items in enumerate(cons_terms):
+        for ccls, params, row, at in items:
+            arrays = {}
+            if row is not None:
+                if row >= box_lo.shape[0]:
+                    raise _fail(where, f"node {short_repr(labels[i])}: box row {row} is out of "
+                                f"range (box_lo has {box_lo.shape[0]} rows)")
+                arrays = {"lo": box_lo[row], "hi": box_hi[row]}
+            spec = TermSpec(ccls.kind, params, arrays, where=where, at=at)
+            model.add_constraint(labels[i], ccls.from_spec(spec))
     return model
+
+
+def _lookup(registry: Registry, desc: Any, where: str, node: Any) -> tuple[type, dict]:
+    """The class registered under ``desc["kind"]`` and the other fields of ``desc`` (the
+    term of ``node``, None for the penalty)."""
+    kind = desc.get("kind") if isinstance(desc, dict) else None
+    cls = registry.get(kind)
+    if cls is None:
+        what = (f"unknown {registry.family} kind" if node is None else
+                f"node {short_repr(node)} has unknown {registry.family} type")
+        raise _fail(where, f"{what} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
+    params = desc.copy()
+    del params["kind"]
+    return cls, params
 
 
 def _finite(a: np.ndarray, name: str, where: str) -> None:
@@ -628,7 +615,7 @@ def _read_npz_file(p: str, what: str, name: str, shape: tuple[int, int] | None
         elif len(z.infos) == 1 and next(iter(z.infos)).endswith(".npy"):
             key = next(iter(z.infos))[:-4]
         else:
-            raise _fail(what, f"missing array {name!r} (found {_r(sorted(z.infos))})")
+            raise _fail(what, f"missing array {name!r} (found {short_repr(sorted(z.infos))})")
         return z.read(key, _one_of(_allowed_shapes(shape), shape), _FLOAT_KINDS)
 
 

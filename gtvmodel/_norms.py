@@ -39,7 +39,10 @@ from typing import Any
 
 import numpy as np
 
+from .errors import PenaltyError
+
 __all__ = ["dual_exponent", "norm_rows", "norm_rows_upper", "norm", "within", "project_rows",
+           "project_norm_ball",
            "enforce_ball", "round_up", "mul_up", "EPS", "CAPACITY_SLACK", "UPPER_SLACK"]
 
 EPS: float = float(np.finfo(float).eps)
@@ -305,6 +308,43 @@ def project_rows(U: np.ndarray, r: np.ndarray, p: float) -> np.ndarray:
     if near.any():
         X[near] = enforce_ball(X[near], r[near], p)
     return X
+
+
+def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
+    """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||u_e||_p <= r_e}``.
+
+    Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a safeguarded Newton
+    iteration on the KKT multiplier (``1 < p < inf``), all free of overflow and underflow
+    (:func:`project_rows`).  Every output row is inside its ball for certain
+    (``norm_rows_upper(x, p) <= r_e``, not only up to rounding).  Used for the dual update of
+    norm penalties (``_NormPenalty.project_dual_ball`` in :mod:`gtvmodel.terms.penalties`, with
+    the dual exponent) and for :class:`~gtvmodel.terms.constraints.NormBall` node constraints.
+    Bad arguments raise :class:`~gtvmodel.PenaltyError` naming the edge (row) at fault.
+    """
+    U, r = _check_ball_args(U, radii)
+    p = float(p)
+    if not p >= 1:
+        raise PenaltyError(f"project_norm_ball: p must be >= 1, got {p!r}")
+    return project_rows(U, r, p)
+
+
+def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
+    U = np.asarray(U, dtype=float)
+    if U.ndim != 2:
+        raise PenaltyError(f"project_dual_ball: U must be an (|E|, d) array, got shape {U.shape}")
+    r = np.asarray(radii, dtype=float)
+    if r.ndim == 0:
+        r = np.full(U.shape[0], float(r))
+    if r.shape != (U.shape[0],):
+        raise PenaltyError(f"project_dual_ball: radii must have shape ({U.shape[0]},), "
+                           f"got {r.shape}")
+    if r.size and np.isfinite(r.sum()) and r.min() >= 0:  # fast check (hot path of DU)
+        return U, r
+    bad = np.flatnonzero(~np.isfinite(r) | (r < 0))
+    if bad.size:
+        raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
+                           "radii must be finite and >= 0")
+    return U, r
 
 
 def _project_l2_fast(U: np.ndarray, r: np.ndarray, nrm: np.ndarray, outside: np.ndarray,

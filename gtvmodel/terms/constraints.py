@@ -15,10 +15,10 @@ import cvxpy as cp
 import numpy as np
 
 from .._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
-from .._norms import dual_exponent, mul_up, norm_rows_upper
+from .._norms import dual_exponent, mul_up, norm_rows_upper, project_norm_ball
 from .._validate import check_own_variable, check_scalar
 from ..errors import ConstraintError, DataError, UnsupportedError
-from ..terms.penalties import project_norm_ball
+from .spec import CONSTRAINTS, ParameterFree, TermSpec, json_number
 
 __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
 
@@ -26,7 +26,27 @@ __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
 class Constraint:
     """Base class of node constraints ``w in C`` (``C`` convex, closed)."""
 
+    #: The name of the constraint in problem files and the registry :data:`~.spec.CONSTRAINTS`.
     kind: ClassVar[str] = "constraint"
+    #: Arrays of the file spec by name, their shapes in the symbol ``d`` (:mod:`.spec`).
+    spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        CONSTRAINTS.register_subclass(cls, Constraint)
+
+    # ---- file spec (docs/file_format.md, :mod:`gtvmodel.terms.spec`)
+    def to_spec(self) -> TermSpec:
+        """The constraint's kind, parameters and arrays for a problem file; library
+        constraints only (:class:`UnsupportedError` otherwise)."""
+        raise UnsupportedError(f"constraint {self!r} cannot be saved (symbolic constraints have "
+                               "no file format)")
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> Constraint:
+        """The constraint that :meth:`to_spec` described (header values checked strictly,
+        :class:`~gtvmodel.FileFormatError`; arrays by the constructor)."""
+        raise UnsupportedError(f"{cls.__name__} has no file spec")
 
     @property
     def dim(self) -> int | None:
@@ -76,6 +96,7 @@ class Box(Constraint):
     """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed."""
 
     kind = "box"
+    spec_arrays = {"lo": ("d",), "hi": ("d",)}
 
     def __init__(self, lo: Any = -np.inf, hi: Any = np.inf):
         try:
@@ -207,12 +228,23 @@ class Box(Constraint):
         return np.where(nonpos & nonneg, 0.0, np.where(
             nonpos, np.minimum(S, 0.0), np.where(nonneg, np.maximum(S, 0.0), S)))
 
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "box"}`` and the bounds ``lo``, ``hi`` as given (scalars or ``(d,)``;
+        ``+-inf`` allowed); a file stores them broadcast to ``(d,)`` (``spec_arrays``)."""
+        return TermSpec(self.kind, {}, {"lo": self.lo, "hi": self.hi})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> Box:
+        """``Box(lo, hi)`` (NaN, ``lo = +inf``, ``hi = -inf``, ``lo > hi`` refused)."""
+        spec.check_keys()
+        return cls(spec.array("lo"), spec.array("hi"))
+
     def __repr__(self) -> str:
         return f"Box(lo={self.lo.tolist()}, hi={self.hi.tolist()})"
 
 
-class NonNeg(Constraint):
-    """``w >= 0`` entrywise."""
+class NonNeg(ParameterFree, Constraint):
+    """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``)."""
 
     kind = "nonneg"
 
@@ -290,7 +322,7 @@ class NormBall(Constraint):
     @staticmethod
     def project_rows(W: np.ndarray, radii: Any, p: float) -> np.ndarray:
         """Row-wise projection onto ``{||w_k||_p <= r_k}``
-        (:func:`gtvmodel.penalties.project_norm_ball`: closed forms for ``p = 1, 2, inf``,
+        (:func:`gtvmodel._norms.project_norm_ball`: closed forms for ``p = 1, 2, inf``,
         a vectorized Newton iteration otherwise)."""
         return project_norm_ball(W, radii, p)
 
@@ -324,6 +356,16 @@ class NormBall(Constraint):
         r = np.broadcast_to(np.asarray(radii, dtype=float), (S.shape[0],))
         T, cons = norm_rows_epigraph(S, q)
         return r @ T, cons
+
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "normball", "radius": r, "p": p}`` (``p = inf`` as ``"inf"``)."""
+        return TermSpec(self.kind, {"radius": self.radius, "p": json_number(self.p)})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> NormBall:
+        """``NormBall(radius, p)``; ``p`` may be omitted (2)."""
+        spec.check_keys(required=("radius",), optional=("p",))
+        return cls(spec.real("radius"), p=spec.exponent("p", 2.0))
 
     def __repr__(self) -> str:
         return f"NormBall(radius={self.radius:g}, p={self.p:g})"
@@ -371,6 +413,10 @@ class SymbolicConstraint(Constraint):
         if not np.isfinite(w).all():
             return float("inf")
         return checked_residual(self.constraint, self.variable, w)
+
+    def to_spec(self) -> TermSpec:
+        """Symbolic constraints have no file format (:class:`UnsupportedError`)."""
+        raise UnsupportedError("symbolic constraints cannot be saved (they have no file format)")
 
     def __repr__(self) -> str:
         return f"SymbolicConstraint({self.constraint})"

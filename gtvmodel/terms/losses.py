@@ -31,6 +31,7 @@ from .._cvx import bounds_constraints, checked_value
 from .._solver import run_solver
 from .._validate import as_finite_array, check_own_variable, check_scalar, check_vector
 from ..errors import DataError, LossError, SolverError, UnsupportedError
+from .spec import LOSSES, TermSpec
 
 _EPS = float(np.finfo(float).eps)
 __all__ = [
@@ -53,12 +54,24 @@ class Loss(ABC):
 
     Subclasses implement the unregularized part (``_base_*`` methods); the regularizers
     ``eta ||w||_1 + kappa ||w||^2`` are added here once for all losses.
+
+    **File spec** (``docs/file_format.md``, :mod:`gtvmodel.terms.spec`): a library loss sets
+    ``kind`` (its unique name in problem files) and implements :meth:`to_spec` (kind, header
+    parameters, arrays) and the classmethod :meth:`from_spec` (the identical loss back); it
+    lists its arrays in ``spec_arrays`` (``{"X": ("m", "d"), "y": ("m",)}`` for data-fit
+    losses, ``{"a": ("d",)}`` for :class:`QuadraticLoss`).  Such a class registers itself in
+    :data:`gtvmodel.terms.spec.LOSSES` when it is defined, and is then saved and loaded
+    without any change to the codec (:mod:`gtvmodel._files`).  A data-fit loss subclassing
+    :class:`DataFitLoss` inherits both hooks and only adds its own parameters (see
+    :class:`HuberLoss`).
     """
 
     #: True when the unregularized loss is differentiable with Lipschitz gradient.
     base_smooth: ClassVar[bool] = True
-    #: Short name used in files and messages.
+    #: Short name used in files and messages, and the key of the registry ``LOSSES``.
     kind: ClassVar[str] = "loss"
+    #: Arrays of the file spec by name, their shapes in the symbols ``m`` and ``d``.
+    spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: A lower bound of ``inf_w L(w)`` (every library loss is ``>= 0``; ``-inf``: unknown).
     lower_bound: ClassVar[float] = 0.0
 
@@ -66,6 +79,10 @@ class Loss(ABC):
         owner = type(self).__name__
         self.l1 = check_scalar(l1, "l1", min_val=0.0, where=owner)
         self.l2 = check_scalar(l2, "l2", min_val=0.0, where=owner)
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        LOSSES.register_subclass(cls, Loss)
 
     # ----------------------------------------------------------- interface
     @property
@@ -209,6 +226,22 @@ class Loss(ABC):
     def _base_hessian_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         raise UnsupportedError(f"{type(self).__name__} is not smooth")
 
+    # ----------------------------------------------------------- file spec
+    def to_spec(self) -> TermSpec:
+        """The loss's kind, header parameters (the regularizers ``l1 = eta``, ``l2 = kappa``
+        and its own, e.g. Huber's ``M``) and arrays for a problem file; library losses only
+        (:class:`UnsupportedError` otherwise)."""
+        raise UnsupportedError(f"{self!r} cannot be saved")
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> Loss:
+        """The loss that :meth:`to_spec` described (header values checked strictly,
+        :class:`~gtvmodel.FileFormatError`; arrays by the constructor)."""
+        raise UnsupportedError(f"{cls.__name__} has no file spec")
+
+    def _regularizer_spec(self) -> dict[str, float]:
+        return {"l1": self.l1, "l2": self.l2}
+
     def _reg_repr(self) -> str:
         s = ""
         if self.l1:
@@ -233,6 +266,7 @@ class DataFitLoss(Loss):
     ell_curvature_min: ClassVar[float] = 0.0
     #: Whether labels must be +-1.
     binary_labels: ClassVar[bool] = False
+    spec_arrays = {"X": ("m", "d"), "y": ("m",)}
 
     def __init__(self, X: Any, y: Any, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(l1=l1, l2=l2)
@@ -369,6 +403,17 @@ class DataFitLoss(Loss):
             raise UnsupportedError(f"{type(self).__name__} is not smooth")
         G = self.X.T @ self.X / self.m
         return self.ell_curvature_min * G, self.ell_curvature * G
+
+    def to_spec(self) -> TermSpec:
+        """``{"kind": kind, "l1": eta, "l2": kappa}`` and the samples ``X`` (``(m, d)``),
+        ``y`` (``(m,)``)."""
+        return TermSpec(self.kind, self._regularizer_spec(), {"X": self.X, "y": self.y})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> DataFitLoss:
+        """``cls(X, y, l1=eta, l2=kappa)`` (``l1``, ``l2`` may be omitted: 0)."""
+        spec.check_keys(optional=("l1", "l2"))
+        return cls(spec.array("X"), spec.array("y"), **spec.regularizers())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(m={self.m}, d={self.dim}{self._reg_repr()})"
@@ -630,6 +675,18 @@ class HuberLoss(DataFitLoss):
     def _ell_conj_bounds(y, p):
         return -2.0 * p, 2.0 * p
 
+    def to_spec(self) -> TermSpec:
+        """The data-fit spec plus the threshold ``M``."""
+        spec = super().to_spec()
+        return TermSpec(spec.kind, {**spec.params, "M": self.M}, spec.arrays)
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> HuberLoss:
+        """``HuberLoss(X, y, M, l1=eta, l2=kappa)`` (``M > 0``; omitted: 1)."""
+        spec.check_keys(optional=("l1", "l2", "M"))
+        return cls(spec.array("X"), spec.array("y"), M=spec.real("M", 1.0, strict=True),
+                   **spec.regularizers())
+
     def __repr__(self) -> str:
         return f"HuberLoss(m={self.m}, d={self.dim}, M={self.M:g}{self._reg_repr()})"
 
@@ -659,6 +716,16 @@ class ZeroLoss(Loss):
     def _base_conjugate_cvx(self, d):
         return cp.Constant(np.zeros(d)), cp.Constant(0.0), []
 
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "zero", "l1": eta, "l2": kappa}``."""
+        return TermSpec(self.kind, self._regularizer_spec())
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> ZeroLoss:
+        """``ZeroLoss(l1=eta, l2=kappa)``."""
+        spec.check_keys(optional=("l1", "l2"))
+        return cls(**spec.regularizers())
+
     def __repr__(self) -> str:
         return f"ZeroLoss({self._reg_repr()[2:]})"
 
@@ -667,6 +734,7 @@ class QuadraticLoss(Loss):
     """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``)."""
 
     kind = "quadratic"
+    spec_arrays = {"a": ("d",)}
 
     def __init__(self, a: Any, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(l1=l1, l2=l2)
@@ -702,6 +770,16 @@ class QuadraticLoss(Loss):
     def _base_conjugate_cvx(self, d):
         s = cp.Variable(d, name="s_quad")
         return s, quadratic_conjugate_cvx(s, self.a), []
+
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "quadratic", "l1": eta, "l2": kappa}`` and the centre ``a`` (``(d,)``)."""
+        return TermSpec(self.kind, self._regularizer_spec(), {"a": self.a})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> QuadraticLoss:
+        """``QuadraticLoss(a, l1=eta, l2=kappa)``."""
+        spec.check_keys(optional=("l1", "l2"))
+        return cls(spec.array("a"), **spec.regularizers())
 
     def __repr__(self) -> str:
         return f"QuadraticLoss(d={self.dim}{self._reg_repr()})"
@@ -753,6 +831,10 @@ class SymbolicLoss(Loss):
         # +inf outside the expression's domain: CVXPY's numeric value is not trustworthy there
         # (finite and too small for inv_pos/power(x, -1)/quad_over_lin, NaN for log)
         return checked_value(self.expr, self.variable, w)
+
+    def to_spec(self) -> TermSpec:
+        """Symbolic losses have no file format (:class:`UnsupportedError`)."""
+        raise UnsupportedError("symbolic losses cannot be saved")
 
     def __repr__(self) -> str:
         return f"SymbolicLoss({self.expr})"

@@ -19,9 +19,10 @@ import numpy as np
 
 from .. import _norms
 from .._cvx import norm_rows_epigraph, norm_rows_le
-from .._norms import dual_exponent, norm_rows, within
+from .._norms import dual_exponent, norm_rows, project_norm_ball, within
 from .._validate import as_finite_array, check_scalar
 from ..errors import PenaltyError, UnsupportedError
+from .spec import PENALTIES, ParameterFree, TermSpec, json_number
 
 __all__ = ["Penalty", "Norm2", "Norm1", "NormInf", "NormP", "SquaredNorm2", "QuadForm"]
 
@@ -35,7 +36,26 @@ class Penalty:
 
     #: True for norms (the dual becomes a capacitated flow problem).
     is_norm: ClassVar[bool] = False
+    #: The name of the penalty in problem files and the registry :data:`~.spec.PENALTIES`.
     kind: ClassVar[str] = "penalty"
+    #: Arrays of the file spec by name, their shapes in the symbol ``d`` (:mod:`.spec`).
+    spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        PENALTIES.register_subclass(cls, Penalty)
+
+    # ---- file spec (docs/file_format.md, :mod:`gtvmodel.terms.spec`)
+    def to_spec(self) -> TermSpec:
+        """The penalty's kind, parameters and arrays for a problem file; library penalties
+        only (:class:`UnsupportedError` otherwise)."""
+        raise UnsupportedError(f"penalty {self!r} cannot be saved (not a library penalty)")
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> Penalty:
+        """The penalty that :meth:`to_spec` described (header values checked strictly,
+        :class:`~gtvmodel.FileFormatError`; arrays by the constructor)."""
+        raise UnsupportedError(f"{cls.__name__} has no file spec")
 
     def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(phi(Z_e))_e`` for an ``(|E|, d)`` CVXPY expression, a length-``|E|`` vector."""
@@ -125,8 +145,11 @@ class Penalty:
         return ()
 
 
-class _NormPenalty(Penalty):
-    """``phi = ||.||_p`` with dual norm ``||.||_q``, ``1/p + 1/q = 1``."""
+class _NormPenalty(ParameterFree, Penalty):
+    """``phi = ||.||_p`` with dual norm ``||.||_q``, ``1/p + 1/q = 1``.
+
+    :class:`Norm2`, :class:`Norm1` and :class:`NormInf` have no parameters: their file spec
+    is ``{"kind": kind}`` (:class:`~gtvmodel.terms.spec.ParameterFree`)."""
 
     is_norm = True
     p: float = 2.0
@@ -186,7 +209,7 @@ class _NormPenalty(Penalty):
         (:class:`NormInf`), and a safeguarded Newton iteration on the KKT multiplier otherwise
         (:class:`NormP`, any ``q`` in ``[1 + 1e-6, 1e6]``).  ``radii`` (``(|E|,)`` or a scalar)
         ``>= 0``.  The rows returned are within capacity for certain: the certificate repairs
-        flows with this projection (:func:`project_norm_ball`).
+        flows with this projection (:func:`gtvmodel._norms.project_norm_ball`).
         """
         return project_norm_ball(U, radii, self.q)
 
@@ -270,6 +293,16 @@ class NormP(_NormPenalty):
     def dual_ball_constraints(self, U, radii):
         return norm_rows_le(U, radii, self.q)
 
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "normp", "p": p}`` (``p = inf`` as ``"inf"``)."""
+        return TermSpec(self.kind, {"p": json_number(self.p)})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> NormP:
+        """``NormP(p)``; ``p`` a JSON number ``>= 1`` or ``"inf"``."""
+        spec.check_keys(required=("p",))
+        return cls(spec.exponent("p"))
+
     def _key(self):
         return (self.p,)
 
@@ -277,7 +310,7 @@ class NormP(_NormPenalty):
         return f"NormP({self.p:g})"
 
 
-class SquaredNorm2(Penalty):
+class SquaredNorm2(ParameterFree, Penalty):
     """``phi(v) = 1/2 ||v||_2^2`` (MOCHA).
 
     Scaled conjugate: ``lambda A phi*(u/(lambda A)) = ||u||^2 / (2 lambda A)``.
@@ -330,6 +363,7 @@ class QuadForm(Penalty):
     """
 
     kind = "quadform"
+    spec_arrays = {"Q": ("d", "d")}
 
     def __init__(self, Q: Any):
         Q = as_finite_array(Q, "Q", ndim=2, owner="QuadForm")
@@ -413,6 +447,16 @@ class QuadForm(Penalty):
         f = np.where(la <= 0, 0.0, np.where(np.isinf(la), 1.0, f))
         return ((V @ B) * f) @ B.T
 
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "quadform"}`` and the array ``Q`` (``(d, d)``)."""
+        return TermSpec(self.kind, {}, {"Q": self.Q})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> QuadForm:
+        """``QuadForm(Q)`` (symmetric positive definite, checked by the constructor)."""
+        spec.check_keys()
+        return cls(spec.array("Q"))
+
     def _key(self):
         return (self.Q.tobytes(),)
 
@@ -463,40 +507,3 @@ def _quad_conj_expression(Uw: cp.Expression, lamA: Any
     if zero.size:
         cons.append(Uw[zero, :] == 0)
     return cost, cons
-
-
-# =====================================================================  dual-ball projections
-def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
-    """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||u_e||_p <= r_e}``.
-
-    Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a safeguarded Newton
-    iteration on the KKT multiplier (``1 < p < inf``), all free of overflow and underflow
-    (:func:`gtvmodel._norms.project_rows`).  Every output row is inside its ball for certain
-    (``norm_rows_upper(x, p) <= r_e``, not only up to rounding).  Used for the dual update of
-    norm penalties (:meth:`_NormPenalty.project_dual_ball`, with the dual exponent) and for
-    :class:`~gtvmodel.constraints.NormBall` node constraints.
-    """
-    U, r = _check_ball_args(U, radii)
-    p = float(p)
-    if not p >= 1:
-        raise PenaltyError(f"project_norm_ball: p must be >= 1, got {p!r}")
-    return _norms.project_rows(U, r, p)
-
-
-def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
-    U = np.asarray(U, dtype=float)
-    if U.ndim != 2:
-        raise PenaltyError(f"project_dual_ball: U must be an (|E|, d) array, got shape {U.shape}")
-    r = np.asarray(radii, dtype=float)
-    if r.ndim == 0:
-        r = np.full(U.shape[0], float(r))
-    if r.shape != (U.shape[0],):
-        raise PenaltyError(f"project_dual_ball: radii must have shape ({U.shape[0]},), "
-                           f"got {r.shape}")
-    if r.size and np.isfinite(r.sum()) and r.min() >= 0:  # fast check (hot path of DU)
-        return U, r
-    bad = np.flatnonzero(~np.isfinite(r) | (r < 0))
-    if bad.size:
-        raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
-                           "radii must be finite and >= 0")
-    return U, r
