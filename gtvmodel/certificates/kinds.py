@@ -117,7 +117,7 @@ def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarra
         bases.append(V[j][:, null[j]])
 
 def node_kinds(model: ModelDeclaration) -> NodeKinds:
-    cached = model._cache.get("cert_kinds")
+    cached = model.cache.get("cert_kinds")
     if cached is not None:
         return cached
 
@@ -200,7 +200,7 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
                        b.c[rows], local[b.row_node[rows]], st.l2[idx]))
     kinds = NodeKinds(zero, (quad_idx, quad_a), sq, general, conic, sub,
                        sub_bases, gradient, smooth)
-    model._cache["cert_kinds"] = kinds
+    model.cache.put("cert_kinds", kinds)
     return kinds
 
 
@@ -208,7 +208,8 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
 
 # ===================================================================== flows
 def capacities(model: ModelDeclaration) -> np.ndarray | None:
-    return model.lam * model.edge_weights if model.penalty.is_norm else None
+    """The capacities ``lambda A_e`` of (27) for a norm penalty, else None."""
+    return model.capacities if model.penalty.is_norm else None
 
 def max_rows(model: ModelDeclaration) -> int:
     """The largest number of samples of a node (for the rounding bound of the sums)."""

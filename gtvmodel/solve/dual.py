@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._cvx import bounds_constraints
+from .._cvx import ScaleParameter, bounds_constraints
 from .._norms import dual_exponent, mul_up, norm_rows_upper
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
@@ -121,9 +121,9 @@ class NodePart:
 
 
 def conic_positions(model: ModelDeclaration) -> np.ndarray:
-    """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted."""
-    st = model.structure()
-    return np.array(sorted(set(st.symbolic) | set(st.symbolic_constraints)), dtype=np.int64)
+    """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted
+    (:attr:`ModelStructure.conic <gtvmodel.declaration.ModelStructure>`)."""
+    return model.structure().conic
 
 
 def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
@@ -308,7 +308,9 @@ class DualProblem:
     balance: cp.Constraint | None
     library: np.ndarray
     conic: np.ndarray
-    lam: float
+    #: ``lambda`` as a Parameter (set by :func:`compile_dual`): a new ``model.lam`` re-solves
+    #: without recompiling (within one :meth:`~gtvmodel.penalties.Penalty.conjugate_regime`).
+    lam: ScaleParameter
     build_time: float
     #: The constraints of :func:`gtvmodel.conic.conic_dual_terms` (their last entry's
     #: multiplier gives the conic nodes' weights, :func:`gtvmodel.conic.conic_weights`).
@@ -316,16 +318,22 @@ class DualProblem:
     #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.conic.parameter_key`):
     #: their conic data is baked in as constants, so a change recompiles.
     conic_key: tuple = ()
+    #: the penalty's conjugate regime at the ``lambda`` it was built for
+    regime: Any = None
 
 
 def compile_dual(model: ModelDeclaration) -> DualProblem:
-    """Build the dual flow problem (24) as one vectorized CVXPY problem (cached per ``lam``)."""
-    cached = model._cache.get("dual")
-    if cached is not None and cached.lam == model.lam and (
+    """Build the dual flow problem (24) as one vectorized CVXPY problem (cached on the model
+    until it changes; ``lambda`` is a Parameter, set here to ``model.lam``)."""
+    cached = model.cache.get("dual")
+    regime = model.penalty.conjugate_regime(model.lam)
+    if cached is not None and cached.regime == regime and (
             not cached.conic.size or cached.conic_key == _conic_key(model, cached.conic)):
+        cached.lam.set(model.lam)
         return cached
     t0 = time.perf_counter()
     n, d, E = model.num_nodes, model.dim, model.num_edges
+    lam = ScaleParameter(model.lam)
     conic = conic_positions(model)
     library = np.setdiff1d(np.arange(n), conic)
     cons: list[cp.Constraint] = []
@@ -333,7 +341,7 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
     if E:
         U = cp.Variable((E, d), name="U")
         S = -(model.incidence.T @ U)
-        pen_cost, pen_cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+        pen_cost, pen_cons = model.penalty.conjugate_parametric(U, model.edge_weights, lam)
         costs.append(pen_cost)
         cons += pen_cons
     else:
@@ -357,11 +365,12 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
     objective = cp.sum(cp.hstack(costs)) if len(costs) > 1 else (
         costs[0] if costs else cp.Constant(0.0))
     problem = cp.Problem(cp.Minimize(objective), cons)
-    compiled = DualProblem(problem, U, balance, library, conic, model.lam,
+    compiled = DualProblem(problem, U, balance, library, conic, lam,
                            time.perf_counter() - t0,
                            conic_constraints=ccons if conic.size else [],
-                           conic_key=_conic_key(model, conic) if conic.size else ())
-    model._cache["dual"] = compiled
+                           conic_key=_conic_key(model, conic) if conic.size else (),
+                           regime=regime)
+    model.cache.put("dual", compiled)
     return compiled
 
 
@@ -379,7 +388,7 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
     :class:`~gtvmodel.errors.InfeasibleError`.
     """
-    before = model._cache.get("dual")
+    before = model.cache.get("dual")
     compiled = compile_dual(model)
     fresh = compiled is not before
     try:

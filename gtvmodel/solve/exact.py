@@ -75,7 +75,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
     time).  ``certify=False`` skips it.
     """
-    fresh = "primal" not in model._cache
+    fresh = model.cache.get("primal") is None
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
     # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
