@@ -6,6 +6,7 @@ recompiles nothing."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import cvxpy as cp
@@ -116,7 +117,7 @@ def test_structure_is_immutable_and_built_once_per_version():
     model.add_constraint(1, gm.Box(-1.0, 1.0))
     st = model.structure()
     assert model.structure() is st
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         st.l1 = np.ones(6)
     with pytest.raises(ValueError):
         st.l2[0] = 1.0
