@@ -44,6 +44,9 @@ class _FrozenList(list):
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
 
+    def __reduce__(self) -> tuple[type, tuple[list[int]]]:
+        return _FrozenList, (list(self),)
+
 
 def _frozen_array(a: Any, dtype: Any = None) -> np.ndarray:
     out = np.array(a, dtype=dtype)
@@ -208,15 +211,16 @@ def _stack_nodes(n: int, d: int, losses: Mapping[int, Loss],
     )
 
 
-def _graph_fields(n: int, edges: np.ndarray, incidence: sp.csr_matrix,
-                  weights: np.ndarray) -> dict[str, Any]:
-    """The graph fields of :class:`ModelStructure`."""
+def _graph_fields(n: int, edges: np.ndarray, incidence: sp.csr_matrix, weights: np.ndarray,
+                  degrees: np.ndarray) -> dict[str, Any]:
+    """The graph fields of :class:`ModelStructure` (``degrees``: :attr:`EmpiricalGraph.degrees
+    <gtvmodel.graph.EmpiricalGraph>`)."""
     count, labels = components(n, edges)
     wdeg = (np.bincount(edges[:, 0], weights, minlength=n)
             + np.bincount(edges[:, 1], weights, minlength=n))
     return dict(edges=_frozen_array(edges), incidence=incidence,
                 edge_weights=_frozen_array(weights, float),
-                degrees=_frozen_array(np.bincount(edges.ravel(), minlength=n), np.int64),
+                degrees=_frozen_array(degrees, np.int64),
                 weighted_degrees=_frozen_array(wdeg, float), component_count=count,
                 components=_frozen_array(labels))
 
@@ -470,7 +474,8 @@ class ModelDeclaration:
             eg = self._eg
             self._structure = ModelStructure(
                 **_stack_nodes(self.num_nodes, self.dim, self._losses, self._constraints),
-                **_graph_fields(self.num_nodes, eg.edges, eg.incidence, eg.edge_weights))
+                **_graph_fields(self.num_nodes, eg.edges, eg.incidence, eg.edge_weights,
+                                eg.degrees))
         return self._structure
 
     def node_structure(self, nodes: Iterable[int]) -> ModelStructure:
@@ -483,7 +488,8 @@ class ModelDeclaration:
         cons = {j: self._constraints[i] for j, i in enumerate(idx) if self._constraints.get(i)}
         no_edges = np.zeros((0, 2), dtype=np.int64)
         return ModelStructure(**_stack_nodes(g, self.dim, losses, cons),
-                              **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0)))
+                              **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
+                                              np.zeros(g)))
 
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:

@@ -42,12 +42,10 @@ from typing import Any
 import cvxpy as cp
 import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 from networkx.algorithms import flow as nxflow
-from scipy.sparse.csgraph import connected_components
 
 from ._solver import run_solver
-from .declaration import ModelDeclaration
+from .declaration import ModelDeclaration, components
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
 from .terms.constraints import SymbolicConstraint
 from .terms.losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
@@ -286,9 +284,7 @@ def _require_connected(model: ModelDeclaration, part: _Partition) -> None:
     """Raise :class:`PartitionError` if a cluster's induced subgraph is disconnected."""
     n = model.num_nodes
     intra = _intra_edges(model, part)
-    h, t = model.edges[intra, 0], model.edges[intra, 1]
-    adj = sp.coo_matrix((np.ones(h.size), (h, t)), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    ncomp, comp = components(n, model.edges[intra])
     if ncomp == len(part.labels):
         return
     for c, mem in enumerate(part.members):
@@ -806,8 +802,8 @@ def _min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, 
     """
     n, d = G.shape
     E = model.num_edges
-    adj = sp.coo_matrix((np.ones(E), (model.edges[:, 0], model.edges[:, 1])), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    st = model.structure()
+    ncomp, comp = st.component_count, st.components
     sums = np.zeros((ncomp, d))
     np.add.at(sums, comp, G)
     scale = max(1.0, float(np.abs(G).sum()))
@@ -838,15 +834,15 @@ def _threshold_flow_1d(model: ModelDeclaration, g: np.ndarray, flow_func: Callab
                        Any]) -> float:
     """``max_S |g(S)| / cut(S)`` for ``d = 1`` by Dinkelbach's iteration on max-flows."""
     n = model.num_nodes
-    h, t, A = model.edges[:, 0], model.edges[:, 1], model.edge_weights
-    adj = sp.coo_matrix((np.ones(h.size), (h, t)), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    st = model.structure()
+    h, t, A = st.edges[:, 0], st.edges[:, 1], st.edge_weights
+    ncomp, comp = st.component_count, st.components
     scale = max(1.0, float(np.abs(g).sum()))
     if np.abs(np.bincount(comp, g, minlength=ncomp)).max() > 1e-6 * scale:
         return math.inf
     if n == 1 or np.abs(g).max() <= 1e-14 * scale:
         return 0.0
-    deg = np.bincount(h, A, minlength=n) + np.bincount(t, A, minlength=n)
+    deg = st.weighted_degrees
     net = _CutNetwork(n, h, t, A, flow_func, sink_arcs=True)
     net.set_source(np.maximum(g, 0.0))
     net.set_sink(np.maximum(-g, 0.0))

@@ -12,7 +12,6 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..declaration import ModelDeclaration
-from ..solve.dual import conic_positions
 from ..terms.losses import (
     QuadraticLoss,
     SquaredLoss,
@@ -123,9 +122,9 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
 
     st = model.structure()
     n, d = model.num_nodes, model.dim
-    conic = conic_positions(model)
+    conic = st.conic
     constrained = np.zeros(n, dtype=bool)
-    constrained[[i for i in range(n) if model.constraints_at(i)]] = True
+    constrained[st.constrained] = True
     constrained[conic] = False
     free = ~constrained
     free[conic] = False

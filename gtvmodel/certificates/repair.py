@@ -14,7 +14,7 @@ from .._cvx import ScaleParameter
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
-from ..solve.dual import conic_positions, node_conjugate_parts
+from ..solve.dual import node_conjugate_parts
 from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
@@ -245,7 +245,7 @@ def _projection_problem(model: ModelDeclaration):
         return cached
 
     n, d, E = model.num_nodes, model.dim, model.num_edges
-    lib = np.setdiff1d(np.arange(n), conic_positions(model))
+    lib = np.setdiff1d(np.arange(n), model.structure().conic)
     U0 = cp.Parameter((E, d), name="U0")
     U = cp.Variable((E, d), name="U")
     S = -(model.incidence.T @ U)

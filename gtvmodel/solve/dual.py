@@ -61,7 +61,7 @@ from . import conic as conic_mod
 from .compile import find_infeasible_nodes
 from .conic import conic_weights, parameter_key
 
-__all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts", "conic_positions",
+__all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts",
            "compile_dual", "solve_dual"]
 
 
@@ -118,12 +118,6 @@ class NodePart:
     #: absolute summands of the numpy contribution and cost at the current value, for the
     #: rounding bound of sums that may cancel (None: the absolute values themselves suffice).
     magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
-
-
-def conic_positions(model: ModelDeclaration) -> np.ndarray:
-    """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted
-    (:attr:`ModelStructure.conic <gtvmodel.declaration.ModelStructure>`)."""
-    return model.structure().conic
 
 
 def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
@@ -334,7 +328,7 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
     t0 = time.perf_counter()
     n, d, E = model.num_nodes, model.dim, model.num_edges
     lam = ScaleParameter(model.lam)
-    conic = conic_positions(model)
+    conic = model.structure().conic
     library = np.setdiff1d(np.arange(n), conic)
     cons: list[cp.Constraint] = []
     costs: list[cp.Expression] = []
