@@ -13,8 +13,34 @@ from cvxpy.atoms.pnorm import Pnorm
 
 from ._norms import norm_rows_upper
 
-__all__ = ["pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph", "bounds_constraints",
-           "value_of", "outside_domain", "stable_value", "checked_value", "checked_residual"]
+__all__ = ["ScaleParameter", "pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph",
+           "bounds_constraints", "value_of", "outside_domain", "stable_value", "checked_value",
+           "checked_residual"]
+
+
+class ScaleParameter:
+    """A nonnegative scale such as ``lambda`` as CVXPY Parameters, so that a compiled problem
+    stays DPP in it and a new value re-solves without recompiling: :attr:`value` holds
+    ``lambda`` (for terms ``lambda * f``) and :attr:`inverse` holds ``1/lambda`` (``0`` at
+    ``lambda = 0``; for terms ``f / lambda`` such as the quadratic conjugates ``||u||^2 /
+    (2 lambda A_e)``, whose form changes at ``lambda = 0``: see
+    :meth:`gtvmodel.terms.penalties.Penalty.conjugate_regime`)."""
+
+    def __init__(self, value: float, name: str = "lambda"):
+        self.value = cp.Parameter(nonneg=True, name=name)
+        self.inverse = cp.Parameter(nonneg=True, name=f"inv_{name}")
+        self.set(value)
+
+    def set(self, value: float) -> None:
+        """Set ``lambda`` (and ``1/lambda``)."""
+        v = float(value)
+        self.value.value = v
+        self.inverse.value = 1.0 / v if v > 0 else 0.0
+
+    @property
+    def current(self) -> float:
+        """The value ``lambda`` last set."""
+        return float(self.value.value)
 
 
 def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:

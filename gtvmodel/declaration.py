@@ -11,45 +11,218 @@ shortcut methods on top (so no engine imports the class that calls it).  Every r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
 
 import cvxpy as cp
 import networkx as nx
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
 
 from ._validate import check_int, check_rows, check_scalar
 from .errors import ConstraintError, DataError, LossError, PenaltyError, UnsupportedError
 from .graph import EmpiricalGraph
-from .terms.constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
+from .terms.constraints import Constraint, SymbolicConstraint
 from .terms.losses import Loss, LossBatch, SymbolicLoss, ZeroLoss
 from .terms.penalties import Norm2, Penalty
 
-__all__ = ["ModelDeclaration", "ModelStructure"]
+__all__ = ["ModelDeclaration", "ModelStructure", "ModelCache", "CacheSlot", "components"]
 
 _ZERO = ZeroLoss()
+_T = TypeVar("_T")
 
 
-@dataclass
+class _FrozenList(list):
+    """A list of node positions that cannot be changed (it compares equal to a plain list)."""
+
+    def _frozen(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("ModelStructure is immutable")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _frozen
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
+
+    def __reduce__(self) -> tuple[type, tuple[list[int]]]:
+        return _FrozenList, (list(self),)
+
+
+def _frozen_array(a: Any, dtype: Any = None) -> np.ndarray:
+    out = np.array(a, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+def components(n: int, edges: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(count, label per node)`` of the connected components of the undirected graph on
+    ``n`` nodes with the given ``(k, 2)`` position pairs (scipy's ``csgraph``)."""
+    adj = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    count, labels = csgraph.connected_components(adj, directed=False)
+    return int(count), labels
+
+
+@dataclass(frozen=True, eq=False)
 class ModelStructure:
-    """The model's nodes grouped for vectorized compilation and evaluation.
+    """What the engines share about one version of the model: its nodes grouped for
+    vectorized compilation and evaluation, and its graph (immutable; arrays read-only).
 
-    ``batches`` holds one :class:`LossBatch` per library loss class; ``symbolic`` the positions
-    of nodes with a :class:`SymbolicLoss`; ``l1``/``l2`` the per-node regularization weights
-    ``eta_i``/``kappa_i``; ``box``, ``nonneg`` and ``normball`` the library constraints stacked
-    (``box``: positions and ``(k, d)`` bounds; ``normball``: ``{p: (positions, radii)}``);
-    ``symbolic_constraints`` the positions of nodes with symbolic constraints.
+    Nodes: ``batches`` holds one :class:`LossBatch` per library loss class; ``symbolic`` the
+    positions of nodes with a :class:`SymbolicLoss`; ``l1``/``l2`` the per-node
+    regularization weights ``eta_i``/``kappa_i``; ``box``, ``nonneg`` and ``normball`` the
+    library constraints stacked by their classes (:meth:`Constraint.stack`; ``box``:
+    positions and ``(k, d)`` bounds; ``normball``: ``{p: (positions, radii)}``);
+    ``symbolic_constraints`` the positions of nodes with symbolic constraints; ``constrained``
+    the positions with any constraint; ``conic`` the conic nodes (a symbolic loss or a symbolic
+    constraint), sorted.
+
+    Graph (16): ``edges`` the oriented ``(e+, e-)`` pairs, ``incidence`` the sparse ``D``,
+    ``edge_weights`` the ``A_e``, ``degrees`` ``deg(i)``, ``weighted_degrees`` ``sum_{e at
+    i} A_e`` and ``components``/``component_count`` the connected components.  ``lambda`` is
+    not part of the structure (it changes without recompiling anything): the capacities
+    ``lambda A_e`` are :attr:`ModelDeclaration.capacities`.
     """
 
-    batches: list[LossBatch]
+    batches: tuple[LossBatch, ...]
     symbolic: list[int]
     l1: np.ndarray
     l2: np.ndarray
     box: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     nonneg: np.ndarray
-    normball: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    symbolic_constraints: list[int] = field(default_factory=list)
+    normball: Mapping[float, tuple[np.ndarray, np.ndarray]]
+    symbolic_constraints: list[int]
+    constrained: np.ndarray
+    conic: np.ndarray
+    edges: np.ndarray
+    incidence: sp.csr_matrix
+    edge_weights: np.ndarray
+    degrees: np.ndarray
+    weighted_degrees: np.ndarray
+    component_count: int
+    components: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.l1.shape[0])
+
+
+#: The named slots of :class:`ModelCache` (compiled artefacts of one model version).
+CacheSlot = Literal[
+    "primal",               # solve.compile.PrimalProblem
+    "dual",                 # solve.dual.DualProblem
+    "conic_nodes",          # solve.conic: {position: node problem}
+    "conic_nodes_boxed",    # solve.conic: {position: radius-restricted node problem}
+    "conic_joint",          # solve.conic: {node tuple: joint problem}
+    "cert_kinds",           # certificates.kinds.NodeKinds
+    "cert_gradient",        # certificates.repair: minimum-norm solver on gradient nodes
+    "cert_subspace",        # certificates.repair: minimum-norm solver on subspace nodes
+    "cert_gauge",           # certificates.repair: domain-scaling LP
+    "cert_projection",      # certificates.repair: flow projection problem
+    "cert_general",         # certificates.value: node-conjugate problem
+    "cert_lower",           # certificates.radii: loss lower bounds
+    "cert_conic_sublevel",  # certificates.radii: {position: sublevel-radius problem}
+]
+_SLOTS = frozenset(CacheSlot.__args__)
+
+
+class ModelCache:
+    """The compiled artefacts of one model version, in named slots (:data:`CacheSlot`),
+    cleared whenever the declaration changes (never when ``lambda`` changes: every engine
+    keeps ``lambda`` out of its compiled data)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, Any] = {}
+        #: how many artefacts were built since the model was created (tests count recompiles)
+        self.builds = 0
+
+    @staticmethod
+    def _check(slot: str) -> None:
+        if slot not in _SLOTS:
+            raise KeyError(f"unknown model cache slot {slot!r}")
+
+    def get(self, slot: CacheSlot) -> Any:
+        """The slot's artefact, or None if it was not built for this version."""
+        self._check(slot)
+        return self._slots.get(slot)
+
+    def get_or_build(self, slot: CacheSlot, build: Callable[[], _T]) -> _T:
+        """The slot's artefact, built by ``build()`` if absent."""
+        self._check(slot)
+        if slot not in self._slots:
+            self.put(slot, build())
+        return self._slots[slot]
+
+    def put(self, slot: CacheSlot, value: Any) -> None:
+        """Store (or replace) the slot's artefact."""
+        self._check(slot)
+        self._slots[slot] = value
+        self.builds += 1
+
+    def clear(self) -> None:
+        self._slots.clear()
+
+
+def _stack_nodes(n: int, d: int, losses: Mapping[int, Loss],
+                 constraints: Mapping[int, list[Constraint]]) -> dict[str, Any]:
+    """The node fields of :class:`ModelStructure` for positions ``0..n-1``."""
+    groups: dict[type, list[int]] = {}
+    symbolic: list[int] = []
+    l1 = np.zeros(n)
+    l2 = np.zeros(n)
+    for i, loss in sorted(losses.items()):
+        if isinstance(loss, SymbolicLoss):
+            symbolic.append(i)
+            continue
+        l1[i], l2[i] = loss.l1, loss.l2
+        if not isinstance(loss, ZeroLoss):
+            groups.setdefault(type(loss), []).append(i)
+    batches = [
+        LossBatch(cls, np.array(idx), [losses[i] for i in idx], n, d)
+        for cls, idx in groups.items()
+    ]
+    stacks: dict[Hashable, tuple[list[int], list[Constraint]]] = {}
+    for i, cons in sorted(constraints.items()):
+        for c in cons:
+            pos, items = stacks.setdefault(c.stack_key(), ([], []))
+            pos.append(i)
+            items.append(c)
+    fields: dict[str, Any] = {"box": None, "nonneg": np.zeros(0, dtype=np.int64),
+                              "normball": {}, "symbolic_constraints": []}
+    for pos, items in stacks.values():
+        name, value = type(items[0]).stack(np.array(pos, dtype=np.int64), items, d)
+        if name not in fields:  # pragma: no cover - every library constraint names a field
+            raise ConstraintError(f"{type(items[0]).__name__}.stack names no structure field "
+                                  f"({name!r})")
+        fields[name] = {**fields[name], **value} if isinstance(value, Mapping) else value
+    if fields["box"] is not None:
+        fields["box"] = tuple(_frozen_array(a) for a in fields["box"])
+    for arrays in fields["normball"].values():
+        for a in arrays:
+            a.setflags(write=False)
+    conic = sorted(set(symbolic) | set(fields["symbolic_constraints"]))
+    return dict(
+        batches=tuple(batches), symbolic=_FrozenList(symbolic), l1=_frozen_array(l1),
+        l2=_frozen_array(l2), box=fields["box"],
+        nonneg=_frozen_array(fields["nonneg"], np.int64),
+        normball=MappingProxyType(fields["normball"]),
+        symbolic_constraints=_FrozenList(fields["symbolic_constraints"]),
+        constrained=_frozen_array(sorted(i for i, c in constraints.items() if c), np.int64),
+        conic=_frozen_array(conic, np.int64),
+    )
+
+
+def _graph_fields(n: int, edges: np.ndarray, incidence: sp.csr_matrix, weights: np.ndarray,
+                  degrees: np.ndarray) -> dict[str, Any]:
+    """The graph fields of :class:`ModelStructure` (``degrees``: :attr:`EmpiricalGraph.degrees
+    <gtvmodel.graph.EmpiricalGraph>`)."""
+    count, labels = components(n, edges)
+    wdeg = (np.bincount(edges[:, 0], weights, minlength=n)
+            + np.bincount(edges[:, 1], weights, minlength=n))
+    return dict(edges=_frozen_array(edges), incidence=incidence,
+                edge_weights=_frozen_array(weights, float),
+                degrees=_frozen_array(degrees, np.int64),
+                weighted_degrees=_frozen_array(wdeg, float), component_count=count,
+                components=_frozen_array(labels))
 
 
 class ModelDeclaration:
@@ -76,7 +249,8 @@ class ModelDeclaration:
         self._constraints: dict[int, list[Constraint]] = {}
         self._vars: dict[int, cp.Variable] = {}
         self._version = 0
-        self._cache: dict[str, Any] = {}
+        self._cache = ModelCache()
+        self._structure: ModelStructure | None = None
         self.penalty = Norm2() if penalty is None else penalty
         self.lam = lam
 
@@ -154,7 +328,14 @@ class ModelDeclaration:
     @lam.setter
     def lam(self, value: float) -> None:
         self._lam = check_scalar(value, "lam", min_val=0.0)
-        # lambda enters compiled problems as a CVXPY Parameter: no recompilation needed.
+        # lambda enters every compiled problem as a CVXPY Parameter (or a rescaling of numpy
+        # data): nothing is recompiled when it changes.
+
+    @property
+    def capacities(self) -> np.ndarray:
+        """The edge capacities ``lambda A_e`` (the scale of the edge terms of (16) and of
+        the flows ``||u_e||_* <= lambda A_e`` of (27)), shape ``(|E|,)``."""
+        return self._lam * self.edge_weights
 
     # ------------------------------------------------------------ declaration
     def var(self, node: Hashable) -> cp.Variable:
@@ -258,6 +439,15 @@ class ModelDeclaration:
         """The constraints of the node at position ``i``."""
         return self._constraints.get(i, [])
 
+    def variable_if_any(self, i: int) -> cp.Variable | None:
+        """The CVXPY variable of the node at position ``i`` if :meth:`var` created one (the
+        variable its symbolic loss and constraints are stated in), else None."""
+        return self._vars.get(i)
+
+    def declared_losses(self) -> Mapping[int, Loss]:
+        """``{position: loss}`` of the nodes whose loss was set (a read-only view)."""
+        return MappingProxyType(self._losses)
+
     def clear_constraints(self, node: Hashable) -> None:
         """Remove every constraint of a node."""
         self._constraints.pop(self.index(node), None)
@@ -273,64 +463,35 @@ class ModelDeclaration:
     def _touch(self) -> None:
         self._version += 1
         self._cache.clear()
+        self._structure = None
+
+    @property
+    def cache(self) -> ModelCache:
+        """The compiled artefacts of this version of the model (:class:`ModelCache`)."""
+        return self._cache
 
     def structure(self) -> ModelStructure:
-        """Nodes grouped by loss class and constraint type (cached until the model changes)."""
-        st = self._cache.get("structure")
-        if st is not None:
-            return st
-        n, d = self.num_nodes, self.dim
-        groups: dict[type, list[int]] = {}
-        symbolic: list[int] = []
-        l1 = np.zeros(n)
-        l2 = np.zeros(n)
-        for i, loss in sorted(self._losses.items()):
-            if isinstance(loss, SymbolicLoss):
-                symbolic.append(i)
-                continue
-            l1[i], l2[i] = loss.l1, loss.l2
-            if not isinstance(loss, ZeroLoss):
-                groups.setdefault(type(loss), []).append(i)
-        batches = [
-            LossBatch(cls, np.array(idx), [self._losses[i] for i in idx], n, d)
-            for cls, idx in groups.items()
-        ]
-        box_idx, box_lo, box_hi, nonneg = [], [], [], []
-        balls: dict[float, tuple[list[int], list[float]]] = {}
-        sym_c: list[int] = []
-        for i, cons in sorted(self._constraints.items()):
-            for c in cons:
-                if isinstance(c, Box):
-                    lo, hi = c.bounds(d)
-                    box_idx.append(i)
-                    box_lo.append(lo)
-                    box_hi.append(hi)
-                elif isinstance(c, NonNeg):
-                    nonneg.append(i)
-                elif isinstance(c, NormBall):
-                    idx, rad = balls.setdefault(c.p, ([], []))
-                    idx.append(i)
-                    rad.append(c.radius)
-                elif isinstance(c, SymbolicConstraint):
-                    if not sym_c or sym_c[-1] != i:
-                        sym_c.append(i)
-                else:  # pragma: no cover - all library constraints are handled above
-                    raise ConstraintError(f"unsupported constraint type {type(c).__name__}")
-        box = None
-        if box_idx:
-            box = (np.array(box_idx), np.vstack(box_lo), np.vstack(box_hi))
-        st = ModelStructure(
-            batches=batches,
-            symbolic=symbolic,
-            l1=l1,
-            l2=l2,
-            box=box,
-            nonneg=np.array(nonneg, dtype=np.int64),
-            normball={p: (np.array(ix), np.array(r)) for p, (ix, r) in balls.items()},
-            symbolic_constraints=sym_c,
-        )
-        self._cache["structure"] = st
-        return st
+        """The model's :class:`ModelStructure` (built once per version of the model)."""
+        if self._structure is None:
+            eg = self._eg
+            self._structure = ModelStructure(
+                **_stack_nodes(self.num_nodes, self.dim, self._losses, self._constraints),
+                **_graph_fields(self.num_nodes, eg.edges, eg.incidence, eg.edge_weights,
+                                eg.degrees))
+        return self._structure
+
+    def node_structure(self, nodes: Iterable[int]) -> ModelStructure:
+        """The :class:`ModelStructure` of the edgeless problem of the given positions alone,
+        relabelled ``0..g-1`` in the given order (their losses and constraints; symbolic ones
+        keep their node's variable, :meth:`variable_if_any`)."""
+        idx = [int(i) for i in nodes]
+        g = len(idx)
+        losses = {j: self._losses[i] for j, i in enumerate(idx) if i in self._losses}
+        cons = {j: self._constraints[i] for j, i in enumerate(idx) if self._constraints.get(i)}
+        no_edges = np.zeros((0, 2), dtype=np.int64)
+        return ModelStructure(**_stack_nodes(g, self.dim, losses, cons),
+                              **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
+                                              np.zeros(g)))
 
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:
@@ -375,7 +536,7 @@ class ModelDeclaration:
         W = self.check_weights(weights)
         if self.num_edges == 0:
             return 0.0
-        return float(self.lam * self.edge_weights @ self.penalty.rows_value(self._eg.diff(W)))
+        return float(self.capacities @ self.penalty.rows_value(self._eg.diff(W)))
 
     def objective(self, weights: Any) -> float:
         """The primal objective ``P(w)`` of (16) in numpy (losses plus GTV term).

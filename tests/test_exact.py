@@ -387,10 +387,10 @@ def test_lam_change_reuses_compiled_problem():
     """lam is a CVXPY Parameter: changing it re-solves the same compiled problem."""
     model, _ = build("squared", gm.Norm2(), 0.1, {})
     model.solve_exact()
-    compiled = model._cache["primal"]
+    compiled = model.cache.get("primal")
     model.lam = 0.9
     sol = model.solve_exact()
-    assert model._cache["primal"] is compiled
+    assert model.cache.get("primal") is compiled
     _, losses = build("squared", gm.Norm2(), 0.9, {})
     ref_obj, _ = reference_solve(GRAPH, losses, gm.Norm2(), 0.9, D)
     assert abs(sol.objective - ref_obj) <= 1e-6 * abs(ref_obj)

@@ -363,7 +363,7 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
     # primal: +inf outside a symbolic loss's domain; constraints node by node
     lossv = model.loss_values(W)
     V = model.empirical_graph.diff(W) if model.num_edges else np.zeros((0, d))
-    lamA = model.lam * model.edge_weights
+    lamA = model.capacities
     penv = lamA * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
     with np.errstate(invalid="ignore"):
         # pairwise sums: their error (log2 N eps sum|x|) is inside the rounding bound below

@@ -12,7 +12,6 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..declaration import ModelDeclaration
-from ..solve.dual import conic_positions
 from ..terms.losses import (
     QuadraticLoss,
     SquaredLoss,
@@ -117,15 +116,15 @@ def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarra
         bases.append(V[j][:, null[j]])
 
 def node_kinds(model: ModelDeclaration) -> NodeKinds:
-    cached = model._cache.get("cert_kinds")
+    cached = model.cache.get("cert_kinds")
     if cached is not None:
         return cached
 
     st = model.structure()
     n, d = model.num_nodes, model.dim
-    conic = conic_positions(model)
+    conic = st.conic
     constrained = np.zeros(n, dtype=bool)
-    constrained[[i for i in range(n) if model.constraints_at(i)]] = True
+    constrained[st.constrained] = True
     constrained[conic] = False
     free = ~constrained
     free[conic] = False
@@ -200,7 +199,7 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
                        b.c[rows], local[b.row_node[rows]], st.l2[idx]))
     kinds = NodeKinds(zero, (quad_idx, quad_a), sq, general, conic, sub,
                        sub_bases, gradient, smooth)
-    model._cache["cert_kinds"] = kinds
+    model.cache.put("cert_kinds", kinds)
     return kinds
 
 
@@ -208,7 +207,8 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
 
 # ===================================================================== flows
 def capacities(model: ModelDeclaration) -> np.ndarray | None:
-    return model.lam * model.edge_weights if model.penalty.is_norm else None
+    """The capacities ``lambda A_e`` of (27) for a norm penalty, else None."""
+    return model.capacities if model.penalty.is_norm else None
 
 def max_rows(model: ModelDeclaration) -> int:
     """The largest number of samples of a node (for the rounding bound of the sums)."""

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 from .._solver import run_solver
-from ..declaration import ModelDeclaration
+from ..declaration import ModelDeclaration, components
 from ..errors import GTVError, SolverError
 from ..solve import conic as conic_mod
 from ..terms.losses import (
@@ -104,7 +104,7 @@ def _interior_point(model: ModelDeclaration, i: int) -> np.ndarray | None:
 def _loss_lower_bounds(model: ModelDeclaration, solver: str | None) -> np.ndarray:
     """``l_i <= inf h_i`` per node: 0 for library losses (all are ``>= 0``), ``-h_i*(0)`` by
     conic duality for symbolic nodes (cached; ``-inf`` when that fails)."""
-    cached = model._cache.get("cert_lower")
+    cached = model.cache.get("cert_lower")
     if cached is not None:
         return cached
     n, d = model.num_nodes, model.dim
@@ -118,7 +118,7 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None) -> np.ndarra
             except GTVError:
                 low[i] = -np.inf
     low = np.where(np.isnan(low), -np.inf, low)
-    model._cache["cert_lower"] = low
+    model.cache.put("cert_lower", low)
     return low
 
 def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
@@ -157,19 +157,17 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
         if b.is_datafit or b.cls is QuadraticLoss:
             active[b.nodes] = True
     active[node_kinds(model).conic] = True
-    for i, cons in model._constraints.items():
-        if cons:
-            active[i] = True
-            anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in cons))
+    for i in st.constrained:
+        active[i] = True
+        anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in model.constraints_at(i)))
     if model.num_edges == 0 or model.lam == 0:
         lengths = np.full(model.num_edges, np.inf)
     else:
-        lengths = model.penalty.sublevel_radius(slack, model.lam * model.edge_weights)
+        lengths = model.penalty.sublevel_radius(slack, model.capacities)
     E = model.edges
     fin = np.isfinite(lengths)
-    ncomp, comp = csgraph.connected_components(
-        sp.csr_matrix((np.ones(fin.sum()), (E[fin, 0], E[fin, 1])), shape=(n, n)),
-        directed=False)
+    ncomp, comp = ((st.component_count, st.components) if fin.all()
+                   else components(n, E[fin]))
     passive = np.bincount(comp, weights=active.astype(float), minlength=ncomp) == 0
     anchor[passive[comp]] = 0.0
     # one centre per component, pooled over the component's data (below)
@@ -183,9 +181,7 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
         if g is not None:
             plain[b.nodes[np.isfinite(g["b"])]] = True
     plain &= (st.l1 == 0) & (st.l2 == 0)
-    for i, cons in model._constraints.items():
-        if cons:
-            plain[i] = False
+    plain[st.constrained] = False
     symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
     _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
     _polyhedral_anchors(model, level, comp, centres, to_centre, anchor)
@@ -221,8 +217,8 @@ def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.nda
     rows = [b.level_halfspaces(level) for b in model.structure().batches]
     rows = [r for r in rows if r is not None]
     # the node constraints' own half-spaces (Box, NonNeg: G w_i <= h)
-    rows += [(np.full(len(hs[1]), i), *hs) for i, cons in model._constraints.items()
-             for c in cons if (hs := c.halfspaces(d)) is not None]
+    rows += [(np.full(len(hs[1]), i), *hs) for i in model.structure().constrained
+             for c in model.constraints_at(i) if (hs := c.halfspaces(d)) is not None]
     if not rows:
         return
     node = np.concatenate([r[0] for r in rows])
@@ -275,14 +271,14 @@ def _conic_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
 def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> float:
     """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
     :func:`_conic_anchors`); ``inf`` when unbounded or not solved."""
-    cache = model._cache.setdefault("cert_conic_sublevel", {})
+    cache = model.cache.get_or_build("cert_conic_sublevel", dict)
     entry = cache.get(i)
     d = model.dim
     if entry is None:
         x = model.var(model.nodes[i])
         B = cp.Parameter(name=f"B[{i}]")
         c = cp.Parameter(d, name=f"dir[{i}]")
-        cons = [model.loss_at(i).expression(x) <= B] if i in model._losses else []
+        cons = [model.loss_at(i).expression(x) <= B] if i in model.declared_losses() else []
         for con in model.constraints_at(i):
             cons += con.constraints(x)
         entry = (cp.Problem(cp.Maximize(c @ x), cons), B, c, x)

@@ -8,13 +8,13 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
-import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
+from .._cvx import ScaleParameter
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
-from ..solve.dual import conic_positions, node_conjugate_parts
+from ..solve.dual import node_conjugate_parts
 from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
@@ -47,7 +47,7 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
     st = model.structure()
     pen = model.penalty
     V = model.empirical_graph.diff(W)
-    lamA = model.lam * model.edge_weights
+    lamA = model.capacities
     scale = max(1.0, float(np.abs(W).max(initial=0.0)))
     eps = 1e-12 * scale
     free = np.zeros((E, d), dtype=bool)
@@ -74,8 +74,7 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
     target = -G[idx]
     # in a connected component where every node is matched, flows can only move demand
     # around: only the component-mean-free part of the gradients is reachable
-    ncomp, comp = csgraph.connected_components(model.incidence.T @ model.incidence,
-                                               directed=False)
+    ncomp, comp = st.component_count, st.components
     allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
     full = allm[comp[idx]]
     if full.any():
@@ -97,12 +96,10 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
                                   iter_lim=min(20 * Af.shape[1] + 100, 1000))[0]
             return out
     else:  # every edge: the cached minimum-norm solver on the gradient nodes
-        solver = model._cache.get("cert_gradient")
-        if solver is None:
-            # a heuristic starting point: a rough solve is enough (soundness does not depend
-            # on it), so CG is capped at 200 iterations on large graphs
-            solver = MinNormSolver(divergence_rows(model, idx, None), maxiter=200)
-            model._cache["cert_gradient"] = solver
+        # a heuristic starting point: a rough solve is enough (soundness does not depend
+        # on it), so CG is capped at 200 iterations on large graphs
+        solver = model.cache.get_or_build("cert_gradient", lambda: MinNormSolver(
+            divergence_rows(model, idx, None), maxiter=200))
         A = solver.A
 
         def correct(r: np.ndarray) -> np.ndarray:
@@ -142,11 +139,9 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray
     pen = model.penalty
     A = solver = None
     if kinds.subspace.size:
-        solver = model._cache.get("cert_subspace")
-        if solver is None:
-            solver = MinNormSolver(divergence_rows(model, kinds.subspace, None if all(
-                B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases))
-            model._cache["cert_subspace"] = solver
+        solver = model.cache.get_or_build("cert_subspace", lambda: MinNormSolver(
+            divergence_rows(model, kinds.subspace, None if all(
+                B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases)))
         A = solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
 
@@ -192,7 +187,7 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray
 
 def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
     """Cached LP: the largest ``theta_i in [0, 1]`` with ``theta_i s_i in dom h_i*``."""
-    cached = model._cache.get("cert_gauge")
+    cached = model.cache.get("cert_gauge")
     if cached is not None:
         return cached
 
@@ -209,7 +204,7 @@ def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
                                      S))
     prob = cp.Problem(cp.Maximize(cp.sum(theta)), cons)
     cached = (prob, S, theta)
-    model._cache["cert_gauge"] = cached
+    model.cache.put("cert_gauge", cached)
     return cached
 
 def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
@@ -243,16 +238,19 @@ def _projection_problem(model: ModelDeclaration):
     """Cached convex projection of flows onto the dual domain (library nodes): minimize
     ``||U' - U||^2`` subject to ``-(D^T U')_i in dom h_i*`` (the domain constraints of the
     split variables) and the penalty's domain (capacities)."""
-    cached = model._cache.get("cert_projection")
-    if cached is not None and cached[3] == model.lam:  # capacities depend on lambda
+    cached = model.cache.get("cert_projection")
+    regime = model.penalty.conjugate_regime(model.lam)
+    if cached is not None and cached[3] == regime:  # lambda is a Parameter: set it
+        cached[4].set(model.lam)
         return cached
 
     n, d, E = model.num_nodes, model.dim, model.num_edges
-    lib = np.setdiff1d(np.arange(n), conic_positions(model))
+    lib = np.setdiff1d(np.arange(n), model.structure().conic)
     U0 = cp.Parameter((E, d), name="U0")
     U = cp.Variable((E, d), name="U")
     S = -(model.incidence.T @ U)
-    _, cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+    lam = ScaleParameter(model.lam)
+    _, cons = model.penalty.conjugate_parametric(U, model.edge_weights, lam)
     parts = node_conjugate_parts(model, lib)
     total: cp.Expression = cp.Constant(np.zeros((lib.size, d)))
     for p in parts:
@@ -260,8 +258,8 @@ def _projection_problem(model: ModelDeclaration):
         cons += p.constraints
     cons.append(total == S[lib, :])
     prob = cp.Problem(cp.Minimize(cp.sum_squares(U - U0)), cons)
-    cached = (prob, U0, U, model.lam)
-    model._cache["cert_projection"] = cached
+    cached = (prob, U0, U, regime, lam)
+    model.cache.put("cert_projection", cached)
     return cached
 
 def project_flows(model: ModelDeclaration, flows: Any,
@@ -272,7 +270,7 @@ def project_flows(model: ModelDeclaration, flows: Any,
     U = model.check_flows(flows)
     if model.num_edges == 0:
         return U
-    prob, U0, Uv, _ = _projection_problem(model)
+    prob, U0, Uv, _, _ = _projection_problem(model)
     U0.value = U
     try:
         run_solver(prob, solver, {}, False, True, "certificate (flow projection)")

@@ -11,7 +11,7 @@ import cvxpy as cp
 import numpy as np
 
 from .._solver import run_solver
-from ..declaration import ModelDeclaration
+from ..declaration import CacheSlot, ModelDeclaration
 from ..errors import GTVError, SolverError
 from ..solve import conic as conic_mod
 from ..solve.dual import node_conjugate_parts
@@ -125,10 +125,11 @@ def residual_charge(radii: Any, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarr
         per = np.where(small, np.minimum(R, wloc[:, None]) * tot, R * tot)
     return np.where(tot > 0, per, 0.0).sum(axis=1)
 
-def _general_problem(model: ModelDeclaration, nodes: np.ndarray, key: str = "cert_general"):
+def _general_problem(model: ModelDeclaration, nodes: np.ndarray,
+                     key: CacheSlot = "cert_general"):
     """Cached CVXPY problem: min sum parts cost + sum_i R_i ||rho_i||_1 s.t. sum contrib + rho
     = S (per-node radii ``R_i``)."""
-    cached = model._cache.get(key)
+    cached = model.cache.get(key)
     if cached is not None and np.array_equal(cached[4], nodes):
         return cached
 
@@ -147,7 +148,7 @@ def _general_problem(model: ModelDeclaration, nodes: np.ndarray, key: str = "cer
     cons.append(total == S)
     prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(costs))), cons)
     cached = (prob, S, R, parts, nodes)
-    model._cache[key] = cached
+    model.cache.put(key, cached)
     return cached
 
 def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -301,7 +302,7 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     zero = (S == 0).all(axis=1) & ~(node_conj <= 0)
     zero[kinds.conic] = False
     node_conj[zero], charge[zero], cmag[zero], rho[zero] = 0.0, 0.0, 0.0, 0.0
-    edge_conj = (model.penalty.conjugate_rows(U, model.lam * model.edge_weights)
+    edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
                  if model.num_edges else np.zeros(0))
     value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
     return {"node_conj": node_conj, "rho": rho, "charge": charge, "edge_conj": edge_conj,

@@ -37,7 +37,6 @@ from ..declaration import ModelDeclaration
 from ..errors import DataError, ParameterError, SolverError
 from ..results import Labels, Result
 from ..solve.compile import data_overflow_message
-from ..terms.penalties import QuadForm, SquaredNorm2
 from .prox import PROX_OPTIONS, NodeUpdates
 
 __all__ = [
@@ -230,18 +229,9 @@ def initial_scale(model: ModelDeclaration, updates: NodeUpdates, gain: float = 0
     norms = np.linalg.norm(W1, axis=1)
     nz = norms > 1e-12 * max(1.0, float(norms.max(initial=0.0)))
     w_scale = float(np.sqrt(np.mean(norms[nz] ** 2))) if nz.any() else 1.0
-    pen = model.penalty
-    base = model.lam * float(np.median(model.edge_weights))
-    if pen.is_norm:
-        q = pen.q
-        radius = np.sqrt(d) if np.isinf(q) else d ** max(0.0, 0.5 - 1.0 / q)
-        u_scale = base * float(radius)
-    elif isinstance(pen, QuadForm):
-        u_scale = base * w_scale * float(np.linalg.eigvalsh(pen.Q)[-1])
-    elif isinstance(pen, SquaredNorm2):
-        u_scale = base * w_scale
-    else:
-        u_scale = base * w_scale
+    # flows u_e of size lambda A_e times the penalty's flow scale (Penalty.flow_scale)
+    u_scale = model.lam * float(np.median(model.edge_weights)) * model.penalty.flow_scale(
+        d, w_scale)
     if not (u_scale > 0 and np.isfinite(u_scale)):
         return 1.0
     return float(gain * w_scale / u_scale)
@@ -324,7 +314,7 @@ class EdgeUpdate:
 
     def __call__(self, u_e: np.ndarray, head_new: np.ndarray, tail_new: np.ndarray,
                  head_old: np.ndarray, tail_old: np.ndarray, sigma_e: float) -> np.ndarray:
-        lam_a = self.model.lam * self.model.edge_weights[self.e]
+        lam_a = self.model.lam * self.model.edge_weights[self.e]  # one edge of capacities
         u_bar = u_e + sigma_e * (2.0 * (head_new - tail_new) - (head_old - tail_old))
         return self.model.penalty.dual_update(u_bar[None], np.array([sigma_e]),
                                               np.array([lam_a]))[0]
@@ -489,7 +479,7 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     E = model.num_edges
     D = model.incidence
     DT = D.T.tocsr()
-    lamA = model.lam * model.edge_weights
+    lamA = model.capacities
     penalty = model.penalty
     rule = _make_rule(model, step)
     deg = model.degrees

@@ -14,8 +14,9 @@ are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes 
 * :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
   Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
   ``||z - v||^2/(2 tau) = a ||z||^2 - b^T z + const``) over a group of nodes, compiled with
-  :func:`gtvmodel.exact.compile_primal` from an edgeless sub-model so that library losses are
-  stacked exactly as in the exact solver, and symbolic losses/constraints are used as given.
+  :func:`gtvmodel.solve.compile.compile_nodes` from the group's node structure so that library
+  losses are stacked exactly as in the exact solver, and symbolic losses/constraints are used
+  as given.
   The prox problems of different nodes are independent, so one solve of the group problem is
   one PU per node; ``batch=False`` gives one problem per node instead (what a node would run
   on its own device);
@@ -53,8 +54,8 @@ from .._solver import run_solver
 from .._validate import check_option
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
-from ..solve.compile import compile_primal, find_infeasible_nodes, submodel
-from ..terms.constraints import Box, NonNeg, NormBall
+from ..solve.compile import compile_nodes, find_infeasible_nodes
+from ..terms.constraints import Box, NormBall
 from ..terms.losses import LossBatch, SymbolicLoss
 
 #: The node-update paths :func:`plan` (and ``solve_primal_dual(prox=)``) accept.
@@ -138,11 +139,9 @@ class CvxpyProxGroup(NodeGroup):
         self._singles: list[CvxpyProxGroup] | None = None
         self.solver = solver
         t0 = time.perf_counter()
-        sub = submodel(model, self.nodes)
-        compiled = compile_primal(sub)
-        self.W = compiled.W
+        self.W, loss, constraints = compile_nodes(model, self.nodes)
         g, d = len(self.nodes), model.dim
-        objective = compiled.problem.objective.args[0]
+        objective = loss
         if prox:
             self.a = cp.Parameter(g, nonneg=True, name="inv_2tau")
             self.b = cp.Parameter((g, d), name="v_over_tau")
@@ -154,14 +153,13 @@ class CvxpyProxGroup(NodeGroup):
             # keep W in the problem even where no loss or constraint mentions it (its value
             # is then whatever the solver returns, e.g. 0 for an isolated zero-loss node)
             objective = objective + cp.sum(cp.multiply(0.0, self.W))
-        self.problem = cp.Problem(cp.Minimize(objective), compiled.problem.constraints)
+        self.problem = cp.Problem(cp.Minimize(objective), constraints)
         self.solves = 0
         self.solve_time = 0.0
         self.direct: _DirectClarabel | None = None
         if prox and solver == "CLARABEL":
-            base = cp.Problem(cp.Minimize(compiled.problem.objective.args[0]
-                                          + cp.sum(cp.multiply(0.0, self.W))),
-                              compiled.problem.constraints)
+            base = cp.Problem(cp.Minimize(loss + cp.sum(cp.multiply(0.0, self.W))),
+                              constraints)
             self.direct = _DirectClarabel.build(base, self.W)
         self.build_time = time.perf_counter() - t0
 
@@ -405,21 +403,23 @@ def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
     The isotropic prox objective is ``s ||z - b||^2 + eta ||z||_1`` (coordinate-separable): its
     minimizer over a box is the clipped unconstrained minimizer, coordinate by coordinate, and
     without ``l1`` its minimizer over any norm ball is the Euclidean projection of ``b``.
-    Returns ``("box", (lo, hi))``, ``("ball", NormBall)``, ``("none", None)`` or None (no exact
-    composition).
+    Returns ``("box", (lo, hi))``, ``("ball", (p, radius))``, ``("none", None)`` or None (no
+    exact composition); the constraints say what they are
+    (:meth:`~gtvmodel.constraints.Constraint.coordinate_bounds`,
+    :meth:`~gtvmodel.constraints.Constraint.ball`).
     """
     if not cons:
         return "none", None
-    if all(isinstance(c, (Box, NonNeg)) for c in cons):
+    bounds = [c.coordinate_bounds(d) for c in cons]
+    if all(b is not None for b in bounds):
         lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
-        for c in cons:
-            clo, chi = c.bounds(d) if isinstance(c, Box) else (np.zeros(d), np.full(d, np.inf))
+        for clo, chi in bounds:
             lo, hi = np.maximum(lo, clo), np.minimum(hi, chi)
         if np.any(lo > hi):
             return None  # empty intersection: let the CVXPY path report infeasibility
         return "box", (lo, hi)
-    if len(cons) == 1 and isinstance(cons[0], NormBall):
-        return "ball", cons[0]
+    if len(cons) == 1 and (ball := cons[0].ball()) is not None:
+        return "ball", ball
     return None
 
 
@@ -455,7 +455,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
             elif kind in ("quadratic", "zero"):
                 comp = _isotropic_constraints(cons, d)
                 if comp is not None and not (comp[0] == "ball" and loss.l1):
-                    key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1].p))
+                    key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
         if key is None:
             general.append(i)
         else:
@@ -469,7 +469,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
             lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
             box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
         elif isinstance(ckind, tuple):
-            radii = np.array([model.constraints_at(i)[0].radius for i in idx])
+            radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
             ball = (ckind[1], radii)
         groups.append(BatchProxGroup(batch, box, ball))
     if general:

@@ -27,15 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
-import networkx as nx
 import numpy as np
 
 from .._cvx import bounds_constraints, norm_rows_le
-from ..declaration import ModelDeclaration
+from ..declaration import ModelDeclaration, ModelStructure
 from ..terms.constraints import SymbolicConstraint
-from ..terms.losses import SymbolicLoss, ZeroLoss
+from ..terms.losses import SymbolicLoss
 
-__all__ = ["PrimalProblem", "compile_primal", "submodel", "find_infeasible_nodes",
+__all__ = ["PrimalProblem", "compile_primal", "compile_nodes", "find_infeasible_nodes",
            "unbounded_nodes", "data_overflow_message"]
 
 @dataclass
@@ -51,16 +50,55 @@ class PrimalProblem:
 
 
 def compile_primal(model: ModelDeclaration) -> PrimalProblem:
-    """Build the vectorized CVXPY problem of (16) (cached on the model until it changes)."""
-    cached = model._cache.get("primal")
+    """Build the vectorized CVXPY problem of (16) (cached on the model until it changes;
+    ``lambda`` is a Parameter, set here to ``model.lam``)."""
+    cached = model.cache.get("primal")
     if cached is not None:
         cached.lam.value = model.lam
         return cached
     t0 = time.perf_counter()
-    n, d = model.num_nodes, model.dim
     st = model.structure()
-    W = cp.Variable((n, d), name="W")
+    W = cp.Variable((model.num_nodes, model.dim), name="W")
     lam = cp.Parameter(nonneg=True, name="lambda", value=model.lam)
+    terms, cons = _node_terms(model, st, W)
+    Z = flow = None
+    if model.num_edges:
+        Z = cp.Variable((model.num_edges, model.dim), name="Z")
+        flow = Z == st.incidence @ W
+        cons.append(flow)
+        rows, pen_cons = model.penalty.rows_epigraph(Z)
+        cons.extend(pen_cons)
+        terms.append(lam * (st.edge_weights @ rows))
+    compiled = PrimalProblem(cp.Problem(cp.Minimize(_total(terms)), cons), W, Z, flow, lam,
+                             time.perf_counter() - t0)
+    model.cache.put("primal", compiled)
+    return compiled
+
+
+def compile_nodes(model: ModelDeclaration, nodes: np.ndarray) -> tuple[cp.Variable,
+                  cp.Expression, list[cp.Constraint]]:
+    """``(W, sum_k L_{i_k}(w_k), constraints)``: the losses and constraints of the given node
+    positions alone (no edges), in a ``(g, d)`` variable ``W`` whose row ``k`` is node
+    ``nodes[k]`` (from :meth:`ModelDeclaration.node_structure`; not cached)."""
+    st = model.node_structure(nodes)
+    W = cp.Variable((len(nodes), model.dim), name="W")
+    terms, cons = _node_terms(model, st, W, np.asarray(nodes, dtype=np.int64))
+    return W, _total(terms), cons
+
+
+def _total(terms: list[cp.Expression]) -> cp.Expression:
+    return cp.sum(cp.hstack(terms)) if len(terms) > 1 else (
+        terms[0] if terms else cp.Constant(0.0))
+
+
+def _node_terms(model: ModelDeclaration, st: ModelStructure, W: cp.Variable,
+                positions: np.ndarray | None = None
+                ) -> tuple[list[cp.Expression], list[cp.Constraint]]:
+    """The loss terms and node constraints of a structure in the matrix variable ``W``:
+    stacked library losses, regularizers and constraints, and symbolic terms in their node's
+    own variable ``x_i`` tied to its row (``positions[k]``: the model position of row ``k``;
+    default the identity)."""
+    d = model.dim
     w_flat = cp.vec(W, order="C")
     terms: list[cp.Expression] = []
     cons: list[cp.Constraint] = []
@@ -76,20 +114,23 @@ def compile_primal(model: ModelDeclaration) -> PrimalProblem:
         terms.append(cp.sum_squares(cp.multiply(np.sqrt(st.l2[idx])[:, None], W[idx, :])))
     tied: set[int] = set()
 
-    def tie(i: int) -> None:
-        if i not in tied:
-            tied.add(i)
-            cons.append(model._vars[i] == W[i, :])
+    def at(k: int) -> int:
+        return k if positions is None else int(positions[k])
 
-    for i in st.symbolic:
-        loss = model.loss_at(i)
+    def tie(k: int) -> None:
+        if k not in tied:
+            tied.add(k)
+            cons.append(model.variable_if_any(at(k)) == W[k, :])
+
+    for k in st.symbolic:
+        loss = model.loss_at(at(k))
         terms.append(loss.expression(loss.variable))
-        tie(i)
-    for i in st.symbolic_constraints:
-        for c in model.constraints_at(i):
+        tie(k)
+    for k in st.symbolic_constraints:
+        for c in model.constraints_at(at(k)):
             if isinstance(c, SymbolicConstraint):
                 cons.extend(c.constraints(c.variable))
-        tie(i)
+        tie(k)
     # library constraints, stacked
     if st.box is not None:
         idx, lo, hi = st.box
@@ -99,37 +140,7 @@ def compile_primal(model: ModelDeclaration) -> PrimalProblem:
         cons.append(W[st.nonneg, :] >= 0)
     for p, (idx, radii) in st.normball.items():
         cons.extend(norm_rows_le(W[idx, :], radii, p))
-    Z = flow = None
-    if model.num_edges:
-        Z = cp.Variable((model.num_edges, d), name="Z")
-        flow = Z == model.incidence @ W
-        cons.append(flow)
-        rows, pen_cons = model.penalty.rows_epigraph(Z)
-        cons.extend(pen_cons)
-        terms.append(lam * (model.edge_weights @ rows))
-    objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else (
-        terms[0] if terms else cp.Constant(0.0))
-    problem = cp.Problem(cp.Minimize(objective), cons)
-    compiled = PrimalProblem(problem, W, Z, flow, lam, time.perf_counter() - t0)
-    model._cache["primal"] = compiled
-    return compiled
-
-
-def submodel(model: ModelDeclaration, nodes: np.ndarray) -> ModelDeclaration:
-    """An edgeless model on the given nodes (relabelled ``0..g-1``) with their losses,
-    constraints and (for symbolic ones) their own CVXPY variables."""
-    G = nx.empty_graph(len(nodes))
-    sub = type(model)(G, model.dim, penalty=model.penalty, lam=0.0)
-    for j, i in enumerate(nodes):
-        i = int(i)
-        if i in model._vars:
-            sub._vars[j] = model._vars[i]
-        loss = model.loss_at(i)
-        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
-            sub.set_loss(j, loss)
-        for c in model.constraints_at(i):
-            sub.add_constraint(j, c)
-    return sub
+    return terms, cons
 
 
 def find_infeasible_nodes(model: ModelDeclaration, nodes: Any = None) -> list[Any]:
@@ -139,12 +150,13 @@ def find_infeasible_nodes(model: ModelDeclaration, nodes: Any = None) -> list[An
     feasibility problem has no objective (only its constraints), so it is far better
     conditioned than the problem whose solver reported infeasibility."""
     bad = []
-    todo = sorted(model._constraints) if nodes is None else sorted(int(i) for i in nodes)
+    todo = (model.structure().constrained.tolist() if nodes is None
+            else sorted(int(i) for i in nodes))
     for i in todo:
         if not model.constraints_at(i) and not isinstance(model.loss_at(i), SymbolicLoss):
             continue
         # symbolic losses and constraints are stated in the node's own variable
-        x = model._vars.get(i) or cp.Variable(model.dim)
+        x = model.variable_if_any(i) or cp.Variable(model.dim)
         cons: list[cp.Constraint] = []
         for c in model.constraints_at(i):
             cons.extend(c.constraints(x))
@@ -171,7 +183,7 @@ def _data_overflow_nodes(model: ModelDeclaration) -> list[tuple[Any, float]]:
     products the solvers form (``X^T X``, ``X^T y``, ``||a||^2``)."""
     out = []
     with np.errstate(over="ignore", invalid="ignore"):
-        for i, loss in model._losses.items():
+        for i, loss in model.declared_losses().items():
             arrays = [np.asarray(getattr(loss, k), dtype=float) for k in ("X", "y", "a")
                       if isinstance(getattr(loss, k, None), np.ndarray)]
             if not arrays:
@@ -205,7 +217,7 @@ def unbounded_nodes(model: ModelDeclaration) -> list[Any]:
     for i in range(model.num_nodes):
         if np.isfinite(model.loss_at(i).lower_bound):
             continue  # a known lower bound (every library loss is >= 0)
-        prob = compile_primal(submodel(model, np.array([i]))).problem
-        if _ends_in(prob, (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)):
+        _, loss, cons = compile_nodes(model, np.array([i]))
+        if _ends_in(cp.Problem(cp.Minimize(loss), cons), (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)):
             bad.append(model.nodes[i])
     return bad

@@ -151,8 +151,7 @@ class _JointProblem:
 
 def conic_nodes(model: ModelDeclaration) -> list[int]:
     """Positions of the conic nodes: a symbolic loss or at least one symbolic constraint."""
-    st = model.structure()
-    return sorted(set(st.symbolic) | set(st.symbolic_constraints))
+    return model.structure().conic.tolist()
 
 
 def _check_position(model: ModelDeclaration, i: Any) -> int:
@@ -177,7 +176,7 @@ def _node_problem(model: ModelDeclaration, i: int, boxed: bool = False) -> _Node
     recompiles it on every solve, which is correct but slower).  ``boxed``: with the extra
     constraint ``||x||_inf <= R`` (a Parameter), the conjugate of ``h_i + iota{||x||_inf <= R}``
     that a certificate with a certified radius ``R`` may use (finite for every ``s``)."""
-    cache = model._cache.setdefault("conic_nodes_boxed" if boxed else "conic_nodes", {})
+    cache = model.cache.get_or_build("conic_nodes_boxed" if boxed else "conic_nodes", dict)
     entry = cache.get(i)
     if entry is None:
         x, expr, cons = _node_terms(model, i)
@@ -193,7 +192,7 @@ def _node_problem(model: ModelDeclaration, i: int, boxed: bool = False) -> _Node
 
 def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointProblem:
     """The separable problem of ``nodes`` without the linear terms, cached per node tuple."""
-    cache = model._cache.setdefault("conic_joint", {})
+    cache = model.cache.get_or_build("conic_joint", dict)
     entry = cache.get(nodes)
     if entry is None:
         xs, terms, cons = [], [], []

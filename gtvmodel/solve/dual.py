@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._cvx import bounds_constraints
+from .._cvx import ScaleParameter, bounds_constraints
 from .._norms import dual_exponent, mul_up, norm_rows_upper
 from .._solver import check_solver, run_solver
 from .._validate import check_bool
@@ -63,7 +63,7 @@ from . import conic as conic_mod
 from .compile import find_infeasible_nodes
 from .conic import conic_weights, parameter_key
 
-__all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts", "conic_positions",
+__all__ = ["DualSolution", "DualProblem", "NodePart", "node_conjugate_parts",
            "compile_dual", "solve_dual"]
 
 
@@ -127,12 +127,6 @@ class NodePart:
     #: absolute summands of the numpy contribution and cost at the current value, for the
     #: rounding bound of sums that may cancel (None: the absolute values themselves suffice).
     magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
-
-
-def conic_positions(model: ModelDeclaration) -> np.ndarray:
-    """Positions of the conic nodes (symbolic loss or symbolic constraints), sorted."""
-    st = model.structure()
-    return np.array(sorted(set(st.symbolic) | set(st.symbolic_constraints)), dtype=np.int64)
 
 
 def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
@@ -317,7 +311,9 @@ class DualProblem:
     balance: cp.Constraint | None
     library: np.ndarray
     conic: np.ndarray
-    lam: float
+    #: ``lambda`` as a Parameter (set by :func:`compile_dual`): a new ``model.lam`` re-solves
+    #: without recompiling (within one :meth:`~gtvmodel.penalties.Penalty.conjugate_regime`).
+    lam: ScaleParameter
     build_time: float
     #: The constraints of :func:`gtvmodel.conic.conic_dual_terms` (their last entry's
     #: multiplier gives the conic nodes' weights, :func:`gtvmodel.conic.conic_weights`).
@@ -325,24 +321,30 @@ class DualProblem:
     #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.conic.parameter_key`):
     #: their conic data is baked in as constants, so a change recompiles.
     conic_key: tuple = ()
+    #: the penalty's conjugate regime at the ``lambda`` it was built for
+    regime: Any = None
 
 
 def compile_dual(model: ModelDeclaration) -> DualProblem:
-    """Build the dual flow problem (24) as one vectorized CVXPY problem (cached per ``lam``)."""
-    cached = model._cache.get("dual")
-    if cached is not None and cached.lam == model.lam and (
+    """Build the dual flow problem (24) as one vectorized CVXPY problem (cached on the model
+    until it changes; ``lambda`` is a Parameter, set here to ``model.lam``)."""
+    cached = model.cache.get("dual")
+    regime = model.penalty.conjugate_regime(model.lam)
+    if cached is not None and cached.regime == regime and (
             not cached.conic.size or cached.conic_key == _conic_key(model, cached.conic)):
+        cached.lam.set(model.lam)
         return cached
     t0 = time.perf_counter()
     n, d, E = model.num_nodes, model.dim, model.num_edges
-    conic = conic_positions(model)
+    lam = ScaleParameter(model.lam)
+    conic = model.structure().conic
     library = np.setdiff1d(np.arange(n), conic)
     cons: list[cp.Constraint] = []
     costs: list[cp.Expression] = []
     if E:
         U = cp.Variable((E, d), name="U")
         S = -(model.incidence.T @ U)
-        pen_cost, pen_cons = model.penalty.conjugate_expression(U, model.lam * model.edge_weights)
+        pen_cost, pen_cons = model.penalty.conjugate_parametric(U, model.edge_weights, lam)
         costs.append(pen_cost)
         cons += pen_cons
     else:
@@ -366,11 +368,12 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
     objective = cp.sum(cp.hstack(costs)) if len(costs) > 1 else (
         costs[0] if costs else cp.Constant(0.0))
     problem = cp.Problem(cp.Minimize(objective), cons)
-    compiled = DualProblem(problem, U, balance, library, conic, model.lam,
+    compiled = DualProblem(problem, U, balance, library, conic, lam,
                            time.perf_counter() - t0,
                            conic_constraints=ccons if conic.size else [],
-                           conic_key=_conic_key(model, conic) if conic.size else ())
-    model._cache["dual"] = compiled
+                           conic_key=_conic_key(model, conic) if conic.size else (),
+                           regime=regime)
+    model.cache.put("dual", compiled)
     return compiled
 
 
@@ -391,7 +394,7 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     check_solver(solver, "solve_dual")
     check_bool(accept_inaccurate, "accept_inaccurate", "solve_dual")
     check_bool(verbose, "verbose", "solve_dual")
-    before = model._cache.get("dual")
+    before = model.cache.get("dual")
     compiled = compile_dual(model)
     fresh = compiled is not before
     try:

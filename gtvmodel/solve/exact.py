@@ -82,7 +82,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
         check_bool(value, flag, "solve_exact")
     accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
                             where="solve_exact")
-    fresh = "primal" not in model._cache
+    fresh = model.cache.get("primal") is None
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
     # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if

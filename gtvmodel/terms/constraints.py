@@ -9,6 +9,7 @@ node's variable are wrapped in :class:`SymbolicConstraint`.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 import cvxpy as cp
@@ -74,6 +75,29 @@ class Constraint:
         Used by the certified radii (the level-set polyhedron of the certificate)."""
         return None
 
+    # ---- stacking: how :meth:`gtvmodel.declaration.ModelDeclaration.structure` groups C_i
+    def stack_key(self) -> Hashable:
+        """Constraints with equal keys are stacked together by :meth:`stack` (a class, or a
+        class with its parameters, e.g. ``(NormBall, p)``)."""
+        return type(self)
+
+    @classmethod
+    def stack(cls, positions: np.ndarray, items: Sequence[Constraint], d: int
+              ) -> tuple[str, Any]:
+        """``(field, value)`` of :class:`~gtvmodel.declaration.ModelStructure` holding the
+        constraints ``items`` of one stack key at node ``positions`` (ascending, repeated when
+        a node has several)."""
+        raise ConstraintError(f"{cls.__name__} constraints cannot be stacked")
+
+    def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(lo, hi)`` if ``C`` is the coordinate box ``lo <= w <= hi`` in ``R^d``, else None
+        (a box composes with a coordinate-separable prox by clipping)."""
+        return None
+
+    def ball(self) -> tuple[float, float] | None:
+        """``(p, radius)`` if ``C`` is the norm ball ``||w||_p <= radius``, else None."""
+        return None
+
     # ---- Euclidean projection (issue 5, node updates of Algorithm 1)
     def project(self, w: Any) -> np.ndarray:
         """Euclidean projection ``P_C(w)`` of a ``(d,)`` vector or each row of a ``(k, d)``
@@ -127,6 +151,16 @@ class Box(Constraint):
     def bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """``(lo, hi)`` broadcast to ``(d,)``."""
         return np.broadcast_to(self.lo, (d,)).copy(), np.broadcast_to(self.hi, (d,)).copy()
+
+    @classmethod
+    def stack(cls, positions, items, d):
+        """``("box", (positions, lo, hi))`` with the ``(k, d)`` bounds stacked."""
+        bounds = [c.bounds(d) for c in items]
+        return "box", (positions, np.vstack([b[0] for b in bounds]),
+                       np.vstack([b[1] for b in bounds]))
+
+    def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        return self.bounds(d)
 
     def constraints(self, x):
         d = x.shape[-1]
@@ -248,6 +282,14 @@ class NonNeg(ParameterFree, Constraint):
 
     kind = "nonneg"
 
+    @classmethod
+    def stack(cls, positions, items, d):
+        """``("nonneg", positions)``."""
+        return "nonneg", positions
+
+    def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        return np.zeros(d), np.full(d, np.inf)
+
     def constraints(self, x):
         return [x >= 0]
 
@@ -292,6 +334,17 @@ class NormBall(Constraint):
         self.radius = check_scalar(radius, "radius", min_val=0.0, where="NormBall")
         self.p = check_scalar(p, "p", min_val=1.0, finite=False, where="NormBall",
                               error=DataError)
+
+    def stack_key(self) -> Hashable:
+        return (NormBall, self.p)
+
+    @classmethod
+    def stack(cls, positions, items, d):
+        """``("normball", {p: (positions, radii)})`` (one exponent ``p`` per stack key)."""
+        return "normball", {items[0].p: (positions, np.array([c.radius for c in items]))}
+
+    def ball(self) -> tuple[float, float] | None:
+        return self.p, self.radius
 
     def constraints(self, x):
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
@@ -395,6 +448,11 @@ class SymbolicConstraint(Constraint):
     @property
     def dim(self) -> int:
         return int(self.variable.size)
+
+    @classmethod
+    def stack(cls, positions, items, d):
+        """``("symbolic_constraints", distinct positions)`` (compiled one by one, as given)."""
+        return "symbolic_constraints", sorted(set(positions.tolist()))
 
     def constraints(self, x):
         if x is not self.variable:

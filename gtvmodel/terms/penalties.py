@@ -18,7 +18,7 @@ import cvxpy as cp
 import numpy as np
 
 from .. import _norms
-from .._cvx import norm_rows_epigraph, norm_rows_le
+from .._cvx import ScaleParameter, norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, norm_rows, project_norm_ball, within
 from .._validate import as_finite_array, check_scalar
 from ..errors import PenaltyError, UnsupportedError
@@ -113,6 +113,24 @@ class Penalty:
         for an ``(|E|, d)`` expression ``U`` (minimize ``cost`` subject to ``constraints``)."""
         raise PenaltyError(f"{self!r} has no conjugate")
 
+    def conjugate_regime(self, lam: float) -> Any:
+        """A key that changes exactly when the form of :meth:`conjugate_parametric` changes
+        with ``lambda`` (None: one compiled form serves every ``lambda >= 0``)."""
+        return None
+
+    def conjugate_parametric(self, U: cp.Expression, weights: np.ndarray, lam: ScaleParameter
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """:meth:`conjugate_expression` at ``lambda A_e`` with ``lambda`` a
+        :class:`~gtvmodel._cvx.ScaleParameter` and ``weights`` the ``A_e``: DPP in ``lambda``
+        (valid for every ``lambda`` of the same :meth:`conjugate_regime`)."""
+        raise PenaltyError(f"{self!r} has no conjugate")
+
+    def flow_scale(self, d: int, w_scale: float) -> float:
+        """Typical size of a flow ``u_e / (lambda A_e)`` at weights of size ``w_scale`` in
+        ``R^d`` (the initial step ratio of Algorithm 1's residual balancing): the gradient
+        scale ``w_scale`` by default."""
+        return w_scale
+
     # ---- level sets (certified radii of the certificate)
     def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """Per edge an upper bound ``ell_e`` of ``||v||_inf`` over ``{v: lambda A_e phi(v) <=
@@ -200,6 +218,17 @@ class _NormPenalty(ParameterFree, Penalty):
     def conjugate_expression(self, U, lamA):
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return cp.Constant(0.0), self.dual_ball_constraints(U, c)
+
+    def conjugate_parametric(self, U, weights, lam):
+        """The capacities ``||u_e||_* <= lambda A_e`` with ``lambda`` a Parameter."""
+        return cp.Constant(0.0), self.dual_ball_constraints(U, lam.value * np.asarray(
+            weights, dtype=float))
+
+    def flow_scale(self, d, w_scale):
+        """``||1||_q``-type radius of the dual ball in ``R^d`` (``u_e / (lambda A_e)`` lies in
+        the unit ball of ``||.||_*``): ``sqrt(d)`` for ``q = inf``, ``d^(1/2 - 1/q)``."""
+        q = self.q
+        return float(np.sqrt(d) if np.isinf(q) else d ** max(0.0, 0.5 - 1.0 / q))
 
     def project_dual_ball(self, U: np.ndarray, radii: Any) -> np.ndarray:
         """Row-wise Euclidean projection of ``U`` (``(|E|, d)``) onto ``{||u_e||_q <= r_e}``.
@@ -333,6 +362,12 @@ class SquaredNorm2(ParameterFree, Penalty):
     def conjugate_expression(self, U, lamA):
         return _quad_conj_expression(U, lamA)
 
+    def conjugate_regime(self, lam):
+        return lam > 0
+
+    def conjugate_parametric(self, U, weights, lam):
+        return _quad_conj_parametric(U, weights, lam)
+
     def sublevel_radius(self, slack, lamA):
         """``||v||_inf <= ||v||_2 <= sqrt(2 slack / (lambda A_e))``, rounded up."""
         return _sublevel(slack, lamA, 1.0, square=True)
@@ -408,6 +443,16 @@ class QuadForm(Penalty):
 
     def conjugate_expression(self, U, lamA):
         return _quad_conj_expression(self._whiten(U), lamA)
+
+    def conjugate_regime(self, lam):
+        return lam > 0
+
+    def conjugate_parametric(self, U, weights, lam):
+        return _quad_conj_parametric(self._whiten(U), weights, lam)
+
+    def flow_scale(self, d, w_scale):
+        """``w_scale`` times the largest eigenvalue of ``Q`` (the gradient ``Q v``)."""
+        return w_scale * float(np.linalg.eigvalsh(self.Q)[-1])
 
     def _eig(self) -> tuple[np.ndarray, np.ndarray]:
         eig = self.__dict__.get("_eigh")
@@ -507,3 +552,14 @@ def _quad_conj_expression(Uw: cp.Expression, lamA: Any
     if zero.size:
         cons.append(Uw[zero, :] == 0)
     return cost, cons
+
+
+def _quad_conj_parametric(Uw: cp.Expression, weights: Any, lam: ScaleParameter
+                          ) -> tuple[cp.Expression, list[cp.Constraint]]:
+    """:func:`_quad_conj_expression` at ``c = lambda A`` with ``1/lambda`` a Parameter (the
+    form for ``lambda > 0``; at ``lambda = 0`` every row is the indicator of ``Uw_e = 0``)."""
+    A = np.asarray(weights, dtype=float)
+    if lam.current <= 0:
+        return _quad_conj_expression(Uw, np.zeros_like(A))
+    cost, cons = _quad_conj_expression(Uw, A)
+    return lam.inverse * cost, cons

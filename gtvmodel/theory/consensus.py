@@ -10,8 +10,6 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from .._solver import check_solver, run_solver
 from .._validate import check_option
@@ -45,8 +43,8 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
     """
     n, d = G.shape
     E = model.num_edges
-    adj = sp.coo_matrix((np.ones(E), (model.edges[:, 0], model.edges[:, 1])), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    st = model.structure()
+    ncomp, comp = st.component_count, st.components
     sums = np.zeros((ncomp, d))
     np.add.at(sums, comp, G)
     scale = max(1.0, float(np.abs(G).sum()))
@@ -94,15 +92,15 @@ def threshold_flow_1d(model: ModelDeclaration, g: np.ndarray, flow_func: Callabl
     6.0
     """
     n = model.num_nodes
-    h, t, A = model.edges[:, 0], model.edges[:, 1], model.edge_weights
-    adj = sp.coo_matrix((np.ones(h.size), (h, t)), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    st = model.structure()
+    h, t, A = st.edges[:, 0], st.edges[:, 1], st.edge_weights
+    ncomp, comp = st.component_count, st.components
     scale = max(1.0, float(np.abs(g).sum()))
     if np.abs(np.bincount(comp, g, minlength=ncomp)).max() > 1e-6 * scale:
         return math.inf
     if n == 1 or np.abs(g).max() <= 1e-14 * scale:
         return 0.0
-    deg = np.bincount(h, A, minlength=n) + np.bincount(t, A, minlength=n)
+    deg = st.weighted_degrees
     net = CutNetwork(n, h, t, A, flow_func, sink_arcs=True)
     net.set_source(np.maximum(g, 0.0))
     net.set_sink(np.maximum(-g, 0.0))

@@ -8,10 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
-from ..declaration import ModelDeclaration
+from ..declaration import ModelDeclaration, components
 from ..errors import PartitionError
 
 __all__ = ["Partition", "normalize_partition", "intra_edges", "require_connected"]
@@ -136,9 +134,7 @@ def require_connected(model: ModelDeclaration, part: Partition) -> None:
     """
     n = model.num_nodes
     intra = intra_edges(model, part)
-    h, t = model.edges[intra, 0], model.edges[intra, 1]
-    adj = sp.coo_matrix((np.ones(h.size), (h, t)), shape=(n, n))
-    ncomp, comp = connected_components(adj, directed=False)
+    ncomp, comp = components(n, model.edges[intra])
     if ncomp == len(part.labels):
         return
     for c, mem in enumerate(part.members):
