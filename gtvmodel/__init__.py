@@ -44,6 +44,7 @@ from .terms.losses import (
     ZeroLoss,
 )
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .terms.softmax import SoftmaxLoss
 from .theory import (
     ClusterReport,
     RecoveryReport,
@@ -81,6 +82,7 @@ __all__ = [
     "ZeroLoss",
     "QuadraticLoss",
     "SymbolicLoss",
+    "SoftmaxLoss",
     # penalties
     "Penalty",
     "Norm2",

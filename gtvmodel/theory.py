@@ -50,7 +50,7 @@ from ._solver import run_solver
 from .declaration import ModelDeclaration
 from .errors import ParameterError, PartitionError, SolverError, UnsupportedError
 from .terms.constraints import SymbolicConstraint
-from .terms.losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
+from .terms.losses import Loss, LossBatch, SquaredLoss, ZeroLoss
 
 __all__ = [
     "ClusterReport",
@@ -326,7 +326,7 @@ def _check_scope(model: ModelDeclaration) -> None:
             "||u_e||_* <= lambda A_e need a norm penalty (Norm2, Norm1, NormInf, NormP)")
     for i, node in enumerate(model.nodes):
         loss = model.loss_at(i)
-        if isinstance(loss, SymbolicLoss):
+        if loss.batch_class is None:  # an expression in the node's variable
             raise UnsupportedError(
                 f"node {node!r}: a symbolic loss has no gradient or curvature bounds; Theorem 2 "
                 "needs a smooth library loss (squared, logistic, Huber, quadratic, zero)")
@@ -351,10 +351,15 @@ def _constants(model: ModelDeclaration, part: _Partition, solver: str | None = N
     """alpha_C, beta_i, w_bar_C, delta_i, |dC| of Theorem 2 (vectorized over nodes)."""
     _check_scope(model)
     n, d, k = model.num_nodes, model.dim, len(part.labels)
-    H_lo = np.empty((n, d, d))
-    H_hi = np.empty((n, d, d))
-    for i in range(n):
-        H_lo[i], H_hi[i] = model.loss_at(i).hessian_bounds(d)
+    # Hessian bounds of the batches (their cached Gram matrices) plus 2 kappa_i I; zero-loss
+    # nodes (in no batch) keep 2 kappa_i I
+    st = model.structure()
+    H_lo = np.broadcast_to(2.0 * st.l2[:, None, None] * np.eye(d), (n, d, d)).copy()
+    H_hi = H_lo.copy()
+    for b in st.batches:
+        lo, hi = b.hessian_bounds()
+        H_lo[b.nodes] += lo
+        H_hi[b.nodes] += hi
     S_lo = np.zeros((k, d, d))
     S_hi = np.zeros((k, d, d))
     np.add.at(S_lo, part.cid, H_lo)
@@ -765,29 +770,29 @@ def _summed_loss(model: ModelDeclaration, mem: np.ndarray, label: Hashable) -> L
     d = model.dim
     losses = [model.loss_at(i) for i in mem]
     for i, ls in zip(mem, losses, strict=True):
-        if isinstance(ls, SymbolicLoss):
+        if ls.batch_class is None:  # an expression in the node's variable
             raise UnsupportedError(
                 f"node {model.nodes[i]!r}: a symbolic loss is an expression in the node's own "
                 f"variable and cannot be moved to cluster {label!r}")
     l1 = float(sum(ls.l1 for ls in losses))
     l2 = float(sum(ls.l2 for ls in losses))
+    if all(not ls.has_data for ls in losses):
+        return ZeroLoss(l1=l1, l2=l2)
+    rows = [ls.squared_rows(d) for ls in losses if ls.has_data]
+    if all(r is not None for r in rows):  # sums of squares: one squared loss ||y - X w||^2 / M
+        M = sum(X.shape[0] for X, _, _ in rows)
+        Xs = [X * math.sqrt(M / m) for X, _, m in rows]
+        ys = [y * math.sqrt(M / m) for _, y, m in rows]
+        return SquaredLoss(np.vstack(Xs), np.concatenate(ys), l1=l1, l2=l2)
     by_cls: dict[type, list[Loss]] = {}
     for ls in losses:
-        if not isinstance(ls, ZeroLoss):
-            by_cls.setdefault(type(ls), []).append(ls)
-    if not by_cls:
-        return ZeroLoss(l1=l1, l2=l2)
-    if set(by_cls) <= {SquaredLoss, QuadraticLoss}:
-        sq, qd = by_cls.get(SquaredLoss, []), by_cls.get(QuadraticLoss, [])
-        M = sum(ls.m for ls in sq) + d * len(qd)
-        Xs = [ls.X * math.sqrt(M / ls.m) for ls in sq] + [math.sqrt(M) * np.eye(d)] * len(qd)
-        ys = [ls.y * math.sqrt(M / ls.m) for ls in sq] + [math.sqrt(M) * ls.a for ls in qd]
-        return SquaredLoss(np.vstack(Xs), np.concatenate(ys), l1=l1, l2=l2)
+        by_cls.setdefault(type(ls), []).append(ls)
 
     def summed(x: cp.Variable) -> cp.Expression:
         xr = cp.reshape(x, (1, d), order="C")
-        terms = [LossBatch(cls, np.zeros(len(ls), dtype=np.int64), ls, 1, d).expression(x, xr)
-                 for cls, ls in by_cls.items()]
+        terms = [e for cls, ls in by_cls.items()
+                 if (e := LossBatch(cls, np.zeros(len(ls), dtype=np.int64), ls, 1, d)
+                     .expression(x, xr)) is not None]
         if l1:
             terms.append(l1 * cp.norm1(x))
         if l2:

@@ -33,7 +33,6 @@ import numpy as np
 from .._cvx import bounds_constraints, norm_rows_le
 from ..declaration import ModelDeclaration
 from ..terms.constraints import SymbolicConstraint
-from ..terms.losses import SymbolicLoss, ZeroLoss
 
 __all__ = ["PrimalProblem", "compile_primal", "submodel", "find_infeasible_nodes",
            "unbounded_nodes", "data_overflow_message"]
@@ -125,7 +124,7 @@ def submodel(model: ModelDeclaration, nodes: np.ndarray) -> ModelDeclaration:
         if i in model._vars:
             sub._vars[j] = model._vars[i]
         loss = model.loss_at(i)
-        if not (isinstance(loss, ZeroLoss) and not loss.l1 and not loss.l2):
+        if not loss.is_zero:
             sub.set_loss(j, loss)
         for c in model.constraints_at(i):
             sub.add_constraint(j, c)
@@ -141,16 +140,15 @@ def find_infeasible_nodes(model: ModelDeclaration, nodes: Any = None) -> list[An
     bad = []
     todo = sorted(model._constraints) if nodes is None else sorted(int(i) for i in nodes)
     for i in todo:
-        if not model.constraints_at(i) and not isinstance(model.loss_at(i), SymbolicLoss):
+        loss = model.loss_at(i)
+        if not model.constraints_at(i) and not loss.domain_constraints():
             continue
         # symbolic losses and constraints are stated in the node's own variable
         x = model._vars.get(i) or cp.Variable(model.dim)
         cons: list[cp.Constraint] = []
         for c in model.constraints_at(i):
             cons.extend(c.constraints(x))
-        loss = model.loss_at(i)
-        if isinstance(loss, SymbolicLoss):
-            cons.extend(loss.expr.domain)
+        cons.extend(loss.domain_constraints())
         if _ends_in(cp.Problem(cp.Minimize(0), cons), (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)):
             bad.append(model.nodes[i])
     return bad
