@@ -4,6 +4,9 @@ Algorithm 1's prox, each checked against an independent formulation written here
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import cvxpy as cp
 import networkx as nx
 import numpy as np
@@ -186,3 +189,28 @@ def test_bad_classes_and_dimension_raise(rng):
     model = gtv.GTVModel(nx.path_graph(2), D + 1)
     with pytest.raises(DataError, match=f"has dimension {D} but the model has d = {D + 1}"):
         model.set_loss(0, gtv.SoftmaxLoss(X, y, K))
+
+
+def test_engines_ask_the_losses_no_type_switches():
+    """The engines (exact, dual, conic, certificates, Algorithm 1, theory) call the losses'
+    hooks: no ``isinstance(x, SomeLoss)``, ``batch.cls is SomeLoss`` or ``kind ==``/``in`` test
+    (which is why SoftmaxLoss needed no change there)."""
+    pkg = Path(gtv.__file__).parent
+    files = [*sorted((pkg / "solve").glob("*.py")), *sorted((pkg / "certificates").glob("*.py")),
+             *sorted((pkg / "primal_dual").glob("*.py")), pkg / "theory.py"]
+    found = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                names = [n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)]
+                if any(n.endswith("Loss") for n in names):
+                    found.append(f"{f.name}:{node.lineno} isinstance")
+            elif isinstance(node, ast.Compare):
+                left = node.left
+                attr = left.attr if isinstance(left, ast.Attribute) else None
+                if attr == "cls" and any(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops):
+                    found.append(f"{f.name}:{node.lineno} cls is")
+                if attr == "kind" and any(isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                          for o in node.ops):
+                    found.append(f"{f.name}:{node.lineno} kind test")
+    assert not found, found
