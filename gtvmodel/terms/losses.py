@@ -1093,14 +1093,26 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
     F = objective(Z)
     active = np.arange(k)
     diag = np.arange(d)
-    for _ in range(max_iter):
-        rows = np.isin(local, active) if active.size < k else slice(None)
-        Xa, la = Xs[rows], np.searchsorted(active, local[rows])
+
+    def rows_of(act: np.ndarray) -> tuple[np.ndarray, ...]:
+        rows = np.isin(local, act) if act.size < k else slice(None)
+        Xa, la = Xs[rows], np.searchsorted(act, local[rows])
         ya, pa, ca = y[rows], _take(p, rows), c[rows]
-        t = np.einsum("rj,rj->r", Xa, Z[active][la])
+        t = np.einsum("rj,rj->r", Xa, Z[act][la])
+        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], _row_starts(la),
+                            axis=0)
+        return Xa, la, ya, pa, ca, t, G + mu[act, None] * Z[act] - g[act]
+
+    for _ in range(max_iter):
+        Xa, la, ya, pa, ca, t, G = rows_of(active)
+        if gtol is not None:  # converged nodes leave before their Hessian is formed
+            keep = np.abs(G).max(axis=1) > gtol
+            if not keep.all():
+                active = active[keep]
+                if active.size == 0:
+                    break
+                Xa, la, ya, pa, ca, t, G = rows_of(active)
         sa = _row_starts(la)
-        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], sa, axis=0)
-        G += mu[active, None] * Z[active] - g[active]
         H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
         H[:, diag, diag] += mu[active, None]
         if ridge:
@@ -1124,8 +1136,6 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
         small = (np.abs(tstep[:, None] * step).max(axis=1)
                  <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
         small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad
-        if gtol is not None:
-            small |= np.abs(G).max(axis=1) <= gtol
         active = active[~small]
         if active.size == 0:
             break
