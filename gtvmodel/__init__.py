@@ -47,6 +47,7 @@ from .terms.losses import (
     ZeroLoss,
 )
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .terms.softmax import SoftmaxLoss
 from .theory import (
     ClusterReport,
     RecoveryReport,
@@ -86,6 +87,7 @@ __all__ = [
     "ZeroLoss",
     "QuadraticLoss",
     "SymbolicLoss",
+    "SoftmaxLoss",
     # penalties
     "Penalty",
     "Norm2",

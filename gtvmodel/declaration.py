@@ -170,11 +170,11 @@ def _stack_nodes(n: int, d: int, losses: Mapping[int, Loss],
     l1 = np.zeros(n)
     l2 = np.zeros(n)
     for i, loss in sorted(losses.items()):
-        if isinstance(loss, SymbolicLoss):
+        if loss.batch_class is None:  # an expression in the node's own variable
             symbolic.append(i)
             continue
         l1[i], l2[i] = loss.l1, loss.l2
-        if not isinstance(loss, ZeroLoss):
+        if loss.has_data:
             groups.setdefault(type(loss), []).append(i)
     batches = [
         LossBatch(cls, np.array(idx), [losses[i] for i in idx], n, d)
@@ -355,7 +355,7 @@ class ModelDeclaration:
         """
         i = self.index(node)
         if isinstance(loss, Loss):
-            if isinstance(loss, SymbolicLoss) and loss.variable is not self.var(node):
+            if loss.variable is not None and loss.variable is not self.var(node):
                 raise LossError(f"node {node!r}: symbolic loss is stated in another variable")
             if loss.dim is not None and loss.dim != self.dim:
                 raise DataError(

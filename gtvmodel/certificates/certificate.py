@@ -14,7 +14,8 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
 - smooth data-fit losses (logistic, Huber; without ``l1`` or constraints): a batched damped
   Newton method on ``sup_w s^T w - h(w)`` warm-started at the candidate weights; the split is
   read off the maximizer (row duals ``v_r = ell'(x_r^T w)``, always in the domain of ``ell*``)
-  and evaluated exactly (:func:`_newton_conjugates`);
+  and evaluated exactly (:func:`~gtvmodel.terms.losses.newton_conjugates`, through the batches'
+  :meth:`~gtvmodel.terms.losses.LossBatch.conjugate_group` hooks);
 - for the other library nodes (and Newton failures) the infimal-convolution problem of
   :func:`gtvmodel.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
@@ -98,6 +99,7 @@ from .._solver import check_solver
 from .._validate import check_bool, check_option, check_scalar
 from ..declaration import ModelDeclaration
 from ..results import Labels, Result
+from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
 from .repair import domain_scale, flows_from_weights, project_flows, repair, repair_flows
@@ -476,10 +478,7 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
     kinds = node_kinds(model)
     if kinds.gradient.any():
         st = model.structure()
-        G = 2.0 * st.l2[:, None] * W
-        for b in st.batches:
-            if b.cls.base_smooth:
-                G += b.gradients(W)
+        G = smooth_gradients(st.batches, st.l2, W)
         div = np.asarray(model.incidence.T @ U0) if model.num_edges else np.zeros((n, d))
         kkt["flow_conservation"] = float(np.linalg.norm((div + G)[kinds.gradient]))
     else:

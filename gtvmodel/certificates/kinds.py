@@ -5,17 +5,14 @@ of the stacked linear flow conditions.  See :mod:`gtvmodel.certificates.certific
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..declaration import ModelDeclaration
-from ..terms.losses import (
-    QuadraticLoss,
-    SquaredLoss,
-)
+from ..terms.losses import ConjugateGroup
 
 __all__ = ["EPS", "DENSE_MAX", "MinNormSolver", "divergence_rows", "NodeKinds", "node_kinds",
            "capacities", "max_rows"]
@@ -93,17 +90,14 @@ class NodeKinds:
     """How each node's conjugate is evaluated."""
 
     zero: np.ndarray  # zero loss, no constraints (closed form with regularizers)
-    quad: tuple[np.ndarray, np.ndarray]  # positions, centres (no constraints)
-    #: squared-loss nodes without l1/constraints: a smooth group (below) plus ``(e, V, q)``
-    squared: tuple | None
+    #: the batches' numpy conjugate paths (:meth:`~gtvmodel.terms.losses.LossBatch.
+    #: conjugate_group`): closed forms (exact) and batched Newton (falls back to ``general``)
+    groups: list[ConjugateGroup]
     general: np.ndarray  # library nodes solved by the cached CVXPY problem
     conic: np.ndarray
     subspace: np.ndarray  # positions with a subspace domain (repair step 2)
     subspace_bases: list[np.ndarray] | None  # null-space bases N_i (None: all N_i = I)
     gradient: np.ndarray  # boolean mask of nodes with a gradient of h_i
-    #: smooth data-fit nodes (no l1, no constraints) of the general set, per loss class:
-    #: ``(cls, positions, X rows, y, p, c, local node of each row, kappa)`` (Newton path)
-    smooth: list[tuple] = field(default_factory=list)
 
 def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
                 subspace: list[int], bases: list[np.ndarray]) -> None:
@@ -131,49 +125,29 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     handled = np.zeros(n, dtype=bool)
     handled[conic] = True
     gradient = np.zeros(n, dtype=bool)
-    quad_idx, quad_a = np.zeros(0, dtype=np.int64), np.zeros((0, d))
-    sq: tuple | None = None
+    groups: list[ConjugateGroup] = []
     subspace: list[int] = []
     bases: list[np.ndarray] = []
-    for b in st.batches:
-        sel = free[b.nodes]
-        if b.cls is QuadraticLoss:
-            quad_idx, quad_a = b.nodes[sel], b.a[sel]
-            handled[quad_idx] = True
-        elif b.cls is SquaredLoss:
-            ok = sel & (st.l1[b.nodes] == 0)
-            idx = b.nodes[ok]
-            losses = [b.losses[j] for j in np.flatnonzero(ok)]
-            if idx.size:
-                # Q_i = X_i^T X_i / m_i = V_i diag(e_i) V_i^T and q_i from the batch's cached
-                # prox data (for the maximizers only: the conjugate itself is evaluated in the
-                # sample form, MATH.md §8)
-                data = b._prox_data()
-                e, V, q = data["e"][ok], data["B"][ok], data["q"][ok]
-                local = np.full(n, -1, dtype=np.int64)
-                local[idx] = np.arange(idx.size)
-                rows = np.flatnonzero(local[b.row_node] >= 0)
-                rn = local[b.row_node[rows]]
-                Xd = np.vstack([ls.X for ls in losses])
-                sq = (SquaredLoss, idx, Xd, b.y[rows], None, b.c[rows], rn, st.l2[idx], e, V, q)
-                handled[idx] = True
-                _null_bases(idx, e, V, st.l2[idx] == 0, subspace, bases)
-        if b.cls.base_smooth:
-            gradient[b.nodes] = True
     in_batch = np.zeros(n, dtype=bool)
     for b in st.batches:
         in_batch[b.nodes] = True
+        grp = b.conjugate_group(free[b.nodes])
+        if grp is not None:
+            groups.append(grp)
+            if grp.exact:
+                handled[grp.nodes] = True
+        if b.cls.base_smooth:
+            gradient[b.nodes] = True
+        # free, unregularized nodes whose Gram matrix is singular: dom h_i* lies in
+        # range(X_i^T) (m_i < d, collinear rows), a subspace condition
+        factors = b.null_space_factors()
+        if factors is not None:
+            ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
+            _null_bases(b.nodes, *factors, ok, subspace, bases)
     zero = np.flatnonzero(free & ~in_batch)
     handled[zero] = True
     gradient[zero] = True
     gradient &= free & (st.l1 == 0)
-    # every other free, unregularized data-fit node: dom h_i* lies in range(X_i^T), so a
-    # rank-deficient X_i (m_i < d, collinear rows) gives a subspace condition too
-    for b in st.batches:
-        if b.is_datafit and b.cls is not SquaredLoss:
-            ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
-            e_all, V_all = np.linalg.eigh(b.growth_pieces(np.zeros(n))["gram"])
-            _null_bases(b.nodes, e_all, V_all, ok, subspace, bases)
     # zero-loss nodes without regularizers need (D^T u)_i = 0: subspace {0}
     for i in zero:
         if st.l1[i] == 0 and st.l2[i] == 0:
@@ -183,35 +157,17 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     sub = np.array(subspace, dtype=np.int64)[order]
     sub_bases = [bases[j] for j in order]
     general = np.flatnonzero(~handled)
-    smooth = []
-    for b in st.batches:
-        if not b.is_datafit or not b.cls.base_smooth or b.cls is SquaredLoss:
-            continue
-        ok = free[b.nodes] & (st.l1[b.nodes] == 0)
-        if not ok.any():
-            continue
-        idx = b.nodes[ok]
-        local = np.full(n, -1, dtype=np.int64)
-        local[idx] = np.arange(idx.size)
-        rows = np.flatnonzero(local[b.row_node] >= 0)
-        Xd = np.vstack([b.losses[j].X for j in np.flatnonzero(ok)])
-        smooth.append((b.cls, idx, Xd, b.y[rows], None if b.p is None else b.p[rows],
-                       b.c[rows], local[b.row_node[rows]], st.l2[idx]))
-    kinds = NodeKinds(zero, (quad_idx, quad_a), sq, general, conic, sub,
-                       sub_bases, gradient, smooth)
+    kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient)
     model.cache.put("cert_kinds", kinds)
     return kinds
 
-
-# ===================================================================== flows
 
 # ===================================================================== flows
 def capacities(model: ModelDeclaration) -> np.ndarray | None:
     """The capacities ``lambda A_e`` of (27) for a norm penalty, else None."""
     return model.capacities if model.penalty.is_norm else None
 
+
 def max_rows(model: ModelDeclaration) -> int:
     """The largest number of samples of a node (for the rounding bound of the sums)."""
-    ms = [len(b.row_node) and int(np.bincount(b.row_node).max()) for b in
-          model.structure().batches if b.is_datafit]
-    return max(ms, default=0)
+    return max((b.max_rows() for b in model.structure().batches), default=0)

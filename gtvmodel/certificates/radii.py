@@ -16,9 +16,6 @@ from .._solver import run_solver
 from ..declaration import ModelDeclaration, components
 from ..errors import GTVError, SolverError
 from ..solve import conic as conic_mod
-from ..terms.losses import (
-    QuadraticLoss,
-)
 from .kinds import EPS, node_kinds
 
 __all__ = ["Radii", "certified_radii", "candidate_radii", "radius_assumption"]
@@ -154,7 +151,7 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     active = np.zeros(n, dtype=bool)  # nodes with a loss, regularizer or constraint
     active[st.l1 > 0] = active[st.l2 > 0] = True
     for b in st.batches:
-        if b.is_datafit or b.cls is QuadraticLoss:
+        if b.has_data:
             active[b.nodes] = True
     active[node_kinds(model).conic] = True
     for i in st.constrained:

@@ -15,6 +15,7 @@ from .._solver import run_solver
 from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
 from ..solve.dual import node_conjugate_parts
+from ..terms.losses import smooth_gradients
 from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
@@ -67,10 +68,7 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
     idx = np.flatnonzero(kinds.gradient)
     if idx.size == 0:
         return U
-    G = 2.0 * st.l2[:, None] * W
-    for b in st.batches:
-        if b.cls.base_smooth:
-            G += b.gradients(W)
+    G = smooth_gradients(st.batches, st.l2, W)
     target = -G[idx]
     # in a connected component where every node is matched, flows can only move demand
     # around: only the component-mean-free part of the gradients is reachable

@@ -16,10 +16,6 @@ from ..errors import GTVError, SolverError
 from ..solve import conic as conic_mod
 from ..solve.dual import node_conjugate_parts
 from ..terms.losses import (
-    datafit_conjugate_split,
-    quadratic_conjugate_rows,
-    squared_maximizers,
-    sum_rows_by,
     zero_conjugate_rows,
 )
 from .kinds import EPS, max_rows, node_kinds
@@ -29,71 +25,6 @@ __all__ = ["residual_charge", "dual_value"]
 
 
 # ===================================================================== dual value
-def _newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Conjugates of smooth data-fit nodes (no ``l1``/constraints) in numpy, all nodes at once.
-
-    Damped Newton on the concave ``f(w) = s^T w - L(w) - kappa ||w||^2`` from the candidate
-    weights, then the split read off the maximizer by
-    :func:`~gtvmodel.losses.datafit_conjugate_split` (an exact evaluation at a feasible split,
-    hence an upper bound of ``h*(s)`` once the residual bound ``rho`` is charged).  Where
-    ``s`` is outside the domain the iteration diverges and ``rho`` stays
-    large: the caller then uses the CVXPY path for those nodes.
-    Returns ``(values, rho, rounding, magnitudes, maximizers, converged)`` for the group's
-    nodes."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        # huge trial steps (singular Hessians, s outside the domain) are rejected by the line
-        # search or end as non-converged: no warnings for them
-        return _newton_conjugates_impl(group, S, W0, iters)
-
-def _newton_conjugates_impl(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    cls, idx, X, y, p, c, rn, kappa = group
-    k, d = idx.size, X.shape[1]
-    w = W0.copy()
-    cx = c[:, None] * X
-
-    def parts(w_):
-        t = np.einsum("rj,rj->r", X, w_[rn])
-        return t, cls._ell(t, y, p)
-
-    def f(w_, ell):
-        return (S * w_).sum(1) - np.bincount(rn, c * ell, minlength=k) - kappa * (w_**2).sum(1)
-
-    t, ell = parts(w)
-    fw = f(w, ell)
-    eye = np.eye(d)
-    for _ in range(iters):
-        d1 = cls._ell_d1(t, y, p)
-        grad = S - sum_rows_by(rn, cx * d1[:, None], k) - 2 * kappa[:, None] * w
-        gs = np.abs(grad).max(axis=1)
-        if gs.max(initial=0.0) <= 1e-14 * max(1.0, float(np.abs(S).max(initial=0.0))):
-            break
-        d2 = cls._ell_d2(t, y, p)
-        H = np.zeros((k, d, d))
-        np.add.at(H, rn, (cx * d2[:, None])[:, :, None] * X[:, None, :])
-        H += 2 * kappa[:, None, None] * eye
-        H += (1e-12 * np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300))[:, None, None] * eye
-        step = np.linalg.solve(H, grad[:, :, None])[:, :, 0]
-        alpha = np.ones(k)
-        for _ls in range(30):  # backtracking, node by node (f is concave)
-            wn = w + alpha[:, None] * step
-            tn, elln = parts(wn)
-            fn = f(wn, elln)
-            bad = ~(fn >= fw - 1e-15 * np.abs(fw))
-            if not bad.any():
-                break
-            alpha[bad] *= 0.5
-        ok = fn >= fw - 1e-15 * np.abs(fw)
-        w = np.where(ok[:, None], wn, w)
-        fw = np.where(ok, fn, fw)
-        t, ell = parts(w)
-    val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w)
-    gres = np.abs(S - sum_rows_by(rn, cx * cls._ell_d1(t, y, p)[:, None], k)
-                  - 2 * kappa[:, None] * w).max(axis=1)
-    converged = np.isfinite(val) & (gres <= 1e-10 * np.maximum(1.0, np.abs(S).max(axis=1)))
-    return val, rho, rnd, vmag, w, converged
-
 def _part_magnitude(part: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(contrib_mag, cost_mag)`` of a node part (its own bound, else the absolute values)."""
     if part.magnitude is not None:
@@ -188,47 +119,18 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     if kinds.zero.size:
         z = kinds.zero
         conj[z], rho[z], cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
-    qi, qa = kinds.quad
-    if qi.size:
-        conj[qi], rho[qi], cmag[qi] = quadratic_conjugate_rows(qa, st.l1[qi], st.l2[qi], S[qi])
-    if kinds.squared is not None:
-        grp, (e, V, q) = kinds.squared[:8], kinds.squared[8:]
-        si = grp[1]
-        # two valid splits: at the maximizer from 0 (pseudo-inverse) and from the candidate's
-        # weights (keeps their components along numerically null directions, where the flows
-        # of a near-optimal candidate match them); per node the smaller bound is kept
-        best = None
-        for base in (W0[si], None):
-            if best is not None and (best[1][1] <= rnd[si] + best[1][2]).all():
-                break  # rounding-level residuals already: the second split cannot do better
-            Wm = squared_maximizers(e, V, q, grp[7], S[si], base)
-            out = datafit_conjugate_split(*grp[:1], *grp[2:], S[si], Wm)
-            wl = np.maximum(wloc[si], np.abs(Wm).max(axis=1, initial=0.0))
-            # choose by the value plus a local-scale residual charge (both splits are valid)
-            total = out[0] + (wl[:, None] * (out[1] + out[2])).sum(axis=1)
-            if best is None:
-                best = (total, out, wl)
-            else:
-                pick = total < best[0]
-                best = (np.where(pick, total, best[0]),
-                        tuple(np.where(pick.reshape((-1,) + (1,) * (a.ndim - 1)), a, b_)
-                              for a, b_ in zip(out, best[1], strict=True)),
-                        np.where(pick, wl, best[2]))
-        (conj[si], rho[si], r_si, cmag[si]), wloc[si] = best[1], best[2]
-        rnd[si] += r_si
     conic_tol = 0.0
+    done = np.zeros(n, dtype=bool)
+    for grp in kinds.groups:  # the batches' numpy paths (closed forms, batched Newton)
+        idx = grp.nodes
+        val, r, r_rnd, vmag, wl, conv = grp.evaluate(S[idx], W0[idx], wloc[idx], rnd[idx])
+        ic = idx[conv]
+        conj[ic], rho[ic], cmag[ic] = val[conv], r[conv], vmag[conv]
+        rnd[ic] += r_rnd[conv]
+        wloc[idx] = wl
+        done[ic] = True
     g = kinds.general
-    if g.size:
-        done = np.zeros(n, dtype=bool)
-        for grp in kinds.smooth:  # smooth data-fit nodes: batched Newton in numpy
-            idx = grp[1]
-            val, r, r_rnd, vmag, wmax, conv = _newton_conjugates(grp, S[idx], W0[idx])
-            ic = idx[conv]
-            conj[ic], rho[ic], cmag[ic] = val[conv], r[conv], vmag[conv]
-            rnd[ic] += r_rnd[conv]
-            wloc[ic] = np.maximum(wloc[ic], np.abs(wmax[conv]).max(axis=1, initial=0.0))
-            done[ic] = True
-        g = g[~done[g]]
+    g = g[~done[g]]
     if g.size:  # the others (and Newton failures): the cached CVXPY problem of all of them
         gall = kinds.general
         prob, Sp, Rp, parts, _ = _general_problem(model, gall)

@@ -56,7 +56,7 @@ from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
 from ..solve.compile import compile_nodes, find_infeasible_nodes
 from ..terms.constraints import Box, NormBall
-from ..terms.losses import LossBatch, SymbolicLoss
+from ..terms.losses import LossBatch
 
 #: The node-update paths :func:`plan` (and ``solve_primal_dual(prox=)``) accept.
 PROX_OPTIONS = ("auto", "cvxpy")
@@ -108,7 +108,7 @@ class BatchProxGroup(NodeGroup):
 
     def __post_init__(self) -> None:
         self.nodes = self.batch.nodes
-        self.kind = self.batch.cls.kind
+        self.kind = self.batch.kind
 
     def update(self, V, tau, k, W_prev):
         Z = self.batch.prox(V, tau, W0=W_prev)
@@ -448,14 +448,13 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
         loss = model.loss_at(i)
         cons = model.constraints_at(i)
         key = None
-        if prox == "auto" and not isinstance(loss, SymbolicLoss):
-            kind = loss.kind
-            if kind in ("squared", "logistic", "huber") and not loss.l1 and not cons:
-                key = (type(loss), "none")
-            elif kind in ("quadratic", "zero"):
+        if prox == "auto" and loss.has_exact_prox():
+            if loss.isotropic_prox:
                 comp = _isotropic_constraints(cons, d)
                 if comp is not None and not (comp[0] == "ball" and loss.l1):
                     key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
+            elif not cons:
+                key = (type(loss), "none")
         if key is None:
             general.append(i)
         else:

@@ -32,7 +32,6 @@ import numpy as np
 from .._cvx import bounds_constraints, norm_rows_le
 from ..declaration import ModelDeclaration, ModelStructure
 from ..terms.constraints import SymbolicConstraint
-from ..terms.losses import SymbolicLoss
 
 __all__ = ["PrimalProblem", "compile_primal", "compile_nodes", "find_infeasible_nodes",
            "unbounded_nodes", "data_overflow_message"]
@@ -153,16 +152,15 @@ def find_infeasible_nodes(model: ModelDeclaration, nodes: Any = None) -> list[An
     todo = (model.structure().constrained.tolist() if nodes is None
             else sorted(int(i) for i in nodes))
     for i in todo:
-        if not model.constraints_at(i) and not isinstance(model.loss_at(i), SymbolicLoss):
+        loss = model.loss_at(i)
+        if not model.constraints_at(i) and not loss.domain_constraints():
             continue
         # symbolic losses and constraints are stated in the node's own variable
         x = model.variable_if_any(i) or cp.Variable(model.dim)
         cons: list[cp.Constraint] = []
         for c in model.constraints_at(i):
             cons.extend(c.constraints(x))
-        loss = model.loss_at(i)
-        if isinstance(loss, SymbolicLoss):
-            cons.extend(loss.expr.domain)
+        cons.extend(loss.domain_constraints())
         if _ends_in(cp.Problem(cp.Minimize(0), cons), (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)):
             bad.append(model.nodes[i])
     return bad

@@ -37,16 +37,13 @@ balance constraints (:func:`gtvmodel.conic.conic_weights`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import cvxpy as cp
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
-from .._cvx import ScaleParameter, bounds_constraints
+from .._cvx import ScaleParameter
 from .._norms import dual_exponent, mul_up, norm_rows_upper
 from .._solver import check_solver, run_solver
 from .._validate import check_bool
@@ -54,11 +51,7 @@ from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
 from ..results import Labels, Result
 from ..terms.constraints import Box, NormBall
-from ..terms.losses import (
-    QuadraticLoss,
-    l2_conjugate_cvx,
-    quadratic_conjugate_cvx,
-)
+from ..terms.losses import NodePart, l2_conjugate_cvx, scatter_rows
 from . import conic as conic_mod
 from .compile import find_infeasible_nodes
 from .conic import conic_weights, parameter_key
@@ -105,34 +98,6 @@ class DualSolution(Result):
         return self.status == cp.OPTIMAL
 
 
-@dataclass
-class NodePart:
-    """One stacked group of split variables of the node conjugates.
-
-    ``contrib`` is its ``(k, d)`` contribution to the node-balance rows, ``cost`` its convex
-    cost, ``constraints`` its domain, and ``evaluate()`` returns ``(contrib, cost_rows)`` in
-    numpy at the current variable values *projected into the domain* (so the cost is finite and
-    exact): the ``(k, d)`` contribution and the ``(k,)`` cost of each node row.
-    """
-
-    name: str
-    contrib: cp.Expression
-    cost: cp.Expression
-    constraints: list[cp.Constraint]
-    evaluate: Callable[[], tuple[np.ndarray, np.ndarray]]
-    #: ``absorb(R)`` moves the variable's value so that its contribution grows by as much of
-    #: the ``(k, d)`` residual ``R`` as it can while staying in its domain (None: cannot).
-    absorb: Callable[[np.ndarray], None] | None = None
-    #: ``magnitude()``: ``(contrib_mag (k, d), cost_mag (k,))``, bounds of the sums of the
-    #: absolute summands of the numpy contribution and cost at the current value, for the
-    #: rounding bound of sums that may cancel (None: the absolute values themselves suffice).
-    magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
-
-
-def _scatter(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
-    """Sparse ``(k, len(idx))`` matrix adding item ``j`` into row ``row_of[idx[j]]``."""
-    return sp.csr_matrix((np.ones(len(idx)), (row_of[idx], np.arange(len(idx)))),
-                         shape=(k, len(idx)))
 
 
 def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[NodePart]:
@@ -152,35 +117,15 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
     parts: list[NodePart] = []
 
     for b in st.batches:
-        if b.is_datafit:
-            rows = np.flatnonzero(inset[b.row_node])
-            if rows.size == 0:
-                continue
-            parts.append(_datafit_part(b, rows, row_of, k, n, d))
-        elif b.cls is QuadraticLoss:
-            sel = np.flatnonzero(inset[b.nodes])
-            if sel.size == 0:
-                continue
-            idx, a = b.nodes[sel], b.a[sel]
-            V = cp.Variable((len(idx), d), name="s_quad")
-            P = _scatter(row_of, idx, k)
-
-            def ev(V=V, P=P, a=a):
-                s = V.value
-                return P @ s, P @ ((s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
-
-            def mag_q(V=V, P=P, a=a):
-                s = V.value
-                return P @ np.abs(s), P @ (np.abs(s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
-
-            parts.append(NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev,
-                                  None, mag_q))
+        part = b.dual_part(inset, row_of, k)
+        if part is not None:
+            parts.append(part)
     # regularizers
     idx = nodes[st.l1[nodes] > 0]
     if idx.size:
         eta = st.l1[idx][:, None]
         V = cp.Variable((len(idx), d), name="s_l1")
-        P = _scatter(row_of, idx, k)
+        P = scatter_rows(row_of, idx, k)
 
         def ev_l1(V=V, P=P, eta=eta):
             return P @ np.clip(V.value, -eta, eta), np.zeros(k)
@@ -190,7 +135,7 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
     if idx.size:
         kap = st.l2[idx]
         V = cp.Variable((len(idx), d), name="s_l2")
-        P = _scatter(row_of, idx, k)
+        P = scatter_rows(row_of, idx, k)
 
         def ev_l2(V=V, P=P, kap=kap):
             s = V.value
@@ -207,7 +152,7 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
         if sel.size:
             lo, hi = blo[sel], bhi[sel]
             V = cp.Variable((sel.size, d), name="s_box")
-            P = _scatter(row_of, bidx[sel], k)
+            P = scatter_rows(row_of, bidx[sel], k)
             cost, cons = Box.support_rows_expression(V, lo, hi)
 
             def ev_box(V=V, P=P, lo=lo, hi=hi):
@@ -226,7 +171,7 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
     idx = st.nonneg[inset[st.nonneg]] if st.nonneg.size else st.nonneg
     if idx.size:
         V = cp.Variable((len(idx), d), name="s_nonneg")
-        P = _scatter(row_of, idx, k)
+        P = scatter_rows(row_of, idx, k)
 
         def ev_nn(V=V, P=P):
             return P @ np.minimum(V.value, 0.0), np.zeros(k)
@@ -238,7 +183,7 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
             continue
         r = radii[sel]
         V = cp.Variable((sel.size, d), name="s_ball")
-        P = _scatter(row_of, bidx[sel], k)
+        P = scatter_rows(row_of, bidx[sel], k)
         cost, cons = NormBall.support_rows_expression(V, r, p)
         q = dual_exponent(p)
 
@@ -249,57 +194,6 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
 
         parts.append(NodePart(f"normball{p:g}", P @ V, cost, cons, ev_ball))
     return parts
-
-
-def _datafit_part(b, rows: np.ndarray, row_of: np.ndarray, k: int, n: int, d: int) -> NodePart:
-    """Stacked row duals ``v`` of one data-fit batch: ``s_i += X_i^T v_i / m_i``."""
-    Xr = b.X_blk[rows]
-    Xr = Xr.tocoo()
-    node = Xr.col // d
-    col = row_of[node] * d + Xr.col % d
-    Bt = sp.csr_matrix((Xr.data, (col, Xr.row)), shape=(k * d, rows.size))  # (k d) x M'
-    c = b.c[rows]
-    y = b.y[rows]
-    prm = None if b.p is None else b.p[rows]
-    lo, hi = b.cls._ell_conj_bounds(y, prm)
-    lo = np.broadcast_to(np.asarray(lo, dtype=float), (rows.size,))
-    hi = np.broadcast_to(np.asarray(hi, dtype=float), (rows.size,))
-    v = cp.Variable(rows.size, name=f"v_{b.cls.kind}")
-    contrib = cp.reshape(Bt @ cp.multiply(c, v), (k, d), order="C")
-    cost = c @ b.cls._ell_conj_cvx(v, y, prm)
-    cons = bounds_constraints(v, lo, hi, rows.size)
-
-    def absorb(Rz):
-        """Least-squares row-dual change with ``X_i^T (c dv) = R_i`` on the rows strictly
-        inside their domain (rows at a bound, e.g. hinge rows away from the margin, would be
-        clipped back), kept in the domain."""
-        vv = np.clip(v.value, lo, hi)
-        width = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
-        # a solver's row dual within 1e-9 of a bound is that bound (e.g. hinge rows off the
-        # margin have v = 0 exactly): snap, then correct on the rows strictly inside
-        vv = np.where(vv <= lo + 1e-9 * width, lo, np.where(vv >= hi - 1e-9 * width, hi, vv))
-        free = np.flatnonzero((vv > lo) & (vv < hi))
-        if free.size == 0:
-            v.value = vv
-            return
-        A = (Bt[:, free] @ sp.diags(c[free])).tocsr()
-        dv = spla.lsqr(A, Rz.ravel(), atol=1e-16, btol=1e-16, iter_lim=500)[0]
-        vv[free] += dv
-        v.value = np.clip(vv, lo, hi)
-
-    def ev():
-        vv = np.clip(v.value, lo, hi)
-        rowcost = np.bincount(row_of[b.row_node[rows]], c * b.cls.ell_conjugate(vv, y, prm),
-                              minlength=k)
-        return (Bt @ (c * vv)).reshape(k, d), rowcost
-
-    def mag():
-        vv = np.clip(v.value, lo, hi)
-        rowmag = c * b.cls.ell_conjugate_magnitude(vv, y, prm)
-        return ((abs(Bt) @ np.abs(c * vv)).reshape(k, d),
-                np.bincount(row_of[b.row_node[rows]], rowmag, minlength=k))
-
-    return NodePart(b.cls.kind, contrib, cost, cons, ev, absorb, mag)
 
 
 @dataclass

@@ -19,12 +19,14 @@ in :class:`SymbolicLoss` by :meth:`gtvmodel.GTVModel.set_loss`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from scipy.special import expit, xlogy
 
 from .._cvx import bounds_constraints, checked_value
@@ -46,6 +48,13 @@ __all__ = [
     "QuadraticLoss",
     "SymbolicLoss",
     "LossBatch",
+    "ZeroBatch",
+    "QuadraticBatch",
+    "DataFitBatch",
+    "SquaredBatch",
+    "NodePart",
+    "ConjugateGroup",
+    "smooth_gradients",
 ]
 
 
@@ -74,6 +83,20 @@ class Loss(ABC):
     spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: A lower bound of ``inf_w L(w)`` (every library loss is ``>= 0``; ``-inf``: unknown).
     lower_bound: ClassVar[float] = 0.0
+    #: The :class:`LossBatch` subclass stacking losses of this class (None: not batched, the
+    #: loss is an expression in its node's own variable, compiled node by node).
+    batch_class: ClassVar[type[LossBatch] | None] = None
+    #: Whether the loss carries data (False only for :class:`ZeroLoss`).
+    has_data: ClassVar[bool] = True
+    #: The node variable a symbolic loss is stated in (None for library losses, which are
+    #: functions of ``w_i`` given as an argument).
+    variable: cp.Variable | None = None
+    #: Whether :meth:`LossBatch.prox` has an exact path for this class (without ``l1`` unless
+    #: :attr:`isotropic_prox`).
+    exact_prox: ClassVar[bool] = False
+    #: Whether the prox is isotropic (coordinate-separable after a scaling): it then accepts
+    #: ``l1`` and composes exactly with box and (without ``l1``) norm-ball projections.
+    isotropic_prox: ClassVar[bool] = False
 
     def __init__(self, *, l1: float = 0.0, l2: float = 0.0):
         owner = type(self).__name__
@@ -94,6 +117,26 @@ class Loss(ABC):
     def smooth(self) -> bool:
         """True if ``L`` is differentiable with a Lipschitz gradient (no ``l1`` term)."""
         return self.base_smooth and self.l1 == 0
+
+    @property
+    def is_zero(self) -> bool:
+        """True if ``h = L + eta ||.||_1 + kappa ||.||^2`` is identically zero."""
+        return False
+
+    def has_exact_prox(self) -> bool:
+        """Whether PU (32) of this loss (without constraints) has an exact vectorized path
+        (:meth:`LossBatch.prox`)."""
+        return self.exact_prox and (self.isotropic_prox or self.l1 == 0)
+
+    def domain_constraints(self) -> list[cp.Constraint]:
+        """Constraints of the loss's own domain in its node's variable (library losses: none,
+        they are finite everywhere)."""
+        return []
+
+    def squared_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """``(X, y, m)`` with ``L(w) = ||y - X w||^2 / m`` (unregularized), or None when the
+        loss is not of that form (used to sum the losses of a cluster in closed form)."""
+        return None
 
     def expression(self, x: cp.Expression) -> cp.Expression:
         """The CVXPY expression ``L(x)`` in a ``(d,)`` variable ``x``."""
@@ -207,11 +250,14 @@ class Loss(ABC):
         owner = f"{type(self).__name__}.prox"
         v = check_vector(v, "v", self.dim, where=owner)
         tau = check_scalar(tau, "tau", min_val=0.0, include_boundaries="neither", where=owner)
-        if not isinstance(self, SymbolicLoss):
+        if self.has_exact_prox():
             batch = LossBatch(type(self), np.array([0]), [self], 1, v.shape[0])
-            if batch.prox_supported()[0]:
-                return batch.prox(v[None, :], np.array([tau]))[0]
+            return batch.prox(v[None, :], np.array([tau]))[0]
         return _cvxpy_prox(self, v, tau)
+
+    def _prox_variable(self, d: int) -> cp.Variable:
+        """The variable of the CVXPY prox problem (a fresh ``(d,)`` one)."""
+        return cp.Variable(d)
 
     # ------------------------------------------------------ for subclasses
     @abstractmethod
@@ -439,6 +485,10 @@ class SquaredLoss(DataFitLoss):
     kind = "squared"
     ell_curvature = 2.0
     ell_curvature_min = 2.0
+    exact_prox = True
+
+    def squared_rows(self, d):
+        return self.X, self.y, self.m
 
     def eig(self) -> tuple[np.ndarray, np.ndarray]:
         """Eigen-decomposition ``(e, V)`` of ``Q = X^T X / m`` (cached)."""
@@ -509,6 +559,7 @@ class LogisticLoss(DataFitLoss):
     kind = "logistic"
     binary_labels = True
     ell_curvature = 0.25
+    exact_prox = True
 
     @staticmethod
     def _linear_minorants(y, p):
@@ -626,6 +677,7 @@ class HuberLoss(DataFitLoss):
 
     kind = "huber"
     ell_curvature = 2.0
+    exact_prox = True
 
     def __init__(self, X: Any, y: Any, M: float = 1.0, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(X, y, l1=l1, l2=l2)
@@ -696,6 +748,13 @@ class ZeroLoss(Loss):
     """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it)."""
 
     kind = "zero"
+    exact_prox = True
+    isotropic_prox = True
+    has_data = False
+
+    @property
+    def is_zero(self) -> bool:
+        return not self.l1 and not self.l2
 
     def _base_expression(self, x):
         return cp.Constant(0.0)
@@ -735,6 +794,11 @@ class QuadraticLoss(Loss):
 
     kind = "quadratic"
     spec_arrays = {"a": ("d",)}
+    exact_prox = True
+    isotropic_prox = True
+
+    def squared_rows(self, d):
+        return np.eye(d), self.a, 1
 
     def __init__(self, a: Any, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(l1=l1, l2=l2)
@@ -826,6 +890,12 @@ class SymbolicLoss(Loss):
 
     def _base_expression(self, x):  # pragma: no cover - expression() is overridden
         return self.expression(x)
+
+    def domain_constraints(self) -> list[cp.Constraint]:
+        return list(self.expr.domain)
+
+    def _prox_variable(self, d: int) -> cp.Variable:
+        return self.variable
 
     def _base_value(self, w):
         # +inf outside the expression's domain: CVXPY's numeric value is not trustworthy there
@@ -1054,7 +1124,7 @@ def _grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
 
 def _cvxpy_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
     """``prox_{tau h}(v)`` of one loss by one CVXPY solve (the general path of PU (32))."""
-    z = loss.variable if isinstance(loss, SymbolicLoss) else cp.Variable(v.shape[0])
+    z = loss._prox_variable(v.shape[0])
     prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)))
     run_solver(prob, None, {}, False, False, f"prox of {loss!r}")
     if z.value is None:
@@ -1063,194 +1133,242 @@ def _cvxpy_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
     return np.asarray(z.value, dtype=float).reshape(v.shape)
 
 
+def _row_starts(local: np.ndarray) -> np.ndarray:
+    """Start of each run of equal owners in ``local`` (rows grouped by node)."""
+    return np.concatenate([[0], np.flatnonzero(np.diff(local)) + 1]) if local.size else local
+
+
+def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np.ndarray | None,
+                    c: np.ndarray, local: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                    Z0: np.ndarray, *, max_iter: int, ridge: float = 0.0,
+                    gtol: float | None = None) -> np.ndarray:
+    """Damped Newton on ``F_i(z) = sum_{r in i} c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 -
+    g_i^T z`` for ``k`` nodes at once (rows grouped by owner ``local``, every node with at least
+    one row), the one Newton solver of the package:
+
+    * the node update PU (32) of a smooth data-fit loss, ``prox_{tau h}(v)``:
+      ``mu = 2 kappa + 1/tau``, ``g = v / tau`` (strongly convex, modulus ``>= 1/tau``);
+    * the maximizer of ``s^T w - L(w) - kappa ||w||^2`` for the conjugate ``h*(s)`` of the
+      certificate: ``mu = 2 kappa``, ``g = s`` (``ridge`` regularizes singular Hessians).
+
+    Hessians come from the row formula ``_ell_d2`` (generalized for Huber).  Armijo backtracking
+    per node (a step that does not decrease ``F`` after 40 halvings is rejected); a node stops
+    when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement vanishes, or (with
+    ``gtol``) its gradient is at most ``gtol``.
+    """
+    k, d = Z0.shape
+    Z = np.array(Z0, dtype=float)
+
+    def objective(Z_: np.ndarray) -> np.ndarray:
+        t = np.einsum("rj,rj->r", Xs, Z_[local])
+        return (np.bincount(local, c * cls._ell(t, y, p), minlength=k)
+                + 0.5 * mu * (Z_**2).sum(axis=1) - (g * Z_).sum(axis=1))
+
+    F = objective(Z)
+    active = np.arange(k)
+    diag = np.arange(d)
+
+    def rows_of(act: np.ndarray) -> tuple[np.ndarray, ...]:
+        rows = np.isin(local, act) if act.size < k else slice(None)
+        Xa, la = Xs[rows], np.searchsorted(act, local[rows])
+        ya, pa, ca = y[rows], _take(p, rows), c[rows]
+        t = np.einsum("rj,rj->r", Xa, Z[act][la])
+        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], _row_starts(la),
+                            axis=0)
+        return Xa, la, ya, pa, ca, t, G + mu[act, None] * Z[act] - g[act]
+
+    for _ in range(max_iter):
+        Xa, la, ya, pa, ca, t, G = rows_of(active)
+        if gtol is not None:  # converged nodes leave before their Hessian is formed
+            keep = np.abs(G).max(axis=1) > gtol
+            if not keep.all():
+                active = active[keep]
+                if active.size == 0:
+                    break
+                Xa, la, ya, pa, ca, t, G = rows_of(active)
+        sa = _row_starts(la)
+        H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
+        H[:, diag, diag] += mu[active, None]
+        if ridge:
+            tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
+            H[:, diag, diag] += ridge * tr[:, None]
+        step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
+        dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
+        za, Fa = Z[active], F[active]
+        tstep = np.ones(active.size)
+        for _ls in range(40):
+            trial = Z.copy()
+            trial[active] = za - tstep[:, None] * step
+            Ft = objective(trial)[active]
+            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa)))
+            if not bad.any():
+                break
+            tstep[bad] *= 0.5
+        ok = ~bad
+        Z[active[ok]] = za[ok] - tstep[ok, None] * step[ok]
+        F[active[ok]] = Ft[ok]
+        small = (np.abs(tstep[:, None] * step).max(axis=1)
+                 <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
+        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad
+        active = active[~small]
+        if active.size == 0:
+            break
+    return Z
+
+
+def smooth_gradients(batches: Sequence[LossBatch], l2: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``grad (L_i + kappa_i ||.||^2)(w_i)`` stacked, ``(n, d)``, over the batches of smooth
+    losses (rows of non-smooth batches and of ``l1`` terms are left out; the caller uses them
+    only where a gradient exists): the one assembly of the per-node gradients."""
+    G = 2.0 * np.asarray(l2, dtype=float)[:, None] * W
+    for b in batches:
+        if b.cls.base_smooth:
+            G += b.gradients(W)
+    return G
+
+
+# =====================================================================  dual-problem parts
+@dataclass
+class NodePart:
+    """One stacked group of split variables of the node conjugates (the dual problem (24)).
+
+    ``contrib`` is its ``(k, d)`` contribution to the node-balance rows, ``cost`` its convex
+    cost, ``constraints`` its domain, and ``evaluate()`` returns ``(contrib, cost_rows)`` in
+    numpy at the current variable values *projected into the domain* (so the cost is finite and
+    exact): the ``(k, d)`` contribution and the ``(k,)`` cost of each node row.
+    """
+
+    name: str
+    contrib: cp.Expression
+    cost: cp.Expression
+    constraints: list[cp.Constraint]
+    evaluate: Callable[[], tuple[np.ndarray, np.ndarray]]
+    #: ``absorb(R)`` moves the variable's value so that its contribution grows by as much of
+    #: the ``(k, d)`` residual ``R`` as it can while staying in its domain (None: cannot).
+    absorb: Callable[[np.ndarray], None] | None = None
+    #: ``magnitude()``: ``(contrib_mag (k, d), cost_mag (k,))``, bounds of the sums of the
+    #: absolute summands of the numpy contribution and cost at the current value, for the
+    #: rounding bound of sums that may cancel (None: the absolute values themselves suffice).
+    magnitude: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
+
+
+def scatter_rows(row_of: np.ndarray, idx: np.ndarray, k: int) -> sp.csr_matrix:
+    """Sparse ``(k, len(idx))`` matrix adding item ``j`` into row ``row_of[idx[j]]``."""
+    return sp.csr_matrix((np.ones(len(idx)), (row_of[idx], np.arange(len(idx)))),
+                         shape=(k, len(idx)))
+
+
+@dataclass
+class ConjugateGroup:
+    """Nodes of one batch whose conjugates ``h_i*(s_i)`` the certificate evaluates in numpy.
+
+    ``evaluate(S, W0, wloc, rnd)`` (rows of the group's nodes: demands, candidate weights,
+    local radii, rounding bounds of ``S``) returns ``(values, rho, rounding, magnitudes,
+    wloc, converged)``: upper bounds of ``h_i*(s_i - rho_i)``, the residuals ``|rho_i|`` and a
+    bound of their rounding, the sums of the absolute summands, the updated local radii and
+    the nodes where the bound was obtained.  ``exact``: every node converges (closed forms);
+    otherwise the nodes that did not fall back to the certificate's CVXPY path.
+    """
+
+    nodes: np.ndarray
+    exact: bool
+    evaluate: Callable[..., tuple[np.ndarray, ...]]
+
+
 # =====================================================================  stacked batches
 class LossBatch:
     """All library losses of one class, stacked for vectorized evaluation and compilation.
 
-    For data-fit losses the node samples are stacked into a sparse block matrix ``X_blk`` of
-    shape ``(M, n*d)`` acting on the C-ordered flat parameter vector, with row weights
-    ``c_r = 1/m_i`` and ``row_node[r] = i``.  :class:`QuadraticLoss` nodes stack their centres
-    ``a_i``.  ``nodes`` are the positions of the nodes in the batch.
+    ``LossBatch(cls, nodes, losses, n, d)`` builds the batch class the loss class names
+    (:attr:`Loss.batch_class`); ``nodes`` are the positions of the nodes in the batch.  The
+    hooks below are what the engines call (the exact problem, the dual, the certificate,
+    Algorithm 1's prox and theory); a batch overrides those its losses support and inherits the
+    neutral answers (no expression, zero values, no growth, no exact prox, no numpy conjugate)
+    otherwise.
     """
 
-    def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Sequence[Loss], n: int, d: int):
+    def __new__(klass, cls: type[Loss] | None = None, *args: Any, **kwargs: Any) -> LossBatch:
+        if klass is LossBatch:
+            target = getattr(cls, "batch_class", None)
+            if target is None:
+                raise UnsupportedError(f"{getattr(cls, '__name__', cls)!s} has no vectorized "
+                                       "batch (symbolic losses are compiled node by node)")
+            return super().__new__(target)
+        return super().__new__(klass)
+
+    def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Sequence[Loss], n: int,
+                 d: int):
         self.cls = cls
         self.nodes = np.asarray(nodes, dtype=np.int64)
         self.losses = list(losses)
         self.n, self.d = n, d
-        if issubclass(cls, DataFitLoss):
-            ms = np.array([ls.m for ls in losses], dtype=np.int64)
-            self.row_node = np.repeat(self.nodes, ms)
-            Xs = np.vstack([ls.X for ls in losses])
-            M = Xs.shape[0]
-            rows = np.repeat(np.arange(M), d)
-            cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
-            self.X_blk = sp.csr_matrix((Xs.ravel(), (rows, cols)), shape=(M, n * d))
-            self.y = np.concatenate([ls.y for ls in losses])
-            self.c = np.repeat(1.0 / ms, ms)
-            params = [ls._row_param() for ls in losses]
-            self.p = None if params[0] is None else np.concatenate(params)
-        elif cls is QuadraticLoss:
-            self.a = np.vstack([ls.a for ls in losses])
+        self.l1 = np.array([ls.l1 for ls in self.losses], dtype=float)
+        self.l2 = np.array([ls.l2 for ls in self.losses], dtype=float)
 
     @property
-    def is_datafit(self) -> bool:
-        return issubclass(self.cls, DataFitLoss)
+    def kind(self) -> str:
+        """The loss class's short name."""
+        return self.cls.kind
 
+    @property
+    def has_data(self) -> bool:
+        """Whether the losses carry data (:attr:`Loss.has_data`)."""
+        return self.cls.has_data
+
+    # ------------------------------------------------------------ the primal (16)
     def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
-        """The batch's summed (unregularized) loss as one CVXPY expression."""
-        if self.is_datafit:
-            return _rows_sum_cvx(self.cls, self.X_blk @ w_flat, self.y, self.c, self.p)
-        if self.cls is QuadraticLoss:
-            return cp.sum_squares(W[self.nodes, :] - self.a)
-        return None  # ZeroLoss
+        """The batch's summed (unregularized) loss as one CVXPY expression (None: zero)."""
+        return None
 
     def values(self, W: np.ndarray) -> np.ndarray:
         """Per-node (unregularized) loss values, an ``(n,)`` array (0 outside the batch)."""
-        out = np.zeros(self.n)
-        if self.is_datafit:
-            t = self.X_blk @ W.ravel()
-            out += np.bincount(self.row_node, self.c * self.cls._ell(t, self.y, self.p),
-                               minlength=self.n)
-        elif self.cls is QuadraticLoss:
-            out[self.nodes] = ((W[self.nodes] - self.a) ** 2).sum(axis=1)
-        return out
+        return np.zeros(self.n)
 
     def gradients(self, W: np.ndarray) -> np.ndarray:
         """Stacked (unregularized) gradients, an ``(n, d)`` array (0 outside the batch)."""
-        if self.is_datafit:
-            t = self.X_blk @ W.ravel()
-            g = self.X_blk.T @ (self.c * self.cls._ell_d1(t, self.y, self.p))
-            return g.reshape(self.n, self.d)
-        out = np.zeros((self.n, self.d))
-        if self.cls is QuadraticLoss:
-            out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
-        return out
+        return np.zeros((self.n, self.d))
 
+    def hessian_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Global bounds ``H_lo <= hess L_i <= H_hi`` of the (unregularized) losses, ``(k, d,
+        d)`` each in batch order (Theorem 2's ``alpha``/``beta``)."""
+        if not self.cls.base_smooth:
+            raise UnsupportedError(f"{self.cls.__name__} is not smooth: it has no Hessian bound")
+        lo, hi = zip(*(ls._base_hessian_bounds(self.d) for ls in self.losses), strict=True)
+        return np.stack(lo), np.stack(hi)
+
+    def max_rows(self) -> int:
+        """The largest number of samples of a node (rounding bounds of sums over samples)."""
+        return 0
+
+    # ------------------------------------------------------------ certified radii
     def growth_pieces(self, level: np.ndarray) -> dict[str, np.ndarray] | None:
-        """For data-fit losses whose rows grow: per node of the batch, ``b`` with
-        ``||X_i w - y_i||_2 <= b_i`` on ``{L_i <= level_i}`` (:meth:`DataFitLoss.
-        _residual_norm_bound`; ``inf`` for rows that flatten out), ``ynorm = ||y_i||_2``,
-        ``gram = X_i^T X_i`` (``(k, d, d)``) and its eigenvalues ``eig`` (ascending), each
-        lowered by a bound of the rounding made in forming and decomposing it.  None for other
-        batches.  ``level`` is an ``(n,)`` array over all nodes."""
-        if not self.is_datafit:
-            return None
-        lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
-        data = self._prox_data()
-        local, starts = data["local"], data["starts"]
-        ms = np.bincount(local, minlength=self.nodes.size)
-        if self.p is None:
-            pmin, psq = np.ones(ms.size), np.zeros(ms.size)
-        else:
-            pmin, psq = np.minimum.reduceat(self.p, starts), np.bincount(local, self.p**2)
-        cached = self.__dict__.get("_gram_pieces")
-        if cached is None:
-            gram = _grouped_gram(data["Xs"], np.ones(len(local)), starts)
-            eig = np.linalg.eigvalsh(gram)
-            err = 16.0 * (self.d + ms) * _EPS * np.abs(eig).max(axis=1)
-            cached = (gram, eig - err[:, None],
-                      np.sqrt(np.bincount(local, self.y**2, minlength=ms.size)))
-            self.__dict__["_gram_pieces"] = cached
-        gram, eig, ynorm = cached
-        return {"b": self.cls._residual_norm_bound(ms * lv, pmin, psq), "ynorm": ynorm,
-                "gram": gram, "eig": eig}
+        """Residual-growth facts on the sublevel sets (data-fit losses); None otherwise."""
+        return None
 
     def level_halfspaces(self, level: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The half-spaces ``g_j^T w_i <= h_j`` that hold on ``{L_i <= level_i}`` (from
-        :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
-        ``m_i level_i``), as ``(node positions, G (J, d), h (J,))``; None if there are none."""
-        if not self.is_datafit:
-            return None
-        mins = self.cls._linear_minorants(self.y, self.p)
-        if not mins:
-            return None
-        Xs = self._prox_data()["Xs"]
-        ms = np.bincount(self.row_node, minlength=self.n)
-        cap = (ms * np.maximum(np.asarray(level, dtype=float), 0.0))[self.row_node]
-        G = np.vstack([a[:, None] * Xs for a, _ in mins])
-        h = np.concatenate([cap - b for _, b in mins])
-        return np.tile(self.row_node, len(mins)), G, h
+        """Half-spaces holding on ``{L_i <= level_i}``; None if there are none."""
+        return None
 
     def sublevel_radii(self, level: np.ndarray) -> np.ndarray:
-        """Bounds ``r_i >= ||w||_inf`` on the sublevel sets ``{w : L_i(w) <= level_i}`` of the
-        batch's (unregularized) losses, a ``(k,)`` array in batch order; ``inf`` where the loss
-        is not coercive.  ``level`` is an ``(n,)`` array over all nodes.
+        """Bounds ``r_i >= ||w||_inf`` on ``{L_i <= level_i}`` in batch order (``inf``: the
+        loss is not coercive)."""
+        return np.full(self.nodes.size, np.inf)
 
-        Quadratic ``||w - a||^2``: ``||a||_inf + sqrt(level)``.  Data-fit losses
-        (:meth:`growth_pieces`): ``||w||_2 <= (||y||_2 + b) / sqrt(e_min(X^T X))`` since
-        ``||X w||_2 <= ||y||_2 + b``; a numerically singular ``X^T X`` gives ``inf``.  Used for
-        the certified radii of :mod:`gtvmodel.certificate`.
-        """
-        if self.cls is QuadraticLoss:
-            lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
-            return (np.abs(self.a).max(axis=1) + np.sqrt(lv)) * (1.0 + 1e-12)
-        g = self.growth_pieces(level)
-        if g is None:
-            return np.full(self.nodes.size, np.inf)
-        emin = g["eig"][:, 0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(emin > 0, (g["ynorm"] + g["b"]) / np.sqrt(np.maximum(emin, 1e-300)),
-                         np.inf)
-        return np.where(np.isnan(r), np.inf, r) * (1.0 + 1e-12)
-
-    # ------------------------------------------------ node update PU (32), issue 5
+    # ------------------------------------------------------------ node update PU (32)
     def prox_supported(self) -> np.ndarray:
-        """Boolean mask of the batch's nodes whose prox :meth:`prox` computes exactly.
-
-        ``SquaredLoss`` (closed form (69)), ``LogisticLoss`` and ``HuberLoss`` (vectorized
-        Newton) need ``l1 = 0``; ``QuadraticLoss`` and ``ZeroLoss`` (isotropic closed form with
-        soft thresholding) accept both regularizers; other classes have no exact fast path.
-        """
+        """Boolean mask of the batch's nodes whose prox :meth:`prox` computes exactly
+        (:meth:`Loss.has_exact_prox`)."""
         ok = self.__dict__.get("_prox_ok")
         if ok is None:
-            l1 = np.array([ls.l1 for ls in self.losses])
-            if self.cls.kind in ("quadratic", "zero"):
-                ok = np.ones(len(self.losses), dtype=bool)
-            elif self.cls.kind in ("squared", "logistic", "huber"):
-                ok = l1 == 0
-            else:
-                ok = np.zeros(len(self.losses), dtype=bool)
+            ok = np.array([ls.has_exact_prox() for ls in self.losses], dtype=bool)
             self.__dict__["_prox_ok"] = ok
         return ok
 
-    def _prox_data(self) -> dict[str, Any]:
-        """Per-batch arrays for :meth:`prox` (cached): stacked rows, node offsets, regularizers,
-        and for the squared loss the eigen-decompositions ``Q_i = B_i diag(e_i) B_i^T`` with
-        ``Q_i = X_i^T X_i / m_i`` and ``q_i = X_i^T y_i / m_i`` of (69)."""
-        data = self.__dict__.get("_prox_cache")
-        if data is not None:
-            return data
-        data = {"l1": np.array([ls.l1 for ls in self.losses]),
-                "l2": np.array([ls.l2 for ls in self.losses])}
-        if self.is_datafit:
-            ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
-            Xs = np.vstack([ls.X for ls in self.losses])
-            data.update(Xs=Xs, starts=np.concatenate([[0], np.cumsum(ms)[:-1]]),
-                        local=np.repeat(np.arange(len(ms)), ms))
-            if self.cls.kind == "squared":
-                Q = _grouped_gram(Xs, self.c, data["starts"])
-                data["e"], data["B"] = np.linalg.eigh(Q)
-                data["q"] = np.add.reduceat(Xs * (self.c * self.y)[:, None], data["starts"],
-                                            axis=0)
-        self.__dict__["_prox_cache"] = data
-        return data
-
     def prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None = None) -> np.ndarray:
         """``prox_{tau_i h_i}(v_i)`` for every node of the batch, ``h_i = L_i + eta_i ||.||_1 +
-        kappa_i ||.||^2`` (the node update PU (32) without constraints).
-
-        ``V`` is ``(k, d)`` in batch order, ``tau`` ``(k,)`` positive, ``W0`` an optional start
-        for the Newton paths (e.g. the previous iterate).  Exact paths (machine precision):
-
-        * squared loss, (69) with the ``1/m`` (MATH.md erratum 2):
-          ``z = (I (1 + 2 tau kappa) + 2 tau Q)^{-1} (v + 2 tau q)`` through the cached
-          eigen-decomposition of ``Q`` (any ``tau`` without refactoring);
-        * logistic and Huber losses: damped Newton, vectorized over all nodes (Hessians from the
-          row formula ``_ell_d2``; generalized Hessian for Huber, finite termination);
-        * quadratic ``||w - a||^2`` and zero loss: ``soft((2 tau a + v) / s, tau eta / s)`` with
-          ``s = 1 + 2 tau (gamma + kappa)`` (``gamma = 1``, resp. ``0``).
+        kappa_i ||.||^2`` (the node update PU (32) without constraints); ``V`` is ``(k, d)`` in
+        batch order, ``tau`` ``(k,)`` positive, ``W0`` an optional start for Newton paths.
 
         Raises :class:`UnsupportedError` for nodes without an exact path
         (:meth:`prox_supported`).
@@ -1260,85 +1378,416 @@ class LossBatch:
             i = int(self.nodes[np.flatnonzero(~ok)[0]])
             raise UnsupportedError(f"node at position {i}: {self.losses[0]!r} has no exact "
                                    "vectorized prox (use the CVXPY path)")
-        V = np.asarray(V, dtype=float)
-        tau = np.asarray(tau, dtype=float)
-        data = self._prox_data()
-        kind = self.cls.kind
-        if kind in ("quadratic", "zero"):
-            s = 1.0 + 2.0 * tau * data["l2"]
-            if kind == "quadratic":
-                s = s + 2.0 * tau
-                V = V + 2.0 * tau[:, None] * self.a
-            return _soft(V / s[:, None], tau * data["l1"] / s)
-        if kind == "squared":
-            M, b = self._squared_operator(tau, data)
-            return np.einsum("kij,kj->ki", M, V + b)
-        return self._newton_prox(V, tau, data, W0)
+        return self._prox(np.asarray(V, dtype=float), np.asarray(tau, dtype=float), W0)
 
-    def _squared_operator(self, tau: np.ndarray, data: dict[str, Any]
-                          ) -> tuple[np.ndarray, np.ndarray]:
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
+        raise UnsupportedError(f"{self.cls.__name__} has no exact vectorized prox")
+
+    # ------------------------------------------------------------ conjugates (dual, certificate)
+    def dual_part(self, inset: np.ndarray, row_of: np.ndarray, k: int) -> NodePart | None:
+        """The stacked split variables of ``L_i*`` (unregularized) of the batch's nodes with
+        ``inset[i]``, row ``row_of[i]`` of a ``(k, d)`` node-balance block (None: no node)."""
+        raise UnsupportedError(f"{self.cls.__name__} has no dual-problem part")
+
+    def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
+        """The certificate's numpy path for the batch's nodes with ``free`` (no constraint):
+        None where the batch has none (the certificate's CVXPY problem of
+        :meth:`dual_part` then bounds them)."""
+        return None
+
+    def null_space_factors(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(e, V)`` with ``V diag(e) V^T`` proportional to each node's Gram matrix: its
+        numerically null directions are subspace conditions of ``dom L_i*`` (repair step 2);
+        None when the domain has none this way."""
+        return None
+
+
+class ZeroBatch(LossBatch):
+    """Zero losses (with regularizers): only the isotropic prox."""
+
+    def _prox(self, V, tau, W0):
+        s = 1.0 + 2.0 * tau * self.l2
+        return _soft(V / s[:, None], tau * self.l1 / s)
+
+
+class QuadraticBatch(LossBatch):
+    """Convex clustering losses ``||w_i - a_i||^2``, centres stacked as ``a`` (``(k, d)``)."""
+
+    def __init__(self, cls, nodes, losses, n, d):
+        super().__init__(cls, nodes, losses, n, d)
+        self.a = np.vstack([ls.a for ls in self.losses])
+
+    def expression(self, w_flat, W):
+        return cp.sum_squares(W[self.nodes, :] - self.a)
+
+    def values(self, W):
+        out = np.zeros(self.n)
+        out[self.nodes] = ((W[self.nodes] - self.a) ** 2).sum(axis=1)
+        return out
+
+    def gradients(self, W):
+        out = np.zeros((self.n, self.d))
+        out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
+        return out
+
+    def hessian_bounds(self):
+        H = np.broadcast_to(2.0 * np.eye(self.d), (self.nodes.size, self.d, self.d)).copy()
+        return H, H.copy()
+
+    def sublevel_radii(self, level):
+        """``||a||_inf + sqrt(level)`` on ``{||w - a||^2 <= level}``."""
+        lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
+        return (np.abs(self.a).max(axis=1) + np.sqrt(lv)) * (1.0 + 1e-12)
+
+    def _prox(self, V, tau, W0):
+        """``soft((2 tau a + v) / s, tau eta / s)`` with ``s = 1 + 2 tau (1 + kappa)``."""
+        s = 1.0 + 2.0 * tau * self.l2 + 2.0 * tau
+        return _soft((V + 2.0 * tau[:, None] * self.a) / s[:, None], tau * self.l1 / s)
+
+    def dual_part(self, inset, row_of, k):
+        sel = np.flatnonzero(inset[self.nodes])
+        if sel.size == 0:
+            return None
+        idx, a = self.nodes[sel], self.a[sel]
+        V = cp.Variable((len(idx), self.d), name="s_quad")
+        P = scatter_rows(row_of, idx, k)
+
+        def ev():
+            s = V.value
+            return P @ s, P @ ((s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
+
+        def mag():
+            s = V.value
+            return P @ np.abs(s), P @ (np.abs(s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
+
+        return NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev, None, mag)
+
+    def conjugate_group(self, free):
+        """Closed form :func:`quadratic_conjugate_rows` (any regularizers)."""
+        sel = np.flatnonzero(free)
+        a, l1, l2 = self.a[sel], self.l1[sel], self.l2[sel]
+
+        def evaluate(S, W0, wloc, rnd):
+            val, rho, mag = quadratic_conjugate_rows(a, l1, l2, S)
+            return val, rho, np.zeros_like(S), mag, wloc, np.ones(sel.size, dtype=bool)
+
+        return ConjugateGroup(self.nodes[sel], True, evaluate)
+
+
+class DataFitBatch(LossBatch):
+    """Data-fit losses ``(1/m_i) sum_r ell(x_r^T w_i, y_r)`` of one class, stacked once.
+
+    The node samples are stacked (``Xs``, ``(M, d)``, grouped by node; ``starts``/``local``
+    the groups) and into a sparse block matrix ``X_blk`` of shape ``(M, n*d)`` acting on the
+    C-ordered flat parameter vector, with row weights ``c_r = 1/m_i`` and ``row_node[r] = i``.
+    The Gram matrices ``X_i^T X_i`` and their eigen-decompositions are computed once
+    (:meth:`gram`, :meth:`gram_eigh`).
+    """
+
+    def __init__(self, cls, nodes, losses, n, d):
+        super().__init__(cls, nodes, losses, n, d)
+        self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
+        self.row_node = np.repeat(self.nodes, self.ms)
+        self.Xs = np.vstack([ls.X for ls in self.losses])
+        self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
+        self.local = np.repeat(np.arange(self.ms.size), self.ms)
+        M = self.Xs.shape[0]
+        rows = np.repeat(np.arange(M), d)
+        cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
+        self.X_blk = sp.csr_matrix((self.Xs.ravel(), (rows, cols)), shape=(M, n * d))
+        self.y = np.concatenate([ls.y for ls in self.losses])
+        self.c = np.repeat(1.0 / self.ms, self.ms)
+        params = [ls._row_param() for ls in self.losses]
+        self.p = None if params[0] is None else np.concatenate(params)
+
+    # --- computed once
+    def gram(self) -> np.ndarray:
+        """``X_i^T X_i`` per node, ``(k, d, d)`` (cached)."""
+        G = self.__dict__.get("_gram")
+        if G is None:
+            G = _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]), self.starts)
+            self.__dict__["_gram"] = G
+        return G
+
+    def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
+        eh = self.__dict__.get("_gram_eigh")
+        if eh is None:
+            eh = np.linalg.eigh(self.gram())
+            self.__dict__["_gram_eigh"] = eh
+        return eh
+
+    def max_rows(self):
+        return int(self.ms.max(initial=0))
+
+    # --- the primal
+    def expression(self, w_flat, W):
+        return _rows_sum_cvx(self.cls, self.X_blk @ w_flat, self.y, self.c, self.p)
+
+    def values(self, W):
+        t = self.X_blk @ W.ravel()
+        return np.bincount(self.row_node, self.c * self.cls._ell(t, self.y, self.p),
+                           minlength=self.n)
+
+    def gradients(self, W):
+        t = self.X_blk @ W.ravel()
+        g = self.X_blk.T @ (self.c * self.cls._ell_d1(t, self.y, self.p))
+        return g.reshape(self.n, self.d)
+
+    def hessian_bounds(self):
+        """``ell''_min Q_i <= hess L_i <= ell''_max Q_i`` with ``Q_i = X_i^T X_i / m_i``."""
+        if not self.cls.base_smooth:
+            raise UnsupportedError(f"{self.cls.__name__} is not smooth: it has no Hessian bound")
+        Q = self.gram() / self.ms[:, None, None]
+        return self.cls.ell_curvature_min * Q, self.cls.ell_curvature * Q
+
+    # --- certified radii
+    def growth_pieces(self, level):
+        """Per node of the batch, ``b`` with ``||X_i w - y_i||_2 <= b_i`` on ``{L_i <=
+        level_i}`` (:meth:`DataFitLoss._residual_norm_bound`; ``inf`` for rows that flatten
+        out), ``ynorm = ||y_i||_2``, ``gram = X_i^T X_i`` (``(k, d, d)``) and its eigenvalues
+        ``eig`` (ascending), each lowered by a bound of the rounding made in forming and
+        decomposing it.  ``level`` is an ``(n,)`` array over all nodes."""
+        lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
+        ms, local = self.ms, self.local
+        if self.p is None:
+            pmin, psq = np.ones(ms.size), np.zeros(ms.size)
+        else:
+            pmin, psq = np.minimum.reduceat(self.p, self.starts), np.bincount(local, self.p**2)
+        cached = self.__dict__.get("_gram_pieces")
+        if cached is None:
+            eig = self.gram_eigh()[0]
+            err = 16.0 * (self.d + ms) * _EPS * np.abs(eig).max(axis=1)
+            cached = (eig - err[:, None],
+                      np.sqrt(np.bincount(local, self.y**2, minlength=ms.size)))
+            self.__dict__["_gram_pieces"] = cached
+        eig, ynorm = cached
+        return {"b": self.cls._residual_norm_bound(ms * lv, pmin, psq), "ynorm": ynorm,
+                "gram": self.gram(), "eig": eig}
+
+    def level_halfspaces(self, level):
+        """From :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
+        ``m_i level_i``, as ``(node positions, G (J, d), h (J,))``."""
+        mins = self.cls._linear_minorants(self.y, self.p)
+        if not mins:
+            return None
+        ms = np.bincount(self.row_node, minlength=self.n)
+        cap = (ms * np.maximum(np.asarray(level, dtype=float), 0.0))[self.row_node]
+        G = np.vstack([a[:, None] * self.Xs for a, _ in mins])
+        h = np.concatenate([cap - b for _, b in mins])
+        return np.tile(self.row_node, len(mins)), G, h
+
+    def sublevel_radii(self, level):
+        """``||w||_2 <= (||y||_2 + b) / sqrt(e_min(X^T X))`` since ``||X w||_2 <= ||y||_2 + b``
+        (:meth:`growth_pieces`); a numerically singular ``X^T X`` gives ``inf``."""
+        g = self.growth_pieces(level)
+        emin = g["eig"][:, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(emin > 0, (g["ynorm"] + g["b"]) / np.sqrt(np.maximum(emin, 1e-300)),
+                         np.inf)
+        return np.where(np.isnan(r), np.inf, r) * (1.0 + 1e-12)
+
+    # --- node update PU (32)
+    def _prox(self, V, tau, W0):
+        """Damped Newton (:func:`newton_minimize`) on ``L_i(z) + kappa_i ||z||^2 + ||z -
+        v_i||^2 / (2 tau_i)``, vectorized over all nodes."""
+        mu = 2.0 * self.l2 + 1.0 / tau
+        Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
+        return newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu,
+                               V / tau[:, None], Z0, max_iter=60)
+
+    # --- conjugates
+    def dual_part(self, inset, row_of, k):
+        """Stacked row duals ``v``: ``s_i += X_i^T v_i / m_i`` with cost ``sum_r c_r
+        ell*(v_r)`` (MATH.md §3)."""
+        rows = np.flatnonzero(inset[self.row_node])
+        if rows.size == 0:
+            return None
+        return _datafit_part(self, rows, row_of, k)
+
+    def _rows_of(self, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the batch nodes ``sel`` (positions in the batch) and their local owner."""
+        local = np.full(self.ms.size, -1, dtype=np.int64)
+        local[sel] = np.arange(sel.size)
+        rows = np.flatnonzero(local[self.local] >= 0)
+        return rows, local[self.local[rows]]
+
+    def conjugate_group(self, free):
+        """Smooth rows without ``l1``: batched Newton (:func:`newton_conjugates`) from the
+        candidate weights; nodes where it does not converge fall back to the CVXPY path."""
+        if not self.cls.base_smooth:
+            return None
+        sel = np.flatnonzero(free & (self.l1 == 0))
+        if sel.size == 0:
+            return None
+        rows, rn = self._rows_of(sel)
+        grp = (self.cls, self.Xs[rows], self.y[rows], _take(self.p, rows), self.c[rows], rn,
+               self.l2[sel])
+
+        def evaluate(S, W0, wloc, rnd):
+            val, rho, r_rnd, vmag, wmax, conv = newton_conjugates(grp, S, W0)
+            wl = np.where(conv, np.maximum(wloc, np.abs(wmax).max(axis=1, initial=0.0)), wloc)
+            return val, rho, r_rnd, vmag, wl, conv
+
+        return ConjugateGroup(self.nodes[sel], False, evaluate)
+
+    def null_space_factors(self):
+        return self.gram_eigh()
+
+
+class SquaredBatch(DataFitBatch):
+    """Squared losses: the closed-form prox (69) and maximizers of the conjugate through the
+    cached eigen-decompositions ``Q_i = X_i^T X_i / m_i = B_i diag(e_i) B_i^T``."""
+
+    def squared_data(self) -> dict[str, np.ndarray]:
+        """``e``, ``B`` (of ``Q_i``) and ``q_i = X_i^T y_i / m_i`` (cached)."""
+        data = self.__dict__.get("_sq")
+        if data is None:
+            Q = self.gram() / self.ms[:, None, None]
+            e, B = np.linalg.eigh(Q)
+            q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
+            data = {"e": e, "B": B, "q": q}
+            self.__dict__["_sq"] = data
+        return data
+
+    def _prox(self, V, tau, W0):
+        """(69) with the ``1/m`` (MATH.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
+        Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q``."""
+        M, b = self._squared_operator(tau)
+        return np.einsum("kij,kj->ki", M, V + b)
+
+    def _squared_operator(self, tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(I (1 + 2 tau kappa) + 2 tau Q)^{-1} = B diag(1/(1 + 2 tau (kappa + e))) B^T`` and
-        ``2 tau q`` per node, from the cached eigen-decompositions; rebuilt only when ``tau``
-        changes (no refactorization: the eigenvectors do not depend on ``tau``)."""
-        cached = data.get("op")
+        ``2 tau q`` per node; rebuilt only when ``tau`` changes (no refactorization)."""
+        cached = self.__dict__.get("_op")
         if cached is not None and cached[0].shape == tau.shape and np.array_equal(cached[0], tau):
             return cached[1], cached[2]
+        data = self.squared_data()
         e, B = data["e"], data["B"]
-        den = 1.0 + 2.0 * tau[:, None] * (data["l2"][:, None] + e)
+        den = 1.0 + 2.0 * tau[:, None] * (self.l2[:, None] + e)
         M = np.matmul(B / den[:, None, :], B.transpose(0, 2, 1))
         b = 2.0 * tau[:, None] * data["q"]
-        data["op"] = (tau.copy(), M, b)
+        self.__dict__["_op"] = (tau.copy(), M, b)
         return M, b
 
-    def _newton_prox(self, V: np.ndarray, tau: np.ndarray, data: dict[str, Any],
-                     W0: np.ndarray | None, max_iter: int = 60) -> np.ndarray:
-        """Damped Newton on ``F_i(z) = L_i(z) + kappa_i ||z||^2 + ||z - v_i||^2 / (2 tau_i)``
-        for all nodes at once (strongly convex with modulus ``>= 1/tau_i``).  Armijo
-        backtracking per node; stops when every Newton step is below ``1e-15 (1 + ||z||)``."""
-        Xs, starts, local = data["Xs"], data["starts"], data["local"]
-        cls, y, c, p = self.cls, self.y, self.c, self.p
-        mu = 2.0 * data["l2"] + 1.0 / tau
-        k, d = V.shape
-        Z = V.copy() if W0 is None else np.array(W0, dtype=float)
+    def conjugate_group(self, free):
+        """Two valid splits (:func:`datafit_conjugate_split` at :func:`squared_maximizers`
+        from 0 and from the candidate's weights); per node the smaller bound is kept."""
+        sel = np.flatnonzero(free & (self.l1 == 0))
+        if sel.size == 0:
+            return None
+        rows, rn = self._rows_of(sel)
+        data = self.squared_data()
+        e, V, q = data["e"][sel], data["B"][sel], data["q"][sel]
+        kappa = self.l2[sel]
+        grp = (SquaredLoss, self.Xs[rows], self.y[rows], None, self.c[rows], rn, kappa)
 
-        def objective(Z_: np.ndarray) -> np.ndarray:
-            t = np.einsum("rj,rj->r", Xs, Z_[local])
-            f = np.add.reduceat(c * cls._ell(t, y, p), starts)
-            return (f + data["l2"] * (Z_**2).sum(axis=1)
-                    + ((Z_ - V) ** 2).sum(axis=1) / (2.0 * tau))
+        def evaluate(S, W0, wloc, rnd):
+            best = None
+            for base in (W0, None):
+                if best is not None and (best[1][1] <= rnd + best[1][2]).all():
+                    break  # rounding-level residuals already: the second cannot do better
+                Wm = squared_maximizers(e, V, q, kappa, S, base)
+                out = datafit_conjugate_split(*grp, S, Wm)
+                wl = np.maximum(wloc, np.abs(Wm).max(axis=1, initial=0.0))
+                # choose by the value plus a local-scale residual charge (both are valid)
+                total = out[0] + (wl[:, None] * (out[1] + out[2])).sum(axis=1)
+                if best is None:
+                    best = (total, out, wl)
+                else:
+                    pick = total < best[0]
+                    best = (np.where(pick, total, best[0]),
+                            tuple(np.where(pick.reshape((-1,) + (1,) * (a.ndim - 1)), a, b_)
+                                  for a, b_ in zip(out, best[1], strict=True)),
+                            np.where(pick, wl, best[2]))
+            val, rho, r_rnd, mag = best[1]
+            return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
 
-        F = objective(Z)
-        active = np.arange(k)
-        for _ in range(max_iter):
-            rows = np.isin(local, active) if active.size < k else slice(None)
-            Xa, la = Xs[rows], np.searchsorted(active, local[rows])
-            t = np.einsum("rj,rj->r", Xa, Z[active][la])
-            sa = np.concatenate([[0], np.flatnonzero(np.diff(la)) + 1]) if la.size else la
-            ca = c[rows]
-            G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, y[rows], _take(p, rows)))[:, None],
-                                sa, axis=0)
-            G += mu[active, None] * Z[active] - V[active] / tau[active, None]
-            H = _grouped_gram(Xa, ca * cls._ell_d2(t, y[rows], _take(p, rows)), sa)
-            H[:, np.arange(d), np.arange(d)] += mu[active, None]
-            step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
-            dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
-            za = Z[active]
-            tstep = np.ones(active.size)
-            Fa = F[active]
-            for _ls in range(40):
-                trial = Z.copy()
-                trial[active] = za - tstep[:, None] * step
-                Ft = objective(trial)[active]
-                bad = Ft > Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa))
-                if not bad.any():
-                    break
-                tstep[bad] *= 0.5
-            Z[active] = za - tstep[:, None] * step
-            F[active] = Ft
-            small = (np.abs(tstep[:, None] * step).max(axis=1)
-                     <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
-            small |= dec <= 1e-30 * (1.0 + np.abs(Fa))
-            active = active[~small]
-            if active.size == 0:
-                break
-        return Z
+        return ConjugateGroup(self.nodes[sel], True, evaluate)
+
+    def null_space_factors(self):
+        data = self.squared_data()
+        return data["e"], data["B"]
+
+
+def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
+                      ) -> tuple[np.ndarray, ...]:
+    """Conjugates of smooth data-fit nodes (no ``l1``/constraints) in numpy, all nodes at once.
+
+    :func:`newton_minimize` on ``-f``, ``f(w) = s^T w - L(w) - kappa ||w||^2``, from the
+    candidate weights, then the split read off the maximizer by
+    :func:`datafit_conjugate_split` (an exact evaluation at a feasible split, hence an upper
+    bound of ``h*(s)`` once the residual bound ``rho`` is charged).  Where ``s`` is outside the
+    domain the iteration diverges and ``rho`` stays large: the caller then uses the CVXPY path.
+    ``group`` is ``(cls, X, y, p, c, rn, kappa)``.  Returns ``(values, rho, rounding,
+    magnitudes, maximizers, converged)``."""
+    cls, X, y, p, c, rn, kappa = group
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # huge trial steps (singular Hessians, s outside the domain) are rejected by the line
+        # search or end as non-converged: no warnings for them
+        gtol = 1e-14 * max(1.0, float(np.abs(S).max(initial=0.0)))
+        w = newton_minimize(cls, X, y, p, c, rn, 2.0 * kappa, S, W0, max_iter=iters,
+                            ridge=1e-12, gtol=gtol)
+        val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w)
+        t = np.einsum("rj,rj->r", X, w[rn])
+        k = S.shape[0]
+        gres = np.abs(S - sum_rows_by(rn, (c * cls._ell_d1(t, y, p))[:, None] * X, k)
+                      - 2 * kappa[:, None] * w).max(axis=1)
+    converged = np.isfinite(val) & (gres <= 1e-10 * np.maximum(1.0, np.abs(S).max(axis=1)))
+    return val, rho, rnd, vmag, w, converged
+
+
+def _datafit_part(b: DataFitBatch, rows: np.ndarray, row_of: np.ndarray, k: int) -> NodePart:
+    """Stacked row duals ``v`` of one data-fit batch: ``s_i += X_i^T v_i / m_i``."""
+    d = b.d
+    Xr = b.X_blk[rows].tocoo()
+    node = Xr.col // d
+    col = row_of[node] * d + Xr.col % d
+    Bt = sp.csr_matrix((Xr.data, (col, Xr.row)), shape=(k * d, rows.size))  # (k d) x M'
+    c, y, prm, cls = b.c[rows], b.y[rows], _take(b.p, rows), b.cls
+    lo, hi = cls._ell_conj_bounds(y, prm)
+    lo = np.broadcast_to(np.asarray(lo, dtype=float), (rows.size,))
+    hi = np.broadcast_to(np.asarray(hi, dtype=float), (rows.size,))
+    v = cp.Variable(rows.size, name=f"v_{cls.kind}")
+    contrib = cp.reshape(Bt @ cp.multiply(c, v), (k, d), order="C")
+    cost = c @ cls._ell_conj_cvx(v, y, prm)
+    cons = bounds_constraints(v, lo, hi, rows.size)
+    owner = row_of[b.row_node[rows]]
+
+    def absorb(Rz):
+        """Least-squares row-dual change with ``X_i^T (c dv) = R_i`` on the rows strictly
+        inside their domain (rows at a bound, e.g. hinge rows away from the margin, would be
+        clipped back), kept in the domain."""
+        vv = np.clip(v.value, lo, hi)
+        width = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
+        # a solver's row dual within 1e-9 of a bound is that bound (e.g. hinge rows off the
+        # margin have v = 0 exactly): snap, then correct on the rows strictly inside
+        vv = np.where(vv <= lo + 1e-9 * width, lo, np.where(vv >= hi - 1e-9 * width, hi, vv))
+        free = np.flatnonzero((vv > lo) & (vv < hi))
+        if free.size == 0:
+            v.value = vv
+            return
+        A = (Bt[:, free] @ sp.diags(c[free])).tocsr()
+        dv = spla.lsqr(A, Rz.ravel(), atol=1e-16, btol=1e-16, iter_lim=500)[0]
+        vv[free] += dv
+        v.value = np.clip(vv, lo, hi)
+
+    def ev():
+        vv = np.clip(v.value, lo, hi)
+        rowcost = np.bincount(owner, c * cls.ell_conjugate(vv, y, prm), minlength=k)
+        return (Bt @ (c * vv)).reshape(k, d), rowcost
+
+    def mag():
+        vv = np.clip(v.value, lo, hi)
+        rowmag = c * cls.ell_conjugate_magnitude(vv, y, prm)
+        return ((abs(Bt) @ np.abs(c * vv)).reshape(k, d),
+                np.bincount(owner, rowmag, minlength=k))
+
+    return NodePart(cls.kind, contrib, cost, cons, ev, absorb, mag)
+
+
+# every library loss class names its batch (defined above, after the loss classes)
+DataFitLoss.batch_class = DataFitBatch
+SquaredLoss.batch_class = SquaredBatch
+QuadraticLoss.batch_class = QuadraticBatch
+ZeroLoss.batch_class = ZeroBatch

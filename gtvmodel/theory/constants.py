@@ -14,7 +14,6 @@ import numpy as np
 from .._validate import check_scalar
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
-from ..terms.losses import SymbolicLoss
 from .partition import Partition
 from .quotient import build_cluster_graph
 
@@ -62,7 +61,7 @@ def check_scope(model: ModelDeclaration) -> None:
             "||u_e||_* <= lambda A_e need a norm penalty (Norm2, Norm1, NormInf, NormP)")
     for i, node in enumerate(model.nodes):
         loss = model.loss_at(i)
-        if isinstance(loss, SymbolicLoss):
+        if loss.batch_class is None:  # an expression in the node's variable
             raise UnsupportedError(
                 f"node {node!r}: a symbolic loss has no gradient or curvature bounds; Theorem 2 "
                 "needs a smooth library loss (squared, logistic, Huber, quadratic, zero)")
@@ -122,10 +121,15 @@ def theorem2_constants(model: ModelDeclaration, part: Partition,
     """
     check_scope(model)
     n, d, k = model.num_nodes, model.dim, len(part.labels)
-    H_lo = np.empty((n, d, d))
-    H_hi = np.empty((n, d, d))
-    for i in range(n):
-        H_lo[i], H_hi[i] = model.loss_at(i).hessian_bounds(d)
+    # Hessian bounds of the batches (their cached Gram matrices) plus 2 kappa_i I; zero-loss
+    # nodes (in no batch) keep 2 kappa_i I
+    st = model.structure()
+    H_lo = np.broadcast_to(2.0 * st.l2[:, None, None] * np.eye(d), (n, d, d)).copy()
+    H_hi = H_lo.copy()
+    for b in st.batches:
+        lo, hi = b.hessian_bounds()
+        H_lo[b.nodes] += lo
+        H_hi[b.nodes] += hi
     S_lo = np.zeros((k, d, d))
     S_hi = np.zeros((k, d, d))
     np.add.at(S_lo, part.cid, H_lo)

@@ -15,7 +15,7 @@ import numpy as np
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
 from ..terms.constraints import SymbolicConstraint
-from ..terms.losses import Loss, LossBatch, QuadraticLoss, SquaredLoss, SymbolicLoss, ZeroLoss
+from ..terms.losses import Loss, LossBatch, SquaredLoss, ZeroLoss
 from .partition import Partition, normalize_partition
 
 __all__ = ["cluster_graph", "build_cluster_graph", "summed_loss"]
@@ -117,29 +117,29 @@ def summed_loss(model: ModelDeclaration, mem: np.ndarray, label: Hashable) -> Lo
     d = model.dim
     losses = [model.loss_at(i) for i in mem]
     for i, ls in zip(mem, losses, strict=True):
-        if isinstance(ls, SymbolicLoss):
+        if ls.batch_class is None:  # an expression in the node's variable
             raise UnsupportedError(
                 f"node {model.nodes[i]!r}: a symbolic loss is an expression in the node's own "
                 f"variable and cannot be moved to cluster {label!r}")
     l1 = float(sum(ls.l1 for ls in losses))
     l2 = float(sum(ls.l2 for ls in losses))
+    if all(not ls.has_data for ls in losses):
+        return ZeroLoss(l1=l1, l2=l2)
+    rows = [ls.squared_rows(d) for ls in losses if ls.has_data]
+    if all(r is not None for r in rows):  # sums of squares: one squared loss ||y - X w||^2 / M
+        M = sum(X.shape[0] for X, _, _ in rows)
+        Xs = [X * math.sqrt(M / m) for X, _, m in rows]
+        ys = [y * math.sqrt(M / m) for _, y, m in rows]
+        return SquaredLoss(np.vstack(Xs), np.concatenate(ys), l1=l1, l2=l2)
     by_cls: dict[type, list[Loss]] = {}
     for ls in losses:
-        if not isinstance(ls, ZeroLoss):
-            by_cls.setdefault(type(ls), []).append(ls)
-    if not by_cls:
-        return ZeroLoss(l1=l1, l2=l2)
-    if set(by_cls) <= {SquaredLoss, QuadraticLoss}:
-        sq, qd = by_cls.get(SquaredLoss, []), by_cls.get(QuadraticLoss, [])
-        M = sum(ls.m for ls in sq) + d * len(qd)
-        Xs = [ls.X * math.sqrt(M / ls.m) for ls in sq] + [math.sqrt(M) * np.eye(d)] * len(qd)
-        ys = [ls.y * math.sqrt(M / ls.m) for ls in sq] + [math.sqrt(M) * ls.a for ls in qd]
-        return SquaredLoss(np.vstack(Xs), np.concatenate(ys), l1=l1, l2=l2)
+        by_cls.setdefault(type(ls), []).append(ls)
 
     def summed(x: cp.Variable) -> cp.Expression:
         xr = cp.reshape(x, (1, d), order="C")
-        terms = [LossBatch(cls, np.zeros(len(ls), dtype=np.int64), ls, 1, d).expression(x, xr)
-                 for cls, ls in by_cls.items()]
+        terms = [e for cls, ls in by_cls.items()
+                 if (e := LossBatch(cls, np.zeros(len(ls), dtype=np.int64), ls, 1, d)
+                     .expression(x, xr)) is not None]
         if l1:
             terms.append(l1 * cp.norm1(x))
         if l2:
