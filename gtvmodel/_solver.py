@@ -15,7 +15,11 @@ import time
 import warnings
 from typing import Any
 
+import clarabel
 import cvxpy as cp
+import cvxpy.settings as cps
+import scipy.sparse as sp
+from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL, dims_to_solver_cones
 
 from .errors import SolverError
 
@@ -54,7 +58,10 @@ DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
 #: Clarabel's own defaults (gap 1e-8, feasibility 1e-8, k/tau 1e-6), which exponential-cone
 #: problems (logistic losses) sometimes need: their iterates stall near a relative gap of 1e-9.
 #: The level reached is recorded in ``Solution.info["tolerances"]``.  The fallback runs only
-#: when the caller passed none of these options.
+#: when the caller passed none of these options.  An attempt does not pay twice (issue 17):
+#: while Clarabel aims at one level, an iterate that already meets the next level ends the
+#: attempt as soon as further progress stalls (:class:`_RungClarabel`), so a problem that cannot
+#: reach the tighter level is answered at the next one by the same solver run.
 FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
     "CLARABEL": [
         {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-9, "tol_ktratio": 1e-8},
@@ -63,6 +70,69 @@ FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
+
+
+class _RungClarabel(CLARABEL):
+    """Clarabel aiming at one tolerance level, stopped early at an iterate that meets the next
+    (looser) level once progress towards the aimed level stalls: a residual grows so fast
+    that the next iterate would no longer meet the looser level.
+
+    The looser level is given as the solver option ``"accept"`` (a dict of ``tol_gap_abs``,
+    ``tol_gap_rel``, ``tol_feas``).  An iterate meets it as Clarabel's own ``Solved`` test
+    would: ``gap_abs < tol_gap_abs`` or ``gap_rel < tol_gap_rel``, both residuals
+    ``< tol_feas`` and ``ktratio <= 1``.  Such a stop is reported as ``optimal`` (at the looser
+    level) and ``stopped`` is set; a run that meets the aimed level ends as Clarabel's plain
+    ``Solved``.  One instance is shared (cvxpy caches the solving chain per solver object).
+    """
+
+    STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": cps.OPTIMAL}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped = False
+
+    def name(self) -> str:
+        return "GTVMODEL_CLARABEL_RUNG"
+
+    def solve_via_data(self, data: dict, warm_start: bool, verbose: bool, solver_opts: dict,
+                       solver_cache: dict | None = None) -> Any:
+        opts = dict(solver_opts)
+        accept = opts.pop("accept")
+        aim = {k: opts.get(k, getattr(clarabel.DefaultSettings(), k)) for k in accept}
+        P = data[cps.P] if cps.P in data else sp.csc_array((data[cps.C].size,) * 2)
+        solver = clarabel.DefaultSolver(sp.triu(P).tocsc(), data[cps.C], data[cps.A],
+                                        data[cps.B],
+                                        dims_to_solver_cones(data[CLARABEL.DIMS]),
+                                        self.parse_solver_opts(verbose, opts))
+        previous: list[Any] = []
+        self.stopped = False
+
+        def meets(info: Any, tol: dict[str, float]) -> bool:
+            return bool((info.gap_abs < tol["tol_gap_abs"] or info.gap_rel < tol["tol_gap_rel"])
+                        and info.res_primal < tol["tol_feas"]
+                        and info.res_dual < tol["tol_feas"] and info.ktratio <= 1.0)
+
+        def stalled_at_accept(info: Any) -> bool:
+            # the callback runs before Clarabel's own test: an iterate meeting the aimed
+            # level is left to end the run as "Solved"
+            if meets(info, aim):
+                return False
+            # stalled: at the rate a residual grew over the last iteration, the next iterate
+            # would leave the accepted level (seen on every problem that cannot reach 1e-13:
+            # the gap keeps shrinking while a residual grows 3-100x per iteration until
+            # Clarabel reports InsufficientProgress)
+            stall = bool(previous) and any(
+                r * max(r / max(r0, 1e-300), 1.0) >= accept["tol_feas"]
+                for r, r0 in ((info.res_primal, previous[0]), (info.res_dual, previous[1])))
+            previous[:] = [info.res_primal, info.res_dual]
+            self.stopped = bool(stall and meets(info, accept))
+            return self.stopped
+
+        solver.set_termination_callback(stalled_at_accept)
+        return solver.solve()
+
+
+_RUNG_CLARABEL = _RungClarabel()
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,9 +175,12 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     if record is None:
         record = {}
     for level in levels:
+        accept = {**options, **level}
         try:
             record["options"] = dict(options)
-            comp, solve_time = _attempt(problem, name, options, verbose, False, what)
+            comp, solve_time = _attempt(problem, name, options, verbose, False, what, accept)
+            if _RUNG_CLARABEL.stopped:
+                record["options"] = accept  # answered at the next level by the same run
             return name, comp + spent[0], solve_time + spent[1]
         except SolverError as exc:
             if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
@@ -129,8 +202,17 @@ def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
 
 
 def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: bool,
-             accept_inaccurate: bool, what: str) -> tuple[float, float]:
-    """One solve with the status policy of :func:`run_solver`."""
+             accept_inaccurate: bool, what: str,
+             accept: dict[str, Any] | None = None) -> tuple[float, float]:
+    """One solve with the status policy of :func:`run_solver`; with ``accept`` (Clarabel
+    only), an iterate meeting those looser tolerances ends the run once progress stalls
+    (:class:`_RungClarabel`)."""
+    _RUNG_CLARABEL.stopped = False
+    solver: Any = name
+    if accept is not None and name == "CLARABEL":
+        solver = _RUNG_CLARABEL
+        options = {**options, "accept": {k: accept[k] for k in
+                                         ("tol_gap_abs", "tol_gap_rel", "tol_feas")}}
     t0 = time.perf_counter()
     try:
         # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
@@ -138,7 +220,7 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
         with warnings.catch_warnings():
             # the status is checked below; CVXPY's generic warning would only add noise
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
+            problem.solve(solver=solver, verbose=verbose, warm_start=False, **options)
     except cp.error.SolverError as exc:
         raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
                           solver=name) from None
