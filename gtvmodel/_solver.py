@@ -85,14 +85,16 @@ class _RungClarabel(CLARABEL):
     the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None).  If an earlier
     iterate of the run met the next level and the stalled one does not, the run ends as a
     solver failure with ``retry`` 0: the ladder's next run, aiming at that level, follows the
-    same iterates (the tolerances only decide when to stop) and ends there.  One instance is
-    shared (cvxpy caches the solving chain per solver object).
+    same iterates (the tolerances only decide when to stop) and ends there.  After any run,
+    ``best`` is the index of the tightest looser level an iterate met (None if none).  One
+    instance is shared (cvxpy caches the solving chain per solver object).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.accepted: int | None = None
         self.retry: int | None = None
+        self.best: int | None = None
 
     def name(self) -> str:
         return "GTVMODEL_CLARABEL_RUNG"
@@ -110,7 +112,7 @@ class _RungClarabel(CLARABEL):
                                         self.parse_solver_opts(verbose, opts))
         previous: list[float] = []
         best = [len(levels) + 1]  # the tightest level any iterate met so far
-        self.accepted = self.retry = None
+        self.accepted = self.retry = self.best = None
 
         def meets(gap_abs: float, gap_rel: float, res: list[float], ktratio: float,
                   tol: dict[str, float]) -> bool:
@@ -159,7 +161,10 @@ class _RungClarabel(CLARABEL):
             return True
 
         solver.set_termination_callback(stop_here)
-        return solver.solve()
+        try:
+            return solver.solve()
+        finally:
+            self.best = best[0] - 1 if best[0] <= len(levels) else None
 
 
 _RUNG_CLARABEL = _RungClarabel()
@@ -221,7 +226,10 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
                 raise
             comp, solve_time = _stats_times(problem, 0.0)
             spent = [spent[0] + comp, spent[1] + solve_time]
-        retry = _RUNG_CLARABEL.retry
+        # a failed run that met a looser level at some iterate goes on at that level: the
+        # levels in between were met by none of its iterates, and runs aiming at them would
+        # follow the same iterates to the same failure (the tolerances only decide when to stop)
+        retry = _RUNG_CLARABEL.retry if _RUNG_CLARABEL.retry is not None else _RUNG_CLARABEL.best
         k += 1 + (retry if retry is not None else 0)
     options = cumulative[k]
     record["options"] = dict(options)
@@ -243,7 +251,7 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
     """One solve with the status policy of :func:`run_solver`; with ``looser`` levels
     (Clarabel only), an iterate meeting one of them ends the run once progress stalls
     (:class:`_RungClarabel`)."""
-    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.retry = None
+    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.retry = _RUNG_CLARABEL.best = None
     solver: Any = name
     if looser and name == "CLARABEL":
         solver = _RUNG_CLARABEL
