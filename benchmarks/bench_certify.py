@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import networkx as nx
 import numpy as np
 

@@ -19,6 +19,7 @@ import statistics
 import time
 import warnings
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import cvxpy as cp
 import numpy as np
 

@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import cvxpy as cp
 import networkx as nx
 import numpy as np

@@ -21,6 +21,7 @@ import resource
 import time
 import tracemalloc
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import cvxpy as cp
 import networkx as nx
 import numpy as np

@@ -15,6 +15,7 @@ import argparse
 import statistics
 import time
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import networkx as nx
 import numpy as np
 from networkx.algorithms import flow as nxflow

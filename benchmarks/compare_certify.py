@@ -44,6 +44,7 @@ import sys
 import time
 from pathlib import Path
 
+import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import numpy as np
 
 CASES = {

@@ -15,7 +15,11 @@ import time
 import warnings
 from typing import Any
 
+import clarabel
 import cvxpy as cp
+import cvxpy.settings as cps
+import scipy.sparse as sp
+from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL, dims_to_solver_cones
 
 from .errors import ParameterError, SolverError
 
@@ -54,7 +58,10 @@ DEFAULT_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
 #: Clarabel's own defaults (gap 1e-8, feasibility 1e-8, k/tau 1e-6), which exponential-cone
 #: problems (logistic losses) sometimes need: their iterates stall near a relative gap of 1e-9.
 #: The level reached is recorded in ``Solution.info["tolerances"]``.  The fallback runs only
-#: when the caller passed none of these options.
+#: when the caller passed none of these options.  An attempt does not pay twice (issue 17):
+#: while Clarabel aims at one level, an iterate that already meets a looser level ends the
+#: attempt as soon as further progress stalls (:class:`_RungClarabel`), so a problem that cannot
+#: reach the tighter level is answered at the looser one by the same solver run.
 FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
     "CLARABEL": [
         {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-9, "tol_ktratio": 1e-8},
@@ -63,6 +70,104 @@ FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
+
+
+class _RungClarabel(CLARABEL):
+    """Clarabel aiming at one tolerance level, stopped early at an iterate that meets the next
+    looser level when a residual grows so fast that the next iterate, extrapolated at the last
+    iteration's rates, would no longer meet it (progress towards the aimed level has stalled).
+
+    The looser levels are given, tightest first, as the solver option ``"accept"`` (a list of
+    dicts of ``tol_gap_abs``, ``tol_gap_rel``, ``tol_feas``).  An iterate meets a level as
+    Clarabel's own ``Solved`` test would: ``gap_abs < tol_gap_abs`` or
+    ``gap_rel < tol_gap_rel``, both residuals ``< tol_feas`` and ``ktratio <= 1``.  Such a stop
+    is reported as ``optimal`` and ``accepted`` is 0 (the index of the level met); a run that meets
+    the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None).  If an earlier
+    iterate of the run met the next level and the stalled one does not, the run ends as a
+    solver failure with ``retry`` 0: the ladder's next run, aiming at that level, follows the
+    same iterates (the tolerances only decide when to stop) and ends there.  After any run,
+    ``best`` is the index of the tightest looser level an iterate met (None if none).  One
+    instance is shared (cvxpy caches the solving chain per solver object).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.accepted: int | None = None
+        self.retry: int | None = None
+        self.best: int | None = None
+
+    def name(self) -> str:
+        return "GTVMODEL_CLARABEL_RUNG"
+
+    def solve_via_data(self, data: dict, warm_start: bool, verbose: bool, solver_opts: dict,
+                       solver_cache: dict | None = None) -> Any:
+        opts = dict(solver_opts)
+        levels = opts.pop("accept")
+        defaults = clarabel.DefaultSettings()
+        aim = {k: opts.get(k, getattr(defaults, k)) for k in levels[0]}
+        P = data[cps.P] if cps.P in data else sp.csc_array((data[cps.C].size,) * 2)
+        solver = clarabel.DefaultSolver(sp.triu(P).tocsc(), data[cps.C], data[cps.A],
+                                        data[cps.B],
+                                        dims_to_solver_cones(data[CLARABEL.DIMS]),
+                                        self.parse_solver_opts(verbose, opts))
+        previous: list[float] = []
+        best = [len(levels) + 1]  # the tightest level any iterate met so far
+        self.accepted = self.retry = self.best = None
+
+        def meets(gap_abs: float, gap_rel: float, res: list[float], ktratio: float,
+                  tol: dict[str, float]) -> bool:
+            return bool((gap_abs < tol["tol_gap_abs"] or gap_rel < tol["tol_gap_rel"])
+                        and max(res) < tol["tol_feas"] and ktratio <= 1.0)
+
+        def level_of(*args: Any) -> int | None:
+            """The tightest level met (0: the aimed one), or None."""
+            return next((k for k, tol in enumerate([aim, *levels]) if meets(*args, tol)), None)
+
+        def stop_here(info: Any) -> bool:
+            now = [info.gap_abs, info.gap_rel, info.res_primal, info.res_dual]
+            before, previous[:] = list(previous), now
+            met = level_of(now[0], now[1], now[2:], info.ktratio)
+            if met is not None:
+                best[0] = min(best[0], met)
+            # the aimed level is left to Clarabel's own test ("Solved"); no stall before a
+            # residual grows
+            if not before or met == 0 or max(now[2] / max(before[2], 1e-300),
+                                             now[3] / max(before[3], 1e-300)) <= 1.0:
+                return False
+            # stalled: the next iterate, extrapolated at the last iteration's rates (ratios of
+            # the gaps and of the residuals), would no longer meet this iterate's level (a
+            # residual growing only transiently, as happens a few iterations before the end,
+            # is let be).
+            # On the SBMs and grids that cannot reach 1e-13 the residuals grow 3-100x per
+            # iteration once the gap is below ~1e-11, until Clarabel reports
+            # InsufficientProgress a few iterations later.
+            nxt = [x * x / max(x0, 1e-300) for x, x0 in zip(now, before, strict=True)]
+            predicted = level_of(nxt[0], nxt[1], nxt[2:], info.ktratio)
+            if predicted is not None and (met is None or predicted <= met):
+                return False
+            if met == 1 == best[0]:
+                self.accepted = 0  # the next level, the best this run has seen: keep it
+            elif best[0] == 1:
+                # an earlier iterate met the next level, this one does not: the ladder's next
+                # run, aiming there, ends at that iterate; stopping now saves the iterations
+                # this run would spend until Clarabel gives up
+                self.retry = 0
+            else:
+                # only looser levels met so far: Clarabel goes on (the ladder's fresh runs,
+                # aiming lower, may still get there after a transient)
+                return False
+            self.STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": (
+                cps.OPTIMAL if self.accepted is not None else cps.SOLVER_ERROR)}
+            return True
+
+        solver.set_termination_callback(stop_here)
+        try:
+            return solver.solve()
+        finally:
+            self.best = best[0] - 1 if best[0] <= len(levels) else None
+
+
+_RUNG_CLARABEL = _RungClarabel()
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,17 +220,29 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     spent = [0.0, 0.0]
     if record is None:
         record = {}
+    cumulative = [dict(options)]  # the levels as the ladder applies them, tightest first
     for level in levels:
+        cumulative.append({**cumulative[-1], **level})
+    k = 0
+    while k < len(levels):
         try:
-            record["options"] = dict(options)
-            comp, solve_time = _attempt(problem, name, options, verbose, False, what)
+            record["options"] = dict(cumulative[k])
+            comp, solve_time = _attempt(problem, name, cumulative[k], verbose, False, what,
+                                        cumulative[k + 1:])
+            if _RUNG_CLARABEL.accepted is not None:  # answered at a looser level, same run
+                record["options"] = dict(cumulative[k + 1 + _RUNG_CLARABEL.accepted])
             return name, comp + spent[0], solve_time + spent[1]
         except SolverError as exc:
             if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
                 raise
             comp, solve_time = _stats_times(problem, 0.0)
             spent = [spent[0] + comp, spent[1] + solve_time]
-        options.update(level)
+        # a failed run that met a looser level at some iterate goes on at that level: the
+        # levels in between were met by none of its iterates, and runs aiming at them would
+        # follow the same iterates to the same failure (the tolerances only decide when to stop)
+        retry = _RUNG_CLARABEL.retry if _RUNG_CLARABEL.retry is not None else _RUNG_CLARABEL.best
+        k += 1 + (retry if retry is not None else 0)
+    options = cumulative[k]
     record["options"] = dict(options)
     comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
     return name, comp + spent[0], solve_time + spent[1]
@@ -140,8 +257,18 @@ def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
 
 
 def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: bool,
-             accept_inaccurate: bool, what: str) -> tuple[float, float]:
-    """One solve with the status policy of :func:`run_solver`."""
+             accept_inaccurate: bool, what: str,
+             looser: list[dict[str, Any]] | None = None) -> tuple[float, float]:
+    """One solve with the status policy of :func:`run_solver`; with ``looser`` levels
+    (Clarabel only), an iterate meeting one of them ends the run once progress stalls
+    (:class:`_RungClarabel`)."""
+    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.retry = _RUNG_CLARABEL.best = None
+    solver: Any = name
+    if looser and name == "CLARABEL":
+        solver = _RUNG_CLARABEL
+        options = {**options, "accept": [{k: level[k] for k in
+                                          ("tol_gap_abs", "tol_gap_rel", "tol_feas")}
+                                         for level in looser]}
     t0 = time.perf_counter()
     try:
         # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
@@ -149,7 +276,7 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
         with warnings.catch_warnings():
             # the status is checked below; CVXPY's generic warning would only add noise
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=name, verbose=verbose, warm_start=False, **options)
+            problem.solve(solver=solver, verbose=verbose, warm_start=False, **options)
     except cp.error.SolverError as exc:
         raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
                           solver=name) from None

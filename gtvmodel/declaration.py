@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._norms import norm_rows_upper
 from ._validate import check_int, check_rows, check_scalar
 from .errors import ConstraintError, DataError, LossError, PenaltyError, UnsupportedError
 from .graph import EmpiricalGraph
@@ -546,11 +547,35 @@ class ModelDeclaration:
         return float(self.loss_values(weights).sum() + self.penalty_value(weights))
 
     def constraint_violations(self, weights: Any) -> np.ndarray:
-        """Per-node largest violation of its constraints (0 where all hold), ``(n,)``."""
+        """Per-node largest violation of its constraints ``w_i in C_i`` of (16) (0 where all
+        hold, or where node ``i`` has none), ``(n,)``.
+
+        The same values as ``max(c.violation(w_i) for c in C_i)`` of each
+        :class:`~gtvmodel.constraints.Constraint`, computed from the stacked constraints of
+        :meth:`structure`: ``Box``: ``max_j max(lo_j - w_ij, w_ij - hi_j, 0)`` (``+inf`` where an
+        infinite bound meets an infinite weight); ``NonNeg``: ``max(-min_j w_ij, 0)``;
+        ``NormBall``: ``max(||w_i||_p - r_i, 0)`` with the proven upper bound of the norm
+        (:func:`~gtvmodel._norms.norm_rows_upper`); symbolic constraints (user CVXPY
+        expressions) are evaluated node by node.
+        """
         W = self.check_weights(weights)
+        st = self.structure()
         out = np.zeros(self.num_nodes)
-        for i, cons in self._constraints.items():
-            out[i] = max(c.violation(W[i]) for c in cons)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if st.box is not None:
+                pos, lo, hi = st.box
+                Wb = W[pos]
+                v = np.maximum(np.max(lo - Wb, axis=1, initial=0.0),
+                               np.max(Wb - hi, axis=1, initial=0.0))
+                np.maximum.at(out, pos, np.where(np.isnan(v), np.inf, v))
+            if st.nonneg.size:
+                v = np.maximum(-np.min(W[st.nonneg], axis=1, initial=0.0), 0.0)
+                np.maximum.at(out, st.nonneg, v)
+            for p, (pos, radii) in st.normball.items():
+                v = np.maximum(norm_rows_upper(W[pos], p) - radii, 0.0)
+                np.maximum.at(out, pos, v)
+        for i in st.symbolic_constraints:  # user CVXPY constraints: node by node (all of the
+            out[i] = max(c.violation(W[i]) for c in self._constraints[i])  # node's, no switch)
         return out
 
     def weights_by_node(self, weights: Any) -> dict[Hashable, np.ndarray]:

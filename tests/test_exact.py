@@ -466,3 +466,49 @@ def test_defaults_robust_on_1000_node_sbm(lam):
     assert abs(model.objective(sol.weights) - sol.objective) <= 1e-7 * abs(sol.objective)
     np.testing.assert_allclose(-model.empirical_graph.divergence(sol.flows),
                                model.loss_gradients(sol.weights), atol=1e-5)
+
+
+def _count_solves(monkeypatch) -> list[cp.Problem]:
+    """Record the problem of every ``cp.Problem.solve`` call."""
+    calls: list[cp.Problem] = []
+    solve = cp.Problem.solve
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", counted)
+    return calls
+
+
+def test_problem_reaching_the_first_level_is_solved_once(monkeypatch):
+    """Issue 17: a plain solve_exact of a problem that reaches DEFAULT_SOLVER_OPTIONS solves
+    the primal problem once (the certificate's own conic problems aside)."""
+    model, _ = build("squared", gm.Norm2(), 0.4)
+    calls = _count_solves(monkeypatch)
+    sol = model.solve_exact()
+    assert sum(p is model._cache["primal"].problem for p in calls) == 1
+    assert sol.info["tolerances"]["tol_gap_rel"] == DEFAULT_SOLVER_OPTIONS["CLARABEL"][
+        "tol_gap_rel"]
+    assert sol.info["certified"]
+
+
+def test_problem_missing_the_first_level_does_not_pay_twice(monkeypatch):
+    """Issue 17: a problem whose iterates stall before 1e-13 (this SBM: the primal residual
+    grows once the gap is below 1e-11) is answered at the first fallback level by the same
+    solver run, with the weights of a separate solve at that level."""
+    data = datasets.sbm(sizes=(50, 50), p_in=0.1, p_out=0.005, m=5,
+                        cluster_weights=[[1, 2, 3, 4, 5], [-1, 2, -3, 4, -5]], sigma=0.1,
+                        seed=1)
+    model = data.model(lam=0.1)
+    first = FALLBACK_SOLVER_OPTIONS["CLARABEL"][0]
+    with pytest.raises(gm.SolverError):  # the first level is out of reach
+        model.solve_exact(certify=False, **DEFAULT_SOLVER_OPTIONS["CLARABEL"])
+    calls = _count_solves(monkeypatch)
+    sol = model.solve_exact()
+    assert sum(p is model._cache["primal"].problem for p in calls) == 1
+    assert sol.status == "optimal" and sol.info["certified"]
+    assert sol.info["tolerances"].items() >= first.items()
+    assert abs(model.objective(sol.weights) - sol.objective) <= 1e-9 * abs(sol.objective)
+    single = model.solve_exact(certify=False, **first)
+    np.testing.assert_allclose(sol.weights, single.weights, atol=1e-8)

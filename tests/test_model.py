@@ -136,3 +136,38 @@ def test_datasets_sbm_model_and_mse():
     assert data.mse(data.true_weights) == 0.0
     sol = model.solve_exact()
     assert data.mse(sol.weights) < 1e-3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_constraint_violations_match_each_constraint(seed):
+    """The stacked per-node violations equal ``max(c.violation(w_i))`` over the node's
+    constraints: every constraint type, several on one node, infinite bounds, points inside
+    and outside."""
+    rng = np.random.default_rng(seed)
+    n, d = 40, 3
+    m = gm.GTVModel(nx.path_graph(n), d)
+    for i in range(n):
+        for _ in range(rng.integers(0, 4)):
+            kind = rng.integers(0, 5)
+            if kind == 0:
+                lo = rng.normal(size=d) - 1.0
+                hi = lo + rng.uniform(0.0, 2.0, size=d)
+                lo[rng.random(d) < 0.3] = -np.inf
+                hi[rng.random(d) < 0.3] = np.inf
+                m.add_constraint(i, gm.Box(lo, hi))
+            elif kind == 1:
+                m.add_constraint(i, gm.NonNeg())
+            elif kind == 2:
+                p = [1.0, 1.5, 2.0, 3.0, np.inf][rng.integers(0, 5)]
+                m.add_constraint(i, gm.NormBall(float(rng.uniform(0.1, 2.0)), p=p))
+            elif kind == 3:
+                m.add_constraint(i, m.var(i)[0] <= float(rng.normal()))
+            else:
+                m.add_constraint(i, lambda x: [cp.sum(x) >= -1.0, cp.norm(x, 2) <= 2.0])
+    assert m.structure().box is not None and m.structure().normball
+    for scale in (0.1, 1.0, 10.0):
+        W = scale * rng.normal(size=(n, d))
+        expected = np.array([max((c.violation(W[i]) for c in m.constraints(i)), default=0.0)
+                             for i in range(n)])
+        assert (expected > 0).any()
+        np.testing.assert_array_equal(m.constraint_violations(W), expected)
