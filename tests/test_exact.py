@@ -487,10 +487,10 @@ def test_problem_reaching_the_first_level_is_solved_once(monkeypatch):
     model, _ = build("squared", gm.Norm2(), 0.4)
     calls = _count_solves(monkeypatch)
     sol = model.solve_exact()
-    assert sum(p is model._cache["primal"].problem for p in calls) == 1
+    assert sum(p is model.cache.get("primal").problem for p in calls) == 1
     assert sol.info["tolerances"]["tol_gap_rel"] == DEFAULT_SOLVER_OPTIONS["CLARABEL"][
         "tol_gap_rel"]
-    assert sol.info["certified"]
+    assert sol.success
 
 
 def test_problem_missing_the_first_level_does_not_pay_twice(monkeypatch):
@@ -506,8 +506,8 @@ def test_problem_missing_the_first_level_does_not_pay_twice(monkeypatch):
         model.solve_exact(certify=False, **DEFAULT_SOLVER_OPTIONS["CLARABEL"])
     calls = _count_solves(monkeypatch)
     sol = model.solve_exact()
-    assert sum(p is model._cache["primal"].problem for p in calls) == 1
-    assert sol.status == "optimal" and sol.info["certified"]
+    assert sum(p is model.cache.get("primal").problem for p in calls) == 1
+    assert sol.status == "optimal" and sol.success
     assert sol.info["tolerances"].items() >= first.items()
     assert abs(model.objective(sol.weights) - sol.objective) <= 1e-9 * abs(sol.objective)
     single = model.solve_exact(certify=False, **first)
