@@ -13,6 +13,7 @@ requirement and the value; the exception class is the one each call site documen
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Collection
 from typing import Any
@@ -23,10 +24,20 @@ import numpy as np
 from .errors import ConstraintError, DataError, GTVError, LossError, ParameterError
 
 _BOUNDARIES = ("both", "left", "right", "neither")
+#: Types converted by ``float()`` exactly and without ABC checks (bool excluded).
+PLAIN_REALS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 
 
 def _prefix(where: str | None) -> str:
     return f"{where}: " if where else ""
+
+
+
+def _as_float(x: Any) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an integer beyond double precision: not finite
+        return math.inf if x > 0 else -math.inf
 
 
 def check_scalar(x: Any, name: str, *, target_type: type = float, min_val: float | None = None,
@@ -48,17 +59,20 @@ def check_scalar(x: Any, name: str, *, target_type: type = float, min_val: float
     pre = _prefix(where)
     if isinstance(x, np.ndarray) and x.ndim == 0:
         x = x[()]
-    if target_type is int:
+    v: Any
+    if target_type is not int and type(x) in PLAIN_REALS:  # the common case, no ABC checks
+        v = _as_float(x)
+    elif target_type is int:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
             raise error(f"{pre}{name} must be an integer, got {x!r}")
-        v: Any = int(x)
+        v = int(x)
     else:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
             raise error(f"{pre}{name} must be a real number, got {x!r}")
-        v = float(x)
+        v = _as_float(x)
     lo_in = include_boundaries in ("both", "left")
     hi_in = include_boundaries in ("both", "right")
-    ok = not (isinstance(v, float) and (np.isnan(v) or (finite and np.isinf(v))))
+    ok = not (isinstance(v, float) and (math.isnan(v) or (finite and math.isinf(v))))
     if min_val is not None:
         ok = ok and (v >= min_val if lo_in else v > min_val)
     if max_val is not None:

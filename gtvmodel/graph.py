@@ -20,10 +20,11 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from ._validate import check_scalar
+from ._validate import PLAIN_REALS, check_scalar
 from .errors import GraphError, UnknownNodeError
 
 __all__ = ["EmpiricalGraph"]
+
 
 
 class EmpiricalGraph:
@@ -59,17 +60,16 @@ class EmpiricalGraph:
         self._index = {v: i for i, v in enumerate(self.nodes)}
         n = len(self.nodes)
         m = graph.number_of_edges()
-        heads = np.empty(m, dtype=np.int64)
-        tails = np.empty(m, dtype=np.int64)
-        weights = np.empty(m, dtype=float)
-        for k, (a, b, data) in enumerate(graph.edges(data=True)):
-            ia, ib = self._index[a], self._index[b]
-            if ia == ib:
-                raise GraphError(f"self-loop at node {a!r}: w_i - w_i = 0 carries no information")
-            weights[k] = check_scalar(data.get("weight", 1.0), "weight A_e", min_val=0.0,
-                                      include_boundaries="neither", where=f"edge ({a!r}, {b!r})",
-                                      error=GraphError)
-            heads[k], tails[k] = min(ia, ib), max(ia, ib)
+        ends = list(graph.edges(data="weight", default=1.0))
+        index = self._index
+        ia = np.fromiter((index[a] for a, _, _ in ends), dtype=np.int64, count=m)
+        ib = np.fromiter((index[b] for _, b, _ in ends), dtype=np.int64, count=m)
+        loops = np.flatnonzero(ia == ib)
+        if loops.size:
+            raise GraphError(f"self-loop at node {ends[loops[0]][0]!r}: w_i - w_i = 0 carries "
+                             "no information")
+        weights = self._weights([w for _, _, w in ends], ends)
+        heads, tails = np.minimum(ia, ib), np.maximum(ia, ib)
         # Sort edges by (head, tail) for a deterministic, label-independent order.
         order = np.lexsort((tails, heads))
         self.edges = np.column_stack([heads[order], tails[order]])
@@ -79,6 +79,23 @@ class EmpiricalGraph:
         vals = np.tile([1.0, -1.0], m)
         self.incidence = sp.csr_matrix((vals, (rows, cols)), shape=(m, n))
         self.degrees = np.bincount(self.edges.ravel(), minlength=n).astype(np.int64)
+
+    @staticmethod
+    def _weights(raw: list[Any], ends: list[tuple[Any, Any, Any]]) -> np.ndarray:
+        """The edge weights ``A_e`` as a float array, each a real number, finite and ``> 0``
+        (checked for all edges at once; the first bad edge is named by :func:`check_scalar`)."""
+        if all(type(w) in PLAIN_REALS for w in raw):
+            with np.errstate(over="ignore"):
+                try:
+                    A = np.array(raw, dtype=float)
+                except OverflowError:  # a Python int beyond double precision
+                    A = np.full(len(raw), np.inf)
+            if A.size == 0 or (np.isfinite(A).all() and A.min() > 0):
+                return A
+        for a, b, w in ends:  # the error path only: name the first bad edge
+            check_scalar(w, "weight A_e", min_val=0.0, include_boundaries="neither",
+                         where=f"edge ({a!r}, {b!r})", error=GraphError)
+        return np.array(raw, dtype=float)  # other real types (Fraction, np.float16, ...)
 
     # ------------------------------------------------------------------ lookup
     @property

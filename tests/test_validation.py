@@ -348,3 +348,17 @@ def test_dataset_mse_rejects_unknown_nodes():
     assert data.mse(np.ones((4, 2))) == 0.0
     _raises(DataError, "nodes must be one of 'all', 'unlabelled'", data.mse, np.ones((4, 2)),
             "some")
+
+
+def test_edge_weights_checked_at_once_and_named_when_bad():
+    """The edge weights are validated as one array; a bad one (a Python int beyond double
+    precision, a bool, a string, NaN, a negative number) is named with its edge."""
+    G = nx.path_graph(3)
+    G[1][2]["weight"] = np.float32(2.0)
+    assert gm.GTVModel(G, 1).edge_weights.tolist() == [1.0, 2.0]
+    for bad, words in ((10**400, "finite and > 0"), (True, "a real number"),
+                       ("2", "a real number"), (float("nan"), "finite and > 0"),
+                       (-1.0, "finite and > 0")):
+        G[0][1]["weight"] = bad
+        with pytest.raises(gm.GraphError, match=r"edge \(0, 1\): weight A_e must be " + words):
+            gm.GTVModel(G, 1)
