@@ -50,6 +50,7 @@ __all__ = [
     "LossBatch",
     "ZeroBatch",
     "QuadraticBatch",
+    "SampleBatch",
     "DataFitBatch",
     "SquaredBatch",
     "NodePart",
@@ -1474,7 +1475,34 @@ class QuadraticBatch(LossBatch):
         return ConjugateGroup(self.nodes[sel], True, evaluate)
 
 
-class DataFitBatch(LossBatch):
+class SampleBatch(LossBatch):
+    """Losses that are means over their node's ``m_i`` samples, stacked once: samples ``Xs``
+    (``(M, p)``, grouped by node: node ``j`` of the batch owns rows ``starts[j]:starts[j] +
+    ms[j]``, ``row_node[r]`` is the model position of row ``r``), targets ``y`` and row weights
+    ``c_r = 1/m_i``; the Gram matrices ``X_i^T X_i`` are computed once (:meth:`gram`)."""
+
+    def __init__(self, cls, nodes, losses, n, d):
+        super().__init__(cls, nodes, losses, n, d)
+        self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
+        self.row_node = np.repeat(self.nodes, self.ms)
+        self.Xs = np.vstack([ls.X for ls in self.losses])
+        self.y = np.concatenate([ls.y for ls in self.losses])
+        self.c = np.repeat(1.0 / self.ms, self.ms)
+        self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
+
+    def max_rows(self):
+        return int(self.ms.max(initial=0))
+
+    def gram(self) -> np.ndarray:
+        """``X_i^T X_i`` per node, ``(k, p, p)`` (cached)."""
+        G = self.__dict__.get("_gram")
+        if G is None:
+            G = _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]), self.starts)
+            self.__dict__["_gram"] = G
+        return G
+
+
+class DataFitBatch(SampleBatch):
     """Data-fit losses ``(1/m_i) sum_r ell(x_r^T w_i, y_r)`` of one class, stacked once.
 
     The node samples are stacked (``Xs``, ``(M, d)``, grouped by node; ``starts``/``local``
@@ -1486,29 +1514,15 @@ class DataFitBatch(LossBatch):
 
     def __init__(self, cls, nodes, losses, n, d):
         super().__init__(cls, nodes, losses, n, d)
-        self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
-        self.row_node = np.repeat(self.nodes, self.ms)
-        self.Xs = np.vstack([ls.X for ls in self.losses])
-        self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
         self.local = np.repeat(np.arange(self.ms.size), self.ms)
         M = self.Xs.shape[0]
         rows = np.repeat(np.arange(M), d)
         cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
         self.X_blk = sp.csr_matrix((self.Xs.ravel(), (rows, cols)), shape=(M, n * d))
-        self.y = np.concatenate([ls.y for ls in self.losses])
-        self.c = np.repeat(1.0 / self.ms, self.ms)
         params = [ls._row_param() for ls in self.losses]
         self.p = None if params[0] is None else np.concatenate(params)
 
     # --- computed once
-    def gram(self) -> np.ndarray:
-        """``X_i^T X_i`` per node, ``(k, d, d)`` (cached)."""
-        G = self.__dict__.get("_gram")
-        if G is None:
-            G = _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]), self.starts)
-            self.__dict__["_gram"] = G
-        return G
-
     def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
         """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
         eh = self.__dict__.get("_gram_eigh")
@@ -1516,9 +1530,6 @@ class DataFitBatch(LossBatch):
             eh = np.linalg.eigh(self.gram())
             self.__dict__["_gram_eigh"] = eh
         return eh
-
-    def max_rows(self):
-        return int(self.ms.max(initial=0))
 
     # --- the primal
     def expression(self, w_flat, W):

@@ -34,7 +34,7 @@ from scipy.special import logsumexp, softmax, xlogy
 
 from .._validate import as_finite_array
 from ..errors import DataError, UnsupportedError
-from .losses import Loss, LossBatch, NodePart, _grouped_gram
+from .losses import Loss, NodePart, SampleBatch
 
 __all__ = ["SoftmaxLoss", "SoftmaxBatch"]
 
@@ -133,7 +133,7 @@ class SoftmaxLoss(Loss):
                 f"{self._reg_repr()})")
 
 
-class SoftmaxBatch(LossBatch):
+class SoftmaxBatch(SampleBatch):
     """Softmax losses of one batch, stacked once: samples ``Xs`` (``(M, p)``), labels, row
     weights ``c_r = 1/m_i``, the sparse score map ``X_k`` (``(M K, n d)``: ``t = X_k w`` is the
     C-ordered ``(M, K)`` score matrix) and the Gram matrices ``X_i^T X_i`` (cached)."""
@@ -147,12 +147,6 @@ class SoftmaxBatch(LossBatch):
                 f"node at position {int(self.nodes[other[0]])}: softmax losses with different "
                 f"class counts in one model ({self.losses[other[0]].n_classes} and {K}) are not "
                 "supported")
-        self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
-        self.row_node = np.repeat(self.nodes, self.ms)
-        self.Xs = np.vstack([ls.X for ls in self.losses])
-        self.y = np.concatenate([ls.y for ls in self.losses])
-        self.c = np.repeat(1.0 / self.ms, self.ms)
-        self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
         self.Y = _one_hot(self.y, K)
         M, p = self.Xs.shape
         # score (r, a) = sum_j X_rj w[node_r * d + j K + a]
@@ -163,17 +157,6 @@ class SoftmaxBatch(LossBatch):
 
     def _scores(self, W: np.ndarray) -> np.ndarray:
         return (self.X_k @ W.ravel()).reshape(-1, self.K)
-
-    def gram(self) -> np.ndarray:
-        """``X_i^T X_i`` per node, ``(k, p, p)`` (cached)."""
-        G = self.__dict__.get("_gram")
-        if G is None:
-            G = _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]), self.starts)
-            self.__dict__["_gram"] = G
-        return G
-
-    def max_rows(self):
-        return int(self.ms.max(initial=0))
 
     def expression(self, w_flat, W):
         T = cp.reshape(self.X_k @ w_flat, (self.Xs.shape[0], self.K), order="C")
