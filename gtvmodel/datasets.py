@@ -49,10 +49,12 @@ class NetworkedData:
 
     @property
     def nodes(self) -> list[Hashable]:
+        """The node labels in model order (``list(graph.nodes)``)."""
         return list(self.graph.nodes)
 
     @property
     def dim(self) -> int:
+        """``d``, the dimension of every ``w_i``."""
         return int(self.true_weights.shape[1])
 
     @property

@@ -103,6 +103,7 @@ class ModelStructure:
 
     @property
     def num_nodes(self) -> int:
+        """``n``, the number of nodes the structure was built for."""
         return int(self.l1.shape[0])
 
 
@@ -159,6 +160,7 @@ class ModelCache:
         self.builds += 1
 
     def clear(self) -> None:
+        """Drop every artefact (the declaration changed; :attr:`builds` keeps counting)."""
         self._slots.clear()
 
 
@@ -296,10 +298,12 @@ class ModelDeclaration:
 
     @property
     def num_nodes(self) -> int:
+        """``n = |V|``, the number of nodes of the empirical graph."""
         return self._eg.num_nodes
 
     @property
     def num_edges(self) -> int:
+        """``|E|``, the number of edges (rows of the incidence matrix ``D``)."""
         return self._eg.num_edges
 
     def index(self, node: Hashable) -> int:

@@ -117,7 +117,20 @@ class Constraint:
 
 
 class Box(Constraint):
-    """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed."""
+    """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed.
+
+    Support function (the conjugate of ``iota_C`` in the dual (24), MATH.md §3):
+    ``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> box = gm.Box(-1.0, 1.0)
+    >>> box.project([2.0, -0.5])  # P_C(w): clipping
+    array([ 1. , -0.5])
+    >>> box.support([1.0, -2.0]), box.violation(np.array([2.0, -0.5]))
+    (3.0, 1.0)
+    """
 
     kind = "box"
     spec_arrays = {"lo": ("d",), "hi": ("d",)}
@@ -278,7 +291,19 @@ class Box(Constraint):
 
 
 class NonNeg(ParameterFree, Constraint):
-    """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``)."""
+    """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``).
+
+    Support function ``sigma_C(s) = iota{s <= 0}`` (MATH.md §3).
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> c = gm.NonNeg()
+    >>> c.project([2.0, -0.5]), c.violation(np.array([2.0, -0.5]))
+    (array([2., 0.]), 0.5)
+    >>> c.support([-1.0, -2.0]), c.support([1.0, 0.0])
+    (0.0, inf)
+    """
 
     kind = "nonneg"
 
@@ -326,7 +351,20 @@ class NonNeg(ParameterFree, Constraint):
 
 
 class NormBall(Constraint):
-    """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``."""
+    """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> ball = gm.NormBall(1.0)  # p = 2
+    >>> ball.project([3.0, 4.0])
+    array([0.6, 0.8])
+    >>> round(ball.support([3.0, 4.0]), 4), round(ball.violation(np.array([3.0, 4.0])), 4)
+    (5.0, 4.0)
+    >>> l1 = gm.NormBall(2.0, p=1)
+    >>> np.round(l1.project([3.0, 4.0]), 4), round(l1.support([3.0, 4.0]), 4)  # 2 ||s||_inf
+    (array([0.5, 1.5]), 8.0)
+    """
 
     kind = "normball"
 
@@ -425,7 +463,20 @@ class NormBall(Constraint):
 
 
 class SymbolicConstraint(Constraint):
-    """A DCP CVXPY constraint on one node's variable."""
+    """A DCP CVXPY constraint on one node's variable.
+
+    Created by :meth:`gtvmodel.GTVModel.add_constraint`; it has no closed-form projection or
+    support function (the dual and the certificate conjugate it through CVXPY's conic form,
+    :mod:`gtvmodel.solve.conic`).
+
+    Examples
+    --------
+    >>> import cvxpy as cp, numpy as np, gtvmodel as gm
+    >>> w = cp.Variable(2)
+    >>> c = gm.SymbolicConstraint(w[0] + w[1] <= 1, w)
+    >>> c.violation(np.array([1.0, 1.0])), c.violation(np.array([0.0, 0.5]))
+    (1.0, 0.0)
+    """
 
     kind = "symbolic"
 

@@ -480,6 +480,21 @@ class SquaredLoss(DataFitLoss):
     sample form (:func:`datafit_conjugate_split` at the maximizer of
     :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
     finite term and under-estimate the conjugate (MATH.md §8).
+
+    Examples
+    --------
+    ``L(w)``, ``grad L(w)``, the conjugate ``L*(s)`` (MATH.md §3) and the node update PU (32)
+    ``prox_{tau L}(v)`` at small arrays:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.SquaredLoss(X, [1.0, 2.0, 3.0])
+    >>> round(loss.value([0.0, 0.0]), 4), np.round(loss.gradient([0.0, 0.0]), 4)
+    (4.6667, array([-2.6667, -4.6667]))
+    >>> round(loss.conjugate([0.0, 0.0]), 4)  # -min_w L(w)
+    -0.1481
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([0.641 , 0.7949])
     """
 
     kind = "squared"
@@ -554,6 +569,20 @@ class LogisticLoss(DataFitLoss):
 
     Its Hessian is ``X^T diag(s(1-s)) X / m <= X^T X / (4m)``; it has no global strong convexity
     (add ``l2=`` for one).
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.LogisticLoss(X, [1.0, -1.0, 1.0])
+    >>> round(loss.value([0.0, 0.0]), 4)  # log 2
+    0.6931
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)  # (1/m) sum_r h*(m y_r mu_r) at X^T mu = s
+    -0.4632
+    >>> loss.conjugate([1.0, 1.0])  # outside the domain
+    inf
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.1567, -0.0744])
     """
 
     kind = "logistic"
@@ -602,6 +631,18 @@ class HingeLoss(DataFitLoss):
     """Hinge loss ``(1/m) sum_r max(0, 1 - y_r x_r^T w)``, labels ``y_r in {-1, +1}``.
 
     Not differentiable: no gradient or smoothness constant.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.HingeLoss(X, [1.0, -1.0, 1.0])
+    >>> loss.value([0.0, 0.0]), loss.smooth
+    (1.0, False)
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)  # sum_r y_r mu_r on m y_r mu_r in [-1, 0]
+    -0.2
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.3333, -0.1667])
     """
 
     kind = "hinge"
@@ -635,7 +676,22 @@ class HingeLoss(DataFitLoss):
 
 
 class AbsoluteLoss(DataFitLoss):
-    """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth)."""
+    """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth).
+
+    Conjugate (MATH.md §3): ``L*(s) = min { sum_r mu_r y_r : X^T mu = s, |mu_r| <= 1/m }``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.AbsoluteLoss(X, [1.0, -1.0, 1.0])
+    >>> loss.value([0.0, 0.0])
+    1.0
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)
+    -0.3167
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.3333, -0.1667])
+    """
 
     kind = "absolute"
     base_smooth = False
@@ -673,6 +729,18 @@ class AbsoluteLoss(DataFitLoss):
 class HuberLoss(DataFitLoss):
     """Huber loss ``(1/m) sum_r huber(x_r^T w - y_r, M)`` with CVXPY's ``huber``:
     ``r^2`` for ``|r| <= M``, ``2 M |r| - M^2`` beyond.  Smooth with ``ell'' <= 2``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.HuberLoss(X, [1.0, 2.0, 3.0], M=1.0)
+    >>> loss.value([0.0, 0.0])  # (1 + 3 + 5) / 3: two residuals beyond M
+    3.0
+    >>> round(loss.conjugate([0.0, 0.0]), 4)  # the squared loss's: min_w L(w) has |r| <= M
+    -0.1481
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([0.5   , 0.7143])
     """
 
     kind = "huber"
@@ -745,7 +813,22 @@ class HuberLoss(DataFitLoss):
 
 # =====================================================================  other losses
 class ZeroLoss(Loss):
-    """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it)."""
+    """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it).
+
+    Its conjugate is ``iota{s = 0}``; with ``l2 = kappa`` it is ``||s||^2 / (4 kappa)``
+    (MATH.md §3).
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> gm.ZeroLoss().conjugate([1.0, 0.0]), gm.ZeroLoss().conjugate([0.0, 0.0])
+    (inf, 0.0)
+    >>> loss = gm.ZeroLoss(l2=1.0)
+    >>> loss.value([1.0, 2.0]), loss.conjugate([2.0, 0.0])
+    (5.0, 1.0)
+    >>> loss.prox([1.0, 2.0], 0.5)  # v / (1 + 2 tau kappa)
+    array([0.5, 1. ])
+    """
 
     kind = "zero"
     exact_prox = True
@@ -790,7 +873,21 @@ class ZeroLoss(Loss):
 
 
 class QuadraticLoss(Loss):
-    """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``)."""
+    """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``).
+
+    Conjugate ``L*(s) = s^T a + ||s||^2 / 4`` (MATH.md §3); prox ``(v + 2 tau a) / (1 + 2 tau)``.
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> loss = gm.QuadraticLoss([1.0, -1.0])
+    >>> loss.value([0.0, 0.0]), loss.conjugate([2.0, 0.0])
+    (2.0, 3.0)
+    >>> loss.prox([0.0, 0.0], 0.5)
+    array([ 0.5, -0.5])
+    >>> loss.smoothness, loss.strong_convexity  # beta_i and alpha of Theorem 2
+    (2.0, 2.0)
+    """
 
     kind = "quadratic"
     spec_arrays = {"a": ("d",)}
@@ -853,7 +950,19 @@ class SymbolicLoss(Loss):
     """A user-written scalar convex DCP expression in one node's variable.
 
     Created by :meth:`gtvmodel.GTVModel.set_loss`; ``variable`` is the node's ``cp.Variable``.
-    Numeric evaluation assigns ``variable.value`` and reads the expression's value.
+    Numeric evaluation assigns ``variable.value`` and reads the expression's value.  Its
+    conjugate has no formula: the dual and the certificate derive it from CVXPY's conic form
+    (:mod:`gtvmodel.solve.conic`, MATH.md §3).
+
+    Examples
+    --------
+    >>> import cvxpy as cp, numpy as np, gtvmodel as gm
+    >>> w = cp.Variable(2)
+    >>> loss = gm.SymbolicLoss(cp.sum_squares(w - np.array([1.0, -1.0])), w)
+    >>> loss.value([0.0, 0.0]), loss.dim
+    (2.0, 2)
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)  # one CVXPY solve
+    array([ 0.5, -0.5])
     """
 
     kind = "symbolic"

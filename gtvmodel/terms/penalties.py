@@ -256,21 +256,72 @@ class _NormPenalty(ParameterFree, Penalty):
 
 
 class Norm2(_NormPenalty):
-    """``phi(v) = ||v||_2``: network Lasso; capacities ``||u_e||_2 <= lambda A_e``."""
+    """``phi(v) = ||v||_2``: network Lasso; capacities ``||u_e||_2 <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.Norm2()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([5. , 0.5]), array([5. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of the capacity ||u_e||_2 <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # v min(1, lambda A_e / ||v||_2)
+    array([[ 1.2, -1.6],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norm2"
     p = 2.0
 
 
 class Norm1(_NormPenalty):
-    """``phi(v) = ||v||_1``: anisotropic TV; capacities ``||u_e||_inf <= lambda A_e``."""
+    """``phi(v) = ||v||_1``: anisotropic TV; capacities ``||u_e||_inf <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.Norm1()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([7. , 0.5]), array([4. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_inf <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # clip each entry to [-2, 2]
+    array([[ 2. , -2. ],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norm1"
     p = 1.0
 
 
 class NormInf(_NormPenalty):
-    """``phi(v) = ||v||_inf``; capacities ``||u_e||_1 <= lambda A_e``."""
+    """``phi(v) = ||v||_inf``; capacities ``||u_e||_1 <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.NormInf()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([4. , 0.5]), array([7. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_1 <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # projection onto the l1 ball of radius 2
+    array([[ 0.5, -1.5],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norminf"
     p = np.inf
@@ -293,7 +344,26 @@ def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
 
 
 class NormP(_NormPenalty):
-    """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``."""
+    """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.NormP(3)
+    >>> phi.q  # the dual exponent, 1/p + 1/q = 1
+    1.5
+    >>> np.round(phi.rows_value(V), 4), np.round(phi.dual_norm(V), 4)
+    (array([4.4979, 0.5   ]), array([5.5843, 0.5   ]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_q <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # projection onto the l_q ball of radius 2
+    array([[ 0.9851, -1.5074],
+           [ 0.5   ,  0.    ]])
+    """
 
     kind = "normp"
 
@@ -343,6 +413,20 @@ class SquaredNorm2(ParameterFree, Penalty):
     """``phi(v) = 1/2 ||v||_2^2`` (MOCHA).
 
     Scaled conjugate: ``lambda A phi*(u/(lambda A)) = ||u||^2 / (2 lambda A)``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.SquaredNorm2()
+    >>> phi.rows_value(V), phi.conjugate_rows(V, 2.0)  # ||u_e||^2 / (2 lambda A_e)
+    (array([12.5  ,  0.125]), array([6.25  , 0.0625]))
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # v / (1 + sigma / (lambda A_e))
+    array([[ 2.4, -3.2],
+           [ 0.4,  0. ]])
     """
 
     kind = "squarednorm2"
@@ -395,6 +479,22 @@ class QuadForm(Penalty):
     """``phi(v) = 1/2 v^T Q v`` with ``Q`` symmetric positive definite.
 
     The CVXPY form uses the Cholesky factor ``Q = L L^T``: ``v^T Q v = ||L^T v||^2``.
+    Scaled conjugate ``u^T Q^{-1} u / (2 lambda A)``; DU (33) is
+    ``(I + (sigma / (lambda A)) Q^{-1})^{-1} v`` (MATH.md §3).
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.QuadForm(np.diag([2.0, 1.0]))
+    >>> phi.rows_value(V), np.round(phi.conjugate_rows(V, 2.0), 4)
+    (array([17.  ,  0.25]), array([5.125 , 0.0312]))
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)
+    array([[ 2.6667, -3.2   ],
+           [ 0.4444,  0.    ]])
     """
 
     kind = "quadform"

@@ -60,6 +60,20 @@ class SoftmaxLoss(Loss):
         ``K >= 2``; the parameter dimension is ``d = p K`` (``w`` is ``W`` flattened in C order).
     l1, l2 : float
         Optional regularizers ``eta ||w||_1`` and ``kappa ||w||^2``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> loss = gm.SoftmaxLoss(X, [0, 1, 2], n_classes=3)
+    >>> loss.dim, round(loss.value(np.zeros(6)), 4)  # d = p K; L(0) = log K
+    (6, 1.0986)
+    >>> np.round(loss.gradient(np.zeros(6)).reshape(2, 3), 4)  # (1/m) X^T (softmax - Y)
+    array([[-0.1111,  0.2222, -0.1111],
+           [ 0.2222, -0.1111, -0.1111]])
+    >>> np.round(loss.prox(np.zeros(6), 1.0).reshape(2, 3), 4)  # PU (32), one CVXPY solve
+    array([[ 0.109 , -0.1924,  0.0833],
+           [-0.1924,  0.109 ,  0.0833]])
     """
 
     kind = "softmax"
