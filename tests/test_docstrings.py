@@ -1,10 +1,11 @@
 """Every public name of the package has a docstring (issue 9, deliverable 7).
 
 Imports every module of ``gtvmodel``, walks each module's ``__all__`` and, for the classes listed
-there, their public methods, class/static methods and properties, and fails naming every one
-without a docstring.  A dataclass's generated signature docstring (``Name(field: type, ...)``)
-does not count.  A method that overrides a documented method of a base class and has no
-docstring of its own inherits the base's (as :func:`inspect.getdoc` and pydoc do).
+there (and their bases defined in the package), their public methods, class/static methods and
+properties, and fails naming every one without a docstring.  A dataclass's generated signature
+docstring (``Name(field: type, ...)``) does not count.  A method that overrides a documented
+method of a base class and has no docstring of its own inherits the base's (as
+:func:`inspect.getdoc` and pydoc do).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def _inherited_doc(cls: type, name: str) -> str | None:
 def _undocumented() -> list[str]:
     missing: list[str] = []
     seen: set[int] = set()
+    seen_classes: set[int] = set()
     for modname in _modules():
         module = importlib.import_module(modname)
         if not _has_doc(module.__doc__):
@@ -90,11 +92,18 @@ def _undocumented() -> list[str]:
             qual = f"{obj.__module__}.{obj.__qualname__}"
             if not _has_doc(_class_doc(obj) if inspect.isclass(obj) else obj.__doc__):
                 missing.append(qual)
-            if not inspect.isclass(obj) or not obj.__module__.startswith("gtvmodel"):
+            if not inspect.isclass(obj):
                 continue
-            for name, func in _members(obj):
-                if not (_has_doc(getattr(func, "__doc__", None)) or _inherited_doc(obj, name)):
-                    missing.append(f"{qual}.{name}")
+            # the class and its bases in the package (a private base such as a norm penalty's
+            # shared implementation lends public methods to the public classes)
+            for cls in obj.__mro__:
+                if not cls.__module__.startswith("gtvmodel") or id(cls) in seen_classes:
+                    continue
+                seen_classes.add(id(cls))
+                for name, func in _members(cls):
+                    if not (_has_doc(getattr(func, "__doc__", None))
+                            or _inherited_doc(cls, name)):
+                        missing.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
     return [m for m in missing if m not in KNOWN_MISSING]
 
 

@@ -178,6 +178,7 @@ class _NormPenalty(ParameterFree, Penalty):
         return dual_exponent(self.p)
 
     def rows_expression(self, Z):
+        """``(||Z_e||_p)_e``, one vectorized CVXPY ``norm`` atom along the rows."""
         return cp.norm(Z, self.p, axis=1)
 
     def rows_value(self, V):
@@ -191,6 +192,7 @@ class _NormPenalty(ParameterFree, Penalty):
         return norm_rows(np.atleast_2d(np.asarray(U, dtype=float)), self.q)
 
     def dual_norm_expression(self, U):
+        """``(||U_e||_q)_e`` (``1/p + 1/q = 1``) as one vectorized CVXPY atom."""
         return cp.norm(U, self.q, axis=1)
 
     def conjugate_rows(self, U, lamA):
@@ -216,6 +218,8 @@ class _NormPenalty(ParameterFree, Penalty):
         return [self.dual_norm_expression(U) <= radii]
 
     def conjugate_expression(self, U, lamA):
+        """The capacities (27) as CVXPY constraints: ``sum_e lambda A_e phi*(u_e / (lambda A_e))``
+        is ``0`` subject to ``||u_e||_q <= lambda A_e`` (``lamA`` the ``lambda A_e``)."""
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return cp.Constant(0.0), self.dual_ball_constraints(U, c)
 
@@ -327,6 +331,7 @@ class NormInf(_NormPenalty):
     p = np.inf
 
     def rows_expression(self, Z):
+        """``(||Z_e||_inf)_e`` as one vectorized CVXPY atom."""
         return cp.norm(Z, "inf", axis=1)
 
 
@@ -372,6 +377,8 @@ class NormP(_NormPenalty):
                               error=PenaltyError)
 
     def rows_expression(self, Z):
+        """``(||Z_e||_p)_e``: one vectorized atom for ``p`` in ``{1, 2, inf}``, else one ``pnorm``
+        per row (evaluation and small problems; compilers use :meth:`rows_epigraph`)."""
         if np.isinf(self.p):
             return cp.norm(Z, "inf", axis=1)
         if self.p in (1.0, 2.0):
@@ -379,6 +386,8 @@ class NormP(_NormPenalty):
         return _rows_pnorm(Z, self.p)
 
     def dual_norm_expression(self, U):
+        """``(||U_e||_q)_e``: one vectorized atom for ``q`` in ``{1, 2, inf}``, else one ``pnorm``
+        per row (compilers use :meth:`dual_ball_constraints`)."""
         q = self.q
         if np.isinf(q):
             return cp.norm(U, "inf", axis=1)
@@ -387,9 +396,13 @@ class NormP(_NormPenalty):
         return _rows_pnorm(U, q)
 
     def rows_epigraph(self, Z):
+        """``(T, constraints)`` with ``T_e >= ||Z_e||_p``: a row-wise atom for ``p`` in
+        ``{1, 2, inf}``, else one family of power cones (:func:`gtvmodel._cvx.norm_rows_epigraph`)."""
         return norm_rows_epigraph(Z, self.p)
 
     def dual_ball_constraints(self, U, radii):
+        """The capacities ``||U_e||_q <= radii_e`` (27): a row-wise atom for ``q`` in
+        ``{1, 2, inf}``, else one family of power cones (:func:`gtvmodel._cvx.norm_rows_le`)."""
         return norm_rows_le(U, radii, self.q)
 
     def to_spec(self) -> TermSpec:
@@ -432,9 +445,11 @@ class SquaredNorm2(ParameterFree, Penalty):
     kind = "squarednorm2"
 
     def rows_expression(self, Z):
+        """``(1/2 ||Z_e||_2^2)_e`` as a CVXPY expression."""
         return 0.5 * cp.sum(cp.square(Z), axis=1)
 
     def rows_value(self, V):
+        """``(1/2 ||V_e||_2^2)_e`` in numpy."""
         V = np.atleast_2d(V)
         return 0.5 * (V**2).sum(axis=1)
 
@@ -444,12 +459,18 @@ class SquaredNorm2(ParameterFree, Penalty):
         return _quad_conj_rows(U, lamA)
 
     def conjugate_expression(self, U, lamA):
+        """CVXPY form of ``sum_e ||u_e||^2 / (2 lambda A_e)`` (rows with ``lambda A_e = 0``: the
+        constraint ``u_e = 0``)."""
         return _quad_conj_expression(U, lamA)
 
     def conjugate_regime(self, lam):
+        """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
+        to zero instead."""
         return lam > 0
 
     def conjugate_parametric(self, U, weights, lam):
+        """``(1/lambda) sum_e ||u_e||^2 / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
+        ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(U, weights, lam)
 
     def sublevel_radius(self, slack, lamA):
@@ -518,13 +539,16 @@ class QuadForm(Penalty):
         self.Q = Q
 
     def check_dim(self, d: int) -> None:
+        """Raise :class:`PenaltyError` unless ``Q`` is ``(d, d)``."""
         if self.Q.shape[0] != d:
             raise PenaltyError(f"QuadForm: Q has shape {self.Q.shape} but the model has d = {d}")
 
     def rows_expression(self, Z):
+        """``(1/2 ||L^T Z_e||^2)_e = (1/2 Z_e^T Q Z_e)_e``, ``Q = L L^T`` (Cholesky)."""
         return 0.5 * cp.sum(cp.square(Z @ self.chol), axis=1)
 
     def rows_value(self, V):
+        """``(1/2 V_e^T Q V_e)_e`` in numpy."""
         V = np.atleast_2d(V)
         return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
 
@@ -542,12 +566,18 @@ class QuadForm(Penalty):
         return _quad_conj_rows(self._whiten(U), lamA)
 
     def conjugate_expression(self, U, lamA):
+        """CVXPY form of ``sum_e u_e^T Q^{-1} u_e / (2 lambda A_e)`` through the whitened rows
+        ``L^{-1} u_e`` (rows with ``lambda A_e = 0``: ``u_e = 0``)."""
         return _quad_conj_expression(self._whiten(U), lamA)
 
     def conjugate_regime(self, lam):
+        """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
+        to zero instead."""
         return lam > 0
 
     def conjugate_parametric(self, U, weights, lam):
+        """``(1/lambda) sum_e u_e^T Q^{-1} u_e / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
+        ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(self._whiten(U), weights, lam)
 
     def flow_scale(self, d, w_scale):
