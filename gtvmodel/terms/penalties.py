@@ -397,7 +397,8 @@ class NormP(_NormPenalty):
 
     def rows_epigraph(self, Z):
         """``(T, constraints)`` with ``T_e >= ||Z_e||_p``: a row-wise atom for ``p`` in
-        ``{1, 2, inf}``, else one family of power cones (:func:`gtvmodel._cvx.norm_rows_epigraph`)."""
+        ``{1, 2, inf}``, else one family of power cones
+        (:func:`gtvmodel._cvx.norm_rows_epigraph`)."""
         return norm_rows_epigraph(Z, self.p)
 
     def dual_ball_constraints(self, U, radii):
