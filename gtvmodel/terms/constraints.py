@@ -156,6 +156,7 @@ class Box(Constraint):
 
     @property
     def dim(self) -> int | None:
+        """``d`` when a bound is a ``(d,)`` vector, None for scalar bounds (any ``d``)."""
         for a in (self.lo, self.hi):
             if a.ndim == 1:
                 return int(a.shape[0])
@@ -173,9 +174,11 @@ class Box(Constraint):
                        np.vstack([b[1] for b in bounds]))
 
     def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(lo, hi)`` broadcast to ``(d,)``: a box is its own coordinate bounds."""
         return self.bounds(d)
 
     def constraints(self, x):
+        """``x >= lo`` and ``x <= hi`` on the coordinates with finite bounds."""
         d = x.shape[-1]
         lo, hi = self.bounds(d)
         out = []
@@ -213,6 +216,7 @@ class Box(Constraint):
         return (G, h) if h.size else None
 
     def project(self, w):
+        """``P_C(w)``: entrywise clipping to ``[lo, hi]`` (rows of a stack alike)."""
         w = np.asarray(w, dtype=float)
         lo, hi = self.bounds(w.shape[-1])
         return Box.project_rows(w, lo, hi)
@@ -223,12 +227,16 @@ class Box(Constraint):
         return np.minimum(np.maximum(W, lo), hi)
 
     def support(self, s):
+        """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (MATH.md §3), ``+inf`` where an infinite
+        bound meets a coefficient of the wrong sign; one value per row of a ``(k, d)`` stack."""
         s = np.asarray(s, dtype=float)
         lo, hi = self.bounds(s.shape[-1])
         out = Box.support_rows(np.atleast_2d(s), lo, hi)
         return float(out[0]) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """CVXPY form of ``sum_k sigma_C(s_k)``: ``sum max(s_j lo_j, s_j hi_j)`` over the finite
+        bounds, with sign constraints on ``s_j`` where a bound is infinite."""
         lo, hi = self.bounds(s.shape[-1])
         return Box.support_rows_expression(s, lo, hi)
 
@@ -313,9 +321,11 @@ class NonNeg(ParameterFree, Constraint):
         return "nonneg", positions
 
     def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(0, +inf)`` in every coordinate."""
         return np.zeros(d), np.full(d, np.inf)
 
     def constraints(self, x):
+        """``x >= 0``."""
         return [x >= 0]
 
     def violation(self, w):
@@ -330,6 +340,7 @@ class NonNeg(ParameterFree, Constraint):
         return -np.eye(d), np.zeros(d)
 
     def project(self, w):
+        """``P_C(w) = max(w, 0)`` entrywise."""
         return NonNeg.project_rows(np.asarray(w, dtype=float))
 
     @staticmethod
@@ -344,6 +355,7 @@ class NonNeg(ParameterFree, Constraint):
         return float(out) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """``sigma_C(s) = 0`` subject to ``s <= 0`` (the cone's polar)."""
         return cp.Constant(0.0), [s <= 0]
 
     def __repr__(self) -> str:
@@ -374,6 +386,7 @@ class NormBall(Constraint):
                               error=DataError)
 
     def stack_key(self) -> Hashable:
+        """``(NormBall, p)``: balls of one exponent are stacked together."""
         return (NormBall, self.p)
 
     @classmethod
@@ -382,9 +395,12 @@ class NormBall(Constraint):
         return "normball", {items[0].p: (positions, np.array([c.radius for c in items]))}
 
     def ball(self) -> tuple[float, float] | None:
+        """``(p, radius)``."""
         return self.p, self.radius
 
     def constraints(self, x):
+        """``||x||_p <= radius`` (row-wise for a ``(k, d)`` stack; power cones for ``p`` other
+        than 1, 2, inf, :func:`gtvmodel._cvx.norm_rows_le`)."""
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
         return norm_rows_le(x, radii, self.p)
 
@@ -405,6 +421,8 @@ class NormBall(Constraint):
         return float(self.radius)
 
     def project(self, w):
+        """``P_C(w)``: the Euclidean projection onto ``{||w||_p <= radius}``
+        (:meth:`project_rows`)."""
         w = np.asarray(w, dtype=float)
         W = np.atleast_2d(w)
         out = NormBall.project_rows(W, np.full(W.shape[0], self.radius), self.p)
@@ -435,6 +453,7 @@ class NormBall(Constraint):
         return float(out[0]) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """CVXPY form of ``sum_k radius ||s_k||_q`` (``q`` dual to ``p``)."""
         return NormBall.support_rows_expression(s, self.radius, self.p)
 
     @staticmethod
@@ -498,6 +517,7 @@ class SymbolicConstraint(Constraint):
 
     @property
     def dim(self) -> int:
+        """``d``, the size of the node's variable."""
         return int(self.variable.size)
 
     @classmethod
@@ -506,6 +526,8 @@ class SymbolicConstraint(Constraint):
         return "symbolic_constraints", sorted(set(positions.tolist()))
 
     def constraints(self, x):
+        """The user's constraint itself; only in its own node's variable (:class:`ConstraintError`
+        for another ``x``)."""
         if x is not self.variable:
             raise ConstraintError(
                 f"node {self.node!r}: a symbolic constraint is stated in its node's variable "
