@@ -350,6 +350,7 @@ class DataFitLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the number of features (columns of ``X``)."""
         return int(self.X.shape[1])
 
     def _row_param(self) -> np.ndarray | None:
@@ -503,6 +504,7 @@ class SquaredLoss(DataFitLoss):
     exact_prox = True
 
     def squared_rows(self, d):
+        """``(X, y, m)``: the loss is ``||y - X w||^2 / m`` itself."""
         return self.X, self.y, self.m
 
     def eig(self) -> tuple[np.ndarray, np.ndarray]:
@@ -837,6 +839,7 @@ class ZeroLoss(Loss):
 
     @property
     def is_zero(self) -> bool:
+        """True unless a regularizer ``eta ||w||_1`` or ``kappa ||w||^2`` is set."""
         return not self.l1 and not self.l2
 
     def _base_expression(self, x):
@@ -895,6 +898,7 @@ class QuadraticLoss(Loss):
     isotropic_prox = True
 
     def squared_rows(self, d):
+        """``(I, a, 1)``: ``||w - a||^2 = ||a - I w||^2 / 1``."""
         return np.eye(d), self.a, 1
 
     def __init__(self, a: Any, *, l1: float = 0.0, l2: float = 0.0):
@@ -908,6 +912,7 @@ class QuadraticLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the length of the centre ``a``."""
         return int(self.a.shape[0])
 
     def _base_expression(self, x):
@@ -987,9 +992,12 @@ class SymbolicLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the size of the node's variable."""
         return int(self.variable.size)
 
     def expression(self, x: cp.Expression) -> cp.Expression:
+        """The user's expression ``L_i(w_i)`` itself; only in its own node's variable
+        (:class:`LossError` for another ``x``)."""
         if x is not self.variable:
             raise LossError(
                 f"node {self.node!r}: a symbolic loss is an expression in its node's variable "
@@ -1001,6 +1009,8 @@ class SymbolicLoss(Loss):
         return self.expression(x)
 
     def domain_constraints(self) -> list[cp.Constraint]:
+        """The expression's CVXPY domain (``expr.domain``): the loss is ``+inf`` outside it
+        (MATH.md §8)."""
         return list(self.expr.domain)
 
     def _prox_variable(self, d: int) -> cp.Variable:
@@ -1527,19 +1537,23 @@ class QuadraticBatch(LossBatch):
         self.a = np.vstack([ls.a for ls in self.losses])
 
     def expression(self, w_flat, W):
+        """``sum_i ||w_i - a_i||^2`` over the batch's nodes as one CVXPY expression."""
         return cp.sum_squares(W[self.nodes, :] - self.a)
 
     def values(self, W):
+        """``||w_i - a_i||^2`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         out = np.zeros(self.n)
         out[self.nodes] = ((W[self.nodes] - self.a) ** 2).sum(axis=1)
         return out
 
     def gradients(self, W):
+        """``2 (w_i - a_i)`` at the batch's nodes, ``(n, d)`` (0 elsewhere)."""
         out = np.zeros((self.n, self.d))
         out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
         return out
 
     def hessian_bounds(self):
+        """``H_lo = H_hi = 2 I`` for every node (``alpha_i = beta_i = 2``)."""
         H = np.broadcast_to(2.0 * np.eye(self.d), (self.nodes.size, self.d, self.d)).copy()
         return H, H.copy()
 
@@ -1554,6 +1568,8 @@ class QuadraticBatch(LossBatch):
         return _soft((V + 2.0 * tau[:, None] * self.a) / s[:, None], tau * self.l1 / s)
 
     def dual_part(self, inset, row_of, k):
+        """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
+        (MATH.md §3) for the nodes with ``inset``."""
         sel = np.flatnonzero(inset[self.nodes])
         if sel.size == 0:
             return None
@@ -1627,18 +1643,24 @@ class DataFitBatch(LossBatch):
         return eh
 
     def max_rows(self):
+        """``max_i m_i``."""
         return int(self.ms.max(initial=0))
 
     # --- the primal
     def expression(self, w_flat, W):
+        """``sum_i (1/m_i) sum_r ell(x_r^T w_i, y_r)`` as one CVXPY expression in the flat
+        variable (the sparse block matrix ``X_blk``)."""
         return _rows_sum_cvx(self.cls, self.X_blk @ w_flat, self.y, self.c, self.p)
 
     def values(self, W):
+        """``L_i(w_i) = (1/m_i) sum_r ell(x_r^T w_i, y_r)``, ``(n,)`` (0 outside the batch)."""
         t = self.X_blk @ W.ravel()
         return np.bincount(self.row_node, self.c * self.cls._ell(t, self.y, self.p),
                            minlength=self.n)
 
     def gradients(self, W):
+        """``grad L_i(w_i) = (1/m_i) sum_r ell'(x_r^T w_i, y_r) x_r``, ``(n, d)`` (0 outside the
+        batch)."""
         t = self.X_blk @ W.ravel()
         g = self.X_blk.T @ (self.c * self.cls._ell_d1(t, self.y, self.p))
         return g.reshape(self.n, self.d)
@@ -1741,6 +1763,8 @@ class DataFitBatch(LossBatch):
         return ConjugateGroup(self.nodes[sel], False, evaluate)
 
     def null_space_factors(self):
+        """The eigen-decompositions of ``X_i^T X_i`` (:meth:`gram_eigh`): ``dom L_i*`` lies in
+        ``range(X_i^T)``."""
         return self.gram_eigh()
 
 
@@ -1815,6 +1839,7 @@ class SquaredBatch(DataFitBatch):
         return ConjugateGroup(self.nodes[sel], True, evaluate)
 
     def null_space_factors(self):
+        """The eigen-decompositions ``(e_i, B_i)`` of ``Q_i = X_i^T X_i / m_i`` (cached)."""
         data = self.squared_data()
         return data["e"], data["B"]
 

@@ -187,19 +187,25 @@ class SoftmaxBatch(LossBatch):
         return G
 
     def max_rows(self):
+        """``max_i m_i``."""
         return int(self.ms.max(initial=0))
 
     def expression(self, w_flat, W):
+        """``sum_i (1/m_i) sum_r [logsumexp(x_r^T W_i) - x_r^T W_i[:, y_r]]`` as one CVXPY
+        expression in the flat variable."""
         T = cp.reshape(self.X_k @ w_flat, (self.Xs.shape[0], self.K), order="C")
         return (self.c @ cp.log_sum_exp(T, axis=1)
                 - cp.sum(cp.multiply(self.c[:, None] * self.Y, T)))
 
     def values(self, W):
+        """``L_i(w_i)`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         T = self._scores(W)
         rows = logsumexp(T, axis=1) - T[np.arange(T.shape[0]), self.y]
         return np.bincount(self.row_node, self.c * rows, minlength=self.n)
 
     def gradients(self, W):
+        """``grad L_i(w_i) = (1/m_i) sum_r x_r (softmax(x_r^T W_i) - e_{y_r})^T`` flattened,
+        ``(n, d)`` (0 outside the batch)."""
         R = self.c[:, None] * (softmax(self._scores(W), axis=1) - self.Y)
         return (self.X_k.T @ R.ravel()).reshape(self.n, self.d)
 
