@@ -71,9 +71,9 @@ class SoftmaxLoss(Loss):
     >>> np.round(loss.gradient(np.zeros(6)).reshape(2, 3), 4)  # (1/m) X^T (softmax - Y)
     array([[-0.1111,  0.2222, -0.1111],
            [ 0.2222, -0.1111, -0.1111]])
-    >>> np.round(loss.prox(np.zeros(6), 1.0).reshape(2, 3), 4)  # PU (32), one CVXPY solve
-    array([[ 0.109 , -0.1924,  0.0833],
-           [-0.1924,  0.109 ,  0.0833]])
+    >>> np.round(loss.prox(np.zeros(6), 1.0).reshape(2, 3), 3)  # PU (32), one CVXPY solve
+    array([[ 0.109, -0.192,  0.083],
+           [-0.192,  0.109,  0.083]])
     """
 
     kind = "softmax"
