@@ -2,7 +2,7 @@
 
 Checks a candidate solution produced anywhere (any language) against a problem file
 (:mod:`gtvmodel.io`, ``docs/file_format.md``) and prints its certificate
-(:mod:`gtvmodel.certificate`).
+(:mod:`gtvmodel.certificates.certificate`).
 
 Exit codes: ``0`` the gap is at most ``tol * max(1, |P(W)|)``; ``1`` it is larger (or infinite:
 infeasible weights, flows that could not be repaired); ``2`` bad input (unreadable or

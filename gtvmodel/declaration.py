@@ -104,6 +104,7 @@ class ModelStructure:
 
     @property
     def num_nodes(self) -> int:
+        """``n``, the number of nodes the structure was built for."""
         return int(self.l1.shape[0])
 
 
@@ -160,6 +161,7 @@ class ModelCache:
         self.builds += 1
 
     def clear(self) -> None:
+        """Drop every artefact (the declaration changed; :attr:`builds` keeps counting)."""
         self._slots.clear()
 
 
@@ -236,7 +238,7 @@ class ModelDeclaration:
         The empirical graph; edge attribute ``weight`` gives ``A_e`` (default 1).
     dim : int
         Dimension ``d`` of every local parameter ``w_i``.
-    penalty : Penalty, default :class:`~gtvmodel.penalties.Norm2`
+    penalty : Penalty, default :class:`~gtvmodel.terms.penalties.Norm2`
         The GTV penalty ``phi``.
     lam : float, default 1.0
         The GTV regularization strength ``lambda >= 0``.
@@ -297,10 +299,12 @@ class ModelDeclaration:
 
     @property
     def num_nodes(self) -> int:
+        """``n = |V|``, the number of nodes of the empirical graph."""
         return self._eg.num_nodes
 
     @property
     def num_edges(self) -> int:
+        """``|E|``, the number of edges (rows of the incidence matrix ``D``)."""
         return self._eg.num_edges
 
     def index(self, node: Hashable) -> int:
@@ -349,10 +353,21 @@ class ModelDeclaration:
         return v
 
     def set_loss(self, node: Hashable, loss: Loss | cp.Expression | Callable) -> None:
-        """Set the node loss ``L_i``.
+        """Set the node loss ``L_i`` of (16) (replacing the previous one).
 
-        ``loss`` is a library :class:`~gtvmodel.losses.Loss`, a scalar convex CVXPY expression
-        in ``model.var(node)``, or a callable taking a CVXPY variable and returning one.
+        ``loss`` is a library :class:`~gtvmodel.terms.losses.Loss`, a scalar convex CVXPY
+        expression in ``model.var(node)``, or a callable taking a CVXPY variable and returning
+        one (both become a :class:`~gtvmodel.terms.losses.SymbolicLoss`).
+
+        Examples
+        --------
+        >>> import cvxpy as cp, networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=2, lam=0.5)
+        >>> model.set_loss(0, gm.SquaredLoss([[1.0, 0.0], [0.0, 1.0]], [1.0, 2.0]))
+        >>> model.set_loss(1, cp.sum_squares(model.var(1) - np.array([1.0, 1.0])))
+        >>> model.set_loss(2, lambda w: cp.norm1(w - 1.0))
+        >>> model.loss(0), type(model.loss(1)).__name__, type(model.loss(2)).__name__
+        (SquaredLoss(m=2, d=2), 'SymbolicLoss', 'SymbolicLoss')
         """
         i = self.index(node)
         if isinstance(loss, Loss):
@@ -394,11 +409,24 @@ class ModelDeclaration:
 
     def add_constraint(self, node: Hashable,
                        constraint: Constraint | cp.Constraint | Callable) -> None:
-        """Add a node constraint ``w_i in C_i``.
+        """Add a node constraint ``w_i in C_i`` of (16) (a node may have several).
 
-        ``constraint`` is a library :class:`~gtvmodel.constraints.Constraint` (``Box``,
+        ``constraint`` is a library :class:`~gtvmodel.terms.constraints.Constraint` (``Box``,
         ``NonNeg``, ``NormBall``), a DCP CVXPY constraint on ``model.var(node)``, or a callable
-        taking the variable and returning a constraint or a list of them.
+        taking the variable and returning a constraint or a list of them (each becomes a
+        :class:`~gtvmodel.terms.constraints.SymbolicConstraint`).
+
+        Examples
+        --------
+        >>> import cvxpy as cp, networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=2)
+        >>> model.add_constraint(0, gm.Box(0.0, 1.0))
+        >>> model.add_constraint(1, model.var(1)[0] >= 2.0)
+        >>> model.add_constraint(2, lambda w: [w >= 0, cp.sum(w) <= 1])
+        >>> model.constraints(0), len(model.constraints(2))
+        ([Box(lo=0.0, hi=1.0)], 2)
+        >>> model.constraint_violations(np.ones((3, 2)))  # largest violation per node
+        array([0., 1., 1.])
         """
         i = self.index(node)
         new: list[Constraint]
@@ -540,9 +568,22 @@ class ModelDeclaration:
         return float(self.capacities @ self.penalty.rows_value(self._eg.diff(W)))
 
     def objective(self, weights: Any) -> float:
-        """The primal objective ``P(w)`` of (16) in numpy (losses plus GTV term).
+        """The primal objective ``P(w) = sum_i L_i(w_i) + lambda sum_e A_e phi(w_{e+} - w_{e-})``
+        of (16) in numpy (losses plus GTV term), for ``(n, d)`` weights in model order.
 
         Node constraints are not included; check them with :meth:`constraint_violations`.
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+        >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+        >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+        >>> model.objective(np.zeros((3, 1)))  # L_0(0) + L_2(0)
+        2.0
+        >>> W = np.array([[0.75], [0.0], [-0.75]])  # the GTV solution
+        >>> model.loss_values(W), model.penalty_value(W), model.objective(W)
+        (array([0.0625, 0.    , 0.0625]), 0.75, 0.875)
         """
         return float(self.loss_values(weights).sum() + self.penalty_value(weights))
 

@@ -100,10 +100,12 @@ class EmpiricalGraph:
     # ------------------------------------------------------------------ lookup
     @property
     def num_nodes(self) -> int:
+        """``n = |V|``, the number of nodes."""
         return len(self.nodes)
 
     @property
     def num_edges(self) -> int:
+        """``|E|``, the number of edges (rows of the incidence matrix ``D``)."""
         return int(self.edges.shape[0])
 
     def index(self, node: Any) -> int:

@@ -72,5 +72,26 @@ def load_model(path: str | os.PathLike) -> GTVModel:
 
     The outcome is the identical model or a :class:`~gtvmodel.errors.FileFormatError` naming
     the file (and the archive member) at fault; no other exception escapes.
+
+    Examples
+    --------
+    A round trip through :func:`save_model` (the GTV problem (16): graph, ``A_e``, ``lambda``,
+    ``phi``, the losses ``L_i`` and constraints ``C_i``) in a temporary directory:
+
+    >>> import os, tempfile
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> from gtvmodel import io
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=2, penalty=gm.Norm1(), lam=0.5)
+    >>> model.set_loss(0, gm.SquaredLoss([[1.0, 0.0], [0.0, 1.0]], [1.0, 2.0]))
+    >>> model.add_constraint(2, gm.Box(-1.0, 1.0))
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, "problem.npz")
+    ...     io.save_model(model, path)
+    ...     again = io.load_model(path)
+    >>> again
+    GTVModel(n=3, |E|=2, d=2, penalty=Norm1(), lam=0.5)
+    >>> W = np.ones((3, 2))
+    >>> again.objective(W) == model.objective(W), again.constraints(2)
+    (True, [Box(lo=[-1.0, -1.0], hi=[1.0, 1.0])])
     """
     return GTVModel.load(path)

@@ -48,6 +48,15 @@ class GTVModel(ModelDeclaration):
     >>> sol = model.solve_exact()
     >>> sol.weights.shape
     (3, 1)
+    >>> np.allclose(sol.weight(0), 0.75, atol=1e-6), round(sol.objective, 4)
+    (True, 0.875)
+
+    ``lambda`` can change without recompiling anything; above the consensus threshold
+    ``lambda_crit`` (MATH.md §5) every node agrees:
+
+    >>> model.lam = 3.0  # lambda_crit = 2 here
+    >>> np.allclose(model.solve_exact().weights, 0.0, atol=1e-6)
+    True
     """
 
     def solve_exact(self, solver: str | None = None, *, accept_inaccurate: bool = False,
@@ -62,6 +71,23 @@ class GTVModel(ModelDeclaration):
                    verbose: bool = False, **opts: Any) -> DualSolution:
         """Solve the dual flow problem (24) as one vectorized CVXPY problem; returns a
         :class:`~gtvmodel.solve.dual.DualSolution`.  See :func:`gtvmodel.solve_dual`.
+
+        Examples
+        --------
+        The flows ``u_e`` maximize ``D(u)``; strong duality (22) gives ``D* = P*``, and the
+        weights are recovered from the node optimality conditions (23):
+
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+        >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+        >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+        >>> dual = gm.solve_dual(model)  # the same as model.solve_dual()
+        >>> dual.status, dual.success, round(dual.objective, 4)
+        ('optimal', True, 0.875)
+        >>> np.round(dual.flows.ravel(), 4)  # at the capacities ||u_e||_2 <= lambda A_e
+        array([0.5, 0.5])
+        >>> np.allclose(dual.weights.ravel(), [0.75, 0.0, -0.75], atol=1e-6)
+        True
         """
         return solve_dual(self, solver=solver, accept_inaccurate=accept_inaccurate,
                           verbose=verbose, **opts)
@@ -69,7 +95,7 @@ class GTVModel(ModelDeclaration):
     def certify(self, weights: Any, flows: Any = None, **kwargs: Any) -> Certificate:
         """A certified duality gap (34) for candidate ``weights`` (and optionally ``flows``);
         returns a :class:`~gtvmodel.certificates.certificate.Certificate`.  See
-        :func:`gtvmodel.certify`.
+        :func:`gtvmodel.certify` (with examples).
         """
         return certify(self, weights, flows, **kwargs)
 

@@ -121,13 +121,35 @@ class Result:
         return arr
 
     def weight(self, node: Hashable) -> np.ndarray:
-        """``w_i`` of a node label (row of :attr:`weights`)."""
+        """``w_i`` of a node label (row of :attr:`weights`).
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(["a", "b", "c"]), dim=1, lam=0.5)
+        >>> model.set_loss("a", gm.QuadraticLoss([1.0]))
+        >>> model.set_loss("c", gm.QuadraticLoss([-1.0]))
+        >>> sol = gm.solve_exact(model)
+        >>> np.round(sol.weight("a"), 4), np.round(sol.weight("c"), 4)
+        (array([0.75]), array([-0.75]))
+        """
         W = self._array("weights")
         return W[self.labels.node(node)]
 
     def flow(self, edge: Any) -> np.ndarray:
         """``u_e`` of an edge ``(a, b)`` of node labels; ``-u_e`` when given as ``(e-, e+)``
-        (module docstring)."""
+        (module docstring).
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(["a", "b", "c"]), dim=1, lam=0.5)
+        >>> model.set_loss("a", gm.QuadraticLoss([1.0]))
+        >>> model.set_loss("c", gm.QuadraticLoss([-1.0]))
+        >>> sol = gm.solve_exact(model)
+        >>> np.round(sol.flow(("a", "b")), 4), np.round(sol.flow(("b", "a")), 4)
+        (array([0.5]), array([-0.5]))
+        """
         U = self._array("flows")
         e, sign = self.labels.edge(edge)
         return U[e] if sign > 0 else -U[e]
@@ -140,7 +162,26 @@ class Result:
     # ------------------------------------------------------------------ summaries
     def to_dict(self, arrays: bool = False) -> dict[str, Any]:
         """A JSON-serializable summary (module docstring); ``arrays=True`` adds the arrays and
-        bulky fields as nested lists."""
+        bulky fields as nested lists.
+
+        Examples
+        --------
+        >>> import json
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(["a", "b", "c"]), dim=1, lam=0.5)
+        >>> model.set_loss("a", gm.QuadraticLoss([1.0]))
+        >>> model.set_loss("c", gm.QuadraticLoss([-1.0]))
+        >>> sol = gm.solve_exact(model)
+        >>> d = sol.to_dict()
+        >>> d["result"], d["status"], d["success"], round(d["objective"], 4)
+        ('Solution', 'optimal', True, 0.875)
+        >>> "weights" in d, "weights" in sol.to_dict(arrays=True)
+        (False, True)
+        >>> sol.to_dict(arrays=True)["edges"]
+        [['a', 'b'], ['b', 'c']]
+        >>> isinstance(json.dumps(d), str)
+        True
+        """
         out: dict[str, Any] = {"result": type(self).__name__, "status": str(self.status),
                                "success": bool(self.success)}
         for f in dataclasses.fields(self):

@@ -17,25 +17,26 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
   and evaluated exactly (:func:`~gtvmodel.terms.losses.newton_conjugates`, through the batches'
   :meth:`~gtvmodel.terms.losses.LossBatch.conjugate_group` hooks);
 - for the other library nodes (and Newton failures) the infimal-convolution problem of
-  :func:`gtvmodel.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
+  :func:`gtvmodel.solve.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
   and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
-- conic nodes (symbolic losses/constraints): :func:`gtvmodel.conic.conjugate_values`, plus its
+- conic nodes (symbolic losses/constraints): :func:`gtvmodel.solve.conic.conjugate_values`, plus its
   stated solver tolerance.
 
 **Residuals and the radii R_i** (MATH.md §8).  Where ``s_i`` lies (numerically) just outside
 the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in floating
-point leaves a residual), the part ``rho_i`` outside it is charged (:func:`charge`):
+point leaves a residual), the part ``rho_i`` outside it is charged
+(:func:`~gtvmodel.certificates.value.residual_charge`):
 
 - an entry that is *rounding-level* (within the bound of the rounding error made in computing
   it) is floating-point noise of an exact split: charged to first order at the local
   maximizer, ``max(1, ||w_i||_inf) |rho_ij|``, like the rounding of the sums;
 - any larger entry is charged ``R_i |rho_ij|``: exactly the conjugate of
   ``h_i + iota{||w||_inf <= R_i}``, rigorous when some minimizer has ``||w*_i||_inf <= R_i``.
-  The radii are *certified* (:func:`certified_radii`) from the level set ``P(w*) <= P(W)``:
-  coercive nodes anchor them, edges propagate them; where none can be certified the charge
-  is ``+inf`` and the gap says why.  A caller's ``radius=`` replaces them as a listed
-  assumption.
+  The radii are *certified* (:func:`~gtvmodel.certificates.radii.certified_radii`) from the
+  level set ``P(w*) <= P(W)``: coercive nodes anchor them, edges propagate them; where none
+  can be certified the charge is ``+inf`` and the gap says why.  A caller's ``radius=``
+  replaces them as a listed assumption.
 
 The charges and the rounding bound of the sums make up :attr:`Certificate.tolerance`, which
 is *included* in the gap: ``gap >= P(W) - P*`` without a further tolerance.
@@ -44,7 +45,7 @@ is *included* in the gap: ``gap >= P(W) - P*`` without a further tolerance.
 feasible.  Before the dual value is taken:
 
 1. capacities ``||u_e||_* <= lambda A_e`` (norm penalties) by the row-wise projection
-   :meth:`~gtvmodel.penalties.Penalty.project_dual_ball`;
+   :meth:`~gtvmodel.terms.penalties.Penalty.project_dual_ball`;
 2. subspace conditions -- ``(D^T u)_i = 0`` at zero-loss nodes and ``(D^T u)_i in range(X_i^T)``
    at squared-loss nodes with ``rank X_i < d`` (no regularizers/constraints) -- by the
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
@@ -167,9 +168,10 @@ class Certificate(Result):
         The factor ``theta <= 1`` by which the repair finally rescaled all given (or built)
         flows to meet the capacities (1: no rescaling).
     radii : ndarray (n,)
-        The per-node radii ``R_i`` (certified by :func:`certified_radii`, or the caller's
-        ``radius``; ``inf`` where none could be certified; all NaN when no residual needed a
-        radius, so none was computed).
+        The per-node radii ``R_i`` (certified by
+        :func:`~gtvmodel.certificates.radii.certified_radii`, or the caller's ``radius``;
+        ``inf`` where none could be certified; all NaN when no residual needed a radius, so
+        none was computed).
     reason : str
         Why the gap is ``+inf`` (empty when it is finite).
     assumptions : list of str
@@ -296,8 +298,9 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     ``feas_tol`` is the relative tolerance on node constraints and on dual-domain residuals,
     node by node (scaled by ``max(1, ||w_i||_inf)``, resp. ``max(1, ||s_i||_inf)``);
     ``radius``: by default the radii of the residual charges are *certified* from the level
-    set of ``P(W)`` (:func:`certified_radii`); a number replaces them by the caller's
-    assumption ``||w*_i||_inf <= radius`` (listed in :attr:`Certificate.assumptions`).
+    set of ``P(W)`` (:func:`~gtvmodel.certificates.radii.certified_radii`); a number replaces
+    them by the caller's assumption ``||w*_i||_inf <= radius`` (listed in
+    :attr:`Certificate.assumptions`).
     ``project``: ``"auto"`` (default) allows the convex projection :func:`project_flows` when
     the cheap repairs leave nodes outside bounded conjugate domains, ``"never"`` forbids it
     (zero flows, dual feasible for every library node, remain the last resort).
@@ -307,6 +310,28 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     by ``theta < 0.999``, also the convex projection of the given flows onto the dual-feasible
     set (``project="auto"``); the smallest (valid) bound is returned (pass False where
     certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
+
+    Examples
+    --------
+    The model of :func:`~gtvmodel.solve.exact.solve_exact`'s example (``P* = 0.875``):
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+    >>> sol = gm.solve_exact(model, certify=False)
+    >>> cert = gm.certify(model, sol.weights, sol.flows)
+    >>> cert.status, cert.success, cert.gap < 1e-6
+    ('certified', True, True)
+
+    Any candidate gets a sound bound ``gap >= P(W) - P*`` (34); without flows they are built
+    from ``W`` and repaired to a dual-feasible point:
+
+    >>> cert = gm.certify(model, np.zeros((3, 1)))
+    >>> cert.status, round(cert.primal_value, 4), round(cert.gap, 4)
+    ('not_certified', 2.0, 1.125)
+    >>> cert.gap >= cert.primal_value - sol.objective - 1e-9
+    True
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project, fallback, solver)
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)

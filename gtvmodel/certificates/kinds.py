@@ -59,6 +59,9 @@ class MinNormSolver:
         return z
 
     def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
+        """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
+        (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
+        residual ``b - A delta``; a residual that remains is left for the caller to charge."""
         delta = np.zeros(self.A.shape[1])
         r = b.copy()
         nb = max(float(np.linalg.norm(b)), 1e-300)
@@ -110,6 +113,10 @@ def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarra
         bases.append(V[j][:, null[j]])
 
 def node_kinds(model: ModelDeclaration) -> NodeKinds:
+    """Classify every node by how its conjugate ``h_i*`` of the dual value (19)/(34) is
+    evaluated (:class:`NodeKinds`: zero loss, the loss batches' numpy groups, the cached CVXPY
+    problem, conic), with the subspace conditions ``(D^T u)_i in range(X_i^T)`` of the repair;
+    computed once per model version (cache slot ``"cert_kinds"``)."""
     cached = model.cache.get("cert_kinds")
     if cached is not None:
         return cached

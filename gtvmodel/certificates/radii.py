@@ -126,7 +126,7 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j`` and each edge term
     ``lambda A_e phi(w*_{e+} - w*_{e-}) <= B = upper - sum_j l_j``.  Coercive nodes give
     *anchor* radii (``l2``: ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, quadratic and data-fit
-    losses: :meth:`~gtvmodel.losses.LossBatch.sublevel_radii`, bounded constraints), each edge
+    losses: :meth:`~gtvmodel.terms.losses.LossBatch.sublevel_radii`, bounded constraints), each edge
     a length ``||w_{e+} - w_{e-}||_inf <= ell_e`` (the penalty's ``sublevel_radius``), and
     ``R_i = min_k (r_k + dist(k, i))`` by one multi-source Dijkstra.  A connected component
     in which no node has a loss, regularizer or constraint has ``w* = 0`` among its minimizers

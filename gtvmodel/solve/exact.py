@@ -61,8 +61,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     **Self-certificate.**  A solver's "optimal" is not proof: on badly scaled problems Clarabel
     reported "optimal" with the objective 4e-8 relative above the optimum and a certified gap
     of ~1e-3 (``tests/test_robustness.py``).  With ``certify=True``
-    (default) the answer is certified with :func:`gtvmodel.certificate.certify` (the solver's
-    flows, repaired to a dual-feasible point) and the :class:`~gtvmodel.certificate.Certificate`
+    (default) the answer is certified with :func:`gtvmodel.certificates.certificate.certify`
+    (the solver's flows, repaired to a dual-feasible point) and the
+    :class:`~gtvmodel.certificates.certificate.Certificate`
     is ``Solution.certificate`` (``info["certified_gap"]``, ``info["certified_relative_gap"]``).
     If the certified relative gap exceeds ``accuracy`` (default 1e-6), the problem is re-solved
     once with :data:`RESOLVE_OPTIONS` (the better certified answer is kept), and if it still
@@ -75,6 +76,30 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     single-threaded BLAS; with multithreaded OpenBLAS on a busy 2-core machine the set-up's
     eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
     time).  ``certify=False`` skips it.
+
+    Examples
+    --------
+    Two nodes with data, ``L_i(w) = ||w - a_i||^2``, joined through a node without data by the
+    network Lasso penalty ``phi = ||.||_2`` at ``lambda = 0.5``:
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+    >>> sol = gm.solve_exact(model)
+    >>> sol.status, sol.success, round(sol.objective, 4)
+    ('optimal', True, 0.875)
+    >>> np.allclose(sol.weights.ravel(), [0.75, 0.0, -0.75], atol=1e-6)
+    True
+
+    The flows ``u_e`` (the multipliers of ``Z = D W``) sit at the capacity ``lambda A_e = 0.5``,
+    and ``-(D^T u)_0 = -0.5 = grad L_0(0.75)`` (optimality (23)); the self-certificate (34)
+    proves the answer:
+
+    >>> np.round(sol.flows.ravel(), 4)
+    array([0.5, 0.5])
+    >>> sol.certificate.success, sol.certificate.gap < 1e-6
+    (True, True)
     """
     check_solver(solver, "solve_exact")
     for flag, value in (("accept_inaccurate", accept_inaccurate), ("verbose", verbose),

@@ -117,7 +117,20 @@ class Constraint:
 
 
 class Box(Constraint):
-    """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed."""
+    """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed.
+
+    Support function (the conjugate of ``iota_C`` in the dual (24), MATH.md §3):
+    ``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> box = gm.Box(-1.0, 1.0)
+    >>> box.project([2.0, -0.5])  # P_C(w): clipping
+    array([ 1. , -0.5])
+    >>> box.support([1.0, -2.0]), box.violation(np.array([2.0, -0.5]))
+    (3.0, 1.0)
+    """
 
     kind = "box"
     spec_arrays = {"lo": ("d",), "hi": ("d",)}
@@ -143,6 +156,7 @@ class Box(Constraint):
 
     @property
     def dim(self) -> int | None:
+        """``d`` when a bound is a ``(d,)`` vector, None for scalar bounds (any ``d``)."""
         for a in (self.lo, self.hi):
             if a.ndim == 1:
                 return int(a.shape[0])
@@ -160,9 +174,11 @@ class Box(Constraint):
                        np.vstack([b[1] for b in bounds]))
 
     def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(lo, hi)`` broadcast to ``(d,)``: a box is its own coordinate bounds."""
         return self.bounds(d)
 
     def constraints(self, x):
+        """``x >= lo`` and ``x <= hi`` on the coordinates with finite bounds."""
         d = x.shape[-1]
         lo, hi = self.bounds(d)
         out = []
@@ -200,6 +216,7 @@ class Box(Constraint):
         return (G, h) if h.size else None
 
     def project(self, w):
+        """``P_C(w)``: entrywise clipping to ``[lo, hi]`` (rows of a stack alike)."""
         w = np.asarray(w, dtype=float)
         lo, hi = self.bounds(w.shape[-1])
         return Box.project_rows(w, lo, hi)
@@ -210,12 +227,16 @@ class Box(Constraint):
         return np.minimum(np.maximum(W, lo), hi)
 
     def support(self, s):
+        """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (MATH.md §3), ``+inf`` where an infinite
+        bound meets a coefficient of the wrong sign; one value per row of a ``(k, d)`` stack."""
         s = np.asarray(s, dtype=float)
         lo, hi = self.bounds(s.shape[-1])
         out = Box.support_rows(np.atleast_2d(s), lo, hi)
         return float(out[0]) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """CVXPY form of ``sum_k sigma_C(s_k)``: ``sum max(s_j lo_j, s_j hi_j)`` over the finite
+        bounds, with sign constraints on ``s_j`` where a bound is infinite."""
         lo, hi = self.bounds(s.shape[-1])
         return Box.support_rows_expression(s, lo, hi)
 
@@ -278,7 +299,19 @@ class Box(Constraint):
 
 
 class NonNeg(ParameterFree, Constraint):
-    """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``)."""
+    """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``).
+
+    Support function ``sigma_C(s) = iota{s <= 0}`` (MATH.md §3).
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> c = gm.NonNeg()
+    >>> c.project([2.0, -0.5]), c.violation(np.array([2.0, -0.5]))
+    (array([2., 0.]), 0.5)
+    >>> c.support([-1.0, -2.0]), c.support([1.0, 0.0])
+    (0.0, inf)
+    """
 
     kind = "nonneg"
 
@@ -288,9 +321,11 @@ class NonNeg(ParameterFree, Constraint):
         return "nonneg", positions
 
     def coordinate_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(0, +inf)`` in every coordinate."""
         return np.zeros(d), np.full(d, np.inf)
 
     def constraints(self, x):
+        """``x >= 0``."""
         return [x >= 0]
 
     def violation(self, w):
@@ -305,6 +340,7 @@ class NonNeg(ParameterFree, Constraint):
         return -np.eye(d), np.zeros(d)
 
     def project(self, w):
+        """``P_C(w) = max(w, 0)`` entrywise."""
         return NonNeg.project_rows(np.asarray(w, dtype=float))
 
     @staticmethod
@@ -319,6 +355,7 @@ class NonNeg(ParameterFree, Constraint):
         return float(out) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """``sigma_C(s) = 0`` subject to ``s <= 0`` (the cone's polar)."""
         return cp.Constant(0.0), [s <= 0]
 
     def __repr__(self) -> str:
@@ -326,7 +363,20 @@ class NonNeg(ParameterFree, Constraint):
 
 
 class NormBall(Constraint):
-    """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``."""
+    """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> ball = gm.NormBall(1.0)  # p = 2
+    >>> ball.project([3.0, 4.0])
+    array([0.6, 0.8])
+    >>> round(ball.support([3.0, 4.0]), 4), round(ball.violation(np.array([3.0, 4.0])), 4)
+    (5.0, 4.0)
+    >>> l1 = gm.NormBall(2.0, p=1)
+    >>> np.round(l1.project([3.0, 4.0]), 4), round(l1.support([3.0, 4.0]), 4)  # 2 ||s||_inf
+    (array([0.5, 1.5]), 8.0)
+    """
 
     kind = "normball"
 
@@ -336,6 +386,7 @@ class NormBall(Constraint):
                               error=DataError)
 
     def stack_key(self) -> Hashable:
+        """``(NormBall, p)``: balls of one exponent are stacked together."""
         return (NormBall, self.p)
 
     @classmethod
@@ -344,9 +395,12 @@ class NormBall(Constraint):
         return "normball", {items[0].p: (positions, np.array([c.radius for c in items]))}
 
     def ball(self) -> tuple[float, float] | None:
+        """``(p, radius)``."""
         return self.p, self.radius
 
     def constraints(self, x):
+        """``||x||_p <= radius`` (row-wise for a ``(k, d)`` stack; power cones for ``p`` other
+        than 1, 2, inf, :func:`gtvmodel._cvx.norm_rows_le`)."""
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
         return norm_rows_le(x, radii, self.p)
 
@@ -367,6 +421,8 @@ class NormBall(Constraint):
         return float(self.radius)
 
     def project(self, w):
+        """``P_C(w)``: the Euclidean projection onto ``{||w||_p <= radius}``
+        (:meth:`project_rows`)."""
         w = np.asarray(w, dtype=float)
         W = np.atleast_2d(w)
         out = NormBall.project_rows(W, np.full(W.shape[0], self.radius), self.p)
@@ -397,6 +453,7 @@ class NormBall(Constraint):
         return float(out[0]) if s.ndim == 1 else out
 
     def support_expression(self, s):
+        """CVXPY form of ``sum_k radius ||s_k||_q`` (``q`` dual to ``p``)."""
         return NormBall.support_rows_expression(s, self.radius, self.p)
 
     @staticmethod
@@ -425,7 +482,20 @@ class NormBall(Constraint):
 
 
 class SymbolicConstraint(Constraint):
-    """A DCP CVXPY constraint on one node's variable."""
+    """A DCP CVXPY constraint on one node's variable.
+
+    Created by :meth:`gtvmodel.GTVModel.add_constraint`; it has no closed-form projection or
+    support function (the dual and the certificate conjugate it through CVXPY's conic form,
+    :mod:`gtvmodel.solve.conic`).
+
+    Examples
+    --------
+    >>> import cvxpy as cp, numpy as np, gtvmodel as gm
+    >>> w = cp.Variable(2)
+    >>> c = gm.SymbolicConstraint(w[0] + w[1] <= 1, w)
+    >>> c.violation(np.array([1.0, 1.0])), c.violation(np.array([0.0, 0.5]))
+    (1.0, 0.0)
+    """
 
     kind = "symbolic"
 
@@ -447,6 +517,7 @@ class SymbolicConstraint(Constraint):
 
     @property
     def dim(self) -> int:
+        """``d``, the size of the node's variable."""
         return int(self.variable.size)
 
     @classmethod
@@ -455,6 +526,8 @@ class SymbolicConstraint(Constraint):
         return "symbolic_constraints", sorted(set(positions.tolist()))
 
     def constraints(self, x):
+        """The user's constraint itself; only in its own node's variable (:class:`ConstraintError`
+        for another ``x``)."""
         if x is not self.variable:
             raise ConstraintError(
                 f"node {self.node!r}: a symbolic constraint is stated in its node's variable "

@@ -351,6 +351,7 @@ class DataFitLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the number of features (columns of ``X``)."""
         return int(self.X.shape[1])
 
     def _row_param(self) -> np.ndarray | None:
@@ -481,6 +482,21 @@ class SquaredLoss(DataFitLoss):
     sample form (:func:`datafit_conjugate_split` at the maximizer of
     :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
     finite term and under-estimate the conjugate (MATH.md §8).
+
+    Examples
+    --------
+    ``L(w)``, ``grad L(w)``, the conjugate ``L*(s)`` (MATH.md §3) and the node update PU (32)
+    ``prox_{tau L}(v)`` at small arrays:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.SquaredLoss(X, [1.0, 2.0, 3.0])
+    >>> round(loss.value([0.0, 0.0]), 4), np.round(loss.gradient([0.0, 0.0]), 4)
+    (4.6667, array([-2.6667, -4.6667]))
+    >>> round(loss.conjugate([0.0, 0.0]), 4)  # -min_w L(w)
+    -0.1481
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([0.641 , 0.7949])
     """
 
     kind = "squared"
@@ -489,6 +505,7 @@ class SquaredLoss(DataFitLoss):
     exact_prox = True
 
     def squared_rows(self, d):
+        """``(X, y, m)``: the loss is ``||y - X w||^2 / m`` itself."""
         return self.X, self.y, self.m
 
     def eig(self) -> tuple[np.ndarray, np.ndarray]:
@@ -555,6 +572,20 @@ class LogisticLoss(DataFitLoss):
 
     Its Hessian is ``X^T diag(s(1-s)) X / m <= X^T X / (4m)``; it has no global strong convexity
     (add ``l2=`` for one).
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.LogisticLoss(X, [1.0, -1.0, 1.0])
+    >>> round(loss.value([0.0, 0.0]), 4)  # log 2
+    0.6931
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)  # (1/m) sum_r h*(m y_r mu_r) at X^T mu = s
+    -0.4632
+    >>> loss.conjugate([1.0, 1.0])  # outside the domain
+    inf
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.1567, -0.0744])
     """
 
     kind = "logistic"
@@ -603,6 +634,18 @@ class HingeLoss(DataFitLoss):
     """Hinge loss ``(1/m) sum_r max(0, 1 - y_r x_r^T w)``, labels ``y_r in {-1, +1}``.
 
     Not differentiable: no gradient or smoothness constant.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.HingeLoss(X, [1.0, -1.0, 1.0])
+    >>> loss.value([0.0, 0.0]), loss.smooth
+    (1.0, False)
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)  # sum_r y_r mu_r on m y_r mu_r in [-1, 0]
+    -0.2
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.3333, -0.1667])
     """
 
     kind = "hinge"
@@ -636,7 +679,22 @@ class HingeLoss(DataFitLoss):
 
 
 class AbsoluteLoss(DataFitLoss):
-    """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth)."""
+    """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth).
+
+    Conjugate (MATH.md §3): ``L*(s) = min { sum_r mu_r y_r : X^T mu = s, |mu_r| <= 1/m }``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.AbsoluteLoss(X, [1.0, -1.0, 1.0])
+    >>> loss.value([0.0, 0.0])
+    1.0
+    >>> round(loss.conjugate([-0.1, 0.1]), 4)
+    -0.3167
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([ 0.3333, -0.1667])
+    """
 
     kind = "absolute"
     base_smooth = False
@@ -674,6 +732,18 @@ class AbsoluteLoss(DataFitLoss):
 class HuberLoss(DataFitLoss):
     """Huber loss ``(1/m) sum_r huber(x_r^T w - y_r, M)`` with CVXPY's ``huber``:
     ``r^2`` for ``|r| <= M``, ``2 M |r| - M^2`` beyond.  Smooth with ``ell'' <= 2``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> loss = gm.HuberLoss(X, [1.0, 2.0, 3.0], M=1.0)
+    >>> loss.value([0.0, 0.0])  # (1 + 3 + 5) / 3: two residuals beyond M
+    3.0
+    >>> round(loss.conjugate([0.0, 0.0]), 4)  # the squared loss's: min_w L(w) has |r| <= M
+    -0.1481
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
+    array([0.5   , 0.7143])
     """
 
     kind = "huber"
@@ -746,7 +816,22 @@ class HuberLoss(DataFitLoss):
 
 # =====================================================================  other losses
 class ZeroLoss(Loss):
-    """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it)."""
+    """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it).
+
+    Its conjugate is ``iota{s = 0}``; with ``l2 = kappa`` it is ``||s||^2 / (4 kappa)``
+    (MATH.md §3).
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> gm.ZeroLoss().conjugate([1.0, 0.0]), gm.ZeroLoss().conjugate([0.0, 0.0])
+    (inf, 0.0)
+    >>> loss = gm.ZeroLoss(l2=1.0)
+    >>> loss.value([1.0, 2.0]), loss.conjugate([2.0, 0.0])
+    (5.0, 1.0)
+    >>> loss.prox([1.0, 2.0], 0.5)  # v / (1 + 2 tau kappa)
+    array([0.5, 1. ])
+    """
 
     kind = "zero"
     exact_prox = True
@@ -755,6 +840,7 @@ class ZeroLoss(Loss):
 
     @property
     def is_zero(self) -> bool:
+        """True unless a regularizer ``eta ||w||_1`` or ``kappa ||w||^2`` is set."""
         return not self.l1 and not self.l2
 
     def _base_expression(self, x):
@@ -791,7 +877,21 @@ class ZeroLoss(Loss):
 
 
 class QuadraticLoss(Loss):
-    """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``)."""
+    """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``).
+
+    Conjugate ``L*(s) = s^T a + ||s||^2 / 4`` (MATH.md §3); prox ``(v + 2 tau a) / (1 + 2 tau)``.
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> loss = gm.QuadraticLoss([1.0, -1.0])
+    >>> loss.value([0.0, 0.0]), loss.conjugate([2.0, 0.0])
+    (2.0, 3.0)
+    >>> loss.prox([0.0, 0.0], 0.5)
+    array([ 0.5, -0.5])
+    >>> loss.smoothness, loss.strong_convexity  # beta_i and alpha of Theorem 2
+    (2.0, 2.0)
+    """
 
     kind = "quadratic"
     spec_arrays = {"a": ("d",)}
@@ -799,6 +899,7 @@ class QuadraticLoss(Loss):
     isotropic_prox = True
 
     def squared_rows(self, d):
+        """``(I, a, 1)``: ``||w - a||^2 = ||a - I w||^2 / 1``."""
         return np.eye(d), self.a, 1
 
     def __init__(self, a: Any, *, l1: float = 0.0, l2: float = 0.0):
@@ -812,6 +913,7 @@ class QuadraticLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the length of the centre ``a``."""
         return int(self.a.shape[0])
 
     def _base_expression(self, x):
@@ -854,7 +956,19 @@ class SymbolicLoss(Loss):
     """A user-written scalar convex DCP expression in one node's variable.
 
     Created by :meth:`gtvmodel.GTVModel.set_loss`; ``variable`` is the node's ``cp.Variable``.
-    Numeric evaluation assigns ``variable.value`` and reads the expression's value.
+    Numeric evaluation assigns ``variable.value`` and reads the expression's value.  Its
+    conjugate has no formula: the dual and the certificate derive it from CVXPY's conic form
+    (:mod:`gtvmodel.solve.conic`, MATH.md §3).
+
+    Examples
+    --------
+    >>> import cvxpy as cp, numpy as np, gtvmodel as gm
+    >>> w = cp.Variable(2)
+    >>> loss = gm.SymbolicLoss(cp.sum_squares(w - np.array([1.0, -1.0])), w)
+    >>> loss.value([0.0, 0.0]), loss.dim
+    (2.0, 2)
+    >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)  # one CVXPY solve
+    array([ 0.5, -0.5])
     """
 
     kind = "symbolic"
@@ -879,9 +993,12 @@ class SymbolicLoss(Loss):
 
     @property
     def dim(self) -> int:
+        """``d``, the size of the node's variable."""
         return int(self.variable.size)
 
     def expression(self, x: cp.Expression) -> cp.Expression:
+        """The user's expression ``L_i(w_i)`` itself; only in its own node's variable
+        (:class:`LossError` for another ``x``)."""
         if x is not self.variable:
             raise LossError(
                 f"node {self.node!r}: a symbolic loss is an expression in its node's variable "
@@ -893,6 +1010,8 @@ class SymbolicLoss(Loss):
         return self.expression(x)
 
     def domain_constraints(self) -> list[cp.Constraint]:
+        """The expression's CVXPY domain (``expr.domain``): the loss is ``+inf`` outside it
+        (MATH.md §8)."""
         return list(self.expr.domain)
 
     def _prox_variable(self, d: int) -> cp.Variable:
@@ -1419,19 +1538,23 @@ class QuadraticBatch(LossBatch):
         self.a = np.vstack([ls.a for ls in self.losses])
 
     def expression(self, w_flat, W):
+        """``sum_i ||w_i - a_i||^2`` over the batch's nodes as one CVXPY expression."""
         return cp.sum_squares(W[self.nodes, :] - self.a)
 
     def values(self, W):
+        """``||w_i - a_i||^2`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         out = np.zeros(self.n)
         out[self.nodes] = ((W[self.nodes] - self.a) ** 2).sum(axis=1)
         return out
 
     def gradients(self, W):
+        """``2 (w_i - a_i)`` at the batch's nodes, ``(n, d)`` (0 elsewhere)."""
         out = np.zeros((self.n, self.d))
         out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
         return out
 
     def hessian_bounds(self):
+        """``H_lo = H_hi = 2 I`` for every node (``alpha_i = beta_i = 2``)."""
         H = np.broadcast_to(2.0 * np.eye(self.d), (self.nodes.size, self.d, self.d)).copy()
         return H, H.copy()
 
@@ -1446,6 +1569,8 @@ class QuadraticBatch(LossBatch):
         return _soft((V + 2.0 * tau[:, None] * self.a) / s[:, None], tau * self.l1 / s)
 
     def dual_part(self, inset, row_of, k):
+        """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
+        (MATH.md §3) for the nodes with ``inset``."""
         sel = np.flatnonzero(inset[self.nodes])
         if sel.size == 0:
             return None
@@ -1491,6 +1616,7 @@ class SampleBatch(LossBatch):
         self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
 
     def max_rows(self):
+        """``max_i m_i``."""
         return int(self.ms.max(initial=0))
 
     def gram(self) -> np.ndarray:
@@ -1533,14 +1659,19 @@ class DataFitBatch(SampleBatch):
 
     # --- the primal
     def expression(self, w_flat, W):
+        """``sum_i (1/m_i) sum_r ell(x_r^T w_i, y_r)`` as one CVXPY expression in the flat
+        variable (the sparse block matrix ``X_blk``)."""
         return _rows_sum_cvx(self.cls, self.X_blk @ w_flat, self.y, self.c, self.p)
 
     def values(self, W):
+        """``L_i(w_i) = (1/m_i) sum_r ell(x_r^T w_i, y_r)``, ``(n,)`` (0 outside the batch)."""
         t = self.X_blk @ W.ravel()
         return np.bincount(self.row_node, self.c * self.cls._ell(t, self.y, self.p),
                            minlength=self.n)
 
     def gradients(self, W):
+        """``grad L_i(w_i) = (1/m_i) sum_r ell'(x_r^T w_i, y_r) x_r``, ``(n, d)`` (0 outside the
+        batch)."""
         t = self.X_blk @ W.ravel()
         g = self.X_blk.T @ (self.c * self.cls._ell_d1(t, self.y, self.p))
         return g.reshape(self.n, self.d)
@@ -1643,6 +1774,8 @@ class DataFitBatch(SampleBatch):
         return ConjugateGroup(self.nodes[sel], False, evaluate)
 
     def null_space_factors(self):
+        """The eigen-decompositions of ``X_i^T X_i`` (:meth:`gram_eigh`): ``dom L_i*`` lies in
+        ``range(X_i^T)``."""
         return self.gram_eigh()
 
 
@@ -1717,6 +1850,7 @@ class SquaredBatch(DataFitBatch):
         return ConjugateGroup(self.nodes[sel], True, evaluate)
 
     def null_space_factors(self):
+        """The eigen-decompositions ``(e_i, B_i)`` of ``Q_i = X_i^T X_i / m_i`` (cached)."""
         data = self.squared_data()
         return data["e"], data["B"]
 

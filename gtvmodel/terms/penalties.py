@@ -178,6 +178,7 @@ class _NormPenalty(ParameterFree, Penalty):
         return dual_exponent(self.p)
 
     def rows_expression(self, Z):
+        """``(||Z_e||_p)_e``, one vectorized CVXPY ``norm`` atom along the rows."""
         return cp.norm(Z, self.p, axis=1)
 
     def rows_value(self, V):
@@ -191,6 +192,7 @@ class _NormPenalty(ParameterFree, Penalty):
         return norm_rows(np.atleast_2d(np.asarray(U, dtype=float)), self.q)
 
     def dual_norm_expression(self, U):
+        """``(||U_e||_q)_e`` (``1/p + 1/q = 1``) as one vectorized CVXPY atom."""
         return cp.norm(U, self.q, axis=1)
 
     def conjugate_rows(self, U, lamA):
@@ -216,6 +218,8 @@ class _NormPenalty(ParameterFree, Penalty):
         return [self.dual_norm_expression(U) <= radii]
 
     def conjugate_expression(self, U, lamA):
+        """The capacities (27) as CVXPY constraints: ``sum_e lambda A_e phi*(u_e / (lambda A_e))``
+        is ``0`` subject to ``||u_e||_q <= lambda A_e`` (``lamA`` the ``lambda A_e``)."""
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return cp.Constant(0.0), self.dual_ball_constraints(U, c)
 
@@ -256,26 +260,78 @@ class _NormPenalty(ParameterFree, Penalty):
 
 
 class Norm2(_NormPenalty):
-    """``phi(v) = ||v||_2``: network Lasso; capacities ``||u_e||_2 <= lambda A_e``."""
+    """``phi(v) = ||v||_2``: network Lasso; capacities ``||u_e||_2 <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.Norm2()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([5. , 0.5]), array([5. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of the capacity ||u_e||_2 <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # v min(1, lambda A_e / ||v||_2)
+    array([[ 1.2, -1.6],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norm2"
     p = 2.0
 
 
 class Norm1(_NormPenalty):
-    """``phi(v) = ||v||_1``: anisotropic TV; capacities ``||u_e||_inf <= lambda A_e``."""
+    """``phi(v) = ||v||_1``: anisotropic TV; capacities ``||u_e||_inf <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.Norm1()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([7. , 0.5]), array([4. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_inf <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # clip each entry to [-2, 2]
+    array([[ 2. , -2. ],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norm1"
     p = 1.0
 
 
 class NormInf(_NormPenalty):
-    """``phi(v) = ||v||_inf``; capacities ``||u_e||_1 <= lambda A_e``."""
+    """``phi(v) = ||v||_inf``; capacities ``||u_e||_1 <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.NormInf()
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([4. , 0.5]), array([7. , 0.5]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_1 <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # projection onto the l1 ball of radius 2
+    array([[ 0.5, -1.5],
+           [ 0.5,  0. ]])
+    """
 
     kind = "norminf"
     p = np.inf
 
     def rows_expression(self, Z):
+        """``(||Z_e||_inf)_e`` as one vectorized CVXPY atom."""
         return cp.norm(Z, "inf", axis=1)
 
 
@@ -293,7 +349,26 @@ def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
 
 
 class NormP(_NormPenalty):
-    """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``."""
+    """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.NormP(3)
+    >>> phi.q  # the dual exponent, 1/p + 1/q = 1
+    1.5
+    >>> np.round(phi.rows_value(V), 3), np.round(phi.dual_norm(V), 3)
+    (array([4.498, 0.5  ]), array([5.584, 0.5  ]))
+    >>> phi.conjugate_rows(V, 2.0)  # the indicator of ||u_e||_q <= 2
+    array([inf,  0.])
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 3)  # projection onto the l_q ball of radius 2
+    array([[ 0.985, -1.507],
+           [ 0.5  ,  0.   ]])
+    """
 
     kind = "normp"
 
@@ -302,6 +377,8 @@ class NormP(_NormPenalty):
                               error=PenaltyError)
 
     def rows_expression(self, Z):
+        """``(||Z_e||_p)_e``: one vectorized atom for ``p`` in ``{1, 2, inf}``, else one ``pnorm``
+        per row (evaluation and small problems; compilers use :meth:`rows_epigraph`)."""
         if np.isinf(self.p):
             return cp.norm(Z, "inf", axis=1)
         if self.p in (1.0, 2.0):
@@ -309,6 +386,8 @@ class NormP(_NormPenalty):
         return _rows_pnorm(Z, self.p)
 
     def dual_norm_expression(self, U):
+        """``(||U_e||_q)_e``: one vectorized atom for ``q`` in ``{1, 2, inf}``, else one ``pnorm``
+        per row (compilers use :meth:`dual_ball_constraints`)."""
         q = self.q
         if np.isinf(q):
             return cp.norm(U, "inf", axis=1)
@@ -317,9 +396,14 @@ class NormP(_NormPenalty):
         return _rows_pnorm(U, q)
 
     def rows_epigraph(self, Z):
+        """``(T, constraints)`` with ``T_e >= ||Z_e||_p``: a row-wise atom for ``p`` in
+        ``{1, 2, inf}``, else one family of power cones
+        (:func:`gtvmodel._cvx.norm_rows_epigraph`)."""
         return norm_rows_epigraph(Z, self.p)
 
     def dual_ball_constraints(self, U, radii):
+        """The capacities ``||U_e||_q <= radii_e`` (27): a row-wise atom for ``q`` in
+        ``{1, 2, inf}``, else one family of power cones (:func:`gtvmodel._cvx.norm_rows_le`)."""
         return norm_rows_le(U, radii, self.q)
 
     def to_spec(self) -> TermSpec:
@@ -343,14 +427,30 @@ class SquaredNorm2(ParameterFree, Penalty):
     """``phi(v) = 1/2 ||v||_2^2`` (MOCHA).
 
     Scaled conjugate: ``lambda A phi*(u/(lambda A)) = ||u||^2 / (2 lambda A)``.
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.SquaredNorm2()
+    >>> phi.rows_value(V), phi.conjugate_rows(V, 2.0)  # ||u_e||^2 / (2 lambda A_e)
+    (array([12.5  ,  0.125]), array([6.25  , 0.0625]))
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)  # v / (1 + sigma / (lambda A_e))
+    array([[ 2.4, -3.2],
+           [ 0.4,  0. ]])
     """
 
     kind = "squarednorm2"
 
     def rows_expression(self, Z):
+        """``(1/2 ||Z_e||_2^2)_e`` as a CVXPY expression."""
         return 0.5 * cp.sum(cp.square(Z), axis=1)
 
     def rows_value(self, V):
+        """``(1/2 ||V_e||_2^2)_e`` in numpy."""
         V = np.atleast_2d(V)
         return 0.5 * (V**2).sum(axis=1)
 
@@ -360,12 +460,18 @@ class SquaredNorm2(ParameterFree, Penalty):
         return _quad_conj_rows(U, lamA)
 
     def conjugate_expression(self, U, lamA):
+        """CVXPY form of ``sum_e ||u_e||^2 / (2 lambda A_e)`` (rows with ``lambda A_e = 0``: the
+        constraint ``u_e = 0``)."""
         return _quad_conj_expression(U, lamA)
 
     def conjugate_regime(self, lam):
+        """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
+        to zero instead."""
         return lam > 0
 
     def conjugate_parametric(self, U, weights, lam):
+        """``(1/lambda) sum_e ||u_e||^2 / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
+        ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(U, weights, lam)
 
     def sublevel_radius(self, slack, lamA):
@@ -395,6 +501,22 @@ class QuadForm(Penalty):
     """``phi(v) = 1/2 v^T Q v`` with ``Q`` symmetric positive definite.
 
     The CVXPY form uses the Cholesky factor ``Q = L L^T``: ``v^T Q v = ||L^T v||^2``.
+    Scaled conjugate ``u^T Q^{-1} u / (2 lambda A)``; DU (33) is
+    ``(I + (sigma / (lambda A)) Q^{-1})^{-1} v`` (MATH.md §3).
+
+    Examples
+    --------
+    Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
+    (24)/(27) and the edge update DU (33) with ``sigma_e = 1/2`` at ``lambda A_e = 2``:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> V = np.array([[3.0, -4.0], [0.5, 0.0]])
+    >>> phi = gm.QuadForm(np.diag([2.0, 1.0]))
+    >>> phi.rows_value(V), np.round(phi.conjugate_rows(V, 2.0), 3)
+    (array([17.  ,  0.25]), array([5.125, 0.031]))
+    >>> np.round(phi.dual_update(V, 0.5, 2.0), 4)
+    array([[ 2.6667, -3.2   ],
+           [ 0.4444,  0.    ]])
     """
 
     kind = "quadform"
@@ -418,13 +540,16 @@ class QuadForm(Penalty):
         self.Q = Q
 
     def check_dim(self, d: int) -> None:
+        """Raise :class:`PenaltyError` unless ``Q`` is ``(d, d)``."""
         if self.Q.shape[0] != d:
             raise PenaltyError(f"QuadForm: Q has shape {self.Q.shape} but the model has d = {d}")
 
     def rows_expression(self, Z):
+        """``(1/2 ||L^T Z_e||^2)_e = (1/2 Z_e^T Q Z_e)_e``, ``Q = L L^T`` (Cholesky)."""
         return 0.5 * cp.sum(cp.square(Z @ self.chol), axis=1)
 
     def rows_value(self, V):
+        """``(1/2 V_e^T Q V_e)_e`` in numpy."""
         V = np.atleast_2d(V)
         return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
 
@@ -442,12 +567,18 @@ class QuadForm(Penalty):
         return _quad_conj_rows(self._whiten(U), lamA)
 
     def conjugate_expression(self, U, lamA):
+        """CVXPY form of ``sum_e u_e^T Q^{-1} u_e / (2 lambda A_e)`` through the whitened rows
+        ``L^{-1} u_e`` (rows with ``lambda A_e = 0``: ``u_e = 0``)."""
         return _quad_conj_expression(self._whiten(U), lamA)
 
     def conjugate_regime(self, lam):
+        """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
+        to zero instead."""
         return lam > 0
 
     def conjugate_parametric(self, U, weights, lam):
+        """``(1/lambda) sum_e u_e^T Q^{-1} u_e / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
+        ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(self._whiten(U), weights, lam)
 
     def flow_scale(self, d, w_scale):

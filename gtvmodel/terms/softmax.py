@@ -60,6 +60,20 @@ class SoftmaxLoss(Loss):
         ``K >= 2``; the parameter dimension is ``d = p K`` (``w`` is ``W`` flattened in C order).
     l1, l2 : float
         Optional regularizers ``eta ||w||_1`` and ``kappa ||w||^2``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> loss = gm.SoftmaxLoss(X, [0, 1, 2], n_classes=3)
+    >>> loss.dim, round(loss.value(np.zeros(6)), 4)  # d = p K; L(0) = log K
+    (6, 1.0986)
+    >>> np.round(loss.gradient(np.zeros(6)).reshape(2, 3), 4)  # (1/m) X^T (softmax - Y)
+    array([[-0.1111,  0.2222, -0.1111],
+           [ 0.2222, -0.1111, -0.1111]])
+    >>> np.round(loss.prox(np.zeros(6), 1.0).reshape(2, 3), 3)  # PU (32), one CVXPY solve
+    array([[ 0.109, -0.192,  0.083],
+           [-0.192,  0.109,  0.083]])
     """
 
     kind = "softmax"
@@ -159,16 +173,21 @@ class SoftmaxBatch(SampleBatch):
         return (self.X_k @ W.ravel()).reshape(-1, self.K)
 
     def expression(self, w_flat, W):
+        """``sum_i (1/m_i) sum_r [logsumexp(x_r^T W_i) - x_r^T W_i[:, y_r]]`` as one CVXPY
+        expression in the flat variable."""
         T = cp.reshape(self.X_k @ w_flat, (self.Xs.shape[0], self.K), order="C")
         return (self.c @ cp.log_sum_exp(T, axis=1)
                 - cp.sum(cp.multiply(self.c[:, None] * self.Y, T)))
 
     def values(self, W):
+        """``L_i(w_i)`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         T = self._scores(W)
         rows = logsumexp(T, axis=1) - T[np.arange(T.shape[0]), self.y]
         return np.bincount(self.row_node, self.c * rows, minlength=self.n)
 
     def gradients(self, W):
+        """``grad L_i(w_i) = (1/m_i) sum_r x_r (softmax(x_r^T W_i) - e_{y_r})^T`` flattened,
+        ``(n, d)`` (0 outside the batch)."""
         R = self.c[:, None] * (softmax(self._scores(W), axis=1) - self.Y)
         return (self.X_k.T @ R.ravel()).reshape(self.n, self.d)
 

@@ -27,6 +27,15 @@ CONSTANT_FACTORS = {"corrected": 2.0, "printed": 1.0}
 
 @dataclass
 class Constants:
+    """The constants of Theorem 2 for one partition (MATH.md §5).
+
+    ``alpha`` ``(k,)``: strong-convexity moduli ``alpha_C`` of ``f_C`` (13); ``beta`` ``(n,)``:
+    Lipschitz constants ``beta_i`` of ``grad L_i`` (12); ``delta`` ``(n,)``:
+    ``delta_i = ||grad L_i(w_bar_C)||_*`` (11); ``wbar`` ``(k, d)``: the cluster minimizers
+    ``w_bar_C = argmin f_C`` (9); ``outside`` ``(n,)``: ``sum_{j notin C} A_ij``; ``boundary``
+    ``(k,)``: ``|dC|``; ``kappa``, ``rho``: the norm factors of :func:`norm_factors`.
+    """
+
     part: Partition
     alpha: np.ndarray  # (k,)
     beta: np.ndarray  # (n,)

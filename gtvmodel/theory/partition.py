@@ -17,6 +17,12 @@ __all__ = ["Partition", "normalize_partition", "intra_edges", "require_connected
 
 @dataclass
 class Partition:
+    """A partition ``P = {C_1, ..., C_k}`` of the nodes (Theorem 2), as indices.
+
+    ``labels``: the cluster labels in partition order; ``members``: the node positions of each
+    cluster (model order); ``cid`` ``(n,)``: the cluster index of every node.
+    """
+
     labels: list[Hashable]  # cluster labels, partition order
     members: list[np.ndarray]  # node positions of each cluster (model order)
     cid: np.ndarray  # (n,) cluster index of every node

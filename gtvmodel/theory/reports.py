@@ -119,7 +119,7 @@ class RecoveryReport(Result):
     ----------
     lam : float
     weights : ndarray (n, d)
-        The exact GTV solution ``w_hat`` (:func:`gtvmodel.exact.solve_exact`).
+        The exact GTV solution ``w_hat`` (:func:`gtvmodel.solve.exact.solve_exact`).
     lifted : ndarray (n, d)
         The cluster-graph solution ``w_tilde`` (46) lifted to the nodes (54).
     cluster_weights : ndarray (k, d)
