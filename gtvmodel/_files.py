@@ -771,24 +771,27 @@ def _shaped(a: np.ndarray, rows: int, d: int, what: str, rowname: str) -> np.nda
 
 
 def save_weights(path: str | os.PathLike, weights: Any) -> None:
-    """Save an ``(n, d)`` weight array (see :func:`save_array`)."""
+    """Save the weights ``w`` (``(n, d)``, row ``i`` is ``w_i`` in node order; see
+    :func:`save_array`)."""
     save_array(path, weights, "weights")
 
 
 def load_weights(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
-    """Read weights for ``model``, checking the shape ``(n, d)`` and finiteness."""
+    """Read weights ``w`` for ``model``, checking the shape ``(n, d)`` and finiteness."""
     shape = (model.num_nodes, model.dim)
     return _shaped(load_array(path, "weights", shape), *shape,
                    f"weights file {os.fspath(path)!r}", "nodes")
 
 
 def save_flows(path: str | os.PathLike, flows: Any) -> None:
-    """Save an ``(|E|, d)`` flow array (see :func:`save_array`)."""
+    """Save the edge flows ``u`` of the dual (24) (``(|E|, d)``, row ``e`` is ``u_e`` in the
+    edge order ``model.edges``; see :func:`save_array`)."""
     save_array(path, flows, "flows")
 
 
 def load_flows(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
-    """Read flows for ``model``, checking the shape ``(|E|, d)`` (edge order: ``model.edges``)."""
+    """Read edge flows ``u`` for ``model``, checking the shape ``(|E|, d)`` (edge order:
+    ``model.edges``) and finiteness."""
     shape = (model.num_edges, model.dim)
     return _shaped(load_array(path, "flows", shape), *shape,
                    f"flows file {os.fspath(path)!r}", "edges")
