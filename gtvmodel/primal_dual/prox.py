@@ -442,7 +442,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
     check_option(prox, "prox", PROX_OPTIONS, where="plan")
-    n, d = model.num_nodes, model.dim
+    d = model.dim
     deg = model.degrees
     groups: list[NodeGroup] = []
     isolated = np.flatnonzero(deg == 0)
@@ -452,38 +452,51 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     general: list[int] = []
     for i in np.flatnonzero(deg > 0):
         i = int(i)
-        loss = model.loss_at(i)
-        cons = model.constraints_at(i)
-        key = None
-        if prox == "auto" and loss.has_exact_prox():
-            if loss.isotropic_prox:
-                comp = _isotropic_constraints(cons, d)
-                if comp is not None and not (comp[0] == "ball" and loss.l1):
-                    key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
-            elif not cons:
-                key = (type(loss), "none")
+        key = _fast_key(model.loss_at(i), model.constraints_at(i), d) if prox == "auto" \
+            else None
         if key is None:
             general.append(i)
         else:
             fast.setdefault(key, []).append(i)
-    for (cls, ckind), idx in fast.items():
-        nodes = np.array(idx, dtype=np.int64)
-        losses = [model.loss_at(i) for i in idx]
-        batch = LossBatch(cls, nodes, losses, n, d)
-        box = ball = None
-        if ckind == "box":
-            lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
-            box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
-        elif isinstance(ckind, tuple):
-            radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
-            ball = (ckind[1], radii)
-        groups.append(BatchProxGroup(batch, box, ball))
+    groups.extend(_batch_group(model, cls, ckind, idx) for (cls, ckind), idx in fast.items())
     if general:
         if batch_cvxpy:
             groups.append(CvxpyProxGroup(model, np.array(general)))
         else:
             groups.extend(CvxpyProxGroup(model, np.array([i])) for i in general)
     return groups
+
+
+def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
+    """The fast path of a node with ``loss`` and constraints ``cons``: ``(loss class,
+    constraint kind)`` with the kind ``"none"``, ``"box"`` or ``("ball", p)``; None if PU (32)
+    has no exact vectorized form for it (then the CVXPY path)."""
+    if not loss.has_exact_prox():
+        return None
+    if loss.isotropic_prox:
+        comp = _isotropic_constraints(cons, d)
+        if comp is not None and not (comp[0] == "ball" and loss.l1):
+            return (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
+        return None
+    return (type(loss), "none") if not cons else None
+
+
+def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
+                 ) -> BatchProxGroup:
+    """The fast-path group of the nodes ``idx`` (loss class ``cls``, constraint kind
+    ``ckind`` of :func:`_fast_key`): their losses stacked, their boxes or ball radii too."""
+    n, d = model.num_nodes, model.dim
+    nodes = np.array(idx, dtype=np.int64)
+    losses = [model.loss_at(i) for i in idx]
+    batch = LossBatch(cls, nodes, losses, n, d)
+    box = ball = None
+    if ckind == "box":
+        lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
+        box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
+    elif isinstance(ckind, tuple):
+        radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
+        ball = (ckind[1], radii)
+    return BatchProxGroup(batch, box, ball)
 
 
 class NodeUpdates:

@@ -182,20 +182,7 @@ class ResidualBalancing:
                 or not (np.isfinite(p_res) and np.isfinite(d_res))):  # not due / finished
             return False
         if p_res > self.far * d_res or d_res > self.far * p_res:
-            # far from balance (measured: the residual ratio stays within [0.07, 0.6] on
-            # paper 000/001 instances, at 1e2-1e5 when edge weights span 1e-8..1e8 and c_0
-            # is orders of magnitude off): a geometric move towards balance (p ~ 1/c and
-            # d ~ c, so the ratio moves like c^-2), at most far_factor per check and at most
-            # max_far_moves times in a run; the alpha schedule below is not touched
-            if self.far_moves >= self.max_far_moves:
-                return False
-            ratio = p_res / d_res if d_res > 0 else np.inf
-            factor = min(np.sqrt(ratio), self.far_factor) if ratio > 1 else \
-                max(np.sqrt(ratio), 1.0 / self.far_factor)
-            self.c *= float(factor)
-            self.far_moves += 1
-            self.changes += 1
-            return True
+            return self._far_move(p_res, d_res)
         if p_res > self.delta * d_res:
             self.c /= 1.0 - self.alpha
         elif d_res > self.delta * p_res:
@@ -203,6 +190,22 @@ class ResidualBalancing:
         else:
             return False
         self.alpha *= self.eta
+        self.changes += 1
+        return True
+
+    def _far_move(self, p_res: float, d_res: float) -> bool:
+        """Far from balance (measured: the residual ratio stays within [0.07, 0.6] on paper
+        000/001 instances, at 1e2-1e5 when edge weights span 1e-8..1e8 and ``c_0`` is orders of
+        magnitude off): a geometric move towards balance (``p ~ 1/c`` and ``d ~ c``, so the
+        ratio moves like ``c^-2``), at most ``far_factor`` per check and at most
+        ``max_far_moves`` times in a run; the ``alpha`` schedule is not touched."""
+        if self.far_moves >= self.max_far_moves:
+            return False
+        ratio = p_res / d_res if d_res > 0 else np.inf
+        factor = min(np.sqrt(ratio), self.far_factor) if ratio > 1 else \
+            max(np.sqrt(ratio), 1.0 / self.far_factor)
+        self.c *= float(factor)
+        self.far_moves += 1
         self.changes += 1
         return True
 
@@ -274,26 +277,31 @@ def make_step_rule(model: ModelDeclaration, step: Any) -> FixedSteps | ResidualB
     if isinstance(step, dict):
         step = (step.get("tau"), step.get("sigma"))
     if isinstance(step, (tuple, list)) and len(step) == 2:
-        tau = check_vector(step[0], "step tau", model.num_nodes)
-        sigma = check_vector(step[1], "step sigma", E)
-        bad = np.flatnonzero((tau <= 0) & (deg > 0))
-        if bad.size:
-            raise ParameterError(f"step tau at node {model.nodes[bad[0]]!r} is {tau[bad[0]]!r}; "
-                                 "primal steps must be > 0")
-        bad = np.flatnonzero(sigma <= 0)
-        if bad.size:
-            raise ParameterError(f"step sigma at edge {model.empirical_graph.edge_label(bad[0])}"
-                                 f" is {sigma[bad[0]]!r}; dual steps must be > 0")
-        tau = np.where(deg > 0, tau, 1.0)  # isolated nodes: not coupled, tau unused
-        nrm = step_norm(model, tau, sigma)
-        if nrm > 1.0 + 1e-9:
-            raise ParameterError(
-                f"steps violate the convergence condition ||Sigma^(1/2) D T^(1/2)|| <= 1 of "
-                f"Algorithm 1: the norm is {nrm:.6g} (power iteration). Scale tau or sigma "
-                "down, e.g. tau_i = c/deg(i), sigma_e = 1/(2c)")
-        return FixedSteps(tau, sigma, None)
+        return _explicit_steps(model, step[0], step[1])
     raise ParameterError("step must be None (adaptive), a positive scale c, a "
                          "ResidualBalancing rule, or (tau, sigma) arrays; got "
                          f"{type(step).__name__}")
 
 
+def _explicit_steps(model: ModelDeclaration, tau: Any, sigma: Any) -> FixedSteps:
+    """Explicit steps ``(tau, sigma)``: positive (``tau`` at coupled nodes), and
+    ``||Sigma^{1/2} D T^{1/2}|| <= 1`` by :func:`step_norm`; errors name the node or edge."""
+    deg = model.degrees
+    tau = check_vector(tau, "step tau", model.num_nodes)
+    sigma = check_vector(sigma, "step sigma", model.num_edges)
+    bad = np.flatnonzero((tau <= 0) & (deg > 0))
+    if bad.size:
+        raise ParameterError(f"step tau at node {model.nodes[bad[0]]!r} is {tau[bad[0]]!r}; "
+                             "primal steps must be > 0")
+    bad = np.flatnonzero(sigma <= 0)
+    if bad.size:
+        raise ParameterError(f"step sigma at edge {model.empirical_graph.edge_label(bad[0])}"
+                             f" is {sigma[bad[0]]!r}; dual steps must be > 0")
+    tau = np.where(deg > 0, tau, 1.0)  # isolated nodes: not coupled, tau unused
+    nrm = step_norm(model, tau, sigma)
+    if nrm > 1.0 + 1e-9:
+        raise ParameterError(
+            f"steps violate the convergence condition ||Sigma^(1/2) D T^(1/2)|| <= 1 of "
+            f"Algorithm 1: the norm is {nrm:.6g} (power iteration). Scale tau or sigma "
+            "down, e.g. tau_i = c/deg(i), sigma_e = 1/(2c)")
+    return FixedSteps(tau, sigma, None)
