@@ -28,7 +28,7 @@ from .errors import (
 )
 from .graph import EmpiricalGraph
 from .model import GTVModel
-from .primal_dual.algorithm import PrimalDualResult, ResidualBalancing, solve_primal_dual
+from .primal_dual import PrimalDualResult, ResidualBalancing, solve_primal_dual
 from .results import Result
 from .solution import Solution
 from .solve import conic

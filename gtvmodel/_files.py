@@ -106,19 +106,47 @@ def _fit(a: Any, shape: tuple[str, ...], d: int) -> np.ndarray:
 
 # ===================================================================== problem files
 def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
-    """Write ``model`` (library losses, constraints and penalty only) to ``path`` (``.npz``)."""
-    n, d = model.num_nodes, model.dim
+    """Write ``model`` (library losses, constraints and penalty only) to ``path`` (``.npz``):
+    the JSON header (sizes, ``lambda``, node labels, every term's kind and parameters) and the
+    arrays of the format (``docs/file_format.md``); an unsupported term or label raises
+    :class:`UnsupportedError` naming the node."""
+    d = model.dim
+    labels = _saved_labels(model)
+    checked: set[type] = set()
+    pen = model.penalty
+    pspec = _describe(PENALTIES, pen, None, None, checked)
+    arrays = {f"penalty_{k}": _fit(a, type(pen).spec_arrays[k], d)
+              for k, a in pspec.arrays.items()}
+    losses, loss_arrays = _saved_losses(model, checked)
+    cons_desc, box_lo, box_hi = _saved_constraints(model, checked)
+    header = {"format": _FORMAT, "version": FORMAT_VERSION, "n": model.num_nodes, "d": d,
+              "lam": model.lam, "penalty": pspec.header(), "nodes": labels, "losses": losses,
+              "constraints": cons_desc}
+    arrays.update(
+        header=np.frombuffer(json.dumps(header, allow_nan=False).encode("utf-8"),
+                             dtype=np.uint8),
+        edges=model.edges.astype(np.int64), edge_weights=model.edge_weights.astype(float),
+        **loss_arrays, box_lo=box_lo, box_hi=box_hi,
+    )
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def _saved_labels(model: ModelDeclaration) -> list:
+    """The node labels as JSON values (only str and int labels can be saved)."""
     labels = []
     for v in model.nodes:
         if isinstance(v, bool) or not isinstance(v, (str, int, np.integer)):
             raise UnsupportedError(f"node label {v!r}: only str and int labels can be saved")
         labels.append(v if isinstance(v, str) else int(v))
-    pen = model.penalty
-    checked: set[type] = set()
-    pspec = _describe(PENALTIES, pen, None, None, checked)
-    arrays = {f"penalty_{k}": _fit(a, type(pen).spec_arrays[k], d)
-              for k, a in pspec.arrays.items()}
-    pdesc = pspec.header()
+    return labels
+
+
+def _saved_losses(model: ModelDeclaration, checked: set[type]
+                  ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """The header entries of the losses and their arrays: samples stacked into ``X``, ``y``
+    with ``row_ptr``, centres as rows of ``centres``."""
+    n, d = model.num_nodes, model.dim
     losses, Xs, ys = [], [], []
     row_ptr = np.zeros(n + 1, dtype=np.int64)
     centres = np.zeros((n, d))
@@ -133,8 +161,19 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
             centres[i] = spec.arrays["a"]
         row_ptr[i + 1] = row_ptr[i] + m
         losses.append(spec.header())
+    arrays = {"X": np.vstack(Xs) if Xs else np.zeros((0, d)),
+              "y": np.concatenate(ys) if ys else np.zeros(0),
+              "row_ptr": row_ptr, "centres": centres}
+    return losses, arrays
+
+
+def _saved_constraints(model: ModelDeclaration, checked: set[type]
+                       ) -> tuple[list[list[dict]], np.ndarray, np.ndarray]:
+    """The header entries of every node's constraints and the box rows ``box_lo``,
+    ``box_hi`` (a constraint with bounds refers to its row by the field ``row``)."""
+    d = model.dim
     cons_desc, box_lo, box_hi = [], [], []
-    for i in range(n):
+    for i in range(model.num_nodes):
         items = []
         for c in model.constraints_at(i):
             spec = _describe(CONSTRAINTS, c, model.nodes[i], _CONSTRAINT_PLACES, checked)
@@ -145,21 +184,7 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
                 box_hi.append(_fit(spec.arrays["hi"], ("d",), d))
             items.append(desc)
         cons_desc.append(items)
-    header = {"format": _FORMAT, "version": FORMAT_VERSION, "n": n, "d": d,
-              "lam": model.lam, "penalty": pdesc, "nodes": labels, "losses": losses,
-              "constraints": cons_desc}
-    arrays.update(
-        header=np.frombuffer(json.dumps(header, allow_nan=False).encode("utf-8"),
-                             dtype=np.uint8),
-        edges=model.edges.astype(np.int64), edge_weights=model.edge_weights.astype(float),
-        X=np.vstack(Xs) if Xs else np.zeros((0, d)),
-        y=np.concatenate(ys) if ys else np.zeros(0), row_ptr=row_ptr, centres=centres,
-        box_lo=np.array(box_lo).reshape(-1, d), box_hi=np.array(box_hi).reshape(-1, d),
-    )
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-
-
+    return cons_desc, np.array(box_lo).reshape(-1, d), np.array(box_hi).reshape(-1, d)
 
 
 # ===================================================================== safe low-level reading
@@ -418,12 +443,47 @@ def read_model(path: str | os.PathLike, cls: type[ModelDeclaration]) -> Any:
 
 
 def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
+    """The model of an open archive: the header (sizes, labels, the terms' kinds and the
+    places of their arrays), then the arrays, each with a shape fixed by the header (and
+    ``row_ptr`` / ``edges``) before its data are read, then the model through ``cls``."""
     header = _parse_header(z)
     n = header_int(header["n"], "n", where, 1)
     d = header_int(header["d"], "d", where, 1)
     lam = header_real(header["lam"], "lam", where)
-    labels, losses, cons = header["nodes"], header["losses"], header["constraints"]
-    for name, v in (("nodes", labels), ("losses", losses), ("constraints", cons)):
+    labels = _header_labels(header, n, where)
+    # terms: kinds (the registries), places of their arrays; parameters are checked by the
+    # classes' from_spec once the arrays are read
+    pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, None)
+    _place(pen_cls, None, lambda msg: _fail(where, msg))
+    loss_terms = _header_losses(header["losses"], labels, where)
+    cons_terms = _header_constraints(header["constraints"], labels, where)
+    n_box = sum(row is not None for items in cons_terms for _, _, row, _ in items)
+    row_ptr, X, y, centres = _read_samples(z, loss_terms, labels, d, where)
+    edges, weights = _read_edges(z, n, where)
+    box_lo, box_hi = _read_boxes(z, n_box, d, where)
+    pen_arrays = {name: _read_finite(z, f"penalty_{name}", (d,) * len(shape), where)
+                  for name, shape in pen_cls.spec_arrays.items()}
+    pen = pen_cls.from_spec(TermSpec(pen_cls.kind, pen_params, pen_arrays, where=where,
+                                     at="penalty"))
+    # the model
+    G = nx.Graph()
+    G.add_nodes_from(labels)
+    G.add_edges_from((labels[a], labels[b], {"weight": w})
+                     for (a, b), w in zip(edges.tolist(), weights.tolist(), strict=True))
+    model = cls(G, d, penalty=pen, lam=lam)
+    if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
+        raise _fail(where, "edge order differs from the model's")
+    _set_losses(model, loss_terms, labels, row_ptr, X, y, centres, where)
+    _add_constraints(model, cons_terms, labels, box_lo, box_hi, where)
+    return model
+
+
+def _header_labels(header: dict, n: int, where: str) -> list:
+    """The node labels of the header (unique str or int), after checking that ``nodes``,
+    ``losses`` and ``constraints`` are lists of ``n`` entries."""
+    labels = header["nodes"]
+    for name in ("nodes", "losses", "constraints"):
+        v = header[name]
         if not isinstance(v, list) or len(v) != n:
             got = f"{len(v)} entries" if isinstance(v, list) else repr(v)[:50]
             raise _fail(where, f"header field {name} must be a list of n = {n} entries, got "
@@ -433,10 +493,12 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
             raise _fail(where, f"node label {short_repr(v)} is not a string or an integer")
     if len(set(labels)) != n:
         raise _fail(where, "node labels are not unique")
-    # ---- terms: kinds (the registries), places of their arrays; parameters are checked by
-    # ---- the classes' from_spec once the arrays are read
-    pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, None)
-    _place(pen_cls, None, lambda msg: _fail(where, msg))
+    return labels
+
+
+def _header_losses(losses: list, labels: list, where: str) -> list[tuple[type, dict, dict]]:
+    """``(class, parameters, place of its arrays)`` of every node's loss (the place is found
+    once per class)."""
     loss_terms: list[tuple[type, dict, dict]] = []
     loss_places: dict[type, dict] = {}
     for i, desc in enumerate(losses):
@@ -445,8 +507,13 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
         if place is None:
             place = loss_places[lcls] = _place(lcls, _LOSS_PLACES, lambda msg: _fail(where, msg))
         loss_terms.append((lcls, params, place))
-    is_fit = np.fromiter((place is _SAMPLES for _, _, place in loss_terms), dtype=bool, count=n)
-    # ---- constraints: kinds, parameters, box rows
+    return loss_terms
+
+
+def _header_constraints(cons: list, labels: list, where: str
+                        ) -> list[list[tuple[type, dict, int | None, str]]]:
+    """Per node, ``(class, parameters, box row or None, position text)`` of its constraints
+    (a class with bounds must have exactly the header fields ``kind`` and ``row``)."""
     cons_terms: list[list[tuple[type, dict, int | None, str]]] = []
     for i, items in enumerate(cons):
         if not isinstance(items, list):
@@ -461,8 +528,23 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
                 row = header_int(params.pop("row"), f"{at}.row", where, 0)
             node_items.append((ccls, params, row, at))
         cons_terms.append(node_items)
-    n_box = sum(row is not None for items in cons_terms for _, _, row, _ in items)
-    # ---- arrays: each shape is fixed by the header (and row_ptr / edges) before reading data
+    return cons_terms
+
+
+def _read_finite(z: _Archive, name: str, want: tuple[int | None, ...], where: str
+                 ) -> np.ndarray:
+    """A float member of shape ``want`` whose entries must all be finite."""
+    a = z.array(name, want, _FLOAT_KINDS)
+    _finite(a, name, where)
+    return a
+
+
+def _read_samples(z: _Archive, loss_terms: list[tuple[type, dict, dict]], labels: list,
+                  d: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``row_ptr``, the stacked samples ``X``, ``y`` and the ``centres``; data-fit losses (the
+    place ``_SAMPLES``) own rows of ``X``, other losses none."""
+    n = len(labels)
+    is_fit = np.fromiter((place is _SAMPLES for _, _, place in loss_terms), dtype=bool, count=n)
     row_ptr = z.array("row_ptr", (n + 1,), _INT_KINDS)
     if row_ptr[0] != 0 or (np.diff(row_ptr) < 0).any():
         raise _fail(where, "row_ptr must start at 0 and be nondecreasing")
@@ -479,10 +561,15 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     centres = z.array("centres", (n, d), _FLOAT_KINDS)
     for name, a in (("X", X), ("y", y), ("centres", centres)):
         _finite(a, name, where)
+    return row_ptr, X, y, centres
+
+
+def _read_edges(z: _Archive, n: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """``edges`` (oriented ``e+ < e-``, sorted, without repeats, within ``0..n-1``) and their
+    positive finite ``edge_weights``."""
     edges = z.array("edges", (None, 2), _INT_KINDS, limit=n * (n - 1) // 2)
     E = edges.shape[0]
-    weights = z.array("edge_weights", (E,), _FLOAT_KINDS)
-    _finite(weights, "edge_weights", where)
+    weights = _read_finite(z, "edge_weights", (E,), where)
     if E:
         head, tail = edges[:, 0], edges[:, 1]
         if head.min() < 0 or tail.max() >= n:
@@ -500,6 +587,11 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
         if k.size:
             raise _fail(where, f"edge weight {int(k[0])} is {weights[k[0]]!r}; edge weights "
                         "must be > 0")
+    return edges, weights
+
+
+def _read_boxes(z: _Archive, n_box: int, d: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The box rows ``box_lo``, ``box_hi`` (at most ``n_box``; no NaN, none empty)."""
     box_lo = z.array("box_lo", (None, d), _FLOAT_KINDS, limit=n_box)
     box_hi = z.array("box_hi", (box_lo.shape[0], d), _FLOAT_KINDS)
     if np.isnan(box_lo).any() or np.isnan(box_hi).any():
@@ -507,20 +599,13 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     if np.isposinf(box_lo).any() or np.isneginf(box_hi).any() or (box_lo > box_hi).any():
         raise _fail(where, "box_lo/box_hi describe an empty box (lo = +inf, hi = -inf or "
                     "lo > hi)")
-    pen_arrays = {}
-    for name, shape in pen_cls.spec_arrays.items():
-        pen_arrays[name] = z.array(f"penalty_{name}", (d,) * len(shape), _FLOAT_KINDS)
-        _finite(pen_arrays[name], f"penalty_{name}", where)
-    pen = pen_cls.from_spec(TermSpec(pen_cls.kind, pen_params, pen_arrays, where=where,
-                                     at="penalty"))
-    # ---- the model
-    G = nx.Graph()
-    G.add_nodes_from(labels)
-    G.add_edges_from((labels[a], labels[b], {"weight": w})
-                     for (a, b), w in zip(edges.tolist(), weights.tolist(), strict=True))
-    model = cls(G, d, penalty=pen, lam=lam)
-    if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
-        raise _fail(where, "edge order differs from the model's")
+    return box_lo, box_hi
+
+
+def _set_losses(model: ModelDeclaration, loss_terms: list[tuple[type, dict, dict]],
+                labels: list, row_ptr: np.ndarray, X: np.ndarray, y: np.ndarray,
+                centres: np.ndarray, where: str) -> None:
+    """Every node's loss from its class's ``from_spec`` with its arrays from their place."""
     for i, (lcls, params, place) in enumerate(loss_terms):
         if place is _SAMPLES:
             r0, r1 = int(row_ptr[i]), int(row_ptr[i + 1])
@@ -530,6 +615,12 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
         spec = TermSpec(lcls.kind, params, arrays, where=where,
                         at=f"losses[{i}] (node {short_repr(labels[i])})")
         model.set_loss(labels[i], lcls.from_spec(spec))
+
+
+def _add_constraints(model: ModelDeclaration,
+                     cons_terms: list[list[tuple[type, dict, int | None, str]]], labels: list,
+                     box_lo: np.ndarray, box_hi: np.ndarray, where: str) -> None:
+    """Every node's constraints from their classes' ``from_spec`` (bounds from box rows)."""
     for i, items in enumerate(cons_terms):
         for ccls, params, row, at in items:
             arrays = {}
@@ -540,7 +631,6 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
                 arrays = {"lo": box_lo[row], "hi": box_hi[row]}
             spec = TermSpec(ccls.kind, params, arrays, where=where, at=at)
             model.add_constraint(labels[i], ccls.from_spec(spec))
-    return model
 
 
 def _lookup(registry: Registry, desc: Any, where: str, node: Any) -> tuple[type, dict]:
@@ -681,24 +771,27 @@ def _shaped(a: np.ndarray, rows: int, d: int, what: str, rowname: str) -> np.nda
 
 
 def save_weights(path: str | os.PathLike, weights: Any) -> None:
-    """Save an ``(n, d)`` weight array (see :func:`save_array`)."""
+    """Save the weights ``w`` (``(n, d)``, row ``i`` is ``w_i`` in node order; see
+    :func:`save_array`)."""
     save_array(path, weights, "weights")
 
 
 def load_weights(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
-    """Read weights for ``model``, checking the shape ``(n, d)`` and finiteness."""
+    """Read weights ``w`` for ``model``, checking the shape ``(n, d)`` and finiteness."""
     shape = (model.num_nodes, model.dim)
     return _shaped(load_array(path, "weights", shape), *shape,
                    f"weights file {os.fspath(path)!r}", "nodes")
 
 
 def save_flows(path: str | os.PathLike, flows: Any) -> None:
-    """Save an ``(|E|, d)`` flow array (see :func:`save_array`)."""
+    """Save the edge flows ``u`` of the dual (24) (``(|E|, d)``, row ``e`` is ``u_e`` in the
+    edge order ``model.edges``; see :func:`save_array`)."""
     save_array(path, flows, "flows")
 
 
 def load_flows(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
-    """Read flows for ``model``, checking the shape ``(|E|, d)`` (edge order: ``model.edges``)."""
+    """Read edge flows ``u`` for ``model``, checking the shape ``(|E|, d)`` (edge order:
+    ``model.edges``) and finiteness."""
     shape = (model.num_edges, model.dim)
     return _shaped(load_array(path, "flows", shape), *shape,
                    f"flows file {os.fspath(path)!r}", "edges")

@@ -17,7 +17,7 @@ from typing import Any
 from . import _files
 from .certificates.certificate import Certificate, certify
 from .declaration import ModelDeclaration
-from .primal_dual.algorithm import PrimalDualResult, solve_primal_dual
+from .primal_dual import PrimalDualResult, solve_primal_dual
 from .solution import Solution
 from .solve.dual import DualSolution, solve_dual
 from .solve.exact import solve_exact
@@ -104,7 +104,7 @@ class GTVModel(ModelDeclaration):
                           callback: Callable[..., Any] | None = None, record_every: int = 50,
                           progress: bool = False, **kwargs: Any) -> PrimalDualResult:
         """Run Algorithm 1 (primal-dual message passing) until the certified relative gap is
-        ``<= tol``; returns a :class:`~gtvmodel.primal_dual.algorithm.PrimalDualResult`.  See
+        ``<= tol``; returns a :class:`~gtvmodel.primal_dual.result.PrimalDualResult`.  See
         :func:`gtvmodel.solve_primal_dual`.
         """
         return solve_primal_dual(self, max_iter=max_iter, tol=tol, prox=prox, step=step,

@@ -2,7 +2,7 @@
 
 Every object an engine returns -- :class:`~gtvmodel.solution.Solution`
 (:func:`~gtvmodel.solve.exact.solve_exact`), :class:`~gtvmodel.solve.dual.DualSolution`
-(:func:`~gtvmodel.solve.dual.solve_dual`), :class:`~gtvmodel.primal_dual.algorithm.PrimalDualResult`
+(:func:`~gtvmodel.solve.dual.solve_dual`), :class:`~gtvmodel.primal_dual.result.PrimalDualResult`
 (Algorithm 1), :class:`~gtvmodel.certificates.certificate.Certificate` (:func:`certify`) and
 the theory reports :class:`~gtvmodel.theory.ClusterReport` /
 :class:`~gtvmodel.theory.RecoveryReport` -- derives from :class:`Result` and so speaks the same

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
+from gtvmodel import primal_dual as pdm
 from gtvmodel.datasets import paper000_sbm, sbm
 from gtvmodel.errors import DataError, ParameterError
-from gtvmodel.primal_dual import algorithm as pdm
 from gtvmodel.primal_dual.prox import NodeUpdates
 
 D = 2

@@ -1,17 +1,20 @@
-"""Algorithm 1 (preconditioned primal-dual message passing): the loop and step rules
-(:mod:`~gtvmodel.primal_dual.algorithm`) and the grouped node updates PU (32)
-(:mod:`~gtvmodel.primal_dual.prox`).
+"""Algorithm 1 of paper 001 (preconditioned primal-dual message passing), one module per part:
+
+* :mod:`~gtvmodel.primal_dual.prox` -- the node updates PU (32), grouped for vectorized
+  execution (exact fast paths and the general CVXPY path);
+* :mod:`~gtvmodel.primal_dual.updates` -- the iteration's formulas (32), (33) and the
+  message-passing view (:class:`NodeUpdate`, :class:`EdgeUpdate`);
+* :mod:`~gtvmodel.primal_dual.steps` -- the steps ``T``, ``Sigma`` with
+  ``||Sigma^{1/2} D T^{1/2}|| <= 1`` (:class:`FixedSteps`, :class:`ResidualBalancing`);
+* :mod:`~gtvmodel.primal_dual.result` -- :class:`History` and :class:`PrimalDualResult`;
+* :mod:`~gtvmodel.primal_dual.algorithm` -- the loop with the stopping rule on the certified
+  gap (34) (:func:`solve_primal_dual`).
 """
 
-from .algorithm import (
-    EdgeUpdate,
-    FixedSteps,
-    History,
-    NodeUpdate,
-    PrimalDualResult,
-    ResidualBalancing,
-    solve_primal_dual,
-)
+from .algorithm import solve_primal_dual
+from .result import History, PrimalDualResult
+from .steps import FixedSteps, ResidualBalancing, initial_scale, step_norm
+from .updates import EdgeUpdate, NodeUpdate
 
 __all__ = ["solve_primal_dual", "PrimalDualResult", "ResidualBalancing", "FixedSteps",
-           "NodeUpdate", "EdgeUpdate", "History"]
+           "NodeUpdate", "EdgeUpdate", "History", "step_norm", "initial_scale"]

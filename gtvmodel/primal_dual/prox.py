@@ -9,7 +9,7 @@ a function of the node's own loss, constraints and step ``tau_i`` only.  For spe
 are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes at once:
 
 * :class:`BatchProxGroup` -- nodes of one library loss class with an exact vectorized prox
-  (:meth:`gtvmodel.losses.LossBatch.prox`), composed with the exact projection onto their
+  (:meth:`gtvmodel.terms.losses.LossBatch.prox`), composed with the exact projection onto their
   library constraints where the composition is exact (see :func:`plan`);
 * :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
   Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
@@ -110,7 +110,9 @@ class BatchProxGroup(NodeGroup):
         self.nodes = self.batch.nodes
         self.kind = self.batch.kind
 
-    def update(self, V, tau, k, W_prev):
+    def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
+        """PU (32) of the group's nodes: the loss class's exact prox (warm-started at
+        ``W_prev`` where it iterates), then the exact projections onto the box / ball."""
         Z = self.batch.prox(V, tau, W0=W_prev)
         if self.box is not None:
             Z = Box.project_rows(Z, *self.box)
@@ -199,7 +201,10 @@ class CvxpyProxGroup(NodeGroup):
                 "no feasible point") from None
         raise exc
 
-    def update(self, V, tau, k, W_prev):
+    def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
+        """PU (32) of the group's nodes with the tolerance ``eps_k`` of iteration ``k``
+        (:func:`cvxpy_tolerance`): Clarabel re-solved directly where it can be, else CVXPY's
+        DPP re-solve with ``a = 1/(2 tau)``, ``b = v / tau``; node by node if that fails."""
         if self.direct is not None:
             t0 = time.perf_counter()
             try:
@@ -388,7 +393,9 @@ class IsolatedGroup(NodeGroup):
     values: np.ndarray | None = field(default=None, repr=False)
     kind: str = "isolated"
 
-    def update(self, V, tau, k, W_prev):
+    def update(self, V: Any, tau: Any, k: int, W_prev: Any) -> np.ndarray:
+        """``argmin_{C_i} L_i`` for the group's nodes (``V``, ``tau`` are ignored: the nodes are
+        not coupled), solved on the first call."""
         if self.values is None:
             group = CvxpyProxGroup(self.model, self.nodes, prox=False)
             # the reference tolerances with the fallback ladder (a fixed 1e-13 failed on
@@ -405,8 +412,8 @@ def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
     without ``l1`` its minimizer over any norm ball is the Euclidean projection of ``b``.
     Returns ``("box", (lo, hi))``, ``("ball", (p, radius))``, ``("none", None)`` or None (no
     exact composition); the constraints say what they are
-    (:meth:`~gtvmodel.constraints.Constraint.coordinate_bounds`,
-    :meth:`~gtvmodel.constraints.Constraint.ball`).
+    (:meth:`~gtvmodel.terms.constraints.Constraint.coordinate_bounds`,
+    :meth:`~gtvmodel.terms.constraints.Constraint.ball`).
     """
     if not cons:
         return "none", None
@@ -435,7 +442,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
     check_option(prox, "prox", PROX_OPTIONS, where="plan")
-    n, d = model.num_nodes, model.dim
+    d = model.dim
     deg = model.degrees
     groups: list[NodeGroup] = []
     isolated = np.flatnonzero(deg == 0)
@@ -445,38 +452,51 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     general: list[int] = []
     for i in np.flatnonzero(deg > 0):
         i = int(i)
-        loss = model.loss_at(i)
-        cons = model.constraints_at(i)
-        key = None
-        if prox == "auto" and loss.has_exact_prox():
-            if loss.isotropic_prox:
-                comp = _isotropic_constraints(cons, d)
-                if comp is not None and not (comp[0] == "ball" and loss.l1):
-                    key = (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
-            elif not cons:
-                key = (type(loss), "none")
+        key = _fast_key(model.loss_at(i), model.constraints_at(i), d) if prox == "auto" \
+            else None
         if key is None:
             general.append(i)
         else:
             fast.setdefault(key, []).append(i)
-    for (cls, ckind), idx in fast.items():
-        nodes = np.array(idx, dtype=np.int64)
-        losses = [model.loss_at(i) for i in idx]
-        batch = LossBatch(cls, nodes, losses, n, d)
-        box = ball = None
-        if ckind == "box":
-            lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
-            box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
-        elif isinstance(ckind, tuple):
-            radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
-            ball = (ckind[1], radii)
-        groups.append(BatchProxGroup(batch, box, ball))
+    groups.extend(_batch_group(model, cls, ckind, idx) for (cls, ckind), idx in fast.items())
     if general:
         if batch_cvxpy:
             groups.append(CvxpyProxGroup(model, np.array(general)))
         else:
             groups.extend(CvxpyProxGroup(model, np.array([i])) for i in general)
     return groups
+
+
+def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
+    """The fast path of a node with ``loss`` and constraints ``cons``: ``(loss class,
+    constraint kind)`` with the kind ``"none"``, ``"box"`` or ``("ball", p)``; None if PU (32)
+    has no exact vectorized form for it (then the CVXPY path)."""
+    if not loss.has_exact_prox():
+        return None
+    if loss.isotropic_prox:
+        comp = _isotropic_constraints(cons, d)
+        if comp is not None and not (comp[0] == "ball" and loss.l1):
+            return (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
+        return None
+    return (type(loss), "none") if not cons else None
+
+
+def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
+                 ) -> BatchProxGroup:
+    """The fast-path group of the nodes ``idx`` (loss class ``cls``, constraint kind
+    ``ckind`` of :func:`_fast_key`): their losses stacked, their boxes or ball radii too."""
+    n, d = model.num_nodes, model.dim
+    nodes = np.array(idx, dtype=np.int64)
+    losses = [model.loss_at(i) for i in idx]
+    batch = LossBatch(cls, nodes, losses, n, d)
+    box = ball = None
+    if ckind == "box":
+        lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
+        box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
+    elif isinstance(ckind, tuple):
+        radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
+        ball = (ckind[1], radii)
+    return BatchProxGroup(batch, box, ball)
 
 
 class NodeUpdates:
@@ -507,6 +527,8 @@ class NodeUpdates:
 
     def __call__(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray
                  ) -> np.ndarray:
+        """``W_new = PU(V)`` (32) for all nodes (rows), steps ``tau``, iteration ``k`` (the
+        CVXPY path's tolerance), previous weights ``W_prev`` (warm starts of Newton paths)."""
         if len(self.groups) == 1 and isinstance(self._rows[0], slice) \
                 and self._rows[0] == slice(0, V.shape[0]):
             return self.groups[0].update(V, tau, k, W_prev)

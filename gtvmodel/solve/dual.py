@@ -103,97 +103,128 @@ class DualSolution(Result):
 def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[NodePart]:
     """The split variables of ``sum_{i in nodes} h_i*(s_i)`` for library nodes, vectorized.
 
-    Row ``k`` of every contribution belongs to ``nodes[k]``.  Minimizing the summed costs
-    subject to the constraints and ``sum(contrib) = S`` equals ``sum_k h_{nodes[k]}*(S_k)``.
+    ``h_i* = L_i* [] (eta_i ||.||_1)* [] (kappa_i ||.||^2)* [] sigma_{C_i}`` (infimal
+    convolution, MATH.md §3): one part per loss class (:meth:`LossBatch.dual_part`), then the
+    regularizers (the box ``||s||_inf <= eta_i``, the cost ``||s||^2 / (4 kappa_i)``) and the
+    support functions ``sigma_C`` of the constraints (box, nonnegativity, norm balls).  Row
+    ``k`` of every contribution belongs to ``nodes[k]``.  Minimizing the summed costs subject
+    to the constraints and ``sum(contrib) = S`` equals ``sum_k h_{nodes[k]}*(S_k)`` (24).
     ``nodes`` must not contain conic nodes.
     """
     st = model.structure()
-    n, d = model.num_nodes, model.dim
     nodes = np.asarray(nodes, dtype=np.int64)
     k = len(nodes)
-    row_of = np.full(n, -1, dtype=np.int64)
+    row_of = np.full(model.num_nodes, -1, dtype=np.int64)
     row_of[nodes] = np.arange(k)
     inset = row_of >= 0
-    parts: list[NodePart] = []
+    d = model.dim
+    parts = [b.dual_part(inset, row_of, k) for b in st.batches]
+    parts += [_l1_part(nodes[st.l1[nodes] > 0], st.l1, row_of, k, d),
+              _l2_part(nodes[st.l2[nodes] > 0], st.l2, row_of, k, d),
+              _box_part(st.box, inset, row_of, k, d),
+              _nonneg_part(st.nonneg[inset[st.nonneg]] if st.nonneg.size else st.nonneg,
+                           row_of, k, d)]
+    parts += [_normball_part(p, bidx, radii, inset, row_of, k, d)
+              for p, (bidx, radii) in st.normball.items()]
+    return [part for part in parts if part is not None]
 
-    for b in st.batches:
-        part = b.dual_part(inset, row_of, k)
-        if part is not None:
-            parts.append(part)
-    # regularizers
-    idx = nodes[st.l1[nodes] > 0]
-    if idx.size:
-        eta = st.l1[idx][:, None]
-        V = cp.Variable((len(idx), d), name="s_l1")
-        P = scatter_rows(row_of, idx, k)
 
-        def ev_l1(V=V, P=P, eta=eta):
-            return P @ np.clip(V.value, -eta, eta), np.zeros(k)
+def _l1_part(idx: np.ndarray, l1: np.ndarray, row_of: np.ndarray, k: int, d: int
+             ) -> NodePart | None:
+    """``(eta_i ||.||_1)*``: zero cost on ``||s_l1,i||_inf <= eta_i`` (nodes ``idx``)."""
+    if not idx.size:
+        return None
+    eta = l1[idx][:, None]
+    V = cp.Variable((len(idx), d), name="s_l1")
+    P = scatter_rows(row_of, idx, k)
 
-        parts.append(NodePart("l1", P @ V, cp.Constant(0.0), [cp.abs(V) <= eta], ev_l1))
-    idx = nodes[st.l2[nodes] > 0]
-    if idx.size:
-        kap = st.l2[idx]
-        V = cp.Variable((len(idx), d), name="s_l2")
-        P = scatter_rows(row_of, idx, k)
+    def ev_l1(V=V, P=P, eta=eta):
+        return P @ np.clip(V.value, -eta, eta), np.zeros(k)
 
-        def ev_l2(V=V, P=P, kap=kap):
-            s = V.value
-            return P @ s, P @ ((s**2).sum(axis=1) / (4.0 * kap))
+    return NodePart("l1", P @ V, cp.Constant(0.0), [cp.abs(V) <= eta], ev_l1)
 
-        def ab_l2(Rz, V=V, P=P):  # finite everywhere: absorbs the whole residual
-            V.value = V.value + P.T @ Rz
 
-        parts.append(NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2, ab_l2))
-    # constraints: support functions
-    if st.box is not None:
-        bidx, blo, bhi = st.box
-        sel = np.flatnonzero(inset[bidx])
-        if sel.size:
-            lo, hi = blo[sel], bhi[sel]
-            V = cp.Variable((sel.size, d), name="s_box")
-            P = scatter_rows(row_of, bidx[sel], k)
-            cost, cons = Box.support_rows_expression(V, lo, hi)
+def _l2_part(idx: np.ndarray, l2: np.ndarray, row_of: np.ndarray, k: int, d: int
+             ) -> NodePart | None:
+    """``(kappa_i ||.||^2)*(s) = ||s||^2 / (4 kappa_i)`` (nodes ``idx``); finite everywhere,
+    so it absorbs any residual of the balance."""
+    if not idx.size:
+        return None
+    kap = l2[idx]
+    V = cp.Variable((len(idx), d), name="s_l2")
+    P = scatter_rows(row_of, idx, k)
 
-            def ev_box(V=V, P=P, lo=lo, hi=hi):
-                s = Box.support_domain_projection(V.value, lo, hi)
-                return P @ s, P @ Box.support_rows(s, lo, hi)
+    def ev_l2(V=V, P=P, kap=kap):
+        s = V.value
+        return P @ s, P @ ((s**2).sum(axis=1) / (4.0 * kap))
 
-            def mag_box(V=V, P=P, lo=lo, hi=hi):
-                s = Box.support_domain_projection(V.value, lo, hi)
-                # the support's terms case by case (s_j > 0 only where hi_j is finite, s_j < 0
-                # only where lo_j is: never inf * 0)
-                with np.errstate(invalid="ignore"):
-                    terms = np.where(s > 0, s * hi, np.where(s < 0, s * lo, 0.0))
-                return P @ np.abs(s), P @ np.abs(terms).sum(axis=1)
+    def ab_l2(Rz, V=V, P=P):  # finite everywhere: absorbs the whole residual
+        V.value = V.value + P.T @ Rz
 
-            parts.append(NodePart("box", P @ V, cost, cons, ev_box, None, mag_box))
-    idx = st.nonneg[inset[st.nonneg]] if st.nonneg.size else st.nonneg
-    if idx.size:
-        V = cp.Variable((len(idx), d), name="s_nonneg")
-        P = scatter_rows(row_of, idx, k)
+    return NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2, ab_l2)
 
-        def ev_nn(V=V, P=P):
-            return P @ np.minimum(V.value, 0.0), np.zeros(k)
 
-        parts.append(NodePart("nonneg", P @ V, cp.Constant(0.0), [V <= 0], ev_nn))
-    for p, (bidx, radii) in st.normball.items():
-        sel = np.flatnonzero(inset[bidx])
-        if sel.size == 0:
-            continue
-        r = radii[sel]
-        V = cp.Variable((sel.size, d), name="s_ball")
-        P = scatter_rows(row_of, bidx[sel], k)
-        cost, cons = NormBall.support_rows_expression(V, r, p)
-        q = dual_exponent(p)
+def _box_part(box: Any, inset: np.ndarray, row_of: np.ndarray, k: int, d: int
+              ) -> NodePart | None:
+    """The support function of the boxes ``[lo, hi]`` of the nodes in the set."""
+    if box is None:
+        return None
+    bidx, blo, bhi = box
+    sel = np.flatnonzero(inset[bidx])
+    if not sel.size:
+        return None
+    lo, hi = blo[sel], bhi[sel]
+    V = cp.Variable((sel.size, d), name="s_box")
+    P = scatter_rows(row_of, bidx[sel], k)
+    cost, cons = Box.support_rows_expression(V, lo, hi)
 
-        def ev_ball(V=V, P=P, r=r, q=q):
-            # an upper bound of r ||s||_q in scaled form: exact enough for every q, never low
-            s = V.value
-            return P @ s, P @ mul_up(r, norm_rows_upper(s, q))
+    def ev_box(V=V, P=P, lo=lo, hi=hi):
+        s = Box.support_domain_projection(V.value, lo, hi)
+        return P @ s, P @ Box.support_rows(s, lo, hi)
 
-        parts.append(NodePart(f"normball{p:g}", P @ V, cost, cons, ev_ball))
-    return parts
+    def mag_box(V=V, P=P, lo=lo, hi=hi):
+        s = Box.support_domain_projection(V.value, lo, hi)
+        # the support's terms case by case (s_j > 0 only where hi_j is finite, s_j < 0
+        # only where lo_j is: never inf * 0)
+        with np.errstate(invalid="ignore"):
+            terms = np.where(s > 0, s * hi, np.where(s < 0, s * lo, 0.0))
+        return P @ np.abs(s), P @ np.abs(terms).sum(axis=1)
+
+    return NodePart("box", P @ V, cost, cons, ev_box, None, mag_box)
+
+
+def _nonneg_part(idx: np.ndarray, row_of: np.ndarray, k: int, d: int) -> NodePart | None:
+    """The support function of ``w >= 0``: zero cost on ``s <= 0`` (nodes ``idx``)."""
+    if not idx.size:
+        return None
+    V = cp.Variable((len(idx), d), name="s_nonneg")
+    P = scatter_rows(row_of, idx, k)
+
+    def ev_nn(V=V, P=P):
+        return P @ np.minimum(V.value, 0.0), np.zeros(k)
+
+    return NodePart("nonneg", P @ V, cp.Constant(0.0), [V <= 0], ev_nn)
+
+
+def _normball_part(p: float, bidx: np.ndarray, radii: np.ndarray, inset: np.ndarray,
+                   row_of: np.ndarray, k: int, d: int) -> NodePart | None:
+    """The support function ``r ||s||_q`` of the ``l_p`` balls of radius ``r`` of the nodes in
+    the set (``1/p + 1/q = 1``)."""
+    sel = np.flatnonzero(inset[bidx])
+    if sel.size == 0:
+        return None
+    r = radii[sel]
+    V = cp.Variable((sel.size, d), name="s_ball")
+    P = scatter_rows(row_of, bidx[sel], k)
+    cost, cons = NormBall.support_rows_expression(V, r, p)
+    q = dual_exponent(p)
+
+    def ev_ball(V=V, P=P, r=r, q=q):
+        # an upper bound of r ||s||_q in scaled form: exact enough for every q, never low
+        s = V.value
+        return P @ s, P @ mul_up(r, norm_rows_upper(s, q))
+
+    return NodePart(f"normball{p:g}", P @ V, cost, cons, ev_ball)
 
 
 @dataclass

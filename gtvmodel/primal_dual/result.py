@@ -1,0 +1,104 @@
+"""What a run of Algorithm 1 returns: the recorded certificates (:class:`History`) and the
+result (:class:`PrimalDualResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..results import Result
+
+__all__ = ["History", "PrimalDualResult"]
+
+
+@dataclass
+class History:
+    """Recorded iterations (one row every ``record_every`` iterations, and the last one).
+
+    Columns (numpy arrays): ``iteration``, ``primal`` (``P(w)``), ``dual`` (``D(u')`` of the
+    repaired flows), ``gap`` (certified, ``>= P(w) - P*``), ``relative_gap``
+    (``gap / max(1, |P|)``), ``primal_residual``, ``dual_residual`` (see
+    :class:`ResidualBalancing`), ``c`` (the step scale, NaN for explicit steps) and ``time``
+    (seconds since the start).
+    """
+
+    iteration: np.ndarray
+    primal: np.ndarray
+    dual: np.ndarray
+    gap: np.ndarray
+    relative_gap: np.ndarray
+    primal_residual: np.ndarray
+    dual_residual: np.ndarray
+    c: np.ndarray
+    time: np.ndarray
+
+    COLUMNS = ("iteration", "primal", "dual", "gap", "relative_gap", "primal_residual",
+               "dual_residual", "c", "time")
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> History:
+        """The history of the recorded rows (one tuple of :attr:`COLUMNS` per certificate)."""
+        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
+        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
+        cols["iteration"] = cols["iteration"].astype(np.int64)
+        return cls(**cols)
+
+    def __len__(self) -> int:
+        return len(self.iteration)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
+        return {name: getattr(self, name) for name in self.COLUMNS}
+
+    def __str__(self) -> str:
+        head = f"{'iter':>7} {'primal':>14} {'dual':>14} {'gap':>10} {'rel.gap':>10} {'c':>9}"
+        lines = [head]
+        for j in range(len(self)):
+            lines.append(f"{self.iteration[j]:7d} {self.primal[j]:14.8g} {self.dual[j]:14.8g} "
+                         f"{self.gap[j]:10.3g} {self.relative_gap[j]:10.3g} {self.c[j]:9.3g}")
+        return "\n".join(lines)
+
+
+@dataclass(kw_only=True)
+class PrimalDualResult(Result):
+    """Result of :func:`solve_primal_dual`; the shared vocabulary (:meth:`weight`,
+    :meth:`flow`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
+
+    ``weights`` ``(n, d)`` (node order), ``flows`` ``(|E|, d)`` (the raw iterate ``u^k``),
+    ``iterations``, ``status`` (``"converged"``: certified relative gap ``<= tol``;
+    ``"max_iter"``; ``"stopped"``: the callback returned True), ``success`` (``status ==
+    "converged"``), ``history`` (:class:`History`; in :meth:`to_dict` only with
+    ``arrays=True``), ``certificate`` (the last one; its ``flows`` are the repaired, dual
+    feasible ones), ``timings`` (seconds: ``setup``, ``node_updates``, ``edge_updates``,
+    ``certificate``, ``total``), ``c`` (final step scale) and ``paths`` (how many nodes used
+    which PU path).
+    """
+
+    weights: np.ndarray
+    flows: np.ndarray
+    iterations: int
+    status: str
+    history: History
+    certificate: Any
+    c: float | None
+    paths: dict[str, int]
+
+    _BULKY: ClassVar[tuple[str, ...]] = ("history",)
+
+    @property
+    def success(self) -> bool:
+        """The run converged: its certified relative gap is at most ``tol``."""
+        return self.status == "converged"
+
+    @property
+    def objective(self) -> float:
+        """The primal objective ``P(w)`` of the returned weights."""
+        return float(self.history.primal[-1]) if len(self.history) else float("nan")
+
+    @property
+    def gap(self) -> float:
+        """The last certified duality gap."""
+        return float(self.history.gap[-1]) if len(self.history) else float("inf")
+
