@@ -592,7 +592,7 @@ class ModelDeclaration:
         hold, or where node ``i`` has none), ``(n,)``.
 
         The same values as ``max(c.violation(w_i) for c in C_i)`` of each
-        :class:`~gtvmodel.constraints.Constraint`, computed from the stacked constraints of
+        :class:`~gtvmodel.terms.constraints.Constraint`, computed from the stacked constraints of
         :meth:`structure`: ``Box``: ``max_j max(lo_j - w_ij, w_ij - hi_j, 0)`` (``+inf`` where an
         infinite bound meets an infinite weight); ``NonNeg``: ``max(-min_j w_ij, 0)``;
         ``NormBall``: ``max(||w_i||_p - r_i, 0)`` with the proven upper bound of the norm

@@ -198,7 +198,7 @@ def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.nda
                         centres: np.ndarray, to_centre: np.ndarray, anchor: np.ndarray) -> None:
     """Anchors from the level-set polyhedra, for components still without one (logistic and
     hinge rows are not coercive one by one, but often are together): every row's affine
-    minorant gives ``g_j^T w_i <= h_j`` (:meth:`~gtvmodel.losses.LossBatch.level_halfspaces`),
+    minorant gives ``g_j^T w_i <= h_j`` (:meth:`~gtvmodel.terms.losses.LossBatch.level_halfspaces`),
     and so do the node constraints' half-spaces (``Constraint.halfspaces``), hence
     ``g_j^T w_c <= h_j + ||g_j||_1 dist(c, i)`` at the component's centre ``c``; the
     ``2d`` LPs ``max +-w_{c,k}`` over that polyhedron (HiGHS) bound ``||w_c||_inf`` when it is

@@ -463,7 +463,7 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
     ``h^*(s) = -min_x {L_i(x) - s^T x : x in C_i}``.
 
     Solves (P_s) (built once per node with a ``cp.Parameter`` for ``s``, re-solved for every
-    ``s``) with :func:`gtvmodel.exact.run_solver`'s accuracy defaults, fallback ladder and status
+    ``s``) with :func:`gtvmodel._solver.run_solver`'s accuracy defaults, fallback ladder and status
     policy.  The value is ``+inf`` (tolerance 0) when (P_s) is unbounded below (``s`` outside the
     domain of the conjugate); :class:`InfeasibleError` is raised if ``C_i`` (with the loss's
     domain) is empty, :class:`SolverError` on failed or (unless ``accept_inaccurate``)

@@ -13,25 +13,26 @@ variables so that the whole problem stays one vectorized convex program:
 
 Each group of variables is stacked over all nodes of one kind (one matrix variable per loss
 class, regularizer or constraint type) and scattered into the node-balance rows by a sparse
-matrix; there are no per-node or per-edge Python loops for library nodes.  The row conjugates
-``ell*`` come from the loss classes (:meth:`~gtvmodel.losses.DataFitLoss.ell_conjugate`), the
-support functions from the constraints, the penalty term from
-:meth:`~gtvmodel.penalties.Penalty.conjugate_expression` (capacities ``||u_e||_* <= lambda A_e``
-for norms (27)).
+matrix; there are no per-node or per-edge Python loops for library nodes.  The row
+conjugates ``ell*`` come from the loss classes
+(:meth:`~gtvmodel.terms.losses.DataFitLoss.ell_conjugate`), the support functions from the
+constraints, the penalty term from
+:meth:`~gtvmodel.terms.penalties.Penalty.conjugate_expression` (capacities
+``||u_e||_* <= lambda A_e`` for norms (27)).
 
 **Conic nodes** (a symbolic loss or symbolic constraints: ``model.structure().symbolic`` and
-``.symbolic_constraints``) are compiled by :func:`gtvmodel.conic.conic_dual_terms`, the agreed
+``.symbolic_constraints``) are compiled by :func:`gtvmodel.solve.conic.conic_dual_terms`, the agreed
 interface: for node positions ``nodes`` and an affine ``(len(nodes), d)`` expression ``S`` it
 returns ``(concave_expr, constraints)`` whose maximization over its own new variables equals
 ``sum_k -(L_k + iota_{C_k})*(S_k)`` (the node's whole term: loss, regularizers and all its
-constraints).  Numeric values come from :func:`gtvmodel.conic.conjugate_values`.
+constraints).  Numeric values come from :func:`gtvmodel.solve.conic.conjugate_values`.
 
 **Weights.**  The multiplier of the node-balance constraint ``sum(parts) = s`` is the primal
 weight vector (the dual of the dual is the primal).  :func:`solve_dual` returns it as
 ``weights`` only when it verifies: every node constraint holds within ``1e-7`` and ``P(w)``
 equals the dual objective within relative ``1e-6``.  Otherwise (a non-unique or ill-conditioned
 primal) ``weights`` is None.  Conic nodes' weights are the multipliers of their conic duals'
-balance constraints (:func:`gtvmodel.conic.conic_weights`).
+balance constraints (:func:`gtvmodel.solve.conic.conic_weights`).
 """
 
 from __future__ import annotations
@@ -237,13 +238,13 @@ class DualProblem:
     library: np.ndarray
     conic: np.ndarray
     #: ``lambda`` as a Parameter (set by :func:`compile_dual`): a new ``model.lam`` re-solves
-    #: without recompiling (within one :meth:`~gtvmodel.penalties.Penalty.conjugate_regime`).
+    #: without recompiling (within one :meth:`~gtvmodel.terms.penalties.Penalty.conjugate_regime`).
     lam: ScaleParameter
     build_time: float
-    #: The constraints of :func:`gtvmodel.conic.conic_dual_terms` (their last entry's
-    #: multiplier gives the conic nodes' weights, :func:`gtvmodel.conic.conic_weights`).
+    #: The constraints of :func:`gtvmodel.solve.conic.conic_dual_terms` (their last entry's
+    #: multiplier gives the conic nodes' weights, :func:`gtvmodel.solve.conic.conic_weights`).
     conic_constraints: list[cp.Constraint] = field(default_factory=list)
-    #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.conic.parameter_key`):
+    #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.solve.conic.parameter_key`):
     #: their conic data is baked in as constants, so a change recompiles.
     conic_key: tuple = ()
     #: the penalty's conjugate regime at the ``lambda`` it was built for
@@ -286,7 +287,7 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
         balance = total == S[library, :]
         cons.append(balance)
     if conic.size:
-        # ---- conic nodes: the conic engineer's compiler (gtvmodel.conic), see module docstring
+        # ---- conic nodes: compiled by gtvmodel.solve.conic, see the module docstring
         concave, ccons = conic_mod.conic_dual_terms(model, conic.tolist(), S[conic, :])
         costs.append(-concave)
         cons += ccons
@@ -311,7 +312,7 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
                verbose: bool = False, **opts: Any) -> DualSolution:
     """Solve the dual flow problem (24) to high accuracy; see the module docstring.
 
-    The solver policy is :func:`gtvmodel.exact.run_solver`'s (Clarabel by default, tight
+    The solver policy is :func:`gtvmodel._solver.run_solver`'s (Clarabel by default, tight
     tolerances, :class:`~gtvmodel.errors.SolverError` on failure or inaccuracy unless
     ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
     :class:`~gtvmodel.errors.InfeasibleError`.
