@@ -82,18 +82,18 @@ class _RungClarabel(CLARABEL):
     Clarabel's own ``Solved`` test would: ``gap_abs < tol_gap_abs`` or
     ``gap_rel < tol_gap_rel``, both residuals ``< tol_feas`` and ``ktratio <= 1``.  Such a stop
     is reported as ``optimal`` and ``accepted`` is 0 (the index of the level met); a run that meets
-    the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None).  If an earlier
-    iterate of the run met the next level and the stalled one does not, the run ends as a
-    solver failure with ``retry`` 0: the ladder's next run, aiming at that level, follows the
-    same iterates (the tolerances only decide when to stop) and ends there.  After any run,
-    ``best`` is the index of the tightest looser level an iterate met (None if none).  One
+    the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None); any other run
+    goes on to Clarabel's own end.  After any run, ``best`` is the index of the tightest looser
+    level an iterate met (None if none).  One
     instance is shared (cvxpy caches the solving chain per solver object).
     """
+
+    #: the callback ends a run only at an iterate meeting the next level: an optimal answer
+    STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": cps.OPTIMAL}
 
     def __init__(self) -> None:
         super().__init__()
         self.accepted: int | None = None
-        self.retry: int | None = None
         self.best: int | None = None
 
     def name(self) -> str:
@@ -112,7 +112,7 @@ class _RungClarabel(CLARABEL):
                                         self.parse_solver_opts(verbose, opts))
         previous: list[float] = []
         best = [len(levels) + 1]  # the tightest level any iterate met so far
-        self.accepted = self.retry = self.best = None
+        self.accepted = self.best = None
 
         def meets(gap_abs: float, gap_rel: float, res: list[float], ktratio: float,
                   tol: dict[str, float]) -> bool:
@@ -147,17 +147,13 @@ class _RungClarabel(CLARABEL):
                 return False
             if met == 1 == best[0]:
                 self.accepted = 0  # the next level, the best this run has seen: keep it
-            elif best[0] == 1:
-                # an earlier iterate met the next level, this one does not: the ladder's next
-                # run, aiming there, ends at that iterate; stopping now saves the iterations
-                # this run would spend until Clarabel gives up
-                self.retry = 0
             else:
-                # only looser levels met so far: Clarabel goes on (the ladder's fresh runs,
-                # aiming lower, may still get there after a transient)
+                # an earlier iterate met the next level and this one does not, or only looser
+                # levels were met: Clarabel goes on.  (Ending the run here to retry at the next
+                # level assumed the next run follows the same iterates; it does not always: on
+                # one instance of the soundness suite the runs at the looser levels reported a
+                # feasible problem infeasible, where this run, let go on, solves it.)
                 return False
-            self.STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": (
-                cps.OPTIMAL if self.accepted is not None else cps.SOLVER_ERROR)}
             return True
 
         solver.set_termination_callback(stop_here)
@@ -240,8 +236,8 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
         # a failed run that met a looser level at some iterate goes on at that level: the
         # levels in between were met by none of its iterates, and runs aiming at them would
         # follow the same iterates to the same failure (the tolerances only decide when to stop)
-        retry = _RUNG_CLARABEL.retry if _RUNG_CLARABEL.retry is not None else _RUNG_CLARABEL.best
-        k += 1 + (retry if retry is not None else 0)
+        best = _RUNG_CLARABEL.best
+        k += 1 + (best if best is not None else 0)
     options = cumulative[k]
     record["options"] = dict(options)
     comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
@@ -262,7 +258,7 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
     """One solve with the status policy of :func:`run_solver`; with ``looser`` levels
     (Clarabel only), an iterate meeting one of them ends the run once progress stalls
     (:class:`_RungClarabel`)."""
-    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.retry = _RUNG_CLARABEL.best = None
+    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.best = None
     solver: Any = name
     if looser and name == "CLARABEL":
         solver = _RUNG_CLARABEL
