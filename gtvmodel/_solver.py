@@ -82,18 +82,18 @@ class _RungClarabel(CLARABEL):
     Clarabel's own ``Solved`` test would: ``gap_abs < tol_gap_abs`` or
     ``gap_rel < tol_gap_rel``, both residuals ``< tol_feas`` and ``ktratio <= 1``.  Such a stop
     is reported as ``optimal`` and ``accepted`` is 0 (the index of the level met); a run that meets
-    the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None); any other run
-    goes on to Clarabel's own end.  After any run, ``best`` is the index of the tightest looser
-    level an iterate met (None if none).  One
-    instance is shared (cvxpy caches the solving chain per solver object).
+    the aimed level ends as Clarabel's plain ``Solved`` (``accepted`` is None).  If an earlier
+    iterate of the run met the next level and the stalled one does not, the run ends as a
+    solver failure with ``retry`` 0: the ladder's next run, aiming at that level, usually
+    follows the same iterates and ends there (:func:`run_solver` checks that it did, see there).
+    After any run, ``best`` is the index of the tightest looser level an iterate met (None if
+    none).  One instance is shared (cvxpy caches the solving chain per solver object).
     """
-
-    #: the callback ends a run only at an iterate meeting the next level: an optimal answer
-    STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": cps.OPTIMAL}
 
     def __init__(self) -> None:
         super().__init__()
         self.accepted: int | None = None
+        self.retry: int | None = None
         self.best: int | None = None
 
     def name(self) -> str:
@@ -112,7 +112,7 @@ class _RungClarabel(CLARABEL):
                                         self.parse_solver_opts(verbose, opts))
         previous: list[float] = []
         best = [len(levels) + 1]  # the tightest level any iterate met so far
-        self.accepted = self.best = None
+        self.accepted = self.retry = self.best = None
 
         def meets(gap_abs: float, gap_rel: float, res: list[float], ktratio: float,
                   tol: dict[str, float]) -> bool:
@@ -147,13 +147,17 @@ class _RungClarabel(CLARABEL):
                 return False
             if met == 1 == best[0]:
                 self.accepted = 0  # the next level, the best this run has seen: keep it
+            elif best[0] == 1:
+                # an earlier iterate met the next level, this one does not: the ladder's next
+                # run, aiming there, ends at that iterate; stopping now saves the iterations
+                # this run would spend until Clarabel gives up
+                self.retry = 0
             else:
-                # an earlier iterate met the next level and this one does not, or only looser
-                # levels were met: Clarabel goes on.  (Ending the run here to retry at the next
-                # level assumed the next run follows the same iterates; it does not always: on
-                # one instance of the soundness suite the runs at the looser levels reported a
-                # feasible problem infeasible, where this run, let go on, solves it.)
+                # only looser levels met so far: Clarabel goes on (the ladder's fresh runs,
+                # aiming lower, may still get there after a transient)
                 return False
+            self.STATUS_MAP = {**CLARABEL.STATUS_MAP, "CallbackTerminated": (
+                cps.OPTIMAL if self.accepted is not None else cps.SOLVER_ERROR)}
             return True
 
         solver.set_termination_callback(stop_here)
@@ -213,35 +217,75 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
     if any(set(level) & set(opts) for level in levels):
         levels = []  # the caller chose the tolerances
-    spent = [0.0, 0.0]
     if record is None:
         record = {}
     cumulative = [dict(options)]  # the levels as the ladder applies them, tightest first
     for level in levels:
         cumulative.append({**cumulative[-1], **level})
-    k = 0
-    while k < len(levels):
+    try:
+        comp, solve_time, shortcut = _ladder(problem, name, cumulative, verbose,
+                                             accept_inaccurate, what, record, True)
+    except SolverError as exc:
+        if not getattr(exc, "shortcut", False):
+            raise
+        comp, solve_time, shortcut = exc.spent[0], exc.spent[1], True
+        problem_status = None
+    else:
+        problem_status = problem.status
+    if shortcut and problem_status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        # The shortcuts (ending a stalled run to retry at the next level, skipping levels no
+        # iterate met) assume the runs at looser levels follow the same iterates.  They do not
+        # always: on soundness seed 99 'radius' the looser runs called a feasible problem
+        # infeasible where a run let go on solves it.  Any answer but optimal after a shortcut
+        # is therefore checked by the plain ladder (every level a fresh run, to its end).
+        c2, s2, _ = _ladder(problem, name, cumulative, verbose, accept_inaccurate, what,
+                            record, False)
+        comp, solve_time = comp + c2, solve_time + s2
+    return name, comp, solve_time
+
+
+def _ladder(problem: cp.Problem, name: str, cumulative: list[dict[str, Any]], verbose: bool,
+            accept_inaccurate: bool, what: str, record: dict[str, Any], early: bool
+            ) -> tuple[float, float, bool]:
+    """The fallback ladder over ``cumulative`` (the options of each level, tightest first):
+    ``(compile seconds, solver seconds, whether a shortcut was taken)``.  With ``early``,
+    Clarabel runs with the looser levels as :class:`_RungClarabel`'s ``accept`` (a stalled run
+    is answered at, or retried from, the next level) and a failed run goes on at the tightest
+    level any of its iterates met; without, every level is a fresh run to its end.  A
+    :class:`SolverError` of the last level is raised with ``shortcut`` and ``spent`` set."""
+    spent = [0.0, 0.0]
+    shortcut = False
+    k, last = 0, len(cumulative) - 1
+    while k < last:
         try:
             record["options"] = dict(cumulative[k])
             comp, solve_time = _attempt(problem, name, cumulative[k], verbose, False, what,
-                                        cumulative[k + 1:])
+                                        cumulative[k + 1:] if early else None)
             if _RUNG_CLARABEL.accepted is not None:  # answered at a looser level, same run
                 record["options"] = dict(cumulative[k + 1 + _RUNG_CLARABEL.accepted])
-            return name, comp + spent[0], solve_time + spent[1]
+            return comp + spent[0], solve_time + spent[1], shortcut
         except SolverError as exc:
             if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
                 raise
             comp, solve_time = _stats_times(problem, 0.0)
             spent = [spent[0] + comp, spent[1] + solve_time]
-        # a failed run that met a looser level at some iterate goes on at that level: the
-        # levels in between were met by none of its iterates, and runs aiming at them would
-        # follow the same iterates to the same failure (the tolerances only decide when to stop)
-        best = _RUNG_CLARABEL.best
-        k += 1 + (best if best is not None else 0)
-    options = cumulative[k]
-    record["options"] = dict(options)
-    comp, solve_time = _attempt(problem, name, options, verbose, accept_inaccurate, what)
-    return name, comp + spent[0], solve_time + spent[1]
+        step = 1
+        if early:
+            # a failed run that met a looser level at some iterate goes on at that level (the
+            # levels in between were met by none of its iterates)
+            jump = _RUNG_CLARABEL.retry if _RUNG_CLARABEL.retry is not None \
+                else _RUNG_CLARABEL.best
+            shortcut = shortcut or _RUNG_CLARABEL.retry is not None or bool(jump)
+            step += jump or 0
+        k = min(k + step, last)
+    record["options"] = dict(cumulative[last])
+    try:
+        comp, solve_time = _attempt(problem, name, cumulative[last], verbose,
+                                    accept_inaccurate, what)
+    except SolverError as exc:
+        exc.shortcut, exc.spent = shortcut, spent  # type: ignore[attr-defined]
+        raise
+    return comp + spent[0], solve_time + spent[1], shortcut
 
 
 def _stats_times(problem: cp.Problem, wall: float) -> tuple[float, float]:
@@ -258,7 +302,7 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
     """One solve with the status policy of :func:`run_solver`; with ``looser`` levels
     (Clarabel only), an iterate meeting one of them ends the run once progress stalls
     (:class:`_RungClarabel`)."""
-    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.best = None
+    _RUNG_CLARABEL.accepted = _RUNG_CLARABEL.retry = _RUNG_CLARABEL.best = None
     solver: Any = name
     if looser and name == "CLARABEL":
         solver = _RUNG_CLARABEL
