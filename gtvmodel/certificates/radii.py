@@ -147,34 +147,14 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     (its part of the objective is ``>= 0`` and ``0`` at ``w = 0``): ``R_i = 0`` there.  Nodes
     that no anchor reaches get ``inf``.
     """
-    n, d = model.num_nodes, model.dim
+    n = model.num_nodes
     st = model.structure()
-    low, tau = _loss_lower_bounds(model, solver)
-    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
-    if not np.isfinite(upper) or not np.isfinite(total):
+    levels = _levels(model, upper, solver)
+    if levels is None:
         return np.full(n, np.inf)
-    slack = max(upper - total, 0.0) + tau
-    slack = slack * (1 + 1e-12) + 8 * EPS * (abs(upper) + np.abs(low).sum())
-    level = slack + low  # B_i
-    anchor = np.full(n, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
-        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
-    for b in st.batches:
-        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
-    active = np.zeros(n, dtype=bool)  # nodes with a loss, regularizer or constraint
-    active[st.l1 > 0] = active[st.l2 > 0] = True
-    for b in st.batches:
-        if b.has_data:
-            active[b.nodes] = True
-    active[node_kinds(model).conic] = True
-    for i in st.constrained:
-        active[i] = True
-        anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in model.constraints_at(i)))
-    if model.num_edges == 0 or model.lam == 0:
-        lengths = np.full(model.num_edges, np.inf)
-    else:
-        lengths = model.penalty.sublevel_radius(slack, model.capacities)
+    slack, level = levels
+    anchor, active = _node_anchors(model, level)
+    lengths = _edge_lengths(model, slack)
     E = model.edges
     fin = np.isfinite(lengths)
     ncomp, comp = ((st.component_count, st.components) if fin.all()
@@ -184,17 +164,8 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     # one centre per component, pooled over the component's data (below)
     centres = np.unique(comp, return_index=True)[1]
     to_centre = _multi_source(n, E[fin], lengths[fin], centres, np.zeros(centres.size))
-    # components whose objective is invariant under a common shift in the null space of their
-    # data: every active node is an unconstrained, unregularized data-fit node with growing rows
-    plain = np.zeros(n, dtype=bool)
-    for b in st.batches:
-        g = b.growth_pieces(level)
-        if g is not None:
-            plain[b.nodes[np.isfinite(g["b"])]] = True
-    plain &= (st.l1 == 0) & (st.l2 == 0)
-    plain[st.constrained] = False
-    symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
-    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
+    symmetric = _symmetric_components(model, level, active, comp, ncomp)
+    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, model.dim, symmetric)
     _polyhedral_anchors(model, level, comp, centres, to_centre, anchor)
     _conic_anchors(model, level, comp, anchor)
     src = np.flatnonzero(np.isfinite(anchor))
@@ -203,7 +174,68 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     return _multi_source(n, E[fin], lengths[fin], src, anchor[src])
 
 
-#: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
+def _levels(model: ModelDeclaration, upper: float, solver: str | None
+            ) -> tuple[float, np.ndarray] | None:
+    """``(B, [B_i])``: the bound ``B = upper - sum_j l_j + tau`` of every edge term and
+    ``B_i = B + l_i`` of node ``i``'s term at a minimizer, inflated by their rounding; None
+    when ``upper`` or a lower bound is not finite."""
+    low, tau = _loss_lower_bounds(model, solver)
+    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
+    if not np.isfinite(upper) or not np.isfinite(total):
+        return None
+    slack = max(upper - total, 0.0) + tau
+    slack = slack * (1 + 1e-12) + 8 * EPS * (abs(upper) + np.abs(low).sum())
+    return slack, slack + low
+
+
+def _node_anchors(model: ModelDeclaration, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(anchor, active)``: the radii of the coercive nodes' own sublevel sets (``l2``:
+    ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, the batches' ``sublevel_radii``, bounded
+    constraints; ``inf`` elsewhere) and the mask of nodes with a loss, regularizer or
+    constraint."""
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    anchor = np.full(n, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
+        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
+    for b in st.batches:
+        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
+    active = np.zeros(n, dtype=bool)
+    active[st.l1 > 0] = active[st.l2 > 0] = True
+    for b in st.batches:
+        if b.has_data:
+            active[b.nodes] = True
+    active[node_kinds(model).conic] = True
+    for i in st.constrained:
+        active[i] = True
+        anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in model.constraints_at(i)))
+    return anchor, active
+
+
+def _edge_lengths(model: ModelDeclaration, slack: float) -> np.ndarray:
+    """``ell_e >= ||w*_{e+} - w*_{e-}||_inf`` from ``lambda A_e phi(v_e) <= B`` (the penalty's
+    ``sublevel_radius``; ``inf`` without edges or with ``lambda = 0``)."""
+    if model.num_edges == 0 or model.lam == 0:
+        return np.full(model.num_edges, np.inf)
+    return model.penalty.sublevel_radius(slack, model.capacities)
+
+
+def _symmetric_components(model: ModelDeclaration, level: np.ndarray, active: np.ndarray,
+                          comp: np.ndarray, ncomp: int) -> np.ndarray:
+    """Components whose objective is invariant under a common shift in the null space of
+    their data: every active node is an unconstrained, unregularized data-fit node with
+    growing rows (:func:`_pooled_anchors`)."""
+    st = model.structure()
+    plain = np.zeros(model.num_nodes, dtype=bool)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is not None:
+            plain[b.nodes[np.isfinite(g["b"])]] = True
+    plain &= (st.l1 == 0) & (st.l2 == 0)
+    plain[st.constrained] = False
+    return np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
+
 
 #: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
 _MAX_ANCHOR_LPS = 400
