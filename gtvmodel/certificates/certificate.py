@@ -20,8 +20,9 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
   :func:`gtvmodel.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
   and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
-- conic nodes (symbolic losses/constraints): :func:`gtvmodel.conic.conjugate_values`, plus its
-  stated solver tolerance.
+- conic nodes (symbolic losses/constraints): one stacked solve,
+  :func:`gtvmodel.solve.conic.stacked_conjugates`, plus its stated solver tolerance (node by
+  node where it fails).
 
 **Residuals and the radii R_i** (MATH.md §8).  Where ``s_i`` lies (numerically) just outside
 the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in floating
