@@ -14,7 +14,15 @@ solve_exact, solve_dual (compile + solve), the conic-data extraction alone, thei
 the joint canonicalization of the conic nodes alone (``conic.conic_data``, what ``solve_dual``
 does once per model version) against the node-by-node one it replaced, and the time of one
 re-solve of ``node_conjugate_value`` (DPP, built once) against its first call.
-Run:  .venv/bin/python benchmarks/bench_conic.py [n ...]
+
+``--certify N`` (issue 9, deliverable 6b) instead times ``certify`` on the ``symbolic`` model
+with ``N`` nodes: the conic conjugates, loss lower bounds and sublevel radii of the conic nodes
+solved *stacked* (one CVXPY problem per quantity) against *node by node* (the stacked solves
+disabled, so every quantity takes the per-node fallback, i.e. the code before the change),
+alternately on fresh models in one run, counting the ``run_solver`` calls of one certificate.
+Cases: (a) the exact weights and flows, (b) the exact weights with flows x (1 + 1e-2 N(0, 1)),
+(c) weights + 1e-3 N(0, 1) without flows (flows built from the weights, radii certified).
+Run:  .venv/bin/python benchmarks/bench_conic.py [n ...]  |  [--certify 200]
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ import numpy as np
 
 import gtvmodel as gm
 from gtvmodel import conic
+from gtvmodel.certificates import radii as radii_mod
+from gtvmodel.certificates import repair as repair_mod
+from gtvmodel.certificates import value as value_mod
 
 REPEATS = 3
 
@@ -107,7 +118,78 @@ def run(n: int) -> None:
           f"{1e3 * t_re:.1f} ms (ratio {t_first / t_re:.1f}x)")
 
 
+#: The modules whose ``run_solver`` a certificate calls (counted by :func:`counting`).
+_SOLVER_USERS = (conic, radii_mod, repair_mod, value_mod)
+
+
+class counting:
+    """Count the ``run_solver`` calls inside the block; ``stacked=False`` disables the stacked
+    conic solves (every quantity takes its node-by-node fallback: the code before 6b)."""
+
+    def __init__(self, stacked: bool):
+        self.stacked, self.calls, self.saved = stacked, 0, []
+
+    def __enter__(self) -> counting:
+        for mod in _SOLVER_USERS:
+            orig = mod.run_solver
+            self.saved.append((mod, "run_solver", orig))
+
+            def wrapped(*a, _orig=orig, **k):
+                self.calls += 1
+                return _orig(*a, **k)
+
+            mod.run_solver = wrapped
+        if not self.stacked:
+            for mod, name in ((conic, "stacked_conjugates"),
+                              (radii_mod, "_stacked_sublevel_radii")):
+                self.saved.append((mod, name, getattr(mod, name)))
+                setattr(mod, name, lambda *a, **k: None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for mod, name, orig in reversed(self.saved):
+            setattr(mod, name, orig)
+
+
+def run_certify(n: int) -> None:
+    """Stacked vs node-by-node conic certificate quantities, alternately (module docstring)."""
+    cases = {}
+    for r in range(REPEATS):
+        for stacked in (False, True):
+            rng = np.random.default_rng(r)  # the same perturbations for both
+            m = build(n, "symbolic", seed=r)
+            sol = m.solve_exact(certify=False)
+            W, U = np.asarray(sol.weights), np.asarray(sol.flows)
+            inputs = {"a": (W, U), "b": (W, U * (1 + 1e-2 * rng.normal(size=U.shape))),
+                      "c": (W + 1e-3 * rng.normal(size=W.shape), None)}
+            for case, (Wc, Uc) in inputs.items():
+                with counting(stacked) as cnt:
+                    t0 = time.process_time()
+                    cert = m.certify(Wc, Uc)
+                    cold = time.process_time() - t0
+                    t0 = time.process_time()
+                    m.certify(Wc, Uc)
+                    warm = time.process_time() - t0
+                cases.setdefault((case, stacked), []).append(
+                    (cold, warm, cnt.calls, cert.gap, cert.relative_gap))
+    print(f"\ncertify on the symbolic model, n = {n} conic nodes, d = 2 (CPU seconds, medians of "
+          f"{REPEATS} fresh models; calls: run_solver calls of the cold + warm certificates)")
+    print(f"{'case':>4} {'per-node cold':>13} {'stacked cold':>12} {'ratio':>6} "
+          f"{'per-node warm':>13} {'stacked warm':>12} {'ratio':>6} {'calls':>11} "
+          f"{'rel. gap per-node / stacked':>28}")
+    for case in "abc":
+        old, new = cases[(case, False)], cases[(case, True)]
+        med = [statistics.median(x[j] for x in rows) for rows in (old, new) for j in (0, 1)]
+        calls = f"{old[0][2]} / {new[0][2]}"
+        gaps = f"{max(x[4] for x in old):.2e} / {max(x[4] for x in new):.2e}"
+        print(f"{case:>4} {med[0]:13.3f} {med[2]:12.3f} {med[0] / med[2]:5.1f}x "
+              f"{med[1]:13.3f} {med[3]:12.3f} {med[1] / med[3]:5.1f}x {calls:>11} {gaps:>28}")
+
+
 if __name__ == "__main__":
-    sizes = [int(a) for a in sys.argv[1:]] or [100, 400]
-    for n in sizes:
-        run(n)
+    if sys.argv[1:2] == ["--certify"]:
+        for n in [int(a) for a in sys.argv[2:]] or [200]:
+            run_certify(n)
+    else:
+        for n in [int(a) for a in sys.argv[1:]] or [100, 400]:
+            run(n)

@@ -115,6 +115,7 @@ CacheSlot = Literal[
     "conic_nodes",          # solve.conic: {position: node problem}
     "conic_nodes_boxed",    # solve.conic: {position: radius-restricted node problem}
     "conic_joint",          # solve.conic: {node tuple: joint problem}
+    "conic_stacked",        # solve.conic: {node tuple: stacked (P_S) with a Parameter S}
     "cert_kinds",           # certificates.kinds.NodeKinds
     "cert_gradient",        # certificates.repair: minimum-norm solver on gradient nodes
     "cert_subspace",        # certificates.repair: minimum-norm solver on subspace nodes
@@ -123,6 +124,7 @@ CacheSlot = Literal[
     "cert_general",         # certificates.value: node-conjugate problem
     "cert_lower",           # certificates.radii: loss lower bounds
     "cert_conic_sublevel",  # certificates.radii: {position: sublevel-radius problem}
+    "cert_conic_sublevel_stacked",  # certificates.radii: {node tuple: stacked sublevel problem}
 ]
 _SLOTS = frozenset(CacheSlot.__args__)
 

@@ -20,8 +20,9 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
   :func:`gtvmodel.solve.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
   and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
-- conic nodes (symbolic losses/constraints): :func:`gtvmodel.solve.conic.conjugate_values`, plus its
-  stated solver tolerance.
+- conic nodes (symbolic losses/constraints): one stacked solve,
+  :func:`gtvmodel.solve.conic.stacked_conjugates`, plus its stated solver tolerance (node by
+  node where it fails).
 
 **Residuals and the radii R_i** (MATH.md §8).  Where ``s_i`` lies (numerically) just outside
 the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in floating
@@ -368,37 +369,71 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
             break
     return cert
 
-def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float, feas_tol: float,
-                  radius: float | None, solver: str | None, project: str,
-                  rounds: int = 4) -> Certificate:
-    """:func:`certify` with the given (or built) flows only; options already validated."""
-    t0 = time.perf_counter()
-    W = model.check_weights(weights)
-    n, d = model.num_nodes, model.dim
-    built = flows is None
+@dataclass
+class _Primal:
+    """``P(W)`` (16) and its pieces: the node loss values ``L_i(w_i)`` (``+inf`` outside a
+    symbolic loss's domain), the edge differences ``v_e = w_{e+} - w_{e-}``, the edge terms
+    ``lambda A_e phi(v_e)``, the constraint violations and the nodes failing ``feas_tol``."""
+
+    lossv: np.ndarray
+    V: np.ndarray
+    penv: np.ndarray
+    P: float
+    viol: np.ndarray
+    bad: np.ndarray
+    reasons: list[str]
+
+    @property
+    def feasible(self) -> bool:
+        return self.bad.size == 0
+
+
+@dataclass
+class _Dual:
+    """The dual side: the (repaired) flows ``U'``, their evaluation :func:`dual_value`, the
+    nodes whose bound is ``+inf`` (``bad``) or outside their domains beyond ``feas_tol``
+    (``outside``) and the repairs made."""
+
+    U: np.ndarray
+    dv: dict[str, Any]
+    bad: np.ndarray
+    outside: np.ndarray
+    repairs: list[str]
+
+    @property
+    def S(self) -> np.ndarray:
+        return self.dv["s"]
+
+
+def _repaired_flows(model: ModelDeclaration, W: np.ndarray, flows: Any, rounds: int
+                    ) -> tuple[np.ndarray, np.ndarray, list[str], float]:
+    """``(U0, U, repairs, theta)``: the given flows (or those built from ``W``,
+    :func:`flows_from_weights`) and their repair (:func:`repair`, steps 1-3).  ``lambda = 0``:
+    the edge conjugates are the indicator of ``u = 0``, so the only dual-feasible flows are 0."""
+    d = model.dim
     if model.lam == 0 and model.num_edges:
-        # lambda = 0: the edge conjugates are the indicator of u = 0, so the only dual
-        # feasible flows are zero
-        U0 = np.zeros((model.num_edges, d)) if built else model.check_flows(flows)
-        U, repairs = np.zeros_like(U0), (["lambda = 0: flows set to 0 (the only dual-feasible "
-                                          "flows)"] if np.any(U0) else [])
-        flow_scale = 1.0
-    else:
-        U0 = flows_from_weights(model, W) if built else model.check_flows(flows)
-        U, repairs, flow_scale = repair(model, U0, rounds)
-    t1 = time.perf_counter()
-    # primal: +inf outside a symbolic loss's domain; constraints node by node
+        U0 = np.zeros((model.num_edges, d)) if flows is None else model.check_flows(flows)
+        repairs = (["lambda = 0: flows set to 0 (the only dual-feasible flows)"]
+                   if np.any(U0) else [])
+        return U0, np.zeros_like(U0), repairs, 1.0
+    U0 = flows_from_weights(model, W) if flows is None else model.check_flows(flows)
+    U, repairs, flow_scale = repair(model, U0, rounds)
+    return U0, U, repairs, flow_scale
+
+
+def _primal(model: ModelDeclaration, W: np.ndarray, feas_tol: float) -> _Primal:
+    """``P(W)`` (``+inf`` outside a symbolic loss's domain) and the node constraints checked
+    node by node: ``viol_i <= feas_tol max(1, ||w_i||_inf)``."""
+    d = model.dim
     lossv = model.loss_values(W)
     V = model.empirical_graph.diff(W) if model.num_edges else np.zeros((0, d))
-    lamA = model.capacities
-    penv = lamA * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
+    penv = model.capacities * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
     with np.errstate(invalid="ignore"):
-        # pairwise sums: their error (log2 N eps sum|x|) is inside the rounding bound below
+        # pairwise sums: their error (log2 N eps sum|x|) is inside the rounding bound
         P = float(np.sum(lossv) + np.sum(penv)) if np.isfinite(lossv).all() else np.inf
     viol = model.constraint_violations(W)
     wscale = np.maximum(1.0, np.abs(W).max(axis=1, initial=0.0))
     bad = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
-    feasible = bad.size == 0
     reasons: list[str] = []
     if bad.size:
         outside = np.flatnonzero(~np.isfinite(lossv))
@@ -409,96 +444,104 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
             k = int(np.flatnonzero(~(viol <= feas_tol * wscale))[0])
             reasons.append(f"W violates the constraints of node {model.nodes[k]!r} by "
                            f"{viol[k]:.3g} (> feas_tol max(1, ||w_i||_inf))")
-    assumptions = radius_assumption(radius)
-    R = Radii(n, (lambda: candidate_radii(model, W, P, viol, radius,
-              solver)) if feasible else np.inf)
-    # dual
-    strict = radius is not None  # an assumed radius: only rounding-sized residuals
+    return _Primal(lossv, V, penv, P, viol, bad, reasons)
+
+
+def _evaluate_dual(model: ModelDeclaration, U: np.ndarray, R: Radii, solver: str | None,
+                   W: np.ndarray, feas_tol: float, strict: bool, repairs: list[str]) -> _Dual:
+    """The dual value ``D(U)`` (19) of repaired flows and the nodes it fails at."""
     dv = dual_value(model, U, R, solver, W)
-    S = dv["s"]
-    dual_bad = _dual_bad(dv, feas_tol, strict)
-    # the repairs run where a node is outside its domain beyond feas_tol (even where a certified
-    # radius makes the charge finite: repaired flows usually give a much smaller bound)
-    outside = _dual_bad(dv, feas_tol, True)
-    if outside.size and model.num_edges and model.lam > 0 and feasible:
-        # nodes outside bounded conjugate domains: (a) gradient correction, (b) scaling,
-        # (c) convex projection (only with project="auto"), (d) zero flows
-        def attempt(trial: np.ndarray | None, note: str) -> None:
-            """Keep ``trial`` flows if they leave fewer nodes at +inf, or as many and give a
-            larger dual value (each is a valid bound)."""
-            nonlocal U, dv, S, dual_bad, outside
-            if trial is None:
-                return
-            dv2 = dual_value(model, trial, R, solver, W)
-            bad2 = _dual_bad(dv2, feas_tol, strict)
-            if (bad2.size, -dv2["value"]) < (dual_bad.size, -dv["value"]):
-                U, dv, S, dual_bad = trial, dv2, dv2["s"], bad2
-                outside = _dual_bad(dv2, feas_tol, True)
-                repairs.append(note)
+    return _Dual(U, dv, _dual_bad(dv, feas_tol, strict), _dual_bad(dv, feas_tol, True),
+                 repairs)
 
-        dual_bad_before = outside
 
-        nbad = outside.size
-        if node_kinds(model).gradient[dual_bad_before].any():
-            # (a) cheap, sparse: smooth nodes outside their domains -- move the flows
-            # (minimum-norm) so that their demands become the gradients at W, inside the domains
-            attempt(repair_flows(model, flows_from_weights(model, W, start=U))[0],
-                    f"corrected the flows towards the gradients at the weights ({nbad} node(s) "
-                    "outside their bounded conjugate domains)")
-        if outside.size:
-            # (b) one LP: scale all flows into the domains (keeps the subspace conditions)
-            nbad = outside.size
-            theta = domain_scale(model, S, outside, solver) * (1.0 - 1e-9)
-            if theta >= 0.5:
-                attempt(theta * U, f"scaled all flows by theta = {theta:.12g} into the bounded "
-                        f"conjugate domains of {nbad} node(s)")
-        if outside.size and project == "auto":
-            # (c) last resort: the convex projection onto the dual domain (0 can be a vertex of
-            # a domain, e.g. logistic rows, where scaling towards 0 cannot help)
-            nbad = outside.size
-            proj = project_flows(model, U, solver)
-            attempt(None if proj is None else repair_flows(model, proj)[0],
-                    f"projected the flows onto the dual domain ({nbad} node(s) outside their "
-                    "bounded conjugate domains; convex projection)")
-        if outside.size:
-            # (d) u = 0: every library conjugate is finite at 0 (and a conic one wherever its
-            # loss is bounded below): a valid, if loose, dual point, kept only if it does
-            # better; exact when the optimal flows vanish and the given ones are rounding
-            # noise (a hinge node off its margin)
-            nbad = outside.size
-            attempt(np.zeros_like(U), f"set the flows to zero ({nbad} node(s) still outside "
-                    "their conjugate domains)")
-    edge_ok = bool(np.isfinite(dv["edge_conj"]).all())
-    dual_feasible = dual_bad.size == 0 and edge_ok
-    if dual_bad.size:
-        k = int(dual_bad[0])
-        uncharged = np.isinf(R()[dual_bad]) & np.isfinite(S[dual_bad]).all(axis=1)
+def _domain_repairs(model: ModelDeclaration, W: np.ndarray, dual: _Dual, R: Radii,
+                    solver: str | None, feas_tol: float, strict: bool, project: str) -> _Dual:
+    """Step 4 of the repair, for nodes outside bounded conjugate domains beyond ``feas_tol``
+    (even where a certified radius makes the charge finite: repaired flows usually give a much
+    smaller bound): (a) gradient correction, (b) scaling, (c) convex projection (only with
+    ``project="auto"``), (d) zero flows.  Each trial is kept if it leaves fewer nodes at
+    ``+inf``, or as many and a larger dual value (each is a valid bound)."""
+
+    def attempt(dual: _Dual, trial: np.ndarray | None, note: str) -> _Dual:
+        if trial is None:
+            return dual
+        dv2 = dual_value(model, trial, R, solver, W)
+        bad2 = _dual_bad(dv2, feas_tol, strict)
+        if (bad2.size, -dv2["value"]) < (dual.bad.size, -dual.dv["value"]):
+            dual.repairs.append(note)
+            return _Dual(trial, dv2, bad2, _dual_bad(dv2, feas_tol, True), dual.repairs)
+        return dual
+
+    nbad = dual.outside.size
+    if node_kinds(model).gradient[dual.outside].any():
+        # (a) cheap, sparse: smooth nodes outside their domains -- move the flows
+        # (minimum-norm) so that their demands become the gradients at W, inside the domains
+        dual = attempt(dual, repair_flows(model, flows_from_weights(model, W, start=dual.U))[0],
+                       f"corrected the flows towards the gradients at the weights ({nbad} "
+                       "node(s) outside their bounded conjugate domains)")
+    if dual.outside.size:
+        # (b) one LP: scale all flows into the domains (keeps the subspace conditions)
+        nbad = dual.outside.size
+        theta = domain_scale(model, dual.S, dual.outside, solver) * (1.0 - 1e-9)
+        if theta >= 0.5:
+            dual = attempt(dual, theta * dual.U, f"scaled all flows by theta = {theta:.12g} "
+                           f"into the bounded conjugate domains of {nbad} node(s)")
+    if dual.outside.size and project == "auto":
+        # (c) last resort: the convex projection onto the dual domain (0 can be a vertex of
+        # a domain, e.g. logistic rows, where scaling towards 0 cannot help)
+        nbad = dual.outside.size
+        proj = project_flows(model, dual.U, solver)
+        dual = attempt(dual, None if proj is None else repair_flows(model, proj)[0],
+                       f"projected the flows onto the dual domain ({nbad} node(s) outside "
+                       "their bounded conjugate domains; convex projection)")
+    if dual.outside.size:
+        # (d) u = 0: every library conjugate is finite at 0 (and a conic one wherever its
+        # loss is bounded below): a valid, if loose, dual point, kept only if it does
+        # better; exact when the optimal flows vanish and the given ones are rounding
+        # noise (a hinge node off its margin)
+        nbad = dual.outside.size
+        dual = attempt(dual, np.zeros_like(dual.U), f"set the flows to zero ({nbad} node(s) "
+                       "still outside their conjugate domains)")
+    return dual
+
+
+def _dual_reasons(model: ModelDeclaration, dual: _Dual, R: Radii, feasible: bool) -> list[str]:
+    """Why the repaired flows are not dual feasible (empty when they are)."""
+    reasons: list[str] = []
+    if dual.bad.size:
+        k = int(dual.bad[0])
+        uncharged = np.isinf(R()[dual.bad]) & np.isfinite(dual.S[dual.bad]).all(axis=1)
         why = ("its residual needs a radius that could not be certified (pass radius= to "
                "assume one)" if uncharged.any() and feasible else
                "its demand -(D^T u)_i stays outside the domain of h_i*")
-        reasons.append(f"the flows are not dual feasible at {dual_bad.size} node(s) (first "
+        reasons.append(f"the flows are not dual feasible at {dual.bad.size} node(s) (first "
                        f"{model.nodes[k]!r}): {why}")
-    if not edge_ok:
+    if not np.isfinite(dual.dv["edge_conj"]).all():
         reasons.append("the flows exceed the edge capacities (edge conjugate +inf)")
-    D = dv["value"] if dual_feasible else -np.inf
-    with np.errstate(invalid="ignore"):
-        node_gaps = lossv + dv["node_conj"] - (S * W).sum(axis=1)
-        edge_gaps = (penv + dv["edge_conj"] - (U * V).sum(axis=1) if model.num_edges
-                     else np.zeros(0))
+    return reasons
+
+
+def _rounding(model: ModelDeclaration, pr: _Primal, dual: _Dual, W: np.ndarray) -> float:
+    """Bound of the rounding of the gap's sums: ``gamma`` times the sum of the magnitudes of
+    every summand of ``P(W)``, ``D(U')`` and the Fenchel-Young pairings ``s^T w``, ``u^T v``."""
     fin = np.isfinite
+    dv = dual.dv
     nc, ec = dv["conj_magnitude"] + dv["charge"], dv["edge_conj"]
-    nrow = 4 * (d + max_rows(model) + 8)
-    rounding = nrow * EPS * ((abs(P) if fin(P) else 0.0) + np.abs(lossv[fin(lossv)]).sum()
-                              + np.abs(penv).sum() + np.abs(nc[fin(nc)]).sum()
-                              + np.abs(ec[fin(ec)]).sum() + np.abs(S * W).sum()
-                              + (np.abs(U * V).sum() if model.num_edges else 0.0))
-    tolerance = float(rounding + dv["charge"][fin(dv["charge"])].sum() + dv["conic_tol"])
-    if feasible and dual_feasible:
-        gap = max(P - D + rounding + dv["conic_tol"], 0.0)
-    else:
-        gap = float("inf")
-    t2 = time.perf_counter()
-    # KKT residuals on the original flows
+    nrow = 4 * (model.dim + max_rows(model) + 8)
+    return nrow * EPS * ((abs(pr.P) if fin(pr.P) else 0.0)
+                         + np.abs(pr.lossv[fin(pr.lossv)]).sum() + np.abs(pr.penv).sum()
+                         + np.abs(nc[fin(nc)]).sum() + np.abs(ec[fin(ec)]).sum()
+                         + np.abs(dual.S * W).sum()
+                         + (np.abs(dual.U * pr.V).sum() if model.num_edges else 0.0))
+
+
+def _kkt(model: ModelDeclaration, W: np.ndarray, U0: np.ndarray, node_gaps: np.ndarray,
+         edge_gaps: np.ndarray, dual_feasible: bool) -> dict[str, float]:
+    """KKT residuals on the original flows ``U0``: flow conservation ``||D^T u + grad h(w)||``
+    over nodes with a gradient, capacity violation ``max_e (||u_e||_* - lambda A_e)_+`` (27),
+    and the edge and node Fenchel-Young gaps (their sum is the gap)."""
+    n, d = model.num_nodes, model.dim
     kkt: dict[str, float] = {}
     kinds = node_kinds(model)
     if kinds.gradient.any():
@@ -513,19 +556,58 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
                                  if cap is not None and model.num_edges else 0.0)
     kkt["complementarity"] = float(edge_gaps.sum()) if dual_feasible else float("inf")
     kkt["node_gap"] = float(node_gaps.sum()) if dual_feasible else float("inf")
+    return kkt
+
+
+def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float, feas_tol: float,
+                  radius: float | None, solver: str | None, project: str,
+                  rounds: int = 4) -> Certificate:
+    """:func:`certify` with the given (or built) flows only; options already validated: the
+    gap (34) ``P(W) - D(U') + rounding + conic tolerances`` of the repaired flows ``U'``."""
+    t0 = time.perf_counter()
+    W = model.check_weights(weights)
+    n = model.num_nodes
+    U0, U, repairs, flow_scale = _repaired_flows(model, W, flows, rounds)
+    t1 = time.perf_counter()
+    pr = _primal(model, W, feas_tol)
+    R = Radii(n, (lambda: candidate_radii(model, W, pr.P, pr.viol, radius, solver))
+              if pr.feasible else np.inf)
+    strict = radius is not None  # an assumed radius: only rounding-sized residuals
+    dual = _evaluate_dual(model, U, R, solver, W, feas_tol, strict, repairs)
+    if dual.outside.size and model.num_edges and model.lam > 0 and pr.feasible:
+        dual = _domain_repairs(model, W, dual, R, solver, feas_tol, strict, project)
+    dv, S, U = dual.dv, dual.S, dual.U
+    dual_feasible = dual.bad.size == 0 and bool(np.isfinite(dv["edge_conj"]).all())
+    reasons = pr.reasons + _dual_reasons(model, dual, R, pr.feasible)
+    D = dv["value"] if dual_feasible else -np.inf
+    with np.errstate(invalid="ignore"):
+        node_gaps = pr.lossv + dv["node_conj"] - (S * W).sum(axis=1)
+        edge_gaps = (pr.penv + dv["edge_conj"] - (U * pr.V).sum(axis=1) if model.num_edges
+                     else np.zeros(0))
+    fin = np.isfinite
+    rounding = _rounding(model, pr, dual, W)
+    tolerance = float(rounding + dv["charge"][fin(dv["charge"])].sum() + dv["conic_tol"])
+    if pr.feasible and dual_feasible:
+        gap = max(pr.P - D + rounding + dv["conic_tol"], 0.0)
+    else:
+        gap = float("inf")
+    t2 = time.perf_counter()
+    kkt = _kkt(model, W, U0, node_gaps, edge_gaps, dual_feasible)
     labels = model.nodes
     charged = dv["charge"] > 0
     radii = R.value if R.value is not None else np.full(n, np.nan)  # NaN: never needed
-    rel = gap / max(1.0, abs(P)) if np.isfinite(P) else float("inf")
+    rel = gap / max(1.0, abs(pr.P)) if np.isfinite(pr.P) else float("inf")
     return Certificate(
-        primal_value=float(P), dual_value=float(D), gap=float(gap), relative_gap=float(rel),
-        tolerance=tolerance, feasible=feasible, infeasible_nodes=[labels[i] for i in bad],
-        dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual_bad],
-        repaired=bool(repairs), repairs=repairs, weights=W, flows=U,
-        flows_from_weights=built, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
+        primal_value=float(pr.P), dual_value=float(D), gap=float(gap), relative_gap=float(rel),
+        tolerance=tolerance, feasible=pr.feasible,
+        infeasible_nodes=[labels[i] for i in pr.bad],
+        dual_feasible=dual_feasible, dual_infeasible_nodes=[labels[i] for i in dual.bad],
+        repaired=bool(dual.repairs), repairs=dual.repairs, weights=W, flows=U,
+        flows_from_weights=flows is None, kkt=kkt, node_gaps=node_gaps, edge_gaps=edge_gaps,
         radius=float(np.nan_to_num(radii[charged], nan=0.0).max(initial=0.0)), radii=radii,
         reason="; ".join(reasons),
-        assumptions=assumptions, feas_tol=feas_tol, tol=tol, flow_scale=flow_scale,
+        assumptions=radius_assumption(radius), feas_tol=feas_tol, tol=tol,
+        flow_scale=flow_scale,
         timings={"repair": t1 - t0, "evaluate": t2 - t1, "total": time.perf_counter() - t0},
         labels=Labels(model.nodes, model.edges),
     )

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
-from .._solver import run_solver
+from .._solver import run_solver, separable_gap_tolerance
 from ..declaration import ModelDeclaration, components
 from ..errors import GTVError, SolverError
 from ..solve import conic as conic_mod
@@ -98,33 +98,47 @@ def _interior_point(model: ModelDeclaration, i: int) -> np.ndarray | None:
         x.value = old
     return point
 
-def _loss_lower_bounds(model: ModelDeclaration, solver: str | None) -> np.ndarray:
-    """``l_i <= inf h_i`` per node: 0 for library losses (all are ``>= 0``), ``-h_i*(0)`` by
-    conic duality for symbolic nodes (cached; ``-inf`` when that fails)."""
+def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
+                       ) -> tuple[np.ndarray, float]:
+    """``(l, tau)`` with ``sum_{j in J} l_j - tau <= sum_{j in J} inf h_j`` for every set ``J``
+    of nodes: ``l_j = 0`` for library losses (all are ``>= 0``), ``-h_j*(0)`` by conic duality
+    for symbolic nodes, and ``tau`` the solver tolerance (cached; ``l_j = -inf`` when that
+    fails).  One stacked solve of all symbolic nodes at ``s = 0``
+    (:func:`~gtvmodel.solve.conic.stacked_conjugates`: its tolerance bounds the sum of the
+    nodes' shortfalls, hence that over any subset); where it gives no finite value for every
+    node, node by node with each node's own tolerance folded into ``l_j`` (``tau = 0``)."""
     cached = model.cache.get("cert_lower")
     if cached is not None:
         return cached
     n, d = model.num_nodes, model.dim
     low = np.zeros(n)
+    tau = 0.0
     conic = node_kinds(model).conic
     if conic.size:
-        for i in conic:
-            try:
-                val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
-                low[i] = -(val + tol)
-            except GTVError:
-                low[i] = -np.inf
+        try:
+            stacked = conic_mod.stacked_conjugates(model, conic, np.zeros((conic.size, d)))
+        except GTVError:
+            stacked = None
+        if stacked is not None:
+            low[conic], tau = -stacked[0], stacked[1]
+        else:
+            for i in conic:
+                try:
+                    val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
+                    low[i] = -(val + tol)
+                except GTVError:
+                    low[i] = -np.inf
     low = np.where(np.isnan(low), -np.inf, low)
-    model.cache.put("cert_lower", low)
-    return low
+    model.cache.put("cert_lower", (low, tau))
+    return low, tau
 
 def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
     """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*`` (MATH.md
     §8: residual charges need them), from the level set ``P(w*) <= upper`` (``upper >= P*``).
 
     Every node term is bounded below (:func:`_loss_lower_bounds`, penalties are ``>= 0``), so
-    at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j`` and each edge term
-    ``lambda A_e phi(w*_{e+} - w*_{e-}) <= B = upper - sum_j l_j``.  Coercive nodes give
+    at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j + tau`` and each edge term
+    ``lambda A_e phi(w*_{e+} - w*_{e-}) <= B = upper - sum_j l_j + tau``.  Coercive nodes give
     *anchor* radii (``l2``: ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, quadratic and data-fit
     losses: :meth:`~gtvmodel.terms.losses.LossBatch.sublevel_radii`, bounded constraints), each edge
     a length ``||w_{e+} - w_{e-}||_inf <= ell_e`` (the penalty's ``sublevel_radius``), and
@@ -133,34 +147,14 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     (its part of the objective is ``>= 0`` and ``0`` at ``w = 0``): ``R_i = 0`` there.  Nodes
     that no anchor reaches get ``inf``.
     """
-    n, d = model.num_nodes, model.dim
+    n = model.num_nodes
     st = model.structure()
-    low = _loss_lower_bounds(model, solver)
-    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
-    if not np.isfinite(upper) or not np.isfinite(total):
+    levels = _levels(model, upper, solver)
+    if levels is None:
         return np.full(n, np.inf)
-    slack = max(upper - total, 0.0)
-    slack = slack * (1 + 1e-12) + 8 * EPS * (abs(upper) + np.abs(low).sum())
-    level = slack + low  # B_i
-    anchor = np.full(n, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
-        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
-    for b in st.batches:
-        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
-    active = np.zeros(n, dtype=bool)  # nodes with a loss, regularizer or constraint
-    active[st.l1 > 0] = active[st.l2 > 0] = True
-    for b in st.batches:
-        if b.has_data:
-            active[b.nodes] = True
-    active[node_kinds(model).conic] = True
-    for i in st.constrained:
-        active[i] = True
-        anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in model.constraints_at(i)))
-    if model.num_edges == 0 or model.lam == 0:
-        lengths = np.full(model.num_edges, np.inf)
-    else:
-        lengths = model.penalty.sublevel_radius(slack, model.capacities)
+    slack, level = levels
+    anchor, active = _node_anchors(model, level)
+    lengths = _edge_lengths(model, slack)
     E = model.edges
     fin = np.isfinite(lengths)
     ncomp, comp = ((st.component_count, st.components) if fin.all()
@@ -170,17 +164,8 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     # one centre per component, pooled over the component's data (below)
     centres = np.unique(comp, return_index=True)[1]
     to_centre = _multi_source(n, E[fin], lengths[fin], centres, np.zeros(centres.size))
-    # components whose objective is invariant under a common shift in the null space of their
-    # data: every active node is an unconstrained, unregularized data-fit node with growing rows
-    plain = np.zeros(n, dtype=bool)
-    for b in st.batches:
-        g = b.growth_pieces(level)
-        if g is not None:
-            plain[b.nodes[np.isfinite(g["b"])]] = True
-    plain &= (st.l1 == 0) & (st.l2 == 0)
-    plain[st.constrained] = False
-    symmetric = np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
-    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, d, symmetric)
+    symmetric = _symmetric_components(model, level, active, comp, ncomp)
+    _pooled_anchors(st, level, comp, ncomp, centres, to_centre, anchor, model.dim, symmetric)
     _polyhedral_anchors(model, level, comp, centres, to_centre, anchor)
     _conic_anchors(model, level, comp, anchor)
     src = np.flatnonzero(np.isfinite(anchor))
@@ -189,7 +174,68 @@ def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = 
     return _multi_source(n, E[fin], lengths[fin], src, anchor[src])
 
 
-#: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
+def _levels(model: ModelDeclaration, upper: float, solver: str | None
+            ) -> tuple[float, np.ndarray] | None:
+    """``(B, [B_i])``: the bound ``B = upper - sum_j l_j + tau`` of every edge term and
+    ``B_i = B + l_i`` of node ``i``'s term at a minimizer, inflated by their rounding; None
+    when ``upper`` or a lower bound is not finite."""
+    low, tau = _loss_lower_bounds(model, solver)
+    total = math.fsum(low) if np.isfinite(low).all() else -np.inf
+    if not np.isfinite(upper) or not np.isfinite(total):
+        return None
+    slack = max(upper - total, 0.0) + tau
+    slack = slack * (1 + 1e-12) + 8 * EPS * (abs(upper) + np.abs(low).sum())
+    return slack, slack + low
+
+
+def _node_anchors(model: ModelDeclaration, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(anchor, active)``: the radii of the coercive nodes' own sublevel sets (``l2``:
+    ``sqrt(B_i/kappa)``, ``l1``: ``B_i/eta``, the batches' ``sublevel_radii``, bounded
+    constraints; ``inf`` elsewhere) and the mask of nodes with a loss, regularizer or
+    constraint."""
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    anchor = np.full(n, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        anchor = np.minimum(anchor, np.where(st.l2 > 0, np.sqrt(level / st.l2), np.inf))
+        anchor = np.minimum(anchor, np.where(st.l1 > 0, level / st.l1, np.inf))
+    for b in st.batches:
+        anchor[b.nodes] = np.minimum(anchor[b.nodes], b.sublevel_radii(level))
+    active = np.zeros(n, dtype=bool)
+    active[st.l1 > 0] = active[st.l2 > 0] = True
+    for b in st.batches:
+        if b.has_data:
+            active[b.nodes] = True
+    active[node_kinds(model).conic] = True
+    for i in st.constrained:
+        active[i] = True
+        anchor[i] = min(anchor[i], min(c.inf_radius(d) for c in model.constraints_at(i)))
+    return anchor, active
+
+
+def _edge_lengths(model: ModelDeclaration, slack: float) -> np.ndarray:
+    """``ell_e >= ||w*_{e+} - w*_{e-}||_inf`` from ``lambda A_e phi(v_e) <= B`` (the penalty's
+    ``sublevel_radius``; ``inf`` without edges or with ``lambda = 0``)."""
+    if model.num_edges == 0 or model.lam == 0:
+        return np.full(model.num_edges, np.inf)
+    return model.penalty.sublevel_radius(slack, model.capacities)
+
+
+def _symmetric_components(model: ModelDeclaration, level: np.ndarray, active: np.ndarray,
+                          comp: np.ndarray, ncomp: int) -> np.ndarray:
+    """Components whose objective is invariant under a common shift in the null space of
+    their data: every active node is an unconstrained, unregularized data-fit node with
+    growing rows (:func:`_pooled_anchors`)."""
+    st = model.structure()
+    plain = np.zeros(model.num_nodes, dtype=bool)
+    for b in st.batches:
+        g = b.growth_pieces(level)
+        if g is not None:
+            plain[b.nodes[np.isfinite(g["b"])]] = True
+    plain &= (st.l1 == 0) & (st.l2 == 0)
+    plain[st.constrained] = False
+    return np.bincount(comp, weights=(active & ~plain).astype(float), minlength=ncomp) == 0
+
 
 #: At most this many LPs (2 d per component) for the polyhedral anchors of one certificate.
 _MAX_ANCHOR_LPS = 400
@@ -243,11 +289,13 @@ def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.nda
 def _conic_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
                    anchor: np.ndarray) -> None:
     """Anchors at conic (symbolic) nodes, for components still without one: ``||x||_inf`` over
-    the node's sublevel set ``{L_i(x) <= B_i, x in C_i}`` by ``2d`` small convex programs
-    (``max +-x_k``; one cached DPP problem per node with ``B_i`` and the direction as
-    Parameters).  The optimum is inflated by ``1e-6`` relative plus ``1e-8`` (the solver's
-    tolerance); an unbounded or failed solve gives no anchor.  Bounded like the polyhedral
-    anchors (:data:`_MAX_ANCHOR_LPS` solves per certificate)."""
+    the node's sublevel set ``{L_i(x) <= B_i, x in C_i}`` by ``2d`` convex programs
+    (``max +-x_k``), stacked over the nodes (:func:`_stacked_sublevel_radii`; node by node,
+    :func:`_conic_sublevel_radius`, where the stacked ones fail).  The optimum is inflated by
+    ``1e-6`` relative plus ``1e-8`` (the solver's tolerance); an unbounded or failed solve gives
+    no anchor.  The first node (in model order) of a component with a finite radius anchors it.
+    Bounded like the polyhedral anchors (:data:`_MAX_ANCHOR_LPS` node solves per
+    certificate)."""
     conic = node_kinds(model).conic
     if conic.size == 0:
         return
@@ -257,13 +305,78 @@ def _conic_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.ndarray,
     d = model.dim
     if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
         return
+    r = _stacked_sublevel_radii(model, todo, level[todo])
+    if r is not None:
+        fin = np.flatnonzero(np.isfinite(r))
+        first = fin[np.unique(comp[todo[fin]], return_index=True)[1]]
+        anchor[todo[first]] = np.minimum(anchor[todo[first]], r[first])
+        return
     for i in todo:
         if has[comp[i]]:
             continue
-        r = _conic_sublevel_radius(model, int(i), float(level[i]))
-        if np.isfinite(r):
-            anchor[i] = min(anchor[i], r)
+        ri = _conic_sublevel_radius(model, int(i), float(level[i]))
+        if np.isfinite(ri):
+            anchor[i] = min(anchor[i], ri)
             has[comp[i]] = True
+
+
+def _sublevel_constraints(model: ModelDeclaration, i: int, x: cp.Variable,
+                          B: cp.Expression) -> list[cp.Constraint]:
+    """The sublevel set ``{L_i(x) <= B, x in C_i}`` of node position ``i``."""
+    cons = [model.loss_at(i).expression(x) <= B] if i in model.declared_losses() else []
+    for con in model.constraints_at(i):
+        cons += con.constraints(x)
+    return cons
+
+
+def _stacked_sublevel_radii(model: ModelDeclaration, nodes: np.ndarray,
+                            level: np.ndarray) -> np.ndarray | None:
+    """``max ||x_k||_inf`` over ``{L_k(x) <= level_k, x in C_k}`` for every node ``k`` of
+    ``nodes`` from ``2d`` solves of one stacked problem ``max sum_k c_k^T x_k`` (directions
+    ``c_k = +-e_j``; cached per node tuple with ``B`` and the directions as Parameters), or
+    None if a solve is not optimal (then node by node).  The problem is separable, so each
+    node's shortfall ``max c_k^T x - c_k^T x_k >= 0`` at the solver's point is at most the
+    run's ``tau`` (:func:`~gtvmodel._solver.separable_gap_tolerance`):
+    ``c_k^T x_k + tau`` bounds each node's maximum; then inflated like
+    :func:`_conic_sublevel_radius`."""
+    key = tuple(int(i) for i in nodes)
+    cache = model.cache.get_or_build("cert_conic_sublevel_stacked", dict)
+    entry = cache.get(key)
+    k, d = len(key), model.dim
+    if entry is None:
+        B = cp.Parameter(k, name="B_conic")
+        c = cp.Parameter((k, d), name="dir_conic")
+        xs = [model.var(model.nodes[i]) for i in key]
+        cons = [con for j, i in enumerate(key)
+                for con in _sublevel_constraints(model, i, xs[j], B[j])]
+        parts = cp.hstack([c[j] @ xs[j] for j in range(k)])
+        entry = (cp.Problem(cp.Maximize(cp.sum(parts)), cons), B, c, xs, parts)
+        cache[key] = entry
+    prob, B, c, xs, parts = entry
+    B.value = np.asarray(level, dtype=float)
+    old = [x.value for x in xs]  # the nodes' variables are the user's: restore them
+    best = np.zeros(k)
+    try:
+        for j in range(2 * d):
+            c.value = np.tile(np.where(np.arange(d) == j % d, 1.0 if j < d else -1.0, 0.0),
+                              (k, 1))
+            record: dict[str, Any] = {}
+            try:
+                name, _, _ = run_solver(prob, None, {}, False, True,
+                                        f"certificate (radii of {k} conic node(s))", record)
+            except SolverError:
+                return None
+            val = None if parts.value is None else np.asarray(parts.value, dtype=float)
+            if prob.status != cp.OPTIMAL or val is None or not np.isfinite(val).all():
+                return None
+            val = val.reshape(k)
+            tau = separable_gap_tolerance(name, record.get("options", {}), prob.status, val)
+            best = np.maximum(best, val + tau)
+    finally:
+        for x, v in zip(xs, old, strict=True):
+            x.value = v
+    return best * (1 + 1e-6) + 1e-8
+
 
 def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> float:
     """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
@@ -275,10 +388,7 @@ def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> flo
         x = model.var(model.nodes[i])
         B = cp.Parameter(name=f"B[{i}]")
         c = cp.Parameter(d, name=f"dir[{i}]")
-        cons = [model.loss_at(i).expression(x) <= B] if i in model.declared_losses() else []
-        for con in model.constraints_at(i):
-            cons += con.constraints(x)
-        entry = (cp.Problem(cp.Maximize(c @ x), cons), B, c, x)
+        entry = (cp.Problem(cp.Maximize(c @ x), _sublevel_constraints(model, i, x, B)), B, c, x)
         cache[i] = entry
     prob, B, c, x = entry
     B.value = level

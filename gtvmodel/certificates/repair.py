@@ -8,6 +8,7 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .._cvx import ScaleParameter
@@ -45,45 +46,71 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
     if E == 0:
         return np.zeros((0, d))
     kinds = node_kinds(model)
-    st = model.structure()
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    if start is not None:
+        U, free = model.check_flows(start).copy(), np.zeros((E, d), dtype=bool)
+    else:
+        U, free = _edge_condition(model, W, scale)
+    idx = np.flatnonzero(kinds.gradient)
+    if idx.size == 0:
+        return U
+    target = _gradient_target(model, W, idx)
+    A, correct = _flow_corrector(model, idx, free)
+    return _match_nodes(model, U.ravel().copy(), target, A, correct, free.any(), rounds,
+                        scale).reshape(E, d)
+
+
+def _edge_condition(model: ModelDeclaration, W: np.ndarray, scale: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Step 1: ``u_e = lambda A_e grad phi(v_e)`` (the penalty's dual update of ``v_e / eps``)
+    and the mask of the *free* entries (``w_{e+} = w_{e-}`` within ``1e-6 scale``: the flow
+    lies strictly inside its capacity and starts at 0; for the ``l1`` penalty coordinate by
+    coordinate, for other norms row by row)."""
+    E, d = model.num_edges, model.dim
     pen = model.penalty
     V = model.empirical_graph.diff(W)
-    lamA = model.capacities
-    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
     eps = 1e-12 * scale
+    try:
+        U = pen.dual_update(V / eps, 1.0 / eps, model.capacities)
+    except GTVError:
+        U = np.zeros((E, d))
     free = np.zeros((E, d), dtype=bool)
-    if start is not None:
-        U = model.check_flows(start).copy()
-    else:
-        try:
-            U = pen.dual_update(V / eps, 1.0 / eps, lamA)
-        except GTVError:
-            U = np.zeros((E, d))
-    if pen.is_norm and start is None:
+    if pen.is_norm:
         small = np.abs(V) <= 1e-6 * scale
         # l1 penalty: separable, each coordinate with v_ej = 0 is free; other norms: rows
         free = small if getattr(pen, "p", None) == 1 else np.repeat(
             small.all(axis=1)[:, None], d, axis=1)
         U[free] = 0.0
-    idx = np.flatnonzero(kinds.gradient)
-    if idx.size == 0:
-        return U
-    G = smooth_gradients(st.batches, st.l2, W)
-    target = -G[idx]
-    # in a connected component where every node is matched, flows can only move demand
-    # around: only the component-mean-free part of the gradients is reachable
+    return U, free
+
+
+def _gradient_target(model: ModelDeclaration, W: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The node condition's right-hand side ``(D^T u)_i = -grad h_i(w_i)`` at the gradient
+    nodes ``idx`` (flat); in a connected component where every node has a gradient, flows can
+    only move demand around, so only the component-mean-free part is reachable."""
+    st = model.structure()
+    gradient = node_kinds(model).gradient
+    d = model.dim
+    target = -smooth_gradients(st.batches, st.l2, W)[idx]
     ncomp, comp = st.component_count, st.components
-    allm = np.bincount(comp, weights=(~kinds.gradient).astype(float), minlength=ncomp) == 0
+    allm = np.bincount(comp, weights=(~gradient).astype(float), minlength=ncomp) == 0
     full = allm[comp[idx]]
     if full.any():
         ci = comp[idx][full]
         sums = np.zeros((ncomp, d))
         np.add.at(sums, ci, target[full])
         target[full] -= sums[ci] / np.bincount(ci, minlength=ncomp)[ci][:, None]
-    target = target.ravel()
-    flat = U.ravel().copy()
-    cap = capacities(model)
-    if free.any():  # correct the free edge entries only: least squares (LSQR)
+    return target.ravel()
+
+
+def _flow_corrector(model: ModelDeclaration, idx: np.ndarray, free: np.ndarray
+                    ) -> tuple[sp.csr_matrix, Any]:
+    """``(A, correct)``: the stacked node conditions ``A vec(U) = (D^T U)[idx]`` and a
+    least-squares correction ``r -> delta`` with ``A delta ~ r``: on the free entries only
+    (LSQR) when there are some, else on every edge (the cached minimum-norm solver; a rough
+    solve is enough, soundness does not depend on it, so CG is capped at 200 iterations)."""
+    E, d = model.num_edges, model.dim
+    if free.any():
         A = divergence_rows(model, idx, None)
         cols = np.flatnonzero(free.ravel())
         Af = A[:, cols]
@@ -93,27 +120,34 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
             out[cols] = spla.lsqr(Af, r, atol=1e-14, btol=1e-14,
                                   iter_lim=min(20 * Af.shape[1] + 100, 1000))[0]
             return out
-    else:  # every edge: the cached minimum-norm solver on the gradient nodes
-        # a heuristic starting point: a rough solve is enough (soundness does not depend
-        # on it), so CG is capped at 200 iterations on large graphs
-        solver = model.cache.get_or_build("cert_gradient", lambda: MinNormSolver(
-            divergence_rows(model, idx, None), maxiter=200))
-        A = solver.A
 
-        def correct(r: np.ndarray) -> np.ndarray:
-            return solver.solve(r, rounds=1)
+        return A, correct
+    solver = model.cache.get_or_build("cert_gradient", lambda: MinNormSolver(
+        divergence_rows(model, idx, None), maxiter=200))
+    return solver.A, lambda r: solver.solve(r, rounds=1)
+
+
+def _match_nodes(model: ModelDeclaration, flat: np.ndarray, target: np.ndarray,
+                 A: sp.csr_matrix, correct: Any, has_free: bool, rounds: int,
+                 scale: float) -> np.ndarray:
+    """Step 2: correct the flat flows towards ``A u = target``, alternating with the
+    projection onto the capacities ``||u_e||_* <= lambda A_e`` (27) for norm penalties (POCS
+    between the two convex sets; at most ``rounds`` times, until both hold)."""
+    E, d = model.num_edges, model.dim
+    pen = model.penalty
+    cap = capacities(model)
     for _ in range(rounds):
         flat = flat + correct(target - A @ flat)
-        if np.abs(target - A @ flat).max(initial=0.0) > 1e-6 * scale and not free.any():
+        if np.abs(target - A @ flat).max(initial=0.0) > 1e-6 * scale and not has_free:
             break  # not converging (large ill-conditioned graph): leave it to the repair
         if cap is None:
             break
         Uc = flat.reshape(E, d)
         if np.max(pen.dual_norm(Uc) - cap, initial=0.0) <= 1e-12 * scale:
             break
-        # alternate with the capacity projection (POCS between the two convex sets)
         flat = pen.project_dual_ball(Uc, cap).ravel()
-    return flat.reshape(E, d)
+    return flat
+
 
 def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[np.ndarray,
                  list[str]]:
@@ -127,11 +161,19 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray
             float]:
     """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none)."""
     U = model.check_flows(flows).copy()
+    if model.num_edges == 0:
+        return U, [], 1.0
+    U, repairs = _alternate(model, U, rounds)
+    U, theta = _rescale(model, U, repairs)
+    return U, repairs, theta
+
+
+def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int
+               ) -> tuple[np.ndarray, list[str]]:
+    """Steps 1-2, alternated (at most ``rounds`` times): the row-wise projection onto the
+    capacities ``||u_e||_* <= lambda A_e`` (27) and the minimum-norm correction of the
+    subspace conditions ``A u = 0`` (zero-loss nodes, rank-deficient squared losses)."""
     E, d = model.num_edges, model.dim
-    repairs: list[str] = []
-    theta = 1.0
-    if E == 0:
-        return U, repairs, theta
     kinds = node_kinds(model)
     cap = capacities(model)
     pen = model.penalty
@@ -159,26 +201,39 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray
             did_sub = True
         if cap_excess(U) <= 1e-12 * scale:
             break
+    repairs: list[str] = []
     if did_cap:
         repairs.append("projected flows onto the capacities ||u_e||_* <= lambda A_e")
     if did_sub:
         repairs.append(f"minimum-norm flow correction for the subspace conditions at "
                        f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
                        "with rank X_i < d: (D^T u)_i in range(X_i^T))")
-    if cap is not None:
+    return U, repairs
+
+
+def _rescale(model: ModelDeclaration, U: np.ndarray, repairs: list[str]
+             ) -> tuple[np.ndarray, float]:
+    """Step 3: scale all flows by ``theta = min(1, min_e lambda A_e / ||u_e||_*)`` (the dual
+    domain is convex and contains 0; scaling keeps the subspace conditions), then clip the
+    rows that rounding leaves an ulp above capacity."""
+    cap = capacities(model)
+    theta = 1.0
+    if cap is None:
+        return U, theta
+    pen = model.penalty
+    dn = pen.dual_norm(U)
+    over = dn > cap
+    if over.any():
+        theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+        theta *= 1.0 - 4.0 * EPS
+        U = theta * U
+        repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
+        # rounding can leave the last ulp above capacity: clip those rows exactly
         dn = pen.dual_norm(U)
-        over = dn > cap
-        if over.any():
-            theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
-            theta *= 1.0 - 4.0 * EPS
-            U = theta * U
-            repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
-            # rounding can leave the last ulp above capacity: clip those rows exactly
-            dn = pen.dual_norm(U)
-            bad = dn > cap
-            if bad.any():
-                U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
-    return U, repairs, theta
+        bad = dn > cap
+        if bad.any():
+            U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
+    return U, theta
 
 
 # ===================================================================== dual value

@@ -5,6 +5,7 @@ residuals outside their domains."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
@@ -18,7 +19,7 @@ from ..solve.dual import node_conjugate_parts
 from ..terms.losses import (
     zero_conjugate_rows,
 )
-from .kinds import EPS, max_rows, node_kinds
+from .kinds import EPS, NodeKinds, max_rows, node_kinds
 from .radii import Radii
 
 __all__ = ["residual_charge", "dual_value"]
@@ -91,6 +92,169 @@ def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         cost += k_
     return contrib, cost
 
+@dataclass
+class _NodeBounds:
+    """The per-node pieces of ``D(U)`` (19) filled path by path: ``conj`` (upper bounds of the
+    node conjugates before the residual charges), ``cmag`` (sums of the absolute summands of
+    each, for the rounding bound), ``rho`` (``|computed residual|`` outside the domain),
+    ``rnd`` (bound of the rounding error in computing it), ``W0`` (the candidate weights or 0)
+    and ``wloc`` (the local radii ``max(1, ||w_i||_inf, ...)``)."""
+
+    conj: np.ndarray
+    cmag: np.ndarray
+    rho: np.ndarray
+    rnd: np.ndarray
+    W0: np.ndarray
+    wloc: np.ndarray
+
+    @classmethod
+    def start(cls, n: int, d: int, weights: Any) -> _NodeBounds:
+        W0 = np.zeros((n, d)) if weights is None else np.asarray(weights, dtype=float)
+        return cls(conj=np.zeros(n), cmag=np.zeros(n), rho=np.zeros((n, d)),
+                   rnd=np.zeros((n, d)), W0=W0,
+                   wloc=np.maximum(1.0, np.abs(W0).max(axis=1, initial=0.0)))
+
+
+def _demands(model: ModelDeclaration, U: np.ndarray) -> np.ndarray:
+    """The node demands ``s = -D^T u`` of (19), an ``(n, d)`` array."""
+    n, d = model.num_nodes, model.dim
+    S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
+    return np.asarray(S).reshape(n, d)
+
+
+def _demand_rounding(model: ModelDeclaration, U: np.ndarray) -> np.ndarray:
+    """Bound of the rounding of ``s = -D^T u``: ``(deg_i + 2) eps sum_{e at i} |u_e|``."""
+    n, d = model.num_nodes, model.dim
+    absdiv = np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d)
+    return (model.degrees + 2)[:, None] * EPS * absdiv
+
+
+def _batch_bounds(kinds: NodeKinds, S: np.ndarray, nb: _NodeBounds) -> np.ndarray:
+    """The batches' numpy paths (closed forms, batched Newton; the loss hooks'
+    :class:`~gtvmodel.terms.losses.ConjugateGroup`): fill ``nb`` where they converged and
+    return the mask of those nodes."""
+    done = np.zeros(nb.conj.size, dtype=bool)
+    for grp in kinds.groups:
+        idx = grp.nodes
+        val, r, r_rnd, vmag, wl, conv = grp.evaluate(S[idx], nb.W0[idx], nb.wloc[idx],
+                                                     nb.rnd[idx])
+        ic = idx[conv]
+        nb.conj[ic], nb.rho[ic], nb.cmag[ic] = val[conv], r[conv], vmag[conv]
+        nb.rnd[ic] += r_rnd[conv]
+        nb.wloc[idx] = wl
+        done[ic] = True
+    return done
+
+
+def _general_bounds(model: ModelDeclaration, kinds: NodeKinds, S: np.ndarray,
+                    nb: _NodeBounds, todo: np.ndarray, solver: str | None) -> None:
+    """The other library nodes (and Newton failures ``todo``): the infimal-convolution split of
+    :func:`gtvmodel.solve.dual.node_conjugate_parts` for all of ``kinds.general`` in one cached
+    CVXPY problem, its point evaluated in numpy (:func:`_read_split`); without a solution the
+    ``todo`` nodes are reported dual infeasible (bound ``+inf``)."""
+    gall = kinds.general
+    prob, Sp, Rp, parts, _ = _general_problem(model, gall)
+    Sp.value = S[gall]
+    # the solver only needs finite weights for the charges; the evaluation below uses R
+    # (any weight above the local scale drives the residual to ~0; a huge one ruins the
+    # solver's scaling)
+    Rp.value = 100.0 * nb.wloc[gall]
+    ok = True
+    try:
+        run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
+        ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+    except SolverError:
+        ok = False
+    if ok:
+        _read_split(model, parts, gall, S[gall], nb, np.isin(gall, todo))
+    else:  # no split available: these nodes are reported dual infeasible (gap = inf)
+        nb.conj[todo] = np.inf
+        nb.rho[todo] = np.abs(S[todo])
+
+
+def _read_split(model: ModelDeclaration, parts: list[Any], gall: np.ndarray, Sg: np.ndarray,
+                nb: _NodeBounds, sel: np.ndarray) -> None:
+    """The conjugate bounds of the solved split at the nodes ``gall[sel]``: the parts'
+    values at the solver's point (projected into their domains by ``evaluate``), and after a
+    polish that lets the parts absorb the solver's small residual (least squares, kept in the
+    domains); whichever of the two bounds is smaller (both splits are valid), with the
+    rounding of the parts' sums ``gamma (|s| + sum of the summands' magnitudes)``."""
+    kg, d = gall.size, model.dim
+    contrib, cost = _evaluate_parts(parts, kg, d)
+    r0 = Sg - contrib
+    for _ in range(3):
+        for p in parts:
+            if p.absorb is not None:
+                p.absorb(Sg - _evaluate_parts(parts, kg, d)[0])
+    contrib2, cost2 = _evaluate_parts(parts, kg, d)
+    r2 = Sg - contrib2
+    mags = [_part_magnitude(p) for p in parts]
+    mag = np.abs(Sg) + sum(m[0] for m in mags)
+    nb.rnd[gall] += (max_rows(model) + len(parts) + 4) * EPS * mag
+    cost_mag = sum(m[1] for m in mags)
+    # choose by the value plus a local-scale charge (both splits are valid)
+    b1 = cost + (nb.wloc[gall, None] * (np.abs(r0) + nb.rnd[gall])).sum(axis=1)
+    b2 = cost2 + (nb.wloc[gall, None] * (np.abs(r2) + nb.rnd[gall])).sum(axis=1)
+    better = b2 <= b1
+    nb.conj[gall[sel]] = np.where(better, cost2, cost)[sel]
+    nb.cmag[gall[sel]] = cost_mag[sel] + np.abs(cost)[sel]
+    nb.rho[gall[sel]] = np.abs(np.where(better[:, None], r2, r0)[sel])
+
+
+def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: Radii,
+                  nb: _NodeBounds) -> float:
+    """Conic (symbolic) nodes ``c``: their numeric conjugates (:mod:`gtvmodel.solve.conic`)
+    into ``nb``; returns the solver tolerance to subtract from the dual value.
+
+    First one stacked solve of all of them (:func:`~gtvmodel.solve.conic.stacked_conjugates`:
+    ``value_k + tau`` bounds each conjugate and ``sum_k value_k + tau`` their sum, so ``tau`` is
+    added once; ``tau`` is never less than what node-by-node runs charge); where it gives no
+    finite value for every node (a demand outside a domain, a failed run), node by node
+    (:func:`_conic_node_bounds`), which tells those nodes apart."""
+    try:
+        stacked = conic_mod.stacked_conjugates(model, c, S[c])
+    except GTVError:
+        stacked = None
+    vals, tol = stacked if stacked is not None else _conic_node_bounds(model, c, S, radii)
+    nb.conj[c] = vals
+    nb.cmag[c] = np.abs(vals)
+    return tol
+
+
+def _conic_node_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray,
+                       radii: Radii) -> tuple[np.ndarray, float]:
+    """Node-by-node conjugates of the conic nodes ``c`` (:func:`~gtvmodel.solve.conic.
+    node_conjugate`) and the sum of their solver tolerances.  A demand (a hair) outside a
+    conjugate's domain gives ``+inf``; with a certified radius ``R_i`` the conjugate of
+    ``h_i + iota{||x||_inf <= R_i}`` is exact for the problem (finite) and is used instead."""
+    vals = np.empty(c.size)
+    tols = np.zeros(c.size)
+    for j, i in enumerate(c):
+        try:
+            vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i])
+        except GTVError:
+            vals[j] = np.inf
+        if not np.isfinite(vals[j]) and np.isfinite(radii()[i]):
+            try:
+                vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i],
+                                                            radius=float(radii()[i]))
+            except GTVError:
+                vals[j] = np.inf
+    # a numeric conjugate may fall short by the duality-gap tolerance of the solver run that
+    # produced it (run_solver may fall back to looser tolerances): node_conjugate returns that
+    # tolerance, add it
+    return vals, float(tols[np.isfinite(vals)].sum())
+
+
+def _zero_demand(kinds: NodeKinds, S: np.ndarray, node_conj: np.ndarray) -> np.ndarray:
+    """Library nodes with exactly zero demand where the all-zero split is the better bound:
+    every library row conjugate, regularizer conjugate and support function is 0 at 0 and all
+    library losses are ``>= 0``, so ``h_i*(0) <= 0`` without residual."""
+    zero = (S == 0).all(axis=1) & ~(node_conj <= 0)
+    zero[kinds.conic] = False
+    return zero
+
+
 def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | None = None,
                weights: Any = None) -> dict[str, Any]:
     """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R_i})*(s_i)`` for every node and the
@@ -105,110 +269,28 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     radii = radius if isinstance(radius, Radii) else Radii(n, radius)
     kinds = node_kinds(model)
     st = model.structure()
-    S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
-    S = np.asarray(S).reshape(n, d)
-    conj = np.zeros(n)
-    cmag = np.zeros(n)  # sums of the absolute summands of each conjugate (rounding bound)
-    rho = np.zeros((n, d))  # |computed residual|
-    rnd = np.zeros((n, d))  # bound of the rounding error in computing it
-    W0 = np.zeros((n, d)) if weights is None else np.asarray(weights, dtype=float)
-    wloc = np.maximum(1.0, np.abs(W0).max(axis=1, initial=0.0))  # local radii
-    if model.num_edges:  # rounding of s = -D^T u: deg_i eps sum_{e at i} |u_e|
-        absdiv = np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d)
-        rnd += (model.degrees + 2)[:, None] * EPS * absdiv
+    S = _demands(model, U)
+    nb = _NodeBounds.start(n, d, weights)
+    if model.num_edges:
+        nb.rnd += _demand_rounding(model, U)
     if kinds.zero.size:
         z = kinds.zero
-        conj[z], rho[z], cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
-    conic_tol = 0.0
-    done = np.zeros(n, dtype=bool)
-    for grp in kinds.groups:  # the batches' numpy paths (closed forms, batched Newton)
-        idx = grp.nodes
-        val, r, r_rnd, vmag, wl, conv = grp.evaluate(S[idx], W0[idx], wloc[idx], rnd[idx])
-        ic = idx[conv]
-        conj[ic], rho[ic], cmag[ic] = val[conv], r[conv], vmag[conv]
-        rnd[ic] += r_rnd[conv]
-        wloc[idx] = wl
-        done[ic] = True
+        nb.conj[z], nb.rho[z], nb.cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
+    done = _batch_bounds(kinds, S, nb)
     g = kinds.general
     g = g[~done[g]]
     if g.size:  # the others (and Newton failures): the cached CVXPY problem of all of them
-        gall = kinds.general
-        prob, Sp, Rp, parts, _ = _general_problem(model, gall)
-        Sp.value = S[gall]
-        # the solver only needs finite weights for the charges; the evaluation below uses R
-        # (any weight above the local scale drives the residual to ~0; a huge one ruins the
-        # solver's scaling)
-        Rp.value = 100.0 * wloc[gall]
-        ok = True
-        try:
-            run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
-            ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-        except SolverError:
-            ok = False
-        if ok:
-            kg = gall.size
-            contrib, cost = _evaluate_parts(parts, kg, d)
-            # polish: let the parts absorb the solver's small residual (least squares, kept
-            # in the domains), then re-evaluate; keep whichever bound is smaller
-            r0 = S[gall] - contrib
-            for _ in range(3):
-                for p in parts:
-                    if p.absorb is not None:
-                        p.absorb(S[gall] - _evaluate_parts(parts, kg, d)[0])
-            contrib2, cost2 = _evaluate_parts(parts, kg, d)
-            r2 = S[gall] - contrib2
-            # rounding of the parts' sums: gamma (|s| + sum of the summands' magnitudes)
-            mags = [_part_magnitude(p) for p in parts]
-            mag = np.abs(S[gall]) + sum(m[0] for m in mags)
-            rnd[gall] += (max_rows(model) + len(parts) + 4) * EPS * mag
-            cost_mag = sum(m[1] for m in mags)
-            # choose by the value plus a local-scale charge (both splits are valid)
-            b1 = cost + (wloc[gall, None] * (np.abs(r0) + rnd[gall])).sum(axis=1)
-            b2 = cost2 + (wloc[gall, None] * (np.abs(r2) + rnd[gall])).sum(axis=1)
-            better = b2 <= b1
-            sel = np.isin(gall, g)
-            conj[gall[sel]] = np.where(better, cost2, cost)[sel]
-            cmag[gall[sel]] = cost_mag[sel] + np.abs(cost)[sel]
-            rho[gall[sel]] = np.abs(np.where(better[:, None], r2, r0)[sel])
-        else:  # no split available: these nodes are reported dual infeasible (gap = inf)
-            conj[g] = np.inf
-            rho[g] = np.abs(S[g])
-    c = kinds.conic
-    if c.size:
-        vals = np.empty(c.size)
-        tols = np.zeros(c.size)
-        for j, i in enumerate(c):
-            try:
-                vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i])
-            except GTVError:
-                vals[j] = np.inf
-            if not np.isfinite(vals[j]) and np.isfinite(radii()[i]):
-                # a demand (a hair) outside the conjugate's domain: with a certified radius the
-                # conjugate of h_i + iota{||x||_inf <= R_i} is exact for the problem (finite)
-                try:
-                    vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i],
-                                                                radius=float(radii()[i]))
-                except GTVError:
-                    vals[j] = np.inf
-        conj[c] = vals
-        cmag[c] = np.abs(vals)
-        # a numeric conjugate may fall short by the duality-gap tolerance of the solver run
-        # that produced it (run_solver may fall back to looser tolerances): node_conjugate
-        # returns that tolerance, add it
-        conic_tol = float(tols[np.isfinite(vals)].sum())
-    charge = residual_charge(radii, rho, rnd, wloc)
-    node_conj = conj + charge
-    # a library node with exactly zero demand also has the all-zero split (every library row
-    # conjugate, regularizer conjugate and support function is 0 at 0; all library losses are
-    # >= 0): the bound h_i*(0) <= 0 without residual, kept where it is smaller
-    zero = (S == 0).all(axis=1) & ~(node_conj <= 0)
-    zero[kinds.conic] = False
-    node_conj[zero], charge[zero], cmag[zero], rho[zero] = 0.0, 0.0, 0.0, 0.0
+        _general_bounds(model, kinds, S, nb, g, solver)
+    conic_tol = _conic_bounds(model, kinds.conic, S, radii, nb) if kinds.conic.size else 0.0
+    charge = residual_charge(radii, nb.rho, nb.rnd, nb.wloc)
+    node_conj = nb.conj + charge
+    zero = _zero_demand(kinds, S, node_conj)
+    node_conj[zero], charge[zero], nb.cmag[zero], nb.rho[zero] = 0.0, 0.0, 0.0, 0.0
     edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
                  if model.num_edges else np.zeros(0))
     value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
-    return {"node_conj": node_conj, "rho": rho, "charge": charge, "edge_conj": edge_conj,
-            "conj_magnitude": cmag,
+    return {"node_conj": node_conj, "rho": nb.rho, "charge": charge, "edge_conj": edge_conj,
+            "conj_magnitude": nb.cmag,
             "s": S, "conic_tol": conic_tol, "value": value}
 
 

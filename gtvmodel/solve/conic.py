@@ -59,6 +59,7 @@ of (D_s); :func:`node_conjugate` also returns the solver's gap tolerance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,10 @@ import numpy as np
 import scipy.sparse as sp
 from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
-from .._solver import run_solver
+from .._solver import gap_tolerance, run_solver, separable_gap_tolerance
 from .._validate import check_int, check_rows, check_vector
 from ..declaration import ModelDeclaration
-from ..errors import DataError, InfeasibleError, SolverError, UnsupportedError
+from ..errors import DataError, GTVError, InfeasibleError, SolverError, UnsupportedError
 
 __all__ = [
     "ConicData",
@@ -82,6 +83,7 @@ __all__ = [
     "node_conjugate",
     "node_conjugate_value",
     "conjugate_values",
+    "stacked_conjugates",
     "conic_weights",
     "parameter_key",
 ]
@@ -149,6 +151,18 @@ class _JointProblem:
     key: tuple | None = None
 
 
+@dataclass
+class _StackedProblem:
+    """(P_S) of a tuple of nodes as one problem, built once: ``min sum_k p_k`` with the node
+    terms ``p_k = L_k(x_k) - S_k^T x_k`` (the vector ``parts``) s.t. ``x_k in C_k``, and the
+    demands a ``(k, d)`` Parameter ``S``."""
+
+    problem: cp.Problem
+    S: cp.Parameter
+    xs: list[cp.Variable]
+    parts: cp.Expression
+
+
 def conic_nodes(model: ModelDeclaration) -> list[int]:
     """Positions of the conic nodes: a symbolic loss or at least one symbolic constraint."""
     return model.structure().conic.tolist()
@@ -203,6 +217,25 @@ def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointPro
             cons += c
         objective = cp.sum(cp.hstack(terms)) if len(terms) > 1 else terms[0]
         entry = _JointProblem(cp.Problem(cp.Minimize(objective), cons), xs)
+        cache[nodes] = entry
+    return entry
+
+
+def _stacked_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _StackedProblem:
+    """The stacked (P_S) of ``nodes`` (DPP in ``S``), cached per node tuple and model version."""
+    cache = model.cache.get_or_build("conic_stacked", dict)
+    entry = cache.get(nodes)
+    if entry is None:
+        S = cp.Parameter((len(nodes), model.dim), name="S_conic",
+                         value=np.zeros((len(nodes), model.dim)))
+        xs, terms, cons = [], [], []
+        for k, i in enumerate(nodes):  # one expression per symbolic node (user-written)
+            x, expr, c = _node_terms(model, i)
+            xs.append(x)
+            terms.append(expr - S[k] @ x)
+            cons += c
+        parts = cp.hstack(terms)
+        entry = _StackedProblem(cp.Problem(cp.Minimize(cp.sum(parts)), cons), S, xs, parts)
         cache[nodes] = entry
     return entry
 
@@ -518,23 +551,7 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
     if val is None or not np.isfinite(val):
         raise SolverError(f"{what}: solver returned objective {val!r}", status=status,
                           solver=name)
-    return float(-val) + 0.0, _gap_tolerance(name, record.get("options", {}), status, float(val))
-
-
-def _gap_tolerance(name: str, options: dict[str, Any], status: str, value: float) -> float:
-    """The duality-gap tolerance a solver run with ``options`` guarantees at ``value``."""
-    scale = max(1.0, abs(value))
-    if name == "CLARABEL":
-        if status == cp.OPTIMAL_INACCURATE:
-            a = options.get("reduced_tol_gap_abs", 5e-5)
-            r = options.get("reduced_tol_gap_rel", 5e-5)
-        else:
-            a = options.get("tol_gap_abs", 1e-8)
-            r = options.get("tol_gap_rel", 1e-8)
-        return float(a + r * scale)
-    if name == "SCS":
-        return float(options.get("eps_abs", 1e-4) + options.get("eps_rel", 1e-4) * scale)
-    return 1e-6 * scale
+    return float(-val) + 0.0, gap_tolerance(name, record.get("options", {}), status, float(val))
 
 
 def node_conjugate_value(model: ModelDeclaration, i: int, s: Any, solver: str | None = None, *,
@@ -558,6 +575,60 @@ def conjugate_values(model: ModelDeclaration, nodes: list[int], S: Any, solver: 
         node_conjugate_value(model, i, S[k], solver, accept_inaccurate=accept_inaccurate, **opts)
         for k, i in enumerate(nodes)
     ])
+
+
+def stacked_conjugates(model: ModelDeclaration, nodes: list[int], S: Any,
+                       solver: str | None = None, *, accept_inaccurate: bool = False,
+                       **opts: Any) -> tuple[np.ndarray, float] | None:
+    """``([(L_k + iota_{C_k})^*(S_k)]_k, tolerance)`` from *one* solve of the stacked (P_S)
+    ``min sum_k L_k(x_k) - S_k^T x_k  s.t.  x_k in C_k`` (built once per node tuple, DPP in
+    ``S``), or None when that solve gives no finite value for every node (some ``S_k`` outside
+    its conjugate's domain makes it unbounded, an empty ``C_k`` infeasible, a failed or
+    inaccurate run, a point a hair outside an atom's domain): then ask :func:`node_conjugate`
+    node by node, which tells those cases apart.
+
+    Node ``k``'s value is ``-p_k(x_k)``, its term ``p_k = L_k - S_k^T x`` at the solver's point.
+    **Apportioning the tolerance.**  (P_S) is separable, so the run's shortfall
+    ``sum_k p_k(x_k) - min sum_k p_k`` is ``sum_k delta_k`` with the node shortfalls
+    ``delta_k = p_k(x_k) - min p_k >= 0`` (each ``x_k in C_k``): a bound ``tau`` of the run's
+    shortfall bounds every single ``delta_k`` *and* their sum, so ``value_k + tau`` bounds
+    each node's conjugate from above and ``sum_k value_k + tau`` their sum (``tau`` is added
+    once, not once per node).  ``tau`` is :func:`~gtvmodel._solver.separable_gap_tolerance`
+    (never less than node-by-node runs would charge).  Where the solver's own objective is
+    below CVXPY's evaluation at the point, the difference is added (the conservative side, as
+    :func:`node_conjugate` does).
+    Like the node-by-node values, this rests on the solver's reported accuracy."""
+    nodes_t = tuple(_check_position(model, i) for i in nodes)
+    S = check_rows(S, "S", len(nodes_t), model.dim, where="stacked_conjugates",
+                   rows_label="nodes")
+    if not nodes_t:
+        return np.zeros(0), 0.0
+    entry = _stacked_problem(model, nodes_t)
+    entry.S.value = S
+    old = [x.value for x in entry.xs]  # the nodes' variables are the user's: restore them
+    record: dict[str, Any] = {}
+    try:
+        with np.errstate(invalid="ignore"):
+            name, _, _ = run_solver(entry.problem, solver, opts, False, accept_inaccurate,
+                                    f"conjugates of {len(nodes_t)} conic node(s)",
+                                    record=record)
+            status = entry.problem.status
+            parts = entry.parts.value if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+        opt_val = getattr(entry.problem.solution, "opt_val", None)
+    except GTVError:
+        return None
+    finally:
+        for x, v in zip(entry.xs, old, strict=True):
+            x.value = v
+    if parts is None:
+        return None
+    parts = np.asarray(parts, dtype=float).reshape(len(nodes_t))
+    if not np.isfinite(parts).all():
+        return None
+    total = math.fsum(parts)
+    low = min(total, float(opt_val)) if opt_val is not None and np.isfinite(opt_val) else total
+    tau = (total - low) + separable_gap_tolerance(name, record.get("options", {}), status, parts)
+    return -parts + 0.0, float(tau)
 
 
 def conic_weights(model: ModelDeclaration, nodes: list[int], constraints: list[cp.Constraint]

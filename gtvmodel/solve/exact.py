@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
@@ -101,12 +102,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     >>> sol.certificate.success, sol.certificate.gap < 1e-6
     (True, True)
     """
-    check_solver(solver, "solve_exact")
-    for flag, value in (("accept_inaccurate", accept_inaccurate), ("verbose", verbose),
-                        ("certify", certify)):
-        check_bool(value, flag, "solve_exact")
-    accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
-                            where="solve_exact")
+    accuracy = _check_args(solver, accept_inaccurate, verbose, certify, accuracy)
     fresh = model.cache.get("primal") is None
     compiled = compile_primal(model)
     record: dict[str, Any] = {}
@@ -118,88 +114,147 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                                             lenient, "solve_exact", record)
     except SolverError as exc:
         raise _explain(model, exc) from None
+    _warn_default_accuracy(name, record, opts)
+    _check_feasible(model, compiled, name)
+    W, U = _read(model, compiled, name)
+    info: dict[str, Any] = {"lam": model.lam, "tolerances": record.get("options")}
+    answer = _Answer(W, U, compiled.problem.status, float(compiled.problem.value), None,
+                     comp, solve_time)
+    if certify:
+        answer = _certified(model, compiled, name, answer, info, opts, verbose, lenient,
+                            accuracy)
+        _check_certified(name, answer, info, accept_inaccurate, accuracy)
+    timings = {"compile": (compiled.build_time if fresh else 0.0) + answer.compile_time,
+               "solve": answer.solve_time}
+    if "certificate_time" in info:
+        timings["certificate"] = info.pop("certificate_time")
+    return Solution(
+        weights=answer.W,
+        flows=answer.U,
+        objective=answer.objective,
+        status=answer.status,
+        success=bool(info.pop("certified", answer.status == cp.OPTIMAL)),
+        solver=name,
+        timings=timings,
+        labels=Labels(model.nodes, model.edges),
+        info=info,
+        certificate=answer.cert,
+    )
+
+
+@dataclass
+class _Answer:
+    """The answer kept so far: weights, flows (MATH.md's sign), status, objective of (16),
+    its certificate (34) and the summed compile and solver seconds."""
+
+    W: np.ndarray
+    U: np.ndarray
+    status: str
+    objective: float
+    cert: Any
+    compile_time: float
+    solve_time: float
+
+
+def _check_args(solver: Any, accept_inaccurate: Any, verbose: Any, certify: Any,
+                accuracy: Any) -> float:
+    """Validate :func:`solve_exact`'s options; returns ``accuracy``."""
+    check_solver(solver, "solve_exact")
+    for flag, value in (("accept_inaccurate", accept_inaccurate), ("verbose", verbose),
+                        ("certify", certify)):
+        check_bool(value, flag, "solve_exact")
+    return check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
+                        where="solve_exact")
+
+
+def _warn_default_accuracy(name: str, record: dict[str, Any], opts: dict[str, Any]) -> None:
+    """:class:`AccuracyWarning` when the solver was accepted only at the last level of its
+    fallback ladder (its own default accuracy) without the caller choosing tolerances."""
     levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
     if levels and record.get("options", {}).get("tol_gap_rel") == levels[-1]["tol_gap_rel"] \
             and not any(set(level) & set(opts) for level in levels):
         warnings.warn(
             f"solve_exact: {name} could not reach gtvmodel's reference tolerances and was "
             f"accepted at its own default accuracy {levels[-1]}; the weights may be accurate to "
-            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=3)
+            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=4)
+
+
+def _check_feasible(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> None:
+    """:class:`InfeasibleError` naming the nodes whose constraints are infeasible."""
     if compiled.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         bad = find_infeasible_nodes(model)
         where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad
                  else "the constraints have no common feasible point")
         raise InfeasibleError(f"solve_exact: {name} reports the problem infeasible: {where}")
-    W, U = _read(model, compiled, name)
-    info: dict[str, Any] = {"lam": model.lam, "tolerances": record.get("options")}
-    status, objective = compiled.problem.status, float(compiled.problem.value)
-    cert = None
-    if certify:
-        t0 = time.perf_counter()
+
+
+def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer: _Answer,
+               info: dict[str, Any], opts: dict[str, Any], verbose: bool, lenient: bool,
+               accuracy: float) -> _Answer:
+    """The self-certificate (34) of the answer; if it misses ``accuracy``, one re-solve with
+    :data:`RESOLVE_OPTIONS`, keeping the better certified answer.  Fills ``info``
+    (``certificate_time``, ``resolved``, ``certified``, ``certified_gap``,
+    ``certified_relative_gap``, ``certificate_error``, ``tolerances``)."""
+    t0 = time.perf_counter()
+    try:
+        answer.cert = _self_certificate(certify_fn, model, answer.W, answer.U, accuracy)
+    except GTVError as exc:  # e.g. a conjugate the certificate cannot evaluate
+        info["certificate_error"] = str(exc)
+    info["certificate_time"] = time.perf_counter() - t0
+    resolve = RESOLVE_OPTIONS.get(name)
+    if (resolve and answer.cert is not None and not answer.cert.success_at(accuracy)
+            and not set(resolve) & set(opts)):
+        record2: dict[str, Any] = {}
         try:
-            cert = _self_certificate(certify_fn, model, W, U, accuracy)
-        except GTVError as exc:  # e.g. a conjugate the certificate cannot evaluate
-            info["certificate_error"] = str(exc)
-        info["certificate_time"] = time.perf_counter() - t0
-        resolve = RESOLVE_OPTIONS.get(name)
-        if (resolve and cert is not None and not cert.success_at(accuracy)
-                and not set(resolve) & set(opts)):
-            record2: dict[str, Any] = {}
-            try:
-                _, comp2, st2 = run_solver(compiled.problem, name, {**opts, **resolve},
-                                           verbose, lenient, "solve_exact (re-solve)",
-                                           record2)
-                info["resolved"] = True
-                comp, solve_time = comp + comp2, solve_time + st2
-                if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-                    W2, U2 = _read(model, compiled, name)
-                    t1 = time.perf_counter()
-                    cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
-                    info["certificate_time"] += time.perf_counter() - t1
-                    if cert2.relative_gap < cert.relative_gap:
-                        W, U, cert = W2, U2, cert2
-                        status = compiled.problem.status
-                        objective = float(compiled.problem.value)
-                        info["tolerances"] = record2.get("options")
-            except GTVError:
-                info["resolved"] = False
-        info["certified"] = cert is not None and cert.success_at(accuracy)
-        if cert is not None:
-            info["certified_gap"] = cert.gap
-            info["certified_relative_gap"] = cert.relative_gap
-        if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate and not info["certified"]:
-            what = (f"certified only to a relative gap of {cert.relative_gap:.3g}"
-                    if cert is not None else "not certified")
-            raise SolverError(
-                f"solve_exact: {name} stopped with status 'optimal_inaccurate' and the result is "
-                f"{what} (requested accuracy {accuracy:g}); pass accept_inaccurate=True to "
-                "accept it, or loosen the tolerances", status=status, solver=name)
-        # an accepted inaccurate status already says so; a claimed "optimal" must be true
-        if not info["certified"] and status == cp.OPTIMAL:
-            what = (f"the solution is certified only to a relative gap of "
-                    f"{cert.relative_gap:.3g}" if cert is not None else
-                    f"the solution could not be certified ({info['certificate_error']})")
-            warnings.warn(
-                f"solve_exact: {name} reports {status!r}, but {what} (requested accuracy "
-                f"{accuracy:g}; gtvmodel.certify with the solver's flows"
-                + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
-                + "): the weights may be that far from optimal (see Solution.certificate)",
-                AccuracyWarning, stacklevel=3)
-    timings = {"compile": (compiled.build_time if fresh else 0.0) + comp, "solve": solve_time}
-    if "certificate_time" in info:
-        timings["certificate"] = info.pop("certificate_time")
-    return Solution(
-        weights=W,
-        flows=U,
-        objective=objective,
-        status=status,
-        success=bool(info.pop("certified", status == cp.OPTIMAL)),
-        solver=name,
-        timings=timings,
-        labels=Labels(model.nodes, model.edges),
-        info=info,
-        certificate=cert,
-    )
+            _, comp2, st2 = run_solver(compiled.problem, name, {**opts, **resolve},
+                                       verbose, lenient, "solve_exact (re-solve)",
+                                       record2)
+            info["resolved"] = True
+            answer.compile_time += comp2
+            answer.solve_time += st2
+            if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+                W2, U2 = _read(model, compiled, name)
+                t1 = time.perf_counter()
+                cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
+                info["certificate_time"] += time.perf_counter() - t1
+                if cert2.relative_gap < answer.cert.relative_gap:
+                    answer.W, answer.U, answer.cert = W2, U2, cert2
+                    answer.status = compiled.problem.status
+                    answer.objective = float(compiled.problem.value)
+                    info["tolerances"] = record2.get("options")
+        except GTVError:
+            info["resolved"] = False
+    info["certified"] = answer.cert is not None and answer.cert.success_at(accuracy)
+    if answer.cert is not None:
+        info["certified_gap"] = answer.cert.gap
+        info["certified_relative_gap"] = answer.cert.relative_gap
+    return answer
+
+
+def _check_certified(name: str, answer: _Answer, info: dict[str, Any],
+                     accept_inaccurate: bool, accuracy: float) -> None:
+    """An ``optimal_inaccurate`` answer not certified to ``accuracy`` raises (unless
+    ``accept_inaccurate``); a claimed ``optimal`` that is not certified warns
+    (:class:`AccuracyWarning`)."""
+    cert, status = answer.cert, answer.status
+    if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate and not info["certified"]:
+        what = (f"certified only to a relative gap of {cert.relative_gap:.3g}"
+                if cert is not None else "not certified")
+        raise SolverError(
+            f"solve_exact: {name} stopped with status 'optimal_inaccurate' and the result is "
+            f"{what} (requested accuracy {accuracy:g}); pass accept_inaccurate=True to "
+            "accept it, or loosen the tolerances", status=status, solver=name)
+    # an accepted inaccurate status already says so; a claimed "optimal" must be true
+    if not info["certified"] and status == cp.OPTIMAL:
+        what = (f"the solution is certified only to a relative gap of "
+                f"{cert.relative_gap:.3g}" if cert is not None else
+                f"the solution could not be certified ({info['certificate_error']})")
+        warnings.warn(
+            f"solve_exact: {name} reports {status!r}, but {what} (requested accuracy "
+            f"{accuracy:g}; gtvmodel.certify with the solver's flows"
+            + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
+            + "): the weights may be that far from optimal (see Solution.certificate)",
+            AccuracyWarning, stacklevel=4)
 
 
 def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U: np.ndarray,
