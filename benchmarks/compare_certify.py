@@ -83,20 +83,24 @@ def build(instance: str, large_n: int):
 
 
 def worker(args: argparse.Namespace) -> None:
-    import gtvmodel
-    from gtvmodel import certificate, exact
+    import importlib
 
+    import gtvmodel
+
+    # the public functions, in either layout (gtvmodel.solve_exact since issue 9)
+    solve_exact = getattr(gtvmodel, "solve_exact", None) or importlib.import_module(
+        "gtvmodel.exact").solve_exact
     model = build(args.instance, args.large_n)
-    has_kw = "certify" in inspect.signature(exact.solve_exact).parameters
+    has_kw = "certify" in inspect.signature(solve_exact).parameters
     t0 = time.perf_counter()
-    sol = exact.solve_exact(model, certify=False) if has_kw else exact.solve_exact(model)
+    sol = solve_exact(model, certify=False) if has_kw else solve_exact(model)
     t_solve = time.perf_counter() - t0
     W, U = sol.weights, sol.flows
     rng = np.random.default_rng(0)
     Wp = W + 1e-3 * rng.standard_normal(W.shape)
     Up = U * (1 + 1e-2 * rng.standard_normal(U.shape))
     kw = {}
-    if args.no_fallback and "fallback" in inspect.signature(certificate.certify).parameters:
+    if args.no_fallback and "fallback" in inspect.signature(gtvmodel.certify).parameters:
         kw["fallback"] = False
     call = {"a": lambda: model.certify(W, U, **kw), "b": lambda: model.certify(Wp, Up, **kw),
             "c": lambda: model.certify(Wp, **kw)}[args.case]
@@ -112,7 +116,8 @@ def worker(args: argparse.Namespace) -> None:
         "file": gtvmodel.__file__, "solve_certify_kw": has_kw, "certify_kwargs": kw,
         "n": model.num_nodes, "m": model.num_edges, "solve": t_solve, "cold": t_cold,
         "warm": float(np.median(warm)), "warm_all": warm, "relative_gap": float(cert.relative_gap),
-        "repaired": bool(cert.repaired), "timings": {k: float(v) for k, v in cert.timings.items()},
+        "repaired": bool(cert.repaired), "timings": {  # `times` before issue 9
+            k: float(v) for k, v in getattr(cert, "timings", getattr(cert, "times", {})).items()},
         "flows_fallback": any("flows built from the weights were used" in str(r)
                               for r in getattr(cert, "repairs", []) or []),
     }))
@@ -120,8 +125,9 @@ def worker(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- driver
 def run_worker(root: str, instance: str, case: str, args: argparse.Namespace) -> dict:
-    env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=root, OPENBLAS_NUM_THREADS="1",
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONSAFEPATH="1",
+               PYTHONPATH=os.pathsep.join([root, str(Path(__file__).resolve().parent)]),
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--instance", instance,
            "--case", case, "--repeats", str(args.repeats), "--large-n", str(args.large_n)]
     if args.no_fallback:
