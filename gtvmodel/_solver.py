@@ -194,7 +194,8 @@ def check_solver(solver: Any, where: str | None = None) -> str:
 
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
                accept_inaccurate: bool, what: str,
-               record: dict[str, Any] | None = None) -> tuple[str, float, float]:
+               record: dict[str, Any] | None = None, *,
+               shortcuts: bool = True) -> tuple[str, float, float]:
     """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
 
     Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
@@ -205,7 +206,10 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     reach them (a solver failure or an inaccurate/limit status) and the caller overrode none of
     the :data:`FALLBACK_SOLVER_OPTIONS` keys, it is re-run with each fallback level in turn; the
     status policy applies to the last level, and the reported times are the sums of all runs.
-    If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run.
+    If ``record`` is a dict, ``record["options"]`` receives the options of the accepted run
+    and ``record["shortcut"]`` whether the answer came by a shortcut.  ``shortcuts=False`` runs
+    the plain ladder (every level a fresh run to its end, no early stop at a looser level):
+    what a caller uses when an answer of the shortcuts was not accurate enough.
     """
     name = check_solver(solver)
     if name == "OSQP" and not problem.is_qp():
@@ -226,7 +230,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
         cumulative.append({**cumulative[-1], **level})
     try:
         comp, solve_time, shortcut = _ladder(problem, name, cumulative, verbose,
-                                             accept_inaccurate, what, record, True)
+                                             accept_inaccurate, what, record, shortcuts)
     except SolverError as exc:
         if not getattr(exc, "shortcut", False):
             raise
@@ -234,6 +238,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
         problem_status = None
     else:
         problem_status = problem.status
+    record["shortcut"] = shortcut
     if shortcut and problem_status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         # The shortcuts (ending a stalled run to retry at the next level, skipping levels no
         # iterate met) assume the runs at looser levels follow the same iterates.  They do not
@@ -265,6 +270,7 @@ def _ladder(problem: cp.Problem, name: str, cumulative: list[dict[str, Any]], ve
                                         cumulative[k + 1:] if early else None)
             if _RUNG_CLARABEL.accepted is not None:  # answered at a looser level, same run
                 record["options"] = dict(cumulative[k + 1 + _RUNG_CLARABEL.accepted])
+                shortcut = True
             return comp + spent[0], solve_time + spent[1], shortcut
         except SolverError as exc:
             if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):

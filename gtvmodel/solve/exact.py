@@ -122,7 +122,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                      comp, solve_time)
     if certify:
         answer = _certified(model, compiled, name, answer, info, opts, verbose, lenient,
-                            accuracy)
+                            accuracy, bool(record.get("shortcut")))
         _check_certified(name, answer, info, accept_inaccurate, accuracy)
     timings = {"compile": (compiled.build_time if fresh else 0.0) + answer.compile_time,
                "solve": answer.solve_time}
@@ -190,9 +190,10 @@ def _check_feasible(model: ModelDeclaration, compiled: PrimalProblem, name: str)
 
 def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer: _Answer,
                info: dict[str, Any], opts: dict[str, Any], verbose: bool, lenient: bool,
-               accuracy: float) -> _Answer:
-    """The self-certificate (34) of the answer; if it misses ``accuracy``, one re-solve with
-    :data:`RESOLVE_OPTIONS`, keeping the better certified answer.  Fills ``info``
+               accuracy: float, shortcut: bool = False) -> _Answer:
+    """The self-certificate (34) of the answer; if it misses ``accuracy``, re-solves by the
+    plain ladder (with the same options when the answer came by a ``shortcut`` of the ladder,
+    then with :data:`RESOLVE_OPTIONS`), keeping the best certified answer.  Fills ``info``
     (``certificate_time``, ``resolved``, ``certified``, ``certified_gap``,
     ``certified_relative_gap``, ``certificate_error``, ``tolerances``)."""
     t0 = time.perf_counter()
@@ -201,35 +202,48 @@ def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answ
     except GTVError as exc:  # e.g. a conjugate the certificate cannot evaluate
         info["certificate_error"] = str(exc)
     info["certificate_time"] = time.perf_counter() - t0
+    # re-solves, by the plain ladder (every level a fresh run to its end), until the answer is
+    # certified: first with the same options when the answer came by a shortcut of the ladder
+    # (a run stopped early at a looser level, issue 17), then with RESOLVE_OPTIONS
     resolve = RESOLVE_OPTIONS.get(name)
-    if (resolve and answer.cert is not None and not answer.cert.success_at(accuracy)
-            and not set(resolve) & set(opts)):
-        record2: dict[str, Any] = {}
-        try:
-            _, comp2, st2 = run_solver(compiled.problem, name, {**opts, **resolve},
-                                       verbose, lenient, "solve_exact (re-solve)",
-                                       record2)
-            info["resolved"] = True
-            answer.compile_time += comp2
-            answer.solve_time += st2
-            if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-                W2, U2 = _read(model, compiled, name)
-                t1 = time.perf_counter()
-                cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
-                info["certificate_time"] += time.perf_counter() - t1
-                if cert2.relative_gap < answer.cert.relative_gap:
-                    answer.W, answer.U, answer.cert = W2, U2, cert2
-                    answer.status = compiled.problem.status
-                    answer.objective = float(compiled.problem.value)
-                    info["tolerances"] = record2.get("options")
-        except GTVError:
-            info["resolved"] = False
+    extra = ([dict(opts)] if shortcut else []) + (
+        [{**opts, **resolve}] if resolve and not set(resolve) & set(opts) else [])
+    for options in extra:
+        if answer.cert is None or answer.cert.success_at(accuracy):
+            break
+        _resolve(model, compiled, name, answer, info, options, verbose, lenient, accuracy)
     info["certified"] = answer.cert is not None and answer.cert.success_at(accuracy)
     if answer.cert is not None:
         info["certified_gap"] = answer.cert.gap
         info["certified_relative_gap"] = answer.cert.relative_gap
     return answer
 
+
+
+def _resolve(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer: _Answer,
+             info: dict[str, Any], options: dict[str, Any], verbose: bool, lenient: bool,
+             accuracy: float) -> None:
+    """One re-solve by the plain ladder with ``options``; the answer is replaced when the new
+    one is certified to a smaller relative gap (34)."""
+    record2: dict[str, Any] = {}
+    try:
+        _, comp2, st2 = run_solver(compiled.problem, name, options, verbose, lenient,
+                                   "solve_exact (re-solve)", record2, shortcuts=False)
+        info["resolved"] = True
+        answer.compile_time += comp2
+        answer.solve_time += st2
+        if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            W2, U2 = _read(model, compiled, name)
+            t1 = time.perf_counter()
+            cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
+            info["certificate_time"] += time.perf_counter() - t1
+            if cert2.relative_gap < answer.cert.relative_gap:
+                answer.W, answer.U, answer.cert = W2, U2, cert2
+                answer.status = compiled.problem.status
+                answer.objective = float(compiled.problem.value)
+                info["tolerances"] = record2.get("options")
+    except GTVError:
+        info.setdefault("resolved", False)
 
 def _check_certified(name: str, answer: _Answer, info: dict[str, Any],
                      accept_inaccurate: bool, accuracy: float) -> None:
