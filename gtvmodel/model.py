@@ -21,6 +21,7 @@ from .primal_dual import PrimalDualResult, solve_primal_dual
 from .solution import Solution
 from .solve.dual import DualSolution, solve_dual
 from .solve.exact import solve_exact
+from .solve.uniqueness import Uniqueness, uniqueness
 
 __all__ = ["GTVModel"]
 
@@ -110,6 +111,12 @@ class GTVModel(ModelDeclaration):
         return solve_primal_dual(self, max_iter=max_iter, tol=tol, prox=prox, step=step,
                                  warm_start=warm_start, callback=callback,
                                  record_every=record_every, progress=progress, **kwargs)
+
+    def uniqueness(self) -> Uniqueness:
+        """Whether the minimizer of (16) is unique, for the common cases (``True``, ``False``
+        or ``None``: not determined, with the reason); see
+        :func:`gtvmodel.solve.uniqueness.uniqueness`.  :attr:`Solution.unique` carries it."""
+        return uniqueness(self)
 
     def save(self, path: Any) -> None:
         """Write the model (library objects only) to a portable ``.npz`` problem file; see

@@ -47,6 +47,14 @@ class Solution(Result):
     certificate : Certificate or None
         The :class:`gtvmodel.certificates.certificate.Certificate` of the solution (None with
         ``certify=False``): ``certificate.gap >= P(weights) - P*``.
+    unique : bool or None
+        Whether the minimizer of (16) is unique (:func:`gtvmodel.solve.uniqueness.uniqueness`:
+        ``True`` when every node function is strongly convex, ``False`` when a group of nodes
+        is free to move along a common direction, ``None`` when not determined).  Only with
+        ``unique=True`` are the weights *the* minimizer to compare other solvers' weights with;
+        otherwise compare objective values (or certificates).
+    unique_reason : str
+        Why (names the nodes concerned).
     """
 
     weights: np.ndarray
@@ -57,3 +65,5 @@ class Solution(Result):
     solver: str
     info: dict[str, Any] = field(repr=False, default_factory=dict)
     certificate: Any = field(repr=False, default=None)
+    unique: bool | None = None
+    unique_reason: str = ""

@@ -27,6 +27,7 @@ from .compile import (
     find_infeasible_nodes,
     unbounded_nodes,
 )
+from .uniqueness import uniqueness
 
 __all__ = ["solve_exact", "RESOLVE_OPTIONS", "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
@@ -128,6 +129,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                "solve": answer.solve_time}
     if "certificate_time" in info:
         timings["certificate"] = info.pop("certificate_time")
+    uniq = uniqueness(model)
     return Solution(
         weights=answer.W,
         flows=answer.U,
@@ -139,6 +141,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
         labels=Labels(model.nodes, model.edges),
         info=info,
         certificate=answer.cert,
+        unique=uniq.unique,
+        unique_reason=uniq.reason,
     )
 
 

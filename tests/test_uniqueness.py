@@ -1,0 +1,71 @@
+"""Issue 15 item 2: non-unique optima are flagged on the result (``Solution.unique``), decided
+from the model's structure, and checked here against what the solver actually does."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+import gtvmodel as gm
+
+
+def _squared(rng, m, d, shift=0.0):
+    X = rng.normal(size=(m, d))
+    return gm.SquaredLoss(X, X @ np.full(d, 1.0 + shift) + 0.1 * rng.normal(size=m))
+
+
+def test_strongly_convex_nodes_give_a_unique_minimizer():
+    rng = np.random.default_rng(0)
+    model = gm.GTVModel(nx.cycle_graph(5), dim=2, lam=0.3)
+    for i in range(5):
+        model.set_loss(i, _squared(rng, 8, 2, shift=i))
+    sol = model.solve_exact()
+    assert sol.unique is True and "strongly convex" in sol.unique_reason
+    # zero-loss nodes with l2 are strongly convex too
+    model.set_loss(0, gm.ZeroLoss(l2=0.1))
+    assert model.uniqueness().unique is True
+
+
+def test_a_component_without_data_is_free_to_move():
+    """Two components: one with data, one of zero-loss nodes.  Any common shift of the second
+    component keeps P: the flag says so and names its nodes, and shifted weights have the same
+    objective."""
+    rng = np.random.default_rng(1)
+    G = nx.disjoint_union(nx.path_graph(3), nx.path_graph(2))  # nodes 3, 4 without data
+    model = gm.GTVModel(G, dim=2, lam=0.5)
+    for i in range(3):
+        model.set_loss(i, _squared(rng, 6, 2))
+    sol = model.solve_exact()
+    assert sol.unique is False
+    assert "nodes 3, 4" in sol.unique_reason
+    W = sol.weights.copy()
+    W[3:] += np.array([7.0, -3.0])
+    assert abs(model.objective(W) - model.objective(sol.weights)) < 1e-12
+
+
+def test_lambda_zero_with_fewer_samples_than_d_is_not_unique():
+    rng = np.random.default_rng(2)
+    model = gm.GTVModel(nx.path_graph(2), dim=3, lam=0.0)
+    model.set_loss(0, _squared(rng, 2, 3))  # m = 2 < d = 3: a null direction of X
+    model.set_loss(1, _squared(rng, 5, 3))
+    u = model.uniqueness()
+    assert u.unique is False and "nodes 0" in u.reason and "lambda = 0" in u.reason
+    # the same nodes coupled to a node with full-rank data: the sum of Hessians is definite
+    model.lam = 1.0
+    assert model.uniqueness().unique is None
+
+
+def test_regularizers_constraints_and_nonsmooth_losses_are_not_claimed():
+    rng = np.random.default_rng(3)
+    G = nx.path_graph(2)
+    model = gm.GTVModel(G, dim=2, lam=0.5)  # no data: free to move ...
+    assert model.uniqueness().unique is False
+    model.add_constraint(0, gm.Box(-1.0, 1.0))  # ... unless a constraint pins it
+    assert model.uniqueness().unique is None
+    model.clear_constraints(0)
+    model.set_loss(0, gm.ZeroLoss(l1=0.1))  # or an l1 term
+    assert model.uniqueness().unique is None
+    hinge = gm.HingeLoss(rng.normal(size=(4, 2)), np.array([1.0, -1.0, 1.0, -1.0]))
+    model.set_loss(0, hinge)
+    model.set_loss(1, hinge)
+    assert model.uniqueness().unique is None
