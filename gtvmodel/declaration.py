@@ -470,6 +470,14 @@ class ModelDeclaration:
         """The constraints of the node at position ``i``."""
         return self._constraints.get(i, [])
 
+    def set_variable_values(self, weights: Any) -> None:
+        """Give every node variable created by :meth:`var` its row of ``weights`` as its
+        CVXPY ``value`` (what CVXPY users read after a solve: ``model.var(i).value``).  The
+        exact solver calls it with its answer."""
+        W = self.check_weights(weights)
+        for i, v in self._vars.items():
+            v.value = W[i].copy()
+
     def variable_if_any(self, i: int) -> cp.Variable | None:
         """The CVXPY variable of the node at position ``i`` if :meth:`var` created one (the
         variable its symbolic loss and constraints are stated in), else None."""

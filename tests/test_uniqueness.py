@@ -69,3 +69,18 @@ def test_regularizers_constraints_and_nonsmooth_losses_are_not_claimed():
     model.set_loss(0, hinge)
     model.set_loss(1, hinge)
     assert model.uniqueness().unique is None
+
+
+def test_node_variables_carry_the_solution_like_cvxpy():
+    """Issue 15 item 1: after solve_exact, ``model.var(i).value`` is node i's weight, for the
+    nodes with symbolic terms and for variables created without them."""
+    import cvxpy as cp
+
+    model = gm.GTVModel(nx.path_graph(3), dim=2, lam=0.4)
+    x0 = model.var(0)
+    model.set_loss(0, cp.sum_squares(x0 - np.array([1.0, 2.0])))
+    model.set_loss(2, gm.QuadraticLoss([-1.0, 0.0]))
+    untouched = model.var(2)  # created, but node 2's loss is a library loss
+    sol = model.solve_exact()
+    np.testing.assert_array_equal(model.var(0).value, sol.weight(0))
+    np.testing.assert_array_equal(untouched.value, sol.weight(2))

@@ -130,6 +130,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     if "certificate_time" in info:
         timings["certificate"] = info.pop("certificate_time")
     uniq = uniqueness(model)
+    model.set_variable_values(answer.W)
     return Solution(
         weights=answer.W,
         flows=answer.U,
