@@ -44,3 +44,47 @@ def test_edge_weight_errors_name_the_attribute_and_the_edge():
         gm.GTVModel(G, dim=1, weight="similarity")
     with pytest.raises(gm.GraphError, match="weight must be the name of an edge attribute"):
         gm.GTVModel(G, dim=1, weight=["similarity"])
+
+
+# ------------------------------------------------------------------ item 4: labels
+X3 = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+
+
+@pytest.mark.parametrize("cls", [gm.LogisticLoss, gm.HingeLoss])
+def test_classification_labels_in_the_forms_people_hold(cls, tmp_path):
+    pm = cls(X3, [1.0, -1.0, 1.0])
+    for y in ([1, 0, 1], np.array([True, False, True]), [True, False, True],
+              np.array([1, -1, 1], dtype=np.int8), np.array([[1], [0], [1]])):
+        loss = cls(X3, y)
+        assert loss.y.tolist() == [1.0, -1.0, 1.0]
+        assert loss.value([0.3, -0.2]) == pm.value([0.3, -0.2])
+    assert cls(X3, [0, 0, 0]).y.tolist() == [-1.0] * 3  # one class of {0, 1}
+    assert cls(X3, [1, 1, 1]).y.tolist() == [1.0] * 3
+    # the file stores the converted labels and reads them back
+    model = gm.GTVModel(nx.path_graph(2), dim=2, lam=0.1)
+    model.set_loss(0, cls(X3, [1, 0, 1], l2=0.1))
+    model.set_loss(1, cls(X3, [False, True, True], l2=0.1))
+    model.save(tmp_path / "c.npz")
+    back = load_model(tmp_path / "c.npz")
+    assert back.loss(0).y.tolist() == [1.0, -1.0, 1.0]
+    assert back.loss(1).y.tolist() == [-1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("cls", [gm.LogisticLoss, gm.HingeLoss])
+def test_classification_labels_of_another_set_are_named(cls):
+    with pytest.raises(gm.DataError, match=rf"{cls.__name__}: .*y\[2\] = 2: y holds the values "
+                                           r"\{0, 1, 2\}"):
+        cls(X3, [0, 1, 2])
+    with pytest.raises(gm.DataError, match=r"y\[1\] = 0: y holds the values \{-1, 0, 1\}"):
+        cls(X3, [1, 0, -1])
+
+
+@pytest.mark.parametrize("cls", [gm.SquaredLoss, gm.AbsoluteLoss, gm.HuberLoss])
+def test_regression_y_as_a_column(cls):
+    y = np.array([1.0, 2.0, 0.0])
+    column = cls(X3, y.reshape(-1, 1))
+    assert column.y.shape == (3,) and column.value([0.5, -0.5]) == cls(X3, y).value([0.5, -0.5])
+    with pytest.raises(gm.DataError, match=r"y must have shape \(3,\) or \(3, 1\).*got \(1, 3\)"):
+        cls(X3, y.reshape(1, -1))
+    with pytest.raises(gm.DataError, match=r"got \(3, 2\)"):
+        cls(X3, np.ones((3, 2)))
