@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
+from gtvmodel import theory as th
 from gtvmodel.io import load_model
 
 
@@ -88,3 +89,72 @@ def test_regression_y_as_a_column(cls):
         cls(X3, y.reshape(1, -1))
     with pytest.raises(gm.DataError, match=r"got \(3, 2\)"):
         cls(X3, np.ones((3, 2)))
+
+
+# ------------------------------------------------------------------ item 3: partitions
+def _barbell(labels=None):
+    G = nx.barbell_graph(3, 0)  # triangles {0, 1, 2} and {3, 4, 5} joined by edge (2, 3)
+    if labels is not None:
+        G = nx.relabel_nodes(G, dict(enumerate(labels)))
+    model = gm.GTVModel(G, dim=1)
+    for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+        model.set_loss(model.nodes[i], gm.QuadraticLoss([a]))
+    return model
+
+
+def _reports(model, partition):
+    """The three theory calls on one partition (a generator is consumed by one call: pass a
+    function returning it)."""
+    fresh = partition if callable(partition) else (lambda: partition)
+    wc = th.check_well_connected(model, fresh(), 1.0)
+    rec = th.verify_recovery(model, fresh(), 1.0)
+    cg = th.cluster_graph(model, fresh())
+    return ([(r.cluster, r.nodes, r.success, r.witness, round(r.margin, 12), r.bound)
+             for r in wc],
+            (rec.clustered, rec.success, {c: round(v, 8) for c, v in rec.deviation.items()},
+             {c: round(v, 12) for c, v in rec.bound.items()}),
+            (cg.nodes, cg.edge_weights.tolist()))
+
+
+def test_partitions_in_the_forms_people_hold():
+    model = _barbell()
+    G = model.graph
+    today = _reports(model, [[0, 1, 2], [3, 4, 5]])
+    forms = [
+        [0, 0, 0, 1, 1, 1],                                     # label array, node order
+        np.array([0, 0, 0, 1, 1, 1]),                           # ... as numpy
+        {0: 0, 1: 0, 2: 0, 3: 1, 4: 1, 5: 1},                   # node -> cluster id
+        {0: [0, 1, 2], 1: {3, 4, 5}},                           # cluster id -> nodes
+        (frozenset({0, 1, 2}), frozenset({3, 4, 5})),           # tuple of sets
+        lambda: (set(c) for c in [(0, 1, 2), (3, 4, 5)]),       # generator of sets
+        sorted(nx.community.louvain_communities(G, seed=1), key=min),
+        sorted(nx.community.greedy_modularity_communities(G), key=min),
+        lambda: nx.community.label_propagation_communities(G),  # networkx's generator
+    ]
+    for partition in forms:
+        assert _reports(model, partition) == today, partition
+    # any hashable cluster ids, kept in order of first appearance
+    named = _reports(model, np.array(["left"] * 3 + ["right"] * 3))
+    assert named == _reports(model, {"left": [0, 1, 2], "right": [3, 4, 5]})
+    assert named[2][0] == ["left", "right"] and named[0][0][0] == "left"
+
+
+def test_partition_forms_with_string_nodes_and_their_errors():
+    model = _barbell(labels="abcdef")
+    today = _reports(model, [["a", "b", "c"], ["d", "e", "f"]])
+    assert _reports(model, ["x", "x", "x", "y", "y", "y"])[0][0][1:] == today[0][0][1:]
+    assert _reports(model, {"a": 0, "b": 0, "c": 0, "d": 1, "e": 1, "f": 1}) == today
+    with pytest.raises(gm.PartitionError, match=r"partition \(a label array in node order\): "
+                                                r"it has 5 entries for the 6 nodes"):
+        th.check_well_connected(model, ["x", "x", "x", "y", "y"], 1.0)
+    with pytest.raises(gm.PartitionError, match=r"partition \(a dict cluster id -> nodes\): "
+                                                r"node 'c' appears in clusters 'p' and 'q'"):
+        th.verify_recovery(model, {"p": ["a", "b", "c"], "q": ["c", "d", "e", "f"]}, 1.0)
+    with pytest.raises(gm.PartitionError, match=r"partition \(a dict node -> cluster id\): "
+                                                r"it misses 1 node\(s\): 'f'"):
+        th.cluster_graph(model, {"a": 0, "b": 0, "c": 0, "d": 1, "e": 1})
+    with pytest.raises(gm.UnknownNodeError, match=r"node 'z' is not in the graph \(partition "
+                                                  r"read as a list of clusters .*cluster 1\)"):
+        th.check_well_connected(model, [{"a", "b", "c"}, {"d", "e", "f", "z"}], 1.0)
+    with pytest.raises(gm.UnknownNodeError, match=r"node 'z' .*read as a dict node -> cluster"):
+        th.check_well_connected(model, {"a": 0, "b": 0, "c": 0, "d": 1, "e": 1, "z": 1}, 1.0)
