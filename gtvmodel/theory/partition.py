@@ -37,10 +37,14 @@ FORMS = {
 }
 
 
+_LABEL_TYPES = frozenset({int, float, str, bool, np.int64, np.int32, np.str_, np.float64})
+
+
 def _is_cluster(model: ModelDeclaration, item: Any) -> bool:
     """Whether ``item`` reads as a collection of nodes: a non-string iterable that is not itself
     a node of the graph (so tuple node labels, as in ``grid_2d_graph``, stay labels)."""
-    if isinstance(item, (str, bytes)) or not isinstance(item, Iterable):
+    if type(item) in _LABEL_TYPES or isinstance(item, (str, bytes)) or not isinstance(
+            item, Iterable):
         return False
     if isinstance(item, np.ndarray) and item.ndim == 0:
         return False
@@ -176,7 +180,7 @@ def _from_node_dict(model: ModelDeclaration, partition: Mapping[Any, Any]) -> Pa
     idx = _indices(model, partition.keys(), form, "a key")
     ids = list(partition.values())
     cid = np.full(model.num_nodes, -1, dtype=np.int64)
-    labels, codes = _codes(ids, form, [model.nodes[i] for i in idx])
+    labels, codes = _codes(ids, form, lambda r: model.nodes[idx[r]])
     cid[idx] = codes
     return _finish(model, form, labels, cid)
 
@@ -196,23 +200,32 @@ def _from_label_array(model: ModelDeclaration, ids: Any) -> Partition:
         rank = np.empty(order.size, dtype=np.int64)
         rank[order] = np.arange(order.size)
         return _finish(model, form, uniq[order].tolist(), rank[inv.ravel()])
-    labels, codes = _codes(list(ids), form, model.nodes)
+    labels, codes = _codes(list(ids), form, lambda r: model.nodes[r])
     return _finish(model, form, labels, codes)
 
 
-def _codes(ids: list[Any], form: str, nodes: list[Hashable]) -> tuple[list[Hashable], np.ndarray]:
-    """Cluster ids to indices ``0..k-1`` in order of first appearance."""
+def _codes(ids: list[Any], form: str, nodes: Any) -> tuple[list[Hashable], np.ndarray]:
+    """Cluster ids to indices ``0..k-1`` in order of first appearance; ``nodes(r)`` names the
+    node of entry ``r`` (only on error)."""
     index: dict[Hashable, int] = {}
-    codes = np.empty(len(ids), dtype=np.int64)
-    for r, lab in enumerate(ids):
-        try:
-            codes[r] = index.setdefault(lab, len(index))
-        except TypeError:
-            raise PartitionError(
-                f"partition ({form}): node {nodes[r]!r}: cluster id {lab!r} is not "
-                "hashable") from None
+    try:
+        codes = np.fromiter((index.setdefault(lab, len(index)) for lab in ids), dtype=np.int64,
+                            count=len(ids))
+    except TypeError:
+        r = next(r for r, lab in enumerate(ids) if not _hashable(lab))
+        raise PartitionError(
+            f"partition ({form}): node {nodes(r)!r}: cluster id {ids[r]!r} is not "
+            "hashable") from None
     labels = [lab.item() if isinstance(lab, np.generic) else lab for lab in index]
     return labels, codes
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 def intra_edges(model: ModelDeclaration, part: Partition) -> np.ndarray:
