@@ -194,7 +194,7 @@ def _from_label_array(model: ModelDeclaration, ids: Any) -> Partition:
             f"partition ({form}): it has {len(ids)} entries for the {n} nodes (entry i is the "
             "cluster id of model.nodes[i]; a list of clusters needs collections of nodes as "
             "items)")
-    if isinstance(ids, np.ndarray) and ids.dtype.kind in "biuUS":  # vectorized
+    if isinstance(ids, np.ndarray) and not ids.dtype.hasobject:  # vectorized
         uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")
         rank = np.empty(order.size, dtype=np.int64)
