@@ -145,6 +145,38 @@ def check_vector(value: Any, name: str, size: int | None = None,
     return v
 
 
+def check_binary_labels(y: np.ndarray, name: str = "y", where: str | None = None) -> np.ndarray:
+    """Binary classification labels as ``-1.0``/``+1.0``, converted once.
+
+    Accepted label sets: ``{-1, +1}``, ``{0, 1}`` (``0 -> -1``) and booleans (``False -> -1``;
+    a float array of booleans is the ``{0, 1}`` set).  The rule is decided by the values present:
+    a ``-1`` among them means ``{-1, +1}`` (a ``0`` is then an error), otherwise ``{0, 1}``
+    (a single class is fine: all ``1`` are ``+1``, all ``0`` are ``-1``).  Any other value raises
+    :class:`DataError` naming the first offending entry and the values found.
+
+    Examples
+    --------
+    >>> check_binary_labels(np.array([0.0, 1.0, 1.0])).tolist()
+    [-1.0, 1.0, 1.0]
+    >>> check_binary_labels(np.array([0.0, 1.0, 2.0]), where="HingeLoss")
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.DataError: HingeLoss: classification labels must be -1 or +1; y[2] = 2: ...
+    """
+    y = np.asarray(y, dtype=float)
+    negative = bool((y == -1.0).any())
+    ok = (y == 1.0) | (y == (-1.0 if negative else 0.0))
+    if not ok.all():
+        k = int(np.flatnonzero(~ok)[0])
+        found = ", ".join(f"{v:g}" for v in np.unique(y)[:8])
+        more = ", ..." if np.unique(y).size > 8 else ""
+        raise DataError(
+            f"{_prefix(where)}classification labels must be -1 or +1; {name}[{k}] = {y[k]:g}: "
+            f"{name} holds the values {{{found}{more}}}, not one of the accepted label sets "
+            "{-1, +1}, {0, 1} (0 becomes -1) or booleans")
+    return np.where(y == 1.0, 1.0, -1.0)
+
+
 def check_rows(array: Any, name: str, rows: int, d: int, where: str | None = None,
                rows_label: str = "rows") -> np.ndarray:
     """A finite float array of shape ``(rows, d)``: one row per node (``W``, ``(n, d)``) or per

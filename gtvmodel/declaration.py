@@ -237,18 +237,22 @@ class ModelDeclaration:
     Parameters
     ----------
     graph : networkx.Graph
-        The empirical graph; edge attribute ``weight`` gives ``A_e`` (default 1).
+        The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
     dim : int
         Dimension ``d`` of every local parameter ``w_i``.
     penalty : Penalty, default :class:`~gtvmodel.terms.penalties.Norm2`
         The GTV penalty ``phi``.
     lam : float, default 1.0
         The GTV regularization strength ``lambda >= 0``.
+    weight : str or None, default "weight"
+        The edge attribute holding ``A_e``, as networkx functions take it
+        (``weight="similarity"``); an edge without it has ``A_e = 1``; ``None``: every
+        ``A_e = 1``.  The model stores the ``A_e`` themselves (files keep them).
     """
 
     def __init__(self, graph: nx.Graph, dim: int, penalty: Penalty | None = None,
-                 lam: float = 1.0):
-        self._eg = EmpiricalGraph(graph)
+                 lam: float = 1.0, weight: Hashable | None = "weight"):
+        self._eg = EmpiricalGraph(graph, weight=weight)
         self.dim = check_int(dim, "dim", min_val=1, error=DataError)
         self._losses: dict[int, Loss] = {}
         self._constraints: dict[int, list[Constraint]] = {}

@@ -2,11 +2,13 @@
 
 Conventions (MATH.md §1): node ``i`` is position ``i`` in ``list(G.nodes)``; an undirected
 edge ``e = {i, j}`` is oriented head ``e+ = min(i, j)``, tail ``e- = max(i, j)`` (positions);
-its weight ``A_e`` is the edge attribute ``weight`` (default 1), a real number (not a string
-or bool), finite and ``> 0``.  The model keeps a frozen *snapshot* of the graph taken at
-construction: changing the user's graph afterwards does not change the model (build a new
-model instead), and the snapshot itself cannot be modified.  The
-incidence matrix ``D`` (``|E| x n``, scipy.sparse CSR) maps node parameters to edge
+its weight ``A_e`` is the edge attribute named by ``weight`` (``"weight"`` unless the model
+says otherwise, as in networkx; 1 where an edge lacks it, every ``A_e = 1`` for
+``weight=None``), a real number (not a string or bool), finite and ``> 0``.  The model
+keeps a frozen *snapshot* of the graph taken at construction: changing the user's graph
+afterwards does not change the model (build a new model instead), and the snapshot itself
+cannot be modified.  The incidence matrix ``D`` (``|E| x n``, scipy.sparse CSR) maps node
+parameters to edge
 differences, ``(D w)_e = w_{e+} - w_{e-}``; its transpose maps edge flows to net outflows,
 ``(D^T u)_i = sum_{e: e+=i} u_e - sum_{e: e-=i} u_e``.  ``D`` is never formed dense.
 """
@@ -42,9 +44,20 @@ class EmpiricalGraph:
         The incidence matrix ``D``.
     degrees : ndarray of shape (n,)
         Unweighted degrees ``deg(i)`` (number of incident edges), as used by Algorithm 1.
+    weight : str or None
+        The edge attribute the weights were read from (``None``: all ``A_e = 1``).
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        The graph.
+    weight : hashable or None, default "weight"
+        The edge attribute holding ``A_e``, as networkx functions take it
+        (``weight="similarity"``); edges without it have ``A_e = 1``; ``None`` sets every
+        ``A_e = 1``.
     """
 
-    def __init__(self, graph: nx.Graph):
+    def __init__(self, graph: nx.Graph, weight: Hashable | None = "weight"):
         if not isinstance(graph, nx.Graph):
             raise GraphError(f"expected a networkx.Graph, got {type(graph).__name__}")
         if graph.is_directed():
@@ -53,6 +66,10 @@ class EmpiricalGraph:
             raise GraphError("multigraphs are not supported: merge parallel edges into one weight")
         if graph.number_of_nodes() == 0:
             raise GraphError("the graph has no nodes")
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, Hashable)):
+            raise GraphError("weight must be the name of an edge attribute (e.g. 'weight', "
+                             f"'similarity') or None for unit weights, got {weight!r}")
+        self.weight = weight
         # a frozen snapshot: later changes of the caller's graph cannot desynchronize the model
         # (edges, weights and D are computed once, here); the snapshot cannot be modified
         self.graph = nx.freeze(graph.copy())
@@ -60,7 +77,8 @@ class EmpiricalGraph:
         self._index = {v: i for i, v in enumerate(self.nodes)}
         n = len(self.nodes)
         m = graph.number_of_edges()
-        ends = list(graph.edges(data="weight", default=1.0))
+        ends = (list(graph.edges(data=weight, default=1.0)) if weight is not None
+                else [(a, b, 1.0) for a, b in graph.edges])
         index = self._index
         ia = np.fromiter((index[a] for a, _, _ in ends), dtype=np.int64, count=m)
         ib = np.fromiter((index[b] for _, b, _ in ends), dtype=np.int64, count=m)
@@ -68,7 +86,7 @@ class EmpiricalGraph:
         if loops.size:
             raise GraphError(f"self-loop at node {ends[loops[0]][0]!r}: w_i - w_i = 0 carries "
                              "no information")
-        weights = self._weights([w for _, _, w in ends], ends)
+        weights = self._weights([w for _, _, w in ends], ends, weight)
         heads, tails = np.minimum(ia, ib), np.maximum(ia, ib)
         # Sort edges by (head, tail) for a deterministic, label-independent order.
         order = np.lexsort((tails, heads))
@@ -81,9 +99,11 @@ class EmpiricalGraph:
         self.degrees = np.bincount(self.edges.ravel(), minlength=n).astype(np.int64)
 
     @staticmethod
-    def _weights(raw: list[Any], ends: list[tuple[Any, Any, Any]]) -> np.ndarray:
+    def _weights(raw: list[Any], ends: list[tuple[Any, Any, Any]],
+                 attribute: Hashable | None = "weight") -> np.ndarray:
         """The edge weights ``A_e`` as a float array, each a real number, finite and ``> 0``
-        (checked for all edges at once; the first bad edge is named by :func:`check_scalar`)."""
+        (checked for all edges at once; the first bad edge is named by :func:`check_scalar`,
+        the message ends with the edge attribute ``attribute`` they were read from)."""
         if all(type(w) in PLAIN_REALS for w in raw):
             with np.errstate(over="ignore"):
                 try:
@@ -93,8 +113,11 @@ class EmpiricalGraph:
             if A.size == 0 or (np.isfinite(A).all() and A.min() > 0):
                 return A
         for a, b, w in ends:  # the error path only: name the first bad edge
-            check_scalar(w, "weight A_e", min_val=0.0, include_boundaries="neither",
-                         where=f"edge ({a!r}, {b!r})", error=GraphError)
+            try:
+                check_scalar(w, "weight A_e", min_val=0.0, include_boundaries="neither",
+                             where=f"edge ({a!r}, {b!r})", error=GraphError)
+            except GraphError as exc:
+                raise GraphError(f"{exc} (read from edge attribute {attribute!r})") from None
         return np.array(raw, dtype=float)  # other real types (Fraction, np.float16, ...)
 
     # ------------------------------------------------------------------ lookup

@@ -32,13 +32,17 @@ class GTVModel(ModelDeclaration):
     Parameters
     ----------
     graph : networkx.Graph
-        The empirical graph; edge attribute ``weight`` gives ``A_e`` (default 1).
+        The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
     dim : int
         Dimension ``d`` of every local parameter ``w_i``.
     penalty : Penalty, default :class:`~gtvmodel.terms.penalties.Norm2`
         The GTV penalty ``phi``.
     lam : float, default 1.0
         The GTV regularization strength ``lambda >= 0``.
+    weight : str or None, default "weight"
+        The edge attribute holding ``A_e``, as networkx functions take it
+        (``weight="similarity"``); an edge without it has ``A_e = 1``; ``None``: every
+        ``A_e = 1``.  The model stores the ``A_e`` themselves (files keep them).
 
     Examples
     --------

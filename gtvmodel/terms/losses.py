@@ -31,7 +31,13 @@ from scipy.special import expit, xlogy
 
 from .._cvx import bounds_constraints, checked_value
 from .._solver import run_solver
-from .._validate import as_finite_array, check_own_variable, check_scalar, check_vector
+from .._validate import (
+    as_finite_array,
+    check_binary_labels,
+    check_own_variable,
+    check_scalar,
+    check_vector,
+)
 from ..errors import DataError, LossError, SolverError, UnsupportedError
 from .spec import LOSSES, TermSpec
 
@@ -302,6 +308,8 @@ class Loss(ABC):
 class DataFitLoss(Loss):
     """``L(w) = (1/m) sum_r ell(x_r^T w, y_r)`` over the node's samples ``(X, y)``.
 
+    ``X`` is ``(m, d)``; ``y`` is ``(m,)`` or an ``(m, 1)`` column (flattened).
+
     Subclasses give the row loss once, in numpy (``_ell``), CVXPY (``_ell_cvx``) and, for smooth
     losses, its derivative (``_ell_d1``) and a global bound on its second derivative
     (``ell_curvature``).  ``_row_param`` is an optional per-row constant (Huber's ``M``).
@@ -329,18 +337,15 @@ class DataFitLoss(Loss):
         y = as_finite_array(y, "y", owner=owner)
         if y.ndim == 0:
             y = y[None]
+        if y.ndim == 2 and y.shape[1] == 1:  # a column vector (m, 1), as from X[:, [j]]
+            y = y[:, 0]
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise DataError(
-                f"{owner}: y must have shape ({X.shape[0]},) to match X of shape {X.shape}, "
-                f"got {y.shape}"
+                f"{owner}: y must have shape ({X.shape[0]},) or ({X.shape[0]}, 1) to match X of "
+                f"shape {X.shape}, got {y.shape}"
             )
-        if self.binary_labels:
-            bad = np.flatnonzero((y != 1.0) & (y != -1.0))
-            if bad.size:
-                raise DataError(
-                    f"{owner}: classification labels must be -1 or +1; "
-                    f"y[{bad[0]}] = {y[bad[0]]:g}"
-                )
+        if self.binary_labels:  # {-1, +1}, {0, 1} or booleans, stored as -1/+1
+            y = check_binary_labels(y, "y", where=owner)
         self.X = X
         self.y = y
 
@@ -570,6 +575,10 @@ class SquaredLoss(DataFitLoss):
 class LogisticLoss(DataFitLoss):
     """Logistic loss ``(1/m) sum_r log(1 + exp(-y_r x_r^T w))``, labels ``y_r in {-1, +1}``.
 
+    ``y`` may be given as ``{-1, +1}``, ``{0, 1}`` or booleans (``0``/``False`` become ``-1``),
+    converted once at construction and stored (and saved) as ``-1/+1``; a ``-1`` among the
+    values means ``{-1, +1}``, other values raise :class:`~gtvmodel.errors.DataError` naming them.
+
     Its Hessian is ``X^T diag(s(1-s)) X / m <= X^T X / (4m)``; it has no global strong convexity
     (add ``l2=`` for one).
 
@@ -632,6 +641,10 @@ class LogisticLoss(DataFitLoss):
 
 class HingeLoss(DataFitLoss):
     """Hinge loss ``(1/m) sum_r max(0, 1 - y_r x_r^T w)``, labels ``y_r in {-1, +1}``.
+
+    ``y`` may be given as ``{-1, +1}``, ``{0, 1}`` or booleans (``0``/``False`` become ``-1``),
+    converted once at construction and stored (and saved) as ``-1/+1``; a ``-1`` among the
+    values means ``{-1, +1}``, other values raise :class:`~gtvmodel.errors.DataError` naming them.
 
     Not differentiable: no gradient or smoothness constant.
 

@@ -24,6 +24,9 @@ __all__ = ["cluster_graph", "build_cluster_graph", "summed_loss"]
 def cluster_graph(model: ModelDeclaration, partition: Any) -> ModelDeclaration:
     """The cluster graph (45)-(46) as a new model of the same class as ``model``.
 
+    ``partition`` takes any form :func:`~gtvmodel.theory.partition.normalize_partition` reads
+    (list of clusters, networkx community output, dict cluster id -> nodes, dict node -> cluster
+    id, label array in node order).
     One node per cluster (labelled by the cluster label: its index for a list partition),
     carrying ``f_C = sum_{i in C} L_i``; clusters ``c != c'`` joined by one edge of weight
     ``A~_{cc'} = sum_{i in C, j in C'} A_ij`` (45); same penalty, ``lambda`` and dimension.

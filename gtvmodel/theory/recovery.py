@@ -40,7 +40,9 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     (``congestion``, reported); ``success = congestion <= 1 + tol`` (the relative accuracy of
     the interior-point solve is far below ``tol``).  Unlike the max-flow test of
     :func:`check_well_connected` (sufficient only), this is exact for the instance.
-    ``model.lam`` is set to ``lam`` for the solve and restored afterwards.
+    ``model.lam`` is set to ``lam`` for the solve and restored afterwards.  ``partition`` takes
+    any form :func:`~gtvmodel.theory.partition.normalize_partition` reads (list of clusters,
+    networkx community output, dict cluster id -> nodes, dict node -> cluster id, label array).
 
     Examples
     --------

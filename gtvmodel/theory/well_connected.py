@@ -32,8 +32,10 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
         node constraints, a norm penalty (:class:`Norm2`, :class:`Norm1`, :class:`NormInf`,
         :class:`NormP`).  Anything else raises :class:`~gtvmodel.errors.UnsupportedError`
         naming the node or penalty.
-    partition : list of collections of node labels, or dict node -> cluster label
-        Must list every node exactly once (:class:`~gtvmodel.errors.PartitionError`,
+    partition : list of clusters, dict cluster id -> nodes, dict node -> cluster id, label array
+        Any form :func:`~gtvmodel.theory.partition.normalize_partition` reads (also networkx's
+        community output, e.g. ``nx.community.louvain_communities(G)``).  Must list every node
+        exactly once (:class:`~gtvmodel.errors.PartitionError`,
         :class:`~gtvmodel.errors.UnknownNodeError`); every cluster must induce a connected
         subgraph, otherwise the condition cannot hold and :class:`PartitionError` says so.
     lam : float, optional
