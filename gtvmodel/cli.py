@@ -16,8 +16,9 @@ Text files from other tools (``.csv``, ``.txt``) may carry a header row and an i
 (``0..rows-1`` or the node labels): both are recognized (:func:`gtvmodel.io.load_array`), or
 named with ``--skip-header`` / ``--index-col``.  When given flows do not certify but their
 negation does, the output says so (a probable sign convention mismatch: ``u_e`` flows from the
-edge's first node ``model.edges[e][0]`` to its second), and ``--json`` carries
-``"probable_flow_sign_flip": true``.
+edge's first node ``model.edges[e][0]`` to its second), and ``--json`` (with ``--flows``)
+carries ``"probable_flow_sign_flip": true`` (``false`` otherwise); without ``--flows`` it is
+exactly :meth:`Certificate.to_dict`.
 
 Start-up: the command imports the package (``import gtvmodel``: CVXPY, SciPy, networkx, about
 1 s); it does not import matplotlib.
@@ -133,7 +134,9 @@ def _certify(args: argparse.Namespace) -> int:
     ok = cert.success  # certified at --tol (the tol given to certify)
     # given flows that fail while their negation certifies: a sign convention mismatch
     flip = bool(U is not None and not ok and model.certify(W, -U, **options).success)
-    if args.json:
+    if args.json and U is None:
+        print(cert.to_json())  # exactly Certificate.to_dict()
+    elif args.json:  # given flows: plus whether their negation would certify
         out = json.loads(cert.to_json())
         out["probable_flow_sign_flip"] = flip
         print(json.dumps(out, indent=2))
