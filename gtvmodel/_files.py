@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 from numpy.lib import format as npformat
 
+from ._validate import check_bool
 from .declaration import ModelDeclaration
 from .errors import FileFormatError, GTVError, UnsupportedError
 from .terms.spec import (
@@ -709,7 +710,35 @@ def _read_npz_file(p: str, what: str, name: str, shape: tuple[int, int] | None
         return z.read(key, _one_of(_allowed_shapes(shape), shape), _FLOAT_KINDS)
 
 
-def _read_text_file(p: str, what: str, shape: tuple[int, int] | None) -> np.ndarray:
+def _fields(line: str, delim: str | None) -> list[str]:
+    """The fields of one text row (comment stripped, quotes and spaces around fields removed)."""
+    return [f.strip().strip('"').strip("'").strip()
+            for f in line.split("#", 1)[0].strip().split(delim)]
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _index_column(first: np.ndarray, labels: list | None) -> bool:
+    """The first column (as text) is ``0..rows-1`` or the labels ``labels`` in order."""
+    rows = first.shape[0]
+    try:
+        if np.array_equal(first.astype(float), np.arange(rows)):
+            return True
+    except ValueError:
+        pass
+    return labels is not None and len(labels) == rows and bool(
+        np.all(first == np.array([str(x) for x in labels], dtype=str)))
+
+
+def _read_text_file(p: str, what: str, shape: tuple[int, int] | None,
+                    skip_header: bool | None = None, index_col: bool | None = None,
+                    labels: list | None = None) -> np.ndarray:
     limit = None if shape is None else (1 << 20) + 256 * shape[0] * max(shape[1], 1)
     with open(p, "rb") as fh:
         raw = fh.read() if limit is None else fh.read(limit + 1)
@@ -718,26 +747,68 @@ def _read_text_file(p: str, what: str, shape: tuple[int, int] | None) -> np.ndar
                     "needs")
     text = raw.decode("utf-8")
     lines = [ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+    delim = "," if "," in text else None
+    if lines:
+        head = _fields(lines[0], delim)
+        # numeric, or a data row whose first field is the first label (an index column)
+        numeric = all(_is_number(f) for f in head[1:]) and (
+            _is_number(head[0]) or (bool(labels) and index_col is not False
+                                    and head[0] == str(labels[0])))
+        if skip_header is None:
+            skip_header = not numeric
+        elif not skip_header and not numeric:
+            raise _fail(what, f"the first row {short_repr(head)} is not numeric (a header "
+                        "row? skip_header=True, --skip-header)")
+        if skip_header:
+            lines = lines[1:]
     if not lines:
         if shape is not None and shape[0] == 0:
             return np.zeros((0, shape[1]))
         raise _fail(what, "no numbers in the file")
+    ncols = len(_fields(lines[0], delim))
+    if index_col is None:  # auto: one extra column holding 0..rows-1 or the labels
+        index_col = (shape is not None and ncols == shape[1] + 1 and len(lines) == shape[0]
+                     and _index_column(np.loadtxt(lines, delimiter=delim, usecols=0, ndmin=1,
+                                                  dtype=str, quotechar='"'), labels))
+    if index_col and ncols < 2:
+        raise _fail(what, f"index_col: {ncols} column(s), no data column after the index")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        a = np.loadtxt(lines, delimiter="," if "," in text else None, ndmin=2, dtype=float)
+        a = np.loadtxt(lines, delimiter=delim, ndmin=2, dtype=float,
+                       usecols=range(1, ncols) if index_col else None)
     if shape is not None and shape[1] == 1 and a.shape == (1, shape[0]):
         a = a.T  # d = 1 written as a single row (as gtvmodel's save_array did before)
+    if shape is not None and a.shape != shape and a.ndim == 2:
+        rows, d = shape
+        hint = ("" if a.shape != (rows, d + 1) or index_col else
+                "; one extra column: if the first is an index (not 0..rows-1 or the labels), "
+                "index_col=True, --index-col")
+        hint += ("" if a.shape != (rows + 1, d) else
+                 "; one extra row: if the first is a header, skip_header=True, --skip-header")
+        if hint:
+            raise _fail(what, f"shape {a.shape}, expected {shape}{hint}")
     return a
 
 
 def load_array(path: str | os.PathLike, name: str,
-               shape: tuple[int, int] | None = None) -> np.ndarray:
+               shape: tuple[int, int] | None = None, *, skip_header: bool | None = None,
+               index_col: bool | None = None, labels: list | None = None) -> np.ndarray:
     """Read a float array written by :func:`save_array` or another program (module doc).
 
     ``shape``, if given, is the expected ``(rows, d)``: NPY shapes are checked before any data
     is read, and text files far larger than such a table are refused unread.  The result is
     finite.  Every failure is a :class:`FileFormatError` naming the file.
+
+    Text files (``.csv``, ``.txt``) from other tools may start with a header row and an index
+    column.  ``skip_header``: ``None`` (auto) drops a first row that is not numeric, ``True``
+    always drops the first row, ``False`` never (a non-numeric first row is an error).
+    ``index_col``: ``None`` (auto) drops a first column when the file has one column more than
+    ``shape`` and that column is ``0..rows-1`` or ``labels`` (e.g. the node labels) in order;
+    ``True`` always drops the first column, ``False`` never.
     """
+    for flag, value in (("skip_header", skip_header), ("index_col", index_col)):
+        if value is not None:
+            check_bool(value, flag, where="load_array")
     p = os.fspath(path)
     what = f"{name} file {p!r}"
     if not os.path.exists(p):
@@ -748,7 +819,7 @@ def load_array(path: str | os.PathLike, name: str,
         elif p.endswith(".npy"):
             a = _read_npy_file(p, what, shape)
         else:
-            a = _read_text_file(p, what, shape)
+            a = _read_text_file(p, what, shape, skip_header, index_col, labels)
     except FileFormatError:
         raise
     except (*_LOW_LEVEL, Warning) as exc:
@@ -776,10 +847,15 @@ def save_weights(path: str | os.PathLike, weights: Any) -> None:
     save_array(path, weights, "weights")
 
 
-def load_weights(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
-    """Read weights ``w`` for ``model``, checking the shape ``(n, d)`` and finiteness."""
+def load_weights(path: str | os.PathLike, model: ModelDeclaration, *,
+                 skip_header: bool | None = None, index_col: bool | None = None) -> np.ndarray:
+    """Read weights ``w`` for ``model``, checking the shape ``(n, d)`` and finiteness (text
+    files: a header row and an index column of ``0..n-1`` or the node labels are recognized,
+    :func:`load_array`)."""
     shape = (model.num_nodes, model.dim)
-    return _shaped(load_array(path, "weights", shape), *shape,
+    a = load_array(path, "weights", shape, skip_header=skip_header, index_col=index_col,
+                   labels=list(model.nodes))
+    return _shaped(a, *shape,
                    f"weights file {os.fspath(path)!r}", "nodes")
 
 
@@ -789,9 +865,12 @@ def save_flows(path: str | os.PathLike, flows: Any) -> None:
     save_array(path, flows, "flows")
 
 
-def load_flows(path: str | os.PathLike, model: ModelDeclaration) -> np.ndarray:
+def load_flows(path: str | os.PathLike, model: ModelDeclaration, *,
+               skip_header: bool | None = None, index_col: bool | None = None) -> np.ndarray:
     """Read edge flows ``u`` for ``model``, checking the shape ``(|E|, d)`` (edge order:
-    ``model.edges``) and finiteness."""
+    ``model.edges``) and finiteness (text files: a header row and an index column of
+    ``0..|E|-1`` are recognized, :func:`load_array`)."""
     shape = (model.num_edges, model.dim)
-    return _shaped(load_array(path, "flows", shape), *shape,
+    a = load_array(path, "flows", shape, skip_header=skip_header, index_col=index_col)
+    return _shaped(a, *shape,
                    f"flows file {os.fspath(path)!r}", "edges")

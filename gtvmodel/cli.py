@@ -4,20 +4,34 @@ Checks a candidate solution produced anywhere (any language) against a problem f
 (:mod:`gtvmodel.io`, ``docs/file_format.md``) and prints its certificate
 (:mod:`gtvmodel.certificates.certificate`).
 
-Exit codes: ``0`` the gap is at most ``tol * max(1, |P(W)|)``; ``1`` it is larger (or infinite:
-infeasible weights, flows that could not be repaired); ``2`` bad input (unreadable or
-inconsistent files, bad arguments: a non-numeric, NaN, infinite or out-of-range ``--tol``,
-``--feas-tol`` or ``--radius``, an unknown option, a missing argument); ``3`` a numerical failure
-while evaluating the dual (or any other unexpected failure: never ``1``, which is a verdict).
-No tracebacks: every error is exactly one line on stderr.
+Exit codes (also in ``gtvmodel certify --help``): ``0`` the gap is at most
+``tol * max(1, |P(W)|)``; ``1`` it is larger (or infinite: infeasible weights, flows that could
+not be repaired); ``2`` bad input (unreadable or inconsistent files, bad arguments: a
+non-numeric, NaN, infinite or out-of-range ``--tol``, ``--feas-tol`` or ``--radius``, an unknown
+option, a missing argument); ``3`` a numerical failure while evaluating the dual (or any other
+unexpected failure: never ``1``, which is a verdict).  No tracebacks: every error is exactly one
+line on stderr.
+
+Text files from other tools (``.csv``, ``.txt``) may carry a header row and an index column
+(``0..rows-1`` or the node labels): both are recognized (:func:`gtvmodel.io.load_array`), or
+named with ``--skip-header`` / ``--index-col``.  When given flows do not certify but their
+negation does, the output says so (a probable sign convention mismatch: ``u_e`` flows from the
+edge's first node ``model.edges[e][0]`` to its second), and ``--json`` (with ``--flows``)
+carries ``"probable_flow_sign_flip": true`` (``false`` otherwise); without ``--flows`` it is
+exactly :meth:`Certificate.to_dict`.
+
+Start-up: the command imports the package (``import gtvmodel``: CVXPY, SciPy, networkx, about
+1 s); it does not import matplotlib.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 
+from . import __version__
 from ._validate import check_scalar
 from .errors import GTVError, ParameterError, SolverError
 from .io import load_flows, load_model, load_weights
@@ -60,17 +74,38 @@ def _number(name: str, strict: bool) -> Callable[[str], float]:
     return parse
 
 
+EXIT_CODES = """exit codes:
+  0  certified: the gap is at most tol * max(1, |P(W)|)
+  1  not certified: the gap is larger (or infinite: infeasible weights, flows that could not
+     be repaired)
+  2  bad input: unreadable or inconsistent files, bad arguments (--tol, --feas-tol, --radius,
+     an unknown option, a missing argument)
+  3  a numerical failure while evaluating the dual, or any other internal failure
+every error is one line on stderr"""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gtvmodel", description="Networked federated learning by GTV "
-                "minimization: tools for problem and solution files.")
+                "minimization: tools for problem and solution files.", epilog=EXIT_CODES,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"gtvmodel {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("certify", help="certify candidate weights (and flows) for a problem",
                        description="Print a certified duality gap for WEIGHTS on PROBLEM; exit "
-                       "0 if the relative gap is at most --tol, 1 otherwise, 2 on bad input.")
+                       "0 if the relative gap is at most --tol, 1 otherwise, 2 on bad input, "
+                       "3 on a numerical failure.", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("problem", help="problem file (.npz, written by GTVModel.save)")
-    c.add_argument("weights", help="weights (n x d): .npz, .npy, .csv or .txt")
+    c.add_argument("weights", help="weights (n x d): .npz, .npy, .csv or .txt (text: a header "
+                   "row and an index column of 0..n-1 or the node labels are recognized)")
     c.add_argument("--flows", help="edge flows (|E| x d, model edge order); built from the "
                    "weights if omitted")
+    c.add_argument("--skip-header", action="store_true", default=None,
+                   help="text files: the first row is a header (default: detected, a first "
+                   "row that is not numeric)")
+    c.add_argument("--index-col", action="store_true", default=None,
+                   help="text files: the first column is an index (default: detected, one "
+                   "extra column holding 0..rows-1 or the node labels)")
     c.add_argument("--tol", type=_number("--tol", strict=True), default=1e-6,
                    help="relative gap tolerance gap <= tol * max(1, |P|), finite and > 0 "
                    "(default 1e-6)")
@@ -91,16 +126,28 @@ def _certify(args: argparse.Namespace) -> int:
         if v is not None:
             _bounded(v, name, strict)
     model = load_model(args.problem)
-    W = load_weights(args.weights, model)
-    U = load_flows(args.flows, model) if args.flows else None
-    cert = model.certify(W, U, tol=args.tol, feas_tol=args.feas_tol, radius=args.radius)
+    text = {"skip_header": args.skip_header, "index_col": args.index_col}
+    W = load_weights(args.weights, model, **text)
+    U = load_flows(args.flows, model, **text) if args.flows else None
+    options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius}
+    cert = model.certify(W, U, **options)
     ok = cert.success  # certified at --tol (the tol given to certify)
-    if args.json:
-        print(cert.to_json())
+    # given flows that fail while their negation certifies: a sign convention mismatch
+    flip = bool(U is not None and not ok and model.certify(W, -U, **options).success)
+    if args.json and U is None:
+        print(cert.to_json())  # exactly Certificate.to_dict()
+    elif args.json:  # given flows: plus whether their negation would certify
+        out = json.loads(cert.to_json())
+        out["probable_flow_sign_flip"] = flip
+        print(json.dumps(out, indent=2))
     else:
         print(cert.summary())
         print(f"certified              {ok}  (relative gap {cert.relative_gap:.3g} vs tol "
               f"{args.tol:g})")
+        if flip:
+            print("probable flow sign flip: the negated flows certify (gtvmodel's u_e flows "
+                  "from model.edges[e][0] to model.edges[e][1]); pass the flows with the "
+                  "opposite sign")
     return 0 if ok else 1
 
 

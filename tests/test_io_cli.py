@@ -245,3 +245,89 @@ def test_cli_bad_input_exit_code_2(tmp_path: Path, capsys):
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     r = run_cli("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.txt"))
     assert r.returncode == 2 and "NaN" in r.stderr and "Traceback" not in r.stderr
+
+
+def _path_model() -> tuple[gm.GTVModel, gm.Solution]:
+    """Three scalars on a labelled path, every edge at its capacity at the optimum."""
+    model = gm.GTVModel(nx.relabel_nodes(nx.path_graph(3), {0: "a", 1: "b", 2: "c"}), 2,
+                        penalty=gm.Norm2(), lam=1.0)
+    for label, a in zip("abc", [0.0, 1.0, 5.0], strict=True):
+        model.set_loss(label, gm.QuadraticLoss([a, -a]))
+    return model, model.solve_exact()
+
+
+def test_cli_text_files_from_other_tools(tmp_path: Path, capsys):
+    """Issue 15.8: CSV written by pandas/R/spreadsheets (header row, index column of 0..n-1
+    or node labels) certify as they are; what cannot be guessed is named by a clear error."""
+    model, sol = _path_model()
+    model.save(tmp_path / "p.npz")
+    W, U = sol.weights, sol.flows
+    rows = [",".join(repr(float(x)) for x in w) for w in W]
+    files = {
+        "header.csv": "w0,w1\n" + "\n".join(rows),
+        "pandas.csv": ",w0,w1\n" + "\n".join(f"{i},{r}" for i, r in enumerate(rows)),
+        "labels.csv": "node,w0,w1\n" + "\n".join(f'"{n}",{r}'
+                                                 for n, r in zip("abc", rows, strict=True)),
+        "bare_labels.csv": "\n".join(f"{n},{r}" for n, r in zip("abc", rows,
+                                                                    strict=True)),
+        "ids.txt": "\n".join(f"{10 + i} " + r.replace(",", " ") for i, r in enumerate(rows)),
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text + "\n")
+    (tmp_path / "u.csv").write_text(
+        "edge,u0,u1\n" + "\n".join(f"{e}," + ",".join(repr(float(x)) for x in u)
+                                  for e, u in enumerate(U)) + "\n")
+    p = str(tmp_path / "p.npz")
+    for name in ("header.csv", "pandas.csv", "labels.csv", "bare_labels.csv"):
+        code, out, err = call_main(capsys, "certify", p, str(tmp_path / name),
+                                   "--flows", str(tmp_path / "u.csv"))
+        assert code == 0 and "certified              True" in out, (name, out, err)
+    # an index that is neither 0..n-1 nor the labels: named by the error, then by the flag
+    code, out, err = call_main(capsys, "certify", p, str(tmp_path / "ids.txt"))
+    assert code == 2 and "shape (3, 3), expected (3, 2)" in err and "--index-col" in err
+    code, out, err = call_main(capsys, "certify", p, str(tmp_path / "ids.txt"), "--index-col")
+    assert code == 0, err
+    assert np.array_equal(load_weights(tmp_path / "ids.txt", model, index_col=True), W)
+    with pytest.raises(gm.FileFormatError, match="not numeric.*--skip-header"):
+        load_weights(tmp_path / "header.csv", model, skip_header=False)
+    with pytest.raises(gm.ParameterError, match="skip_header"):
+        load_weights(tmp_path / "header.csv", model, skip_header="yes")
+
+
+def test_cli_reports_a_flow_sign_flip_and_no_empty_repair(tmp_path: Path, capsys):
+    """Issue 15.8: flows with the other sign convention fail with a note saying so (text and
+    --json); flows at their capacities up to rounding are not "scaled by theta = 1"."""
+    model, sol = _path_model()
+    model.save(tmp_path / "p.npz")
+    save_weights(tmp_path / "w.npy", sol.weights)
+    save_flows(tmp_path / "neg.npy", -sol.flows)
+    dn = model.penalty.dual_norm(sol.flows)
+    save_flows(tmp_path / "tight.npy", sol.flows / dn[:, None] * model.capacities[:, None]
+               * (1 + 1e-14))  # an ulp above capacity, as another solver may write them
+    args = ("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npy"), "--flows")
+    code, out, err = call_main(capsys, *args, str(tmp_path / "neg.npy"))
+    assert code == 1 and "probable flow sign flip: the negated flows certify" in out, out
+    code, out, err = call_main(capsys, *args, str(tmp_path / "neg.npy"), "--json")
+    assert code == 1 and json.loads(out)["probable_flow_sign_flip"] is True
+    code, out, err = call_main(capsys, *args, str(tmp_path / "tight.npy"), "--json")
+    assert code == 0 and json.loads(out)["probable_flow_sign_flip"] is False
+    code, out, err = call_main(capsys, *args, str(tmp_path / "tight.npy"))
+    assert code == 0 and "theta = 1 " not in out and "sign flip" not in out, out
+
+
+def test_cli_help_version_and_start_up(capsys):
+    """Issue 15.8: --help lists every exit code (0-3), --version answers without touching
+    matplotlib."""
+    for args in (("--help",), ("certify", "--help")):
+        code, out, err = call_main(capsys, *args)
+        assert code == 0
+        for line in ("0  certified", "1  not certified", "2  bad input",
+                     "3  a numerical failure"):
+            assert line in out, (args, out)
+    code, out, err = call_main(capsys, "--version")
+    assert code == 0 and out.strip() == f"gtvmodel {gm.__version__}"
+    probe = ("import sys; from gtvmodel.cli import main; code = main(['--version']); "
+             "print(code, 'matplotlib' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       timeout=300, cwd=Path(gm.__file__).parents[1])
+    assert r.stdout.split()[-2:] == ["0", "False"], (r.stdout, r.stderr)

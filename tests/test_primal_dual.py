@@ -381,3 +381,59 @@ def test_convergence_plot_and_docs_example(tmp_path, monkeypatch):
     for code in blocks:
         exec(compile(code, str(page), "exec"), namespace)
     assert namespace["res"].status == "converged"
+
+
+def test_status_converged_only_when_detected_and_history_ends_at_the_last_iterate():
+    """Issue 15.6: a user reads ``res.status`` and ``res.history``: "converged" means a
+    certificate met ``tol``; every run that used up ``max_iter`` says "max_iter"."""
+    model = _squared_model(_graph("star"), gm.Norm2(), 0.3)
+    exact = model.solve_primal_dual(max_iter=5000, tol=1e-10, record_every=10)
+    assert exact.status == "converged" and exact.history.relative_gap[-1] <= 1e-10
+
+    def check(res, max_iter, status):
+        assert res.status == status and res.success == (status == "converged")
+        assert res.iterations == max_iter or status == "converged"
+        assert res.history.iteration[-1] == res.iterations  # a row at the final iteration
+        assert res.gap == res.history.gap[-1]
+        if status == "max_iter":
+            assert res.history.relative_gap[-1] > 0  # nothing claimed beyond the gap shown
+
+    # tol=0 never converges, even from the optimum
+    check(model.solve_primal_dual(max_iter=7, tol=0, warm_start=exact), 7, "max_iter")
+    # max_iter not a multiple of record_every, postponed certificates: the last row is max_iter
+    check(model.solve_primal_dual(max_iter=23, tol=1e-12, record_every=10), 23, "max_iter")
+    check(model.solve_primal_dual(max_iter=23, tol=1e-12, record_every=5,
+                                  certificate_budget=1e-9), 23, "max_iter")
+    # max_iter=0: the start point is certified; "converged" only when it meets tol
+    check(model.solve_primal_dual(max_iter=0, tol=1e-3), 0, "max_iter")
+    check(model.solve_primal_dual(max_iter=0, tol=1e-6, warm_start=exact), 0, "converged")
+    # a start point that already meets tol: detected at the first certificate
+    warm = model.solve_primal_dual(max_iter=100, tol=1e-6, record_every=10, warm_start=exact)
+    assert warm.status == "converged" and warm.iterations == 10
+    # record_every=None certifies nothing, so it can never say "converged"
+    bare = model.solve_primal_dual(max_iter=5, tol=0, record_every=None, warm_start=exact)
+    assert bare.status == "max_iter" and not bare.success and len(bare.history) == 0
+
+
+def test_progress_bar_in_a_notebook_without_ipywidgets_does_not_warn(monkeypatch, capsys):
+    """Issue 15.9: ``progress=True`` in a Jupyter kernel without ipywidgets shows the text bar,
+    with no ``TqdmWarning`` ("IProgress not found")."""
+    import sys
+    import types
+    import warnings
+
+    ipython = types.ModuleType("IPython")
+    shell = type("ZMQInteractiveShell", (), {})()
+    ipython.get_ipython = lambda: shell
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "ipykernel.zmqshell", types.ModuleType("ipykernel.zmqshell"))
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets -> ImportError
+    for name in ("tqdm.auto", "tqdm.autonotebook", "tqdm.notebook"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    model = _squared_model(_graph("star"), gm.Norm2(), 0.3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = model.solve_primal_dual(max_iter=20, tol=0, record_every=10, progress=True)
+    assert res.iterations == 20
+    assert [str(w.message) for w in caught] == []
+    assert "primal-dual" in capsys.readouterr().err  # the plain text bar on stderr

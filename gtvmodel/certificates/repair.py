@@ -227,7 +227,10 @@ def _rescale(model: ModelDeclaration, U: np.ndarray, repairs: list[str]
         theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
         theta *= 1.0 - 4.0 * EPS
         U = theta * U
-        repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
+        # theta within rounding of 1 (flows at their capacities up to an ulp) is not reported
+        # as a scaling ("theta = 1" would claim a change that changed nothing visible)
+        if f"{theta:.12g}" != "1":
+            repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
         # rounding can leave the last ulp above capacity: clip those rows exactly
         dn = pen.dual_norm(U)
         bad = dn > cap

@@ -24,11 +24,17 @@ preconditioning; ``||Sigma^{1/2} D T^{1/2}|| <= 1`` for every ``c > 0``; the pap
 :func:`gtvmodel.certificates.certificate.certify` (the duality gap (34) after repairing the
 flows to a dual feasible point).  The run stops with status ``"converged"`` when the certified
 gap is at most ``tol * max(1, |P(w)|)`` (``tol`` is relative; ``relative_gap`` in the history).
+The status says what was detected: ``"converged"`` only when a certificate met ``tol``
+(never with ``tol=0`` or ``record_every=None``); ``"max_iter"`` when the run used its
+``max_iter`` iterations without one (also ``max_iter=0``, unless the start point meets
+``tol``); ``"stopped"`` when the callback returned True.  The history always ends with a row at
+the final iteration (unless ``record_every=None``).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +105,10 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     -------
     PrimalDualResult
         The last iterate ``(w^k, u^k)``, its certificate, the :class:`History` of the
-        certificates, the status and the timings.
+        certificates (its last row is the final iteration), the status and the timings.
+        ``status``: ``"converged"`` only when a certificate met ``tol`` (detected, never
+        assumed: not with ``tol=0`` or ``record_every=None``); ``"max_iter"`` when ``max_iter``
+        iterations ran without that; ``"stopped"`` when the callback returned True.
 
     Examples
     --------
@@ -217,8 +226,9 @@ class _Run:
         max_iter, callback = opts.max_iter, opts.callback
         status = "max_iter"
         k = 0
-        done = max_iter == 0 and self.record(0)
-        while k < max_iter and not done:
+        if max_iter == 0 and self.record(0):  # the start point already meets tol
+            status = "converged"
+        while k < max_iter and status == "max_iter":
             new = self.iterate(k)
             k += 1
             self.advance(k, new)
@@ -234,7 +244,9 @@ class _Run:
                 break
         if bar is not None:
             bar.close()
-        if not self.rows and opts.certifying:
+        if opts.certifying and (not self.rows or self.rows[-1][0] != k):
+            # the history ends at the final iterate: certify it if the last row is older
+            # (status stays as the loop left it: "converged" only when detected there)
             self.record(k)
         self.k = k
         return status
@@ -309,10 +321,23 @@ class _Run:
 
 
 def _progress_bar(total: int) -> Any:
-    """A ``tqdm`` progress bar (imported only when asked for: an optional dependency)."""
-    from tqdm.auto import tqdm
+    """A ``tqdm`` progress bar (imported only when asked for): ``tqdm.auto``'s widget bar in a
+    notebook with ``ipywidgets``, the plain text bar otherwise.  Without ``ipywidgets``,
+    ``tqdm.auto`` warns (``TqdmWarning``: "IProgress not found") on import, or its notebook bar
+    raises ``ImportError``: both are caught here and the text bar is used, silently."""
+    from tqdm import TqdmWarning
+    from tqdm.std import tqdm as text_tqdm
 
-    return tqdm(total=total, desc="primal-dual", unit="it")
+    kwargs = {"total": total, "desc": "primal-dual", "unit": "it"}
+    try:
+        with warnings.catch_warnings():
+            # tqdm.autonotebook catches its own warning when it is an error and falls back to
+            # the text bar; TqdmExperimentalWarning (a subclass) stays ignored by tqdm.auto
+            warnings.simplefilter("error", TqdmWarning)
+            from tqdm.auto import tqdm
+            return tqdm(**kwargs)
+    except (TqdmWarning, ImportError):
+        return text_tqdm(**kwargs)
 
 
 def _raise_non_finite(model: ModelDeclaration, W_new: np.ndarray, V: np.ndarray, tau: np.ndarray,
