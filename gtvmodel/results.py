@@ -41,7 +41,7 @@ import numpy as np
 
 from .errors import GraphError, UnknownNodeError, UnsupportedError
 
-__all__ = ["Labels", "Result", "jsonable"]
+__all__ = ["Labels", "Result", "jsonable", "failed_result"]
 
 
 class Labels:
@@ -238,3 +238,15 @@ def _key(k: Any) -> str:
     strings as they are, anything else (a node label 3, a cluster label, a tuple) as its
     ``repr``."""
     return k if isinstance(k, str) else repr(k)
+
+
+def failed_result(cls: type[Result], labels: Labels, exc: Exception, solver: str,
+                  **fields: Any) -> Result:
+    """The result of a solve that failed, returned instead of raising (the solvers'
+    ``raise_on_failure=False``, as CVXPY users read ``problem.status``): ``status`` is the
+    failure's (the solver's status, or ``"infeasible"`` for an infeasible problem), no
+    ``weights`` or ``flows`` (None: :meth:`Result.weight` raises), ``info["error"]`` the
+    message; ``fields`` are the class's other fields (e.g. ``success=False``)."""
+    status = getattr(exc, "status", None) or "infeasible"
+    return cls(weights=None, flows=None, status=status, solver=solver, timings={},
+               labels=labels, info={"error": str(exc)}, **fields)

@@ -19,8 +19,9 @@ class Solution(Result):
 
     Attributes
     ----------
-    weights : ndarray (n, d)
-        ``w_i`` in ``model.nodes`` order.
+    weights : ndarray (n, d) or None
+        ``w_i`` in ``model.nodes`` order (None only for a failed solve returned with
+        ``raise_on_failure=False``; then ``status`` says why and ``info["error"]`` how).
     flows : ndarray (|E|, d)
         Edge flows ``u_e`` (the dual variables of ``z = D w``) with MATH.md's sign:
         ``-(D^T u)_i in dL_i(w_i)`` and ``u_e in lambda A_e dphi(w_{e+} - w_{e-})``.
@@ -57,8 +58,8 @@ class Solution(Result):
         Why (names the nodes concerned).
     """
 
-    weights: np.ndarray
-    flows: np.ndarray
+    weights: np.ndarray | None
+    flows: np.ndarray | None
     objective: float
     status: str
     success: bool

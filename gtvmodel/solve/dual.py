@@ -37,6 +37,7 @@ balance constraints (:func:`gtvmodel.solve.conic.conic_weights`).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +51,7 @@ from .._solver import check_solver, run_solver
 from .._validate import check_bool
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
-from ..results import Labels, Result
+from ..results import Labels, Result, failed_result
 from ..terms.constraints import Box, NormBall
 from ..terms.losses import NodePart, l2_conjugate_cvx, scatter_rows
 from . import conic as conic_mod
@@ -86,7 +87,7 @@ class DualSolution(Result):
         (then :meth:`weight` raises :class:`~gtvmodel.errors.UnsupportedError`).
     """
 
-    flows: np.ndarray
+    flows: np.ndarray | None
     objective: float
     status: str
     solver: str
@@ -309,17 +310,33 @@ def _conic_key(model: ModelDeclaration, conic: np.ndarray) -> tuple:
 
 def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
                accept_inaccurate: bool = False,
-               verbose: bool = False, **opts: Any) -> DualSolution:
+               verbose: bool = False, raise_on_failure: bool = True,
+               **opts: Any) -> DualSolution:
     """Solve the dual flow problem (24) to high accuracy; see the module docstring.
 
     The solver policy is :func:`gtvmodel._solver.run_solver`'s (Clarabel by default, tight
     tolerances, :class:`~gtvmodel.errors.SolverError` on failure or inaccuracy unless
     ``accept_inaccurate``).  A dual that is unbounded above means an infeasible primal:
-    :class:`~gtvmodel.errors.InfeasibleError`.
+    :class:`~gtvmodel.errors.InfeasibleError`.  With ``raise_on_failure=False`` such outcomes
+    are returned as a :class:`DualSolution` whose ``status`` is the failure's, with no flows
+    and ``info["error"]`` the message (as :func:`gtvmodel.solve_exact` does).
     """
-    check_solver(solver, "solve_dual")
+    name = check_solver(solver, "solve_dual")
     check_bool(accept_inaccurate, "accept_inaccurate", "solve_dual")
     check_bool(verbose, "verbose", "solve_dual")
+    check_bool(raise_on_failure, "raise_on_failure", "solve_dual")
+    try:
+        return _solve_dual(model, solver, accept_inaccurate, verbose, opts)
+    except (InfeasibleError, SolverError) as exc:
+        if raise_on_failure:
+            raise
+        return failed_result(DualSolution, Labels(model.nodes, model.edges), exc, name,
+                             objective=math.nan)
+
+
+def _solve_dual(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
+                verbose: bool, opts: dict[str, Any]) -> DualSolution:
+    """The body of :func:`solve_dual` once its arguments are checked."""
     before = model.cache.get("dual")
     compiled = compile_dual(model)
     fresh = compiled is not before

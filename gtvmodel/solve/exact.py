@@ -5,6 +5,7 @@ a self-certificate (34) of the answer.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from .._validate import check_bool, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
 from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
-from ..results import Labels
+from ..results import Labels, failed_result
 from ..solution import Solution
 from .compile import (
     PrimalProblem,
@@ -47,7 +48,7 @@ RESOLVE_OPTIONS: dict[str, dict[str, Any]] = {
 def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                 accept_inaccurate: bool = False,
                 verbose: bool = False, certify: bool = True, accuracy: float = 1e-6,
-                **opts: Any) -> Solution:
+                raise_on_failure: bool = True, **opts: Any) -> Solution:
     """Solve (16) to high accuracy; returns weights, flows ``u`` and timings.
 
     ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
@@ -58,7 +59,11 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     raises :class:`~gtvmodel.errors.SolverError` unless ``accept_inaccurate=True``; infeasible
     node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes; an
     unbounded problem raises :class:`~gtvmodel.errors.SolverError` naming the nodes whose
-    losses are unbounded below.
+    losses are unbounded below.  With ``raise_on_failure=False`` these outcomes are returned
+    instead, as CVXPY users read them: a :class:`~gtvmodel.solution.Solution` whose ``status``
+    is the failure's (``"infeasible"``, ``"unbounded"``, ``"solver_error"``, ...), ``success``
+    False, ``weights``/``flows`` None and ``info["error"]`` the message (bad arguments and
+    bad data still raise).
 
     **Self-certificate.**  A solver's "optimal" is not proof: on badly scaled problems Clarabel
     reported "optimal" with the objective 4e-8 relative above the optimum and a certified gap
@@ -104,6 +109,19 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     (True, True)
     """
     accuracy = _check_args(solver, accept_inaccurate, verbose, certify, accuracy)
+    check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
+    try:
+        return _solve(model, solver, accept_inaccurate, verbose, certify, accuracy, opts)
+    except (InfeasibleError, SolverError) as exc:
+        if raise_on_failure:
+            raise
+        return failed_result(Solution, Labels(model.nodes, model.edges), exc,
+                             check_solver(solver), objective=math.nan, success=False)
+
+
+def _solve(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
+           verbose: bool, certify: bool, accuracy: float, opts: dict[str, Any]) -> Solution:
+    """The body of :func:`solve_exact` once its arguments are checked."""
     fresh = model.cache.get("primal") is None
     compiled = compile_primal(model)
     record: dict[str, Any] = {}

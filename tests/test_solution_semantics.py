@@ -1,10 +1,14 @@
-"""Issue 15 item 2: non-unique optima are flagged on the result (``Solution.unique``), decided
-from the model's structure, and checked here against what the solver actually does."""
+"""Issue 15 items 1-2, what a solution means: non-unique optima are flagged on the result
+(``Solution.unique``, decided from the model's structure and checked here against what the
+solver does); node variables carry their values and failures can be read as a status, as
+CVXPY users expect."""
 
 from __future__ import annotations
 
+import cvxpy as cp
 import networkx as nx
 import numpy as np
+import pytest
 
 import gtvmodel as gm
 
@@ -74,7 +78,6 @@ def test_regularizers_constraints_and_nonsmooth_losses_are_not_claimed():
 def test_node_variables_carry_the_solution_like_cvxpy():
     """Issue 15 item 1: after solve_exact, ``model.var(i).value`` is node i's weight, for the
     nodes with symbolic terms and for variables created without them."""
-    import cvxpy as cp
 
     model = gm.GTVModel(nx.path_graph(3), dim=2, lam=0.4)
     x0 = model.var(0)
@@ -84,3 +87,28 @@ def test_node_variables_carry_the_solution_like_cvxpy():
     sol = model.solve_exact()
     np.testing.assert_array_equal(model.var(0).value, sol.weight(0))
     np.testing.assert_array_equal(untouched.value, sol.weight(2))
+
+
+def test_failures_can_be_read_as_a_status_like_cvxpy():
+    """Issue 15 item 1: with ``raise_on_failure=False`` an infeasible or unbounded problem is
+    a result with that status (as ``problem.status`` in CVXPY), not an exception; the default
+    still raises."""
+    model = gm.GTVModel(nx.path_graph(2), dim=1, lam=1.0)
+    model.add_constraint(0, gm.Box(1.0, 2.0))
+    model.add_constraint(0, gm.NormBall(0.5, p=2))  # no common point
+    with pytest.raises(gm.InfeasibleError, match="node"):
+        model.solve_exact()
+    sol = model.solve_exact(raise_on_failure=False)
+    assert sol.status == "infeasible" and not sol.success and sol.weights is None
+    assert "node(s) 0" in sol.info["error"]
+    with pytest.raises(gm.UnsupportedError, match="no weights"):
+        sol.weight(0)
+    dual = gm.solve_dual(model, raise_on_failure=False)
+    assert dual.status == "infeasible" and not dual.success and dual.flows is None
+
+    free = gm.GTVModel(nx.path_graph(2), dim=1)
+    free.set_loss(0, free.var(0)[0])  # linear: unbounded below
+    sol = gm.solve_exact(free, raise_on_failure=False)
+    assert sol.status.startswith("unbounded") and "unbounded" in sol.info["error"]
+    with pytest.raises(gm.ParameterError, match="raise_on_failure"):
+        free.solve_exact(raise_on_failure="no")
