@@ -6,10 +6,19 @@ penalties and constraints (or any CVXPY expression), and solve it exactly with
 :func:`solve_primal_dual` and :func:`certify` are the other engines.  Every result derives from
 :class:`Result` (``weight``, ``flow``, ``status``, ``success``, ``timings``, ``to_dict``).
 Conventions and errata: ``docs/conventions.md``.
+
+The names below are loaded on first use (PEP 562): ``import gtvmodel`` itself imports only the
+exceptions, so the command line starts in milliseconds for ``--help`` and ``--version``;
+``gtvmodel.GTVModel`` and the others import CVXPY and the engines the first time they are
+read.  ``_EXPORTS`` maps each public name to its module (``tests/test_layout.py`` reads it as
+the package's imports).
 """
 
-from .certificates.certificate import Certificate, certify
-from .declaration import ModelDeclaration, ModelStructure
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
 from .errors import (
     AccuracyWarning,
     ConstraintError,
@@ -26,38 +35,76 @@ from .errors import (
     UnknownNodeError,
     UnsupportedError,
 )
-from .graph import EmpiricalGraph
-from .model import GTVModel
-from .primal_dual import PrimalDualResult, ResidualBalancing, solve_primal_dual
-from .results import Result
-from .solution import Solution
-from .solve import conic
-from .solve.dual import DualSolution, solve_dual
-from .solve.exact import solve_exact
-from .terms.constraints import Box, Constraint, NonNeg, NormBall, SymbolicConstraint
-from .terms.losses import (
-    AbsoluteLoss,
-    HingeLoss,
-    HuberLoss,
-    LogisticLoss,
-    Loss,
-    QuadraticLoss,
-    SquaredLoss,
-    SymbolicLoss,
-    ZeroLoss,
-)
-from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
-from .terms.softmax import SoftmaxLoss
-from .theory import (
-    ClusterReport,
-    RecoveryReport,
-    check_well_connected,
-    cluster_graph,
-    consensus_threshold,
-    verify_recovery,
-)
 
 __version__ = "0.1.0"
+
+#: public name -> the module defining it (a module itself where the name is one)
+_EXPORTS: dict[str, str] = {
+    "Certificate": "gtvmodel.certificates.certificate",
+    "certify": "gtvmodel.certificates.certificate",
+    "ModelDeclaration": "gtvmodel.declaration",
+    "ModelStructure": "gtvmodel.declaration",
+    "EmpiricalGraph": "gtvmodel.graph",
+    "GTVModel": "gtvmodel.model",
+    "PrimalDualResult": "gtvmodel.primal_dual",
+    "ResidualBalancing": "gtvmodel.primal_dual",
+    "solve_primal_dual": "gtvmodel.primal_dual",
+    "Result": "gtvmodel.results",
+    "Solution": "gtvmodel.solution",
+    "DualSolution": "gtvmodel.solve.dual",
+    "solve_dual": "gtvmodel.solve.dual",
+    "solve_exact": "gtvmodel.solve.exact",
+    "Box": "gtvmodel.terms.constraints",
+    "Constraint": "gtvmodel.terms.constraints",
+    "NonNeg": "gtvmodel.terms.constraints",
+    "NormBall": "gtvmodel.terms.constraints",
+    "SymbolicConstraint": "gtvmodel.terms.constraints",
+    "AbsoluteLoss": "gtvmodel.terms.losses",
+    "HingeLoss": "gtvmodel.terms.losses",
+    "HuberLoss": "gtvmodel.terms.losses",
+    "LogisticLoss": "gtvmodel.terms.losses",
+    "Loss": "gtvmodel.terms.losses",
+    "QuadraticLoss": "gtvmodel.terms.losses",
+    "SquaredLoss": "gtvmodel.terms.losses",
+    "SymbolicLoss": "gtvmodel.terms.losses",
+    "ZeroLoss": "gtvmodel.terms.losses",
+    "Norm1": "gtvmodel.terms.penalties",
+    "Norm2": "gtvmodel.terms.penalties",
+    "NormInf": "gtvmodel.terms.penalties",
+    "NormP": "gtvmodel.terms.penalties",
+    "Penalty": "gtvmodel.terms.penalties",
+    "QuadForm": "gtvmodel.terms.penalties",
+    "SquaredNorm2": "gtvmodel.terms.penalties",
+    "SoftmaxLoss": "gtvmodel.terms.softmax",
+    "ClusterReport": "gtvmodel.theory",
+    "RecoveryReport": "gtvmodel.theory",
+    "check_well_connected": "gtvmodel.theory",
+    "cluster_graph": "gtvmodel.theory",
+    "consensus_threshold": "gtvmodel.theory",
+    "verify_recovery": "gtvmodel.theory",
+    "conic": "gtvmodel.solve.conic",  # a module
+}
+
+_SUBPACKAGES = frozenset({"certificates", "datasets", "io", "plot", "primal_dual", "solve",
+                          "terms", "theory"})
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name (or a subpackage: ``gtvmodel.theory``) on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        if name in _SUBPACKAGES:
+            return import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mod = import_module(module)
+    value = mod if module.endswith(f".{name}") else getattr(mod, name)
+    globals()[name] = value  # later reads skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBPACKAGES)
+
 
 __all__ = [
     "GTVModel",

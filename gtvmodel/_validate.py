@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cvxpy as cp
 import numpy as np
 
 from .errors import ConstraintError, DataError, GTVError, LossError, ParameterError
+
+if TYPE_CHECKING:  # annotations only: the command line's --help must not load CVXPY
+    import cvxpy as cp
 
 _BOUNDARIES = ("both", "left", "right", "neither")
 #: Types converted by ``float()`` exactly and without ABC checks (bool excluded).
@@ -196,7 +198,9 @@ def check_own_variable(item: cp.Expression | cp.Constraint, variable: cp.Variabl
     """A symbolic loss ``L_i`` (a CVXPY expression) or constraint (``w_i in C_i``) must be
     stated in the node's own variable ``w_i`` only; :class:`LossError`, resp.
     :class:`ConstraintError`, naming the node and the foreign variables otherwise."""
-    is_con = isinstance(item, cp.constraints.constraint.Constraint)
+    import cvxpy  # loaded already (item is a CVXPY object); not at the top, see above
+
+    is_con = isinstance(item, cvxpy.constraints.constraint.Constraint)
     error, what = (ConstraintError, "constraint") if is_con else (LossError, "loss")
     foreign = [v for v in item.variables() if v.id != variable.id]
     if foreign:

@@ -20,8 +20,9 @@ edge's first node ``model.edges[e][0]`` to its second), and ``--json`` (with ``-
 carries ``"probable_flow_sign_flip": true`` (``false`` otherwise); without ``--flows`` it is
 exactly :meth:`Certificate.to_dict`.
 
-Start-up: the command imports the package (``import gtvmodel``: CVXPY, SciPy, networkx, about
-1 s); it does not import matplotlib.
+Start-up: ``--help`` and ``--version`` import only the exceptions and numpy (the package's
+names load on first use); ``certify`` imports the engines (CVXPY, SciPy, networkx: about 1 s).
+Matplotlib is never imported.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from importlib import import_module
 
 from . import __version__
 from ._validate import check_scalar
 from .errors import GTVError, ParameterError, SolverError
-from .io import load_flows, load_model, load_weights
 
 __all__ = ["main"]
 
@@ -125,10 +126,14 @@ def _certify(args: argparse.Namespace) -> int:
                             ("--radius", args.radius, False)):
         if v is not None:
             _bounded(v, name, strict)
-    model = load_model(args.problem)
+    # the engines (CVXPY, SciPy, ...) are imported only by the command that needs them, so
+    # that --help and --version start in milliseconds (tests/test_layout.py allows this one
+    # deferred import)
+    io = import_module("gtvmodel.io")
+    model = io.load_model(args.problem)
     text = {"skip_header": args.skip_header, "index_col": args.index_col}
-    W = load_weights(args.weights, model, **text)
-    U = load_flows(args.flows, model, **text) if args.flows else None
+    W = io.load_weights(args.weights, model, **text)
+    U = io.load_flows(args.flows, model, **text) if args.flows else None
     options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius}
     cert = model.certify(W, U, **options)
     ok = cert.success  # certified at --tol (the tol given to certify)
