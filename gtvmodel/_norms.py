@@ -4,7 +4,7 @@
 (or the dual exponent ``q = p / (p - 1)`` of a ``p`` near 1, e.g. ``q = 10001`` for
 ``p = 1.0001``) the powers underflow to 0 or overflow to inf, and so do squares of entries
 beyond ``1e154`` for ``p = 2``.  :func:`norm_rows` scales each row by its largest magnitude
-``m`` (MATH.md §8)::
+``m`` (docs/conventions.md)::
 
     ||v||_p = m (sum_j (|v_j| / m)^p)^(1/p),      m = max_j |v_j|,
 

@@ -1,6 +1,6 @@
 """The empirical graph: node order, edge orientation, weights and the incidence matrix D.
 
-Conventions (MATH.md §1): node ``i`` is position ``i`` in ``list(G.nodes)``; an undirected
+Conventions (docs/conventions.md): node ``i`` is position ``i`` in ``list(G.nodes)``; an undirected
 edge ``e = {i, j}`` is oriented head ``e+ = min(i, j)``, tail ``e- = max(i, j)`` (positions);
 its weight ``A_e`` is the edge attribute named by ``weight`` (``"weight"`` unless the model
 says otherwise, as in networkx; 1 where an edge lacks it, every ``A_e = 1`` for

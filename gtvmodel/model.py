@@ -57,7 +57,7 @@ class GTVModel(ModelDeclaration):
     (True, 0.875)
 
     ``lambda`` can change without recompiling anything; above the consensus threshold
-    ``lambda_crit`` (MATH.md §5) every node agrees:
+    ``lambda_crit`` (docs/conventions.md) every node agrees:
 
     >>> model.lam = 3.0  # lambda_crit = 2 here
     >>> np.allclose(model.solve_exact().weights, 0.0, atol=1e-6)

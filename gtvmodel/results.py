@@ -10,7 +10,7 @@ words:
 
 ``weights`` ``(n, d)`` / ``flows`` ``(|E|, d)``
     Arrays in model order (rows follow ``model.nodes`` resp. the oriented edges ``(e+, e-)``
-    of MATH.md), where the result has them.
+    of docs/conventions.md), where the result has them.
 :meth:`Result.weight` / :meth:`Result.flow`
     One row by label in O(1) (a label -> position dict built once per result, on the first
     lookup).  ``flow((a, b))`` accepts an edge in either orientation: with ``e = (e+, e-)``

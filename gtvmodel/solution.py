@@ -23,7 +23,7 @@ class Solution(Result):
         ``w_i`` in ``model.nodes`` order (None only for a failed solve returned with
         ``raise_on_failure=False``; then ``status`` says why and ``info["error"]`` how).
     flows : ndarray (|E|, d)
-        Edge flows ``u_e`` (the dual variables of ``z = D w``) with MATH.md's sign:
+        Edge flows ``u_e`` (the dual variables of ``z = D w``) with docs/conventions.md's sign:
         ``-(D^T u)_i in dL_i(w_i)`` and ``u_e in lambda A_e dphi(w_{e+} - w_{e-})``.
     objective : float
         The primal objective ``P(w)`` as the solver reports it.

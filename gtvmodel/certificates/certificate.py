@@ -6,7 +6,7 @@ dual-feasible ``U'``, so ``gap = P(W) - D(U')`` bounds the suboptimality ``P(W) 
 losses, one small cached CVXPY problem for the others) and reports how it got there.
 
 **Dual value.**  ``D(U) = -sum_i h_i*(s_i) - sum_e lambda A_e phi*(u_e/(lambda A_e))`` with
-``s = -D^T U`` and ``h_i = L_i + eta_i||.||_1 + kappa_i||.||^2 + iota_{C_i}`` (MATH.md §3).
+``s = -D^T U`` and ``h_i = L_i + eta_i||.||_1 + kappa_i||.||^2 + iota_{C_i}`` (docs/conventions.md).
 Every node conjugate is evaluated as an *upper bound* (a feasible point of the infimal
 convolution that defines it), so the computed ``D`` never exceeds the true one:
 
@@ -24,9 +24,9 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
   :func:`gtvmodel.solve.conic.stacked_conjugates`, plus its stated solver tolerance (node by
   node where it fails).
 
-**Residuals and the radii R_i** (MATH.md §8).  Where ``s_i`` lies (numerically) just outside
-the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in floating
-point leaves a residual), the part ``rho_i`` outside it is charged
+**Residuals and the radii R_i** (docs/conventions.md).  Where ``s_i`` lies (numerically) just
+outside the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in
+floating point leaves a residual), the part ``rho_i`` outside it is charged
 (:func:`~gtvmodel.certificates.value.residual_charge`):
 
 - an entry that is *rounding-level* (within the bound of the rounding error made in computing

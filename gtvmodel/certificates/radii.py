@@ -1,5 +1,5 @@
-"""Certified radii ``R_i`` (MATH.md §8): per-node bounds on ``||w*_i||_inf`` from the level set
-``P(w*) <= P(W)``, anchored at coercive nodes and propagated along edges."""
+"""Certified radii ``R_i`` (docs/conventions.md): per-node bounds on ``||w*_i||_inf`` from the
+level set ``P(w*) <= P(W)``, anchored at coercive nodes and propagated along edges."""
 
 
 from __future__ import annotations
@@ -133,8 +133,9 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
     return low, tau
 
 def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
-    """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*`` (MATH.md
-    §8: residual charges need them), from the level set ``P(w*) <= upper`` (``upper >= P*``).
+    """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*``
+    (docs/conventions.md: residual charges need them), from the level set ``P(w*) <= upper``
+    (``upper >= P*``).
 
     Every node term is bounded below (:func:`_loss_lower_bounds`, penalties are ``>= 0``), so
     at a minimizer ``h_i(w*_i) <= B_i = upper - sum_{j != i} l_j + tau`` and each edge term

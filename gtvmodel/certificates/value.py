@@ -35,8 +35,8 @@ def _part_magnitude(part: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def residual_charge(radii: Any, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarray
             ) -> np.ndarray:
-    """Residual charges per node (MATH.md §8), entry by entry of ``|rho_i|`` plus its rounding
-    bound ``rnd_i``:
+    """Residual charges per node (docs/conventions.md), entry by entry of ``|rho_i|`` plus its
+    rounding bound ``rnd_i``:
 
     - a *rounding-level* entry (``|rho_ij| <= rnd_ij``: the computed residual is within the
       error of computing it, so the split may be exact) is floating-point noise, charged to

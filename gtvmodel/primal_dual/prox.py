@@ -21,10 +21,10 @@ are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes 
   one PU per node; ``batch=False`` gives one problem per node instead (what a node would run
   on its own device);
 * :class:`IsolatedGroup` -- nodes without edges (``deg = 0``) are uncoupled: their weights are
-  ``argmin L_i`` over ``C_i`` (MATH.md §4), computed once.
+  ``argmin L_i`` over ``C_i`` (docs/conventions.md), computed once.
 
-**Inexactness schedule of the CVXPY path** (MATH.md §4: errors must be summable).  Iteration
-``k`` solves with Clarabel tolerances ``eps_k = max(eps_min, eps_0 / (k + 1)^2.5)``
+**Inexactness schedule of the CVXPY path** (docs/conventions.md: errors must be summable).
+Iteration ``k`` solves with Clarabel tolerances ``eps_k = max(eps_min, eps_0 / (k + 1)^2.5)``
 (``tol_gap_abs = tol_gap_rel = eps_k``, ``tol_feas = eps_k / 10``, ``tol_ktratio =
 min(1e-6, eps_k)``) with ``eps_0 = 1e-4``, ``eps_min = 1e-13``.  The prox objective is
 ``1/tau_i``-strongly convex, so an objective error ``eps`` moves the point by at most
@@ -381,7 +381,7 @@ class _DirectClarabel:
 
 @dataclass
 class IsolatedGroup(NodeGroup):
-    """Nodes with ``deg(i) = 0``: ``w_i = argmin_{C_i} L_i``, solved once (MATH.md §4).
+    """Nodes with ``deg(i) = 0``: ``w_i = argmin_{C_i} L_i``, solved once (docs/conventions.md).
 
     If the minimum is not attained (e.g. a loss unbounded below) the solver's status is raised
     as :class:`SolverError` naming the nodes.  A minimizer that is not unique (e.g. a zero loss)

@@ -1,4 +1,4 @@
-"""Automatic conjugation of symbolic node losses (MATH.md §3, last paragraph).
+"""Automatic conjugation of symbolic node losses (docs/conventions.md, last paragraph).
 
 A node whose loss is an arbitrary DCP expression, or that carries symbolic constraints (a
 *conic node*), has no closed-form conjugate.  Its term ``-(L_i + iota_{C_i})^*(s_i)`` of the dual
@@ -643,9 +643,9 @@ def conic_weights(model: ModelDeclaration, nodes: list[int], constraints: list[c
     ``Maximize(concave + ...)`` problem as those of the equivalent minimization, so the same
     sign holds there (both tested); ``w_k = x[x_cols]``.  At an optimal pair
     ``w_k`` minimizes ``L_k(x) - s_k^T x`` over ``C_k``, i.e. ``s_k in d(L_k + iota_{C_k})(w_k)``
-    (MATH.md (23)).  Returns None if the solver gave no multiplier or a node's loss does not
-    involve its variable (its weight is then not determined by its own term).  The weights are
-    as accurate as the solve; callers should verify them (``P(w)`` against the dual value).
+    (docs/conventions.md (23)).  Returns None if the solver gave no multiplier or a node's loss
+    does not involve its variable (its weight is then not determined by its own term).  The weights
+    are as accurate as the solve; callers should verify them (``P(w)`` against the dual value).
     """
     nodes = [_check_position(model, i) for i in nodes]
     if not nodes:

@@ -4,8 +4,8 @@
         - sum_i h_i*( s_i )  -  sum_e lambda A_e phi*( u_e / (lambda A_e) ),   s = -D^T U   (24)
 
 with ``h_i = L_i + eta_i ||.||_1 + kappa_i ||.||^2 + iota_{C_i}`` the node's loss, regularizers
-and constraints (MATH.md §3).  Every ``h_i*`` is an infimal convolution, written out with split
-variables so that the whole problem stays one vectorized convex program:
+and constraints (docs/conventions.md).  Every ``h_i*`` is an infimal convolution, written out with
+split variables so that the whole problem stays one vectorized convex program:
 
     s_i = X_i^T (v_i / m_i)  [data-fit rows]  +  s_quad,i  [QuadraticLoss]
           + s_l1,i  [||s_l1||_inf <= eta_i]  +  s_l2,i  [cost ||s_l2||^2 / (4 kappa_i)]
@@ -70,8 +70,8 @@ class DualSolution(Result):
     Attributes
     ----------
     flows : ndarray (|E|, d)
-        Edge flows ``u_e`` in ``model.edges`` order (MATH.md's sign convention, the same as
-        :attr:`gtvmodel.solution.Solution.flows`).
+        Edge flows ``u_e`` in ``model.edges`` order (docs/conventions.md's sign convention, the
+        same as :attr:`gtvmodel.solution.Solution.flows`).
     objective : float
         The dual value ``D(u)`` as the solver reports it.
     status, solver : str
@@ -106,8 +106,8 @@ def node_conjugate_parts(model: ModelDeclaration, nodes: np.ndarray) -> list[Nod
     """The split variables of ``sum_{i in nodes} h_i*(s_i)`` for library nodes, vectorized.
 
     ``h_i* = L_i* [] (eta_i ||.||_1)* [] (kappa_i ||.||^2)* [] sigma_{C_i}`` (infimal
-    convolution, MATH.md §3): one part per loss class (:meth:`LossBatch.dual_part`), then the
-    regularizers (the box ``||s||_inf <= eta_i``, the cost ``||s||^2 / (4 kappa_i)``) and the
+    convolution, docs/conventions.md): one part per loss class (:meth:`LossBatch.dual_part`), then
+    the regularizers (the box ``||s||_inf <= eta_i``, the cost ``||s||^2 / (4 kappa_i)``) and the
     support functions ``sigma_C`` of the constraints (box, nonnegativity, norm balls).  Row
     ``k`` of every contribution belongs to ``nodes[k]``.  Minimizing the summed costs subject
     to the constraints and ``sum(contrib) = S`` equals ``sum_k h_{nodes[k]}*(S_k)`` (24).

@@ -167,8 +167,8 @@ def _solve(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
 
 @dataclass
 class _Answer:
-    """The answer kept so far: weights, flows (MATH.md's sign), status, objective of (16),
-    its certificate (34) and the summed compile and solver seconds."""
+    """The answer kept so far: weights, flows (docs/conventions.md's sign), status, objective of
+    (16), its certificate (34) and the summed compile and solver seconds."""
 
     W: np.ndarray
     U: np.ndarray
@@ -311,7 +311,7 @@ def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U
 
 def _read(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> tuple[np.ndarray,
           np.ndarray]:
-    """Weights and flows (MATH.md's sign) of the last solve, checked finite."""
+    """Weights and flows (docs/conventions.md's sign) of the last solve, checked finite."""
     status = compiled.problem.status
     if compiled.W.value is None and status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and all(
             v.id != compiled.W.id for v in compiled.problem.variables()):

@@ -119,7 +119,7 @@ class Constraint:
 class Box(Constraint):
     """``lo <= w <= hi`` entrywise; ``lo``/``hi`` scalars or ``(d,)`` vectors, ``+-inf`` allowed.
 
-    Support function (the conjugate of ``iota_C`` in the dual (24), MATH.md §3):
+    Support function (the conjugate of ``iota_C`` in the dual (24), docs/conventions.md):
     ``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)``.
 
     Examples
@@ -227,8 +227,9 @@ class Box(Constraint):
         return np.minimum(np.maximum(W, lo), hi)
 
     def support(self, s):
-        """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (MATH.md §3), ``+inf`` where an infinite
-        bound meets a coefficient of the wrong sign; one value per row of a ``(k, d)`` stack."""
+        """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (docs/conventions.md), ``+inf`` where an
+        infinite bound meets a coefficient of the wrong sign; one value per row of a ``(k, d)``
+        stack."""
         s = np.asarray(s, dtype=float)
         lo, hi = self.bounds(s.shape[-1])
         out = Box.support_rows(np.atleast_2d(s), lo, hi)
@@ -301,7 +302,7 @@ class Box(Constraint):
 class NonNeg(ParameterFree, Constraint):
     """``w >= 0`` entrywise (file spec ``{"kind": "nonneg"}``).
 
-    Support function ``sigma_C(s) = iota{s <= 0}`` (MATH.md §3).
+    Support function ``sigma_C(s) = iota{s <= 0}`` (docs/conventions.md).
 
     Examples
     --------
@@ -445,7 +446,7 @@ class NormBall(Constraint):
 
         The norm is the stable one of :mod:`gtvmodel._norms` raised by its rounding bound
         (:func:`~gtvmodel._norms.norm_rows_upper`) and the product is rounded up: a conjugate
-        that enters a dual value must never be under-estimated (MATH.md §8)."""
+        that enters a dual value must never be under-estimated (docs/conventions.md)."""
         s = np.asarray(s, dtype=float)
         S = np.atleast_2d(s)
         out = mul_up(self.radius, norm_rows_upper(S, self.q))

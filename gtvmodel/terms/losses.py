@@ -199,7 +199,7 @@ class Loss(ABC):
     # ------------------------------------------------------ conjugate (issue 3)
     def conjugate(self, s: Any) -> float:
         """The convex conjugate ``h*(s) = sup_w s^T w - h(w)`` of ``h = L + eta||.||_1 +
-        kappa||.||^2`` (MATH.md §3 tables), ``+inf`` outside its domain.
+        kappa||.||^2`` (docs/conventions.md tables), ``+inf`` outside its domain.
 
         The regularizers enter by infimal convolution, ``h* = L* [] iota{||.||_inf <= eta} []
         ||.||^2/(4 kappa)``.  Closed forms (zero, quadratic, squared loss without ``l1``) are
@@ -380,7 +380,7 @@ class DataFitLoss(Loss):
         """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
         raise UnsupportedError("row loss is not twice differentiable")
 
-    # --- the row conjugate ell*(v) (MATH.md §3 table, unscaled row loss), one place each
+    # --- the row conjugate ell*(v) (docs/conventions.md table, unscaled row loss), one place each
     @staticmethod
     @abstractmethod
     def _ell_conj(v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
@@ -427,7 +427,7 @@ class DataFitLoss(Loss):
         """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
 
         The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
-        (``mu_r = v_r / m`` in MATH.md's table)."""
+        (``mu_r = v_r / m`` in docs/conventions.md's table)."""
         lo, hi = cls._ell_conj_bounds(y, p)
         out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
         return np.where((v < lo) | (v > hi), np.inf, out)
@@ -483,15 +483,15 @@ class SquaredLoss(DataFitLoss):
 
     Conjugate (without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``, ``q = X^T y / m``,
     ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa)) - ||y||^2 / m``, finite
-    iff ``s in range(X^T)`` when ``kappa = 0`` (MATH.md §3/§4).  It is *evaluated* in the
+    iff ``s in range(X^T)`` when ``kappa = 0`` (docs/conventions.md/§4).  It is *evaluated* in the
     sample form (:func:`datafit_conjugate_split` at the maximizer of
     :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
-    finite term and under-estimate the conjugate (MATH.md §8).
+    finite term and under-estimate the conjugate (docs/conventions.md).
 
     Examples
     --------
-    ``L(w)``, ``grad L(w)``, the conjugate ``L*(s)`` (MATH.md §3) and the node update PU (32)
-    ``prox_{tau L}(v)`` at small arrays:
+    ``L(w)``, ``grad L(w)``, the conjugate ``L*(s)`` (docs/conventions.md) and the node update PU
+    (32) ``prox_{tau L}(v)`` at small arrays:
 
     >>> import numpy as np, gtvmodel as gm
     >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
@@ -694,7 +694,7 @@ class HingeLoss(DataFitLoss):
 class AbsoluteLoss(DataFitLoss):
     """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth).
 
-    Conjugate (MATH.md §3): ``L*(s) = min { sum_r mu_r y_r : X^T mu = s, |mu_r| <= 1/m }``.
+    Conjugate (docs/conventions.md): ``L*(s) = min { sum_r mu_r y_r : X^T mu = s, |mu_r| <= 1/m }``.
 
     Examples
     --------
@@ -832,7 +832,7 @@ class ZeroLoss(Loss):
     """``L(w) = 0``: a node without local data (only its neighbours and regularizers inform it).
 
     Its conjugate is ``iota{s = 0}``; with ``l2 = kappa`` it is ``||s||^2 / (4 kappa)``
-    (MATH.md §3).
+    (docs/conventions.md).
 
     Examples
     --------
@@ -892,7 +892,8 @@ class ZeroLoss(Loss):
 class QuadraticLoss(Loss):
     """Convex clustering loss ``L(w) = ||w - a||^2`` (Hessian ``2 I``).
 
-    Conjugate ``L*(s) = s^T a + ||s||^2 / 4`` (MATH.md §3); prox ``(v + 2 tau a) / (1 + 2 tau)``.
+    Conjugate ``L*(s) = s^T a + ||s||^2 / 4`` (docs/conventions.md); prox ``(v + 2 tau a) / (1 + 2
+    tau)``.
 
     Examples
     --------
@@ -971,7 +972,7 @@ class SymbolicLoss(Loss):
     Created by :meth:`gtvmodel.GTVModel.set_loss`; ``variable`` is the node's ``cp.Variable``.
     Numeric evaluation assigns ``variable.value`` and reads the expression's value.  Its
     conjugate has no formula: the dual and the certificate derive it from CVXPY's conic form
-    (:mod:`gtvmodel.solve.conic`, MATH.md §3).
+    (:mod:`gtvmodel.solve.conic`, docs/conventions.md).
 
     Examples
     --------
@@ -1024,7 +1025,7 @@ class SymbolicLoss(Loss):
 
     def domain_constraints(self) -> list[cp.Constraint]:
         """The expression's CVXPY domain (``expr.domain``): the loss is ``+inf`` outside it
-        (MATH.md §8)."""
+        (docs/conventions.md)."""
         return list(self.expr.domain)
 
     def _prox_variable(self, d: int) -> cp.Variable:
@@ -1076,7 +1077,8 @@ def zero_conjugate_rows(eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
 
 
 def quadratic_conjugate_cvx(S: cp.Expression, a: np.ndarray) -> cp.Expression:
-    """``sum_k S_k^T a_k + ||S_k||^2 / 4``: the conjugate of ``||w - a||^2`` (MATH.md §3)."""
+    """``sum_k S_k^T a_k + ||S_k||^2 / 4``: the conjugate of ``||w - a||^2``
+    (docs/conventions.md)."""
     return cp.sum(cp.multiply(S, a)) + 0.25 * cp.sum_squares(S)
 
 
@@ -1133,11 +1135,11 @@ def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray
 
     With the row duals ``v_r = ell'(x_r^T w_k)`` (always in the domain of ``ell*``) the
     infimal convolution ``h*(s) = min { sum_r c_r ell*(v_r) + ||s_2||^2/(4 kappa) :
-    sum_r c_r v_r x_r + s_2 = s }`` (MATH.md §3, ``c_r = 1/m``) is evaluated *exactly* at
+    sum_r c_r v_r x_r + s_2 = s }`` (docs/conventions.md, ``c_r = 1/m``) is evaluated *exactly* at
     the feasible split ``s_2 = s - X^T(c v)`` when ``kappa > 0`` (``s_2 = 0`` otherwise).
     Whatever ``W`` is, the value is an upper bound of the conjugate at ``s - rho``; the
     residual ``rho`` (zero up to rounding when ``kappa > 0``) must be charged by the caller
-    (MATH.md §8: the sample form is sound however ill-conditioned ``X`` is -- no
+    (docs/conventions.md: the sample form is sound however ill-conditioned ``X`` is -- no
     eigen-direction is ever declared null).
 
     Rows are ``X`` (``(M, d)``) with labels ``y``, row parameters ``p``, weights ``c`` and
@@ -1583,7 +1585,7 @@ class QuadraticBatch(LossBatch):
 
     def dual_part(self, inset, row_of, k):
         """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
-        (MATH.md §3) for the nodes with ``inset``."""
+        (docs/conventions.md) for the nodes with ``inset``."""
         sel = np.flatnonzero(inset[self.nodes])
         if sel.size == 0:
             return None
@@ -1754,7 +1756,7 @@ class DataFitBatch(SampleBatch):
     # --- conjugates
     def dual_part(self, inset, row_of, k):
         """Stacked row duals ``v``: ``s_i += X_i^T v_i / m_i`` with cost ``sum_r c_r
-        ell*(v_r)`` (MATH.md §3)."""
+        ell*(v_r)`` (docs/conventions.md)."""
         rows = np.flatnonzero(inset[self.row_node])
         if rows.size == 0:
             return None
@@ -1808,7 +1810,7 @@ class SquaredBatch(DataFitBatch):
         return data
 
     def _prox(self, V, tau, W0):
-        """(69) with the ``1/m`` (MATH.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
+        """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
         Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q``."""
         M, b = self._squared_operator(tau)
         return np.einsum("kij,kj->ki", M, V + b)

@@ -93,7 +93,7 @@ class Penalty:
         ``g_e = lambda A_e phi`` (``lamA`` holds ``lambda A_e``, shape ``(|E|,)``), ``sigma``
         the dual steps ``sigma_e`` (scalar or ``(|E|,)``, ``> 0``).  The base class uses
         Moreau's identity ``prox_{sigma g*}(v) = v - sigma prox_{g/sigma}(v/sigma)`` with
-        :meth:`prox_rows`; penalties with a closed form (MATH.md §3 table) override it.
+        :meth:`prox_rows`; penalties with a closed form (docs/conventions.md table) override it.
         """
         V = np.atleast_2d(np.asarray(V, dtype=float))
         s = np.broadcast_to(np.asarray(sigma, dtype=float), (V.shape[0],))
@@ -485,8 +485,8 @@ class SquaredNorm2(ParameterFree, Penalty):
         return V / (1.0 + t)[:, None]
 
     def dual_update(self, V, sigma, lamA):
-        """DU (33): ``v / (1 + sigma/(lambda A)) = v lambda A / (lambda A + sigma)`` (MATH.md §3;
-        ``0`` when ``lambda A = 0``)."""
+        """DU (33): ``v / (1 + sigma/(lambda A)) = v lambda A / (lambda A + sigma)``
+        (docs/conventions.md; ``0`` when ``lambda A = 0``)."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))
         la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))
@@ -502,7 +502,7 @@ class QuadForm(Penalty):
 
     The CVXPY form uses the Cholesky factor ``Q = L L^T``: ``v^T Q v = ||L^T v||^2``.
     Scaled conjugate ``u^T Q^{-1} u / (2 lambda A)``; DU (33) is
-    ``(I + (sigma / (lambda A)) Q^{-1})^{-1} v`` (MATH.md §3).
+    ``(I + (sigma / (lambda A)) Q^{-1})^{-1} v`` (docs/conventions.md).
 
     Examples
     --------
@@ -611,8 +611,9 @@ class QuadForm(Penalty):
         return ((V @ B) / (1.0 + t[:, None] * ev[None, :])) @ B.T
 
     def dual_update(self, V, sigma, lamA):
-        """DU (33): ``(I + (sigma/(lambda A)) Q^{-1})^{-1} v`` (MATH.md §3), i.e. the factor
-        ``lambda A q_k / (lambda A q_k + sigma)`` on the eigenvector of eigenvalue ``q_k``."""
+        """DU (33): ``(I + (sigma/(lambda A)) Q^{-1})^{-1} v`` (docs/conventions.md), i.e. the
+        factor ``lambda A q_k / (lambda A q_k + sigma)`` on the eigenvector of eigenvalue
+        ``q_k``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))[:, None]
         la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))[:, None]

@@ -8,7 +8,7 @@ A node holds samples ``x_r in R^p`` with class labels ``y_r in {0, ..., K-1}``; 
 **Conjugate.**  The row loss ``f(z) = logsumexp(z) - z_y`` on ``z in R^K`` has ``f*(v) =
 lse*(v + e_y)`` with ``lse*(p) = sum_k p_k log p_k`` on the probability simplex (``+inf`` off
 it).  The mean over rows ``z_r = W^T x_r`` gives (infimal convolution over the rows, as for the
-scalar data-fit losses of MATH.md §3, ``c_r = 1/m``)
+scalar data-fit losses of docs/conventions.md, ``c_r = 1/m``)
 
     L*(S) = min { sum_r c_r sum_k P_rk log P_rk :  P >= 0,  P 1 = 1,  X^T (P - Y) c = S },
 

@@ -2,8 +2,8 @@
 
 Given a partition ``P = {C_1, ..., C_k}`` of the nodes, this module computes the constants of
 Theorem 2 from the model's own loss objects and penalty, decides Definition 1 (well-connected
-clusters, (35), with the factor 2 its proof needs, MATH.md §5) by max-flow / min-cut, finds the
-smallest ``lambda`` above which it holds, builds the cluster graph (45)-(46), computes the
+clusters, (35), with the factor 2 its proof needs, docs/conventions.md) by max-flow / min-cut,
+finds the smallest ``lambda`` above which it holds, builds the cluster graph (45)-(46), computes the
 consensus threshold ``lambda_crit`` and certifies recovery on a given instance exactly.
 
 Constants (``||.||`` the penalty norm ``phi = ||.||_p``, ``||.||_*`` its dual norm ``||.||_q``):

@@ -1,5 +1,5 @@
-"""The consensus threshold ``lambda_crit`` (MATH.md §5): the smallest ``lambda`` at which the
-pooled minimizer on every node is optimal for (16), and the minimum-congestion flow problem
+"""The consensus threshold ``lambda_crit`` (docs/conventions.md): the smallest ``lambda`` at which
+the pooled minimizer on every node is optimal for (16), and the minimum-congestion flow problem
 behind it (optimality condition (28))."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
 
     ``w_bar = argmin sum_i L_i`` (pooled).  By the optimality conditions (28), ``w_i = w_bar``
     is optimal at ``lam`` iff a flow exists with ``(D^T u)_i = -grad L_i(w_bar)`` and
-    ``||u_e||_* <= lam A_e``, hence (MATH.md §5)
+    ``||u_e||_* <= lam A_e``, hence (docs/conventions.md)
 
         lambda_crit = min_u max_e ||u_e||_* / A_e   subject to   D^T u = -grad L(w_bar).
 

@@ -1,7 +1,7 @@
 """The constants of Theorem 2 of paper 001 (Section V, Appendix A), vectorized over nodes.
 
 ``alpha_C`` (13), ``beta_i`` (12), ``w_bar_C = argmin f_C`` (9), ``delta_i`` (11), ``|dC|`` and
-the norm factors ``kappa_p``, ``rho`` of a non-Euclidean penalty (MATH.md §5)."""
+the norm factors ``kappa_p``, ``rho`` of a non-Euclidean penalty (docs/conventions.md)."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ __all__ = ["CONSTANT_FACTORS", "Constants", "check_scope", "norm_factors", "theo
            "check_lam"]
 
 #: The factor ``c`` of the curvature term ``c rho beta_i |dC| / alpha_C`` in the budgets:
-#: 2 as MATH.md §5 corrects Definition 1, 1 as printed in (35).
+#: 2 as docs/conventions.md corrects Definition 1, 1 as printed in (35).
 CONSTANT_FACTORS = {"corrected": 2.0, "printed": 1.0}
 
 
 @dataclass
 class Constants:
-    """The constants of Theorem 2 for one partition (MATH.md §5).
+    """The constants of Theorem 2 for one partition (docs/conventions.md).
 
     ``alpha`` ``(k,)``: strong-convexity moduli ``alpha_C`` of ``f_C`` (13); ``beta`` ``(n,)``:
     Lipschitz constants ``beta_i`` of ``grad L_i`` (12); ``delta`` ``(n,)``:
@@ -88,7 +88,7 @@ def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
 
     For the penalty ``phi = ||.||_p`` in dimension ``d``: ``kappa_p = d^max(0, 1/p - 1/2)``
     (deviation bound (37)) and ``rho = d^|1/p - 1/2|`` (the curvature term of the budgets);
-    both are 1 for :class:`~gtvmodel.terms.penalties.Norm2` (MATH.md §5).
+    both are 1 for :class:`~gtvmodel.terms.penalties.Norm2` (docs/conventions.md).
 
     Examples
     --------

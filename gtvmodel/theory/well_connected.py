@@ -1,5 +1,5 @@
 """Definition 1 of paper 001 (well-connected clusters, (35) with the factor 2 its proof needs,
-MATH.md §5), decided exactly by max-flow / min-cut for every cluster of a partition."""
+docs/conventions.md), decided exactly by max-flow / min-cut for every cluster of a partition."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     lam : float, optional
         ``lambda > 0`` of the budgets (default ``model.lam``).
     constant : {"corrected", "printed"}
-        ``"corrected"`` uses ``2 rho beta_i |dC| / alpha_C`` as MATH.md §5 (the proof's (53)
-        carried into (59)); ``"printed"`` the printed (35) without the 2, which is also
+        ``"corrected"`` uses ``2 rho beta_i |dC| / alpha_C`` as docs/conventions.md (the proof's
+        (53) carried into (59)); ``"printed"`` the printed (35) without the 2, which is also
         sufficient because strong monotonicity halves (53) (``docs/theory.md``).
     flow_func : callable, optional
         A networkx max-flow function, as networkx's own ``flow_func`` arguments take it
