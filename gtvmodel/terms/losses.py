@@ -483,7 +483,7 @@ class SquaredLoss(DataFitLoss):
 
     Conjugate (without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``, ``q = X^T y / m``,
     ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa)) - ||y||^2 / m``, finite
-    iff ``s in range(X^T)`` when ``kappa = 0`` (docs/conventions.md/§4).  It is *evaluated* in the
+    iff ``s in range(X^T)`` when ``kappa = 0`` (docs/conventions.md).  It is *evaluated* in the
     sample form (:func:`datafit_conjugate_split` at the maximizer of
     :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
     finite term and under-estimate the conjugate (docs/conventions.md).
