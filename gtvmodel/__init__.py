@@ -85,15 +85,15 @@ _EXPORTS: dict[str, str] = {
     "conic": "gtvmodel.solve.conic",  # a module
 }
 
-_SUBPACKAGES = frozenset({"certificates", "datasets", "io", "plot", "primal_dual", "solve",
+_SUBMODULES = frozenset({"certificates", "datasets", "io", "plot", "primal_dual", "solve",
                           "terms", "theory"})
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name (or a subpackage: ``gtvmodel.theory``) on first use (PEP 562)."""
+    """Load a public name (or a submodule: ``gtvmodel.theory``) on first use (PEP 562)."""
     module = _EXPORTS.get(name)
     if module is None:
-        if name in _SUBPACKAGES:
+        if name in _SUBMODULES:
             return import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     mod = import_module(module)
@@ -103,7 +103,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBPACKAGES)
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
 
 
 __all__ = [

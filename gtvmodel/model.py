@@ -27,22 +27,10 @@ __all__ = ["GTVModel"]
 
 
 class GTVModel(ModelDeclaration):
-    """A GTV minimization problem (16) over a ``networkx.Graph``.
-
-    Parameters
-    ----------
-    graph : networkx.Graph
-        The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
-    dim : int
-        Dimension ``d`` of every local parameter ``w_i``.
-    penalty : Penalty, default :class:`~gtvmodel.terms.penalties.Norm2`
-        The GTV penalty ``phi``.
-    lam : float, default 1.0
-        The GTV regularization strength ``lambda >= 0``.
-    weight : str or None, default "weight"
-        The edge attribute holding ``A_e``, as networkx functions take it
-        (``weight="similarity"``); an edge without it has ``A_e = 1``; ``None``: every
-        ``A_e = 1``.  The model stores the ``A_e`` themselves (files keep them).
+    """A GTV minimization problem (16) over a ``networkx.Graph``: the declaration of
+    :class:`~gtvmodel.declaration.ModelDeclaration` (same parameters: ``graph``, ``dim``,
+    ``penalty`` ``phi``, ``lam`` ``lambda``, ``weight`` the edge attribute of ``A_e``) plus
+    shortcut methods to the engines and to problem files.
 
     Examples
     --------

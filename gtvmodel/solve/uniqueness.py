@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
@@ -104,8 +105,8 @@ def uniqueness(model: ModelDeclaration) -> Uniqueness:
     free[st.constrained] = False
     free[st.conic] = False
     movable = np.bincount(groups, ~free, minlength=k) == 0  # groups of free nodes only
-    S = np.zeros((k,) + H.shape[1:])
-    np.add.at(S, groups, H)
+    member = sp.csr_matrix((np.ones(n), (groups, np.arange(n))), shape=(k, n))
+    S = np.asarray(member @ H.reshape(n, -1)).reshape((k,) + H.shape[1:])  # sum per group
     evs = np.linalg.eigvalsh(S)
     flat = movable & (evs[:, 0] <= SINGULAR * np.maximum(1.0, evs[:, -1]))
     if flat.any():
