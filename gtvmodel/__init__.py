@@ -40,6 +40,7 @@ __version__ = "0.1.0"
 
 #: public name -> the module defining it (a module itself where the name is one)
 _EXPORTS: dict[str, str] = {
+    "BaselineResult": "gtvmodel.baselines.result",
     "Certificate": "gtvmodel.certificates.certificate",
     "certify": "gtvmodel.certificates.certificate",
     "ModelDeclaration": "gtvmodel.declaration",
@@ -85,8 +86,8 @@ _EXPORTS: dict[str, str] = {
     "conic": "gtvmodel.solve.conic",  # a module
 }
 
-_SUBMODULES = frozenset({"certificates", "datasets", "io", "plot", "primal_dual", "solve",
-                          "terms", "theory"})
+_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "io", "plot",
+                          "primal_dual", "solve", "terms", "theory"})
 
 
 def __getattr__(name: str) -> Any:
@@ -121,6 +122,7 @@ __all__ = [
     "PrimalDualResult",
     "ResidualBalancing",
     "DualSolution",
+    "BaselineResult",
     "Certificate",
     "certify",
     "conic",

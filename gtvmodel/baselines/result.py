@@ -1,0 +1,128 @@
+"""What every FL baseline returns: :class:`BaselineResult` with its per-round :class:`RoundHistory`.
+
+A baseline is a federated-learning method run beside GTV minimization (issue 10: local,
+pooled, oracle, FedSGD, FedAvg, FedProx, FedRelax and its privacy variants, IFCA, ADMM for the
+network Lasso, Fed-HT).  Its result speaks the package's shared vocabulary
+(:class:`~gtvmodel.results.Result`: ``weights`` ``(n, d)`` in model order, ``weight(node)``,
+``status``, ``success``, ``timings``, ``to_dict``) plus what FL methods trade: communication
+``rounds`` and ``values_sent`` (floats sent over the network, counted per round for every
+message a node or the server sends).
+
+Where the method's target is a convex GTV problem (``target`` names it: ``"gtv"`` for the
+model's own problem, ``"local"`` for λ = 0, ``"consensus"`` for one shared model), ``certificate``
+holds the package's certified gap of the returned weights on that problem and ``gap`` is its
+value; ``convex=False`` (IFCA, Fed-HT) means the method is non-convex and never certified
+(``gap`` is NaN, ``certificate`` None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..results import Result, jsonable
+
+__all__ = ["RoundHistory", "BaselineResult"]
+
+
+@dataclass
+class RoundHistory:
+    """Recorded rounds of a baseline (one row every ``record_every`` rounds, and the last).
+
+    Columns (numpy arrays of equal length): ``round`` (communication round, 0 = the start),
+    ``objective`` (the method's target objective at the round's weights: the GTV objective
+    for methods with a GTV target, the method's own training loss otherwise), ``gap``
+    (certified gap on the target problem, NaN where not computed or not defined),
+    ``values_sent`` (cumulative floats sent up to and including the round) and ``time``
+    (seconds since the start).
+    """
+
+    round: np.ndarray
+    objective: np.ndarray
+    gap: np.ndarray
+    values_sent: np.ndarray
+    time: np.ndarray
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("round", "objective", "gap", "values_sent", "time")
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> RoundHistory:
+        """The history of recorded rows (one tuple of :attr:`COLUMNS` per recorded round)."""
+        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
+        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
+        cols["round"] = cols["round"].astype(np.int64)
+        cols["values_sent"] = cols["values_sent"].astype(np.int64)
+        return cls(**cols)
+
+    def __len__(self) -> int:
+        return len(self.round)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
+        return {name: getattr(self, name) for name in self.COLUMNS}
+
+
+@dataclass(kw_only=True)
+class BaselineResult(Result):
+    """The result of one FL baseline run (module docstring).
+
+    Attributes
+    ----------
+    method : str
+        The method's name (``"fedavg"``, ``"admm"``, ...).
+    weights : ndarray (n, d)
+        The local models ``w_i`` in model order (one row per node, also for methods that learn
+        one shared model or one model per cluster).
+    status : str
+        ``"converged"`` (the method's own stopping rule held), ``"max_rounds"`` or
+        ``"completed"`` for methods that run a fixed number of rounds or solve in closed form.
+    rounds : int
+        Communication rounds run.
+    values_sent : int
+        Floats sent over the network in all rounds together.
+    history : RoundHistory or None
+        Per-round record (None for one-shot methods).
+    convex : bool
+        Whether the method solves (or approximates) a convex problem; ``False`` for IFCA and
+        Fed-HT, which are never certified.
+    target : str or None
+        The convex problem the method targets (``"gtv"``, ``"local"``, ``"consensus"``), None
+        where it has none.
+    certificate : Certificate or None
+        The certified gap of :attr:`weights` on :attr:`target` (None where not certified).
+    info : dict
+        Method-specific extras (e.g. IFCA's cluster assignment, ADMM's residuals, the support
+        found by Fed-HT).
+    """
+
+    method: str
+    weights: np.ndarray
+    status: str
+    rounds: int = 0
+    values_sent: int = 0
+    history: RoundHistory | None = None
+    convex: bool = True
+    target: str | None = None
+    certificate: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    _BULKY: ClassVar[tuple[str, ...]] = ("history", "certificate", "info")
+
+    @property
+    def success(self) -> bool:
+        """The method ended normally (``status`` is ``"converged"`` or ``"completed"``)."""
+        return self.status in ("converged", "completed")
+
+    @property
+    def gap(self) -> float:
+        """The certified gap on :attr:`target` (``certificate.gap``); NaN when not certified."""
+        return float("nan") if self.certificate is None else float(self.certificate.gap)
+
+    def to_dict(self, arrays: bool = False) -> dict[str, Any]:
+        """The shared summary (:meth:`Result.to_dict`) plus the certified ``gap``."""
+        out = super().to_dict(arrays)
+        out["gap"] = jsonable(self.gap, False)
+        return out
+
