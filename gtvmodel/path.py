@@ -76,7 +76,8 @@ class LamPath(Result):
         validation samples).
     validation_error : ndarray (L,) or None
         Mean validation error over the nodes with validation samples (the score for MSE, ``1 -
-        accuracy`` for accuracy, a callable metric's value).
+        accuracy`` for accuracy, a callable metric's value); with MSE the validation error
+        (44) of paper 001 over those nodes.
     selected : int or None
         Index of the selected ``lambda`` (lowest ``validation_error``, ties: the larger
         ``lambda``); None without validation samples.
