@@ -84,6 +84,12 @@ _EXPORTS: dict[str, str] = {
     "consensus_threshold": "gtvmodel.theory",
     "verify_recovery": "gtvmodel.theory",
     "conic": "gtvmodel.solve.conic",  # a module
+    "predict": "gtvmodel.scores",
+    "node_scores": "gtvmodel.scores",
+    "LamPath": "gtvmodel.path",
+    "lam_path": "gtvmodel.path",
+    "Comparison": "gtvmodel.comparison",
+    "compare": "gtvmodel.comparison",
 }
 
 _SUBMODULES = frozenset({"baselines", "certificates", "datasets", "io", "plot",
@@ -173,4 +179,11 @@ __all__ = [
     "consensus_threshold",
     "cluster_graph",
     "verify_recovery",
+    # prediction, lambda paths and comparisons (issue 10)
+    "predict",
+    "node_scores",
+    "lam_path",
+    "LamPath",
+    "compare",
+    "Comparison",
 ]

@@ -266,6 +266,91 @@ class Loss(ABC):
         """The variable of the CVXPY prox problem (a fresh ``(d,)`` one)."""
         return cp.Variable(d)
 
+    # ------------------------------------------------------ prediction (issue 10)
+    #: The default per-node score of predictions (:func:`gtvmodel.scores.node_scores`):
+    #: ``"mse"`` for regression losses, ``"accuracy"`` for classifiers; None: the loss does not
+    #: predict (it models no samples).
+    score_metric: ClassVar[str | None] = None
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The node's training samples ``(X, y)`` (labels as stored), None for a loss without
+        samples (:class:`ZeroLoss`, :class:`QuadraticLoss`, symbolic losses)."""
+        return None
+
+    @property
+    def num_features(self) -> int:
+        """``p``, the number of features of one sample ``x_r`` (``d`` for the scalar data-fit
+        losses, ``d / K`` for :class:`~gtvmodel.SoftmaxLoss`)."""
+        raise UnsupportedError(f"{type(self).__name__} models no samples: it cannot predict")
+
+    def decision_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Linear scores of the samples ``x_r`` (rows of ``X``, ``(N, p)``) each under its own
+        weights ``w_r`` (rows of ``W``, ``(N, d)``): one stacked array for the samples of many
+        nodes, so that predicting at every node is one vectorized call."""
+        raise UnsupportedError(f"{type(self).__name__} models no samples: it cannot predict")
+
+    def predict_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Predictions ``y_hat_r`` (rows as in :meth:`decision_rows`): the scores themselves
+        for regression losses, labels in the loss's convention for classifiers."""
+        return self.decision_rows(X, W)
+
+    def proba_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Class probabilities of the samples (rows as in :meth:`decision_rows`); classifiers
+        with a probabilistic model only."""
+        raise UnsupportedError(f"{type(self).__name__} has no probabilistic model "
+                               "(predict_proba is for LogisticLoss and SoftmaxLoss)")
+
+    def labels(self, y: Any, name: str = "y") -> np.ndarray:
+        """Labels ``y`` in the convention :meth:`predict_rows` answers in, so that a score
+        compares like with like (real targets for regression losses)."""
+        return check_vector(y, name, where=type(self).__name__)
+
+    def check_features(self, X: Any, name: str = "X") -> np.ndarray:
+        """``X`` as a finite ``(m, p)`` float matrix of samples (:class:`DataError` naming
+        ``name`` and ``p`` otherwise)."""
+        X = as_finite_array(X, name, owner=type(self).__name__)
+        p = self.num_features
+        if X.ndim != 2 or X.shape[1] != p:
+            raise DataError(f"{type(self).__name__}: {name} must be an (m, {p}) matrix of "
+                            f"samples with p = {p} features, got shape {X.shape}")
+        return X
+
+    def _rows_of(self, w: Any, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        X = self.check_features(X)
+        w = check_vector(w, "w", where=type(self).__name__)
+        p_d = self.dim
+        if w.shape[0] != p_d:
+            raise DataError(f"{type(self).__name__}: w must have shape ({p_d},), got {w.shape}")
+        return X, np.broadcast_to(w, (X.shape[0], w.shape[0]))
+
+    def decision_function(self, w: Any, X: Any) -> np.ndarray:
+        """Linear scores of new samples ``X`` (``(m, p)``) at weights ``w``: ``X w``, or the
+        ``(m, K)`` class scores ``X W`` of :class:`~gtvmodel.SoftmaxLoss`."""
+        return self.decision_rows(*self._rows_of(w, X))
+
+    def predict(self, w: Any, X: Any) -> np.ndarray:
+        """Predictions for new samples ``X`` (``(m, p)``) at weights ``w``: ``X w`` for
+        regression losses, labels in the loss's convention for classifiers (``-1``/``+1`` for
+        :class:`LogisticLoss` and :class:`HingeLoss`, the class index for
+        :class:`~gtvmodel.SoftmaxLoss`).
+
+        Examples
+        --------
+        >>> import numpy as np, gtvmodel as gm
+        >>> X = np.array([[1.0, 0.0], [0.0, 2.0]])
+        >>> gm.SquaredLoss(X, [1.0, 2.0]).predict([0.5, -1.0], X)
+        array([ 0.5, -2. ])
+        >>> gm.LogisticLoss(X, [1, 0]).predict([0.5, -1.0], X)  # labels as stored: -1/+1
+        array([ 1., -1.])
+        """
+        return self.predict_rows(*self._rows_of(w, X))
+
+    def predict_proba(self, w: Any, X: Any) -> np.ndarray:
+        """Probabilities for new samples ``X`` at weights ``w``: ``P(y = +1 | x) =
+        sigmoid(x^T w)`` (:class:`LogisticLoss`), the ``(m, K)`` softmax of the class scores
+        (:class:`~gtvmodel.SoftmaxLoss`)."""
+        return self.proba_rows(*self._rows_of(w, X))
+
     # ------------------------------------------------------ for subclasses
     @abstractmethod
     def _base_expression(self, x: cp.Expression) -> cp.Expression: ...
@@ -358,6 +443,34 @@ class DataFitLoss(Loss):
     def dim(self) -> int:
         """``d``, the number of features (columns of ``X``)."""
         return int(self.X.shape[1])
+
+    # --- prediction: y_hat = x^T w (regression), sign(x^T w) in {-1, +1} (binary labels)
+    score_metric: ClassVar[str | None] = "mse"
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """The node's samples ``(X, y)`` (``y`` as stored: ``-1``/``+1`` for binary labels)."""
+        return self.X, self.y
+
+    @property
+    def num_features(self) -> int:
+        """``p = d``: one weight per feature."""
+        return self.dim
+
+    def decision_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """``t_r = x_r^T w_r`` for every row (one ``einsum``)."""
+        return np.einsum("rd,rd->r", X, W)
+
+    def predict_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """``x_r^T w_r`` (regression) or, for binary labels, ``+1`` where ``x_r^T w_r >= 0``
+        and ``-1`` elsewhere (the stored label convention)."""
+        t = self.decision_rows(X, W)
+        return np.where(t >= 0.0, 1.0, -1.0) if self.binary_labels else t
+
+    def labels(self, y: Any, name: str = "y") -> np.ndarray:
+        """Real targets, or binary labels converted to ``-1``/``+1`` as the constructor does
+        (``{0, 1}`` and booleans accepted)."""
+        y = check_vector(y, name, where=type(self).__name__)
+        return check_binary_labels(y, name, where=type(self).__name__) if self.binary_labels else y
 
     def _row_param(self) -> np.ndarray | None:
         return None
@@ -601,6 +714,12 @@ class LogisticLoss(DataFitLoss):
     binary_labels = True
     ell_curvature = 0.25
     exact_prox = True
+    score_metric = "accuracy"
+
+    def proba_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """``P(y_r = +1 | x_r) = sigmoid(x_r^T w_r)``, the model the logistic loss is the
+        negative log-likelihood of."""
+        return expit(self.decision_rows(X, W))
 
     @staticmethod
     def _linear_minorants(y, p):
@@ -664,6 +783,7 @@ class HingeLoss(DataFitLoss):
     kind = "hinge"
     binary_labels = True
     base_smooth = False
+    score_metric = "accuracy"
 
     @staticmethod
     def _linear_minorants(y, p):

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import logsumexp, softmax, xlogy
 
-from .._validate import as_finite_array
+from .._validate import as_finite_array, check_vector
 from ..errors import DataError, UnsupportedError
 from .losses import Loss, NodePart, SampleBatch
 
@@ -116,6 +116,40 @@ class SoftmaxLoss(Loss):
 
     def _scores(self, w: np.ndarray) -> np.ndarray:
         return self.X @ w.reshape(self.X.shape[1], self.n_classes)
+
+    # --- prediction: class scores x^T W, the argmax class, softmax probabilities
+    score_metric = "accuracy"
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """The node's samples ``(X, y)`` (integer class labels)."""
+        return self.X, self.y
+
+    @property
+    def num_features(self) -> int:
+        """``p`` (``d = p K``)."""
+        return int(self.X.shape[1])
+
+    def decision_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """The ``(N, K)`` class scores ``x_r^T W_r`` (``W_r``: row ``w_r`` reshaped to
+        ``(p, K)`` in C order), one ``einsum`` over all rows."""
+        return np.einsum("rp,rpk->rk", X, W.reshape(W.shape[0], X.shape[1], self.n_classes))
+
+    def predict_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """The class of largest score (``argmax_k (x_r^T W_r)_k``; the first on ties)."""
+        return np.argmax(self.decision_rows(X, W), axis=1)
+
+    def proba_rows(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """The ``(N, K)`` softmax of the class scores (the model's class probabilities)."""
+        return softmax(self.decision_rows(X, W), axis=1)
+
+    def labels(self, y: Any, name: str = "y") -> np.ndarray:
+        """Integer class labels in ``0 .. K-1`` (:class:`DataError` naming the first other)."""
+        y = check_vector(y, name, where="SoftmaxLoss")
+        bad = np.flatnonzero((y != np.round(y)) | (y < 0) | (y >= self.n_classes))
+        if bad.size:
+            raise DataError(f"SoftmaxLoss: {name}[{bad[0]}] = {y[bad[0]]:g} is not a class "
+                            f"label in 0..{self.n_classes - 1}")
+        return y.astype(np.int64)
 
     def _base_expression(self, x: cp.Expression) -> cp.Expression:
         T = self.X @ cp.reshape(x, (self.X.shape[1], self.n_classes), order="C")

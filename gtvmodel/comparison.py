@@ -1,0 +1,234 @@
+"""Several learning methods run on one dataset, side by side in one table (issue 10).
+
+:func:`compare` calls each method on the same model and reads every result in the package's
+shared vocabulary (:class:`~gtvmodel.Result`): ``weights`` for the scores (:func:`gtvmodel.
+node_scores`, mean over the nodes with samples), and what a federated method trades where
+the result has it -- communication ``rounds`` and ``values_sent`` (a
+:class:`~gtvmodel.BaselineResult`'s own counts; Algorithm 1's iterations are its rounds, each
+sending ``2 |E| d`` values: ``w_{e+}``, ``w_{e-}`` across every edge, the flows staying on
+the edges; the exact solver is centralized and has none) -- and the certified duality gap
+(34) of the result's own certificate (on its ``target`` problem for a baseline), or, with
+``certify=True``, :func:`gtvmodel.certify` of its weights on the model's GTV problem (16) for a
+result that has none and is not marked non-convex (``convex=False``: never certified).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import plot
+from ._validate import check_bool, check_option
+from .baselines._common import as_model
+from .certificates.certificate import certify as certify_weights
+from .datasets import NetworkedData
+from .declaration import ModelDeclaration
+from .errors import ParameterError
+from .results import jsonable
+from .scores import node_samples, weights_of
+
+__all__ = ["Comparison", "compare"]
+
+#: column -> (header in the text table, number format)
+COLUMNS: dict[str, tuple[str, str]] = {
+    "train": ("train", "{:.4g}"),
+    "validation": ("validation", "{:.4g}"),
+    "true_mse": ("MSE to w_bar", "{:.4g}"),
+    "rounds": ("rounds", "{:.0f}"),
+    "values_sent": ("values sent", "{:.3g}"),
+    "gap": ("certified gap", "{:.2e}"),
+    "target": ("gap on", "{}"),
+    "time": ("time [s]", "{:.3g}"),
+}
+
+
+@dataclass
+class Comparison:
+    """The table :func:`compare` returns: one row per method, one column per quantity.
+
+    Attributes
+    ----------
+    rows : list of str
+        The methods' names, in the order given.
+    columns : list of str
+        Column keys (:data:`COLUMNS`): ``"train"``, ``"validation"`` (mean score over nodes
+        with samples, :attr:`metric`), ``"true_mse"`` (MSE (40) to the true weights, when the
+        data has them), ``"rounds"``, ``"values_sent"``, ``"gap"`` (certified gap (34), NaN
+        where not defined), ``"target"`` (the problem the gap is on: ``"gtv"`` for the
+        model's (16), a baseline's ``target``), ``"time"`` (seconds of the method's call).
+    values : dict
+        ``{column: array or list over rows}`` (NaN where a quantity is not defined).
+    metric : str
+        The score's name (``"mse"``, ``"accuracy"``, a callable's name, or ``"score"`` when the
+        model's losses use different defaults).
+    results : dict
+        ``{name: result}`` as each method returned it.
+    """
+
+    rows: list[str]
+    columns: list[str]
+    values: dict[str, Any]
+    metric: str
+    results: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def column(self, key: str) -> Any:
+        """One column over the rows (:class:`ParameterError` naming an unknown key)."""
+        check_option(key, "column", self.columns, where="Comparison")
+        return self.values[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"metric", "columns", "rows": {name: {column: value}}}`` in JSON's types."""
+        return {"metric": self.metric, "columns": list(self.columns),
+                "rows": {name: {c: jsonable(self.values[c][r]) for c in self.columns}
+                         for r, name in enumerate(self.rows)}}
+
+    def to_text(self) -> str:
+        """The table as aligned plain text (``-`` where a quantity is not defined)."""
+        head = ["method"] + [_header(c, self.metric) for c in self.columns]
+        body = [[name] + [_cell(c, self.values[c][r]) for c in self.columns]
+                for r, name in enumerate(self.rows)]
+        widths = [max(len(row[j]) for row in [head, *body]) for j in range(len(head))]
+        lines = ["  ".join(cell.ljust(w) if j == 0 else cell.rjust(w)
+                           for j, (cell, w) in enumerate(zip(row, widths, strict=True)))
+                 for row in [head, *body]]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def plot(self, ax: Any = None, column: str | None = None) -> Any:
+        """Bar chart of a score column (default: validation if present, else train) with the
+        certified gap written on each bar (:func:`gtvmodel.plot.comparison`)."""
+        return plot.comparison(self, ax=ax, column=column)
+
+
+def _header(column: str, metric: str) -> str:
+    text = COLUMNS[column][0]
+    return f"{text} {metric}" if column in ("train", "validation") else text
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value == "":
+        return "-"
+    return COLUMNS[column][1].format(value)
+
+
+def _communication(model: ModelDeclaration, result: Any) -> tuple[float, float]:
+    """``(rounds, values_sent)`` in the shared vocabulary (module docstring); NaN where the
+    result has none."""
+    rounds = getattr(result, "rounds", None)
+    if rounds is not None:
+        return float(rounds), float(getattr(result, "values_sent", np.nan))
+    iterations = getattr(result, "iterations", None)
+    if iterations is not None:  # Algorithm 1: w across every edge, both ways, per iteration
+        return float(iterations), float(2 * model.num_edges * model.dim * iterations)
+    return np.nan, np.nan
+
+
+def _gap(model: ModelDeclaration, result: Any, W: np.ndarray, certify: bool
+         ) -> tuple[float, str]:
+    """The result's own certified gap and its problem, else (``certify``) the certificate of
+    its weights on the model's problem (16); never for a result marked non-convex."""
+    if not getattr(result, "convex", True):
+        return np.nan, ""
+    cert = getattr(result, "certificate", None)
+    if cert is not None:
+        return float(cert.gap), str(getattr(result, "target", None) or "gtv")
+    if not certify:
+        return np.nan, ""
+    return float(certify_weights(model, W).gap), "gtv"
+
+
+def _metric_name(model: ModelDeclaration, metric: Any) -> str:
+    if callable(metric):
+        return getattr(metric, "__name__", "score")
+    if metric != "auto":
+        return str(metric)
+    names = {b.cls.score_metric for b in model.structure().batches} - {None}
+    return names.pop() if len(names) == 1 else "score"
+
+
+def compare(methods: Mapping[str, Callable[[ModelDeclaration], Any]], data: Any, *,
+            metrics: Sequence[str] = ("train", "validation"), validation: Any = None,
+            certify: bool = True, metric: Any = "auto") -> Comparison:
+    """Run several methods on one dataset and tabulate them (module docstring).
+
+    Parameters
+    ----------
+    methods : mapping name -> callable
+        ``method(model) -> result``: anything with ``weights`` ``(n, d)`` in model order (a
+        :class:`~gtvmodel.BaselineResult`, a :class:`~gtvmodel.Solution`, a
+        :class:`~gtvmodel.PrimalDualResult`, ...), e.g. ``lambda m: gm.solve_exact(m)`` or
+        ``functools.partial(baselines.fedavg, rounds=50)``.
+    data : GTVModel or NetworkedData
+        The model every method runs on (a dataset's :meth:`~gtvmodel.datasets.NetworkedData.
+        model`); a dataset also gives the MSE (40) to its true weights.
+    metrics : sequence of {"train", "validation"}
+        The score columns: on the training samples of the model's losses and on
+        ``validation`` (left out when ``validation`` is None).
+    validation : None, {node: (X, y)} or NetworkedData
+        Validation samples (:func:`gtvmodel.node_scores`' ``data``).
+    certify : bool
+        Certify the weights of results that carry no certificate (module docstring).
+    metric : {"auto", "mse", "accuracy"} or callable
+        The score (:func:`gtvmodel.node_scores`).
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> from gtvmodel import datasets
+    >>> data = datasets.chain(n=3, eps=0.1, m=5, sigma=0.1, seed=0)
+    >>> table = gm.compare({"exact": gm.solve_exact,
+    ...                     "Algorithm 1": lambda m: gm.solve_primal_dual(m, tol=1e-8)},
+    ...                    data)
+    >>> table.rows
+    ['exact', 'Algorithm 1']
+    >>> table.columns
+    ['train', 'true_mse', 'rounds', 'values_sent', 'gap', 'target', 'time']
+    >>> bool(table.column("train")[0] < 0.05), bool(table.column("gap")[1] < 1e-6)
+    (True, True)
+    """
+    if not isinstance(methods, Mapping) or not methods:
+        raise ParameterError("compare: methods must be a non-empty mapping name -> callable")
+    for name, fn in methods.items():
+        if not callable(fn):
+            raise ParameterError(f"compare: methods[{name!r}] is not callable")
+    metrics = [check_option(m, "metrics", ("train", "validation"), where="compare")
+               for m in metrics]
+    check_bool(certify, "certify", where="compare")
+    model = as_model(data, "compare")
+    scores = {"train": node_samples(model, None, metric, where="data")}
+    if "validation" in metrics and validation is not None:
+        scores["validation"] = node_samples(model, validation, metric, where="validation")
+    columns = [m for m in ("train", "validation") if m in metrics and m in scores]
+    truth = data if isinstance(data, NetworkedData) else None
+    columns += (["true_mse"] if truth is not None else []) + [
+        "rounds", "values_sent", "gap", "target", "time"]
+    values: dict[str, list[Any]] = {c: [] for c in columns}
+    results = {}
+    for name, fn in methods.items():
+        t = time.perf_counter()
+        res = fn(model)
+        elapsed = time.perf_counter() - t
+        W = weights_of(model, res, f"methods[{name!r}]")
+        results[name] = res
+        row = {k: _mean(s.scores(W), s) for k, s in scores.items()}
+        row["true_mse"] = truth.mse(W) if truth is not None else np.nan
+        row["rounds"], row["values_sent"] = _communication(model, res)
+        row["gap"], row["target"] = _gap(model, res, W, certify)
+        row["time"] = elapsed
+        for c in columns:
+            values[c].append(row[c])
+    arrays = {c: (v if c == "target" else np.array(v, dtype=float)) for c, v in values.items()}
+    return Comparison(list(methods), columns, arrays, _metric_name(model, metric), results)
+
+
+def _mean(scores: np.ndarray, samples: Any) -> float:
+    """Mean over the nodes with samples (NaN when none has)."""
+    return float(scores[samples.has_data].mean()) if samples.has_data.any() else np.nan
+
