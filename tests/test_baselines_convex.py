@@ -131,12 +131,17 @@ def test_target_leaves_the_model_and_its_cache_alone():
     sol = gm.solve_exact(model)
     builds = model.cache.builds
     penalty = model.penalty
-    for target in ("local", "consensus", "gtv-squared"):
+    for target in ("local", "gtv-squared"):
         certify_target(model, sol.weights, target)
+    certify_target(model, np.ones_like(sol.weights), "consensus")
     assert model.penalty is penalty and model.lam == 0.3 and model.cache.builds == builds
     assert certify_target(model, sol.weights, "gtv").gap <= 1e-6 * sol.objective
     with pytest.raises(gm.ParameterError, match="target"):
         certify_target(model, sol.weights, "fedavg")
+    with pytest.raises(gm.ParameterError, match="node 1"):
+        certify_target(model, sol.weights, "consensus")  # not one shared w
+    with pytest.raises(gm.GraphError, match="order"):
+        model.variant(graph=nx.path_graph(3))
 
 
 # ----------------------------------------------------------------- local / pooled / oracle

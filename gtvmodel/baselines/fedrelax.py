@@ -1,5 +1,5 @@
-"""FedRelax (lecture notes 004, Algorithm 1 with the update (54)) and its privacy-protecting
-variants (004 Algorithms 5 and 6).
+"""FedRelax (lecture notes, Algorithm 1 with the update (54)) and its privacy-protecting
+variants (lecture notes Algorithms 5 and 6).
 
 Every round, all nodes at once (Jacobi), node ``i`` minimizes GTVMin in its own variable with
 its neighbours' current weights fixed:
@@ -15,10 +15,10 @@ proxes of library losses, one CVXPY problem for the rest); a node without data (
 takes the weighted neighbour average, an isolated node ``argmin_{C_i} L_i``.  A fixed point
 satisfies ``grad L_i(w_i) + lambda sum_j A_ij (w_i - w_j) = 0``: the optimality condition of
 GTVMin with ``phi = 1/2 ||.||_2^2`` (:class:`~gtvmodel.terms.penalties.SquaredNorm2`) at the
-same ``lambda`` (MATH.md erratum 4), the target ``"gtv-squared"`` on which every result is
-certified (:mod:`gtvmodel.baselines.target`).
+same ``lambda`` (docs/conventions.md, errata, 4), the target ``"gtv-squared"`` on which every
+result is certified (:mod:`gtvmodel.baselines.target`).
 
-Privacy variants (004 Section 13): ``perturb="updates"`` (Algorithm 5, (61)-(62)) adds
+Privacy variants (lecture notes Section 13): ``perturb="updates"`` (Algorithm 5, (61)-(62)) adds
 ``sigma eps``, ``eps ~ N(0, I)``, to every node's new weights before it shares them (the
 returned weights are the last perturbed ones, as line 8 of Algorithm 5 says);
 ``perturb="features"`` (Algorithm 6, (64)-(65)) trains on the perturbed features ``Phi(x) = x +
@@ -64,8 +64,8 @@ def adjacency(model: ModelDeclaration) -> sp.csr_matrix:
 
 def perturbed_features(model: ModelDeclaration, noise: float, rng: np.random.Generator
                        ) -> ModelDeclaration:
-    """The model whose nodes with samples train on ``Phi(x) = x + noise * eps`` (004 (63)-(64),
-    one standard normal draw per feature of every sample): a
+    """The model whose nodes with samples train on ``Phi(x) = x + noise * eps`` (lecture notes
+    (63)-(64), one standard normal draw per feature of every sample): a
     :meth:`~gtvmodel.declaration.ModelDeclaration.variant` with those losses rebuilt from
     their file description (:meth:`~gtvmodel.terms.losses.Loss.to_spec`) with perturbed
     ``X``; every other node keeps its loss."""
@@ -98,13 +98,13 @@ def _check(model: ModelDeclaration, rounds: Any, tol: Any, noise: Any, perturb: 
 def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 0.0,
              perturb: str = "none", seed: Any = None, certify_every: int = 0,
              **certify_kwargs: Any) -> BaselineResult:
-    """FedRelax (004 (54), module docstring) on the model's graph, losses and ``lambda``,
+    """FedRelax (lecture notes (54), module docstring) on the model's graph, losses and ``lambda``,
     from ``w_i = 0``, for at most ``rounds`` rounds.
 
     Stops (``status="converged"``) when a round changes the weights by
     ``||W^{k+1} - W^k||_F <= tol max(1, ||W^{k+1}||_F)`` (never with ``perturb="updates"`` and
     ``noise > 0``, whose iterates keep moving), else ``status="max_rounds"``.  ``noise``
-    (``sigma >= 0``) and ``perturb`` (``"none"``, ``"updates"``: 004 Algorithm 5,
+    (``sigma >= 0``) and ``perturb`` (``"none"``, ``"updates"``: lecture notes Algorithm 5,
     ``"features"``: Algorithm 6) select the privacy variant, ``seed`` its random numbers.
     The result is certified on ``"gtv-squared"`` (GTVMin with ``phi = 1/2 ||.||_2^2``, same
     ``lambda``): ``certificate`` for the final weights, and ``history.gap`` every

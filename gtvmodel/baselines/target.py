@@ -7,12 +7,13 @@ A baseline's *target* is one GTV problem (16) built from the model (the same nod
 * ``"gtv"`` -- the model's own problem (network-Lasso ADMM);
 * ``"local"`` -- the same model at ``lambda = 0``: every node alone (``local``);
 * ``"gtv-squared"`` -- the model's graph, losses and ``lambda`` with ``phi = 1/2 ||.||_2^2``
-  (:class:`~gtvmodel.terms.penalties.SquaredNorm2`): FedRelax's target.  FedRelax (004 (54))
-  minimizes ``L_i(w) + (lambda/2) sum_j A_ij ||w - w_j||^2`` node by node; its fixed point
-  satisfies ``grad L_i(w_i) + lambda sum_j A_ij (w_i - w_j) = 0``, the optimality condition of
-  GTVMin with ``lambda sum_e A_e 1/2 ||w_{e+} - w_{e-}||^2`` -- ``SquaredNorm2`` at the *same*
-  ``lambda`` (MATH.md erratum 4: with the notes' ``||.||^2`` (51) instead of ``1/2 ||.||^2``
-  the matching strength would be ``lambda / 2``);
+  (:class:`~gtvmodel.terms.penalties.SquaredNorm2`): FedRelax's target.  FedRelax (lecture
+  notes (54)) minimizes ``L_i(w) + (lambda/2) sum_j A_ij ||w - w_j||^2`` node by node; its
+  fixed point satisfies ``grad L_i(w_i) + lambda sum_j A_ij (w_i - w_j) = 0``, the
+  optimality condition of GTVMin with ``lambda sum_e A_e 1/2 ||w_{e+} - w_{e-}||^2``, i.e.
+  ``SquaredNorm2`` at the *same* ``lambda`` (docs/conventions.md, errata, 4; with the notes'
+  ``||.||^2`` of (51) instead of ``1/2 ||.||^2`` the matching strength would be
+  ``lambda / 2``);
 * ``"consensus"`` -- the pooled problem ``min_w sum_i L_i(w)`` s.t. ``w in C_i`` for all ``i``
   (one shared ``w``; ``pooled``), or with ``groups`` one shared ``w`` per group (``oracle``).
 
@@ -44,7 +45,7 @@ import numpy as np
 from .._validate import check_option
 from ..certificates.certificate import Certificate, certify
 from ..declaration import ModelDeclaration, components
-from ..errors import UnsupportedError
+from ..errors import ParameterError, UnsupportedError
 from ..terms.penalties import Norm2, SquaredNorm2
 
 __all__ = ["TARGETS", "target_model", "certify_target", "consensus_graph", "consensus_lambda",
@@ -131,11 +132,28 @@ class TargetCertifier:
         self.model = target_model(model, target, groups)
         self.kwargs = certify_kwargs
         self._lam_set = target != "consensus"
+        n = model.num_nodes
+        self.groups = (np.zeros(n, dtype=np.int64) if groups is None
+                       else np.asarray(groups, dtype=np.int64))
+
+    def _check_consensus(self, W: np.ndarray) -> None:
+        """A consensus candidate has one ``w`` per group (:class:`ParameterError` naming the
+        first node whose row differs from its group's first node)."""
+        first = np.full(self.groups.max(initial=0) + 1, W.shape[0], dtype=np.int64)
+        np.minimum.at(first, self.groups, np.arange(W.shape[0]))
+        off = np.flatnonzero((W != W[first[self.groups]]).any(axis=1))
+        if off.size:
+            node = self.model.nodes[int(off[0])]
+            raise ParameterError(f"certify_target: target 'consensus' needs one shared w per "
+                                 f"group; the weights of node {node!r} differ from their "
+                                 "group's")
 
     def __call__(self, weights: Any, flows: Any = None) -> Certificate:
         """The certified gap of ``weights`` (optionally with ``flows`` of the target problem:
         ADMM's edge duals) on the target."""
         W = self.model.check_weights(weights)
+        if self.target == "consensus":
+            self._check_consensus(W)
         if not self._lam_set:
             self.model.lam = consensus_lambda(self.model, W)
             self._lam_set = True
@@ -151,7 +169,8 @@ def certify_target(model: ModelDeclaration, weights: Any, target: str = "gtv", *
     """Certified gap (34) of ``weights`` on a baseline's target problem (module docstring):
     ``"gtv"``, ``"local"`` (``lambda = 0``), ``"consensus"`` (one shared ``w``; per group
     with ``groups``, an ``(n,)`` group index per node) or ``"gtv-squared"`` (``phi = 1/2
-    ||.||_2^2``, FedRelax's target).  The result's ``gap >= P_target(W) - P_target*``; the
+    ||.||_2^2``, FedRelax's target).  A ``"consensus"`` candidate must have equal rows within
+    each group (else :class:`~gtvmodel.errors.ParameterError`).  The result's ``gap >= P_target(W) - P_target*``; the
     model is not changed.  ``certify_kwargs`` go to :func:`gtvmodel.certify`.
 
     Examples
