@@ -309,3 +309,32 @@ def test_bad_arguments_name_themselves(call, word):
 def test_fedrelax_needs_a_positive_lambda():
     with pytest.raises(gm.ParameterError, match="lam"):
         fedrelax(_data_model(lam=0.0))
+
+
+def test_fedrelax_and_admm_respect_node_constraints():
+    """A box at two nodes: both methods reach the constrained optimum of their targets."""
+    model = _data_model(lam=0.4)
+    for i in (0, 5):
+        model.add_constraint(i, gm.Box(-0.2, 0.2))
+
+    def reference(phi):
+        W = cp.Variable((model.num_nodes, model.dim))
+        terms = [loss_expr(model.loss_at(i), W[i]) for i in range(model.num_nodes)]
+        terms += [model.lam * A * phi(W[a] - W[b])
+                  for (a, b), A in zip(model.edges, model.edge_weights, strict=True)]
+        cons = [cp.abs(W[i]) <= 0.2 for i in (0, 5)]
+        cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), cons).solve(**TIGHT)
+        return W.value
+
+    res = fedrelax(model, rounds=5000, tol=1e-13)
+    assert np.allclose(res.weights, reference(lambda v: 0.5 * cp.sum_squares(v)), atol=1e-6)
+    res = admm(model, rounds=5000, abs_tol=1e-10, rel_tol=1e-10)
+    assert np.allclose(res.weights, reference(cp.norm2), atol=1e-5)
+    assert res.gap <= 1e-5 * max(1.0, res.certificate.primal_value)
+
+
+def test_baselines_take_a_networked_dataset():
+    data = gm.datasets.sbm(sizes=(5, 5), p_in=0.9, p_out=0.1, seed=0)
+    res = fedrelax(data, rounds=20)
+    assert res.weights.shape == (10, 2) and res.history.round[-1] == res.rounds
+    assert oracle(data, data.partition()).gap <= 1e-6

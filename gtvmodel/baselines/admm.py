@@ -113,8 +113,8 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     penalty = model.penalty
     t_edge = 2.0 * model.capacities / rho
     penalty.prox_rows(np.zeros((min(E, 1), d)), t_edge[:1])  # UnsupportedError without a prox
-    Bh, Bt = _ends(model)
-    BhT, BtT = Bh.T.tocsr(), Bt.T.tocsr()
+    h, t = model.edges[:, 0], model.edges[:, 1]
+    BhT, BtT = (B.T.tocsr() for B in _ends(model))
     deg = model.degrees.astype(float)
     linked = deg > 0
     inv_deg = np.where(linked, 1.0 / np.where(linked, deg, 1.0), 0.0)[:, None]
@@ -131,7 +131,7 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     eps_abs_pri, eps_abs_dual = math.sqrt(2 * E * d) * abs_tol, math.sqrt(n * d) * abs_tol
     for k in range(1, rounds + 1):
         W = updates((BhT @ (Zh - Uh) + BtT @ (Zt - Ut)) * inv_deg, tau, k, W)
-        Wh, Wt = Bh @ W, Bt @ W
+        Wh, Wt = W[h], W[t]
         Zh_new, Zt_new = _edge_step(penalty, Wh + Uh, Wt + Ut, t_edge)
         s_norm = rho * float(np.linalg.norm(BhT @ (Zh_new - Zh) + BtT @ (Zt_new - Zt)))
         Zh, Zt = Zh_new, Zt_new

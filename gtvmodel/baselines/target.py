@@ -170,8 +170,9 @@ def certify_target(model: ModelDeclaration, weights: Any, target: str = "gtv", *
     ``"gtv"``, ``"local"`` (``lambda = 0``), ``"consensus"`` (one shared ``w``; per group
     with ``groups``, an ``(n,)`` group index per node) or ``"gtv-squared"`` (``phi = 1/2
     ||.||_2^2``, FedRelax's target).  A ``"consensus"`` candidate must have equal rows within
-    each group (else :class:`~gtvmodel.errors.ParameterError`).  The result's ``gap >= P_target(W) - P_target*``; the
-    model is not changed.  ``certify_kwargs`` go to :func:`gtvmodel.certify`.
+    each group (else :class:`~gtvmodel.errors.ParameterError`).  The result's ``gap >=
+    P_target(W) - P_target*``; the model is not changed.  ``certify_kwargs`` go to
+    :func:`gtvmodel.certify`.
 
     Examples
     --------
