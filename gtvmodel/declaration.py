@@ -24,7 +24,14 @@ from scipy.sparse import csgraph
 
 from ._norms import norm_rows_upper
 from ._validate import check_int, check_rows, check_scalar
-from .errors import ConstraintError, DataError, LossError, PenaltyError, UnsupportedError
+from .errors import (
+    ConstraintError,
+    DataError,
+    GraphError,
+    LossError,
+    PenaltyError,
+    UnsupportedError,
+)
 from .graph import EmpiricalGraph
 from .terms.constraints import Constraint, SymbolicConstraint
 from .terms.losses import Loss, LossBatch, SymbolicLoss, ZeroLoss
@@ -535,6 +542,24 @@ class ModelDeclaration:
         return ModelStructure(**_stack_nodes(g, self.dim, losses, cons),
                               **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
                                               np.zeros(g)))
+
+    def variant(self, *, penalty: Penalty | None = None, lam: float | None = None,
+                graph: nx.Graph | None = None) -> ModelDeclaration:
+        """A new declaration of the same problem (16) with another ``penalty``, ``lam`` or
+        ``graph`` (default: this model's): the same node losses and constraints (the same
+        objects, symbolic ones in the same node variables), so nothing is copied and this model
+        is left unchanged.  ``graph`` must have this model's nodes in the same order; its edge
+        weights are read from the attribute this model reads (:attr:`EmpiricalGraph.weight`)."""
+        g = self.graph if graph is None else graph
+        if list(g.nodes) != self.nodes:
+            raise GraphError("variant: the graph must have the model's nodes in the model's "
+                             "order")
+        out = ModelDeclaration(g, self.dim, self.penalty if penalty is None else penalty,
+                               self.lam if lam is None else lam, weight=self._eg.weight)
+        out._losses = dict(self._losses)
+        out._constraints = {i: list(c) for i, c in self._constraints.items()}
+        out._vars = dict(self._vars)
+        return out
 
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:
