@@ -13,7 +13,7 @@ from scipy.special import expit
 
 import gtvmodel as gm
 from gtvmodel import baselines, datasets
-from gtvmodel.baselines._sgd import LocalGradients
+from gtvmodel.baselines._sgd import ClientSampler, LocalGradients, hard_threshold
 from gtvmodel.baselines.ifca import loss_matrix
 
 SIZES = (4, 7, 3, 9, 5)
@@ -234,18 +234,18 @@ def _sparse_instance(rng, loss, d=50, tau=5, nodes=5, m=60):
     truth[support] = rng.choice([-1.0, 1.0], tau) * rng.uniform(1.0, 2.0, tau)
     if loss == "logistic":
         truth *= 3.0
-    model, _ = _regression(rng, sizes=(m,) * nodes, d=d, loss=loss, truth=truth)
-    return model, truth, support
+    model, data = _regression(rng, sizes=(m,) * nodes, d=d, loss=loss, truth=truth)
+    X = np.vstack([Xi for Xi, _ in data])
+    y = np.concatenate([yi for _, yi in data])
+    return model, truth, support, X, y
 
 
 @pytest.mark.parametrize("method", [baselines.fed_ht, baselines.fediter_ht])
 def test_fed_ht_recovers_a_sparse_linear_model(rng, method):
-    model, truth, support = _sparse_instance(rng, "squared")
+    model, truth, support, X, y = _sparse_instance(rng, "squared")
     run = method(model, 5, rounds=60, local_steps=3, step=0.1, batch_size=20, seed=0)
     assert run.info["support"].tolist() == support.tolist()
     # the weights: the noisy data's least squares on the true support, written out
-    X = np.vstack([b.Xs for b in model.structure().batches])
-    y = np.concatenate([b.y for b in model.structure().batches])
     ls = np.linalg.lstsq(X[:, support], y, rcond=None)[0]
     np.testing.assert_allclose(run.weight(0)[support], truth[support], atol=0.05)
     np.testing.assert_allclose(run.weight(0)[support], ls, atol=0.05)
@@ -255,10 +255,8 @@ def test_fed_ht_recovers_a_sparse_linear_model(rng, method):
 
 
 def test_fed_ht_full_gradients_converge_to_least_squares_on_the_support(rng):
-    model, truth, support = _sparse_instance(rng, "squared")
+    model, truth, support, X, y = _sparse_instance(rng, "squared")
     run = baselines.fed_ht(model, 5, rounds=80, local_steps=1, step=0.2)
-    X = np.vstack([b.Xs for b in model.structure().batches])
-    y = np.concatenate([b.y for b in model.structure().batches])
     ls = np.linalg.lstsq(X[:, support], y, rcond=None)[0]  # equal m_i: F = pooled mean
     np.testing.assert_allclose(run.weight(3)[support], ls, atol=1e-8)
     assert np.count_nonzero(run.weight(3)) == 5
@@ -266,11 +264,40 @@ def test_fed_ht_full_gradients_converge_to_least_squares_on_the_support(rng):
 
 @pytest.mark.parametrize("method", [baselines.fed_ht, baselines.fediter_ht])
 def test_fed_ht_recovers_the_support_of_a_logistic_model(rng, method):
-    model, truth, support = _sparse_instance(rng, "logistic", d=20, tau=3, m=100)
+    model, truth, support, _, _ = _sparse_instance(rng, "logistic", d=20, tau=3, m=100)
     run = method(model, 3, rounds=60, local_steps=3, step=0.5, batch_size=25, clients=0.8,
                  seed=2)
     assert run.info["support"].tolist() == support.tolist()
     assert np.all(np.sign(run.weight(0)[support]) == np.sign(truth[support]))
+
+
+def test_hard_threshold_keeps_the_tau_largest_magnitudes(rng):
+    X = rng.standard_normal((6, 9))
+    for tau in (1, 4, 9):
+        H = hard_threshold(X, tau)
+        for row, h in zip(X, H, strict=True):
+            keep = np.argsort(-np.abs(row))[:tau]  # distinct magnitudes: no ties
+            expect = np.zeros(9)
+            expect[keep] = row[keep]
+            np.testing.assert_array_equal(h, expect)
+
+
+def test_client_counts_from_fractions():
+    assert [ClientSampler(c, 5, "t").count for c in (0.01, 0.3, 0.5, 1.0, 1, 4)] == \
+        [1, 2, 2, 5, 1, 4]
+    draws = ClientSampler(0.4, 10, "t")
+    sel = draws.draw(np.random.default_rng(0))
+    assert len(set(sel.tolist())) == 4 and list(sel) == sorted(sel)
+
+
+def test_ifca_restarts_from_init_and_from_drawn_nodes_and_divergence():
+    data = datasets.sbm(sizes=(6, 6), p_in=0.8, p_out=0.1, m=6, seed=3)
+    init = np.array([[2.0, 2.0], [-2.0, 2.0]])
+    run = baselines.ifca(data, 2, rounds=5, local_steps=1, step=0.1, init=init, restarts=2)
+    assert len(run.info["restart_losses"]) == 2
+    assert np.array_equal(run.info["assignment"], data.clusters) and run.status == "completed"
+    bad = baselines.ifca(data, 2, rounds=5, local_steps=1, step=1e200)
+    assert bad.status == "diverged" and np.isfinite(bad.weights).all()
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -157,7 +157,9 @@ class LocalGradients:
         self.l2 = np.asarray(st.l2, dtype=float)
 
     def full(self, V: np.ndarray, sel: np.ndarray) -> np.ndarray:
-        """Full local gradients ``grad L_i(v_i)`` of the nodes ``sel`` at the rows of ``V``."""
+        """Full local gradients ``grad L_i(v_i)`` of the nodes ``sel`` at the rows of ``V`` (one
+        :meth:`loss_gradients` evaluation of all ``n`` nodes, the rows outside ``sel`` at 0 and
+        discarded)."""
         if len(sel) == self.n:
             return self.model.loss_gradients(V)
         W = np.zeros((self.n, V.shape[1]))

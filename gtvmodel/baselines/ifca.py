@@ -43,8 +43,9 @@ def loss_matrix(model: ModelDeclaration, models: np.ndarray) -> np.ndarray:
     """``(L_i(theta_j))_{ij}``, the ``(n, k)`` losses of the ``k`` models ``models`` (``(k,
     d)``) at every node (one vectorized :meth:`loss_values` evaluation per model)."""
     n = model.num_nodes
-    return np.stack([model.loss_values(np.broadcast_to(th, (n, model.dim))) for th in models],
-                    axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing loss is +inf
+        return np.stack([model.loss_values(np.broadcast_to(th, (n, model.dim)))
+                         for th in models], axis=1)
 
 
 def ifca(model: Any, k: int, *, rounds: int, local_steps: int, step: float, restarts: int = 1,
