@@ -26,7 +26,7 @@ from .result import BaselineResult, RoundHistory
 
 __all__ = ["DIVERGED", "rng_of", "check_step", "check_rounds", "check_init", "sample_sizes",
            "check_gradients", "hard_threshold", "ClientSampler", "LocalGradients", "local_run",
-           "Recorder", "finite", "result"]
+           "global_rounds", "Recorder", "finite", "result"]
 
 #: A local update that produced inf or NaN (too large a step): the run stops, status "diverged".
 DIVERGED = "diverged"
@@ -243,6 +243,41 @@ def local_run(grads: LocalGradients, rng: np.random.Generator, w: np.ndarray, se
                 if not finite(V):
                     return None
     return V
+
+
+def global_rounds(model: ModelDeclaration, grads: LocalGradients, sampler: ClientSampler,
+                  rng: np.random.Generator, w: np.ndarray, rounds: int, rec: Recorder, *,
+                  local_steps: int, step: float, epoch: bool, sent_per_node: int,
+                  mu: float = 0.0, local_map: Callable[[np.ndarray], np.ndarray] | None = None,
+                  server_map: Callable[[np.ndarray], np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, str, int, dict[str, Any]]:
+    """The rounds of a one-global-model method (FedAvg and its variants, Fed-HT): draw the
+    round's nodes ``S_t``, train locally (:func:`local_run`), and set
+    ``w <- map(sum_{i in S_t} m_i v_i / sum_{i in S_t} m_i)`` (``server_map``: ``H_tau`` in
+    Fed-HT).  Records ``sum_i L_i(w)`` and ``sent_per_node`` values per drawn node and round in
+    ``rec``.  Returns ``(w, status, rounds run, info)``; a step that overflows stops the run
+    (status ``"diverged"``, ``info["diverged_round"]``) with the last finite ``w``."""
+    n, m = model.num_nodes, grads.m
+
+    def objective() -> float:
+        return float(model.loss_values(np.broadcast_to(w, (n, model.dim))).sum())
+
+    rec.round(0, 0, objective)
+    status, info, done = "completed", {}, rounds
+    for t in range(1, rounds + 1):
+        sel = sampler.draw(rng)
+        V = local_run(grads, rng, w, sel, local_steps, step, epoch=epoch, mu=mu,
+                      local_map=local_map)
+        new = None if V is None else m[sel] @ V / m[sel].sum()
+        if new is not None and server_map is not None:
+            new = server_map(new[None, :])[0]
+        if new is None or not finite(new):
+            status, info["diverged_round"], done = DIVERGED, t, t - 1
+            break
+        w = new
+        rec.round(t, sent_per_node * len(sel), objective)
+    rec.finish(done, objective)
+    return w, status, done, info
 
 
 class Recorder:

@@ -22,7 +22,6 @@ import numpy as np
 from .._validate import check_int
 from ._common import as_model, require_data
 from ._sgd import (
-    DIVERGED,
     ClientSampler,
     LocalGradients,
     Recorder,
@@ -30,9 +29,8 @@ from ._sgd import (
     check_init,
     check_rounds,
     check_step,
-    finite,
+    global_rounds,
     hard_threshold,
-    local_run,
     result,
     rng_of,
 )
@@ -137,28 +135,13 @@ def _run(data: Any, method: str, tau: Any, local_threshold: bool, *, rounds: Any
     require_data(model, method)
     check_gradients(model, method)
     grads = LocalGradients(model, batch_size, method)
-    m = grads.m
-    local_map = H if local_threshold else None
     sparse = min(2 * tau, d)
-    per_node = sparse + (sparse if local_map is not None else d)
-
-    def objective() -> float:
-        return float(model.loss_values(np.broadcast_to(x, (n, d))).sum())
-
     rec = Recorder(record_every)
     setup = time.perf_counter() - t0
-    rec.round(0, 0, objective)
-    status, info, done = "completed", {}, rounds
-    for t in range(1, rounds + 1):
-        sel = sampler.draw(rng)
-        V = local_run(grads, rng, x, sel, local_steps, step, epoch=False, local_map=local_map)
-        new = None if V is None else H((m[sel] @ V / m[sel].sum())[None, :])[0]
-        if new is None or not finite(new):
-            status, info["diverged_round"], done = DIVERGED, t, t - 1
-            break
-        x = new
-        rec.round(t, per_node * len(sel), objective)
-    rec.finish(done, objective)
+    x, status, done, info = global_rounds(
+        model, grads, sampler, rng, x, rounds, rec, local_steps=local_steps, step=step,
+        epoch=False, sent_per_node=sparse + (sparse if local_threshold else d),
+        local_map=H if local_threshold else None, server_map=H)
     info.update(support=np.flatnonzero(x), tau=tau, clients_per_round=sampler.count,
                 local_steps=local_steps, batch_size=grads.batch_size)
     return result(model, method, np.tile(x, (n, 1)), status, done, rec, setup, convex=False,

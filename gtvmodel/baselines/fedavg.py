@@ -22,7 +22,6 @@ import numpy as np
 from .._validate import check_scalar
 from ._common import as_model, require_data
 from ._sgd import (
-    DIVERGED,
     ClientSampler,
     LocalGradients,
     Recorder,
@@ -30,8 +29,7 @@ from ._sgd import (
     check_init,
     check_rounds,
     check_step,
-    finite,
-    local_run,
+    global_rounds,
     result,
     rng_of,
 )
@@ -145,24 +143,11 @@ def _run(data: Any, method: str, *, rounds: Any, local_steps: Any, step: Any, ba
     check_gradients(model, method)
     grads = LocalGradients(model, batch_size, method)
     m, n = grads.m, model.num_nodes
-
-    def consensus() -> float:
-        return float(model.loss_values(np.broadcast_to(w, (n, model.dim))).sum())
-
     rec = Recorder(record_every)
     setup = time.perf_counter() - t0
-    rec.round(0, 0, consensus)
-    status, info, done = "completed", {}, rounds
-    for t in range(1, rounds + 1):
-        sel = sampler.draw(rng)
-        V = local_run(grads, rng, w, sel, local_steps, step, epoch=True, mu=mu)
-        new = None if V is None else m[sel] @ V / m[sel].sum()
-        if new is None or not finite(new):
-            status, info["diverged_round"], done = DIVERGED, t, t - 1
-            break
-        w = new
-        rec.round(t, 2 * model.dim * len(sel), consensus)
-    rec.finish(done, consensus)
+    w, status, done, info = global_rounds(model, grads, sampler, rng, w, rounds, rec,
+                                          local_steps=local_steps, step=step, epoch=True,
+                                          sent_per_node=2 * model.dim, mu=mu)
     with np.errstate(over="ignore", invalid="ignore"):
         weighted = float(m @ model.loss_values(np.broadcast_to(w, (n, model.dim))) / m.sum())
     info.update(clients_per_round=sampler.count, local_steps=local_steps,
