@@ -3,9 +3,13 @@
 
 from .admm import admm
 from .central import local, oracle, pooled
+from .fed_ht import fed_ht, fediter_ht
+from .fedavg import fedavg, fedprox, fedsgd
 from .fedrelax import fedrelax
+from .ifca import ifca
 from .result import BaselineResult, RoundHistory
 from .target import TARGETS, certify_target
 
 __all__ = ["BaselineResult", "RoundHistory", "TARGETS", "certify_target", "local", "pooled",
-           "oracle", "fedrelax", "admm"]
+           "oracle", "fedrelax", "admm", "fedavg", "fedprox", "fedsgd", "fed_ht", "fediter_ht",
+           "ifca"]

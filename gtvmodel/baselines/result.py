@@ -76,8 +76,9 @@ class BaselineResult(Result):
         The local models ``w_i`` in model order (one row per node, also for methods that learn
         one shared model or one model per cluster).
     status : str
-        ``"converged"`` (the method's own stopping rule held), ``"max_rounds"`` or
-        ``"completed"`` for methods that run a fixed number of rounds or solve in closed form.
+        ``"converged"`` (the method's own stopping rule held), ``"max_rounds"``,
+        ``"completed"`` for methods that run a fixed number of rounds or solve in closed form,
+        or ``"diverged"`` (a local step overflowed: the last finite weights are returned).
     rounds : int
         Communication rounds run.
     values_sent : int

@@ -98,7 +98,10 @@ def consensus_lambda(model: ModelDeclaration, weights: np.ndarray) -> float:
         grads = model.loss_gradients(weights)
     except UnsupportedError:
         return 1e6 / a_min
-    total = float(np.sqrt((grads**2).sum(axis=1)).sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sqrt((grads**2).sum(axis=1)).sum())
+    if not np.isfinite(total):  # gradients overflow far from the optimum: any lambda is sound
+        return max(model.lam, 1e6 / a_min)
     return max(model.lam, 4.0 * (total + 1.0) / a_min)
 
 
