@@ -108,7 +108,7 @@ def _is_labels(values: Any) -> bool:
 
 
 def _draw_nodes(ax: Any, G: Any, pos: dict, nodes: list, node_color: Any, coordinate: int,
-                node_label: str, node_size: float) -> None:
+                node_label: str, node_size: float, vrange: tuple | None) -> None:
     """Nodes uniform, by cluster (categorical colours and a legend) or by a value (colorbar)."""
     import matplotlib.pyplot as plt
     import networkx as nx
@@ -126,10 +126,12 @@ def _draw_nodes(ax: Any, G: Any, pos: dict, nodes: list, node_color: Any, coordi
             sel = [nodes[i] for i in np.flatnonzero(labels == c)]
             nx.draw_networkx_nodes(G, pos, nodelist=sel, node_color=f"C{k % 10}",
                                    node_size=node_size, ax=ax, label=f"{node_label} {c}")
-        ax.legend(fontsize=_FONT["legend"], loc="best", markerscale=0.7)
+        ax.legend(fontsize=_FONT["legend"], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  markerscale=0.7, frameon=False)
     else:
         vals = _column(node_color, "node_color", n, coordinate)
-        coll = nx.draw_networkx_nodes(G, pos, nodelist=nodes, node_color=vals,
+        lo, hi = (None, None) if vrange is None else vrange
+        coll = nx.draw_networkx_nodes(G, pos, nodelist=nodes, node_color=vals, vmin=lo, vmax=hi,
                                       cmap="viridis", node_size=node_size, ax=ax,
                                       edgecolors="k", linewidths=0.5)
         bar = plt.colorbar(coll, ax=ax, fraction=0.046, pad=0.02)
@@ -174,7 +176,8 @@ def _draw_edges(ax: Any, G: Any, pos: dict, nodes: list, E: np.ndarray, edge_val
 def graph(model_or_graph: Any, *, node_color: Any = None, edge_values: Any = None,
           coordinate: int = 0, arrows: bool = False, seed: int = 0, pos: dict | None = None,
           node_label: str | None = None, edge_label: str | None = None,
-          with_labels: bool = False, title: str | None = None, ax: Any = None) -> Any:
+          node_range: tuple[float, float] | None = None, with_labels: bool = False,
+          title: str | None = None, ax: Any = None) -> Any:
     """Draw the empirical graph ``G = (V, E, A)`` (paper 001 Section II; lecture notes
     "Networked Data and Models", 6.1) with networkx, nodes and edges coloured by what a lesson
     shows.  Returns the Axes (``ax.pos`` holds the node positions, to reuse in the next
@@ -182,7 +185,8 @@ def graph(model_or_graph: Any, *, node_color: Any = None, edge_values: Any = Non
 
     ``node_color``: ``None`` (one colour); integer labels ``(n,)`` (clusters: categorical
     colours and a legend); real values ``(n,)`` or weights ``(n, d)`` (column ``coordinate``,
-    e.g. ``w_i[0]``: a colour scale with a colorbar).  ``edge_values``: ``None`` (grey), or one
+    e.g. ``w_i[0]``: a colour scale with a colorbar, over ``node_range = (lo, hi)`` if given,
+    to compare drawings).  ``edge_values``: ``None`` (grey), or one
     value per edge in model order (``model.edges``: weights ``A_e``, flows ``u_e`` as ``(|E|,)``
     or ``(|E|, d)``, column ``coordinate``), drawn with width and colour growing with the
     magnitude and a colorbar; ``arrows=True`` points each edge in the direction of its flow in
@@ -192,6 +196,7 @@ def graph(model_or_graph: Any, *, node_color: Any = None, edge_values: Any = Non
     :class:`~gtvmodel.errors.GraphError`).
     """
     import networkx as nx
+    from matplotlib import patheffects
 
     G, nodes, E = _empirical_graph(model_or_graph)
     arrows = check_bool(arrows, "arrows", where="graph")
@@ -207,9 +212,12 @@ def graph(model_or_graph: Any, *, node_color: Any = None, edge_values: Any = Non
     default_node = "cluster" if _is_labels(node_color) else f"w_i[{coordinate}]"
     _draw_edges(ax, G, pos, nodes, E, edge_values, coordinate, arrows,
                 edge_label or f"|edge value [{coordinate}]|", size)
-    _draw_nodes(ax, G, pos, nodes, node_color, coordinate, node_label or default_node, size)
-    if with_labels:
-        nx.draw_networkx_labels(G, pos, ax=ax, font_size=_FONT["tick"])
+    _draw_nodes(ax, G, pos, nodes, node_color, coordinate, node_label or default_node, size,
+                node_range)
+    if with_labels:  # white on a dark outline: readable on every node colour
+        texts = nx.draw_networkx_labels(G, pos, ax=ax, font_size=_FONT["tick"], font_color="w")
+        for text in texts.values():
+            text.set_path_effects([patheffects.withStroke(linewidth=3, foreground="k")])
     ax.set_axis_off()
     _style(ax, title)
     ax.pos = pos
