@@ -72,7 +72,7 @@ def _style(ax: Any, title: str | None = None) -> None:
     """Projector-size fonts on ``ax``'s labels, ticks and title."""
     ax.xaxis.label.set_size(_FONT["label"])
     ax.yaxis.label.set_size(_FONT["label"])
-    ax.tick_params(labelsize=_FONT["tick"])
+    ax.tick_params(which="both", labelsize=_FONT["tick"])
     if title is not None:
         ax.set_title(title, fontsize=_FONT["title"])
 
