@@ -1,12 +1,14 @@
 # Two commands get a newcomer from a fresh clone to a result:
 #   make demo   -- creates .venv, installs gtvmodel, runs the main demo (paper 001 VI-A SBM)
 #   make test   -- creates .venv, installs gtvmodel with test extras, runs the test suite
+#   make notebooks -- the teaching notebooks (docs/teaching.md): opens Jupyter if installed,
+#                     otherwise executes them all and writes the results to out/notebooks/
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-all lint bench notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,17 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_compile.py
+
+notebooks: $(STAMP)
+	@if $(PY) -c "import jupyterlab" 2>/dev/null; then \
+		$(PY) -m jupyterlab examples/notebooks; \
+	elif $(PY) -c "import notebook" 2>/dev/null; then \
+		$(PY) -m notebook examples/notebooks; \
+	else \
+		echo "Jupyter is not installed (pip install jupyterlab to open the notebooks);"; \
+		echo "executing every notebook with nbclient instead:"; \
+		$(PY) examples/notebooks/_run.py out/notebooks; \
+	fi
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
