@@ -24,7 +24,14 @@ from scipy.sparse import csgraph
 
 from ._norms import norm_rows_upper
 from ._validate import check_int, check_rows, check_scalar
-from .errors import ConstraintError, DataError, LossError, PenaltyError, UnsupportedError
+from .errors import (
+    ConstraintError,
+    DataError,
+    GraphError,
+    LossError,
+    PenaltyError,
+    UnsupportedError,
+)
 from .graph import EmpiricalGraph
 from .terms.constraints import Constraint, SymbolicConstraint
 from .terms.losses import Loss, LossBatch, SymbolicLoss, ZeroLoss
@@ -490,6 +497,38 @@ class ModelDeclaration:
     def declared_losses(self) -> Mapping[int, Loss]:
         """``{position: loss}`` of the nodes whose loss was set (a read-only view)."""
         return MappingProxyType(self._losses)
+
+    def on_graph(self, graph: nx.Graph, weight: Hashable | None = "weight") -> ModelDeclaration:
+        """The same problem (16) on another graph over the same nodes: a new model of this
+        class with the same losses ``L_i``, constraints ``C_i``, penalty ``phi``, ``lambda`` and
+        dimension, and the edges and weights ``A_e`` of ``graph`` (attribute ``weight``).
+        Symbolic losses and constraints move with their node variables, which the two models
+        share.  :class:`GraphError` names a node that only one of the graphs has.
+
+        Examples
+        --------
+        >>> import networkx as nx, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.complete_graph(4), dim=1, lam=0.5)
+        >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+        >>> tree = model.on_graph(nx.path_graph(4))
+        >>> tree.num_edges, tree.lam, tree.loss(0)
+        (3, 0.5, QuadraticLoss(d=1))
+        """
+        new = type(self)(graph, self.dim, penalty=self.penalty, lam=self.lam, weight=weight)
+        odd = set(self.nodes).symmetric_difference(new.nodes)
+        if odd:
+            node = next(iter(odd))
+            side = "graph" if node in set(new.nodes) else "the model"
+            raise GraphError(f"on_graph: node {node!r} is only in {side}; the graph must "
+                             "have exactly the model's nodes")
+        for i, v in self._vars.items():
+            new._vars[new.index(self.nodes[i])] = v
+        for i, loss in self._losses.items():
+            new.set_loss(self.nodes[i], loss)
+        for i, cons in self._constraints.items():
+            for c in cons:
+                new.add_constraint(self.nodes[i], c)
+        return new
 
     def clear_constraints(self, node: Hashable) -> None:
         """Remove every constraint of a node."""
