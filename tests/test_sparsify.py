@@ -297,3 +297,15 @@ def test_sparsification_cost_moves_symbolic_terms_and_checks_nodes():
     J.remove_node(0)
     with pytest.raises(GraphError, match="node 0"):
         sparsification_cost(model, J)
+
+
+def test_weight_proportional_uniform_prefers_heavy_edges():
+    G = nx.cycle_graph(10)
+    nx.set_edge_attributes(G, 1.0, "weight")
+    G[0][1]["weight"] = 50.0
+    picks = [sparsify(G, "uniform_weighted", budget=1, seed=s).has_edge(0, 1)
+             for s in range(40)]
+    plain = [sparsify(G, "uniform", budget=1, seed=s).has_edge(0, 1) for s in range(40)]
+    assert sum(picks) >= 30 and sum(plain) <= 12  # p = 50/59 against 1/10
+    H = sparsify(G, "uniform_weighted", budget=10, seed=0)  # without replacement: all edges
+    assert _edge_set(H) == _edge_set(G) and H[0][1]["weight"] == 50.0

@@ -19,7 +19,8 @@ Weights (``weight=``) of a pair at distance ``t``, with ``scale`` ``s > 0``:
 ``connect=True`` adds, between the connected components of the result, the edges of a
 minimum spanning tree of the component graph (the shortest distance between two components,
 weighted like every other edge), so the result is connected with as few extra edges as
-possible; ``require_connected=True`` (without ``connect``) raises a
+possible (it compares all ``n^2`` pairs once, so it is meant for moderate ``n``);
+``require_connected=True`` (without ``connect``) raises a
 :class:`~gtvmodel.errors.GraphError` naming isolated nodes instead of returning a disconnected
 graph.
 """
@@ -145,16 +146,14 @@ def threshold_graph(dist: Any, eta: float, *, weight: str | Callable[[np.ndarray
     >>> sorted(G.edges(data="weight"))
     [('a', 'b', 1.0), ('b', 'c', 0.5)]
     """
-    return epsilon_graph(dist, eta, metric="precomputed", weight=weight, scale=scale,
-                         nodes=nodes, connect=connect, require_connected=require_connected,
-                         where="threshold_graph", name="eta")
+    return _ball_graph(dist, eta, "precomputed", weight, scale, nodes, connect,
+                       require_connected, "threshold_graph", "eta")
 
 
 def epsilon_graph(X: Any, eps: float, *, metric: str = "euclidean",
                   weight: str | Callable[[np.ndarray], Any] = "gaussian", scale: float = 1.0,
                   nodes: Sequence[Hashable] | None = None, connect: bool = False,
-                  require_connected: bool = False, where: str = "epsilon_graph",
-                  name: str = "eps") -> nx.Graph:
+                  require_connected: bool = False) -> nx.Graph:
     """The epsilon-ball graph: pairs at distance ``<= eps`` (``eps > 0``), Gaussian-kernel
     weights by default.  ``X`` as in :func:`knn_graph` (Euclidean pairs found by
     :meth:`scipy.spatial.cKDTree.query_pairs`); :func:`threshold_graph` is this rule on a
@@ -166,6 +165,15 @@ def epsilon_graph(X: Any, eps: float, *, metric: str = "euclidean",
     >>> sorted(G.edges()), G.number_of_nodes()
     ([(0, 1), (1, 2)], 4)
     """
+    return _ball_graph(X, eps, metric, weight, scale, nodes, connect, require_connected,
+                       "epsilon_graph", "eps")
+
+
+# ---------------------------------------------------------------------------- helpers
+def _ball_graph(X: Any, eps: float, metric: str, weight: Any, scale: float,
+                nodes: Sequence[Hashable] | None, connect: bool, require_connected: bool,
+                where: str, name: str) -> nx.Graph:
+    """Pairs at distance ``<= eps`` (the rule of :func:`epsilon_graph` and (43))."""
     eps = check_scalar(eps, name, min_val=0.0, include_boundaries="neither", where=where)
     D, pts = _inputs(X, metric, where)
     n = D.shape[0] if D is not None else pts.shape[0]
@@ -180,7 +188,6 @@ def epsilon_graph(X: Any, eps: float, *, metric: str = "euclidean",
     return _finish(n, nodes, i, j, t, weight, scale, connect, require_connected, D, pts, where)
 
 
-# ---------------------------------------------------------------------------- helpers
 def _inputs(X: Any, metric: str, where: str) -> tuple[np.ndarray | None, np.ndarray | None]:
     check_option(metric, "metric", METRICS, where=where)
     if metric == "precomputed":
