@@ -309,3 +309,13 @@ def test_weight_proportional_uniform_prefers_heavy_edges():
     assert sum(picks) >= 30 and sum(plain) <= 12  # p = 50/59 against 1/10
     H = sparsify(G, "uniform_weighted", budget=10, seed=0)  # without replacement: all edges
     assert _edge_set(H) == _edge_set(G) and H[0][1]["weight"] == 50.0
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm1(), gm.Norm2()])
+def test_carried_flows_bound_the_gap_by_the_omitted_edges(penalty):
+    """For a subgraph with unchanged weights the sparse optimal flows are dual feasible on the
+    full graph: the certified gap is at most P(W~) - P~* (the omitted edges' share)."""
+    model, G, y = _instance(penalty, seed=2)
+    for method, kw in [("uniform", {"budget": 25}), ("mst", {})]:
+        cost = sparsification_cost(model, sparsify(G, method, seed=0, **kw))
+        assert cost.gap <= cost.full_value - cost.sparse_objective + 1e-6 * abs(cost.full_value)
