@@ -92,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "compare": "gtvmodel.comparison",
 }
 
-_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "io", "plot",
+_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "graphs", "io", "plot",
                           "primal_dual", "solve", "terms", "theory"})
 
 

@@ -544,22 +544,55 @@ class ModelDeclaration:
                                               np.zeros(g)))
 
     def variant(self, *, penalty: Penalty | None = None, lam: float | None = None,
-                graph: nx.Graph | None = None) -> ModelDeclaration:
-        """A new declaration of the same problem (16) with another ``penalty``, ``lam`` or
-        ``graph`` (default: this model's): the same node losses and constraints (the same
-        objects, symbolic ones in the same node variables), so nothing is copied and this model
-        is left unchanged.  ``graph`` must have this model's nodes in the same order; its edge
-        weights are read from the attribute this model reads (:attr:`EmpiricalGraph.weight`)."""
-        g = self.graph if graph is None else graph
-        if list(g.nodes) != self.nodes:
-            raise GraphError("variant: the graph must have the model's nodes in the model's "
-                             "order")
-        out = ModelDeclaration(g, self.dim, self.penalty if penalty is None else penalty,
-                               self.lam if lam is None else lam, weight=self._eg.weight)
+                graph: nx.Graph | None = None, weight: Hashable | None = None
+                ) -> ModelDeclaration:
+        """The same problem (16) with another ``penalty``, ``lam`` or ``graph`` (default: this
+        model's): a new model of this class with the same node losses ``L_i`` and constraints
+        ``C_i`` (the same objects; symbolic ones keep their node variables, which the two models
+        share), so nothing is copied and this model is left unchanged.
+
+        ``graph`` must have exactly this model's nodes (in any order: the variant keeps this
+        model's node order, so weight arrays stay interchangeable); its edge weights ``A_e`` are
+        read from the attribute ``weight`` (default: the attribute this model reads).  Used for
+        the baselines' target problems and for the sparsified graphs of
+        :func:`gtvmodel.graphs.sparsification_cost`.
+
+        Examples
+        --------
+        >>> import networkx as nx, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.complete_graph(4), dim=1, lam=0.5)
+        >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+        >>> tree = model.variant(graph=nx.path_graph([3, 2, 1, 0]))
+        >>> tree.nodes, tree.num_edges, tree.lam, tree.loss(0)
+        ([0, 1, 2, 3], 3, 0.5, QuadraticLoss(d=1))
+        """
+        g = self.graph if graph is None else self._in_model_order(graph)
+        out = type(self)(g, self.dim, self.penalty if penalty is None else penalty,
+                         self.lam if lam is None else lam,
+                         weight=self._eg.weight if weight is None else weight)
         out._losses = dict(self._losses)
         out._constraints = {i: list(c) for i, c in self._constraints.items()}
         out._vars = dict(self._vars)
         return out
+
+    def _in_model_order(self, graph: nx.Graph) -> nx.Graph:
+        """``graph`` with its nodes in this model's order (:class:`GraphError` naming a node
+        that only one of the two has)."""
+        if not isinstance(graph, nx.Graph):
+            raise GraphError(f"variant: graph must be a networkx.Graph, got "
+                             f"{type(graph).__name__}")
+        if list(graph.nodes) == self.nodes:
+            return graph
+        odd = set(self.nodes).symmetric_difference(graph.nodes)
+        if odd:
+            node = next(iter(odd))
+            side = "the graph" if node in graph else "the model"
+            raise GraphError(f"variant: node {node!r} is only in {side}; the graph must have "
+                             "exactly the model's nodes")
+        ordered = type(graph)()
+        ordered.add_nodes_from(self.nodes)
+        ordered.add_edges_from(graph.edges(data=True))
+        return ordered
 
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:
