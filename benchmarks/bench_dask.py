@@ -76,6 +76,9 @@ def part_b(model: gm.GTVModel, client: Client, labels: np.ndarray, iters: int) -
     print(f"    serial: {1e3 * s_serial:.1f} ms/iteration (run {t_serial:.1f} s with setup)")
     print(f"    dask, 2 workers: {1e3 * s_dask:.1f} ms/iteration (run {t_dask:.1f} s with "
           f"setup {b.timings['setup']:.1f} s, {b.setup_bytes / 1e6:.1f} MB of shard data)")
+    busy = b.timings["shard_compute_max"] / iters
+    print(f"    of which computing on the busiest shard {1e3 * busy:.1f} ms/iteration, the "
+          f"rest ({1e3 * (s_dask - busy):.1f} ms) messages, routing and waiting")
     print(f"    dask / serial per iteration: {s_dask / s_serial:.2f}x; max |difference| of "
           f"the iterates: {diff:.1e}")
     print(f"    driver sends {np.median(b.bytes_sent):.0f} bytes/iteration (median) for "

@@ -63,7 +63,13 @@ import scipy.sparse as sp
 
 from .._validate import check_int, check_scalar
 from ..declaration import ModelDeclaration
-from ..errors import DistributedError, GTVError, ParameterError, WorkerLostError
+from ..errors import (
+    DistributedError,
+    GTVError,
+    ParameterError,
+    UnsupportedError,
+    WorkerLostError,
+)
 from ..results import Labels
 from ..terms.penalties import Penalty
 from .algorithm import (
@@ -83,6 +89,9 @@ from .steps import FixedSteps, ResidualBalancing, make_step_rule, steps_from_sca
 from .updates import dual_update, prox_point
 
 __all__ = ["solve_distributed", "DistributedResult", "Checkpoint", "Shard", "ShardSpec"]
+
+#: Rebuilds of the shards in a row (each after a lost worker) before the run gives up.
+MAX_REBUILDS = 5
 
 
 @dataclass
@@ -136,6 +145,7 @@ class Shard:
         self.W_old = self.W[:n].copy()
         self.DTu_old = self.DTu
         self.set_steps(spec.c, spec.tau, spec.sigma)
+        self.busy = 0.0  # seconds spent in node_step, edge_step, receive_flows
 
     def set_steps(self, c: float | None, tau: np.ndarray | None = None,
                   sigma: np.ndarray | None = None) -> None:
@@ -151,18 +161,23 @@ class Shard:
         """Install the new flows of the edges owned elsewhere, form ``(D^T u^{k+1})_i``; with
         ``residual`` return the shard's part of ``p_k^2`` (:func:`~gtvmodel.primal_dual.steps.
         residuals`)."""
+        t0 = time.perf_counter()
         self.U[self.spec.recv_in_inc] = flows
         self.DTu = self.spec.DT_own @ self.U
-        if not residual:
-            return None
-        R = (self.W_old - self.W[:self.spec.n_own]) / self.tau_col - (self.DTu_old - self.DTu)
-        return float(np.einsum("ij,ij->", R, R))
+        p2 = None
+        if residual:
+            R = (self.W_old - self.W[:self.spec.n_own]) / self.tau_col - (self.DTu_old
+                                                                           - self.DTu)
+            p2 = float(np.einsum("ij,ij->", R, R))
+        self.busy += time.perf_counter() - t0
+        return p2
 
     def node_step(self, k: int, flows: np.ndarray | None, c: float | None) -> np.ndarray:
         """PU (32) at the shard's nodes in iteration ``k`` (after installing ``flows`` and the
         scale ``c`` when given); returns the new weights of the nodes other shards need."""
         if flows is not None:
             self.receive_flows(flows)
+        t0 = time.perf_counter()
         if c is not None:
             self.set_steps(c)
         n = self.spec.n_own
@@ -171,6 +186,7 @@ class Shard:
         if not np.isfinite(W_new).all():
             _raise_non_finite(self.spec.model, W_new, self.V[:n], self.tau, k)
         self.W_new[:n] = W_new
+        self.busy += time.perf_counter() - t0
         return W_new[self.spec.send_own]
 
     def edge_step(self, weights: np.ndarray, residual: bool = False
@@ -178,7 +194,7 @@ class Shard:
         """DU (33) on the owned edges with the new weights of the ghosts; returns the new flows
         of the owned edges other shards need and (with ``residual``) the shard's part of
         ``d_k^2``."""
-        spec = self.spec
+        spec, t0 = self.spec, time.perf_counter()
         self.W_new[spec.recv_local] = weights
         DW_new = spec.D_own @ self.W_new
         U_old = self.U[spec.owned_in_inc]
@@ -192,6 +208,7 @@ class Shard:
         self.DW = DW_new
         self.W_old, self.DTu_old = self.W[:spec.n_own], self.DTu
         self.W, self.W_new = self.W_new, self.W.copy()
+        self.busy += time.perf_counter() - t0
         return U_new[spec.send_owned], d2
 
     def first_update(self) -> np.ndarray:
@@ -205,15 +222,16 @@ class Shard:
         """The shard's rows of ``(w^k, u^k)``: its nodes' weights, its owned edges' flows."""
         return self.W[:self.spec.n_own].copy(), self.U[self.spec.owned_in_inc].copy()
 
-    def describe(self) -> dict[str, int]:
-        """Number of the shard's nodes per node-update path (ghosts left out)."""
+    def describe(self) -> tuple[dict[str, int], float]:
+        """Number of the shard's nodes per node-update path (ghosts left out) and the seconds
+        it spent computing iterations (:attr:`busy`)."""
         out: dict[str, int] = {}
         n = self.spec.n_own
         for grp in self.updates.groups:
             m = int((np.asarray(grp.nodes) < n).sum())
             if m:
                 out[grp.kind] = out.get(grp.kind, 0) + m
-        return out
+        return out, self.busy
 
 
 @dataclass
@@ -237,7 +255,10 @@ class DistributedResult(PrimalDualResult):
     the shard of every node, ``cut_edges``, ``cut_weight``), the boundary sizes
     (``boundary_nodes``, ``boundary_edges``), the driver's pickled bytes sent per iteration
     (``bytes_sent``, one entry per iteration run, replays included) and at setup
-    (``setup_bytes``: the shards' data), and ``recoveries`` (worker losses survived)."""
+    (``setup_bytes``: the shards' data), and ``recoveries`` (worker losses survived).
+    ``timings``: ``node_updates`` and ``edge_updates`` are the wall times of the two rounds
+    (computation, messages and routing), ``shard_compute_max`` the computing time of the
+    busiest shard (since its last rebuild), ``checkpoints`` the gathers for checkpoints."""
 
     shard_of: np.ndarray
     cut_edges: int
@@ -400,10 +421,18 @@ class _DaskRun(_Run):
         self._pending_c: float | None = None
         self._d2 = 0.0
         self._gathered: tuple[int, _Iterate] | None = None
-        pool.start(_specs(model, self.layout, W, U, rule, prox, batch_cvxpy))
-        if isinstance(rule, ResidualBalancing):
-            self._pending_c = rule.start(model, _FirstUpdate(self))
         self.ckpt = Checkpoint(0, W.copy(), U.copy(), copy.deepcopy(rule))
+        try:
+            pool.start(_specs(model, self.layout, W, U, rule, prox, batch_cvxpy))
+            if isinstance(rule, ResidualBalancing):
+                self._pending_c = rule.start(model, _FirstUpdate(self))
+        except Exception as exc:  # nothing computed yet: the start point is the checkpoint
+            if not (isinstance(exc, _Lost) or _is_lost(exc)):
+                raise
+            raise WorkerLostError(f"solve_primal_dual(backend='dask'): a worker was lost "
+                                  f"while the shards were set up ({exc})",
+                                  checkpoint=self.ckpt) from exc
+        self.ckpt.rule = copy.deepcopy(rule)
         self.timings["setup"] = time.perf_counter() - t_start
 
     # ---------------------------------------------------------------- fault tolerance
@@ -425,12 +454,14 @@ class _DaskRun(_Run):
             except _Lost as lost:
                 self._recover(before, str(lost))
 
-    def _recover(self, target: int, why: str) -> None:
+    def _recover(self, target: int, why: str, attempt: int = 0) -> None:
         """Rebuild the shards on the workers left from the last checkpoint, then replay the
         iterations up to ``target`` (no certificates, no callbacks: they happened already)."""
         client, ck = self.pool.client, self.ckpt
         self.recoveries += 1
         try:
+            if attempt >= MAX_REBUILDS:
+                raise TimeoutError(f"{MAX_REBUILDS} rebuilds in a row failed")
             client.wait_for_workers(1, timeout=self.pool.recover_timeout)
         except Exception as exc:  # no worker came back in time
             raise WorkerLostError(
@@ -443,14 +474,14 @@ class _DaskRun(_Run):
         try:
             self.pool.start(_specs(self.model, self.layout, ck.weights, ck.flows, self.rule,
                                    self.prox, self.batch_cvxpy))
-        except Exception as exc:
-            if not _is_lost(exc):
+            self.done = ck.iteration
+            while self.done < target:
+                self._step(self.done)
+                self._finish(self.done + 1)
+        except Exception as exc:  # another worker lost while rebuilding or replaying
+            if not (isinstance(exc, _Lost) or _is_lost(exc)):
                 raise
-            return self._recover(target, str(exc))
-        self.done = ck.iteration
-        while self.done < target:
-            self._step(self.done)
-            self._finish(self.done + 1)
+            self._recover(target, str(exc), attempt + 1)
 
     # ---------------------------------------------------------------- the iteration
     def iterate(self, k: int) -> None:
@@ -536,11 +567,12 @@ class _DaskRun(_Run):
         self.timings["total"] = time.perf_counter() - self.t_start
         x = self.x
         paths: dict[str, int] = {}
-        for part in self._guarded(lambda: self.calls("describe", [() for _ in
-                                                                  self.pool.actors]),
-                                  self.done):
+        parts = self._guarded(lambda: self.calls("describe", [() for _ in self.pool.actors]),
+                              self.done)
+        for part, _ in parts:
             for kind, m in part.items():
                 paths[kind] = paths.get(kind, 0) + m
+        self.timings["shard_compute_max"] = max(busy for _, busy in parts)
         lay = self.layout
         return DistributedResult(
             weights=x.W, flows=x.U, iterations=self.k, status=status,
@@ -633,7 +665,11 @@ def _check_labels(model: ModelDeclaration, shards: Any) -> np.ndarray:
 
 def _local_client() -> tuple[Any, Any]:
     """A client of a fresh ``LocalCluster`` (2 worker processes, one thread each)."""
-    from distributed import Client, LocalCluster
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise UnsupportedError("backend='dask' needs dask.distributed: pip install "
+                               "'gtvmodel[dask]'") from exc
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=None)
