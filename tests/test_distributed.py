@@ -198,6 +198,25 @@ def test_explicit_shard_labels_and_stopping_like_the_serial_run(client):
     assert np.array_equal(b.shard_of, labels)
 
 
+def test_a_callback_stops_the_run_as_in_the_serial_run(client):
+    model = _model("squared", n=12, isolated=False)
+    seen = []
+
+    def stop_at_3(k, W, U):
+        seen.append((k, W.copy()))
+        return k == 3
+
+    a = gm.solve_primal_dual(model, tol=0.0, callback=stop_at_3)
+    serial_seen, seen[:] = list(seen), []
+    b = gm.solve_primal_dual(model, tol=0.0, callback=stop_at_3, backend="dask",
+                             client=client, shards=3)
+    assert a.status == b.status == "stopped" and b.iterations == 3
+    _assert_same(a, b)
+    assert [k for k, _ in seen] == [1, 2, 3]
+    for (_, Wa), (_, Wb) in zip(serial_seen, seen, strict=True):
+        np.testing.assert_array_equal(Wa, Wb)  # the callback sees the gathered iterate
+
+
 # --------------------------------------------------------------------- data stays put
 def test_driver_sends_boundary_sized_messages(client):
     """The driver's bytes per iteration depend on the boundary, not on the data: 100x the

@@ -130,7 +130,9 @@ class Shard:
     Algorithm 1: :meth:`node_step` (PU (32) at its nodes) and :meth:`edge_step` (DU (33) on
     its owned edges)."""
 
-    def __init__(self, spec: ShardSpec):
+    def __init__(self, spec: ShardSpec | bytes):
+        if isinstance(spec, bytes):  # pickled once by the driver (which counts its size)
+            spec = pickle.loads(spec)
         self.spec = spec
         self.updates = NodeUpdates(spec.model, spec.prox, spec.batch_cvxpy)
         self.penalty: Penalty = spec.model.penalty
@@ -307,10 +309,11 @@ class _Pool:
             raise WorkerLostError("no Dask worker is available")
         self.specs = specs
         self.workers = [workers[s % len(workers)] for s in range(len(specs))]
-        futures = [self.client.submit(Shard, spec, actor=True, workers=[w],
+        blobs = [pickle.dumps(spec, protocol=5) for spec in specs]
+        self.setup_bytes += sum(len(b) for b in blobs)
+        futures = [self.client.submit(Shard, blob, actor=True, workers=[w],
                                       allow_other_workers=True, pure=False)
-                   for spec, w in zip(specs, self.workers, strict=True)]
-        self.setup_bytes += sum(len(pickle.dumps(s, protocol=5)) for s in specs)
+                   for blob, w in zip(blobs, self.workers, strict=True)]
         try:
             self.actors = [f.result(timeout=self.recover_timeout + 60) for f in futures]
         except Exception as exc:
