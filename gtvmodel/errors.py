@@ -78,8 +78,9 @@ class AccuracyWarning(UserWarning):
 
 
 class DistributedError(GTVError, RuntimeError):
-    """A distributed run (``solve_primal_dual(backend="dask")``) cannot go on: a closed client,
-    a worker that cannot import the package, or a failure that is not a lost worker."""
+    """A distributed run (``solve_primal_dual(backend="dask")``) cannot go on: a worker could
+    not build its shard (e.g. without gtvmodel installed), or every worker is gone
+    (:class:`WorkerLostError`).  A closed or invalid client is a :class:`ParameterError`."""
 
 
 class WorkerLostError(DistributedError):
