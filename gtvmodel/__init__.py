@@ -23,6 +23,7 @@ from .errors import (
     AccuracyWarning,
     ConstraintError,
     DataError,
+    DistributedError,
     FileFormatError,
     GraphError,
     GTVError,
@@ -34,6 +35,7 @@ from .errors import (
     SolverError,
     UnknownNodeError,
     UnsupportedError,
+    WorkerLostError,
 )
 
 __version__ = "0.1.0"
@@ -90,6 +92,9 @@ _EXPORTS: dict[str, str] = {
     "lam_path": "gtvmodel.path",
     "Comparison": "gtvmodel.comparison",
     "compare": "gtvmodel.comparison",
+    "solve_distributed": "gtvmodel.primal_dual.distributed",
+    "DistributedResult": "gtvmodel.primal_dual.distributed",
+    "Checkpoint": "gtvmodel.primal_dual.distributed",
 }
 
 _SUBMODULES = frozenset({"baselines", "certificates", "datasets", "graphs", "io", "plot",
@@ -186,4 +191,10 @@ __all__ = [
     "LamPath",
     "compare",
     "Comparison",
+    # Algorithm 1 on Dask (issue 14)
+    "solve_distributed",
+    "DistributedResult",
+    "Checkpoint",
+    "DistributedError",
+    "WorkerLostError",
 ]

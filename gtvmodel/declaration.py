@@ -543,6 +543,24 @@ class ModelDeclaration:
                               **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
                                               np.zeros(g)))
 
+    def restricted(self, graph: nx.Graph, carry: Iterable[Hashable]) -> ModelDeclaration:
+        """A declaration over ``graph`` (its nodes are labels of this model) with this model's
+        penalty, ``lambda``, edge-weight attribute, and the losses, constraints and node
+        variables of the nodes ``carry`` (the same objects: symbolic ones keep their variables);
+        the other nodes of ``graph`` have none.  A shard of a distributed run
+        (:mod:`gtvmodel.primal_dual.distributed`) is such a declaration: its own nodes carried,
+        its neighbours in other shards present only for their edges (degrees)."""
+        out = ModelDeclaration(graph, self.dim, self.penalty, self.lam, weight=self._eg.weight)
+        for label in carry:
+            i, j = self.index(label), out.index(label)
+            if i in self._losses:
+                out._losses[j] = self._losses[i]
+            if self._constraints.get(i):
+                out._constraints[j] = list(self._constraints[i])
+            if i in self._vars:
+                out._vars[j] = self._vars[i]
+        return out
+
     def variant(self, *, penalty: Penalty | None = None, lam: float | None = None,
                 graph: nx.Graph | None = None, weight: Hashable | None = None
                 ) -> ModelDeclaration:

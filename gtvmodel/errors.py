@@ -75,3 +75,19 @@ class FileFormatError(GTVError, ValueError):
 class AccuracyWarning(UserWarning):
     """An exact solve was accepted at a looser accuracy than gtvmodel's reference tolerances
     (the solver could not reach them); ``Solution.info["tolerances"]`` says which."""
+
+
+class DistributedError(GTVError, RuntimeError):
+    """A distributed run (``solve_primal_dual(backend="dask")``) cannot go on: a worker could
+    not build its shard (e.g. without gtvmodel installed), or every worker is gone
+    (:class:`WorkerLostError`).  A closed or invalid client is a :class:`ParameterError`."""
+
+
+class WorkerLostError(DistributedError):
+    """Every worker of a distributed run is gone: ``checkpoint`` holds the last checkpoint
+    (:class:`gtvmodel.primal_dual.distributed.Checkpoint`: iteration, weights, flows, step
+    rule), so that nothing computed is lost (``warm_start=err.checkpoint`` resumes)."""
+
+    def __init__(self, message: str, checkpoint: object = None):
+        super().__init__(message)
+        self.checkpoint = checkpoint

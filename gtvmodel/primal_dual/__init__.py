@@ -8,13 +8,17 @@
   ``||Sigma^{1/2} D T^{1/2}|| <= 1`` (:class:`FixedSteps`, :class:`ResidualBalancing`);
 * :mod:`~gtvmodel.primal_dual.result` -- :class:`History` and :class:`PrimalDualResult`;
 * :mod:`~gtvmodel.primal_dual.algorithm` -- the loop with the stopping rule on the certified
-  gap (34) (:func:`solve_primal_dual`).
+  gap (34) (:func:`solve_primal_dual`);
+* :mod:`~gtvmodel.primal_dual.sharding` and :mod:`~gtvmodel.primal_dual.distributed` -- the
+  same loop on Dask, each shard of nodes on one worker (:func:`solve_distributed`).
 """
 
 from .algorithm import solve_primal_dual
+from .distributed import Checkpoint, DistributedResult, solve_distributed
 from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, initial_scale, step_norm
 from .updates import EdgeUpdate, NodeUpdate
 
 __all__ = ["solve_primal_dual", "PrimalDualResult", "ResidualBalancing", "FixedSteps",
-           "NodeUpdate", "EdgeUpdate", "History", "step_norm", "initial_scale"]
+           "NodeUpdate", "EdgeUpdate", "History", "step_norm", "initial_scale",
+           "solve_distributed", "DistributedResult", "Checkpoint"]

@@ -52,14 +52,21 @@ from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, residuals, steps_from_scale
 from .updates import dual_update, prox_point
 
-__all__ = ["solve_primal_dual"]
+__all__ = ["solve_primal_dual", "BACKENDS"]
+
+#: The other backends of :func:`solve_primal_dual` by name, each a function taking the same
+#: arguments plus ``client`` and ``shards``: ``"dask"`` is
+#: :func:`gtvmodel.primal_dual.distributed.solve_distributed` (registered when the package
+#: ``gtvmodel.primal_dual`` is imported).
+BACKENDS: dict[str, Callable[..., Any]] = {}
 
 
 def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
                       prox: str = "auto", step: Any = None, warm_start: Any = None,
                       callback: Callable[..., Any] | None = None, record_every: int = 50,
                       progress: bool = False, batch_cvxpy: bool = True,
-                      certificate_budget: float | None = 0.25) -> PrimalDualResult:
+                      certificate_budget: float | None = 0.25, backend: str = "numpy",
+                      client: Any = None, shards: Any = None) -> PrimalDualResult:
     """Run Algorithm 1 (paper 001) on ``model``: iterations PU (32) and DU (33) until the
     certified duality gap (34) is at most ``tol * max(1, |P(w)|)``; see the module docstring.
 
@@ -100,6 +107,13 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         One CVXPY problem for all CVXPY-path nodes (default) or one per node.
     certificate_budget : float or None
         See ``record_every``.
+    backend : {"numpy", "dask"}
+        ``"numpy"``: this process, vectorized; ``"dask"``: shards of the nodes on the workers
+        of a Dask cluster with the same iterates
+        (:func:`gtvmodel.primal_dual.distributed.solve_distributed`, ``docs/distributed.md``).
+    client, shards
+        The ``distributed.Client`` (None: a ``LocalCluster`` for the run) and the number of
+        shards (or the shard of every node) of ``backend="dask"``.
 
     Returns
     -------
@@ -126,6 +140,14 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     >>> res.weights.round(4).ravel().tolist()
     [0.5, 1.0, 4.5]
     """
+    check_option(backend, "backend", ("numpy", *BACKENDS), where="solve_primal_dual")
+    if backend != "numpy":
+        return BACKENDS[backend](model, max_iter, tol, prox, step, warm_start, callback,
+                                 record_every, progress, batch_cvxpy, certificate_budget,
+                                 client=client, shards=shards)
+    if client is not None or shards is not None:
+        raise ParameterError("solve_primal_dual: client and shards are options of "
+                             "backend='dask'; got them with backend='numpy'")
     t_start = time.perf_counter()
     opts = _check_options(max_iter, tol, prox, record_every, progress, batch_cvxpy,
                           certificate_budget, callback)

@@ -1,0 +1,340 @@
+"""Algorithm 1 on Dask (issue 14): the same iterates as the serial solver, boundary-sized
+messages, faults, bad input.  One 2-worker ``LocalCluster`` (worker processes) per module."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+import pytest
+
+import gtvmodel as gm
+from gtvmodel.errors import (
+    DistributedError,
+    GTVError,
+    ParameterError,
+    PartitionError,
+    WorkerLostError,
+)
+from gtvmodel.primal_dual.sharding import ShardLayout, cut_of, partition_nodes
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0")
+    yield cl
+    cl.close()
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+
+
+def _graph(n: int, seed: int) -> nx.Graph:
+    rng = np.random.default_rng(seed)
+    G = nx.connected_watts_strogatz_graph(n, 4, 0.2, seed=seed)
+    for a, b in G.edges:
+        G[a][b]["weight"] = float(rng.uniform(0.5, 2.0))
+    return G
+
+
+def _model(kind: str, n: int = 30, m: int = 5, seed: int = 0, isolated: bool = True
+           ) -> gm.GTVModel:
+    """Two clusters of local linear models (true weights ``a`` on the first half, ``b`` on the
+    second) with losses of ``kind``; an isolated node when ``isolated``."""
+    rng = np.random.default_rng(seed)
+    G = _graph(n, seed)
+    if isolated:
+        G.add_node(n)
+    model = gm.GTVModel(G, 2, lam=0.3)
+    a, b = np.array([1.0, -1.0]), np.array([-1.0, 2.0])
+    for i in G.nodes:
+        X = rng.standard_normal((m, 2))
+        w = a if i < n // 2 else b
+        if kind == "squared":
+            model.set_loss(i, gm.SquaredLoss(X, X @ w + 0.1 * rng.standard_normal(m)))
+        elif kind == "logistic":
+            model.set_loss(i, gm.LogisticLoss(X, (X @ w > 0).astype(float)))
+        elif kind == "constrained":
+            model.set_loss(i, gm.SquaredLoss(X, X @ w))
+            if i % 3 == 0:
+                model.add_constraint(i, gm.Box(-0.5, 0.5))
+            elif i % 3 == 1:
+                model.add_constraint(i, gm.NormBall(1.0))
+        elif kind == "symbolic":
+            if i % 4 == 0:
+                model.set_loss(i, cp.sum_squares(model.var(i) - w) + 0.1 * cp.norm1(model.var(i)))
+            elif i % 4 == 1:
+                model.set_loss(i, gm.HingeLoss(X, np.sign(X @ w)))
+            else:
+                model.set_loss(i, gm.SquaredLoss(X, X @ w))
+            if i % 5 == 0:
+                model.add_constraint(i, model.var(i) >= -1.0)
+    return model
+
+
+# ------------------------------------------------------------------------------- sharding
+def test_partition_finds_the_bridge_and_is_balanced():
+    G = nx.barbell_graph(10, 0)  # two 10-cliques joined by one edge
+    model = gm.GTVModel(G, 1)
+    labels = partition_nodes(model, 2)
+    assert np.bincount(labels).tolist() == [10, 10]
+    assert cut_of(model, labels) == (1, 1.0)
+
+
+def test_partition_refines_the_breadth_first_split():
+    G = nx.grid_2d_graph(12, 12)
+    model = gm.GTVModel(G, 1)
+    kl = partition_nodes(model, 4)
+    bfs = partition_nodes(model, 4, kl_passes=0)
+    assert sorted(np.bincount(kl).tolist()) == [36, 36, 36, 36]
+    assert cut_of(model, kl)[0] <= cut_of(model, bfs)[0]
+    assert cut_of(model, kl)[0] <= 36  # a 12x12 grid into 4 quarters cuts 24 edges
+
+
+def test_layout_boundary_bookkeeping():
+    model = _model("squared", n=20)
+    labels = partition_nodes(model, 3)
+    lay = ShardLayout.build(model, labels)
+    E = model.edges
+    cross = labels[E[:, 0]] != labels[E[:, 1]]
+    assert lay.cut_edges == int(cross.sum())
+    assert np.array_equal(lay.boundary_edges, np.flatnonzero(cross))
+    # every edge is owned once, every incident edge of a shard touches it
+    owned = np.concatenate(lay.owned)
+    assert np.array_equal(np.sort(owned), np.arange(model.num_edges))
+    for s in range(3):
+        assert np.all((labels[E[lay.incident[s], 0]] == s) | (labels[E[lay.incident[s], 1]] == s))
+    with pytest.raises(PartitionError):
+        ShardLayout.build(model, np.full(model.num_nodes, 1))  # shard 0 empty
+
+
+# ------------------------------------------------------------------------ same iterates
+def _assert_same(a, b, tol=1e-12):
+    assert a.iterations == b.iterations
+    assert np.abs(a.weights - b.weights).max() <= tol
+    assert np.abs(a.flows - b.flows).max() <= tol
+    assert a.c == pytest.approx(b.c, rel=1e-12) if a.c is not None else b.c is None
+
+
+@pytest.mark.parametrize("kind", ["squared", "logistic", "constrained", "symbolic"])
+def test_same_iterates_as_the_serial_solver(client, kind):
+    model = _model(kind)
+    kw = {"max_iter": 40, "tol": 0.0, "record_every": 20, "batch_cvxpy": False}
+    a = gm.solve_primal_dual(model, **kw)
+    b = gm.solve_primal_dual(model, **kw, backend="dask", client=client, shards=3)
+    _assert_same(a, b)
+    assert isinstance(b, gm.DistributedResult) and b.recoveries == 0
+    assert b.paths == a.paths
+    np.testing.assert_allclose(b.history.gap, a.history.gap, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b.history.primal_residual, a.history.primal_residual,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("step", [0.7, "explicit"])
+def test_same_iterates_with_fixed_and_explicit_steps(client, step):
+    model = _model("squared", isolated=False)
+    if step == "explicit":
+        step = (0.5 / np.maximum(model.degrees, 1), np.full(model.num_edges, 1.0))
+    kw = {"max_iter": 30, "tol": 0.0, "record_every": 30, "step": step}
+    a = gm.solve_primal_dual(model, **kw)
+    b = gm.solve_primal_dual(model, **kw, backend="dask", client=client, shards=2)
+    _assert_same(a, b)
+
+
+def test_grouped_cvxpy_path_agrees_to_the_solver_tolerance(client):
+    """With ``batch_cvxpy=True`` each shard solves its own CVXPY problem instead of one for all
+    CVXPY-path nodes: the iterates agree to the inexactness schedule, not bitwise."""
+    model = _model("symbolic")
+    kw = {"max_iter": 40, "tol": 0.0, "record_every": 40}
+    a = gm.solve_primal_dual(model, **kw)
+    b = gm.solve_primal_dual(model, **kw, backend="dask", client=client, shards=2)
+    # measured: 5e-6 on the weights, 3e-5 on the flows after 40 iterations
+    assert np.abs(a.weights - b.weights).max() <= 1e-3
+    assert np.abs(a.flows - b.flows).max() <= 1e-3
+
+
+def test_converges_to_an_independent_cvxpy_solution(client):
+    model = _model("squared", n=16, isolated=False)
+    res = gm.solve_primal_dual(model, tol=1e-7, record_every=20, backend="dask",
+                               client=client, shards=2)
+    assert res.status == "converged" and res.gap <= 1e-7 * max(1.0, abs(res.objective))
+    # the problem (16) written directly in CVXPY
+    n, d = model.num_nodes, 2
+    W = cp.Variable((n, d))
+    rng = np.random.default_rng(0)
+    G = _graph(16, 0)
+    a, b = np.array([1.0, -1.0]), np.array([-1.0, 2.0])
+    loss = 0
+    for i in range(n):
+        X = rng.standard_normal((5, 2))
+        y = X @ (a if i < 8 else b) + 0.1 * rng.standard_normal(5)
+        loss = loss + cp.sum_squares(X @ W[i] - y) / 5
+    tv = sum(G[i][j]["weight"] * cp.norm(W[i] - W[j], 2) for i, j in G.edges)
+    prob = cp.Problem(cp.Minimize(loss + 0.3 * tv))
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert res.objective - prob.value <= 1e-6 * max(1.0, abs(prob.value))
+    assert res.objective >= prob.value - 1e-7
+    np.testing.assert_allclose(res.weights, W.value, atol=2e-3)
+
+
+def test_explicit_shard_labels_and_stopping_like_the_serial_run(client):
+    model = _model("squared", isolated=False)
+    labels = np.arange(model.num_nodes) % 2  # a bad cut on purpose: still the same run
+    a = gm.solve_primal_dual(model, tol=1e-5, record_every=10, certificate_budget=None)
+    b = gm.solve_primal_dual(model, tol=1e-5, record_every=10, certificate_budget=None,
+                             backend="dask", client=client, shards=labels)
+    assert a.status == b.status == "converged"
+    _assert_same(a, b)
+    assert np.array_equal(b.shard_of, labels)
+
+
+def test_a_callback_stops_the_run_as_in_the_serial_run(client):
+    model = _model("squared", n=12, isolated=False)
+    seen = []
+
+    def stop_at_3(k, W, U):
+        seen.append((k, W.copy()))
+        return k == 3
+
+    a = gm.solve_primal_dual(model, tol=0.0, callback=stop_at_3)
+    serial_seen, seen[:] = list(seen), []
+    b = gm.solve_primal_dual(model, tol=0.0, callback=stop_at_3, backend="dask",
+                             client=client, shards=3)
+    assert a.status == b.status == "stopped" and b.iterations == 3
+    _assert_same(a, b)
+    assert [k for k, _ in seen] == [1, 2, 3]
+    for (_, Wa), (_, Wb) in zip(serial_seen, seen, strict=True):
+        np.testing.assert_array_equal(Wa, Wb)  # the callback sees the gathered iterate
+
+
+# --------------------------------------------------------------------- data stays put
+def test_driver_sends_boundary_sized_messages(client):
+    """The driver's bytes per iteration depend on the boundary, not on the data: 100x the
+    data rows per node leave them unchanged, and they are a few boundary rows' worth."""
+    small, big = _model("squared", m=4), _model("squared", m=400)
+    kw = {"max_iter": 12, "tol": 0.0, "record_every": 12, "backend": "dask",
+          "client": client, "shards": 2}
+    rs, rb = gm.solve_primal_dual(small, **kw), gm.solve_primal_dual(big, **kw)
+    assert rb.setup_bytes > 10 * rs.setup_bytes  # the data went once, at setup
+    assert np.array_equal(rs.bytes_sent, rb.bytes_sent)  # same graph: same messages
+    d = small.dim
+    boundary_bytes = 8 * d * (rs.boundary_nodes + rs.boundary_edges)
+    per_iter = rs.bytes_sent.max()
+    assert per_iter <= 2 * boundary_bytes + 4000  # rows plus pickling overhead per call
+    assert per_iter < rb.setup_bytes / 100
+
+
+# ------------------------------------------------------------------------------ faults
+def _kill(cluster, client, which):
+    """Kill the worker processes at the given addresses (their nannies do not start new ones)
+    and wait until the scheduler has removed them (a call to a dead worker the scheduler still
+    lists waits for ``distributed.comm.timeouts.connect``, 30 s)."""
+    from distributed.core import Status
+
+    for nanny in cluster.workers.values():
+        if nanny.worker_address in which:
+            nanny.status = Status.closing_gracefully  # the nanny closes instead of restarting
+    try:
+        client.run(os._exit, 1, workers=list(which))
+    except Exception:  # the killed workers cannot answer
+        pass
+    deadline = time.monotonic() + 30
+    while set(client.scheduler_info()["workers"]) & set(which) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same():
+    model = _model("logistic", n=24)
+    kw = {"max_iter": 30, "tol": 0.0, "record_every": 15}
+    ref = gm.solve_primal_dual(model, **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cl, distributed.Client(cl) as c:
+        killed = []
+        first = sorted(c.scheduler_info()["workers"])
+
+        def kill_at_12(k, W, U):
+            if k == 12 and not killed:
+                killed.append(first[0])
+                _kill(cl, c, killed)
+
+        res = gm.solve_distributed(model, **kw, callback=kill_at_12, client=c, shards=2,
+                                   checkpoint_every=5)
+    assert res.recoveries == 1
+    assert res.workers == [first[1], first[1]]  # both shards rebuilt on the worker left
+    assert res.status == ref.status == "max_iter"
+    _assert_same(ref, res)
+    np.testing.assert_allclose(res.history.gap, ref.history.gap, rtol=1e-12)
+
+
+def test_no_worker_left_raises_with_the_last_checkpoint():
+    model = _model("squared", n=12)
+    kw = {"tol": 0.0, "step": 0.5}  # fixed steps: a resumed run is the uninterrupted one
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cl, distributed.Client(cl) as c:
+        def kill_all(k, W, U):
+            if k == 7:
+                _kill(cl, c, set(c.scheduler_info()["workers"]))
+
+        with pytest.raises(WorkerLostError) as info:
+            gm.solve_distributed(model, max_iter=20, **kw, callback=kill_all, client=c,
+                                 shards=2, checkpoint_every=5, recover_timeout=1.0)
+    ck = info.value.checkpoint
+    assert isinstance(ck, gm.Checkpoint) and ck.iteration == 5
+    ref = gm.solve_primal_dual(model, max_iter=5, **kw, record_every=5)
+    np.testing.assert_array_equal(ck.weights, ref.weights)
+    np.testing.assert_array_equal(ck.flows, ref.flows)
+    # nothing is lost: resuming from the checkpoint finishes the uninterrupted run
+    full = gm.solve_primal_dual(model, max_iter=20, **kw, record_every=20)
+    rest = gm.solve_primal_dual(model, max_iter=15, **kw, record_every=15,
+                                warm_start=(ck.weights, ck.flows))
+    np.testing.assert_allclose(rest.weights, full.weights, atol=1e-12)
+    np.testing.assert_allclose(rest.flows, full.flows, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_bad_input_raises_the_packages_errors(client):
+    model = _model("squared", n=10)
+    n = model.num_nodes
+    for shards in (0, n + 1):
+        with pytest.raises(ParameterError, match="shards"):
+            gm.solve_primal_dual(model, backend="dask", client=client, shards=shards)
+    with pytest.raises(ParameterError, match="shards"):
+        gm.solve_primal_dual(model, backend="dask", client=client, shards=np.zeros(3, int))
+    with pytest.raises(ParameterError, match="backend"):
+        gm.solve_primal_dual(model, backend="spark")
+    with pytest.raises(ParameterError, match="client"):
+        gm.solve_primal_dual(model, client=client)  # numpy backend
+    with pytest.raises(ParameterError, match="client"):
+        gm.solve_primal_dual(model, backend="dask", client="tcp://nowhere:1")
+    with pytest.raises(ParameterError, match="checkpoint_every"):
+        gm.solve_distributed(model, client=client, checkpoint_every=0)
+    closed = distributed.Client(client.cluster)  # a second client of the same cluster
+    closed.close()
+    with pytest.raises(ParameterError, match="client is 'closed'"):
+        gm.solve_primal_dual(model, backend="dask", client=closed)
+    assert issubclass(DistributedError, GTVError) and issubclass(WorkerLostError,
+                                                                  DistributedError)
+
+
+def test_a_worker_failure_in_the_computation_is_not_a_lost_worker(client):
+    """A node update failing on a worker raises the package's error as in the serial run."""
+    model = _model("squared", n=10, isolated=False)
+    model.add_constraint(3, gm.Box(1.0, 2.0))
+    model.add_constraint(3, model.var(3) <= 0.0)  # infeasible: the CVXPY path says so
+    with pytest.raises(GTVError) as serial:
+        gm.solve_primal_dual(model, max_iter=3, tol=0.0, record_every=None)
+    t0 = time.perf_counter()
+    with pytest.raises(type(serial.value)):
+        gm.solve_primal_dual(model, max_iter=3, tol=0.0, record_every=None, backend="dask",
+                             client=client, shards=2)
+    assert time.perf_counter() - t0 < 30
