@@ -114,6 +114,21 @@ class Loss(ABC):
         super().__init_subclass__(**kwargs)
         LOSSES.register_subclass(cls, Loss)
 
+    @classmethod
+    def from_groups(cls, X: np.ndarray, y: np.ndarray, ms: np.ndarray,
+                    **options: Any) -> list[Loss]:
+        """One loss per consecutive row group of stacked samples: group ``j`` owns the next
+        ``ms[j]`` rows of ``X`` (``(M, d)``) and ``y`` (``(M,)``), and its loss is
+        ``cls(X_j, y_j, **options)`` (what :meth:`ModelDeclaration.set_data
+        <gtvmodel.declaration.ModelDeclaration.set_data>` builds).  This generic version calls
+        the constructor per group; :class:`DataFitLoss` validates the stack once instead."""
+        ends = np.cumsum(ms)
+        try:
+            return [cls(X[b - m:b], y[b - m:b], **options) for m, b in zip(ms, ends, strict=True)]
+        except TypeError as exc:  # a loss class that takes no samples (X, y)
+            raise LossError(f"{cls.__name__} cannot be built from samples (X, y) with options "
+                            f"{options!r}: {exc}") from None
+
     # ----------------------------------------------------------- interface
     @property
     def dim(self) -> int | None:
@@ -410,7 +425,14 @@ class DataFitLoss(Loss):
 
     def __init__(self, X: Any, y: Any, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(l1=l1, l2=l2)
-        owner = type(self).__name__
+        self.X, self.y = self.check_samples(X, y)
+
+    @classmethod
+    def check_samples(cls, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, y)`` validated as the constructor takes them: ``X`` a finite non-empty ``(m,
+        d)`` matrix, ``y`` finite ``(m,)`` or ``(m, 1)`` (flattened), binary labels converted
+        to ``-1``/``+1`` (:func:`check_binary_labels`); :class:`DataError` naming the class."""
+        owner = cls.__name__
         X = as_finite_array(X, "X", owner=owner)
         if X.ndim == 1:
             raise DataError(
@@ -429,10 +451,31 @@ class DataFitLoss(Loss):
                 f"{owner}: y must have shape ({X.shape[0]},) or ({X.shape[0]}, 1) to match X of "
                 f"shape {X.shape}, got {y.shape}"
             )
-        if self.binary_labels:  # {-1, +1}, {0, 1} or booleans, stored as -1/+1
+        if cls.binary_labels:  # {-1, +1}, {0, 1} or booleans, stored as -1/+1
             y = check_binary_labels(y, "y", where=owner)
-        self.X = X
-        self.y = y
+        return X, y
+
+    @classmethod
+    def from_groups(cls, X: np.ndarray, y: np.ndarray, ms: np.ndarray,
+                    **options: Any) -> list[Loss]:
+        """One loss per consecutive row group (see :meth:`Loss.from_groups`), validated once:
+        the stacked samples by :meth:`check_samples` (binary labels: one label set for all
+        rows), the options by one constructor call; every loss then shares that first loss's
+        options and holds views ``X[rows]``, ``y[rows]`` of the stack (a subclass deriving
+        attributes from its samples in ``__init__`` overrides this)."""
+        X, y = cls.check_samples(X, y)
+        ends = np.cumsum(ms)
+        if ends.size == 0:
+            return []
+        first = cls(X[:ends[0]], y[:ends[0]], **options)
+        shared = {k: v for k, v in first.__dict__.items() if k not in ("X", "y")}
+        out: list[Loss] = [first]
+        new = object.__new__
+        for m, b in zip(ms[1:].tolist(), ends[1:].tolist(), strict=True):
+            loss = new(cls)
+            loss.__dict__.update(shared, X=X[b - m:b], y=y[b - m:b])
+            out.append(loss)
+        return out
 
     @property
     def m(self) -> int:
