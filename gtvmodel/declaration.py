@@ -30,7 +30,6 @@ from .errors import (
     GraphError,
     LossError,
     PenaltyError,
-    UnknownNodeError,
     UnsupportedError,
 )
 from .graph import EmpiricalGraph
@@ -596,22 +595,16 @@ class ModelDeclaration:
     def _positions(self, node_index: Any, rows: int) -> np.ndarray:
         """The position of each row's node label (``UnknownNodeError`` naming the first label
         not in the graph); labels are looked up once per distinct label."""
-        labels = np.asarray(node_index)
+        if isinstance(node_index, np.ndarray):
+            labels = node_index
+        else:  # any labels (tuples, mixed types) as objects, never coerced to strings
+            items = list(node_index)
+            labels = np.empty(len(items), dtype=object)
+            labels[:] = items
         if labels.ndim != 1 or labels.shape[0] != rows:
             raise DataError(f"set_data: node_index must have shape ({rows},) (one node per row "
                             f"of X), got {labels.shape}")
-        try:
-            uniq, inverse = np.unique(labels, return_inverse=True)
-        except TypeError:  # labels of mixed types: no order, look each row up
-            uniq, inverse = labels, np.arange(rows)
-        index = self._eg._index
-        found = np.fromiter((index.get(v, -1) for v in uniq.tolist()), dtype=np.int64,
-                            count=len(uniq))
-        if (found < 0).any():
-            bad = uniq.tolist()[int(np.flatnonzero(found < 0)[0])]
-            raise UnknownNodeError(f"set_data: node_index names node {bad!r}, which is not in "
-                                   "the graph")
-        return found[inverse.reshape(-1)]
+        return self._eg.row_positions(labels, "set_data: node_index")
 
     def _mapping_samples(self, data: Mapping[Hashable, Any]
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

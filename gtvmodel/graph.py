@@ -255,6 +255,21 @@ class EmpiricalGraph:
         """Positions of several nodes, as an integer array."""
         return np.array([self.index(v) for v in nodes], dtype=np.int64)
 
+    def row_positions(self, labels: np.ndarray, name: str = "labels") -> np.ndarray:
+        """Positions of a 1-D array of node labels (e.g. each sample's node), each distinct
+        label looked up once; :class:`UnknownNodeError` naming ``name`` and the first label
+        not in the graph."""
+        try:
+            uniq, inverse = np.unique(labels, return_inverse=True)
+        except TypeError:  # labels of mixed types: no order, look each one up
+            uniq, inverse = labels, np.arange(len(labels))
+        found = np.fromiter((self._index.get(v, -1) for v in uniq.tolist()), dtype=np.int64,
+                            count=len(uniq))
+        if (found < 0).any():
+            bad = uniq.tolist()[int(np.flatnonzero(found < 0)[0])]
+            raise UnknownNodeError(f"{name} names node {bad!r}, which is not in the graph")
+        return found[inverse.reshape(-1)]
+
     def edge_label(self, e: int) -> tuple[Any, Any]:
         """The node labels ``(e+, e-)`` of oriented edge ``e``."""
         h, t = self.edges[e]

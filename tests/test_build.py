@@ -97,6 +97,15 @@ def test_string_labels_and_binary_label_conversion():
     assert model.loss("b").is_zero
 
 
+def test_node_index_of_tuples_and_mixed_labels():
+    G = nx.Graph([(("a", 1), 2), (2, "b")])
+    model = gm.GTVModel(G, 1)
+    model.set_data(np.ones((4, 1)), [1.0, 2.0, 3.0, 4.0], node_index=[("a", 1), 2, "b", 2])
+    assert model.loss(2).y.tolist() == [2.0, 4.0] and model.loss(("a", 1)).m == 1
+    with pytest.raises(UnknownNodeError, match="'2'"):
+        model.set_data(np.ones((1, 1)), [1.0], node_index=["2"])
+
+
 def test_set_losses_validates_before_storing():
     G = nx.path_graph(3)
     model = gm.GTVModel(G, 1)
@@ -123,6 +132,7 @@ def test_set_losses_validates_before_storing():
     ({"node_index": [0, 1, 1], "loss": "nope"}, LossError, "loss must be one of"),
     ({"node_index": [0, 1, 1], "loss": "quadratic"}, LossError, "QuadraticLoss"),
     ({"node_index": [0, 1, 1], "loss": "huber", "M": -1.0}, gm.GTVError, "M"),
+    ({"node_index": [0, 1, 1], "loss": "squared", "M": 1.0}, LossError, "SquaredLoss cannot"),
 ])
 def test_set_data_errors(kwargs, error, match):
     args = {"X": np.ones((3, 2)), "y": [1.0, 2.0, 3.0], "loss": "squared"} | kwargs

@@ -125,9 +125,15 @@ class Loss(ABC):
         <gtvmodel.declaration.ModelDeclaration.set_data>` builds).  This generic version calls
         the constructor per group; :class:`DataFitLoss` validates the stack once instead."""
         ends = np.cumsum(ms)
+        return [cls._from_samples(X[b - m:b], y[b - m:b], options)
+                for m, b in zip(ms, ends, strict=True)]
+
+    @classmethod
+    def _from_samples(cls, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> Loss:
+        """``cls(X, y, **options)``; :class:`LossError` if the class takes no such arguments."""
         try:
-            return [cls(X[b - m:b], y[b - m:b], **options) for m, b in zip(ms, ends, strict=True)]
-        except TypeError as exc:  # a loss class that takes no samples (X, y)
+            return cls(X, y, **options)
+        except TypeError as exc:  # a loss class that takes no samples (X, y), a bad option
             raise LossError(f"{cls.__name__} cannot be built from samples (X, y) with options "
                             f"{options!r}: {exc}") from None
 
@@ -469,7 +475,7 @@ class DataFitLoss(Loss):
         ends = np.cumsum(ms)
         if ends.size == 0:
             return []
-        first = cls(X[:ends[0]], y[:ends[0]], **options)
+        first = cls._from_samples(X[:ends[0]], y[:ends[0]], options)
         shared = {k: v for k, v in first.__dict__.items() if k not in ("X", "y")}
         out: list[Loss] = [first]
         new = object.__new__
