@@ -2159,8 +2159,11 @@ class PiecewiseLinearBatch(DataFitBatch):
         mu = 2.0 * self.l2 + 1.0 / tau
         Z0 = V if W0 is None else np.asarray(W0, dtype=float)
         # the last call's active set starts this one (a guess only: any start is exact)
+        start = self.__dict__.get("_dual_start")
+        if start is not None and start[0].shape[0] != V.shape[0]:
+            start = None
         Z, ok, last = dual_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None], Z0=Z0,
-                                           start=self.__dict__.get("_dual_start"))
+                                           start=start)
         self.__dict__["_dual_start"] = last
         bad = np.flatnonzero(~ok)
         if bad.size:  # CVXPY's prox, then polished by the active-set steps started there
