@@ -8,7 +8,10 @@
 (d) iterations to a certified relative gap of 1e-6: default step rule vs the paper's c = 1 on
     paper 001 VI-A (rho = 1 and 0.6) and paper 000's setting (target >= 10x fewer);
 (e) scale: 100,000 nodes, ~1,000,000 edges, d = 10, squared loss, Norm2: seconds per iteration
-    and peak memory (target <= 1 s/iteration, <= 4 GiB); skip with ``--skip-scale``.
+    and peak memory (target <= 1 s/iteration, <= 4 GiB); skip with ``--skip-scale``;
+(f) losses without a closed-form prox (absolute, hinge; issue 16 item 3) on (a)'s graph and
+    samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
+    to the squared-loss fast path of (a) (target <= 5x); ``--only-f`` runs (f) alone.
 
 Run: ``python benchmarks/bench_primal_dual.py [--repeats 5] [--skip-scale]``.  Medians of the
 repeats are reported.
@@ -28,7 +31,7 @@ import numpy as np
 
 import gtvmodel as gm
 from gtvmodel.datasets import paper000_sbm, sbm
-from gtvmodel.primal_dual.prox import CvxpyProxGroup
+from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
 
 
 # ---------------------------------------------------------------- a plain Algorithm 1
@@ -120,8 +123,12 @@ def main() -> None:
     ap.add_argument("--skip-d", action="store_true", help="skip the slow benchmark (d)")
     ap.add_argument("--scale-certify", action="store_true",
                     help="also time one certificate of the scale instance (slow)")
+    ap.add_argument("--only-f", action="store_true", help="run (f) alone")
     args = ap.parse_args()
     R = args.repeats
+    if args.only_f:
+        general_losses(R)
+        return
 
     # (a) fast path vs plain numpy loop
     data = sbm(rho=1.0, seed=0)
@@ -234,6 +241,35 @@ def main() -> None:
             print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
                   f"(relative gap {cert.relative_gap:.2e})")
 
+    general_losses(R)
+
+
+def general_losses(R: int) -> None:
+    """(f): absolute and hinge losses on paper 001 VI-A's SBM, fixed c = 10."""
+    sq = sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
+    c, iters = 10.0, 200
+    print(f"(f) no closed-form prox, 001 VI-A SBM (n={sq.num_nodes}, |E|={sq.num_edges}, "
+          f"d={sq.dim}), c = {c:g}; ratios to the squared fast path, medians of {R} repeats")
+    for cls in (gm.AbsoluteLoss, gm.HingeLoss):
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: cls(sq.loss(v).X, np.sign(sq.loss(v).y) if cls is gm.HingeLoss
+                                 else sq.loss(v).y) for v in sq.nodes})
+        fast, new, cvx = [], [], []
+        for _ in range(R):
+            fast.append(per_iteration(sq, iters, step=c)[0])
+            new.append(per_iteration(model, iters, step=c)[0])
+            t_short = per_iteration(model, 5, step=c, prox="cvxpy")[0] * 5
+            t_long = per_iteration(model, 25, step=c, prox="cvxpy")[0] * 25
+            cvx.append((t_long - t_short) / 20)
+        # one node update of every node at a random point, both paths at full accuracy
+        V = np.random.default_rng(0).standard_normal((model.num_nodes, model.dim))
+        tau = c / np.maximum(model.degrees, 1)
+        batched = NodeUpdates(model)(V, tau, 10**4, V)
+        general = CvxpyProxGroup(model, np.arange(model.num_nodes)).update(V, tau, 10**4, V)
+        f, nw, cv = (float(np.median(x)) for x in (fast, new, cvx))
+        print(f"    {cls.__name__:12} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
+              f"{cv * 1e3:7.3f} ms/it = {cv / f:5.1f}x   (squared fast path {f * 1e3:.3f} ms/it)"
+              f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}")
 
 if __name__ == "__main__":
     main()

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ._norms import norm_rows_upper
-from ._validate import check_int, check_rows, check_scalar
+from ._validate import as_finite_array, check_int, check_option, check_rows, check_scalar
 from .errors import (
     ConstraintError,
     DataError,
@@ -36,11 +36,13 @@ from .graph import EmpiricalGraph
 from .terms.constraints import Constraint, SymbolicConstraint
 from .terms.losses import Loss, LossBatch, SymbolicLoss, ZeroLoss
 from .terms.penalties import Norm2, Penalty
+from .terms.spec import LOSSES
 
 __all__ = ["ModelDeclaration", "ModelStructure", "ModelCache", "CacheSlot", "components"]
 
 _ZERO = ZeroLoss()
 _T = TypeVar("_T")
+_D = TypeVar("_D", bound="ModelDeclaration")
 
 
 class _FrozenList(list):
@@ -60,6 +62,27 @@ def _frozen_array(a: Any, dtype: Any = None) -> np.ndarray:
     out = np.array(a, dtype=dtype)
     out.setflags(write=False)
     return out
+
+
+def _loss_class(loss: str | type[Loss]) -> type[Loss]:
+    """The loss class named by a kind string (the registry ``LOSSES``) or given itself."""
+    if isinstance(loss, type) and issubclass(loss, Loss):
+        return loss
+    check_option(loss, "loss", LOSSES.kinds(), error=LossError)
+    return LOSSES.get(loss)
+
+
+def _data_dim(X: Any) -> int:
+    """``d``: the last axis of ``X`` or of the first node's ``X_i`` of a mapping."""
+    first = X
+    if isinstance(X, Mapping):
+        item = next(iter(X.values()), None)
+        first = item[0] if isinstance(item, (tuple, list)) and item else item
+    shape = np.shape(first) if first is not None else ()
+    if len(shape) < 2:
+        raise DataError(f"X: cannot read the dimension d from samples of shape {shape} (need "
+                        "(M, d), (n, m, d) or a mapping {node: (X_i, y_i)})")
+    return int(shape[-1])
 
 
 def components(n: int, edges: np.ndarray) -> tuple[int, np.ndarray]:
@@ -259,7 +282,11 @@ class ModelDeclaration:
 
     def __init__(self, graph: nx.Graph, dim: int, penalty: Penalty | None = None,
                  lam: float = 1.0, weight: Hashable | None = "weight"):
-        self._eg = EmpiricalGraph(graph, weight=weight)
+        self._declare(EmpiricalGraph(graph, weight=weight), dim, penalty, lam)
+
+    def _declare(self, eg: EmpiricalGraph, dim: int, penalty: Penalty | None,
+                 lam: float) -> None:
+        self._eg = eg
         self.dim = check_int(dim, "dim", min_val=1, error=DataError)
         self._losses: dict[int, Loss] = {}
         self._constraints: dict[int, list[Constraint]] = {}
@@ -269,6 +296,52 @@ class ModelDeclaration:
         self._structure: ModelStructure | None = None
         self.penalty = Norm2() if penalty is None else penalty
         self.lam = lam
+
+    @classmethod
+    def from_edges(cls: type[_D], nodes: int | Iterable[Hashable], edges: Any,
+                   weights: Any = None, *, dim: int, penalty: Penalty | None = None,
+                   lam: float = 1.0) -> _D:
+        """A model (16) on the graph of an edge array, without a ``networkx.Graph``.
+
+        ``nodes``: ``n`` (labels ``0..n-1``) or the node labels in order; ``edges``: an integer
+        ``(|E|, 2)`` array of node *positions*, each undirected edge once; ``weights``: the
+        ``A_e`` (default 1).  See :meth:`EmpiricalGraph.from_arrays
+        <gtvmodel.graph.EmpiricalGraph.from_arrays>` (validation; :attr:`graph` is built from the
+        arrays on first access).  Then add data with :meth:`set_data` or :meth:`set_losses`.
+
+        Examples
+        --------
+        >>> import numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel.from_edges(3, np.array([[0, 1], [1, 2]]), [1.0, 2.0], dim=1)
+        >>> model.num_nodes, model.num_edges, model.edge_weights.tolist()
+        (3, 2, [1.0, 2.0])
+        """
+        out = cls.__new__(cls)
+        out._declare(EmpiricalGraph.from_arrays(nodes, edges, weights), dim, penalty, lam)
+        return out
+
+    @classmethod
+    def from_arrays(cls: type[_D], graph: nx.Graph, X: Any, y: Any = None,
+                    loss: str | type[Loss] = "squared", *, node_index: Any = None,
+                    penalty: Penalty | None = None, lam: float = 1.0,
+                    weight: Hashable | None = "weight", **loss_options: Any) -> _D:
+        """A model (16) on ``graph`` with one data-fit loss per node, built from stacked
+        arrays in one call: ``cls(graph, d, penalty, lam, weight)`` then :meth:`set_data`
+        (``X``, ``y``, ``loss``, ``node_index``, ``loss_options``: see there; ``d`` is the
+        number of columns of ``X``).
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> X = np.array([[1.0], [2.0], [1.0]]); y = np.array([1.0, 2.0, -1.0])
+        >>> model = gm.GTVModel.from_arrays(nx.path_graph(2), X, y, "squared",
+        ...                                 node_index=[0, 0, 1], lam=0.5)
+        >>> model.loss(0), model.loss(1)
+        (SquaredLoss(m=2, d=1), SquaredLoss(m=1, d=1))
+        """
+        out = cls(graph, _data_dim(X), penalty=penalty, lam=lam, weight=weight)
+        out.set_data(X, y, loss, node_index=node_index, **loss_options)
+        return out
 
     # ------------------------------------------------------------ graph views
     @property
@@ -382,7 +455,11 @@ class ModelDeclaration:
         >>> model.loss(0), type(model.loss(1)).__name__, type(model.loss(2)).__name__
         (SquaredLoss(m=2, d=2), 'SymbolicLoss', 'SymbolicLoss')
         """
-        i = self.index(node)
+        self._losses[self.index(node)] = self._as_loss(node, loss)
+        self._touch()
+
+    def _as_loss(self, node: Hashable, loss: Loss | cp.Expression | Callable) -> Loss:
+        """The :class:`Loss` that :meth:`set_loss` stores for ``loss`` at ``node``."""
         if isinstance(loss, Loss):
             if loss.variable is not None and loss.variable is not self.var(node):
                 raise LossError(f"node {node!r}: symbolic loss is stated in another variable")
@@ -391,9 +468,10 @@ class ModelDeclaration:
                     f"node {node!r}: {loss!r} has dimension {loss.dim} but the model has "
                     f"d = {self.dim}"
                 )
-        elif isinstance(loss, cp.Expression):
-            loss = SymbolicLoss(loss, self.var(node), node)
-        elif callable(loss):
+            return loss
+        if isinstance(loss, cp.Expression):
+            return SymbolicLoss(loss, self.var(node), node)
+        if callable(loss):
             try:
                 expr = loss(self.var(node))
             except Exception as exc:  # the user's callable failed: say where
@@ -403,14 +481,151 @@ class ModelDeclaration:
                     f"node {node!r}: the loss callable must return a CVXPY expression, "
                     f"got {type(expr).__name__}"
                 )
-            loss = SymbolicLoss(expr, self.var(node), node)
-        else:
-            raise LossError(
-                f"node {node!r}: a loss must be a gtvmodel Loss, a CVXPY expression or a "
-                f"callable, got {type(loss).__name__}"
-            )
-        self._losses[i] = loss
+            return SymbolicLoss(expr, self.var(node), node)
+        raise LossError(
+            f"node {node!r}: a loss must be a gtvmodel Loss, a CVXPY expression or a "
+            f"callable, got {type(loss).__name__}"
+        )
+
+    def set_losses(self, losses: Mapping[Hashable, Loss | cp.Expression | Callable]) -> None:
+        """Set many node losses at once: ``{node: loss}``, each as :meth:`set_loss` takes it.
+
+        Every entry is checked before any is stored (an unknown node or a bad loss raises
+        naming the node and leaves the model unchanged), and the model's compiled artefacts
+        are dropped once, not once per node.
+
+        Examples
+        --------
+        >>> import networkx as nx, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=1)
+        >>> model.set_losses({0: gm.QuadraticLoss([1.0]), 2: gm.QuadraticLoss([-1.0])})
+        >>> model.loss(0), model.loss(1)
+        (QuadraticLoss(d=1), ZeroLoss())
+        """
+        if not isinstance(losses, Mapping):
+            raise LossError(f"losses must be a mapping {{node: loss}}, got "
+                            f"{type(losses).__name__}")
+        index, new = self.index, {}
+        for node, loss in losses.items():
+            new[index(node)] = self._as_loss(node, loss)
+        self._losses.update(new)
         self._touch()
+
+    def set_data(self, X: Any, y: Any = None, loss: str | type[Loss] = "squared", *,
+                 node_index: Any = None, **loss_options: Any) -> None:
+        """Set one data-fit loss ``L_i(w) = (1/m_i) sum_r ell(x_r^T w, y_r)`` per node from
+        stacked samples, in one call (ragged ``m_i``; nodes without rows keep their loss).
+
+        ``X`` is either
+
+        * an ``(M, d)`` array of all samples with ``y`` ``(M,)`` and ``node_index`` ``(M,)``
+          naming each row's node (rows in any order; a node's rows keep their order);
+        * an ``(n, m, d)`` array with ``y`` ``(n, m)``: ``m`` samples per node in
+          :attr:`nodes` order (no ``node_index``);
+        * a mapping ``{node: (X_i, y_i)}`` (``y`` and ``node_index`` not given).
+
+        ``loss`` is a loss kind (``"squared"``, ``"logistic"``, ``"hinge"``, ``"absolute"``,
+        ``"huber"``, ..., the registry :data:`gtvmodel.terms.spec.LOSSES`) or a
+        :class:`~gtvmodel.terms.losses.Loss` class taking ``(X_i, y_i, **loss_options)``
+        (e.g. ``M=`` for Huber, ``l1=``/``l2=``).  The samples are validated once over the
+        whole stack (:meth:`DataFitLoss.check_samples
+        <gtvmodel.terms.losses.DataFitLoss.check_samples>`, binary labels as one label set),
+        then stored like :meth:`set_losses`.  Unknown nodes raise :class:`UnknownNodeError`,
+        mismatched lengths and NaN/inf data :class:`DataError`, naming the argument.
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(3), dim=2)
+        >>> X = np.arange(12.0).reshape(6, 2); y = np.array([1, 0, 1, 1, 0, 0])
+        >>> model.set_data(X, y, "logistic", node_index=[0, 0, 2, 2, 2, 0], l2=0.1)
+        >>> model.loss(0), model.loss(1), model.loss(2)
+        (LogisticLoss(m=3, d=2, l2=0.1), ZeroLoss(), LogisticLoss(m=3, d=2, l2=0.1))
+        >>> model.loss(0).y.tolist()  # rows 0, 1, 5 in order; {0, 1} labels stored as -1/+1
+        [1.0, -1.0, -1.0]
+        """
+        cls = _loss_class(loss)
+        Xs, ys, pos = self._stacked_samples(X, y, node_index)
+        order = np.argsort(pos, kind="stable")
+        counts = np.bincount(pos, minlength=self.num_nodes)
+        owners = np.flatnonzero(counts)
+        made = cls.from_groups(Xs[order], ys[order], counts[owners], **loss_options)
+        self._losses.update(zip(owners.tolist(), made, strict=True))
+        self._touch()
+
+    def _stacked_samples(self, X: Any, y: Any, node_index: Any
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X (M, d), y (M,), positions (M,))`` of the three input forms of
+        :meth:`set_data`, checked against the model's nodes and ``d``."""
+        if isinstance(X, Mapping):
+            if y is not None or node_index is not None:
+                raise DataError("set_data: with a mapping {node: (X_i, y_i)} give neither y nor "
+                                "node_index")
+            X, y, pos = self._mapping_samples(X)
+        else:
+            X = as_finite_array(X, "X")
+            y = as_finite_array(y, "y") if y is not None else None
+            if y is None:
+                raise DataError("set_data: y is required with an array X")
+            if X.ndim == 3:
+                if node_index is not None:
+                    raise DataError("set_data: an (n, m, d) array X takes no node_index")
+                if X.shape[0] != self.num_nodes or y.shape != X.shape[:2]:
+                    raise DataError(f"set_data: X of shape (n, m, d) needs n = "
+                                    f"{self.num_nodes} and y of shape (n, m) = {X.shape[:2]}, "
+                                    f"got X {X.shape}, y {y.shape}")
+                pos = np.repeat(np.arange(self.num_nodes), X.shape[1])
+                X, y = X.reshape(-1, X.shape[2]), y.reshape(-1)
+            else:
+                if X.ndim != 2:
+                    raise DataError(f"set_data: X must be (M, d) or (n, m, d), got shape "
+                                    f"{X.shape}")
+                if node_index is None:
+                    raise DataError("set_data: node_index (the node of each row of X) is "
+                                    "required with an (M, d) array X")
+                pos = self._positions(node_index, X.shape[0])
+        if X.shape[-1] != self.dim:
+            raise DataError(f"set_data: X has {X.shape[-1]} columns but the model has "
+                            f"d = {self.dim}")
+        if y.shape[0] != X.shape[0] or y.ndim != 1:
+            raise DataError(f"set_data: y must have shape ({X.shape[0]},) to match X of shape "
+                            f"{X.shape}, got {y.shape}")
+        return X, y, pos
+
+    def _positions(self, node_index: Any, rows: int) -> np.ndarray:
+        """The position of each row's node label (``UnknownNodeError`` naming the first label
+        not in the graph); labels are looked up once per distinct label."""
+        if isinstance(node_index, np.ndarray):
+            labels = node_index
+        else:  # any labels (tuples, mixed types) as objects, never coerced to strings
+            items = list(node_index)
+            labels = np.empty(len(items), dtype=object)
+            labels[:] = items
+        if labels.ndim != 1 or labels.shape[0] != rows:
+            raise DataError(f"set_data: node_index must have shape ({rows},) (one node per row "
+                            f"of X), got {labels.shape}")
+        return self._eg.row_positions(labels, "set_data: node_index")
+
+    def _mapping_samples(self, data: Mapping[Hashable, Any]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stack ``{node: (X_i, y_i)}`` (each checked for shape, naming the node)."""
+        Xs, ys, pos = [], [], []
+        for node, item in data.items():
+            i = self.index(node)
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise DataError(f"set_data: node {node!r}: expected a pair (X_i, y_i), got "
+                                f"{type(item).__name__}")
+            Xi, yi = np.asarray(item[0]), np.asarray(item[1])
+            if Xi.ndim != 2 or Xi.shape[1] != self.dim or yi.shape[:1] != Xi.shape[:1]:
+                raise DataError(f"set_data: node {node!r}: X_i must be (m_i, {self.dim}) and y_i "
+                                f"(m_i,), got {Xi.shape} and {yi.shape}")
+            Xs.append(Xi)
+            ys.append(yi.reshape(-1))
+            pos.append(np.full(Xi.shape[0], i, dtype=np.int64))
+        if not Xs:
+            raise DataError("set_data: the mapping {node: (X_i, y_i)} is empty")
+        return (as_finite_array(np.concatenate(Xs), "X"), as_finite_array(np.concatenate(ys), "y"),
+                np.concatenate(pos))
 
     def loss(self, node: Hashable) -> Loss:
         """The node's loss (:class:`ZeroLoss` if none was set)."""

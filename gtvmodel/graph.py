@@ -22,10 +22,68 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from ._validate import PLAIN_REALS, check_scalar
+from ._validate import PLAIN_REALS, check_int, check_scalar
 from .errors import GraphError, UnknownNodeError
 
 __all__ = ["EmpiricalGraph"]
+
+
+def _node_labels(nodes: int | Iterable[Hashable]) -> list[Hashable]:
+    """``list(range(n))`` for an integer ``n >= 1``, else the labels as a list."""
+    if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
+        return list(range(check_int(nodes, "nodes", min_val=1, error=GraphError)))
+    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
+        raise GraphError(f"nodes must be a node count n or a sequence of node labels, got "
+                         f"{type(nodes).__name__}")
+    labels = list(nodes)
+    if not labels:
+        raise GraphError("nodes: the graph has no nodes")
+    return labels
+
+
+def _edge_positions(edges: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two end positions of an integer ``(|E|, 2)`` edge array, each in ``range(n)`` and
+    distinct (:class:`GraphError` naming the first bad edge)."""
+    E = np.asarray(edges)
+    if E.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if E.ndim != 2 or E.shape[1] != 2:
+        raise GraphError(f"edges must be an (|E|, 2) array of node positions, got shape "
+                         f"{E.shape}")
+    if E.dtype == bool or not np.issubdtype(E.dtype, np.integer):
+        raise GraphError(f"edges must hold integer node positions, got dtype {E.dtype}")
+    E = E.astype(np.int64, copy=False)
+    out = np.flatnonzero(((E < 0) | (E >= n)).any(axis=1))
+    if out.size:
+        e = int(out[0])
+        raise GraphError(f"edges[{e}] = ({E[e, 0]}, {E[e, 1]}): a node position is out of "
+                         f"range for n = {n}")
+    loops = np.flatnonzero(E[:, 0] == E[:, 1])
+    if loops.size:
+        e = int(loops[0])
+        raise GraphError(f"edges[{e}]: self-loop at node position {E[e, 0]}: w_i - w_i = 0 "
+                         "carries no information")
+    return E[:, 0].copy(), E[:, 1].copy()
+
+
+def _edge_weights(weights: Any, m: int, nodes: list[Hashable], ia: np.ndarray,
+                  ib: np.ndarray) -> np.ndarray:
+    """The weights ``A_e`` of an edge array: ``(m,)``, finite and ``> 0`` (all 1 for None);
+    :class:`GraphError` naming the first bad edge."""
+    if weights is None:
+        return np.ones(m)
+    try:
+        A = np.array(weights, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise GraphError(f"weights is not numeric ({exc})") from None
+    if A.shape != (m,):
+        raise GraphError(f"weights must have shape ({m},) (one A_e per edge), got {A.shape}")
+    bad = np.flatnonzero(~(np.isfinite(A) & (A > 0)))
+    if bad.size:
+        e = int(bad[0])
+        raise GraphError(f"weights[{e}] = {A[e]:g} at edge ({nodes[ia[e]]!r}, "
+                         f"{nodes[ib[e]]!r}): a weight A_e must be finite and > 0")
+    return A
 
 
 
@@ -72,10 +130,9 @@ class EmpiricalGraph:
         self.weight = weight
         # a frozen snapshot: later changes of the caller's graph cannot desynchronize the model
         # (edges, weights and D are computed once, here); the snapshot cannot be modified
-        self.graph = nx.freeze(graph.copy())
+        self._graph: nx.Graph | None = nx.freeze(graph.copy())
         self.nodes: list[Hashable] = list(graph.nodes)
         self._index = {v: i for i, v in enumerate(self.nodes)}
-        n = len(self.nodes)
         m = graph.number_of_edges()
         ends = (list(graph.edges(data=weight, default=1.0)) if weight is not None
                 else [(a, b, 1.0) for a, b in graph.edges])
@@ -86,7 +143,49 @@ class EmpiricalGraph:
         if loops.size:
             raise GraphError(f"self-loop at node {ends[loops[0]][0]!r}: w_i - w_i = 0 carries "
                              "no information")
-        weights = self._weights([w for _, _, w in ends], ends, weight)
+        self._set_edges(ia, ib, self._weights([w for _, _, w in ends], ends, weight))
+
+    @classmethod
+    def from_arrays(cls, nodes: int | Iterable[Hashable], edges: Any,
+                    weights: Any = None) -> EmpiricalGraph:
+        """The empirical graph of an edge array, without a ``networkx.Graph``.
+
+        ``nodes`` is ``n`` (labels ``0..n-1``) or the node labels in order (distinct);
+        ``edges`` an integer ``(|E|, 2)`` array of node *positions* (each undirected edge once,
+        in either orientation); ``weights`` the ``(|E|,)`` weights ``A_e`` (default all 1),
+        finite and ``> 0``.  Each bad entry raises :class:`GraphError` naming the edge.  The
+        ``networkx.Graph`` snapshot (:attr:`graph`, edge attribute ``"weight"``) is built on
+        first access only.
+
+        Examples
+        --------
+        >>> g = EmpiricalGraph.from_arrays(3, [[1, 0], [1, 2]], [2.0, 0.5])
+        >>> g.edges.tolist(), g.edge_weights.tolist(), g.degrees.tolist()
+        ([[0, 1], [1, 2]], [2.0, 0.5], [1, 2, 1])
+        >>> sorted(g.graph.edges(data="weight"))
+        [(0, 1, 2.0), (1, 2, 0.5)]
+        """
+        self = cls.__new__(cls)
+        self.weight = "weight"
+        self._graph = None
+        self.nodes = _node_labels(nodes)
+        self._index = {v: i for i, v in enumerate(self.nodes)}
+        if len(self._index) != len(self.nodes):
+            seen: set[Hashable] = set()
+            dup = next(v for v in self.nodes if v in seen or seen.add(v))
+            raise GraphError(f"nodes: the label {dup!r} appears twice")
+        ia, ib = _edge_positions(edges, len(self.nodes))
+        self._set_edges(ia, ib, _edge_weights(weights, ia.size, self.nodes, ia, ib))
+        parallel = np.flatnonzero((np.diff(self.edges, axis=0) == 0).all(axis=1))
+        if parallel.size:
+            a, b = self.edge_label(int(parallel[0]))
+            raise GraphError(f"edges: the edge ({a!r}, {b!r}) appears twice; merge parallel "
+                             "edges into one weight")
+        return self
+
+    def _set_edges(self, ia: np.ndarray, ib: np.ndarray, weights: np.ndarray) -> None:
+        """Orient (``e+ < e-``), sort by ``(e+, e-)`` and build ``D`` and the degrees."""
+        n, m = len(self.nodes), ia.size
         heads, tails = np.minimum(ia, ib), np.maximum(ia, ib)
         # Sort edges by (head, tail) for a deterministic, label-independent order.
         order = np.lexsort((tails, heads))
@@ -97,6 +196,20 @@ class EmpiricalGraph:
         vals = np.tile([1.0, -1.0], m)
         self.incidence = sp.csr_matrix((vals, (rows, cols)), shape=(m, n))
         self.degrees = np.bincount(self.edges.ravel(), minlength=n).astype(np.int64)
+
+    @property
+    def graph(self) -> nx.Graph:
+        """The frozen ``networkx.Graph`` snapshot (for :meth:`from_arrays`, built from the
+        arrays on first access, with the weights as edge attribute ``"weight"``)."""
+        if self._graph is None:
+            g = nx.Graph()
+            g.add_nodes_from(self.nodes)
+            labels = np.empty(len(self.nodes), dtype=object)
+            labels[:] = self.nodes
+            g.add_weighted_edges_from(zip(labels[self.edges[:, 0]], labels[self.edges[:, 1]],
+                                          self.edge_weights.tolist(), strict=True))
+            self._graph = nx.freeze(g)
+        return self._graph
 
     @staticmethod
     def _weights(raw: list[Any], ends: list[tuple[Any, Any, Any]],
@@ -141,6 +254,21 @@ class EmpiricalGraph:
     def indices(self, nodes: Iterable[Any]) -> np.ndarray:
         """Positions of several nodes, as an integer array."""
         return np.array([self.index(v) for v in nodes], dtype=np.int64)
+
+    def row_positions(self, labels: np.ndarray, name: str = "labels") -> np.ndarray:
+        """Positions of a 1-D array of node labels (e.g. each sample's node), each distinct
+        label looked up once; :class:`UnknownNodeError` naming ``name`` and the first label
+        not in the graph."""
+        try:
+            uniq, inverse = np.unique(labels, return_inverse=True)
+        except TypeError:  # labels of mixed types: no order, look each one up
+            uniq, inverse = labels, np.arange(len(labels))
+        found = np.fromiter((self._index.get(v, -1) for v in uniq.tolist()), dtype=np.int64,
+                            count=len(uniq))
+        if (found < 0).any():
+            bad = uniq.tolist()[int(np.flatnonzero(found < 0)[0])]
+            raise UnknownNodeError(f"{name} names node {bad!r}, which is not in the graph")
+        return found[inverse.reshape(-1)]
 
     def edge_label(self, e: int) -> tuple[Any, Any]:
         """The node labels ``(e+, e-)`` of oriented edge ``e``."""

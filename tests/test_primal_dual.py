@@ -182,10 +182,13 @@ def test_prox_cvxpy_for_every_node_and_hinge_absolute():
         y = np.where(X @ [1.0, -1.0] > 0, 1.0, -1.0)
         model.set_loss(v, gm.HingeLoss(X, y, l2=0.1) if k % 2 else gm.AbsoluteLoss(X, X[:, 0],
                                                                                     l2=0.1))
-    res = _run(model, tol=1e-8)
-    assert res.paths == {"cvxpy": 11, "isolated": 1}
+    res = _run(model, tol=1e-8)  # hinge and absolute: the batched dual active-set prox
+    assert res.paths == {"absolute": 6, "hinge": 5, "isolated": 1}
     # P is 2 * l2 = 0.2 strongly convex: ||w - w*||^2 <= 2 (P(w) - P*) / 0.2 <= 10 gap
     _check_against_exact(model, res, wtol=np.sqrt(10.0 * res.gap) + 1e-9)
+    rc = _run(model, prox="cvxpy", tol=1e-8)
+    assert rc.paths == {"cvxpy": 11, "isolated": 1}
+    _check_against_exact(model, rc, wtol=np.sqrt(10.0 * rc.gap) + 1e-9)
     sq = _squared_model(G, gm.Norm2(), 0.3)
     r1 = _run(sq, prox="cvxpy", tol=1e-7)
     assert r1.paths == {"cvxpy": 11, "isolated": 1}

@@ -203,7 +203,7 @@ def test_loss_prox_single_node_and_errors(rng):
     expected = np.linalg.solve((1 + 2 * 0.7 * 0.3) * np.eye(2) + 2 * 0.7 * Q, v + 2 * 0.7 * q)
     np.testing.assert_allclose(loss.prox(v, 0.7), expected, atol=1e-13)  # (69) with the 1/m
     hinge = gm.HingeLoss(X, [1.0, -1.0, 1.0, 1.0])
-    z = hinge.prox(v, 0.5)  # no fast path: one CVXPY solve
+    z = hinge.prox(v, 0.5)  # the batched dual active-set path (PiecewiseLinearBatch)
     obj = lambda w: hinge.value(w) + ((w - v) ** 2).sum() / 1.0  # noqa: E731
     for _ in range(20):
         assert obj(z) <= obj(z + 1e-3 * rng.standard_normal(2)) + 1e-9

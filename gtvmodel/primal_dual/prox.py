@@ -434,10 +434,12 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     """Partition the nodes into node-update groups.
 
     ``prox="auto"``: every node that has an exact fast path gets one -- squared, logistic and
-    Huber losses without ``l1`` and without constraints; quadratic and zero losses with any
-    regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
-    ``NormBall`` (then without ``l1``); everything else (hinge, absolute, symbolic losses or
-    constraints, other combinations) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
+    Huber losses (damped Newton) and hinge and absolute losses (the dual active-set method
+    :func:`~gtvmodel.terms.losses.dual_active_set_prox`) without ``l1`` and without
+    constraints; quadratic and zero losses with any regularizers and either no constraints,
+    only ``Box``/``NonNeg`` constraints, or one ``NormBall`` (then without ``l1``); everything
+    else (symbolic losses or constraints, data fits with ``l1`` or constraints) goes to the
+    CVXPY path.  ``prox="cvxpy"`` sends every
     node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """

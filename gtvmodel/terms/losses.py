@@ -59,6 +59,8 @@ __all__ = [
     "SampleBatch",
     "DataFitBatch",
     "SquaredBatch",
+    "PiecewiseLinearBatch",
+    "dual_active_set_prox",
     "NodePart",
     "ConjugateGroup",
     "smooth_gradients",
@@ -113,6 +115,27 @@ class Loss(ABC):
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         LOSSES.register_subclass(cls, Loss)
+
+    @classmethod
+    def from_groups(cls, X: np.ndarray, y: np.ndarray, ms: np.ndarray,
+                    **options: Any) -> list[Loss]:
+        """One loss per consecutive row group of stacked samples: group ``j`` owns the next
+        ``ms[j]`` rows of ``X`` (``(M, d)``) and ``y`` (``(M,)``), and its loss is
+        ``cls(X_j, y_j, **options)`` (what :meth:`ModelDeclaration.set_data
+        <gtvmodel.declaration.ModelDeclaration.set_data>` builds).  This generic version calls
+        the constructor per group; :class:`DataFitLoss` validates the stack once instead."""
+        ends = np.cumsum(ms)
+        return [cls._from_samples(X[b - m:b], y[b - m:b], options)
+                for m, b in zip(ms, ends, strict=True)]
+
+    @classmethod
+    def _from_samples(cls, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> Loss:
+        """``cls(X, y, **options)``; :class:`LossError` if the class takes no such arguments."""
+        try:
+            return cls(X, y, **options)
+        except TypeError as exc:  # a loss class that takes no samples (X, y), a bad option
+            raise LossError(f"{cls.__name__} cannot be built from samples (X, y) with options "
+                            f"{options!r}: {exc}") from None
 
     # ----------------------------------------------------------- interface
     @property
@@ -410,7 +433,14 @@ class DataFitLoss(Loss):
 
     def __init__(self, X: Any, y: Any, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(l1=l1, l2=l2)
-        owner = type(self).__name__
+        self.X, self.y = self.check_samples(X, y)
+
+    @classmethod
+    def check_samples(cls, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, y)`` validated as the constructor takes them: ``X`` a finite non-empty ``(m,
+        d)`` matrix, ``y`` finite ``(m,)`` or ``(m, 1)`` (flattened), binary labels converted
+        to ``-1``/``+1`` (:func:`check_binary_labels`); :class:`DataError` naming the class."""
+        owner = cls.__name__
         X = as_finite_array(X, "X", owner=owner)
         if X.ndim == 1:
             raise DataError(
@@ -429,10 +459,31 @@ class DataFitLoss(Loss):
                 f"{owner}: y must have shape ({X.shape[0]},) or ({X.shape[0]}, 1) to match X of "
                 f"shape {X.shape}, got {y.shape}"
             )
-        if self.binary_labels:  # {-1, +1}, {0, 1} or booleans, stored as -1/+1
+        if cls.binary_labels:  # {-1, +1}, {0, 1} or booleans, stored as -1/+1
             y = check_binary_labels(y, "y", where=owner)
-        self.X = X
-        self.y = y
+        return X, y
+
+    @classmethod
+    def from_groups(cls, X: np.ndarray, y: np.ndarray, ms: np.ndarray,
+                    **options: Any) -> list[Loss]:
+        """One loss per consecutive row group (see :meth:`Loss.from_groups`), validated once:
+        the stacked samples by :meth:`check_samples` (binary labels: one label set for all
+        rows), the options by one constructor call; every loss then shares that first loss's
+        options and holds views ``X[rows]``, ``y[rows]`` of the stack (a subclass deriving
+        attributes from its samples in ``__init__`` overrides this)."""
+        X, y = cls.check_samples(X, y)
+        ends = np.cumsum(ms)
+        if ends.size == 0:
+            return []
+        first = cls._from_samples(X[:ends[0]], y[:ends[0]], options)
+        shared = {k: v for k, v in first.__dict__.items() if k not in ("X", "y")}
+        out: list[Loss] = [first]
+        new = object.__new__
+        for m, b in zip(ms[1:].tolist(), ends[1:].tolist(), strict=True):
+            loss = new(cls)
+            loss.__dict__.update(shared, X=X[b - m:b], y=y[b - m:b])
+            out.append(loss)
+        return out
 
     @property
     def m(self) -> int:
@@ -783,6 +834,7 @@ class HingeLoss(DataFitLoss):
     kind = "hinge"
     binary_labels = True
     base_smooth = False
+    exact_prox = True
     score_metric = "accuracy"
 
     @staticmethod
@@ -831,6 +883,7 @@ class AbsoluteLoss(DataFitLoss):
 
     kind = "absolute"
     base_smooth = False
+    exact_prox = True
 
     @staticmethod
     def _residual_norm_bound(level, p_min, p_sq):
@@ -1471,6 +1524,161 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
     return Z
 
 
+
+def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
+                         hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                         Z0: np.ndarray, *, start: tuple[np.ndarray, np.ndarray] | None = None,
+                         max_iter: int = 50, rtol: float = 1e-13
+                         ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Exact ``argmin_z sum_r c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k``
+    nodes at once, for row losses with a *linear* conjugate ``ell*(a) = s_r a`` on ``[lo_r,
+    hi_r]`` (hinge, absolute): the node update PU (32) with ``mu = 2 kappa + 1/tau``, ``g =
+    v/tau``.
+
+    By duality (``ell(t) = max_{lo <= a <= hi} a t - s a``) the minimizer is ``z = (g - sum_r
+    c_r a_r x_r) / mu`` with the row duals ``a`` solving the box QP
+
+        min_a  (1/2) a^T Q a - b^T a   s.t.  lo <= a <= hi,
+        Q = (C X)(C X)^T / mu,   b = C X g / mu - C s,   grad_r = c_r (s_r - x_r^T z),
+
+    ``m_i`` variables per node.  It is solved by a primal-dual active-set iteration (a
+    semismooth Newton method): a row is held at ``lo`` where ``grad_r > 0``, at ``hi`` where
+    ``grad_r < 0`` (beyond the rounding level ``rtol`` of the row's terms; the trial point
+    ``a_r - grad_r / Q_rr`` decides between holding and freeing), and the free rows meet their
+    equations ``grad_F = 0``, i.e. ``x_r^T z = s_r``: ``z`` is the projection of ``(g - sum_held
+    c_r a_r x_r) / mu`` onto that affine set (a pseudo-inverse of the free rows, conditioned
+    like ``X`` rather than like ``Q``; least squares where the rows are inconsistent, and any
+    number of rows, ``m_i > d`` included), and their duals ``a_F`` the solution nearest the
+    previous ones.  A node stops when its active set repeats: then every free row has ``grad_r
+    = 0`` and lies in its interval and every held row's gradient has the sign of its bound --
+    the KKT conditions of the QP, so ``z`` is the exact minimizer to rounding.  Arrays are
+    padded to ``m = max_i m_i`` rows per node: ``P`` ``(k, m, d)`` holds ``c_r x_r``, ``K = P
+    P^T`` ``(k, m, m)`` (for the projected-gradient restart), ``cs`` ``c_r s_r``, ``lo``/``hi``
+    ``(k, m)``; ``fixed`` marks padding
+    rows (held at ``a = 0``).  The first active set is ``start = (active set, a)`` returned
+    by a previous call (Algorithm 1 changes it little between iterations), else read off
+    ``Z0``.  Returns ``(Z, converged, (active set, a))``; a node whose active set has not
+    repeated within ``max_iter`` steps, then again from a projected-gradient start, is flagged
+    False for the caller's fallback.  After ``6`` steps only the most violated row of a node
+    changes per step (against cycles).
+    """
+    k = cs.shape[0]
+    pnorm2 = np.einsum("krd,krd->kr", P, P)
+    pnorm = np.sqrt(pnorm2)
+    gamma = mu[:, None] / np.maximum(pnorm2, 1e-300)  # 1 / Q_rr
+    if start is None:
+        a = np.where(fixed, 0.0, 0.5 * (lo + hi))
+        grad = _box_dual_grad(P, cs, Z0)
+        state = _box_active_set(a, grad, gamma, lo, hi, fixed,
+                                rtol * (np.abs(cs) + pnorm * np.abs(Z0).sum(axis=1)[:, None]),
+                                ~fixed)
+        a_prev = np.clip(a - gamma * grad, lo, hi)
+    else:
+        state, a_prev = start[0].copy(), start[1].copy()
+    Z = np.array(Z0, dtype=float)
+
+    def tolerance(rows: np.ndarray, Za: np.ndarray) -> np.ndarray:
+        return rtol * (np.abs(cs[rows]) + pnorm[rows] * np.abs(Za).sum(axis=1)[:, None])
+
+    def run(act: np.ndarray) -> np.ndarray:
+        """Active-set steps on the nodes ``act``; returns those not converged."""
+        for it in range(max_iter):
+            st, lo_a, hi_a, Pa, mu_a = state[act], lo[act], hi[act], P[act], mu[act, None]
+            free = st == 0
+            a_fix = np.where(st < 0, lo_a, np.where(st > 0, hi_a, 0.0))
+            a_fix[free | fixed[act]] = 0.0
+            # z: the projection of h = (g - sum_held c_r a_r x_r) / mu onto {x_r^T z = s_r on
+            # the free rows} (least squares where they are inconsistent), by one pseudo-inverse
+            # of the free rows (conditioned like X, not like Q = (CX)(CX)^T / mu)
+            h = (g[act] - np.einsum("krd,kr->kd", Pa, a_fix)) / mu_a
+            Pf = np.where(free[:, :, None], Pa, 0.0)
+            Pinv = np.linalg.pinv(Pf)
+            Za = h + np.einsum("kdr,kr->kd", Pinv, np.where(
+                free, cs[act] - np.einsum("krd,kd->kr", Pf, h), 0.0))
+            # the free rows' duals with P_F^T a_F = mu (h - z), nearest the previous ones (Q is
+            # singular where m_i > d: a minimum-norm a_F could leave the box needlessly)
+            a0 = np.where(free, a_prev[act], 0.0)
+            a_free = a0 + np.einsum("kdr,kd->kr", Pinv,
+                                    mu_a * (h - Za) - np.einsum("krd,kr->kd", Pf, a0))
+            a = np.where(free, a_free, a_fix)
+            a_prev[act] = a
+            Z[act] = Za
+            grad = _box_dual_grad(Pa, cs[act], Za)
+            new = _box_active_set(a, grad, gamma[act], lo_a, hi_a, fixed[act],
+                                  tolerance(act, Za), free)
+            if it >= 6:  # a cycle is likely: change one row per node, the most violated
+                trial = a - gamma[act] * grad
+                new = _one_change(st, new, np.abs(trial - np.clip(trial, lo_a, hi_a))
+                                  + gamma[act] * np.abs(grad) * free)
+            same = (new == st).all(axis=1)
+            state[act] = new
+            act = act[~same]
+            if act.size == 0:
+                break
+        return act
+
+    left = run(np.arange(k))
+    if left.size:  # cycling nodes: near the solution by projected gradients, then again
+        a = _box_qp_projected_gradient(K[left] / mu[left, None, None],
+                                       np.einsum("krd,kd->kr", P[left], g[left]) / mu[left, None]
+                                       - cs[left], lo[left], hi[left],
+                                       np.clip(a_prev[left], lo[left], hi[left]))
+        Za = (g[left] - np.einsum("krd,kr->kd", P[left], a)) / mu[left, None]
+        a_prev[left] = a
+        state[left] = _box_active_set(a, _box_dual_grad(P[left], cs[left], Za), gamma[left],
+                                      lo[left], hi[left], fixed[left], tolerance(left, Za),
+                                      np.zeros(a.shape, dtype=bool))
+        left = run(left)
+    done = np.ones(k, dtype=bool)
+    done[left] = False
+    return Z, done, (state, a_prev)
+
+
+def _box_qp_projected_gradient(Q: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                               a: np.ndarray, iters: int = 500) -> np.ndarray:
+    """Accelerated projected gradient (FISTA, step ``1/lambda_max(Q)``) on ``min (1/2) a^T Q a
+    - b^T a`` over ``lo <= a <= hi``, per node: a start near the solution for the active-set
+    steps of :func:`dual_active_set_prox` where they cycle."""
+    L = np.maximum(np.linalg.eigvalsh(Q)[:, -1], 1e-300)[:, None]
+    y, t = a.copy(), 1.0
+    for _ in range(iters):
+        a_new = np.clip(y - (np.einsum("krq,kq->kr", Q, y) - b) / L, lo, hi)
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        y = a_new + ((t - 1.0) / t_new) * (a_new - a)
+        a, t = a_new, t_new
+    return a
+
+
+def _box_dual_grad(P: np.ndarray, cs: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """``grad_r = c_r (s_r - x_r^T z)`` of the box QP of :func:`dual_active_set_prox`."""
+    return cs - np.einsum("krd,kd->kr", P, Z)
+
+
+def _one_change(old: np.ndarray, new: np.ndarray, violation: np.ndarray) -> np.ndarray:
+    """``old`` with only the row of largest ``violation`` among the changed rows taken from
+    ``new`` (per node; the anti-cycling step of :func:`dual_active_set_prox`)."""
+    changed = new != old
+    j = np.argmax(np.where(changed, violation + 1e-300, -1.0), axis=1)
+    out = old.copy()
+    rows = np.flatnonzero(changed.any(axis=1))
+    out[rows, j[rows]] = new[rows, j[rows]]
+    return out
+
+
+def _box_active_set(a: np.ndarray, grad: np.ndarray, gamma: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray, fixed: np.ndarray, tol: np.ndarray, free: np.ndarray
+                    ) -> np.ndarray:
+    """``-1`` (held at ``lo``), ``+1`` (at ``hi``) or ``0`` (free) per row: where the trial
+    point ``a - gamma grad`` lies (the primal-dual active-set rule; a gradient within ``tol``
+    counts as zero, so a solution on a bound stays there); a free row whose equation
+    could not be met (``|grad| > tol``: an inconsistent singular system) goes to the bound its
+    gradient points to; padding rows: ``-1``."""
+    big = np.abs(grad) > tol  # below tol a gradient is rounding: a decides (no 2-cycles)
+    trial = a - gamma * np.where(big, grad, 0.0)
+    out = np.where(trial <= lo, -1, np.where(trial >= hi, 1, 0))
+    out = np.where(free & big, np.where(grad > 0, -1, 1), out)
+    return np.where(fixed, -1, out).astype(np.int8)
+
 def smooth_gradients(batches: Sequence[LossBatch], l2: np.ndarray, W: np.ndarray) -> np.ndarray:
     """``grad (L_i + kappa_i ||.||^2)(w_i)`` stacked, ``(n, d)``, over the batches of smooth
     losses (rows of non-smooth batches and of ``l1`` terms are left out; the caller uses them
@@ -1914,6 +2122,59 @@ class DataFitBatch(SampleBatch):
         return self.gram_eigh()
 
 
+class PiecewiseLinearBatch(DataFitBatch):
+    """Data-fit losses whose row loss is piecewise linear with a linear conjugate
+    ``ell*(a) = s_r a`` on an interval ``[lo_r, hi_r]`` (:class:`HingeLoss`,
+    :class:`AbsoluteLoss`): their node update PU (32) is exact and vectorized by the dual
+    active-set method :func:`dual_active_set_prox`, instead of the general CVXPY path."""
+
+    def _padded(self) -> dict[str, np.ndarray]:
+        """The rows padded to ``max_i m_i`` per node (cached): ``P = c_r x_r``, ``K = P
+        P^T``, ``cs = c_r s_r``, ``lo``, ``hi`` and the padding mask ``fixed``."""
+        pad = self.__dict__.get("_pad")
+        if pad is None:
+            k, m, M = self.ms.size, self.max_rows(), self.Xs.shape[0]
+            slot = np.arange(M) - self.starts[self.local]
+            lo_r, hi_r = self.cls._ell_conj_bounds(self.y, self.p)
+            ones = np.ones(M)
+            slope = self.cls._ell_conj(ones, self.y, self.p) - self.cls._ell_conj(0 * ones,
+                                                                                   self.y, self.p)
+            P = np.zeros((k, m, self.d))
+            P[self.local, slot] = self.c[:, None] * self.Xs
+            pad = {"P": P, "K": np.einsum("krd,kqd->krq", P, P)}
+            for name, rows in (("cs", self.c * slope), ("lo", lo_r * ones), ("hi", hi_r * ones)):
+                pad[name] = np.zeros((k, m))
+                pad[name][self.local, slot] = rows
+            pad["fixed"] = np.ones((k, m), dtype=bool)
+            pad["fixed"][self.local, slot] = False
+            self.__dict__["_pad"] = pad
+        return pad
+
+    def _prox(self, V, tau, W0):
+        """:func:`dual_active_set_prox` on ``L_i(z) + kappa_i ||z||^2 + ||z - v_i||^2 /
+        (2 tau_i)``, started from the active set of ``W0`` (else ``v_i``); a node whose active
+        set cycles falls back to its CVXPY prox, polished by the active-set steps started from
+        that point (kept unpolished if they cycle again).  The final active set is kept for the next
+        call (Algorithm 1's next iteration)."""
+        mu = 2.0 * self.l2 + 1.0 / tau
+        Z0 = V if W0 is None else np.asarray(W0, dtype=float)
+        # the last call's active set starts this one (a guess only: any start is exact)
+        start = self.__dict__.get("_dual_start")
+        if start is not None and start[0].shape[0] != V.shape[0]:
+            start = None
+        Z, ok, last = dual_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None], Z0=Z0,
+                                           start=start)
+        self.__dict__["_dual_start"] = last
+        bad = np.flatnonzero(~ok)
+        if bad.size:  # CVXPY's prox, then polished by the active-set steps started there
+            Zc = np.array([_cvxpy_prox(self.losses[j], V[j], float(tau[j])) for j in bad])
+            pad = {name: arr[bad] for name, arr in self._padded().items()}
+            Zp, okp, _ = dual_active_set_prox(**pad, mu=mu[bad], g=V[bad] / tau[bad, None],
+                                              Z0=Zc)
+            Z[bad] = np.where(okp[:, None], Zp, Zc)
+        return Z
+
+
 class SquaredBatch(DataFitBatch):
     """Squared losses: the closed-form prox (69) and maximizers of the conjugate through the
     cached eigen-decompositions ``Q_i = X_i^T X_i / m_i = B_i diag(e_i) B_i^T``."""
@@ -2071,3 +2332,4 @@ DataFitLoss.batch_class = DataFitBatch
 SquaredLoss.batch_class = SquaredBatch
 QuadraticLoss.batch_class = QuadraticBatch
 ZeroLoss.batch_class = ZeroBatch
+HingeLoss.batch_class = AbsoluteLoss.batch_class = PiecewiseLinearBatch
