@@ -86,7 +86,7 @@ _EXPORTS: dict[str, str] = {
     "conic": "gtvmodel.solve.conic",  # a module
 }
 
-_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "io", "plot",
+_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "experiments", "io", "plot",
                           "primal_dual", "solve", "terms", "theory"})
 
 
