@@ -10,9 +10,11 @@ in a module of this package plus one entry of :data:`REGISTRY`.
 Examples
 --------
 >>> from gtvmodel import experiments
->>> res = experiments.run("001-star", seeds=1, quick=True, progress=False)
->>> res.success, sorted(res.figures)
-(True, ['lambda_sweep'])
+>>> experiments.names()
+['001-sbm', '001-chain', '001-star', '000-table1']
+
+``experiments.run("001-star", seeds=1, quick=True)`` runs one in about two seconds
+(docs/experiments.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from tqdm.auto import tqdm
+from tqdm.std import tqdm  # the text bar (stderr): no notebook widget needed
 
 from .._validate import check_bool, check_int
 from ..certificates.certificate import certify
@@ -34,7 +34,8 @@ def seed_list(seeds: int | Sequence[int]) -> list[int]:
 
 
 def progress_bar(items: Iterable[Any], total: int, desc: str, progress: bool | None) -> Any:
-    """``tqdm`` over ``items``; ``progress=None`` shows it only when stderr is a terminal."""
+    """``tqdm``'s text bar over ``items`` on stderr; ``progress=None`` shows it only when
+    stderr is a terminal."""
     show = sys.stderr.isatty() if progress is None else check_bool(progress, "progress")
     return tqdm(items, total=total, desc=desc, disable=not show, leave=False)
 
