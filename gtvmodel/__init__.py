@@ -97,8 +97,8 @@ _EXPORTS: dict[str, str] = {
     "Checkpoint": "gtvmodel.primal_dual.distributed",
 }
 
-_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "graphs", "io", "plot",
-                          "primal_dual", "solve", "terms", "theory"})
+_SUBMODULES = frozenset({"baselines", "certificates", "datasets", "experiments", "graphs", "io",
+                          "plot", "primal_dual", "solve", "terms", "theory"})
 
 
 def __getattr__(name: str) -> Any:

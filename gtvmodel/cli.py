@@ -1,4 +1,5 @@
-"""Command line interface: ``gtvmodel certify PROBLEM WEIGHTS [--flows FLOWS] [--tol T] [--json]``.
+"""Command line interface: ``gtvmodel certify PROBLEM WEIGHTS [--flows FLOWS] [--tol T] [--json]``
+and ``gtvmodel reproduce NAME [--seeds K] [--quick] [--out DIR] [--json]``.
 
 Checks a candidate solution produced anywhere (any language) against a problem file
 (:mod:`gtvmodel.io`, ``docs/file_format.md``) and prints its certificate
@@ -20,9 +21,15 @@ edge's first node ``model.edges[e][0]`` to its second), and ``--json`` (with ``-
 carries ``"probable_flow_sign_flip": true`` (``false`` otherwise); without ``--flows`` it is
 exactly :meth:`Certificate.to_dict`.
 
+``reproduce`` runs a registered experiment of the papers (:mod:`gtvmodel.experiments`; NAME one
+of its registry or ``all``), prints the paper-vs-ours table and the checks of the expected
+outcomes (``--json``: the results as JSON instead), and writes each figure as PNG (at
+:data:`gtvmodel.experiments.DPI` dots per inch) and the numbers as JSON into ``--out``
+(default ``out``).  Exit ``0`` when every check holds, ``1`` when one fails, ``2`` on bad input.
+
 Start-up: ``--help`` and ``--version`` import only the exceptions and numpy (the package's
-names load on first use); ``certify`` imports the engines (CVXPY, SciPy, networkx: about 1 s).
-Matplotlib is never imported.
+names load on first use); ``certify`` imports the engines (CVXPY, SciPy, networkx: about 1 s)
+and never matplotlib; ``reproduce`` imports the experiments (and matplotlib).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 
 from . import __version__
-from ._validate import check_scalar
+from ._validate import check_option, check_scalar
 from .errors import GTVError, ParameterError, SolverError
 
 __all__ = ["main"]
@@ -117,7 +124,59 @@ def _parser() -> argparse.ArgumentParser:
                    help="assume ||w*_i||_inf <= RADIUS (finite, >= 0) for the residual "
                    "charges instead of the radii certify() chooses")
     c.add_argument("--json", action="store_true", help="print the certificate as JSON")
+    r = sub.add_parser("reproduce", help="run an experiment of the papers: table, figures, "
+                       "JSON", description="Run a registered experiment (001-sbm, 001-chain, "
+                       "001-star, 000-table1, ... or all), print the paper's numbers next to "
+                       "ours and the checks of the expected outcomes, and write the figures "
+                       "(PNG) and numbers (JSON) into --out.  Exit 0 when every check holds, 1 "
+                       "otherwise, 2 on bad input.")
+    r.add_argument("name", help="experiment name (gtvmodel.experiments.names()) or 'all'")
+    r.add_argument("--seeds", type=_count("--seeds"), default=3,
+                   help="number of seeds (data draws), seeds 0..K-1 (default 3)")
+    r.add_argument("--quick", action="store_true", help="shrunk sizes: seconds per experiment")
+    r.add_argument("--out", default="out", help="directory for the PNG and JSON files "
+                   "(default: out)")
+    r.add_argument("--json", action="store_true", help="print the results as JSON instead of "
+                   "the tables")
     return p
+
+
+def _count(name: str) -> Callable[[str], int]:
+    """argparse type: an integer ``>= 1``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") \
+                from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+        return v
+
+    parse.__name__ = name
+    return parse
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    # the experiments import the engines and matplotlib: only this command loads them
+    # (tests/test_layout.py allows this deferred import, as the one of certify)
+    experiments = import_module("gtvmodel.experiments")
+    names = experiments.names() if args.name == "all" else [
+        check_option(args.name, "NAME", experiments.names() + ["all"], where="reproduce")]
+    results = []
+    for name in names:
+        res = experiments.run(name, seeds=args.seeds, quick=args.quick)
+        paths = res.save(args.out, dpi=experiments.DPI)
+        results.append(res)
+        if not args.json:
+            print(res.table())
+            print(f"wrote {', '.join(str(p) for p in paths)} (PNG at {experiments.DPI} dpi)")
+            print()
+    if args.json:
+        out = [r.to_dict() for r in results]
+        print(json.dumps(out[0] if args.name != "all" else out, indent=2))
+    return 0 if all(r.success for r in results) else 1
 
 
 def _certify(args: argparse.Namespace) -> int:
@@ -165,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "certify":
             return _certify(args)
+        if args.command == "reproduce":
+            return _reproduce(args)
     except SolverError as exc:
         print(f"gtvmodel: solver failure: {_one_line(exc)}", file=sys.stderr)
         return 3

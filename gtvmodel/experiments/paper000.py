@@ -1,0 +1,153 @@
+"""Paper 000 Sec. 5, Table 1: the networked Lasso on an SBM with 30 labelled nodes, scored on the
+labelled nodes (training MSE) and the others (test MSE), against one pooled linear
+regression."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import datasets
+from ..terms.penalties import Norm1
+from ._common import (
+    exact_scored,
+    gaps_sound,
+    new_figure,
+    paper_algorithm1,
+    progress_bar,
+    row,
+    seed_list,
+    setting,
+)
+from .result import Check, ExperimentResult
+
+__all__ = ["table1_000_experiment", "train_test_mse"]
+
+LAM = 1e-3
+R = 500
+#: Table 1 of paper 000 (training MSE, test MSE).
+PAPER = {"gtv": ("1.7e-6", "1.8e-6"), "pooled": ("4.04", "4.51")}
+TARGET = 1e-5
+FULL = {"sizes": (150, 150), "n_data": 30}
+QUICK = {"sizes": (40, 40), "n_data": 10}
+
+
+def train_test_mse(data: datasets.NetworkedData, weights: np.ndarray) -> tuple[float, float]:
+    """Table 1's training and test MSE: ``||w_i - w_bar_i||^2`` averaged over the labelled
+    nodes ``M`` and over the others ``V \\ M`` (each over its own nodes; (24) divides the test
+    sum by ``|V|`` instead, 0.9 times ours here)."""
+    err = data.squared_errors(weights)
+    return float(err[data.has_data].mean()), float(err[~data.has_data].mean())
+
+
+def _pooled(data: datasets.NetworkedData) -> np.ndarray:
+    """One linear regression on the concatenation of all local datasets (Table 1's "simple
+    linear regression"), the same weights at every node."""
+    X = np.vstack([data.X[v] for v in data.X])
+    y = np.concatenate([data.y[v] for v in data.X])
+    w = np.linalg.lstsq(X, y, rcond=None)[0]
+    return np.tile(w, (len(data.nodes), 1))
+
+
+def _trace(data: datasets.NetworkedData, every: int) -> tuple[list, Any]:
+    """A list filled with ``(k, training MSE, test MSE)`` every ``every`` iterations by the
+    callback returned with it (paper 000's Fig. 2: MSE against the iterations)."""
+    rows: list = []
+
+    def callback(k: int, weights: np.ndarray, flows: np.ndarray) -> None:
+        if k % every == 0 or k == 1:
+            rows.append((k, *train_test_mse(data, weights)))
+
+    return rows, callback
+
+
+def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    data = datasets.paper000_sbm(seed=seed, **cfg)
+    model = data.model(Norm1(), lam=LAM)
+    W_ex, s_ex = exact_scored(model)
+    trace_c1, cb_c1 = _trace(data, 10)
+    trace_ad, cb_ad = _trace(data, 10)
+    W_c1, s_c1 = paper_algorithm1(model, R, step=1.0, callback=cb_c1)
+    W_ad, s_ad = paper_algorithm1(model, R, step=None, callback=cb_ad)
+    out = {"seed": seed, "exact": s_ex, "alg1_c1": s_c1, "alg1_adaptive": s_ad,
+           "trace_c1": trace_c1, "trace_adaptive": trace_ad}
+    for key, W in (("exact", W_ex), ("alg1_c1", W_c1), ("alg1_adaptive", W_ad),
+                   ("pooled", _pooled(data))):
+        out[f"{key}_mse"] = train_test_mse(data, W)
+    return out
+
+
+def table1_000_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
+                          progress: bool | None = None) -> ExperimentResult:
+    """Paper 000 Sec. 5 (Table 1): SBM 150 + 150, ``p_in = 0.5``, ``p_out = 1e-3``,
+    ``m_i = 5``, ``d = 2``, noiseless, 30 labelled nodes, ``l1`` TV, ``lambda = 1e-3``.
+    Scored: the exact solution, Algorithm 1 for ``R = 500`` iterations with the paper's steps
+    (``c = 1``) and with the package's adaptive steps, and one pooled linear regression.
+    Expected (issue 12): GTV training and test MSE <= 1e-5, pooled >= 1.  ``quick``: SBM
+    40 + 40 with 10 labelled nodes."""
+    seeds = seed_list(seeds)
+    cfg = QUICK if quick else FULL
+    runs = [_run(s, cfg) for s in progress_bar(seeds, len(seeds), "000-table1", progress)]
+    result = ExperimentResult(
+        name="000-table1", title="paper 000 Sec. 5, Table 1 (SBM, 30 labelled nodes)",
+        seeds=seeds, quick=quick,
+        data={"setting": setting(cfg), "lam": LAM, "R": R, "runs": runs},
+        departures=[
+            "Training/test MSE are the weight errors ||w_i - w_bar_i||^2 averaged over the 30 "
+            "labelled nodes and over the 270 others (the table's pooled numbers, about 4 = "
+            "||(2,2) - (0,2)||^2 per node, fit averages over each set).",
+            "Algorithm 1 with the paper's steps (c = 1) is far from the optimum after 500 "
+            "iterations on this setting; the paper's 1.7e-6 is what the exact optimum and "
+            "Algorithm 1 with adaptive steps reach.",
+            "The decision-tree row of Table 1 is not reproduced."])
+    labels = {"exact": "GTV exact solution", "alg1_adaptive": "Algorithm 1, adaptive steps",
+              "alg1_c1": "Algorithm 1, paper's steps c = 1", "pooled": "pooled linear regression"}
+    for key, name in labels.items():
+        paper = PAPER["pooled" if key == "pooled" else "gtv"]
+        for j, part in enumerate(("training", "test")):
+            result.rows.append(row(f"{name}, {part} MSE", paper[j] if key != "exact" else
+                                   f"({paper[j]})", [r[f"{key}_mse"][j] for r in runs]))
+        if key != "pooled":
+            result.rows.append(row(f"{name}, certified gap", "", [r[key]["gap"] for r in runs]))
+    for key in ("exact", "alg1_adaptive"):
+        worst = max(max(r[f"{key}_mse"]) for r in runs)
+        result.checks[f"{key}_mse_below_1e-5"] = Check(
+            ok=worst <= TARGET, detail=f"{labels[key]}: largest training/test MSE {worst:.3g} "
+            f"<= {TARGET:g}")
+    pooled = min(min(r["pooled_mse"]) for r in runs)
+    result.checks["pooled_mse_above_1"] = Check(
+        ok=pooled >= 1.0, detail=f"pooled linear regression: smallest training/test MSE "
+        f"{pooled:.3g} >= 1")
+    result.checks["certificates_sound"] = gaps_sound(
+        [(r[k], r["exact"]) for r in runs for k in ("alg1_c1", "alg1_adaptive")])
+    result.figures = {"mse": _figure(runs, labels, cfg)}
+    return result
+
+
+def _figure(runs: list[dict], labels: dict[str, str], cfg: dict[str, Any]) -> Any:
+    """Paper 000's Fig. 2 analogue: training and test MSE against the iteration for both step
+    rules (mean over the seeds), with the exact optimum, the pooled regression and the paper's
+    Table 1 value."""
+    fig, (ax,) = new_figure(width=6.4, height=4.4)
+    for k, (key, name) in enumerate((("trace_c1", labels["alg1_c1"]),
+                                     ("trace_adaptive", labels["alg1_adaptive"]))):
+        tr = np.mean([np.array(r[key]) for r in runs], axis=0)
+        ax.plot(tr[:, 0], tr[:, 2], "-", color=f"C{k}", label=f"{name}: test")
+        ax.plot(tr[:, 0], tr[:, 1], ":", color=f"C{k}", label=f"{name}: training")
+    for key, color in (("exact", "k"), ("pooled", "C3")):
+        ax.axhline(max(np.mean([r[f"{key}_mse"][1] for r in runs]), 1e-16), color=color,
+                   ls="--", lw=1,
+                   label=f"{labels[key]}: test")
+    ax.axhline(float(PAPER["gtv"][1]), color="0.5", ls="-.", lw=1,
+               label="paper 000, Table 1: test MSE 1.8e-6")
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration k of Algorithm 1")
+    ax.set_ylabel(r"MSE $\|\hat w^{(i)} - \bar w^{(i)}\|_2^2$, mean over the nodes")
+    sizes = "+".join(str(k) for k in cfg["sizes"])
+    ax.set_title(rf"paper 000: SBM {sizes}, {cfg['n_data']} labelled nodes, $\ell_1$ TV, "
+                 rf"$\lambda$ = {LAM:g}", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig

@@ -1,0 +1,161 @@
+"""Paper 001 VI-A, Figs. 2-3: MSE (40) on the stochastic block model against the fraction ``rho``
+of nodes with data (Fig. 2, noiseless) and against ``p_out`` (Fig. 3, ``rho = 0.6``, one panel
+per GTV penalty ``phi``), over seeds (one graph draw each), ``lambda = 1e-2``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from .. import datasets
+from ..terms.penalties import Norm1, Norm2, SquaredNorm2
+from ._common import (
+    exact_scored,
+    gaps_sound,
+    mean_std,
+    new_figure,
+    paper_algorithm1,
+    progress_bar,
+    row,
+    seed_list,
+    setting,
+)
+from .result import Check, ExperimentResult
+
+__all__ = ["sbm_experiment", "PENALTIES"]
+
+LAM = 1e-2
+#: The GTV penalties of Fig. 3's panels.
+PENALTIES = {"l2 (network Lasso)": Norm2, "l1": Norm1, "squared l2 (MOCHA)": SquaredNorm2}
+FULL = {"sizes": (100, 100), "rhos": (0.2, 0.4, 0.6, 0.8, 1.0), "fig2_p_outs": (1e-3, 1e-2, 1e-1),
+        "fig3_p_outs": (1e-3, 3e-3, 1e-2, 3e-2, 1e-1), "sigmas": (0.0, 0.1), "rho": 0.6,
+        "R2": 3000, "R3": 2000}
+QUICK = {"sizes": (15, 15), "rhos": (0.6, 1.0), "fig2_p_outs": (1e-2,),
+         "fig3_p_outs": (1e-2, 1e-1), "sigmas": (0.1,), "rho": 0.6, "R2": 300, "R3": 300}
+
+
+def _run(seed: int, sizes: tuple[int, int], rho: float, p_out: float, sigma: float,
+         penalty: str, iterations: int) -> dict[str, Any]:
+    """One graph draw: the exact solution and Algorithm 1 (paper's steps, ``R`` iterations),
+    their MSE (40) and scores."""
+    data = datasets.sbm(sizes=sizes, p_in=0.5, p_out=p_out, m=5, sigma=sigma, rho=rho,
+                        seed=seed)
+    model = data.model(PENALTIES[penalty](), lam=LAM)
+    W_ex, s_ex = exact_scored(model)
+    W_a1, s_a1 = paper_algorithm1(model, iterations)
+    return {"seed": seed, "rho": rho, "p_out": p_out, "sigma": sigma, "penalty": penalty,
+            "mse_exact": data.mse(W_ex), "mse_alg1": data.mse(W_a1), "exact": s_ex,
+            "alg1": s_a1}
+
+
+def _points(cfg: dict[str, Any]) -> list[tuple[str, float, float, float, str, int]]:
+    """Every sweep point ``(figure, rho, p_out, sigma, penalty, R)``."""
+    fig2 = [("fig2", r, p, 0.0, "l2 (network Lasso)", cfg["R2"])
+            for p, r in product(cfg["fig2_p_outs"], cfg["rhos"])]
+    fig3 = [("fig3", cfg["rho"], p, s, pen, cfg["R3"])
+            for pen, s, p in product(PENALTIES, cfg["sigmas"], cfg["fig3_p_outs"])]
+    return fig2 + fig3
+
+
+def sbm_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
+                   progress: bool | None = None) -> ExperimentResult:
+    """Paper 001 VI-A (Figs. 2-3): SBM 100 + 100, ``p_in = 0.5``, ``m_i = 5``, ``d = 2``,
+    ``w_bar = (2, 2), (-2, 2)``, ``lambda = 1e-2``; Algorithm 1 with the paper's steps for
+    ``R = 3000`` (Fig. 2) / ``2000`` (Fig. 3) iterations next to the exact solution; MSE (40)
+    mean ± std over the seeds.  ``quick``: 15 + 15 nodes, 300 iterations, few points."""
+    seeds = seed_list(seeds)
+    cfg = QUICK if quick else FULL
+    jobs = [(pt, s) for pt in _points(cfg) for s in seeds]
+    runs = [dict(_run(s, cfg["sizes"], rho, p, sig, pen, R), figure=fig)
+            for (fig, rho, p, sig, pen, R), s in progress_bar(jobs, len(jobs), "001-sbm",
+                                                              progress)]
+    result = ExperimentResult(
+        name="001-sbm", title="paper 001 VI-A, Figs. 2-3 (SBM)", seeds=seeds, quick=quick,
+        data={"setting": setting(cfg), "lam": LAM, "runs": runs},
+        departures=[
+            "The paper prints no numbers for Figs. 2-3 (curves only): the table gives ours.",
+            "Fig. 3 draws sigma in {0, 0.1} (the paper's sigma values are not stated).",
+            "Every point also has the exact solution (the paper ran Algorithm 1 only)."])
+    _table(result, runs, cfg)
+    _checks(result, runs, cfg)
+    result.figures = {"fig2": _fig2(runs, cfg), "fig3": _fig3(runs, cfg)}
+    return result
+
+
+def _select(runs: list[dict], **key: Any) -> list[dict]:
+    return [r for r in runs if all(r[k] == v for k, v in key.items())]
+
+
+def _table(result: ExperimentResult, runs: list[dict], cfg: dict[str, Any]) -> None:
+    p_mid = cfg["fig2_p_outs"][len(cfg["fig2_p_outs"]) // 2]
+    for rho in cfg["rhos"]:
+        sel = _select(runs, figure="fig2", rho=rho, p_out=p_mid)
+        result.rows += [row(f"Fig. 2 MSE, rho={rho:g}, p_out={p_mid:g}, Algorithm 1",
+                            "figure only", [r["mse_alg1"] for r in sel]),
+                        row(f"Fig. 2 MSE, rho={rho:g}, p_out={p_mid:g}, exact",
+                            "figure only", [r["mse_exact"] for r in sel])]
+    p3 = cfg["fig3_p_outs"][len(cfg["fig3_p_outs"]) // 2]
+    for pen in PENALTIES:
+        sel = _select(runs, figure="fig3", penalty=pen, p_out=p3, sigma=cfg["sigmas"][-1])
+        result.rows.append(row(f"Fig. 3 MSE, {pen}, p_out={p3:g}, sigma={cfg['sigmas'][-1]:g},"
+                               " Algorithm 1", "figure only", [r["mse_alg1"] for r in sel]))
+
+
+def _checks(result: ExperimentResult, runs: list[dict], cfg: dict[str, Any]) -> None:
+    full = _select(runs, figure="fig2", rho=1.0)
+    worst = max(max(r["mse_exact"], r["mse_alg1"]) for r in full if r["p_out"] <= 1e-2)
+    result.checks["noiseless_full_data_recovery"] = Check(
+        ok=worst <= 1e-3, detail=f"rho = 1, sigma = 0, p_out <= 1e-2: largest MSE (exact and "
+        f"Algorithm 1) {worst:.3g} <= 1e-3")
+    exact_gap = max(r["exact"]["gap"] / max(1.0, abs(r["exact"]["objective"])) for r in runs)
+    result.checks["exact_solutions_certified"] = Check(
+        ok=exact_gap <= 1e-6, detail=f"largest relative certified gap of the exact solutions "
+        f"{exact_gap:.3g} <= 1e-6")
+    result.checks["certificates_sound"] = gaps_sound([(r["alg1"], r["exact"]) for r in runs])
+
+
+def _errorbar(ax: Any, x: Sequence[float], sel: list[list[dict]], key: str, **kw: Any) -> None:
+    stats = np.array([mean_std([r[key] for r in pts]) for pts in sel])
+    ax.errorbar(x, stats[:, 0], yerr=stats[:, 1], capsize=3, marker="o", ms=4, **kw)
+
+
+def _fig2(runs: list[dict], cfg: dict[str, Any]) -> Any:
+    fig, (ax,) = new_figure()
+    for k, p in enumerate(cfg["fig2_p_outs"]):
+        sel = [_select(runs, figure="fig2", p_out=p, rho=r) for r in cfg["rhos"]]
+        _errorbar(ax, cfg["rhos"], sel, "mse_alg1", color=f"C{k}",
+                  label=f"Algorithm 1, $p_{{out}}$ = {p:g}")
+        _errorbar(ax, cfg["rhos"], sel, "mse_exact", color=f"C{k}", ls=":", mfc="none",
+                  label=f"exact, $p_{{out}}$ = {p:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"fraction of nodes with data $\rho = |\mathcal{M}|/|\mathcal{V}|$")
+    ax.set_ylabel("MSE (40)")
+    ax.set_title(rf"SBM, $\sigma$ = 0, $\lambda$ = {LAM:g}, R = {cfg['R2']} (Fig. 2)",
+                 fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _fig3(runs: list[dict], cfg: dict[str, Any]) -> Any:
+    fig, axes = new_figure(len(PENALTIES), width=4.2)
+    for ax, pen in zip(axes, PENALTIES, strict=True):
+        for k, s in enumerate(cfg["sigmas"]):
+            sel = [_select(runs, figure="fig3", penalty=pen, sigma=s, p_out=p)
+                   for p in cfg["fig3_p_outs"]]
+            _errorbar(ax, cfg["fig3_p_outs"], sel, "mse_alg1", color=f"C{k}",
+                      label=rf"Algorithm 1, $\sigma$ = {s:g}")
+            _errorbar(ax, cfg["fig3_p_outs"], sel, "mse_exact", color=f"C{k}", ls=":",
+                      mfc="none", label=rf"exact, $\sigma$ = {s:g}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"inter-cluster edge probability $p_{out}$")
+        ax.set_ylabel("MSE (40)")
+        ax.set_title(rf"$\phi$ = {pen}, $\rho$ = {cfg['rho']:g}", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"SBM, R = {cfg['R3']} iterations (Fig. 3)", fontsize=11)
+    return fig
