@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import check_scalar
+from .._validate import check_bool, check_scalar
 from ..primal_dual.prox import NodeUpdates
 from ._common import as_model
 from ._rounds import RoundRecorder, check_rounds, result
@@ -77,7 +77,8 @@ def _edge_step(penalty: Any, a: np.ndarray, b: np.ndarray, t: np.ndarray
 
 def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e-6,
          rel_tol: float = 1e-5, record_every: int = 1, certify_every: int = 0,
-         lam: float | None = None, penalty: Any = None, **certify_kwargs: Any
+         lam: float | None = None, penalty: Any = None, certify: bool = True,
+         **certify_kwargs: Any
          ) -> BaselineResult:
     """Network-Lasso ADMM (module docstring) on the model's problem (16), from zero, for at
     most ``rounds`` rounds; ``status="converged"`` when the residual test of Boyd et al. §3.3
@@ -90,7 +91,8 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     on ``"gtv"`` with those flows: ``certificate`` for the final round, ``history.gap`` every
     ``certify_every`` rounds (0: only the final round); ``certify_kwargs`` go to
     :func:`gtvmodel.certify`.  The history has a row every ``record_every`` rounds (and at
-    round 0, every certified round and the last).
+    round 0, every certified round and the last).  ``certify=False``: no certificate at all
+    (``certificate`` None; e.g. where the flow projection of the certificate is too large).
     ``values_sent``: ``2 |E| d`` per round.
 
     Examples
@@ -110,6 +112,7 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     where = "admm"
     sched = check_rounds(where, rounds, record_every=record_every, certify_every=certify_every)
     rounds = sched.rounds
+    certify = check_bool(certify, "certify", where=where)
     rho = check_scalar(rho, "rho", min_val=0.0, include_boundaries="neither", where=where)
     abs_tol = check_scalar(abs_tol, "abs_tol", min_val=0.0, where=where)
     rel_tol = check_scalar(rel_tol, "rel_tol", min_val=0.0, where=where)
@@ -127,7 +130,8 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     updates = NodeUpdates(model)
     setup = time.perf_counter() - t0
     target = TargetCertifier(model, "gtv", **certify_kwargs)
-    recorder = RoundRecorder(lambda s: target.objective(s[0]), lambda s: target(*s),
+    recorder = RoundRecorder(lambda s: target.objective(s[0]),
+                             (lambda s: target(*s)) if certify else None,
                              record_every=sched.record_every,
                              certify_every=sched.certify_every)  # the state: (weights, flows)
     W = np.zeros((n, d))
