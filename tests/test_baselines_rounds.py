@@ -182,3 +182,11 @@ def test_bad_method_names(data, methods, options, word):
 def test_oracle_by_name_on_a_model_needs_a_partition(data):
     with pytest.raises(gm.ParameterError, match="partition"):
         gm.compare(["oracle"], data.model())
+
+
+def test_admm_without_certificate(data):
+    run = baselines.admm(data, rounds=7, certify=False, certify_every=2)
+    assert run.certificate is None and np.isnan(run.gap) and np.isnan(run.history.gap).all()
+    assert run.timings["certificate"] == 0.0
+    with pytest.raises(gm.ParameterError, match="certify"):
+        baselines.admm(data, certify="no")
