@@ -21,17 +21,40 @@ from typing import Any
 
 import numpy as np
 
-from . import plot
+from . import baselines, plot
 from ._validate import check_bool, check_option
 from .baselines._common import as_model
 from .certificates.certificate import certify as certify_weights
 from .datasets import NetworkedData
 from .declaration import ModelDeclaration
-from .errors import ParameterError
+from .errors import ParameterError, UnsupportedError
+from .primal_dual.algorithm import solve_primal_dual
 from .results import jsonable
 from .scores import node_samples, weights_of
+from .solve.exact import solve_exact
+from .theory.constants import node_hessian_bounds
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "METHODS", "named_method", "default_step"]
+
+#: The methods :func:`compare` knows by name (:func:`named_method`): the baselines of
+#: :mod:`gtvmodel.baselines`, the exact solver and Algorithm 1.
+METHODS: dict[str, Callable[..., Any]] = {
+    "local": baselines.local, "pooled": baselines.pooled, "oracle": baselines.oracle,
+    "fedavg": baselines.fedavg, "fedsgd": baselines.fedsgd, "fedprox": baselines.fedprox,
+    "fedrelax": baselines.fedrelax, "admm": baselines.admm, "ifca": baselines.ifca,
+    "fed_ht": baselines.fed_ht, "fediter_ht": baselines.fediter_ht,
+    "exact": solve_exact, "primal_dual": solve_primal_dual,
+}
+
+#: The gradient methods, which :func:`named_method` gives ``rounds``, ``local_steps`` and
+#: ``step`` defaults (:data:`GRADIENT_DEFAULTS`, ``step = 1 / max_i beta_i``).
+GRADIENT_METHODS = ("fedavg", "fedsgd", "fedprox", "ifca", "fed_ht", "fediter_ht")
+
+#: Default ``rounds`` and ``local_steps`` of the gradient methods called by name.
+GRADIENT_DEFAULTS: dict[str, int] = {"rounds": 100, "local_steps": 1}
+
+#: The option each of these methods needs when called by name (no default): method -> option.
+REQUIRED = {"fedprox": "mu", "ifca": "k", "fed_ht": "tau", "fediter_ht": "tau"}
 
 #: column -> (header in the text table, number format)
 COLUMNS: dict[str, tuple[str, str]] = {
@@ -67,6 +90,11 @@ class Comparison:
         model's losses use different defaults).
     results : dict
         ``{name: result}`` as each method returned it.
+    lam : float
+        The ``lambda`` of the GTV problem (16) the methods ran on (the one ``"gtv"`` gaps are
+        certified on; NaN when not known).
+    penalty : str
+        That problem's penalty ``phi`` (its repr).
     """
 
     rows: list[str]
@@ -74,6 +102,8 @@ class Comparison:
     values: dict[str, Any]
     metric: str
     results: dict[str, Any] = field(default_factory=dict, repr=False)
+    lam: float = float("nan")
+    penalty: str = ""
 
     def column(self, key: str) -> Any:
         """One column over the rows (:class:`ParameterError` naming an unknown key)."""
@@ -82,13 +112,16 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"metric", "columns", "rows": {name: {column: value}}}`` in JSON's types."""
-        return {"metric": self.metric, "columns": list(self.columns),
+        return {"metric": self.metric, "lam": jsonable(self.lam), "penalty": self.penalty,
+                "columns": list(self.columns),
                 "rows": {name: {c: jsonable(self.values[c][r]) for c in self.columns}
                          for r, name in enumerate(self.rows)}}
 
     def to_text(self) -> str:
-        """The table as aligned plain text (``-`` where a quantity is not defined)."""
-        head = ["method"] + [_header(c, self.metric) for c in self.columns]
+        """The table as aligned plain text (``-`` where a quantity is not defined); the first
+        header names the problem (16) solved, ``method (lambda = ..., penalty)``."""
+        problem = "" if np.isnan(self.lam) else f" (lambda = {self.lam:.4g}, {self.penalty})"
+        head = ["method" + problem] + [_header(c, self.metric) for c in self.columns]
         body = [[name] + [_cell(c, self.values[c][r]) for c in self.columns]
                 for r, name in enumerate(self.rows)]
         widths = [max(len(row[j]) for row in [head, *body]) for j in range(len(head))]
@@ -153,21 +186,119 @@ def _metric_name(model: ModelDeclaration, metric: Any) -> str:
     return names.pop() if len(names) == 1 else "score"
 
 
-def compare(methods: Mapping[str, Callable[[ModelDeclaration], Any]], data: Any, *,
-            metrics: Sequence[str] = ("train", "validation"), validation: Any = None,
-            certify: bool = True, metric: Any = "auto") -> Comparison:
+def default_step(model: ModelDeclaration, name: str) -> float:
+    """``1 / max_i beta_i``, the step size of a gradient method called by name (``beta_i``
+    (12): the Lipschitz constant of ``grad L_i``, from the losses' Hessian bounds); a step
+    safe for local gradient descent at every node."""
+    try:
+        beta = float(np.linalg.eigvalsh(node_hessian_bounds(model)[1])[:, -1].max())
+    except UnsupportedError as exc:
+        raise ParameterError(f"compare: method {name!r} needs options[{name!r}]['step'] "
+                             f"(no default step: {exc})") from None
+    return 1.0 / beta if beta > 0 else 1.0
+
+
+def named_method(name: str, options: Mapping[str, Any] | None = None, data: Any = None
+                 ) -> Callable[[ModelDeclaration], Any]:
+    """``model -> result`` for a method known by ``name`` (:data:`METHODS`) with the keyword
+    ``options`` of its function.
+
+    Defaults filled in where ``options`` has none: for the gradient methods
+    (:data:`GRADIENT_METHODS`) ``rounds=100``, ``local_steps=1`` (not FedSGD's) and
+    ``step = 1 / max_i beta_i`` (:func:`default_step`); for ``"oracle"`` the true partition of
+    ``data`` when it is a :class:`~gtvmodel.datasets.NetworkedData`.  ``fedprox`` needs
+    ``mu``, ``ifca`` ``k``, ``fed_ht``/``fediter_ht`` ``tau`` (and ``oracle`` a ``partition``
+    on a model): :class:`ParameterError` naming the option otherwise, and for an unknown
+    name, listing the known ones.
+
+    Examples
+    --------
+    >>> from gtvmodel import datasets
+    >>> from gtvmodel.comparison import named_method
+    >>> data = datasets.sbm(sizes=(5, 5), p_in=0.9, p_out=0.1, m=10, seed=0)
+    >>> run = named_method("ifca", {"k": 2, "restarts": 3})(data.model())
+    >>> run.method, run.rounds
+    ('ifca', 100)
+    """
+    check_option(name, "methods", tuple(METHODS), where="compare")
+    opts = dict(options or {})
+    need = REQUIRED.get(name)
+    if need is not None and need not in opts:
+        raise ParameterError(f"compare: method {name!r} needs options[{name!r}][{need!r}]")
+    if name == "oracle" and "partition" not in opts:
+        if not isinstance(data, NetworkedData):
+            raise ParameterError("compare: method 'oracle' needs options['oracle']"
+                                 "['partition'] (or a NetworkedData with true clusters)")
+        opts["partition"] = data.partition()
+    fn = METHODS[name]
+
+    def run(model: ModelDeclaration) -> Any:
+        kwargs = dict(opts)
+        if name in GRADIENT_METHODS:
+            for key, value in GRADIENT_DEFAULTS.items():
+                if not (name == "fedsgd" and key == "local_steps"):
+                    kwargs.setdefault(key, value)
+            if "step" not in kwargs:
+                kwargs["step"] = default_step(model, name)
+        return fn(model, **kwargs)
+
+    run.__name__ = name
+    return run
+
+
+def _methods(methods: Any, options: Any, data: Any) -> dict[str, Callable[..., Any]]:
+    """``{row name: model -> result}`` from a mapping of callables or method names, or a
+    sequence of method names (their own row names); ``options`` keyed by row name."""
+    if isinstance(methods, (str, bytes)) or not isinstance(methods, (Mapping, Sequence)) \
+            or not methods:
+        raise ParameterError("compare: methods must be a non-empty mapping name -> callable "
+                             "or method name, or a sequence of method names")
+    pairs = methods.items() if isinstance(methods, Mapping) else [(m, m) for m in methods]
+    options = {} if options is None else options
+    if not isinstance(options, Mapping):
+        raise ParameterError("compare: options must be a mapping method name -> {option: "
+                             "value}")
+    out: dict[str, Callable[..., Any]] = {}
+    for row, fn in pairs:
+        if isinstance(fn, str):
+            fn = named_method(fn, options.get(row), data)
+        elif not callable(fn):
+            raise ParameterError(f"compare: methods[{row!r}] is not callable (nor a "
+                                 f"method name: {', '.join(METHODS)})")
+        elif row in options:
+            raise ParameterError(f"compare: options[{row!r}] is given but methods[{row!r}] "
+                                 "is a callable (options are for methods given by name)")
+        if row in out:
+            raise ParameterError(f"compare: method {row!r} is given twice")
+        out[row] = fn
+    unused = set(options) - set(out)
+    if unused:
+        raise ParameterError(f"compare: options for {sorted(map(str, unused))} name no "
+                             "method of the comparison")
+    return out
+
+
+def compare(methods: Any, data: Any, *, metrics: Sequence[str] = ("train", "validation"),
+            validation: Any = None, certify: bool = True, metric: Any = "auto",
+            options: Mapping[str, Mapping[str, Any]] | None = None, lam: float | None = None,
+            penalty: Any = None) -> Comparison:
     """Run several methods on one dataset and tabulate them (module docstring).
 
     Parameters
     ----------
-    methods : mapping name -> callable
-        ``method(model) -> result``: anything with ``weights`` ``(n, d)`` in model order (a
-        :class:`~gtvmodel.BaselineResult`, a :class:`~gtvmodel.Solution`, a
+    methods : mapping name -> callable or method name, or sequence of method names
+        A callable is ``method(model) -> result``: anything with ``weights`` ``(n, d)`` in
+        model order (a :class:`~gtvmodel.BaselineResult`, a :class:`~gtvmodel.Solution`, a
         :class:`~gtvmodel.PrimalDualResult`, ...), e.g. ``lambda m: gm.solve_exact(m)`` or
-        ``functools.partial(baselines.fedavg, rounds=50)``.
+        ``functools.partial(baselines.fedavg, rounds=50)``.  A name is one of
+        :data:`METHODS` (``"local"``, ``"pooled"``, ``"oracle"``, ``"fedavg"``, ``"fedsgd"``,
+        ``"fedprox"``, ``"fedrelax"``, ``"admm"``, ``"ifca"``, ``"fed_ht"``,
+        ``"fediter_ht"``, ``"exact"``, ``"primal_dual"``; :func:`named_method`); in a
+        sequence it is also the row's name.
     data : GTVModel or NetworkedData
         The model every method runs on (a dataset's :meth:`~gtvmodel.datasets.NetworkedData.
-        model`); a dataset also gives the MSE (40) to its true weights.
+        model` at ``lam`` and ``penalty``); a dataset also gives the MSE (40) to its true
+        weights.
     metrics : sequence of {"train", "validation"}
         The score columns: on the training samples of the model's losses and on
         ``validation`` (left out when ``validation`` is None).
@@ -177,6 +308,13 @@ def compare(methods: Mapping[str, Callable[[ModelDeclaration], Any]], data: Any,
         Certify the weights of results that carry no certificate (module docstring).
     metric : {"auto", "mse", "accuracy"} or callable
         The score (:func:`gtvmodel.node_scores`).
+    options : mapping row name -> mapping, optional
+        Keyword options of the methods given by name (e.g. ``{"ifca": {"k": 2}}``).
+    lam, penalty : optional
+        The GTV problem (16) the methods run on: a dataset's model is built at them, a model
+        is replaced by its :meth:`~gtvmodel.declaration.ModelDeclaration.variant` with them
+        (default: the model's own; ``lambda = 0.01`` and ``Norm2`` for a dataset).  The
+        table shows the ``lambda`` and penalty solved (:attr:`Comparison.lam`).
 
     Examples
     --------
@@ -192,16 +330,17 @@ def compare(methods: Mapping[str, Callable[[ModelDeclaration], Any]], data: Any,
     ['train', 'true_mse', 'rounds', 'values_sent', 'gap', 'target', 'time']
     >>> bool(table.column("train")[0] < 0.05), bool(table.column("gap")[1] < 1e-6)
     (True, True)
+    >>> data = datasets.sbm(sizes=(5, 5), p_in=0.9, p_out=0.1, m=10, seed=0)
+    >>> table = gm.compare(["exact", "fedavg", "ifca"], data, lam=0.1,
+    ...                    options={"ifca": {"k": 2}})
+    >>> table.rows, table.lam
+    (['exact', 'fedavg', 'ifca'], 0.1)
     """
-    if not isinstance(methods, Mapping) or not methods:
-        raise ParameterError("compare: methods must be a non-empty mapping name -> callable")
-    for name, fn in methods.items():
-        if not callable(fn):
-            raise ParameterError(f"compare: methods[{name!r}] is not callable")
+    methods = _methods(methods, options, data)
     metrics = [check_option(m, "metrics", ("train", "validation"), where="compare")
                for m in metrics]
     check_bool(certify, "certify", where="compare")
-    model = as_model(data, "compare")
+    model = as_model(data, "compare", lam=lam, penalty=penalty)
     scores = {"train": node_samples(model, None, metric, where="data")}
     if "validation" in metrics and validation is not None:
         scores["validation"] = node_samples(model, validation, metric, where="validation")
@@ -225,7 +364,8 @@ def compare(methods: Mapping[str, Callable[[ModelDeclaration], Any]], data: Any,
         for c in columns:
             values[c].append(row[c])
     arrays = {c: (v if c == "target" else np.array(v, dtype=float)) for c, v in values.items()}
-    return Comparison(list(methods), columns, arrays, _metric_name(model, metric), results)
+    return Comparison(list(methods), columns, arrays, _metric_name(model, metric), results,
+                      lam=float(model.lam), penalty=repr(model.penalty))
 
 
 def _mean(scores: np.ndarray, samples: Any) -> float:

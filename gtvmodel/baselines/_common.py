@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_scalar
 from ..datasets import NetworkedData
 from ..declaration import ModelDeclaration
 from ..errors import DataError, ParameterError
@@ -14,14 +15,25 @@ from ..errors import DataError, ParameterError
 __all__ = ["as_model", "data_mask", "require_data"]
 
 
-def as_model(data: Any, method: str) -> ModelDeclaration:
-    """The GTV model a baseline runs on: ``data`` itself when it is a model
-    (:class:`~gtvmodel.GTVModel` / :class:`~gtvmodel.ModelDeclaration`), ``data.model()`` for a
-    :class:`~gtvmodel.datasets.NetworkedData` (squared loss (39) at nodes with data)."""
+def as_model(data: Any, method: str, *, lam: Any = None, penalty: Any = None
+             ) -> ModelDeclaration:
+    """The GTV model a method runs on, at the ``lam`` and ``penalty`` asked for.
+
+    ``data`` is a model (:class:`~gtvmodel.GTVModel` / :class:`~gtvmodel.ModelDeclaration`),
+    returned as it is, or as a :meth:`~gtvmodel.declaration.ModelDeclaration.variant` with
+    ``lam`` / ``penalty`` where given (the user's model is never changed); or a
+    :class:`~gtvmodel.datasets.NetworkedData`, whose :meth:`~gtvmodel.datasets.NetworkedData.
+    model` (squared loss (39) at nodes with data) is built at ``lam`` and ``penalty`` (that
+    method's defaults, ``lambda = 0.01`` and ``Norm2``, where not given).  ``lam >= 0`` is
+    checked (:class:`ParameterError` naming it and ``method``)."""
+    if lam is not None:
+        lam = check_scalar(lam, "lam", min_val=0.0, where=method)
     if isinstance(data, ModelDeclaration):
-        return data
+        if lam is None and penalty is None:
+            return data
+        return data.variant(lam=lam, penalty=penalty)
     if isinstance(data, NetworkedData):
-        return data.model()
+        return data.model(penalty) if lam is None else data.model(penalty, lam)
     raise ParameterError(f"{method}: data must be a GTVModel or a gtvmodel.datasets."
                          f"NetworkedData, got {type(data).__name__}")
 

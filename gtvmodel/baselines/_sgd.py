@@ -1,6 +1,7 @@
 """Local gradient training shared by the federated gradient methods (FedAvg, FedSGD, FedProx,
 IFCA, Fed-HT, FedIter-HT): argument checks, client sampling, full and minibatch local gradients
-of all training nodes at once, and the per-round record.
+of all training nodes at once (the per-round record is :mod:`._rounds`'s, shared with every
+iterative baseline).
 
 Every node's loss is a mean over its own samples, ``L_i(w) = (1/m_i) sum_r ell(x_r^T w, y_r)``
 (plus ``kappa_i ||w||^2``).  Full local gradients come from :meth:`ModelDeclaration.loss_gradients
@@ -11,7 +12,6 @@ step of all training nodes; nodes are never looped over).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,13 +20,12 @@ import numpy as np
 from .._validate import check_int, check_scalar
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, UnsupportedError
-from ..results import Labels
 from ..terms.losses import sum_rows_by
-from .result import BaselineResult, RoundHistory
+from ._rounds import RoundRecorder
 
-__all__ = ["DIVERGED", "rng_of", "check_step", "check_rounds", "check_init", "sample_sizes",
-           "check_gradients", "hard_threshold", "ClientSampler", "LocalGradients", "local_run",
-           "global_rounds", "Recorder", "certify_final", "finite", "result"]
+__all__ = ["DIVERGED", "rng_of", "check_step", "check_init", "sample_sizes", "check_gradients",
+           "hard_threshold", "ClientSampler", "LocalGradients", "local_run", "global_rounds",
+           "global_objective", "finite"]
 
 #: A local update that produced inf or NaN (too large a step): the run stops, status "diverged".
 DIVERGED = "diverged"
@@ -44,14 +43,6 @@ def rng_of(seed: Any, method: str) -> np.random.Generator:
 def check_step(step: Any, method: str) -> float:
     """The step size ``eta > 0`` (finite)."""
     return check_scalar(step, "step", min_val=0.0, include_boundaries="neither", where=method)
-
-
-def check_rounds(rounds: Any, local_steps: Any, record_every: Any, method: str
-                 ) -> tuple[int, int, int]:
-    """``rounds >= 1``, ``local_steps >= 1`` and ``record_every >= 1`` as integers."""
-    return (check_int(rounds, "rounds", min_val=1, where=method),
-            check_int(local_steps, "local_steps", min_val=1, where=method),
-            check_int(record_every, "record_every", min_val=1, where=method))
 
 
 def sample_sizes(model: ModelDeclaration) -> np.ndarray:
@@ -245,8 +236,8 @@ def local_run(grads: LocalGradients, rng: np.random.Generator, w: np.ndarray, se
     return V
 
 
-def global_rounds(model: ModelDeclaration, grads: LocalGradients, sampler: ClientSampler,
-                  rng: np.random.Generator, w: np.ndarray, rounds: int, rec: Recorder, *,
+def global_rounds(grads: LocalGradients, sampler: ClientSampler, rng: np.random.Generator,
+                  w: np.ndarray, rounds: int, rec: RoundRecorder, *,
                   local_steps: int, step: float, epoch: bool, sent_per_node: int,
                   mu: float = 0.0, local_map: Callable[[np.ndarray], np.ndarray] | None = None,
                   server_map: Callable[[np.ndarray], np.ndarray] | None = None
@@ -254,15 +245,12 @@ def global_rounds(model: ModelDeclaration, grads: LocalGradients, sampler: Clien
     """The rounds of a one-global-model method (FedAvg and its variants, Fed-HT): draw the
     round's nodes ``S_t``, train locally (:func:`local_run`), and set
     ``w <- map(sum_{i in S_t} m_i v_i / sum_{i in S_t} m_i)`` (``server_map``: ``H_tau`` in
-    Fed-HT).  Records ``sum_i L_i(w)`` and ``sent_per_node`` values per drawn node and round in
-    ``rec``.  Returns ``(w, status, rounds run, info)``; a step that overflows stops the run
-    (status ``"diverged"``, ``info["diverged_round"]``) with the last finite ``w``."""
-    n, m = model.num_nodes, grads.m
-
-    def objective() -> float:
-        return float(model.loss_values(np.broadcast_to(w, (n, model.dim))).sum())
-
-    rec.round(0, 0, objective)
+    Fed-HT).  Passes every round's ``w`` and ``sent_per_node`` values per drawn node to
+    ``rec`` (:meth:`RoundRecorder.round`; the caller finishes it).  Returns ``(w, status,
+    rounds run, info)``; a step that overflows stops the run (status ``"diverged"``,
+    ``info["diverged_round"]``) with the last finite ``w``."""
+    m = grads.m
+    rec.round(0, 0, w)
     status, info, done = "completed", {}, rounds
     for t in range(1, rounds + 1):
         sel = sampler.draw(rng)
@@ -275,63 +263,21 @@ def global_rounds(model: ModelDeclaration, grads: LocalGradients, sampler: Clien
             status, info["diverged_round"], done = DIVERGED, t, t - 1
             break
         w = new
-        rec.round(t, sent_per_node * len(sel), objective)
-    rec.finish(done, objective)
+        rec.round(t, sent_per_node * len(sel), w)
     return w, status, done, info
 
 
-class Recorder:
-    """The per-round record of a run (:class:`RoundHistory`): round 0, every ``record_every``-th
-    round and the last; ``values_sent`` is cumulative."""
+def global_objective(model: ModelDeclaration) -> Callable[[np.ndarray], float]:
+    """``w -> sum_i L_i(w)``, the training loss of one global ``(d,)`` model at every node
+    (the consensus objective (57)), in numpy."""
+    shape = (model.num_nodes, model.dim)
 
-    def __init__(self, record_every: int):
-        self.every = record_every
-        self.rows: list[tuple] = []
-        self.sent = 0
-        self.start = time.perf_counter()
+    def objective(w: np.ndarray) -> float:
+        return float(model.loss_values(np.broadcast_to(w, shape)).sum())
 
-    def round(self, t: int, sent: int, objective: Callable[[], float]) -> None:
-        """Count ``sent`` values for round ``t`` and record it when due (``objective`` is only
-        evaluated then)."""
-        self.sent += int(sent)
-        if t % self.every == 0:
-            self._row(t, objective)
-
-    def finish(self, t: int, objective: Callable[[], float]) -> None:
-        """Record the last round ``t`` run (unless recorded already)."""
-        if not self.rows or self.rows[-1][0] != t:
-            self._row(t, objective)
-
-    def _row(self, t: int, objective: Callable[[], float]) -> None:
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run's loss is inf
-            value = objective()
-        self.rows.append((t, value, np.nan, self.sent, time.perf_counter() - self.start))
-
-    def history(self) -> RoundHistory:
-        """The recorded rows."""
-        return RoundHistory.from_rows(self.rows)
-
-
-def certify_final(rec: Recorder, certifier: Callable[[np.ndarray], Any], W: np.ndarray) -> Any:
-    """The certificate of the final weights ``W`` on the method's convex target (``certifier``:
-    a :class:`~gtvmodel.baselines.target.TargetCertifier`); its gap also goes into the last
-    recorded row of the history."""
-    cert = certifier(W)
-    if rec.rows:
-        rec.rows[-1] = (*rec.rows[-1][:2], float(cert.gap), *rec.rows[-1][3:])
-    return cert
+    return objective
 
 
 def finite(X: np.ndarray) -> bool:
     """Whether every entry of ``X`` is finite (a local run that overflowed diverged)."""
     return bool(np.isfinite(X).all())
-
-
-def result(model: ModelDeclaration, method: str, weights: np.ndarray, status: str, rounds: int,
-           rec: Recorder, setup: float, **fields: Any) -> BaselineResult:
-    """The :class:`BaselineResult` of a gradient method's run."""
-    total = time.perf_counter() - rec.start
-    return BaselineResult(method=method, weights=weights, status=status, rounds=rounds,
-                          values_sent=rec.sent, history=rec.history(),
-                          timings={"setup": setup, "rounds": total, "total": setup + total},
-                          labels=Labels(model.nodes, model.edges), **fields)

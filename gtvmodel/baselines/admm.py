@@ -48,11 +48,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import check_scalar
+from .._validate import check_bool, check_scalar
 from ..primal_dual.prox import NodeUpdates
-from ..results import Labels
 from ._common import as_model
-from ._rounds import RoundRecorder, check_rounds
+from ._rounds import RoundRecorder, check_rounds, result
 from .result import BaselineResult
 from .target import TargetCertifier
 
@@ -77,17 +76,24 @@ def _edge_step(penalty: Any, a: np.ndarray, b: np.ndarray, t: np.ndarray
 
 
 def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e-6,
-         rel_tol: float = 1e-5, certify_every: int = 0, **certify_kwargs: Any
+         rel_tol: float = 1e-5, record_every: int = 1, certify_every: int = 0,
+         lam: float | None = None, penalty: Any = None, certify: bool = True,
+         **certify_kwargs: Any
          ) -> BaselineResult:
     """Network-Lasso ADMM (module docstring) on the model's problem (16), from zero, for at
     most ``rounds`` rounds; ``status="converged"`` when the residual test of Boyd et al. §3.3
     holds (``abs_tol``, ``rel_tol``), else ``"max_rounds"``.
 
-    Returns the node copies ``w`` as ``weights``; ``info["flows"]`` the GTV edge flows
-    ``rho (u^+ - u^-)/2`` (``(|E|, d)``, model edge order), ``info["primal_residual"]`` and
-    ``info["dual_residual"]``.  Certified on ``"gtv"`` with those flows: ``certificate`` for
-    the final round, ``history.gap`` every ``certify_every`` rounds (0: only the final round);
-    ``certify_kwargs`` go to :func:`gtvmodel.certify`.  ``values_sent``: ``2 |E| d`` per round.
+    ``lam`` and ``penalty`` (default: the model's; a dataset's model is built with them) set
+    the problem solved, also in ``info["lam"]``.  Returns the node copies ``w`` as
+    ``weights``; ``info["flows"]`` the GTV edge flows ``rho (u^+ - u^-)/2`` (``(|E|, d)``,
+    model edge order), ``info["primal_residual"]`` and ``info["dual_residual"]``.  Certified
+    on ``"gtv"`` with those flows: ``certificate`` for the final round, ``history.gap`` every
+    ``certify_every`` rounds (0: only the final round); ``certify_kwargs`` go to
+    :func:`gtvmodel.certify`.  The history has a row every ``record_every`` rounds (and at
+    round 0, every certified round and the last).  ``certify=False``: no certificate at all
+    (``certificate`` None; e.g. where the flow projection of the certificate is too large).
+    ``values_sent``: ``2 |E| d`` per round.
 
     Examples
     --------
@@ -102,9 +108,11 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     >>> np.round(res.info["flows"].ravel(), 6).tolist()  # at the capacities lambda A_e
     [0.5, 0.5]
     """
-    model = as_model(data, "admm")
+    model = as_model(data, "admm", lam=lam, penalty=penalty)
     where = "admm"
-    rounds, certify_every = check_rounds(rounds, certify_every, where)
+    sched = check_rounds(where, rounds, record_every=record_every, certify_every=certify_every)
+    rounds = sched.rounds
+    certify = check_bool(certify, "certify", where=where)
     rho = check_scalar(rho, "rho", min_val=0.0, include_boundaries="neither", where=where)
     abs_tol = check_scalar(abs_tol, "abs_tol", min_val=0.0, where=where)
     rel_tol = check_scalar(rel_tol, "rel_tol", min_val=0.0, where=where)
@@ -121,12 +129,15 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     tau = np.where(linked, inv_deg[:, 0] / rho, 1.0)  # isolated nodes: unused
     updates = NodeUpdates(model)
     setup = time.perf_counter() - t0
-    recorder = RoundRecorder(TargetCertifier(model, "gtv", **certify_kwargs), certify_every,
-                             2 * E * d)
+    target = TargetCertifier(model, "gtv", **certify_kwargs)
+    recorder = RoundRecorder(lambda s: target.objective(s[0]),
+                             (lambda s: target(*s)) if certify else None,
+                             record_every=sched.record_every,
+                             certify_every=sched.certify_every)  # the state: (weights, flows)
     W = np.zeros((n, d))
     Zh, Zt, Uh, Ut = (np.zeros((E, d)) for _ in range(4))
     flows = np.zeros((E, d))
-    recorder.record(0, W, flows)
+    recorder.round(0, 0, (W, flows))
     status, k, r_norm, s_norm = "max_rounds", 0, math.inf, math.inf
     eps_abs_pri, eps_abs_dual = math.sqrt(2 * E * d) * abs_tol, math.sqrt(n * d) * abs_tol
     for k in range(1, rounds + 1):
@@ -140,19 +151,14 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
         Ut += Rt
         flows = 0.5 * rho * (Uh - Ut)
         r_norm = math.hypot(float(np.linalg.norm(Rh)), float(np.linalg.norm(Rt)))
-        recorder.record(k, W, flows)
+        recorder.round(k, 2 * E * d, (W, flows))
         eps_pri = eps_abs_pri + rel_tol * max(math.hypot(np.linalg.norm(Wh), np.linalg.norm(Wt)),
                                               math.hypot(np.linalg.norm(Zh), np.linalg.norm(Zt)))
         eps_dual = eps_abs_dual + rel_tol * rho * float(np.linalg.norm(BhT @ Uh + BtT @ Ut))
         if r_norm <= eps_pri and s_norm <= eps_dual:
             status = "converged"
             break
-    cert, history, timings = recorder.finish(k, W, flows)
-    timings["setup"] = setup
-    return BaselineResult(method="admm", weights=W, status=status, rounds=k,
-                          values_sent=k * 2 * E * d, history=history, target="gtv",
-                          certificate=cert, labels=Labels(model.nodes, model.edges),
-                          timings=timings,
-                          info={"flows": flows, "primal_residual": r_norm,
-                                "dual_residual": s_norm, "rho": rho,
-                                "node_updates": updates.describe()})
+    return result(model, "admm", W, status, k, recorder.finish(k, (W, flows)), setup,
+                  target="gtv", info={"flows": flows, "primal_residual": r_norm,
+                                      "dual_residual": s_norm, "rho": rho, "lam": model.lam,
+                                      "node_updates": updates.describe()})

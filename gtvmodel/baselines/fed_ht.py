@@ -21,17 +21,16 @@ import numpy as np
 
 from .._validate import check_int
 from ._common import as_model, require_data
+from ._rounds import RoundRecorder, check_rounds, result
 from ._sgd import (
     ClientSampler,
     LocalGradients,
-    Recorder,
     check_gradients,
     check_init,
-    check_rounds,
     check_step,
+    global_objective,
     global_rounds,
     hard_threshold,
-    result,
     rng_of,
 )
 from .result import BaselineResult
@@ -126,7 +125,7 @@ def _run(data: Any, method: str, tau: Any, local_threshold: bool, *, rounds: Any
     model = as_model(data, method)
     d, n = model.dim, model.num_nodes
     tau = check_int(tau, "tau", min_val=1, max_val=d, where=method)
-    rounds, local_steps, record_every = check_rounds(rounds, local_steps, record_every, method)
+    sched = check_rounds(method, rounds, local_steps=local_steps, record_every=record_every)
     step = check_step(step, method)
     sampler = ClientSampler(clients, n, method)
     rng = rng_of(seed, method)
@@ -136,13 +135,13 @@ def _run(data: Any, method: str, tau: Any, local_threshold: bool, *, rounds: Any
     check_gradients(model, method)
     grads = LocalGradients(model, batch_size, method)
     sparse = min(2 * tau, d)
-    rec = Recorder(record_every)
+    rec = RoundRecorder(global_objective(model), record_every=sched.record_every)
     setup = time.perf_counter() - t0
     x, status, done, info = global_rounds(
-        model, grads, sampler, rng, x, rounds, rec, local_steps=local_steps, step=step,
+        grads, sampler, rng, x, sched.rounds, rec, local_steps=sched.local_steps, step=step,
         epoch=False, sent_per_node=sparse + (sparse if local_threshold else d),
         local_map=H if local_threshold else None, server_map=H)
     info.update(support=np.flatnonzero(x), tau=tau, clients_per_round=sampler.count,
-                local_steps=local_steps, batch_size=grads.batch_size)
-    return result(model, method, np.tile(x, (n, 1)), status, done, rec, setup, convex=False,
-                  target=None, certificate=None, info=info)
+                local_steps=sched.local_steps, batch_size=grads.batch_size)
+    return result(model, method, np.tile(x, (n, 1)), status, done, rec.finish(done, x), setup,
+                  convex=False, target=None, info=info)

@@ -19,20 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_scalar
+from .._validate import check_bool, check_scalar
 from ._common import as_model, require_data
+from ._rounds import RoundRecorder, check_rounds, result
 from ._sgd import (
     DIVERGED,
     ClientSampler,
     LocalGradients,
-    Recorder,
-    certify_final,
     check_gradients,
     check_init,
-    check_rounds,
     check_step,
+    global_objective,
     global_rounds,
-    result,
     rng_of,
 )
 from .result import BaselineResult
@@ -44,7 +42,7 @@ __all__ = ["fedavg", "fedsgd", "fedprox"]
 def fedavg(model: Any, *, rounds: int, local_steps: int, step: float,
            batch_size: int | None = None, clients: float | int = 1.0, seed: Any = 0,
            mu: float = 0.0, init: Any = None, record_every: int = 1,
-           certify: bool = True) -> BaselineResult:
+           certify: bool = True, certify_every: int = 0) -> BaselineResult:
     """Federated averaging (McMahan et al. 2017; CS-E4740 Algorithms 3-4): one global ``w``.
 
     Each round ``t`` draws the nodes ``S_t`` (``clients``), which all run, at once (stacked
@@ -83,6 +81,9 @@ def fedavg(model: Any, *, rounds: int, local_steps: int, step: float,
         Certify the final ``w`` on the consensus problem ``min_w sum_i L_i(w)`` (57), the
         convex problem FedAvg approximates (:func:`~gtvmodel.baselines.certify_target`,
         ``"consensus"``); the gap is also the last row of ``history.gap``.
+    certify_every : int
+        With ``certify``, also certify the global ``w`` every this many rounds (its gap in
+        ``history.gap``, NaN elsewhere; 0: only the final ``w``).
 
     Returns
     -------
@@ -110,13 +111,12 @@ def fedavg(model: Any, *, rounds: int, local_steps: int, step: float,
     """
     return _run(model, "fedavg", rounds=rounds, local_steps=local_steps, step=step,
                 batch_size=batch_size, clients=clients, seed=seed, mu=mu, init=init,
-                record_every=record_every,
-                certify=certify)
+                record_every=record_every, certify=certify, certify_every=certify_every)
 
 
 def fedsgd(model: Any, *, rounds: int, step: float, clients: float | int = 1.0, seed: Any = 0,
-           init: Any = None, record_every: int = 1,
-           certify: bool = True) -> BaselineResult:
+           init: Any = None, record_every: int = 1, certify: bool = True,
+           certify_every: int = 0) -> BaselineResult:
     """FedSGD (McMahan et al. 2017): :func:`fedavg` with one full local gradient step per round
     (``E = 1``, ``batch_size=None``): the server's update is
     ``w <- w - step sum_{i in S_t} m_i grad L_i(w) / sum_{i in S_t} m_i``, gradient descent on
@@ -124,13 +124,13 @@ def fedsgd(model: Any, *, rounds: int, step: float, clients: float | int = 1.0, 
     (``method="fedsgd"``)."""
     return _run(model, "fedsgd", rounds=rounds, local_steps=1, step=step, batch_size=None,
                 clients=clients, seed=seed, mu=0.0, init=init, record_every=record_every,
-                certify=certify)
+                certify=certify, certify_every=certify_every)
 
 
 def fedprox(model: Any, mu: float, *, rounds: int, local_steps: int, step: float,
             batch_size: int | None = None, clients: float | int = 1.0, seed: Any = 0,
-            init: Any = None, record_every: int = 1,
-           certify: bool = True) -> BaselineResult:
+            init: Any = None, record_every: int = 1, certify: bool = True,
+            certify_every: int = 0) -> BaselineResult:
     """FedProx (Li et al. 2020): :func:`fedavg` whose local objective at node ``i`` is
     ``L_i(v) + (mu/2) ||v - w||^2`` (``w`` the round's global model), ``mu > 0``; the local
     epochs are gradient steps on it.  Parameters and result as :func:`fedavg`
@@ -138,19 +138,20 @@ def fedprox(model: Any, mu: float, *, rounds: int, local_steps: int, step: float
     mu = check_scalar(mu, "mu", min_val=0.0, include_boundaries="neither", where="fedprox")
     return _run(model, "fedprox", rounds=rounds, local_steps=local_steps, step=step,
                 batch_size=batch_size, clients=clients, seed=seed, mu=mu, init=init,
-                record_every=record_every,
-                certify=certify)
+                record_every=record_every, certify=certify, certify_every=certify_every)
 
 
 def _run(data: Any, method: str, *, rounds: Any, local_steps: Any, step: Any, batch_size: Any,
-         clients: Any, seed: Any, mu: Any, init: Any, record_every: Any,
-         certify: Any) -> BaselineResult:
+         clients: Any, seed: Any, mu: Any, init: Any, record_every: Any, certify: Any,
+         certify_every: Any) -> BaselineResult:
     """The FedAvg loop shared by the three methods (arguments of :func:`fedavg`)."""
     t0 = time.perf_counter()
     model = as_model(data, method)
-    rounds, local_steps, record_every = check_rounds(rounds, local_steps, record_every, method)
+    sched = check_rounds(method, rounds, local_steps=local_steps, record_every=record_every,
+                         certify_every=certify_every)
     step = check_step(step, method)
     mu = check_scalar(mu, "mu", min_val=0.0, where=method)
+    certify = check_bool(certify, "certify", where=method)
     sampler = ClientSampler(clients, model.num_nodes, method)
     rng = rng_of(seed, method)
     w = check_init(init, (model.dim,), method)
@@ -158,17 +159,22 @@ def _run(data: Any, method: str, *, rounds: Any, local_steps: Any, step: Any, ba
     check_gradients(model, method)
     grads = LocalGradients(model, batch_size, method)
     m, n = grads.m, model.num_nodes
-    rec = Recorder(record_every)
+    objective = global_objective(model)
+    target = TargetCertifier(model, "consensus") if certify else None
+
+    def certifier(w: np.ndarray) -> Any:  # the consensus candidate: w at every node
+        return target(np.tile(w, (n, 1)))
+
+    rec = RoundRecorder(objective, certifier if certify else None, record_every=sched.record_every,
+                        certify_every=sched.certify_every)
     setup = time.perf_counter() - t0
-    w, status, done, info = global_rounds(model, grads, sampler, rng, w, rounds, rec,
-                                          local_steps=local_steps, step=step, epoch=True,
+    w, status, done, info = global_rounds(grads, sampler, rng, w, sched.rounds, rec,
+                                          local_steps=sched.local_steps, step=step, epoch=True,
                                           sent_per_node=2 * model.dim, mu=mu)
-    W = np.tile(w, (n, 1))
+    record = rec.finish(done, w, certify=status != DIVERGED)
     with np.errstate(over="ignore", invalid="ignore"):
         weighted = float(m @ model.loss_values(np.broadcast_to(w, (n, model.dim))) / m.sum())
-    info.update(clients_per_round=sampler.count, local_steps=local_steps,
+    info.update(clients_per_round=sampler.count, local_steps=sched.local_steps,
                 batch_size=grads.batch_size, mu=mu, sample_weighted_loss=weighted)
-    cert = (certify_final(rec, TargetCertifier(model, "consensus"), W)
-            if certify and status != DIVERGED else None)
-    return result(model, method, W, status, done, rec, setup, convex=True, target="consensus",
-                  certificate=cert, info=info)
+    return result(model, method, np.tile(w, (n, 1)), status, done, record, setup, convex=True,
+                  target="consensus", info=info)

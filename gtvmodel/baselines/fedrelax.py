@@ -41,9 +41,8 @@ from .._validate import check_option, check_scalar
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError
 from ..primal_dual.prox import NodeUpdates
-from ..results import Labels
 from ._common import as_model
-from ._rounds import RoundRecorder, check_rounds
+from ._rounds import RoundRecorder, Schedule, check_rounds, result
 from .result import BaselineResult
 from .target import TargetCertifier
 
@@ -83,20 +82,21 @@ def perturbed_features(model: ModelDeclaration, noise: float, rng: np.random.Gen
 
 
 def _check(model: ModelDeclaration, rounds: Any, tol: Any, noise: Any, perturb: Any,
-           certify_every: Any) -> tuple[int, float, float, int]:
+           record_every: Any, certify_every: Any) -> tuple[Schedule, float, float]:
     where = "fedrelax"
-    rounds, certify_every = check_rounds(rounds, certify_every, where)
+    sched = check_rounds(where, rounds, record_every=record_every, certify_every=certify_every)
     tol = check_scalar(tol, "tol", min_val=0.0, where=where)
     noise = check_scalar(noise, "noise", min_val=0.0, where=where)
     check_option(perturb, "perturb", PERTURB_OPTIONS, where=where)
     if model.lam <= 0:
         raise ParameterError("fedrelax: the model's lam must be > 0 (at lam = 0 every node is "
                              "alone: use gtvmodel.baselines.local)")
-    return rounds, tol, noise, certify_every
+    return sched, tol, noise
 
 
 def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 0.0,
-             perturb: str = "none", seed: Any = None, certify_every: int = 0,
+             perturb: str = "none", seed: Any = None, record_every: int = 1,
+             certify_every: int = 0, lam: float | None = None,
              **certify_kwargs: Any) -> BaselineResult:
     """FedRelax (lecture notes (54), module docstring) on the model's graph, losses and ``lambda``,
     from ``w_i = 0``, for at most ``rounds`` rounds.
@@ -106,10 +106,13 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
     ``noise > 0``, whose iterates keep moving), else ``status="max_rounds"``.  ``noise``
     (``sigma >= 0``) and ``perturb`` (``"none"``, ``"updates"``: lecture notes Algorithm 5,
     ``"features"``: Algorithm 6) select the privacy variant, ``seed`` its random numbers.
+    ``lam`` (default: the model's; a dataset's model is built at it) is the ``lambda`` of (54)
+    and of the target, also in ``info["lam"]``.
     The result is certified on ``"gtv-squared"`` (GTVMin with ``phi = 1/2 ||.||_2^2``, same
     ``lambda``): ``certificate`` for the final weights, and ``history.gap`` every
     ``certify_every`` rounds (0: only the final weights); ``certify_kwargs`` go to
-    :func:`gtvmodel.certify`.  ``values_sent``: ``2 |E| d`` per round.
+    :func:`gtvmodel.certify`.  The history has a row every ``record_every`` rounds (and at
+    round 0, every certified round and the last).  ``values_sent``: ``2 |E| d`` per round.
 
     Examples
     --------
@@ -124,9 +127,8 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
     >>> np.round(res.weights.ravel(), 6).tolist()  # 2 (w_0 - 1) + (w_0 - w_1) = 0, ...
     [0.666667, 0.0, -0.666667]
     """
-    model = as_model(data, "fedrelax")
-    rounds, tol, noise, certify_every = _check(model, rounds, tol, noise, perturb,
-                                               certify_every)
+    model = as_model(data, "fedrelax", lam=lam)
+    sched, tol, noise = _check(model, rounds, tol, noise, perturb, record_every, certify_every)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     train = perturbed_features(model, noise, rng) if perturb == "features" and noise > 0 \
@@ -140,26 +142,24 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
     adj = adjacency(model)
     noisy = perturb == "updates" and noise > 0
     setup = time.perf_counter() - t0
-    recorder = RoundRecorder(TargetCertifier(model, "gtv-squared", **certify_kwargs),
-                             certify_every, 2 * model.num_edges * d)
+    target = TargetCertifier(model, "gtv-squared", **certify_kwargs)
+    recorder = RoundRecorder(target.objective, target, record_every=sched.record_every,
+                             certify_every=sched.certify_every)
+    sent = 2 * model.num_edges * d
     W = np.zeros((n, d))
-    recorder.record(0, W)
+    recorder.round(0, 0, W)
     status, k = "max_rounds", 0
-    for k in range(1, rounds + 1):
+    for k in range(1, sched.rounds + 1):
         W_new = updates((adj @ W) * inv_deg, tau, k, W)  # (54) at every node at once
         if noisy:
             W_new += noise * rng.standard_normal(W_new.shape)  # (62)
         change = float(np.linalg.norm(W_new - W))
         W = W_new
-        recorder.record(k, W)
+        recorder.round(k, sent, W)
         if not noisy and change <= tol * max(1.0, float(np.linalg.norm(W))):
             status = "converged"
             break
-    cert, history, timings = recorder.finish(k, W)
-    timings["setup"] = setup
-    return BaselineResult(method="fedrelax", weights=W, status=status, rounds=k,
-                          values_sent=k * 2 * model.num_edges * d, history=history,
-                          target="gtv-squared", certificate=cert,
-                          labels=Labels(model.nodes, model.edges), timings=timings,
-                          info={"lam": model.lam, "perturb": perturb, "noise": noise,
-                                "node_updates": updates.describe()})
+    return result(model, "fedrelax", W, status, k, recorder.finish(k, W), setup,
+                  target="gtv-squared",
+                  info={"lam": model.lam, "perturb": perturb, "noise": noise,
+                        "node_updates": updates.describe()})

@@ -22,16 +22,14 @@ from .._validate import check_int
 from ..declaration import ModelDeclaration
 from ..terms.losses import sum_rows_by
 from ._common import as_model, require_data
+from ._rounds import Record, RoundRecorder, check_rounds, result
 from ._sgd import (
     DIVERGED,
     LocalGradients,
-    Recorder,
     check_gradients,
     check_init,
-    check_rounds,
     check_step,
     finite,
-    result,
     rng_of,
 )
 from .result import BaselineResult
@@ -104,7 +102,8 @@ def ifca(model: Any, k: int, *, rounds: int, local_steps: int, step: float, rest
     t0 = time.perf_counter()
     model = as_model(model, "ifca")
     k = check_int(k, "k", min_val=1, max_val=model.num_nodes, where="ifca")
-    rounds, local_steps, record_every = check_rounds(rounds, local_steps, record_every, "ifca")
+    sched = check_rounds("ifca", rounds, local_steps=local_steps, record_every=record_every)
+    local_steps = sched.local_steps
     step = check_step(step, "ifca")
     restarts = check_int(restarts, "restarts", min_val=1, where="ifca")
     rng = rng_of(seed, "ifca")
@@ -117,14 +116,15 @@ def ifca(model: Any, k: int, *, rounds: int, local_steps: int, step: float, rest
     runs = []
     for r in range(restarts):
         start = first if (r == 0 and first is not None) else _draw_start(rng, local, k)
-        runs.append(_one_run(model, grads, start, rounds, local_steps, step, record_every))
+        runs.append(_one_run(model, grads, start, sched.rounds, local_steps, step,
+                             sched.record_every))
     losses = np.array([run[1] for run in runs])
     best = int(np.argmin(np.where(np.isnan(losses), np.inf, losses)))
-    models, loss, assign, status, done, rec = runs[best]
+    models, loss, assign, status, done, record = runs[best]
     info = {"assignment": assign, "models": models, "restart_losses": losses, "restart": best,
             "k": k}
-    return result(model, "ifca", models[assign], status, done, rec, setup, convex=False,
-                  target=None, certificate=None, info=info)
+    return result(model, "ifca", models[assign], status, done, record, setup, convex=False,
+                  target=None, info=info)
 
 
 def _local_models(grads: LocalGradients, local_steps: int, step: float) -> np.ndarray:
@@ -148,17 +148,13 @@ def _draw_start(rng: np.random.Generator, local: np.ndarray, k: int) -> np.ndarr
 def _one_run(model: ModelDeclaration, grads: LocalGradients, models: np.ndarray, rounds: int,
              local_steps: int, step: float, record_every: int) -> tuple:
     """One IFCA run from ``models``: ``(models, final loss, assignment, status, rounds run,
-    recorder)``."""
+    record)``; the recorded state is the ``(n, k)`` loss matrix ``L_i(theta_j)``."""
     k, d = models.shape
     n, m = model.num_nodes, grads.m
     sel = np.arange(n)
     L = loss_matrix(model, models)
-
-    def objective() -> float:  # sum_i min_j L_i(theta_j) at the current loss matrix
-        return float(L.min(axis=1).sum())
-
-    rec = Recorder(record_every)
-    rec.round(0, 0, objective)
+    rec = RoundRecorder(_objective, record_every=record_every)
+    rec.round(0, 0, L)
     status, done = "completed", rounds
     for t in range(1, rounds + 1):
         assign = np.argmin(L, axis=1)
@@ -177,7 +173,12 @@ def _one_run(model: ModelDeclaration, grads: LocalGradients, models: np.ndarray,
             break
         models = new
         L = loss_matrix(model, models)
-        rec.round(t, n * (k * d + d + 1), objective)
-    rec.finish(done, objective)
-    loss = objective() if status != DIVERGED else np.nan
-    return models, loss, np.argmin(L, axis=1), status, done, rec
+        rec.round(t, n * (k * d + d + 1), L)
+    record: Record = rec.finish(done, L)
+    loss = _objective(L) if status != DIVERGED else np.nan
+    return models, loss, np.argmin(L, axis=1), status, done, record
+
+
+def _objective(L: np.ndarray) -> float:
+    """IFCA's training loss ``sum_i min_j L_i(theta_j)`` from the loss matrix ``L``."""
+    return float(L.min(axis=1).sum())

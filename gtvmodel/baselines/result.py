@@ -29,14 +29,15 @@ __all__ = ["RoundHistory", "BaselineResult"]
 
 @dataclass
 class RoundHistory:
-    """Recorded rounds of a baseline (one row every ``record_every`` rounds, and the last).
+    """Recorded rounds of a baseline: round 0, every ``record_every`` rounds, every
+    ``certify_every`` rounds and the last (:class:`~gtvmodel.baselines._rounds.RoundRecorder`).
 
     Columns (numpy arrays of equal length): ``round`` (communication round, 0 = the start),
     ``objective`` (the method's target objective at the round's weights: the GTV objective
     for methods with a GTV target, the method's own training loss otherwise), ``gap``
     (certified gap on the target problem, NaN where not computed or not defined),
     ``values_sent`` (cumulative floats sent up to and including the round) and ``time``
-    (seconds since the start).
+    (seconds of the method since the start, the recording's own time excluded).
     """
 
     round: np.ndarray

@@ -17,8 +17,8 @@ from ..errors import UnsupportedError
 from .partition import Partition
 from .quotient import build_cluster_graph
 
-__all__ = ["CONSTANT_FACTORS", "Constants", "check_scope", "norm_factors", "theorem2_constants",
-           "check_lam"]
+__all__ = ["CONSTANT_FACTORS", "Constants", "check_scope", "norm_factors", "node_hessian_bounds",
+           "theorem2_constants", "check_lam"]
 
 #: The factor ``c`` of the curvature term ``c rho beta_i |dC| / alpha_C`` in the budgets:
 #: 2 as docs/conventions.md corrects Definition 1, 1 as printed in (35).
@@ -104,6 +104,22 @@ def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
     return d ** max(0.0, inv_p - 0.5), d ** abs(inv_p - 0.5)
 
 
+def node_hessian_bounds(model: ModelDeclaration) -> tuple[np.ndarray, np.ndarray]:
+    """``(H_lo, H_hi)``, ``(n, d, d)`` global bounds ``H_lo_i <= hess L_i(w) <= H_hi_i`` of
+    every node's loss: the batches' Hessian bounds (their cached Gram matrices) plus
+    ``2 kappa_i I``; zero-loss nodes (in no batch) keep ``2 kappa_i I``.  ``beta_i`` (12) is
+    ``lambda_max(H_hi_i)``.  Needs smooth library losses (:func:`check_scope`)."""
+    n, d = model.num_nodes, model.dim
+    st = model.structure()
+    H_lo = np.broadcast_to(2.0 * st.l2[:, None, None] * np.eye(d), (n, d, d)).copy()
+    H_hi = H_lo.copy()
+    for b in st.batches:
+        lo, hi = b.hessian_bounds()
+        H_lo[b.nodes] += lo
+        H_hi[b.nodes] += hi
+    return H_lo, H_hi
+
+
 def theorem2_constants(model: ModelDeclaration, part: Partition,
                        solver: str | None = None) -> Constants:
     """alpha_C, beta_i, w_bar_C, delta_i, |dC| of Theorem 2 (vectorized over nodes).
@@ -130,15 +146,7 @@ def theorem2_constants(model: ModelDeclaration, part: Partition,
     """
     check_scope(model)
     n, d, k = model.num_nodes, model.dim, len(part.labels)
-    # Hessian bounds of the batches (their cached Gram matrices) plus 2 kappa_i I; zero-loss
-    # nodes (in no batch) keep 2 kappa_i I
-    st = model.structure()
-    H_lo = np.broadcast_to(2.0 * st.l2[:, None, None] * np.eye(d), (n, d, d)).copy()
-    H_hi = H_lo.copy()
-    for b in st.batches:
-        lo, hi = b.hessian_bounds()
-        H_lo[b.nodes] += lo
-        H_hi[b.nodes] += hi
+    H_lo, H_hi = node_hessian_bounds(model)
     S_lo = np.zeros((k, d, d))
     S_hi = np.zeros((k, d, d))
     np.add.at(S_lo, part.cid, H_lo)
