@@ -97,9 +97,14 @@ def test_changing_lambda_recompiles_nothing(penalty, monkeypatch):
 
     monkeypatch.setattr(cp.Problem, "__init__", counting)
     model.lam = 1.7
-    sol, dual, cert, proj = _run(model)
+    sol, dual = model.solve_exact(), model.solve_dual()
+    cert = model.certify(sol.weights, dual.flows)
     monkeypatch.setattr(cp.Problem, "__init__", init)
     assert made == [] and model.cache.builds == builds
+    # project_flows states ||U' - U||^2 per call with the flows as a constant (a Parameter of
+    # |E| d entries makes CVXPY's DPP tensor quadratic in |E| d); its constraints, the part
+    # that depends on the model and lambda, are the cached ones
+    proj = project_flows(model, 3.0 * dual.flows)
     assert all(model.cache.get(s) is before[s] for s in slots)
     assert model.structure() is structure
     # the answers at the new lambda are a fresh model's
@@ -156,3 +161,16 @@ def test_cache_slots_are_named():
         cache.get("primall")
     assert cache.get_or_build("cert_lower", lambda: 5) == 5
     assert cache.get_or_build("cert_lower", lambda: 6) == 5 and cache.builds == 1
+
+
+def test_flow_projection_has_no_flow_sized_parameter():
+    """The flows to project enter ``project_flows`` as a constant: a CVXPY Parameter of
+    ``|E| d`` entries makes DPP's parameter tensor quadratic in ``|E| d`` (5 GiB at
+    ``|E| d = 12,380``); only scalar parameters (lambda) may remain."""
+    model = _model(gm.Norm2(), 0.4)
+    dual = model.solve_dual()
+    proj = project_flows(model, 3.0 * dual.flows)
+    assert proj is not None and proj.shape == dual.flows.shape
+    cons = model.cache.get("cert_projection")[1]
+    params = {p.id: p for c in cons for p in c.parameters()}
+    assert params and all(p.size == 1 for p in params.values())
