@@ -46,8 +46,10 @@ def _stacked_conditions(model):
 def test_range_solver_is_the_minimum_norm_correction(rho):
     _, model = _m_less_than_d(rho=rho)
     k, A = _stacked_conditions(model)
-    new = RangeSolver(A, model.incidence, k.subspace, k.subspace_bases,
+    new = RangeSolver(model.incidence, k.subspace, k.subspace_bases,
                       model.structure().components)
+    u = np.random.default_rng(2).standard_normal(A.shape[1])
+    np.testing.assert_allclose(new.A @ u, A @ u, atol=1e-12 * np.abs(A @ u).max())
     rng = np.random.default_rng(0)
     b = A @ rng.standard_normal(A.shape[1])
     ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]  # dense minimum-norm solution

@@ -89,21 +89,33 @@ class RangeSolver(MinNormSolver):
     kappa^T``, and ``(c, kappa)`` solve the symmetric system ``G c + C^T kappa = B^T L^+ t``,
     ``C c = sum_i t_i`` of ``sum_i r_i + d (#components)`` rows, ``G_ij = (L^+)_ij B_i^T B_j``,
     ``C c = sum_i B_i c_i`` per component: one dense eigen-decomposition of that system and the
-    dense ``L^+`` (``n`` nodes), computed once and cached with the solver.  The same ``delta``
+    dense ``L^+`` (``n`` nodes), computed once and cached with the solver.  ``A`` is applied
+    matrix-free (a ``LinearOperator``: ``N_i^T (D^T U)_i``), never formed.  The same ``delta``
     as :class:`MinNormSolver` in exact arithmetic; the refinement rounds of :meth:`solve` and
     the residual charges of the dual value are unchanged."""
 
-    def __init__(self, A: sp.csr_matrix, incidence: sp.spmatrix, nodes: np.ndarray,
+    def __init__(self, incidence: sp.spmatrix, nodes: np.ndarray,
                  null_bases: list[np.ndarray], components: np.ndarray):
         self.maxiter = 0
-        self.A = A.tocsr()
-        self.AT = self.A.T.tocsr()
         self.D = sp.csr_matrix(incidence)
+        self.DT = self.D.T.tocsr()
         n, d = incidence.shape[1], null_bases[0].shape[0]
-        self.nodes, self.null_bases = nodes, null_bases
-        self.Lp = np.linalg.pinv((self.D.T @ self.D).toarray(), hermitian=True)
-        R, owner = _range_rows(n, d, nodes, null_bases)
+        self.nodes = np.asarray(nodes)
+        # the bases N_i padded to a common width: (A u)_i = N_i^T (D^T U)_i, matrix-free
+        kmax = max(N.shape[1] for N in null_bases)
+        self.Npad = np.zeros((len(null_bases), d, kmax))
+        self.mask = np.zeros((len(null_bases), kmax), dtype=bool)
+        for j, N in enumerate(null_bases):
+            self.Npad[j, :, :N.shape[1]] = N
+            self.mask[j, :N.shape[1]] = True
+        rows = int(self.mask.sum())
+        self.A = spla.LinearOperator((rows, self.D.shape[0] * d), matvec=self._apply,
+                                     dtype=float)
+        self.Lp = np.linalg.pinv((self.DT @ self.D).toarray(), hermitian=True)
+        R, owner = _range_rows(n, d, self.nodes, null_bases)
         self.R, self.owner = R, owner
+        self.owns = sp.csr_matrix((np.ones(owner.size), (owner, np.arange(owner.size))),
+                                  shape=(n, owner.size))
         comp = np.asarray(components)[owner]
         ncomp = int(components.max(initial=-1)) + 1
         C = np.zeros((ncomp * d, R.shape[0]))
@@ -116,23 +128,26 @@ class RangeSolver(MinNormSolver):
         self.eig = (ev[keep], V[:, keep])
         self.C, self.shape, self.components = C, (n, d), np.asarray(components)
 
+    def _apply(self, u: np.ndarray) -> np.ndarray:
+        """``A vec(U)``: the stacked ``N_i^T (D^T U)_i`` (never formed as a matrix)."""
+        n, d = self.shape
+        g = np.asarray(self.DT @ np.asarray(u).reshape(-1, d))[self.nodes]
+        return np.einsum("sdk,sd->sk", self.Npad, g)[self.mask]
+
     def _step(self, r: np.ndarray) -> np.ndarray:
         """``delta = D L^+ (B c - t)`` for the right-hand side ``r`` (stacked ``b_i``)."""
         n, d = self.shape
         t = np.zeros((n, d))
-        pos = 0
-        for i, N in zip(self.nodes, self.null_bases, strict=True):
-            k = N.shape[1]
-            t[i] = -N @ r[pos:pos + k]
-            pos += k
+        rp = np.zeros(self.mask.shape)
+        rp[self.mask] = r
+        t[self.nodes] = -np.einsum("sdk,sk->sd", self.Npad, rp)
         Lt = self.Lp @ t
         sums = np.zeros((self.C.shape[0] // d, d))
         np.add.at(sums, self.components, t)
         rhs = np.concatenate([(self.R * Lt[self.owner]).sum(axis=1), sums.ravel()])
         ev, V = self.eig
         c = (V @ ((V.T @ rhs) / ev))[:self.R.shape[0]]
-        Bc = np.zeros((n, d))
-        np.add.at(Bc, self.owner, c[:, None] * self.R)
+        Bc = self.owns @ (c[:, None] * self.R)
         return np.asarray(self.D @ (self.Lp @ (Bc - t))).ravel()
 
 
@@ -168,13 +183,17 @@ def subspace_solver(model: ModelDeclaration, nodes: np.ndarray,
                     bases: list[np.ndarray]) -> MinNormSolver:
     """The solver of repair step 2 for the subspace conditions at ``nodes``: a
     :class:`RangeSolver` where the complement system is smaller than ``A A^T`` and both it and
-    the graph fit :data:`RANGE_MAX` (dense), else :class:`MinNormSolver`."""
+    the graph fit :data:`RANGE_MAX` (dense; the padded bases at most ``25 RANGE_MAX^2``
+    numbers), else :class:`MinNormSolver`."""
     d, n = model.dim, model.num_nodes
-    A = divergence_rows(model, nodes, None if all(B.shape[1] == d for B in bases) else bases)
+    full = all(B.shape[1] == d for B in bases)
+    rows = sum(B.shape[1] for B in bases)
     ncomp = model.structure().component_count
     small = d * (n - len(nodes)) + sum(d - B.shape[1] for B in bases) + d * ncomp
-    if A.shape[0] > DENSE_MAX and n <= RANGE_MAX and small <= min(RANGE_MAX, A.shape[0]):
-        return RangeSolver(A, model.incidence, nodes, bases, model.structure().components)
+    if (rows > DENSE_MAX and n <= RANGE_MAX and small <= min(RANGE_MAX, rows)
+            and len(nodes) * d * max(B.shape[1] for B in bases) <= RANGE_MAX ** 2 * 25):
+        return RangeSolver(model.incidence, nodes, bases, model.structure().components)
+    A = divergence_rows(model, nodes, None if full else bases)
     return MinNormSolver(A)
 
 def divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray] | None
