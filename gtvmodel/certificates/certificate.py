@@ -51,7 +51,8 @@ feasible.  Before the dual value is taken:
    at squared-loss nodes with ``rank X_i < d`` (no regularizers/constraints) -- by the
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
    ``A u = 0`` (``A`` sparse; ``A A^T`` through one cached eigen-decomposition when small,
-   conjugate gradients otherwise; ``D`` is never formed dense);
+   conjugate gradients otherwise, or through the complement of small ranges,
+   :class:`~gtvmodel.certificates.kinds.RangeSolver`; ``D`` is never formed dense);
 3. steps 1-2 alternate (4 rounds; 16 when a certificate comes close to ``tol``), then the flows are
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
    contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;

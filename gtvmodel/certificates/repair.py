@@ -17,7 +17,7 @@ from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
 from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
-from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds
+from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds, subspace_solver
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
 
@@ -179,9 +179,8 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int
     pen = model.penalty
     A = solver = None
     if kinds.subspace.size:
-        solver = model.cache.get_or_build("cert_subspace", lambda: MinNormSolver(
-            divergence_rows(model, kinds.subspace, None if all(
-                B.shape[1] == d for B in kinds.subspace_bases) else kinds.subspace_bases)))
+        solver = model.cache.get_or_build("cert_subspace", lambda: subspace_solver(
+            model, kinds.subspace, kinds.subspace_bases))
         A = solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
 

@@ -1372,8 +1372,7 @@ def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
     nodes = np.flatnonzero(need)
     local = np.full(k, -1)
     local[nodes] = np.arange(nodes.size)
-    G = sum_rows_by(local[rn[sel]], (B[:, :, None] * B[:, None, :]).reshape(sel.size, d * d),
-                    nodes.size).reshape(nodes.size, d, d)
+    G = _grouped_grams(local[rn[sel]], B, nodes.size)
     z = np.einsum("kij,kj->ki", np.linalg.pinv(G, rcond=1e-13, hermitian=True), res[nodes])
     dv = np.zeros_like(v)
     dv[sel] = np.einsum("rj,rj->r", B, z[local[rn[sel]]])
@@ -1383,6 +1382,22 @@ def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
     res2[skip] = 0.0
     better = (np.abs(res2).max(axis=1) < np.abs(res).max(axis=1)) & ~skip
     return np.where(better[rn], v2, v)
+
+
+def _grouped_grams(owner: np.ndarray, B: np.ndarray, k: int) -> np.ndarray:
+    """``G_j = sum_{r: owner_r = j} b_r b_r^T`` (``(k, d, d)``), summed over row chunks so that
+    the ``(rows, d, d)`` outer products are never all held at once (issue 16: at 10^5 nodes they
+    were the certificate's peak memory)."""
+    M, d = B.shape
+    G = np.zeros((k, d * d))
+    step = max(1, (1 << 21) // max(d * d, 1))
+    for a in range(0, M, step):
+        Bc = B[a:a + step]
+        rows = Bc.shape[0]
+        owns = sp.csr_matrix((np.ones(rows), (owner[a:a + step], np.arange(rows))),
+                             shape=(k, rows))
+        G += owns @ (Bc[:, :, None] * Bc[:, None, :]).reshape(rows, d * d)
+    return G.reshape(k, d, d)
 
 
 def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
