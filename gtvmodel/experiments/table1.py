@@ -30,7 +30,7 @@ PAPER = {"alg1_c1": "8.74e-07", "ifca": "8.04e-07", "fedavg": "117.09"}
 TARGET = 1e-5
 #: FedAvg's expected MSE at ``d = 100`` is at least this (scaled by ``d / 100`` in quick mode).
 FEDAVG_BOUND = 10.0
-FULL = {"sizes": (50, 50), "d": 100, "m": 10, "lam": 1e-2, "R": 1000, "rounds": 200,
+FULL = {"sizes": (50, 50), "d": 100, "m": 10, "lam": 3e-3, "R": 1000, "rounds": 1000,
         "local_steps": 5, "step": 0.02, "restarts": 3}
 QUICK = {"sizes": (8, 8), "d": 20, "m": 10, "lam": 1e-2, "R": 300, "rounds": 100,
          "local_steps": 5, "step": 0.02, "restarts": 3}
@@ -38,6 +38,10 @@ LABELS = {"exact": "GTV exact solution", "alg1_c1": "Algorithm 1, R iterations, 
           "alg1_adaptive": "Algorithm 1, R iterations, adaptive steps",
           "ifca": "IFCA, k = 2", "fedavg": "FedAvg", "pooled": "one pooled model",
           "oracle": "oracle (pooled per true cluster)"}
+
+#: Tick labels of the figure.
+SHORT = {"exact": "exact", "alg1_c1": "Alg. 1\nc = 1", "alg1_adaptive": "Alg. 1\nadaptive",
+         "ifca": "IFCA\nk = 2", "fedavg": "FedAvg", "pooled": "pooled", "oracle": "oracle"}
 
 
 def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +71,8 @@ def table1_001_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
                           progress: bool | None = None) -> ExperimentResult:
     """Paper 001 Table I: SBM 50 + 50, ``p_in = 0.5``, ``p_out = 1e-2``, ``m_i = 10``,
     ``d = 100``, ``sigma = 1e-3``, ``w_bar_C in {0, 1}^d`` (:func:`gtvmodel.datasets.table1`),
-    network Lasso with ``lambda = 1e-2`` (the paper does not state it; VI-A's value).  Scored
+    network Lasso with ``lambda = 3e-3`` (the paper does not state it; at VI-A's ``1e-2`` the
+    exact optimum's MSE, 1.5e-5, is above the expected 1e-5: docs/experiments.md).  Scored
     by MSE (40): the exact solution, Algorithm 1 for ``R = 1000`` iterations with the paper's
     steps (``c = 1``) and with the package's adaptive steps, IFCA with ``k = 2``, FedAvg, the
     pooled model and the cluster oracle; each certified where its target is convex (FedAvg and
@@ -81,9 +86,12 @@ def table1_001_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
         name="001-table1", title="paper 001 VI-A.2, Table I (high-dimensional regression)",
         seeds=seeds, quick=quick, data={"setting": setting(cfg), "runs": runs},
         departures=[
-            "lambda = 1e-2 (VI-A's value): Table I does not state lambda.",
-            "IFCA and FedAvg: full local gradients, 5 local steps of size 0.02 per round, 200 "
-            "rounds (the paper gives no settings); IFCA keeps the best of 3 starts.",
+            "lambda = 3e-3 (1e-2 in quick mode): Table I does not state lambda; at VI-A's "
+            "1e-2 the exact optimum's MSE is 1.5e-5, a bias of the estimator that shrinks "
+            "about as lambda^2 (docs/experiments.md).",
+            "IFCA and FedAvg: full local gradients, 5 local steps of size 0.02 per round, 1000 "
+            "rounds (100 in quick mode; the paper gives no settings); IFCA keeps the best of 3 "
+            "starts.",
             "Algorithm 1 is also run with the package's adaptive steps next to the paper's "
             "c = 1; the exact solution, the pooled model and the oracle are added."])
     for key, name in LABELS.items():
@@ -129,7 +137,7 @@ def _figure(runs: list[dict[str, Any]], cfg: dict[str, Any]) -> Any:
                zorder=3, label="paper 001, Table I")
     ax.axhline(TARGET, color="0.5", ls=":", lw=1, label="1e-5")
     ax.set_yscale("log")
-    ax.set_xticks(x, [LABELS[k].replace(", ", ",\n", 1) for k in keys], fontsize=7)
+    ax.set_xticks(x, [SHORT[k] for k in keys], fontsize=8)
     ax.set_ylabel(r"MSE (40) $\frac{1}{|V|}\sum_i \|\hat w^{(i)} - \bar w^{(i)}\|_2^2$")
     sizes = "+".join(str(k) for k in cfg["sizes"])
     ax.set_title(rf"paper 001 Table I: SBM {sizes}, $d$ = {cfg['d']}, $m_i$ = {cfg['m']}, "
