@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from scipy.linalg import sqrtm
 
 from gtvmodel import cli, datasets, experiments
 from gtvmodel.errors import ParameterError
-from gtvmodel.experiments import paper000, star
+from gtvmodel.experiments import digits, paper000, star, table1, weather
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +23,15 @@ def quick():
             for name in experiments.names()}
 
 
+NAMES = ["001-sbm", "001-chain", "001-star", "000-table1", "001-table1", "001-digits",
+         "001-weather"]
+
+
 def test_registry_names():
-    assert experiments.names()[:4] == ["001-sbm", "001-chain", "001-star", "000-table1"]
+    assert experiments.names() == NAMES
 
 
-@pytest.mark.parametrize("name", ["001-sbm", "001-chain", "001-star", "000-table1"])
+@pytest.mark.parametrize("name", NAMES)
 def test_quick_run_meets_its_expected_outcomes(quick, name):
     res = quick[name]
     assert res.checks and res.success, res.table()
@@ -53,6 +58,70 @@ def test_000_table1_numbers(quick, rng):
     train, test = paper000.train_test_mse(data, W)
     assert train == pytest.approx(err[labelled].sum() / 30, rel=1e-12)
     assert test == pytest.approx(err[~labelled].sum() / 270, rel=1e-12)
+    # the pooled regression (gtvmodel.baselines.pooled) is numpy's least squares on the stack
+    quick_data = datasets.paper000_sbm(seed=0, **paper000.QUICK)
+    X = np.vstack([quick_data.X[v] for v in quick_data.X])
+    y = np.concatenate([quick_data.y[v] for v in quick_data.X])
+    w = np.linalg.lstsq(X, y, rcond=None)[0]
+    ref = paper000.train_test_mse(quick_data, np.tile(w, (len(quick_data.nodes), 1)))
+    assert run["pooled_mse"] == pytest.approx(ref, rel=1e-6)
+
+
+def test_001_table1_numbers(quick):
+    """Table I's expected outcomes (exact, Algorithm 1, IFCA <= 1e-5; FedAvg far off) and the
+    pooled model's MSE against numpy's least squares on all samples (equal ``m_i``: the
+    consensus problem's minimizer)."""
+    res = quick["001-table1"]
+    run = res.data["runs"][0]
+    assert max(run["exact_mse"], run["alg1_adaptive_mse"], run["ifca_mse"]) <= 1e-5
+    assert run["fedavg_mse"] >= 10 * table1.QUICK["d"] / 100
+    cfg = table1.QUICK
+    data = datasets.table1(sizes=cfg["sizes"], d=cfg["d"], m=cfg["m"], seed=0)
+    X = np.vstack([data.X[v] for v in data.nodes])
+    y = np.concatenate([data.y[v] for v in data.nodes])
+    w = np.linalg.lstsq(X, y, rcond=None)[0]
+    ref = ((w - data.true_weights) ** 2).sum(axis=1).mean()
+    assert run["pooled_mse"] == pytest.approx(ref, rel=1e-5)
+    assert run["fedavg_gap"] >= 0 and run["pooled_gap"] <= 1e-6
+
+
+def test_001_digits_distances_and_conflict(quick):
+    """The graph's distances are the Euclidean distances between the nodes' mean images
+    (numpy); the conflicting-labels setting negates the second half's labels; GTV >= 95 %
+    in both settings and the pooled model <= 75 % where labels conflict."""
+    data = datasets.digits(nodes=8, seed=1)
+    means = np.array([data.X[v].mean(axis=0) for v in data.nodes])
+    ref = np.sqrt(((means[:, None] - means[None]) ** 2).sum(axis=2))
+    assert np.allclose(digits.dataset_distances(data), ref, atol=1e-12)
+    conflict = digits.conflicting_labels(data)
+    assert conflict.nodes == [0, 1, 2, 3] and conflict.clusters.tolist() == [0, 0, 1, 1]
+    assert np.array_equal(conflict.y[3], -data.y[3]) and np.array_equal(conflict.y[0],
+                                                                          data.y[0])
+    run = quick["001-digits"].data["runs"][0]
+    assert run["digits"]["gtv"] >= 0.95 and run["conflict"]["gtv"] >= 0.95
+    assert run["conflict"]["pooled"] <= 0.75
+
+
+def test_001_weather_graph_and_table3(quick):
+    """The graph (43) from the Gaussian Wasserstein distance (42), computed directly with
+    scipy's matrix square root; the tuned lambda beats lambda = 0 over the 5 splits."""
+    data = datasets.weather(stations=8, seed=0)
+    mu = [data.X[v].mean(axis=0) for v in data.nodes]
+    S = [np.cov(data.X[v].T) for v in data.nodes]
+
+    def w42(i, j):
+        r = sqrtm(S[i])
+        return float(np.sum((mu[i] - mu[j]) ** 2)
+                     + np.trace(S[i] + S[j] - 2 * np.real(sqrtm(r @ S[j] @ r))))
+
+    eta = 5.0
+    G = weather.weather_graph(data, eta)
+    pairs = {(i, j) for i in range(8) for j in range(i + 1, 8) if w42(i, j) <= eta}
+    assert {tuple(sorted(e)) for e in G.edges()} == pairs
+    for i, j in pairs:
+        assert G.edges[i, j]["weight"] == pytest.approx(1 / w42(i, j), rel=1e-8)
+    run = quick["001-weather"].data["runs"][0]
+    assert len(run["tuned"]) == 5 and np.mean(run["tuned"]) < np.mean(run["zero"])
 
 
 def test_star_threshold_against_the_tree_formula(quick):
@@ -118,7 +187,7 @@ def test_cli_reproduce_bad_input(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["001-sbm", "001-chain", "001-star", "000-table1"])
+@pytest.mark.parametrize("name", NAMES)
 def test_full_run_meets_its_expected_outcomes(name):
     res = experiments.run(name, seeds=2, progress=False)
     assert res.success, res.table()

@@ -11,7 +11,7 @@ Examples
 --------
 >>> from gtvmodel import experiments
 >>> experiments.names()
-['001-sbm', '001-chain', '001-star', '000-table1']
+['001-sbm', '001-chain', '001-star', '000-table1', '001-table1', '001-digits', '001-weather']
 
 ``experiments.run("001-star", seeds=1, quick=True)`` runs one in about two seconds
 (docs/experiments.md).
@@ -23,13 +23,18 @@ from collections.abc import Callable, Sequence
 
 from .._validate import check_option
 from .chain import chain_experiment
+from .digits import digits_experiment
 from .paper000 import table1_000_experiment
 from .result import DPI, Check, ExperimentResult, Row
 from .sbm import sbm_experiment
 from .star import star_experiment
+from .table1 import table1_001_experiment
+from .weather import weather_experiment
 
 __all__ = ["REGISTRY", "run", "names", "ExperimentResult", "Row", "Check", "DPI",
-           "sbm_experiment", "chain_experiment", "star_experiment", "table1_000_experiment"]
+           "sbm_experiment", "chain_experiment", "star_experiment", "table1_000_experiment",
+           "table1_001_experiment", "weather_experiment",
+           "digits_experiment"]
 
 #: Registry name -> experiment function ``f(seeds, quick, progress)``.
 REGISTRY: dict[str, Callable[..., ExperimentResult]] = {
@@ -37,6 +42,9 @@ REGISTRY: dict[str, Callable[..., ExperimentResult]] = {
     "001-chain": chain_experiment,
     "001-star": star_experiment,
     "000-table1": table1_000_experiment,
+    "001-table1": table1_001_experiment,
+    "001-digits": digits_experiment,
+    "001-weather": weather_experiment,
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import datasets
+from .. import baselines, datasets
 from ..terms.penalties import Norm1
 from ._common import (
     exact_scored,
@@ -44,11 +44,10 @@ def train_test_mse(data: datasets.NetworkedData, weights: np.ndarray) -> tuple[f
 
 def _pooled(data: datasets.NetworkedData) -> np.ndarray:
     """One linear regression on the concatenation of all local datasets (Table 1's "simple
-    linear regression"), the same weights at every node."""
-    X = np.vstack([data.X[v] for v in data.X])
-    y = np.concatenate([data.y[v] for v in data.X])
-    w = np.linalg.lstsq(X, y, rcond=None)[0]
-    return np.tile(w, (len(data.nodes), 1))
+    linear regression"), the same weights at every node: :func:`gtvmodel.baselines.pooled`
+    with every sample weighted once (``weighting="samples"``; the nodes without data add
+    nothing)."""
+    return baselines.pooled(data.model(), weighting="samples").weights
 
 
 def _trace(data: datasets.NetworkedData, every: int) -> tuple[list, Any]:

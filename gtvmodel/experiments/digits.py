@@ -1,0 +1,226 @@
+"""Paper 001 VI-D (Table II), convex stand-in: scikit-learn's 8x8 digits at 40 nodes in two
+clusters ({0, 1} and {2, 3}), a binary logistic model per node, the graph from the nodes' data
+(3 nearest nodes, ``A = exp(-dist)``), ``lambda`` chosen on validation accuracy; GTV against
+one pooled model.  A second setting, where the two clusters hold the *same* digits with
+*opposite* label meanings, is the one in which one pooled model must fail (docs/experiments.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .. import baselines, datasets, graphs
+from ..model import GTVModel
+from ..path import lam_path
+from ..terms.losses import LogisticLoss
+from ..terms.penalties import Norm2
+from ._common import (
+    gaps_sound,
+    new_figure,
+    paper_algorithm1,
+    progress_bar,
+    row,
+    seed_list,
+    setting,
+)
+from .result import Check, ExperimentResult
+
+__all__ = ["digits_experiment", "dataset_distances", "conflicting_labels"]
+
+#: Table II of the paper (validation accuracy): Algorithm 1 and the aggregated network.
+PAPER = {"gtv": "97%", "pooled": "64%"}
+#: ``l2`` weight of every node's logistic loss: the local datasets are linearly separable, so
+#: without it the logistic loss has no minimizer.
+L2 = 1e-3
+K_NEAREST = 3
+FULL = {"nodes": 40, "lams": (1e-3, 1e-2, 1e-1, 1.0, 10.0), "R": 50, "lam_paper": 1e-2}
+#: ``quick``: the 40-node dataset, 4 nodes of each cluster kept (about 14 images each).
+QUICK = {"nodes": 40, "keep": 4, "lams": (1e-2, 1.0), "R": 20, "lam_paper": 1e-2}
+
+
+def dataset_distances(data: datasets.NetworkedData, labelled: bool = False) -> np.ndarray:
+    """``(n, n)`` distances between the nodes' training sets: the Euclidean distance between
+    the mean feature vectors ``(1/m_i) sum_r x_r`` (``labelled=False``) or between the
+    label-weighted means ``(1/m_i) sum_r y_r x_r`` (``labelled=True``, ``y_r in {-1, +1}``:
+    the direction each node's labels point in), by
+    :func:`~gtvmodel.graphs.node_statistics` and :func:`~gtvmodel.graphs.euclidean_distances`."""
+    X = ({v: data.y[v][:, None] * data.X[v] for v in data.nodes} if labelled
+         else {v: data.X[v] for v in data.nodes})
+    return graphs.euclidean_distances(graphs.node_statistics(X).means)
+
+
+def conflicting_labels(data: datasets.NetworkedData) -> datasets.NetworkedData:
+    """The nodes of cluster 0 (digits 0 and 1) of :func:`gtvmodel.datasets.digits`, split in two
+    clusters of equal size whose labels mean the opposite: ``+1`` is digit 1 in the first and
+    digit 0 in the second (labels and validation labels negated there)."""
+    keep = [v for v, c in zip(data.nodes, data.clusters, strict=True) if c == 0]
+    half = len(keep) // 2
+    sign = {v: (1.0 if k < half else -1.0) for k, v in enumerate(keep[:2 * half])}
+    sub = _subset(data, list(sign))
+    return replace(sub, y={v: s * sub.y[v] for v, s in sign.items()},
+                   y_val={v: s * sub.y_val[v] for v, s in sign.items()},
+                   clusters=np.repeat([0, 1], half))
+
+
+def _subset(data: datasets.NetworkedData, nodes: list[Hashable]) -> datasets.NetworkedData:
+    """``data`` restricted to ``nodes`` (their datasets, clusters and edgeless graph)."""
+    pos = [data.nodes.index(v) for v in nodes]
+    return replace(data, graph=data.graph.subgraph(nodes).copy(),
+                   X={v: data.X[v] for v in nodes}, y={v: data.y[v] for v in nodes},
+                   X_val={v: data.X_val[v] for v in nodes},
+                   y_val={v: data.y_val[v] for v in nodes},
+                   true_weights=data.true_weights[pos], clusters=data.clusters[pos])
+
+
+def _model(data: datasets.NetworkedData, dist: np.ndarray) -> GTVModel:
+    """The GTV model on the 3-nearest-node graph of ``dist`` (``A = exp(-dist)``, 001 VI-D),
+    a logistic loss with ``l2 = L2`` at every node."""
+    G = graphs.knn_graph(dist, K_NEAREST, metric="precomputed", weight="exp",
+                         nodes=data.nodes)
+    model = GTVModel(G, data.dim, penalty=Norm2(), lam=1.0)
+    for v in data.nodes:
+        model.set_loss(v, LogisticLoss(data.X[v], data.y[v], l2=L2))
+    return model
+
+
+def _inside(model: GTVModel, data: datasets.NetworkedData) -> float:
+    """Fraction of the graph's edges inside a true cluster."""
+    c = dict(zip(data.nodes, data.clusters, strict=True))
+    return float(np.mean([c[u] == c[v] for u, v in model.graph.edges()]))
+
+
+def _setting(data: datasets.NetworkedData, labelled: bool, cfg: dict[str, Any]
+             ) -> dict[str, Any]:
+    """One setting scored: GTV at the ``lambda`` of best validation accuracy (exact), Algorithm
+    1 as the paper ran it (``R = 50``, ``lambda = 1e-2``), one pooled model, each node alone."""
+    model = _model(data, dataset_distances(data, labelled))
+    val: dict[Hashable, Any] = {v: (data.X_val[v], data.y_val[v]) for v in data.nodes}
+    path = lam_path(model, list(cfg["lams"]), validation=val, metric="accuracy")
+    W = path.selected_weights
+    model.lam = cfg["lam_paper"]
+    W_a1, s_a1 = paper_algorithm1(model, cfg["R"], step=1.0)
+    s_ex = {"objective": float(path.objective[list(cfg["lams"]).index(cfg["lam_paper"])]),
+            "gap": float(path.gap[list(cfg["lams"]).index(cfg["lam_paper"])])}
+    pooled = baselines.pooled(model)
+    local = baselines.local(model)
+    return {"lam": float(path.selected_lam), "inside": _inside(model, data),
+            "edges": model.num_edges, "gtv": data.accuracy(W),
+            "gtv_train": data.accuracy(W, "train"), "gtv_gap": float(path.gap[path.selected]),
+            "alg1": data.accuracy(W_a1), "alg1_score": s_a1, "exact_at_paper_lam": s_ex,
+            "pooled": data.accuracy(pooled.weights), "pooled_gap": float(pooled.gap),
+            "local": data.accuracy(local.weights),
+            "path_accuracy": (1.0 - path.validation_error).tolist()}
+
+
+def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    data = datasets.digits(nodes=cfg["nodes"], seed=seed)
+    if "keep" in cfg:
+        half = cfg["nodes"] // 2
+        data = _subset(data, [c * half + j for c in (0, 1) for j in range(cfg["keep"])])
+    conflict = conflicting_labels(data)
+    feature_graph = _model(conflict, dataset_distances(conflict))
+    return {"seed": seed, "digits": _setting(data, False, cfg),
+            "conflict": _setting(conflict, True, cfg),
+            "conflict_feature_graph_inside": _inside(feature_graph, conflict)}
+
+
+def digits_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
+                      progress: bool | None = None) -> ExperimentResult:
+    """Paper 001 VI-D (Table II), convex stand-in (:func:`gtvmodel.datasets.digits`: 40 nodes,
+    clusters {0, 1} and {2, 3}, ``d = 65``, labels ``+1`` for the larger digit of the pair).
+    The graph joins each node to its 3 nearest nodes by the Euclidean distance between the
+    nodes' mean training images, ``A = exp(-dist)``; each node a logistic model (``l2 =
+    1e-3``); ``lambda`` chosen on validation accuracy along a path of exact solutions;
+    Algorithm 1 as the paper ran it (``R = 50``, ``lambda = 1e-2``); one pooled model
+    (:func:`gtvmodel.baselines.pooled`) and each node alone for reference.  The same on
+    :func:`conflicting_labels` (the graph from label-weighted means), where one pooled model
+    cannot fit.  Expected: GTV validation accuracy >= 95 % in both settings; the pooled model
+    <= 75 % where the labels conflict (on the paper's setting it reaches about 99 %: the issue's
+    "pooled <= 75 %" does not hold with linear models, docs/experiments.md).  ``quick``: 4
+    nodes of each cluster."""
+    seeds = seed_list(seeds)
+    cfg = QUICK if quick else FULL
+    runs = [_run(s, cfg) for s in progress_bar(seeds, len(seeds), "001-digits", progress)]
+    result = ExperimentResult(
+        name="001-digits", title="paper 001 VI-D, Table II (digits, convex stand-in)",
+        seeds=seeds, quick=quick, data={"setting": setting(cfg), "l2": L2, "runs": runs},
+        departures=[
+            "scikit-learn's 8x8 digits (about 14 training images per node) instead of MNIST "
+            "(500 per node), and a linear logistic model per node (l2 = 1e-3) instead of the "
+            "two-layer network (41).",
+            "The graph's distance is the Euclidean distance between the nodes' mean training "
+            "images (the paper: a distance between t-SNE scatter plots, not specified).",
+            "The pooled model is one binary logistic model on all nodes' data with the nodes' "
+            "own labels (the paper: a network with four outputs).  It reaches about 99 %: the "
+            "two clusters' images differ, so one linear model tells the pairs apart.  The "
+            "'conflicting labels' setting (same digits, opposite label meanings) is added as "
+            "the case where pooling must fail."] + (
+                ["quick: 4 nodes of each cluster of the 40-node dataset."] if quick else []))
+    for key, title in (("digits", "Table II setting"), ("conflict", "conflicting labels")):
+        rs = [r[key] for r in runs]
+        gtv = PAPER["gtv"] if key == "digits" else ""
+        result.rows += [
+            row(f"{title}: selected lambda", "1e-2", [x["lam"] for x in rs]),
+            row(f"{title}: GTV validation accuracy", gtv, [x["gtv"] for x in rs]),
+            row(f"{title}: GTV training accuracy", "99%" if key == "digits" else "",
+                [x["gtv_train"] for x in rs]),
+            row(f"{title}: Algorithm 1 (R = {cfg['R']}, lambda = 1e-2) validation accuracy", gtv,
+                [x["alg1"] for x in rs]),
+            row(f"{title}: pooled model validation accuracy",
+                PAPER["pooled"] if key == "digits" else "", [x["pooled"] for x in rs]),
+            row(f"{title}: each node alone, validation accuracy", "", [x["local"] for x in rs]),
+            row(f"{title}: certified gap, GTV at selected lambda", "",
+                [x["gtv_gap"] for x in rs]),
+            row(f"{title}: certified gap, Algorithm 1", "", [x["alg1_score"]["gap"] for x in rs]),
+            row(f"{title}: certified gap, pooled (consensus problem)", "",
+                [x["pooled_gap"] for x in rs]),
+            row(f"{title}: fraction of edges inside a cluster", "", [x["inside"] for x in rs])]
+    result.rows.append(row("conflicting labels, graph from mean images: edges inside", "",
+                           [r["conflict_feature_graph_inside"] for r in runs]))
+    _checks(result, runs)
+    result.figures = {"accuracy": _figure(runs, cfg)}
+    return result
+
+
+def _checks(result: ExperimentResult, runs: list[dict[str, Any]]) -> None:
+    for key in ("digits", "conflict"):
+        worst = min(r[key]["gtv"] for r in runs)
+        result.checks[f"{key}_gtv_accuracy_above_95"] = Check(
+            ok=worst >= 0.95, detail=f"GTV validation accuracy ({key}): smallest {worst:.3f} "
+            ">= 0.95")
+    pooled = max(r["conflict"]["pooled"] for r in runs)
+    result.checks["conflict_pooled_accuracy_below_75"] = Check(
+        ok=pooled <= 0.75, detail=f"pooled model with conflicting labels: largest validation "
+        f"accuracy {pooled:.3f} <= 0.75")
+    result.checks["certificates_sound"] = gaps_sound(
+        [(r[k]["alg1_score"], r[k]["exact_at_paper_lam"]) for r in runs
+         for k in ("digits", "conflict")])
+
+
+def _figure(runs: list[dict[str, Any]], cfg: dict[str, Any]) -> Any:
+    """Table II analogue: validation accuracy of GTV, Algorithm 1, the pooled model and each
+    node alone in both settings (mean ± std over the seeds), with the paper's values."""
+    fig, (ax,) = new_figure(width=6.6, height=4.0)
+    methods = (("gtv", "GTV, tuned $\\lambda$"), ("alg1", f"Algorithm 1, $R$ = {cfg['R']}"),
+               ("pooled", "one pooled model"), ("local", "each node alone"))
+    x = np.arange(2)
+    for k, (key, label) in enumerate(methods):
+        vals = np.array([[r[s][key] for r in runs] for s in ("digits", "conflict")])
+        ax.bar(x + (k - 1.5) * 0.2, 100 * vals.mean(axis=1), 0.2, yerr=100 * vals.std(axis=1),
+               color=f"C{k}", label=label)
+    ax.scatter([-0.3, 0.1], [97, 64], marker="*", s=120, color="k", zorder=3,
+               label="paper 001 Table II (GTV, aggregated)")
+    ax.set_xticks(x, ["Table II setting\n(clusters {0,1}, {2,3})",
+                      "conflicting labels\n(same digits, opposite meaning)"])
+    ax.set_ylabel("validation accuracy ACC$^{(val)}$ (%)")
+    ax.set_ylim(0, 105)
+    n = 2 * cfg.get("keep", cfg["nodes"] // 2)
+    ax.set_title(f"8x8 digits: {n} nodes (conflicting labels: {n // 2}), 3 nearest nodes, "
+                 r"$A = \exp(-\mathrm{dist})$", fontsize=10)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.grid(alpha=0.3, axis="y")
+    return fig
