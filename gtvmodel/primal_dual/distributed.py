@@ -268,7 +268,8 @@ class Shard:
         gaps stay here until :meth:`cert_state`."""
         spec = self.spec
         part, U, ng, eg = shard_parts(spec.model, spec.n_own, self.W, self._cert_flows(),
-                                      spec.cert_owned, project, theta, feas_tol)
+                                      spec.cert_owned, spec.cert_sign, project, theta,
+                                      feas_tol)
         self.cert = (U, ng, eg)
         return part
 

@@ -97,37 +97,42 @@ def shard_scan(model: ModelDeclaration, U: np.ndarray) -> tuple[float, float, fl
 
 
 def shard_parts(model: ModelDeclaration, n_own: int, W: np.ndarray, U: np.ndarray,
-                owned: np.ndarray, project: bool, theta: float, feas_tol: float
-                ) -> tuple[ShardCertificate, np.ndarray, np.ndarray, np.ndarray]:
+                owned: np.ndarray, sign: np.ndarray, project: bool, theta: float,
+                feas_tol: float) -> tuple[ShardCertificate, np.ndarray, np.ndarray, np.ndarray]:
     """A shard's partial sums at its local weights ``W`` (own rows first, then ghosts) and
     incident flows ``U`` (local order), repaired with the driver's ``project`` and ``theta``;
     also the repaired flows and the Fenchel-Young gaps of its nodes and owned edges (kept on
     the shard).  The node terms are those of :func:`~gtvmodel.certificates.value.dual_value`
-    on the shard's declaration (rows ``< n_own``; the ghosts' rows are not its to count)."""
+    on the shard's declaration (rows ``< n_own``; the ghosts' rows are not its to count); the
+    owned edges' terms are taken in the serial orientation (``sign``), since a penalty need
+    not be symmetric (the demands do not depend on the orientation)."""
     own = slice(0, n_own)
     if project:
         U = model.penalty.project_dual_ball(U, capacities(model))
     if theta < 1.0:
         U = scale_flows(model, U, theta)
     lossv = model.loss_values(W)[own]
-    V = model.empirical_graph.diff(W) if U.shape[0] else np.zeros((0, model.dim))
-    penv = model.capacities * model.penalty.rows_value(V) if U.shape[0] else np.zeros(0)
+    flip = sign[owned, None]
+    V = flip * np.asarray(model.incidence[owned] @ W).reshape(-1, model.dim)
+    Uo, cap = flip * U[owned], model.capacities[owned]
+    penv = cap * model.penalty.rows_value(V) if owned.size else np.zeros(0)
     viol = model.constraint_violations(W)[own]
     wscale = np.maximum(1.0, np.abs(W[own]).max(axis=1, initial=0.0))
     bad_primal = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
     dv = dual_value(model, U, np.inf, None, W)
     own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
     outside = _dual_bad(own_dv, feas_tol, True).size
-    nc, ec, ch = dv["node_conj"][own], dv["edge_conj"][owned], dv["charge"][own]
+    nc, ch = dv["node_conj"][own], dv["charge"][own]
+    ec = model.penalty.conjugate_rows(Uo, cap) if owned.size else np.zeros(0)
     fin = np.isfinite
     with np.errstate(invalid="ignore"):
-        P = float(np.sum(lossv) + np.sum(penv[owned])) if fin(lossv).all() else np.inf
+        P = float(np.sum(lossv) + np.sum(penv)) if fin(lossv).all() else np.inf
         SW = dv["s"][own] * W[own]
-        UV = U[owned] * V[owned]
+        UV = Uo * V
         node_gaps = lossv + nc - SW.sum(axis=1)
-        edge_gaps = penv[owned] + ec - UV.sum(axis=1)
+        edge_gaps = penv + ec - UV.sum(axis=1)
     cm = dv["conj_magnitude"][own] + ch
-    mag = float(np.abs(lossv[fin(lossv)]).sum() + np.abs(penv[owned]).sum()
+    mag = float(np.abs(lossv[fin(lossv)]).sum() + np.abs(penv).sum()
                 + np.abs(cm[fin(cm)]).sum() + np.abs(ec[fin(ec)]).sum()
                 + np.abs(SW).sum() + np.abs(UV).sum())
     part = ShardCertificate(
