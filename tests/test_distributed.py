@@ -441,3 +441,23 @@ def test_sharded_certificates_gather_shard_sized_messages(client):
         assert gather_b >= iterate_b and shard_b < 2000
     assert sizes[80][0] <= sizes[20][0] + 64  # independent of n
     assert sizes[80][1] >= 3 * sizes[20][1]
+
+
+def test_sharded_certificate_with_a_shard_without_edges(client):
+    G = nx.Graph()
+    G.add_nodes_from(range(4))
+    G.add_edge(0, 1)
+    model = gm.GTVModel(G, 2, lam=0.3)
+    for i in range(4):
+        model.set_loss(i, gm.SquaredLoss(np.eye(2), np.full(2, float(i))))
+    res = gm.solve_distributed(model, max_iter=10, tol=0.0, record_every=5,
+                               certificate_budget=None, client=client,
+                               shards=np.array([0, 0, 1, 1]))  # shard 1: isolated nodes
+    ref = gm.certify(model, res.weights, res.flows, fallback=False)
+    assert res.certificates_gathered == 0
+    assert res.certificate.gap == pytest.approx(ref.gap, rel=1e-12, abs=1e-15)
+    W = cp.Variable((4, 2))  # (16) directly: (1/2)||w_i - i||^2 + 0.3 ||w_0 - w_1||
+    p = cp.Problem(cp.Minimize(sum(cp.sum_squares(W[i] - i) / 2 for i in range(4))
+                               + 0.3 * cp.norm(W[0] - W[1], 2)))
+    p.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    assert res.certificate.gap >= res.certificate.primal_value - p.value - 1e-9
