@@ -10,9 +10,13 @@
     a smaller grid;
 (d) orchestration overhead per iteration (a model with one node per shard: no computation to
     speak of), 2, 4, 8 shards, fitted as ``a + b * shards``;
-(e) an estimate (extrapolated from (b)-(d), not measured) for 10^7 nodes on 100 workers.
+(e) an estimate (extrapolated from (b)-(d), not measured) for 10^7 nodes on 100 workers;
+(f) certificates: summed from the shards' partial sums (``certificates="sharded"``) vs the
+    iterate gathered and certified at the driver (``"gathered"``), bytes and seconds per
+    certificate, 2 shards, on a ``cert_side x cert_side`` grid.
 
-Run: ``python benchmarks/bench_dask.py [--side 316] [--iters 40] [--small-side 100]``.
+Run: ``python benchmarks/bench_dask.py [--side 316] [--iters 40] [--small-side 100]
+[--cert-side 316] [--only-certificates]``.
 """
 
 from __future__ import annotations
@@ -135,12 +139,38 @@ def part_e(model: gm.GTVModel, s_per_node: float, a: float, b: float, bytes_row:
           f"{1e3 * (compute + orchestration):.0f} ms/iteration plus the transfer")
 
 
+def part_f(model: gm.GTVModel, client: Client, labels: np.ndarray) -> None:
+    print(f"(f) certificates, {model.num_nodes} nodes, {model.num_edges} edges, 2 shards "
+          "(8 certificates each, every 5 iterations):")
+    out = {}
+    for how in ("sharded", "gathered"):
+        res = gm.solve_distributed(model, max_iter=40, tol=0.0, record_every=5,
+                                   certificate_budget=None, client=client, shards=labels,
+                                   certificates=how)
+        per = res.timings["certificate"] / len(res.history.gap)
+        out[how] = (float(np.median(res.certificate_bytes)), per, res.certificate.gap)
+        print(f"    {how}: {out[how][0]:,.0f} bytes and {per * 1e3:.1f} ms per certificate "
+              f"(gathered {res.certificates_gathered} of {len(res.history.gap)}); last gap "
+              f"{res.certificate.gap:.6g}")
+    (bs, ts, gs), (bg, tg, gg) = out["sharded"], out["gathered"]
+    print(f"    gathered / sharded: {bg / bs:,.0f}x the bytes, {tg / ts:.2f}x the time; "
+          f"relative difference of the gaps {abs(gs - gg) / max(gg, 1e-300):.1e}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", type=int, default=316)
     p.add_argument("--small-side", type=int, default=100)
     p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--cert-side", type=int, default=316)
+    p.add_argument("--only-certificates", action="store_true", help="run (f) alone")
     args = p.parse_args()
+    if args.only_certificates:
+        cmodel = grid_model(args.cert_side)
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            part_f(cmodel, client, partition_nodes(cmodel, 2, kl_passes=0))
+        return
     t0 = time.perf_counter()
     model = grid_model(args.side)
     print(f"built the {args.side}x{args.side} grid model in {time.perf_counter() - t0:.1f} s; "
@@ -154,6 +184,8 @@ def main() -> None:
         a, b = part_d(client, 100, "through the scheduler (default Client)")
         with Client(cluster, direct_to_workers=True) as direct:
             a, b = part_d(direct, 100, "direct (Client(direct_to_workers=True))")
+        cmodel = model if args.cert_side == args.side else grid_model(args.cert_side)
+        part_f(cmodel, client, labels if cmodel is model else partition_nodes(cmodel, 2))
     part_e(model, s_serial / model.num_nodes, a, b, bytes_row)
 
 

@@ -19,7 +19,11 @@ from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds, subspace_solver
 
-__all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows"]
+__all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
+           "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE"]
+
+#: The repair note of step 1 (the row-wise projection onto the capacities).
+PROJECT_NOTE = "projected flows onto the capacities ||u_e||_* <= lambda A_e"
 
 
 def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
@@ -202,7 +206,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int
             break
     repairs: list[str] = []
     if did_cap:
-        repairs.append("projected flows onto the capacities ||u_e||_* <= lambda A_e")
+        repairs.append(PROJECT_NOTE)
     if did_sub:
         repairs.append(f"minimum-norm flow correction for the subspace conditions at "
                        f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
@@ -210,32 +214,56 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int
     return U, repairs
 
 
+def capacity_ratio(model: ModelDeclaration, U: np.ndarray) -> float:
+    """``min(1, min_e lambda A_e / ||u_e||_*)`` over the rows above their capacities (27) (1
+    for a penalty without capacities): the factor of step 3 before its safety margin.  A
+    minimum of rows, so a sharded run takes the minimum of its shards' values."""
+    cap = capacities(model)
+    if cap is None:
+        return 1.0
+    dn = model.penalty.dual_norm(U)
+    over = dn > cap
+    if not over.any():
+        return 1.0
+    return float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+
+
+def scale_flows(model: ModelDeclaration, U: np.ndarray, theta: float) -> np.ndarray:
+    """Step 3 with a given factor ``theta < 1`` (safety margin included): ``theta U``, then
+    the rows that rounding leaves an ulp above capacity clipped exactly (row by row, so
+    shards can apply it to their rows)."""
+    cap = capacities(model)
+    U = theta * U
+    if cap is None:
+        return U
+    pen = model.penalty
+    dn = pen.dual_norm(U)
+    bad = dn > cap
+    if bad.any():
+        U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
+    return U
+
+
 def _rescale(model: ModelDeclaration, U: np.ndarray, repairs: list[str]
              ) -> tuple[np.ndarray, float]:
     """Step 3: scale all flows by ``theta = min(1, min_e lambda A_e / ||u_e||_*)`` (the dual
     domain is convex and contains 0; scaling keeps the subspace conditions), then clip the
-    rows that rounding leaves an ulp above capacity."""
-    cap = capacities(model)
-    theta = 1.0
-    if cap is None:
-        return U, theta
-    pen = model.penalty
-    dn = pen.dual_norm(U)
-    over = dn > cap
-    if over.any():
-        theta = float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+    rows that rounding leaves an ulp above capacity (:func:`capacity_ratio`,
+    :func:`scale_flows`)."""
+    theta = capacity_ratio(model, U)
+    if theta < 1.0:
         theta *= 1.0 - 4.0 * EPS
-        U = theta * U
-        # theta within rounding of 1 (flows at their capacities up to an ulp) is not reported
-        # as a scaling ("theta = 1" would claim a change that changed nothing visible)
-        if f"{theta:.12g}" != "1":
-            repairs.append(f"scaled all flows by theta = {theta:.12g} to meet the capacities")
-        # rounding can leave the last ulp above capacity: clip those rows exactly
-        dn = pen.dual_norm(U)
-        bad = dn > cap
-        if bad.any():
-            U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
+        U = scale_flows(model, U, theta)
+        repairs.extend(rescale_note(theta))
     return U, theta
+
+
+def rescale_note(theta: float) -> list[str]:
+    """The repair note of a final rescaling by ``theta`` (none when ``theta`` is within
+    rounding of 1: "theta = 1" would claim a change that changed nothing visible)."""
+    if f"{theta:.12g}" != "1":
+        return [f"scaled all flows by theta = {theta:.12g} to meet the capacities"]
+    return []
 
 
 # ===================================================================== dual value

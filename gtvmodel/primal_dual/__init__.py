@@ -10,7 +10,9 @@
 * :mod:`~gtvmodel.primal_dual.algorithm` -- the loop with the stopping rule on the certified
   gap (34) (:func:`solve_primal_dual`);
 * :mod:`~gtvmodel.primal_dual.sharding` and :mod:`~gtvmodel.primal_dual.distributed` -- the
-  same loop on Dask, each shard of nodes on one worker (:func:`solve_distributed`).
+  same loop on Dask, each shard of nodes on one worker (:func:`solve_distributed`), its
+  certificates summed from per-shard partial sums (:mod:`~gtvmodel.primal_dual.
+  sharded_certificate`).
 """
 
 from .algorithm import solve_primal_dual

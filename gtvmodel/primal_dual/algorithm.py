@@ -338,7 +338,7 @@ class _Run:
         if not self.opts.certifying:
             return False
         t0 = time.perf_counter()
-        cert = self.cert = certify(self.model, self.x.W, self.x.U, fallback=False)
+        cert = self.cert = self.certificate()
         self.cert_durations.append(time.perf_counter() - t0)
         self.timings["certificate"] += self.cert_durations[-1]
         self.since_cert = 0.0
@@ -349,6 +349,11 @@ class _Run:
             self.bar.set_postfix(gap=f"{cert.gap:.3g}", c=f"{c_now:.3g}")
         tol = self.opts.tol
         return bool(tol > 0 and cert.gap <= tol * max(1.0, abs(cert.primal_value)))
+
+    def certificate(self) -> Any:
+        """The certificate of the current iterate (:func:`~gtvmodel.certificates.certificate.
+        certify` without the escalation); read for ``primal_value``, ``gap``, ...."""
+        return certify(self.model, self.x.W, self.x.U, fallback=False)
 
     def result(self, status: str) -> PrimalDualResult:
         """The :class:`PrimalDualResult` of the run (``status`` from :meth:`loop`)."""

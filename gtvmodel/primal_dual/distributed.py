@@ -32,12 +32,17 @@ thresholds) -- and, with ``batch_cvxpy=True``, one CVXPY problem per shard repla
 problem of all CVXPY-path nodes, so those nodes agree to the solver tolerance ``eps_k`` of the
 inexactness schedule, not bitwise.
 
-**Certificates** gather the iterate ``(w^k, u^k)`` at the driver every ``record_every``
-iterations (``n d + |E| d`` numbers received, nothing sent) and run
-:func:`~gtvmodel.certificates.certificate.certify` there: the repair of the flows to a dual
-feasible point and the certified gap (34) are global computations and are not split into
-per-shard partial sums.  So are a ``callback`` (it sees the gathered iterate, every iteration)
-and the checkpoints.
+**Certificates** (:mod:`~gtvmodel.primal_dual.sharded_certificate`) are summed from the
+shards' partial sums: two calls per shard (the scalars of the repair's global step, then the
+shard's primal terms, node conjugate terms, owned edges' conjugates and violation checks),
+``O(shards)`` bytes per certificate whatever ``n`` and ``d``; the driver adds them as
+:func:`~gtvmodel.certificates.certificate.certify` does.  Where the repair needs a global
+step (subspace conditions, nodes outside bounded conjugate domains, residuals needing certified
+radii, infeasible weights) the iterate ``(w^k, u^k)`` is gathered (``n d + |E| d`` numbers) and
+``certify`` runs at the driver, as every certificate did with ``certificates="gathered"``;
+:attr:`DistributedResult.certificates_gathered` and ``gather_reasons`` say when and why.  The
+final certificate's repaired flows and gaps are gathered once, for the result.  A ``callback``
+(it sees the gathered iterate, every iteration) and the checkpoints gather ``(w, u)``.
 
 **Faults.**  Every ``checkpoint_every`` iterations the driver keeps a :class:`Checkpoint`
 ``(k, w^k, u^k, step rule)``.  When a call to a shard fails because its worker is gone, the
@@ -61,7 +66,8 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import check_int, check_scalar
+from .._validate import check_int, check_option, check_scalar
+from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import (
     DistributedError,
@@ -84,6 +90,16 @@ from .algorithm import (
 )
 from .prox import NodeUpdates
 from .result import History, PrimalDualResult
+from .sharded_certificate import (
+    ShardCertificate,
+    combine_parts,
+    local_flows,
+    make_certificate,
+    needs_gather,
+    repair_plan,
+    shard_parts,
+    shard_scan,
+)
 from .sharding import ShardLayout, partition_nodes
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, steps_from_scale
 from .updates import dual_update, prox_point
@@ -93,6 +109,13 @@ __all__ = ["solve_distributed", "DistributedResult", "Checkpoint", "Shard", "Sha
 #: Rebuilds of the shards in a row (each after a lost worker) before the run gives up.
 MAX_REBUILDS = 5
 
+#: ``feas_tol`` of the run's certificates (:func:`~gtvmodel.certificates.certificate.certify`'s
+#: default, as in the serial run).
+CERT_FEAS_TOL = 1e-8
+
+#: The values of :func:`solve_distributed`'s ``certificates`` option.
+CERTIFICATE_MODES = ("sharded", "gathered")
+
 
 @dataclass
 class ShardSpec:
@@ -101,8 +124,11 @@ class ShardSpec:
     ``DT_own`` of ``D^T`` (own nodes x incident edges, in the serial order), the positions of
     the owned and incoming edges among the incident ones, of the ghosts whose weights come in,
     of the rows that go out, the capacities ``lambda A_e`` of the owned edges, the degrees of
-    the own nodes, the steps (``c``, or explicit ``tau``/``sigma`` rows) and the start
-    ``(w^0, u^0)`` rows."""
+    the own nodes, the steps (``c``, or explicit ``tau``/``sigma`` rows), the start
+    ``(w^0, u^0)`` rows, and for the certificates the incident edges in the order of the
+    declaration's edges (``cert_perm``, positions among the incident ones), their orientation
+    there (``cert_sign``, +1 or -1) and the positions of the owned edges in that order
+    (``cert_owned``)."""
 
     index: int
     model: ModelDeclaration
@@ -123,6 +149,9 @@ class ShardSpec:
     U0: np.ndarray
     prox: str
     batch_cvxpy: bool
+    cert_perm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    cert_sign: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cert_owned: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class Shard:
@@ -224,6 +253,37 @@ class Shard:
         """The shard's rows of ``(w^k, u^k)``: its nodes' weights, its owned edges' flows."""
         return self.W[:self.spec.n_own].copy(), self.U[self.spec.owned_in_inc].copy()
 
+    def _cert_flows(self) -> np.ndarray:
+        spec = self.spec
+        return local_flows(spec.model, self.U, spec.cert_perm, spec.cert_sign)
+
+    def cert_scan(self) -> tuple[float, float, float, float, float]:
+        """The shard's scalars for the global step of the repair
+        (:func:`~gtvmodel.primal_dual.sharded_certificate.shard_scan`)."""
+        return shard_scan(self.spec.model, self._cert_flows())
+
+    def cert_parts(self, project: bool, theta: float, feas_tol: float) -> ShardCertificate:
+        """The shard's partial sums of the certificate of ``(w^k, u^k)`` (:func:`~gtvmodel.
+        primal_dual.sharded_certificate.shard_parts`); the repaired flows and Fenchel-Young
+        gaps stay here until :meth:`cert_state`."""
+        spec = self.spec
+        part, U, ng, eg = shard_parts(spec.model, spec.n_own, self.W, self._cert_flows(),
+                                      spec.cert_owned, spec.cert_sign, project, theta,
+                                      feas_tol)
+        self.cert = (U, ng, eg)
+        return part
+
+    def cert_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The last :meth:`cert_parts`' repaired flows of the owned edges (serial order and
+        orientation), node gaps and owned edges' gaps; None if there was none."""
+        if getattr(self, "cert", None) is None:
+            return None
+        spec = self.spec
+        U, ng, eg = self.cert
+        loc = spec.cert_owned
+        order = np.argsort(spec.cert_perm[loc])  # the owned edges in serial order
+        return (spec.cert_sign[loc][order, None] * U[loc][order], ng, eg[order])
+
     def describe(self) -> tuple[dict[str, int], float]:
         """Number of the shard's nodes per node-update path (ghosts left out) and the seconds
         it spent computing iterations (:attr:`busy`)."""
@@ -260,7 +320,12 @@ class DistributedResult(PrimalDualResult):
     (``setup_bytes``: the shards' data), and ``recoveries`` (worker losses survived).
     ``timings``: ``node_updates`` and ``edge_updates`` are the wall times of the two rounds
     (computation, messages and routing), ``shard_compute_max`` the computing time of the
-    busiest shard (since its last rebuild), ``checkpoints`` the gathers for checkpoints."""
+    busiest shard (since its last rebuild), ``checkpoints`` the gathers for checkpoints.
+    ``certificate_bytes``: the pickled bytes each certificate moved between the driver and the
+    shards (sent and received), ``certificates_gathered``: how many of them gathered the
+    iterate and ran :func:`~gtvmodel.certificates.certificate.certify` at the driver (the
+    others were summed from the shards' partial sums, :mod:`~gtvmodel.primal_dual.
+    sharded_certificate`), ``gather_reasons``: why (each reason once)."""
 
     shard_of: np.ndarray
     cut_edges: int
@@ -271,6 +336,29 @@ class DistributedResult(PrimalDualResult):
     setup_bytes: int
     recoveries: int = 0
     workers: list[str] = field(default_factory=list)
+    certificate_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    certificates_gathered: int = 0
+    gather_reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Sharded:
+    """A certificate summed from the shards: its scalars (``primal_value``, ``gap``, ... as
+    :func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts` gives them), the repair
+    plan and the iteration; the :class:`~gtvmodel.certificates.certificate.Certificate` is built
+    from it once, for the result."""
+
+    values: dict[str, float]
+    project: bool
+    theta: float
+    repairs: list[str]
+    iteration: int
+
+    def __getattr__(self, name: str) -> float:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
 
 
 def _is_lost(exc: BaseException) -> bool:
@@ -362,6 +450,7 @@ def _specs(model: ModelDeclaration, layout: ShardLayout, W: np.ndarray, U: np.nd
             ((labels[a], labels[b], w) for (a, b), w in
              zip(E.tolist(), model.edge_weights[inc].tolist(), strict=True)), weight=attr)
         sub = model.restricted(G, (labels[i] for i in own))
+        perm, sign = _edge_map(model, sub, inc)
         pos_local = {int(v): j for j, v in enumerate(local)}
         specs.append(ShardSpec(
             index=s, model=sub, n_own=own.size,
@@ -375,8 +464,25 @@ def _specs(model: ModelDeclaration, layout: ShardLayout, W: np.ndarray, U: np.nd
             lamA=lamA[owned], deg=deg[own], c=c,
             tau=None if c is not None else rule.tau[own],
             sigma=None if c is not None else rule.sigma[owned],
-            W0=W[local].copy(), U0=U[inc].copy(), prox=prox, batch_cvxpy=batch_cvxpy))
+            W0=W[local].copy(), U0=U[inc].copy(), prox=prox, batch_cvxpy=batch_cvxpy,
+            cert_perm=perm, cert_sign=sign,
+            cert_owned=np.flatnonzero(np.isin(inc[perm], owned))))
     return specs
+
+
+def _edge_map(model: ModelDeclaration, sub: ModelDeclaration, inc: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """For each edge of the shard's declaration ``sub``: its position among the incident edges
+    ``inc`` (global positions) and its orientation relative to the serial one (+1 or -1)."""
+    n = model.num_nodes
+    gpos = np.array([model.index(v) for v in sub.nodes], dtype=np.int64)
+    heads, tails = model.edges[inc, 0], model.edges[inc, 1]
+    keys = np.minimum(heads, tails) * n + np.maximum(heads, tails)
+    order = np.argsort(keys)
+    a, b = gpos[sub.edges[:, 0]], gpos[sub.edges[:, 1]]
+    perm = order[np.searchsorted(keys[order], np.minimum(a, b) * n + np.maximum(a, b))]
+    sign = np.where(heads[perm] == a, 1.0, -1.0)
+    return perm.astype(np.int64), sign
 
 
 class _FirstUpdate:
@@ -403,8 +509,13 @@ class _DaskRun(_Run):
     def __init__(self, model: ModelDeclaration, opts: _Options,
                  rule: FixedSteps | ResidualBalancing, W: np.ndarray, U: np.ndarray,
                  pool: _Pool, prox: str, batch_cvxpy: bool, checkpoint_every: int,
-                 progress: bool, t_start: float):
+                 progress: bool, t_start: float, certificates: str = "sharded"):
         self.model, self.opts, self.rule, self.pool = model, opts, rule, pool
+        self.cert_mode = certificates
+        self.cert_bytes: list[int] = []
+        self.gathered_certs = 0
+        self.gather_reasons: list[str] = []
+        self._gather_bytes = 0
         self.layout = pool.layout
         self.prox, self.batch_cvxpy = prox, batch_cvxpy
         self.checkpoint_every = checkpoint_every
@@ -560,15 +671,87 @@ class _DaskRun(_Run):
         n, d, E = self.model.num_nodes, self.model.dim, self.model.num_edges
         W, U = np.empty((n, d)), np.empty((E, d))
         parts = self.calls("state", [() for _ in self.pool.actors])
+        self._gather_bytes = len(pickle.dumps(parts, protocol=5))
         for s, (Ws, Us) in enumerate(parts):
             W[self.layout.own[s]] = Ws
             U[self.layout.owned[s]] = Us
         return W, U
 
+    # ---------------------------------------------------------------- certificates
+    def certificate(self) -> Any:
+        """The certificate of ``(w^k, u^k)``: summed from the shards' partial sums
+        (:mod:`~gtvmodel.primal_dual.sharded_certificate`), or -- where a repair needs a global
+        step, or with ``certificates="gathered"`` -- gathered and certified at the driver."""
+        why = self._why_gather()
+        if not why:
+            sent0 = self.pool.sent
+            out = self._guarded(self._sharded, self.done)
+            cert, received = out
+            self.cert_bytes.append(self.pool.sent - sent0 + received)
+            if not isinstance(cert, str):
+                return cert
+            why = cert
+        return self._gathered_certificate(why)
+
+    def _why_gather(self) -> str:
+        if self.cert_mode == "gathered":
+            return 'certificates="gathered"'
+        if self._flows_in is not None:  # a certificate between the two rounds (a callback)
+            return "the flows of boundary edges were not installed yet"
+        return needs_gather(self.model)
+
+    def _gathered_certificate(self, why: str) -> Any:
+        self.gathered_certs += 1
+        if why not in self.gather_reasons:
+            self.gather_reasons.append(why)
+        sent0 = self.pool.sent
+        fresh = self._gathered is None or self._gathered[0] != self.done
+        x = self.x
+        self.cert_bytes.append(self.pool.sent - sent0 + (self._gather_bytes if fresh else 0))
+        return certify(self.model, x.W, x.U, fallback=False)
+
+    def _sharded(self) -> tuple[_Sharded | str, int]:
+        """Two rounds of calls: the shards' scalars for the repair's global step, then their
+        partial sums; ``(certificate or the reason to gather, bytes received)``."""
+        actors = self.pool.actors
+        scans = self.calls("cert_scan", [() for _ in actors])
+        received = len(pickle.dumps(scans, protocol=5))
+        plan = repair_plan(scans)
+        if plan is None:
+            return "one projection onto the capacities did not reach them", received
+        project, theta, repairs = plan
+        feas_tol = CERT_FEAS_TOL
+        parts = self.calls("cert_parts", [(project, theta, feas_tol) for _ in actors])
+        received += len(pickle.dumps(parts, protocol=5))
+        values = combine_parts(self.model, parts, self.opts.tol, feas_tol)
+        if values is None:
+            return ("a node is outside its conjugate domain or violates its constraints "
+                    "(the repair's domain steps are global)"), received
+        return _Sharded(values, project, theta, repairs, self.done), received
+
+    def _final_certificate(self, x: _Iterate) -> Any:
+        """The :class:`~gtvmodel.certificates.certificate.Certificate` of the last sharded
+        certificate: its repaired flows and Fenchel-Young gaps gathered once."""
+        cert = self.cert
+        if not isinstance(cert, _Sharded):
+            return cert
+        lay, n, E = self.layout, self.model.num_nodes, self.model.num_edges
+        states = self.calls("cert_state", [() for _ in self.pool.actors])
+        if any(st is None for st in states):  # shards rebuilt since: evaluate again
+            self.calls("cert_parts", [(cert.project, cert.theta, CERT_FEAS_TOL)
+                                      for _ in self.pool.actors])
+            states = self.calls("cert_state", [() for _ in self.pool.actors])
+        U, ng, eg = np.empty((E, self.model.dim)), np.empty(n), np.empty(E)
+        for s, (Us, ngs, egs) in enumerate(states):
+            U[lay.owned[s]], ng[lay.own[s]], eg[lay.owned[s]] = Us, ngs, egs
+        return make_certificate(self.model, cert.values, cert.repairs, cert.theta, x.W, U, ng,
+                                eg, self.opts.tol, CERT_FEAS_TOL)
+
     def result(self, status: str) -> DistributedResult:
         """The :class:`DistributedResult` of the run."""
         self.timings["total"] = time.perf_counter() - self.t_start
         x = self.x
+        self.cert = self._guarded(lambda: self._final_certificate(x), self.done)
         paths: dict[str, int] = {}
         parts = self._guarded(lambda: self.calls("describe", [() for _ in self.pool.actors]),
                               self.done)
@@ -586,7 +769,9 @@ class _DaskRun(_Run):
             boundary_edges=int(lay.boundary_edges.size),
             bytes_sent=np.array(self.bytes_per_iter, dtype=np.int64),
             setup_bytes=self.pool.setup_bytes, recoveries=self.recoveries,
-            workers=list(self.pool.workers))
+            workers=list(self.pool.workers),
+            certificate_bytes=np.array(self.cert_bytes, dtype=np.int64),
+            certificates_gathered=self.gathered_certs, gather_reasons=list(self.gather_reasons))
 
 
 class _Lost(Exception):
@@ -599,7 +784,8 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                       progress: bool = False, batch_cvxpy: bool = True,
                       certificate_budget: float | None = 0.25, *, client: Any = None,
                       shards: int | np.ndarray | None = None, checkpoint_every: int = 100,
-                      recover_timeout: float = 30.0) -> DistributedResult:
+                      recover_timeout: float = 30.0, certificates: str = "sharded"
+                      ) -> DistributedResult:
     """Algorithm 1 (paper 001) on a Dask cluster: PU (32) and DU (33) on shards of the nodes,
     each on one worker, until the certified gap (34) is at most ``tol * max(1, |P(w)|)``;
     the same iterates and stopping rule as :func:`~gtvmodel.primal_dual.algorithm.
@@ -620,6 +806,12 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     recover_timeout : float
         Seconds to wait for a worker after one was lost before raising
         :class:`~gtvmodel.errors.WorkerLostError` with the last checkpoint.
+    certificates : {"sharded", "gathered"}
+        ``"sharded"``: each certificate summed from the shards' partial sums, ``O(shards)``
+        bytes, gathering the iterate only where the repair needs a global step
+        (:mod:`~gtvmodel.primal_dual.sharded_certificate`); ``"gathered"``: every certificate
+        gathers ``(w^k, u^k)`` and runs :func:`~gtvmodel.certificates.certificate.certify` at
+        the driver.
 
     Returns
     -------
@@ -632,6 +824,7 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_val=1, where=where)
     recover_timeout = check_scalar(recover_timeout, "recover_timeout", min_val=0.0,
                                    where=where)
+    check_option(certificates, "certificates", CERTIFICATE_MODES, where=where)
     labels = None if shards is None or np.isscalar(shards) else _check_labels(model, shards)
     if labels is None and shards is not None:
         check_int(shards, "shards", min_val=1, max_val=model.num_nodes, where=where)
@@ -647,7 +840,7 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
             labels = partition_nodes(model, min(int(S), model.num_nodes))
         pool = _Pool(client, ShardLayout.build(model, labels), [], recover_timeout)
         run = _DaskRun(model, opts, rule, W, U, pool, prox, batch_cvxpy, checkpoint_every,
-                       progress, t_start)
+                       progress, t_start, certificates)
         status = run.loop()
         return run.result(status)
     finally:
