@@ -41,7 +41,7 @@ import numpy as np
 
 from .errors import GraphError, UnknownNodeError, UnsupportedError
 
-__all__ = ["Labels", "Result", "jsonable", "failed_result"]
+__all__ = ["ColumnTable", "Labels", "Result", "jsonable", "failed_result"]
 
 
 class Labels:
@@ -88,6 +88,31 @@ class Labels:
         if e is None:
             raise GraphError(f"({a!r}, {b!r}) is not an edge of the graph")
         return e, sign
+
+
+class ColumnTable:
+    """Base of the per-iteration records (:class:`~gtvmodel.primal_dual.result.History`,
+    :class:`~gtvmodel.baselines.result.RoundHistory`): a dataclass whose fields are equally long
+    numpy columns named in :attr:`COLUMNS`, the ones in :attr:`INTEGER_COLUMNS` integer."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ()
+    INTEGER_COLUMNS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> Any:
+        """The table of the recorded rows (one tuple of :attr:`COLUMNS` per row)."""
+        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
+        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
+        for name in cls.INTEGER_COLUMNS:
+            cols[name] = cols[name].astype(np.int64)
+        return cls(**cols)
+
+    def __len__(self) -> int:
+        return len(getattr(self, self.COLUMNS[0]))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
+        return {name: getattr(self, name) for name in self.COLUMNS}
 
 
 @dataclasses.dataclass(kw_only=True)

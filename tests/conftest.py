@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 import matplotlib
@@ -38,3 +39,27 @@ def rng():
     import numpy as np
 
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def count_problems():
+    """A context manager collecting every ``cvxpy.Problem`` constructed inside it (user-level
+    problems and CVXPY's own copies during compilation): ``with count_problems() as made:``."""
+    import cvxpy as cp
+
+    @contextlib.contextmanager
+    def counting():
+        made = []
+        init = cp.Problem.__init__
+
+        def record(self, *args, **kwargs):
+            made.append(self)
+            init(self, *args, **kwargs)
+
+        cp.Problem.__init__ = record
+        try:
+            yield made
+        finally:
+            cp.Problem.__init__ = init
+
+    return counting

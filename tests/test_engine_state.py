@@ -9,7 +9,6 @@ import ast
 import dataclasses
 from pathlib import Path
 
-import cvxpy as cp
 import networkx as nx
 import numpy as np
 import pytest
@@ -80,7 +79,7 @@ def _run(model: gm.GTVModel):
 
 
 @pytest.mark.parametrize("penalty", [gm.Norm2(), gm.SquaredNorm2()])
-def test_changing_lambda_recompiles_nothing(penalty, monkeypatch):
+def test_changing_lambda_recompiles_nothing(penalty, count_problems):
     model = _model(penalty, 0.4)
     _run(model)
     slots = ("primal", "dual", "cert_general", "cert_projection")
@@ -88,18 +87,10 @@ def test_changing_lambda_recompiles_nothing(penalty, monkeypatch):
     assert all(v is not None for v in before.values())
     builds = model.cache.builds
     structure = model.structure()
-    made = []
-    init = cp.Problem.__init__
-
-    def counting(self, *args, **kwargs):
-        made.append(self)
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(cp.Problem, "__init__", counting)
-    model.lam = 1.7
-    sol, dual = model.solve_exact(), model.solve_dual()
-    cert = model.certify(sol.weights, dual.flows)
-    monkeypatch.setattr(cp.Problem, "__init__", init)
+    with count_problems() as made:
+        model.lam = 1.7
+        sol, dual = model.solve_exact(), model.solve_dual()
+        cert = model.certify(sol.weights, dual.flows)
     assert made == [] and model.cache.builds == builds
     # project_flows states ||U' - U||^2 per call with the flows as a constant (a Parameter of
     # |E| d entries makes CVXPY's DPP tensor quadratic in |E| d); its constraints, the part

@@ -63,22 +63,14 @@ def test_primal_dual_path_matches_independent_solves(chain):
         assert path.gap[k] >= path.objective[k] - model.objective(_reference(train, lam))
 
 
-def test_ten_lambda_path_compiles_once(chain, monkeypatch):
+def test_ten_lambda_path_compiles_once(chain, count_problems):
     train, _ = chain
-    made = []
-    init = cp.Problem.__init__
-
-    def counting(self, *args, **kwargs):
-        made.append(self)
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(cp.Problem, "__init__", counting)
-    gm.solve_exact(train.model())  # a fresh model: what one solve (and its certificate) builds
+    with count_problems() as made:
+        gm.solve_exact(train.model())  # a fresh model: what one solve (and its certificate) builds
     one = len(made)
-    made.clear()
     model = train.model()
-    path = gm.lam_path(model, np.geomspace(10, 0.01, 10))
-    monkeypatch.setattr(cp.Problem, "__init__", init)
+    with count_problems() as made:
+        path = gm.lam_path(model, np.geomspace(10, 0.01, 10))
     assert len(path.lams) == 10 and path.success
     assert len(made) == one  # the nine further lambdas re-solve the same problems
 

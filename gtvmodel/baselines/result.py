@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..results import Result, jsonable
+from ..results import ColumnTable, Result, jsonable
 
 __all__ = ["RoundHistory", "BaselineResult"]
 
 
 @dataclass
-class RoundHistory:
+class RoundHistory(ColumnTable):
     """Recorded rounds of a baseline: round 0, every ``record_every`` rounds, every
     ``certify_every`` rounds and the last (:class:`~gtvmodel.baselines._rounds.RoundRecorder`).
 
@@ -47,22 +47,7 @@ class RoundHistory:
     time: np.ndarray
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("round", "objective", "gap", "values_sent", "time")
-
-    @classmethod
-    def from_rows(cls, rows: list[tuple]) -> RoundHistory:
-        """The history of recorded rows (one tuple of :attr:`COLUMNS` per recorded round)."""
-        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
-        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
-        cols["round"] = cols["round"].astype(np.int64)
-        cols["values_sent"] = cols["values_sent"].astype(np.int64)
-        return cls(**cols)
-
-    def __len__(self) -> int:
-        return len(self.round)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
-        return {name: getattr(self, name) for name in self.COLUMNS}
+    INTEGER_COLUMNS: ClassVar[tuple[str, ...]] = ("round", "values_sent")
 
 
 @dataclass(kw_only=True)

@@ -8,14 +8,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..results import Result
+from ..results import ColumnTable, Result
 
 __all__ = ["History", "PrimalDualResult"]
 
 
 @dataclass
-class History:
-    """Recorded iterations (one row every ``record_every`` iterations, and the last one).
+class History(ColumnTable):
+    """Recorded iterations (one row every ``record_every`` iterations, and the last one;
+    ``from_rows``, ``len`` and ``columns()`` from :class:`~gtvmodel.results.ColumnTable`).
 
     Columns (numpy arrays): ``iteration``, ``primal`` (``P(w)``), ``dual`` (``D(u')`` of the
     repaired flows), ``gap`` (certified, ``>= P(w) - P*``), ``relative_gap``
@@ -34,23 +35,10 @@ class History:
     c: np.ndarray
     time: np.ndarray
 
-    COLUMNS = ("iteration", "primal", "dual", "gap", "relative_gap", "primal_residual",
-               "dual_residual", "c", "time")
-
-    @classmethod
-    def from_rows(cls, rows: list[tuple]) -> History:
-        """The history of the recorded rows (one tuple of :attr:`COLUMNS` per certificate)."""
-        arr = np.array(rows, dtype=float).reshape(-1, len(cls.COLUMNS))
-        cols = {name: arr[:, j] for j, name in enumerate(cls.COLUMNS)}
-        cols["iteration"] = cols["iteration"].astype(np.int64)
-        return cls(**cols)
-
-    def __len__(self) -> int:
-        return len(self.iteration)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The columns as a dict of arrays (e.g. for ``pandas.DataFrame``)."""
-        return {name: getattr(self, name) for name in self.COLUMNS}
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "iteration", "primal", "dual", "gap", "relative_gap", "primal_residual",
+        "dual_residual", "c", "time")
+    INTEGER_COLUMNS: ClassVar[tuple[str, ...]] = ("iteration",)
 
     def __str__(self) -> str:
         head = f"{'iter':>7} {'primal':>14} {'dual':>14} {'gap':>10} {'rel.gap':>10} {'c':>9}"
