@@ -41,8 +41,10 @@ def table1(seed: int) -> datasets.NetworkedData:
                         cluster_weights=cluster_weights, sigma=1e-3, seed=seed)
 
 
-def iterative(model: gm.GTVModel, data: datasets.NetworkedData, R: int) -> dict:
-    """``name -> (result, method seconds per round)`` of the methods run for ``R`` rounds."""
+def iterative(model: gm.GTVModel, data: datasets.NetworkedData, R: int,
+              only: list[str] | None = None) -> dict:
+    """``name -> (result, method seconds per round)`` of the methods run for ``R`` rounds
+    (with ``only``: those whose name contains one of its strings, and Algorithm 1)."""
     step = default_step(model, "bench")
     grad = dict(rounds=R, local_steps=5, step=step)
     runs = {
@@ -50,9 +52,13 @@ def iterative(model: gm.GTVModel, data: datasets.NetworkedData, R: int) -> dict:
         "fedprox (E=5, mu=1)": lambda: baselines.fedprox(model, 1.0, **grad),
         "fedrelax": lambda: baselines.fedrelax(model, rounds=R, tol=0.0),
         "ifca (k=2, E=5)": lambda: baselines.ifca(model, 2, restarts=1, **grad),
-        "admm (rho=1)": lambda: baselines.admm(model, rounds=R, abs_tol=0.0, rel_tol=0.0,
-                                               certify=False),
+        "admm (rho=1 fixed)": lambda: baselines.admm(model, rounds=R, abs_tol=0.0, rel_tol=0.0,
+                                                     balance_rounds=0, certify=False),
+        "admm (balanced)": lambda: baselines.admm(model, rounds=R, abs_tol=0.0, rel_tol=0.0,
+                                                  certify=False),
     }
+    if only:
+        runs = {k: v for k, v in runs.items() if any(o in k for o in only)}
     out = {}
     for name, run in runs.items():
         res = run()
@@ -64,13 +70,17 @@ def iterative(model: gm.GTVModel, data: datasets.NetworkedData, R: int) -> dict:
     return out
 
 
-def one_shot(model: gm.GTVModel, data: datasets.NetworkedData) -> dict:
-    """``name -> (result, seconds)`` of the one-shot methods."""
+def one_shot(model: gm.GTVModel, data: datasets.NetworkedData, exact_only: bool = False
+             ) -> dict:
+    """``name -> (result, seconds)`` of the one-shot methods (only ``exact`` if asked)."""
     out = {}
-    for name, run in {"local": lambda: baselines.local(model),
-                      "pooled": lambda: baselines.pooled(model),
-                      "oracle": lambda: baselines.oracle(model, data.partition()),
-                      "exact": lambda: gm.solve_exact(model)}.items():
+    runs = {"local": lambda: baselines.local(model),
+            "pooled": lambda: baselines.pooled(model),
+            "oracle": lambda: baselines.oracle(model, data.partition()),
+            "exact": lambda: gm.solve_exact(model)}
+    if exact_only:
+        runs = {"exact": runs["exact"]}
+    for name, run in runs.items():
         t = time.perf_counter()
         res = run()
         out[name] = (res, time.perf_counter() - t)
@@ -96,12 +106,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, nargs="+", default=[100, 500])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", nargs="+", default=None,
+                    help="run only the iterative methods whose name contains one of these")
+    ap.add_argument("--no-one-shot", action="store_true",
+                    help="skip local/pooled/oracle (exact is still solved for P*)")
     args = ap.parse_args()
     data = table1(args.seed)
     model = data.model(lam=LAM)
     print(f"001 Table I: SBM 50+50, |E| = {model.num_edges}, d = 100, m_i = 10, sigma = 1e-3, "
           f"lambda = {LAM}, Norm2; threads {_pin_threads.THREADS}; seed {args.seed}")
-    shots = one_shot(model, data)
+    shots = one_shot(model, data, exact_only=args.no_one_shot)
     p_star = shots["exact"][0].objective
     print(f"exact optimum P* = {p_star:.6g}")
     print(f"{'method':22s} {'MSE':>10s} {'gap':>10s} {'on':>12s} {'seconds':>9s}")
@@ -109,7 +123,7 @@ def main() -> None:
         g, on = gap(model, res)
         print(f"{name:22s} {data.mse(res.weights):10.3g} {g:10.3g} {on:>12s} {sec:9.3f}")
     for R in args.rounds:
-        runs = iterative(model, data, R)
+        runs = iterative(model, data, R, args.only)
         base = runs["Algorithm 1"][1]
         print(f"\nR = {R} rounds; one Algorithm 1 iteration: {base * 1e3:.3f} ms")
         print(f"{'method':22s} {'MSE':>10s} {'gap':>10s} {'on':>12s} {'values sent':>12s} "

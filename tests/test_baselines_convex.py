@@ -281,6 +281,33 @@ def test_admm_flows_satisfy_the_node_optimality_condition():
     assert (np.linalg.norm(U, axis=1) <= model.capacities * (1 + 1e-8)).all()
 
 
+@pytest.mark.parametrize("rho0", [1e-3, 1e3])
+def test_admm_residual_balancing_repairs_a_bad_rho(rho0):
+    """From a badly scaled ``rho`` the balanced run reaches the independent optimum where the
+    fixed one is still far after the same rounds; ``rho`` is fixed after ``balance_rounds``
+    and the flows stay those of the unscaled duals (node optimality holds at the end)."""
+    model = _data_model(lam=0.05)
+    W_ref, p_ref = _gtv_reference(model, cp.norm2)
+    fixed = admm(model, rho=rho0, rounds=300, abs_tol=0.0, rel_tol=0.0, balance_rounds=0)
+    balanced = admm(model, rho=rho0, rounds=300, abs_tol=0.0, rel_tol=0.0, balance_rounds=100)
+    assert fixed.info["rho"] == rho0 and fixed.info["rho_changes"] == 0
+    assert balanced.info["rho_changes"] >= 1 and balanced.info["rho"] != rho0
+    assert np.abs(balanced.weights - W_ref).max() <= 1e-6
+    assert np.abs(fixed.weights - W_ref).max() >= 100 * np.abs(balanced.weights - W_ref).max()
+    assert p_ref - 1e-9 <= balanced.certificate.primal_value <= p_ref + balanced.gap + 1e-9
+    U = balanced.info["flows"]
+    assert np.allclose(-(model.incidence.T @ U), model.loss_gradients(balanced.weights),
+                       atol=1e-5)
+
+
+def test_admm_rho_is_fixed_after_the_balancing_rounds():
+    model = _data_model(lam=0.05)
+    runs = [admm(model, rho=1e3, rounds=r, abs_tol=0.0, rel_tol=0.0, balance_rounds=3,
+                 certify=False) for r in (4, 60)]
+    assert runs[0].info["rho"] == runs[1].info["rho"]
+    assert runs[1].info["rho_changes"] <= 3
+
+
 def test_admm_handles_isolated_nodes():
     model = _data_model(extra_isolated=True)
     W_ref, _ = _gtv_reference(model, cp.norm2)
@@ -299,6 +326,8 @@ def test_admm_handles_isolated_nodes():
     (lambda m: admm(m, rho=-1.0), "rho"),
     (lambda m: admm(m, rounds=0), "rounds"),
     (lambda m: admm(m, abs_tol=-1.0), "abs_tol"),
+    (lambda m: admm(m, balance_rounds=-1), "balance_rounds"),
+    (lambda m: admm(m, balance_rounds=1.5), "balance_rounds"),
     (lambda m: pooled(m, weighting="x"), "weighting"),
 ])
 def test_bad_arguments_name_themselves(call, word):
