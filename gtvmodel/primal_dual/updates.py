@@ -57,8 +57,9 @@ def dual_update(penalty: Penalty, U: np.ndarray, DY: np.ndarray, sigma: np.ndarr
 
 #: Rows of ``D`` per block of :class:`EdgeUpdates`: blocks of about this many bytes of
 #: ``(rows, d)`` float64 keep the dual update's temporaries in a core's cache (measured at
-#: 100,000 nodes / 1,000,000 edges, d = 10: 1 MiB blocks ~2.5x faster than the whole
-#: arrays, benchmarks/RESULTS.md "Algorithm 1's iteration at scale").
+#: 100,000 nodes / 1,000,000 edges, d = 10: the dual update 3-5x faster than on the whole
+#: arrays, and 1 MiB the best of 128 KiB-8 MiB; benchmarks/RESULTS.md "Algorithm 1's iteration
+#: at scale").
 EDGE_BLOCK_BYTES = 2**20
 
 
