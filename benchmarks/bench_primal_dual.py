@@ -8,7 +8,11 @@
 (d) iterations to a certified relative gap of 1e-6: default step rule vs the paper's c = 1 on
     paper 001 VI-A (rho = 1 and 0.6) and paper 000's setting (target >= 10x fewer);
 (e) scale: 100,000 nodes, ~1,000,000 edges, d = 10, squared loss, Norm2: seconds per iteration
-    and peak memory (target <= 1 s/iteration, <= 4 GiB); skip with ``--skip-scale``;
+    and peak memory (target <= 1 s/iteration, <= 4 GiB); the time split of one iteration (node
+    updates, D product, dual update, D^T product) of the plain numpy loop, of the previous
+    implementation (``D w^{k+1}`` and the whole-array dual update, replayed here) and of the
+    package's fused block-wise edge update, interleaved, with their ratios to the plain loop
+    (issue 16 item 5: target >= 2x faster than the plain loop); skip with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; issue 16 item 3) on (a)'s graph and
     samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
     to the squared-loss fast path of (a) (target <= 5x); ``--only-f`` runs (f) alone.
@@ -26,34 +30,40 @@ import tracemalloc
 
 import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import cvxpy as cp
-import networkx as nx
 import numpy as np
 
 import gtvmodel as gm
 from gtvmodel.datasets import paper000_sbm, sbm
 from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
+from gtvmodel.primal_dual.steps import steps_from_scale
+from gtvmodel.primal_dual.updates import EdgeUpdates, dual_update, extrapolate, prox_point
 
 
 # ---------------------------------------------------------------- a plain Algorithm 1
+def plain_setup(model: gm.GTVModel, c: float) -> dict:
+    """The data of :func:`plain_algorithm1`: steps, ``(I + 2 tau_i Q_i)^-1`` and ``2 tau_i q_i``
+    per node (squared losses), capacities, ``D`` and ``D^T``."""
+    n, d = model.num_nodes, model.dim
+    D = model.incidence
+    tau = c / np.maximum(model.degrees, 1)
+    Q, b = np.empty((n, d, d)), np.empty((n, d))
+    for i in range(n):
+        loss = model.loss_at(i)
+        Q[i] = loss.X.T @ loss.X / loss.m
+        b[i] = 2 * tau[i] * (loss.X.T @ loss.y / loss.m)
+    Minv = np.linalg.inv(np.eye(d) + 2 * tau[:, None, None] * Q)
+    return {"D": D, "DT": D.T.tocsr(), "tau": tau, "sigma": 0.5 / c, "Minv": Minv, "b": b,
+            "lamA": model.lam * model.edge_weights}
+
+
 def plain_algorithm1(model: gm.GTVModel, c: float, iters: int) -> tuple[np.ndarray, float]:
     """Algorithm 1 for squared losses and Norm2 as one would write it by hand (numpy/scipy):
     precomputed (I + 2 tau Q)^-1 per node, clipping dual update.  Returns (W, s/iteration)."""
-    n, d = model.num_nodes, model.dim
-    D = model.incidence
-    DT = D.T.tocsr()
-    deg = np.maximum(model.degrees, 1)
-    tau, sigma = c / deg, 0.5 / c
-    Minv = np.empty((n, d, d))
-    b = np.zeros((n, d))
-    for i in range(n):
-        loss = model.loss_at(i)
-        Q = loss.X.T @ loss.X / loss.m
-        q = loss.X.T @ loss.y / loss.m
-        Minv[i] = np.linalg.inv(np.eye(d) + 2 * tau[i] * Q)
-        b[i] = 2 * tau[i] * q
-    lamA = model.lam * model.edge_weights
-    W = np.zeros((n, d))
-    U = np.zeros((model.num_edges, d))
+    st = plain_setup(model, c)
+    D, DT, tau, sigma, Minv, b, lamA = (st[k] for k in ("D", "DT", "tau", "sigma", "Minv", "b",
+                                                        "lamA"))
+    W = np.zeros((model.num_nodes, model.dim))
+    U = np.zeros((model.num_edges, model.dim))
     t0 = time.perf_counter()
     for _ in range(iters):
         V = W - tau[:, None] * (DT @ U)
@@ -98,20 +108,140 @@ def iterations_to_gap(model: gm.GTVModel, step, max_iter: int, every: int) -> tu
 
 # ---------------------------------------------------------------- scale instance
 def scale_model(n: int, m_edges: int, d: int, seed: int = 0) -> gm.GTVModel:
+    """Random graph with ~``m_edges`` edges, squared losses with 5 samples per node around two
+    centres, ``Norm2``, lambda = 0.1 (built from arrays: ``from_edges`` and ``set_data``)."""
     rng = np.random.default_rng(seed)
     a = rng.integers(0, n, int(m_edges * 1.02))
     b = rng.integers(0, n, a.size)
     keep = a != b
     pairs = np.unique(np.sort(np.column_stack([a[keep], b[keep]]), axis=1), axis=0)[:m_edges]
-    G = nx.Graph()
-    G.add_nodes_from(range(n))
-    G.add_edges_from(map(tuple, pairs.tolist()))
-    model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=0.1)
+    model = gm.GTVModel.from_edges(n, pairs, dim=d, penalty=gm.Norm2(), lam=0.1)
     centres = rng.standard_normal((2, d))
-    for i in range(n):
-        X = rng.standard_normal((5, d))
-        model.set_loss(i, gm.SquaredLoss(X, X @ centres[i % 2]))
+    X = rng.standard_normal((n, 5, d))
+    model.set_data(X, np.einsum("nmd,nd->nm", X, centres[np.arange(n) % 2]), "squared")
     return model
+
+
+# ---------------------------------------------------------------- (a), (e): time split
+SPLIT = ("node updates", "D product", "dual update", "D^T product")
+
+
+def _split_plain(st: dict, W: np.ndarray, U: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """One iteration of :func:`plain_algorithm1`, timed by part (``D^T u`` first there)."""
+    D, DT, tau, sigma, lamA = st["D"], st["DT"], st["tau"], st["sigma"], st["lamA"]
+    t0 = time.perf_counter()
+    DTu = DT @ U
+    t1 = time.perf_counter()
+    Wn = np.einsum("kij,kj->ki", st["Minv"], W - tau[:, None] * DTu + st["b"])
+    t2 = time.perf_counter()
+    DWn, DW = D @ Wn, D @ W
+    t3 = time.perf_counter()
+    Un = U + sigma * (2.0 * DWn - DW)
+    nrm = np.sqrt(np.einsum("ij,ij->i", Un, Un))
+    Un *= np.minimum(1.0, lamA / np.maximum(nrm, 1e-300))[:, None]
+    t4 = time.perf_counter()
+    return Wn, Un, [t2 - t1, t3 - t2, t4 - t3, t1 - t0]
+
+
+class _Replay:
+    """The package's iteration at fixed steps, timed by part: ``fused=False`` replays the
+    implementation before issue 16 item 5 (``D w^{k+1}`` kept for the next iteration, the
+    argument of DU in one ``(|E|, d)`` temporary, the penalty's dual update on all edges at
+    once), ``fused=True`` the current one (:class:`~gtvmodel.primal_dual.updates.EdgeUpdates`
+    block by block into a reused output)."""
+
+    def __init__(self, model: gm.GTVModel, c: float, fused: bool):
+        self.model, self.fused = model, fused
+        self.D = model.incidence
+        self.DT = self.D.T.tocsr()
+        self.tau, sigma = steps_from_scale(model.degrees, model.num_edges, c)
+        self.tau_col, self.sigma, self.sigma_col = self.tau[:, None], sigma, sigma[:, None]
+        self.nodes = NodeUpdates(model)
+        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim)
+        n, d, E = model.num_nodes, model.dim, model.num_edges
+        self.W, self.U = np.zeros((n, d)), np.zeros((E, d))
+        self.DW, self.DTu = self.D @ self.W, self.DT @ self.U
+        self.Y, self.spare = np.empty((n, d)), np.empty((E, d))
+
+    def step(self, k: int) -> list[float]:
+        """Iteration ``k``; returns the seconds of the parts :data:`SPLIT`."""
+        t0 = time.perf_counter()
+        V = prox_point(self.W, self.tau_col, self.DTu)
+        Wn = self.nodes(V, self.tau, k, self.W)
+        assert np.isfinite(Wn).all()
+        t1 = time.perf_counter()
+        if self.fused:
+            t_d, t_du, Un = self._fused(Wn)
+        else:
+            DWn = self.D @ Wn
+            t2 = time.perf_counter()
+            Ub = np.multiply(DWn, 2.0)
+            Ub -= self.DW
+            Ub *= self.sigma_col
+            Ub += self.U
+            Un = self.model.penalty.dual_update(Ub, self.sigma, self.model.capacities)
+            t_d, t_du, self.DW = t2 - t1, time.perf_counter() - t2, DWn
+        t3 = time.perf_counter()
+        self.DTu = self.DT @ Un
+        t4 = time.perf_counter()
+        self.W, self.U = Wn, Un
+        return [t1 - t0, t_d, t_du, t4 - t3]
+
+    def _fused(self, Wn: np.ndarray) -> tuple[float, float, np.ndarray]:
+        """:meth:`EdgeUpdates.__call__ <gtvmodel.primal_dual.updates.EdgeUpdates.__call__>`
+        with a timer around each block's ``D Y`` and dual update."""
+        t = time.perf_counter()
+        Y = extrapolate(Wn, self.W, self.Y)
+        out, pen, lamA = self.spare, self.model.penalty, self.model.capacities
+        sig, sig_col, U = self.sigma, self.sigma_col, self.U
+        t_d = t_du = 0.0
+        for a, b, Db in self.edges.blocks:
+            DY = Db @ Y
+            t2 = time.perf_counter()
+            out[a:b] = dual_update(pen, U[a:b], DY, sig[a:b], sig_col[a:b], lamA[a:b])
+            t_d, t_du, t = t_d + t2 - t, t_du + time.perf_counter() - t2, time.perf_counter()
+        self.spare = self.U
+        return t_d, t_du, out
+
+
+def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
+    """The time split of (a) and (e): the plain loop, the previous and the current iteration,
+    interleaved
+    (``R`` rounds of ``iters`` iterations each, after 2 warm-up iterations that build the node
+    updates' caches); medians over the rounds of the per-iteration means."""
+    st = plain_setup(model, c)
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    plain_state = [np.zeros((n, d)), np.zeros((E, d))]
+    runs = {"previous": _Replay(model, c, fused=False), "fused": _Replay(model, c, fused=True)}
+    for run in runs.values():
+        for k in range(2):
+            run.step(k)
+    times: dict[str, list] = {"plain numpy loop": [], "previous": [], "fused": []}
+    k = 2
+    for _ in range(R):
+        acc = np.zeros(4)
+        for _ in range(iters):
+            *plain_state, parts = _split_plain(st, *plain_state)
+            acc += parts
+        times["plain numpy loop"].append(acc / iters)
+        for name, run in runs.items():
+            acc = np.zeros(4)
+            for j in range(iters):
+                acc += run.step(k + j)
+            times[name].append(acc / iters)
+        k += iters
+    tot = {name: np.array([r.sum() for r in rows]) for name, rows in times.items()}
+    print(f"    time split, ms per iteration (medians of {R} interleaved rounds of {iters} "
+          "iterations at fixed c; plain / this: median of the per-round ratios, > 1: faster "
+          "than the plain loop)")
+    print("    " + f"{'':18}" + "".join(f"{h:>13}" for h in SPLIT) + f"{'total':>10}  plain / this")
+    for name, rows in times.items():
+        med = np.median(np.array(rows), axis=0) * 1e3
+        ratio = np.median(tot["plain numpy loop"] / tot[name])
+        print(f"    {name:18}" + "".join(f"{m:13.3f}" for m in med)
+              + f"{np.median(tot[name]) * 1e3:10.3f}  {ratio:.2f}x")
+    agree = np.abs(runs["fused"].U - runs["previous"].U).max()
+    print(f"    fused vs previous after {k} iterations: max |u difference| = {agree:.1e}")
 
 
 def main() -> None:
@@ -124,10 +254,14 @@ def main() -> None:
     ap.add_argument("--scale-certify", action="store_true",
                     help="also time one certificate of the scale instance (slow)")
     ap.add_argument("--only-f", action="store_true", help="run (f) alone")
+    ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
     if args.only_f:
         general_losses(R)
+        return
+    if args.only_e:
+        scale(args)
         return
 
     # (a) fast path vs plain numpy loop
@@ -150,6 +284,7 @@ def main() -> None:
     print(f"    default (adaptive c)  {np.median(dflt) * 1e3:8.3f} ms/iter   ratio "
           f"{np.median(np.array(dflt) / np.array(plain)):.2f}x   (ratios: medians of the "
           "per-repeat ratios)")
+    time_split(model, c, R, iters=200)
 
     # (b) CVXPY path vs fast path
     # steady state: the first CVXPY solve also canonicalizes the DPP problem (once per run),
@@ -215,33 +350,41 @@ def main() -> None:
 
     # (e) scale
     if not args.skip_scale:
-        t0 = time.perf_counter()
-        big = scale_model(args.scale_nodes, args.scale_edges, 10)
-        t_build = time.perf_counter() - t0
-        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        tracemalloc.start()
-        it_e = 5
-        r = big.solve_primal_dual(max_iter=it_e, tol=0, record_every=None)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        t = r.timings
-        per = (t["total"] - t["setup"] - t["certificate"]) / it_e
-        print(f"(e) scale: n={big.num_nodes}, |E|={big.num_edges}, d=10 (model built in "
-              f"{t_build:.1f} s)")
-        print(f"    {per:.3f} s/iteration (node updates {t['node_updates'] / it_e:.3f}, edge "
-              f"updates {t['edge_updates'] / it_e:.3f}); setup {t['setup']:.2f} s (step scale "
-              "and fast-path data); no certificates (record_every=None)")
-        print(f"    peak memory allocated by the solver (tracemalloc) {peak / 2**30:.2f} GiB; "
-              f"process peak RSS {rss:.2f} GiB (before solving {rss_before:.2f} GiB: the "
-              "networkx graph and the model)")
-        if args.scale_certify:
-            t0 = time.perf_counter()
-            cert = big.certify(r.weights, r.flows)
-            print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
-                  f"(relative gap {cert.relative_gap:.2e})")
-
+        scale(args)
     general_losses(R)
+
+
+def scale(args: argparse.Namespace) -> None:
+    """(e): one run's per-iteration time and peak memory, then :func:`time_split`."""
+    t0 = time.perf_counter()
+    big = scale_model(args.scale_nodes, args.scale_edges, 10)
+    t_build = time.perf_counter() - t0
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    # the first iteration builds the node updates' caches (eigen-decompositions of the Gram
+    # matrices): per iteration = (11 iterations - 1 iteration) / 10
+    r1 = big.solve_primal_dual(max_iter=1, tol=0, record_every=None)
+    tracemalloc.start()
+    it_e = 11
+    r = big.solve_primal_dual(max_iter=it_e, tol=0, record_every=None)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    t, t1 = r.timings, r1.timings
+    node, edge = ((t[k] - t1[k]) / (it_e - 1) for k in ("node_updates", "edge_updates"))
+    print(f"(e) scale: n={big.num_nodes}, |E|={big.num_edges}, d=10 (model built in "
+          f"{t_build:.1f} s)")
+    print(f"    solve_primal_dual: {node + edge:.3f} s/iteration (node updates {node:.3f}, edge "
+          f"updates {edge:.3f}; iterations 2-{it_e}); the first iteration "
+          f"{t1['node_updates'] + t1['edge_updates']:.2f} s (node-update caches); setup "
+          f"{t['setup']:.2f} s (step scale); no certificates (record_every=None)")
+    print(f"    peak memory allocated by the solver (tracemalloc) {peak / 2**30:.2f} GiB; "
+          f"process peak RSS {rss:.2f} GiB (before solving {rss_before:.2f} GiB: the model)")
+    if args.scale_certify:
+        t0 = time.perf_counter()
+        cert = big.certify(r.weights, r.flows)
+        print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
+              f"(relative gap {cert.relative_gap:.2e})")
+    time_split(big, r.c, args.repeats)
 
 
 def general_losses(R: int) -> None:

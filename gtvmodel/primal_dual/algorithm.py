@@ -50,7 +50,7 @@ from ..solve.compile import data_overflow_message
 from .prox import PROX_OPTIONS, NodeUpdates
 from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, residuals, steps_from_scale
-from .updates import dual_update, prox_point
+from .updates import EdgeUpdates, extrapolate, prox_point
 
 __all__ = ["solve_primal_dual", "BACKENDS", "DETECTION_DELAY"]
 
@@ -204,11 +204,10 @@ def _check_options(max_iter: Any, tol: Any, prox: Any, record_every: Any, progre
 
 @dataclass(slots=True)
 class _Iterate:
-    """``(w^k, u^k)`` with the products ``D w^k`` and ``D^T u^k`` the next iteration reuses."""
+    """``(w^k, u^k)`` with the product ``D^T u^k`` the next iteration reuses."""
 
     W: np.ndarray
     U: np.ndarray
-    DW: np.ndarray
     DTu: np.ndarray
 
 
@@ -224,8 +223,7 @@ class _Run:
         self.t_start = t_start
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
-        self.lamA = model.capacities
-        self.penalty = model.penalty
+        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
@@ -235,7 +233,11 @@ class _Run:
         W, U = _initial(model, warm_start)
         self.timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0,
                         "certificate": 0.0}
-        self.x = _Iterate(W, U, self.D @ W, self.DT @ U)
+        self.x = _Iterate(W, U, self.DT @ U)
+        self.Y = np.empty_like(W)  # 2 w^{k+1} - w^k, rewritten every iteration
+        # u^{k-1}'s array, reused for u^{k+1} unless a callback or a certificate saw it
+        self._spare: np.ndarray | None = None
+        self._seen: np.ndarray | None = None  # the flows last handed to a certificate
         self.rows: list[tuple] = []
         self.cert = None
         self.bar = _progress_bar(opts.max_iter) if progress else None
@@ -289,16 +291,18 @@ class _Run:
         if not np.isfinite(W_new).all():
             _raise_non_finite(self.model, W_new, V, self.tau, k)
         t1 = time.perf_counter()
-        DW_new = self.D @ W_new
-        U_new = dual_update(self.penalty, x.U, DW_new, x.DW, self.sigma, self.sigma_col,
-                            self.lamA)
+        out, self._spare = self._spare, None
+        if out is None:
+            out = np.empty_like(x.U)
+        U_new = self.edges(extrapolate(W_new, x.W, self.Y), x.U, self.sigma, self.sigma_col,
+                           out)
         DTu_new = self.DT @ U_new
         t2 = time.perf_counter()
         timings = self.timings
         timings["edge_updates"] += t2 - t1
         timings["node_updates"] += t1 - t0
         self.since_cert += t2 - t0
-        return _Iterate(W_new, U_new, DW_new, DTu_new)
+        return _Iterate(W_new, U_new, DTu_new)
 
     def advance(self, k: int, new: _Iterate) -> None:
         """Move to ``new`` after ``k`` iterations: the residuals when the step rule or the
@@ -306,8 +310,10 @@ class _Run:
         rule, x = self.rule, self.x
         adapt = rule.active and k % rule.every == 0
         if adapt or k % self.opts.record_every == 0 or k == self.opts.max_iter:
-            self.p_res, self.d_res = residuals(x.W, new.W, x.U, new.U, x.DW, new.DW, x.DTu,
-                                               new.DTu, self.tau_col, self.sigma_col)
+            self.p_res, self.d_res = residuals(x.W, new.W, x.U, new.U, self.D @ (x.W - new.W),
+                                               x.DTu, new.DTu, self.tau_col, self.sigma_col)
+        if self.opts.callback is None and x.U is not self._seen:
+            self._spare = x.U  # nobody else holds u^{k-1}: its array takes u^{k+1}
         self.x = new
         if adapt and rule.update(k - 1, self.p_res, self.d_res):
             self._set_steps(*steps_from_scale(self.deg, self.model.num_edges, rule.c))
@@ -352,7 +358,9 @@ class _Run:
 
     def certificate(self) -> Any:
         """The certificate of the current iterate (:func:`~gtvmodel.certificates.certificate.
-        certify` without the escalation); read for ``primal_value``, ``gap``, ...."""
+        certify` without the escalation); read for ``primal_value``, ``gap``, ....  The flows'
+        array is never reused for a later iterate (the certificate may keep it)."""
+        self._seen = self.x.U
         return certify(self.model, self.x.W, self.x.U, fallback=False)
 
     def result(self, status: str) -> PrimalDualResult:

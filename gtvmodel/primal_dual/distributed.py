@@ -102,7 +102,7 @@ from .sharded_certificate import (
 )
 from .sharding import ShardLayout, partition_nodes
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, steps_from_scale
-from .updates import dual_update, prox_point
+from .updates import EdgeUpdates, extrapolate, prox_point
 
 __all__ = ["solve_distributed", "DistributedResult", "Checkpoint", "Shard", "ShardSpec"]
 
@@ -168,7 +168,7 @@ class Shard:
         n, L = spec.n_own, spec.W0.shape[0]
         self.W = spec.W0.copy()  # w^k at the local rows (own, then ghosts)
         self.U = spec.U0.copy()  # u^k at the incident edges
-        self.DW = spec.D_own @ self.W
+        self.edges = EdgeUpdates(spec.D_own, self.penalty, spec.lamA, spec.W0.shape[1])
         self.DTu = spec.DT_own @ self.U
         self.V = np.zeros_like(self.W)  # ghost rows stay 0 (zero-loss ghosts: cheap prox)
         self.tau_loc = np.ones(L)
@@ -227,16 +227,14 @@ class Shard:
         ``d_k^2``."""
         spec, t0 = self.spec, time.perf_counter()
         self.W_new[spec.recv_local] = weights
-        DW_new = spec.D_own @ self.W_new
         U_old = self.U[spec.owned_in_inc]
-        U_new = dual_update(self.penalty, U_old, DW_new, self.DW, self.sigma, self.sigma_col,
-                            spec.lamA)
+        U_new = self.edges(extrapolate(self.W_new, self.W, np.empty_like(self.W)), U_old,
+                           self.sigma, self.sigma_col, np.empty_like(U_old))
         d2 = None
         if residual:
-            R = (U_old - U_new) / self.sigma_col - (self.DW - DW_new)
+            R = (U_old - U_new) / self.sigma_col - spec.D_own @ (self.W - self.W_new)
             d2 = float(np.einsum("ij,ij->", R, R))
         self.U[spec.owned_in_inc] = U_new
-        self.DW = DW_new
         self.W_old, self.DTu_old = self.W[:spec.n_own], self.DTu
         self.W, self.W_new = self.W_new, self.W.copy()
         self.busy += time.perf_counter() - t0
@@ -664,7 +662,7 @@ class _DaskRun(_Run):
         """The iterate ``(w^k, u^k)`` gathered from the shards (once per iteration)."""
         if self._gathered is None or self._gathered[0] != self.done:
             W, U = self._guarded(self._gather, self.done)
-            self._gathered = (self.done, _Iterate(W, U, None, None))
+            self._gathered = (self.done, _Iterate(W, U, None))
         return self._gathered[1]
 
     def _gather(self) -> tuple[np.ndarray, np.ndarray]:

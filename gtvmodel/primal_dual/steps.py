@@ -243,7 +243,7 @@ def _norm(A: np.ndarray) -> float:
 
 
 def residuals(W: np.ndarray, W_new: np.ndarray, U: np.ndarray, U_new: np.ndarray,
-              DW: np.ndarray, DW_new: np.ndarray, DTu: np.ndarray, DTu_new: np.ndarray,
+              DdW: np.ndarray, DTu: np.ndarray, DTu_new: np.ndarray,
               tau_col: np.ndarray, sigma_col: np.ndarray) -> tuple[float, float]:
     """The subgradient residuals ``(p_k, d_k)`` of the optimality conditions after iteration
     ``k`` (:class:`ResidualBalancing`; the history's ``primal_residual``, ``dual_residual``):
@@ -251,9 +251,10 @@ def residuals(W: np.ndarray, W_new: np.ndarray, U: np.ndarray, U_new: np.ndarray
         p_k = || T^{-1}(w^k - w^{k+1}) - D^T (u^k - u^{k+1}) ||
         d_k = || Sigma^{-1}(u^k - u^{k+1}) - D (w^k - w^{k+1}) ||
 
-    from the iterates, their products ``D w``, ``D^T u`` and the steps as columns."""
+    from the iterates, ``DdW = D (w^k - w^{k+1})`` (formed only on the iterations that need
+    the residuals), the products ``D^T u`` and the steps as columns."""
     p_res = _norm((W - W_new) / tau_col - (DTu - DTu_new))
-    d_res = _norm((U - U_new) / sigma_col - (DW - DW_new))
+    d_res = _norm((U - U_new) / sigma_col - DdW)
     return p_res, d_res
 
 
