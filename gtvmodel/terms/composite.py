@@ -1,0 +1,319 @@
+"""Exact batched node updates PU (32) of piecewise-quadratic data fits with ``l1`` and box
+constraints (issue 16 item 3).
+
+For a data-fit loss whose row conjugate is quadratic on an interval, ``ell*(a) = s_r a + q_r
+a^2 / 2`` on ``[lo_r, hi_r]`` (:attr:`~gtvmodel.terms.losses.Loss.piecewise_quadratic`:
+squared ``(t - y)^2`` with ``s = y``, ``q = 1/2`` on ``R``; Huber with ``s = y``, ``q = 1/2`` on
+``[-2M, 2M]``; hinge and absolute with ``q = 0``), the node update of Algorithm 1 with the
+regularizers and a coordinate box ``lo_i <= z <= hi_i`` (``Box``, ``NonNeg``, an ``inf``-norm
+``NormBall`` and their intersections),
+
+    PU_i(v) = argmin_z  L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{C_i}(z)
+                        + ||z - v||^2 / (2 tau_i),                                      (32)
+
+has the same dual form as the data rows alone once the other terms are written as rows too:
+``eta |z_j| = max_{|a| <= eta} a z_j`` (a row ``e_j`` with ``s = q = 0`` on ``[-eta, eta]``),
+``iota{z_j <= hi_j} = max_{a >= 0} a z_j - hi_j a`` (``s = hi_j`` on ``[0, inf)``) and
+``iota{z_j >= lo_j} = max_{a <= 0} a z_j - lo_j a`` (``s = lo_j`` on ``(-inf, 0]``).  The
+minimizer is ``z = (g - sum_r c_r a_r x_r) / mu`` (``mu = 2 kappa + 1/tau``, ``g = v/tau``) with
+the row duals ``a`` solving a box-constrained QP, solved for all nodes at once by
+:func:`composite_active_set_prox` (finite termination: exact to rounding, every answer checked
+against the KKT conditions; a node that fails the check takes one CVXPY solve instead, counted
+in :attr:`CompositeProxBatch.fallbacks`).  This generalizes
+:func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or constraint
+rows) to quadratic row conjugates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+
+from .._solver import run_solver
+from ..errors import SolverError
+from .losses import (
+    DataFitBatch,
+    Loss,
+    _box_active_set,
+    _box_qp_projected_gradient,
+    _one_change,
+)
+
+__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL"]
+
+#: Relative KKT residual below which :func:`composite_active_set_prox` certifies a node's
+#: answer exact (stationarity in ``z`` and the sign conditions of every row dual, relative to
+#: the magnitudes of the terms they sum); a node above it takes the CVXPY path.
+KKT_RTOL = 1e-11
+
+
+def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+                              hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                              Z0: np.ndarray, *, coord: np.ndarray | None = None,
+                              start: tuple[np.ndarray, np.ndarray] | None = None,
+                              max_iter: int = 50, rtol: float = 1e-13
+                              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k`` nodes,
+    rows with ``ell_r*(a) = s_r a + q_r a^2 / 2`` on ``[lo_r, hi_r]`` (the ``l1`` and box rows
+    of the module docstring included).
+
+    The row duals solve ``min_a (1/2) a^T (P P^T / mu + diag(c q)) a - (P g / mu - c s)^T a``
+    over the box, with ``P_r = c_r x_r`` and gradient ``grad_r = c_r (s_r + q_r a_r) - P_r^T
+    z``.  Primal-dual active-set steps (a semismooth Newton method): a row is held at ``lo``
+    (state ``-1``) or ``hi`` (``+1``) or free (``0``) by where its trial point ``a_r - grad_r /
+    Q_rr`` lies.  With the held duals fixed, a free row with ``q_r > 0`` has ``a_r = (P_r^T z -
+    c_r s_r) / (c_r q_r)`` and adds ``P_r P_r^T / (c_r q_r)`` to the curvature ``H = mu I +
+    ...``; a free row with ``q_r = 0`` is the equation ``P_r^T z = c_r s_r``.  So ``z`` is the
+    minimizer of ``z^T H z / 2 - f^T z`` on the affine set of the free linear rows: with ``H =
+    L L^T`` (Cholesky), ``u = L^T z`` is the projection of ``L^{-1} f`` onto ``{(P_L L^{-T}) u =
+    c s_L}`` by one pseudo-inverse (least squares where the rows are inconsistent), and the
+    linear rows' duals are the solution of ``P_L^T a_L = f - H z`` nearest the previous ones.
+    A node stops when its active set repeats; after ``6`` steps only the most violated row of a
+    node changes per step; a node still cycling after ``max_iter`` steps restarts once from
+    projected gradients (:func:`~gtvmodel.terms.losses._box_qp_projected_gradient`).  Rows are
+    padded: ``P`` ``(k, R, d)``, ``cs``/``cq``/``lo``/``hi``/``fixed`` ``(k, R)`` (``fixed``:
+    padding, held at ``a = 0``, with ``lo = hi = 0``); ``coord`` ``(R,)`` names the coordinate
+    ``j`` of the unit rows ``P_r = e_j`` (``-1`` for the others): where such a row is free,
+    ``z_j = s_r`` is set exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns
+    ``(Z, certified, (active set, a))``: ``certified`` is the KKT check :func:`kkt_certified`
+    at ``KKT_RTOL``.
+    """
+    k, R, d = P.shape
+    pnorm2 = np.einsum("krd,krd->kr", P, P)
+    pnorm = np.sqrt(pnorm2)
+    gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
+    eye = np.eye(d)
+    Z = np.array(Z0, dtype=float)
+    unit = np.flatnonzero(coord >= 0) if coord is not None else np.zeros(0, dtype=np.int64)
+
+    def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
+        return rtol * (np.abs(cs[act]) + cq[act] * np.abs(a)
+                       + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
+
+    def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
+        grad = cs[act] + cq[act] * a - np.einsum("krd,kd->kr", P[act], Za)
+        new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
+                              tolerance(act, Za, a), free)
+        # a dual is never held at an infinite bound (that row stays free)
+        return np.where(((new < 0) & np.isinf(lo[act])) | ((new > 0) & np.isinf(hi[act])),
+                        0, new).astype(np.int8), grad
+
+    if start is None:
+        a_prev = np.where(fixed, 0.0, np.clip(0.0, lo, hi))
+        state = states(np.arange(k), a_prev, Z, ~fixed)[0]
+    else:
+        state, a_prev = start[0].copy(), start[1].copy()
+
+    def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets."""
+        st, Pa, csa, cqa = state[act], P[act], cs[act], cq[act]
+        free = (st == 0) & ~fixed[act]
+        freeq, freel = free & (cqa > 0), free & (cqa == 0)
+        a_fix = np.where(st < 0, lo[act], np.where(st > 0, hi[act], 0.0))
+        a_fix[free | fixed[act]] = 0.0
+        wq = np.where(freeq, 1.0 / np.where(freeq, cqa, 1.0), 0.0)
+        f = g[act] - np.einsum("krd,kr->kd", Pa, a_fix - wq * csa)
+        if freeq.any():  # L^{-1} of H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r) = L L^T
+            H = mu[act, None, None] * eye + np.einsum("krd,kr,kre->kde", Pa, wq, Pa)
+            Li = np.linalg.inv(np.linalg.cholesky(H))
+        else:  # H = mu I
+            Li = eye / np.sqrt(mu[act])[:, None, None]
+        u0 = np.einsum("kde,ke->kd", Li, f)
+        # the free linear rows first, F = their largest number per node (pinv of (F, d) blocks)
+        F = int(freel.sum(axis=1).max(initial=0))
+        sel = np.argsort(~freel, axis=1, kind="stable")[:, :F]
+        on = np.take_along_axis(freel, sel, axis=1)
+        A = np.einsum("krd,ked->kre", np.where(on[:, :, None], np.take_along_axis(
+            Pa, sel[:, :, None], axis=1), 0.0), Li)  # P_L L^{-T}
+        Ainv = np.linalg.pinv(A) if F else A.transpose(0, 2, 1)
+        csl = np.take_along_axis(csa, sel, axis=1)
+        u = u0 + np.einsum("kdr,kr->kd", Ainv,
+                           np.where(on, csl - np.einsum("krd,kd->kr", A, u0), 0.0))
+        Za = np.einsum("kde,kd->ke", Li, u)  # L^{-T} u
+        if unit.size:  # free unit rows hold z_j = s_r: exactly, not to rounding
+            kk, uu = np.nonzero(freel[:, unit])
+            Za[kk, coord[unit[uu]]] = csa[kk, unit[uu]]
+        a0 = np.where(on, np.take_along_axis(a_prev[act], sel, axis=1), 0.0)
+        al = a0 + np.einsum("kdr,kd->kr", Ainv, (u0 - u) - np.einsum("krd,kr->kd", A, a0))
+        a = np.where(freeq, wq * (np.einsum("krd,kd->kr", Pa, Za) - csa), a_fix)
+        np.put_along_axis(a, sel, np.where(on, al, np.take_along_axis(a, sel, axis=1)), axis=1)
+        return Za, a
+
+    def run(act: np.ndarray) -> np.ndarray:
+        """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
+        for it in range(max_iter):
+            st = state[act]
+            Za, a = solve(act)
+            Z[act], a_prev[act] = Za, a
+            new, grad = states(act, a, Za, st == 0)
+            if it >= 6:  # a cycle is likely: change one row per node, the most violated
+                trial = a - gamma[act] * grad
+                new = _one_change(st, new, np.abs(trial - np.clip(trial, lo[act], hi[act]))
+                                  + gamma[act] * np.abs(grad) * (st == 0))
+            same = (new == st).all(axis=1)
+            state[act] = new
+            act = act[~same]
+            if act.size == 0:
+                break
+        return act
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        left = run(np.arange(k))
+        if left.size:  # cycling nodes: near the solution by projected gradients, then again
+            Q = (np.einsum("krd,kqd->krq", P[left], P[left]) / mu[left, None, None]
+                 + cq[left][:, :, None] * np.eye(R))
+            b = np.einsum("krd,kd->kr", P[left], g[left]) / mu[left, None] - cs[left]
+            a = _box_qp_projected_gradient(Q, b, lo[left], hi[left],
+                                           np.clip(a_prev[left], lo[left], hi[left]))
+            Za = (g[left] - np.einsum("krd,kr->kd", P[left], a)) / mu[left, None]
+            a_prev[left] = a
+            state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
+            run(left)
+    ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev)
+    return Z, ok, (state, a_prev)
+
+
+def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                  Z: np.ndarray, a: np.ndarray, rtol: float = KKT_RTOL) -> np.ndarray:
+    """Per node: whether ``(z, a)`` meets the KKT conditions of the problem of
+    :func:`composite_active_set_prox` to ``rtol`` relative to the magnitudes of the terms:
+    stationarity ``mu z - g + P^T a = 0``, every dual in its interval, and ``grad_r = c_r (s_r
+    + q_r a_r) - P_r^T z`` at most 0 where ``a_r > lo_r`` and at least 0 where ``a_r < hi_r``
+    (relative to ``|c_r s_r| + |c_r q_r a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu``); then
+    ``z`` is the exact minimizer up to that residual over the modulus ``mu``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.where(fixed, 0.0, a)
+        Pz = np.einsum("krd,kd->kr", P, Z)
+        stat = np.abs(mu[:, None] * Z - g + np.einsum("krd,kr->kd", P, a))
+        stat_scale = (np.abs(mu[:, None] * Z) + np.abs(g)
+                      + np.einsum("krd,kr->kd", np.abs(P), np.abs(a)))
+        grad = cs + cq * a - Pz
+        # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
+        gscale = np.abs(cs) + cq * np.abs(a) + np.einsum("krd,kd->kr", np.abs(P),
+                                                         stat_scale / mu[:, None])
+        tol = rtol * gscale
+        rows_ok = (fixed | ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
+                            & ((a >= hi) | (grad >= -tol))))
+        ok = (rows_ok.all(axis=1) & (stat <= rtol * stat_scale).all(axis=1)
+              & np.isfinite(Z).all(axis=1) & np.isfinite(a).all(axis=1))
+    return ok
+
+
+class CompositeProxBatch(DataFitBatch):
+    """Piecewise-quadratic data fits (:attr:`~gtvmodel.terms.losses.Loss.piecewise_quadratic`)
+    with ``l1`` and a coordinate box per node (``box = (lo, hi)``, ``(k, d)`` each, ``+-inf``
+    where unbounded; None: no constraint): PU (32) exactly and vectorized by
+    :func:`composite_active_set_prox`, its ``l1`` and box terms as extra rows.  A node whose
+    answer fails the KKT check takes one CVXPY solve of its PU (32) instead (counted in
+    :attr:`fallbacks`)."""
+
+    def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Any, n: int, d: int,
+                 box: tuple[np.ndarray, np.ndarray] | None = None):
+        super().__init__(cls, nodes, losses, n, d)
+        k = self.ms.size
+        if box is None:
+            box = (np.full((k, d), -np.inf), np.full((k, d), np.inf))
+        self.box = (np.broadcast_to(np.asarray(box[0], dtype=float), (k, d)),
+                    np.broadcast_to(np.asarray(box[1], dtype=float), (k, d)))
+        #: Node updates that failed the KKT check and were solved by CVXPY instead.
+        self.fallbacks = 0
+
+    @property
+    def kind(self) -> str:
+        """``"<loss kind>-active-set"`` (the path's name in ``NodeUpdates.describe()``)."""
+        return f"{self.cls.kind}-active-set"
+
+    def prox_supported(self) -> np.ndarray:
+        """Every node whose loss is piecewise quadratic (any ``l1``, ``l2``)."""
+        return np.array([ls.piecewise_quadratic for ls in self.losses], dtype=bool)
+
+    def _padded(self) -> dict[str, np.ndarray]:
+        """The rows of :func:`composite_active_set_prox` padded per node (cached): the data
+        rows (``max_i m_i`` slots), then ``d`` ``l1`` rows if any ``eta_i > 0``, ``d`` upper and
+        ``d`` lower box rows if any bound is finite."""
+        pad = self.__dict__.get("_pad")
+        if pad is not None:
+            return pad
+        k, m, M, d = self.ms.size, self.max_rows(), self.Xs.shape[0], self.d
+        slot = np.arange(M) - self.starts[self.local]
+        conj = self.cls._ell_conj
+        f0, f1, fm = (conj(np.full(M, t), self.y, self.p) for t in (0.0, 1.0, -1.0))
+        lo_r, hi_r = (np.broadcast_to(np.asarray(b, dtype=float), (M,))
+                      for b in self.cls._ell_conj_bounds(self.y, self.p))
+        blocks = [{"P": np.zeros((k, m, d)), "cs": np.zeros((k, m)), "cq": np.zeros((k, m)),
+                   "lo": np.zeros((k, m)), "hi": np.zeros((k, m)),
+                   "fixed": np.ones((k, m), dtype=bool)}]
+        data = blocks[0]
+        data["P"][self.local, slot] = self.c[:, None] * self.Xs
+        for name, rows in (("cs", self.c * 0.5 * (f1 - fm)), ("cq", self.c * (f1 + fm - 2 * f0)),
+                           ("lo", lo_r), ("hi", hi_r)):
+            data[name][self.local, slot] = rows
+        data["fixed"][self.local, slot] = False
+        eta = self.l1[:, None] * np.ones((1, d))
+        lo_b, hi_b = self.box
+        zero = np.zeros((k, d))
+        if (eta > 0).any():  # eta |z_j| = max_{|a| <= eta} a z_j
+            blocks.append(_unit_rows(zero, -eta, eta, eta == 0))
+        if np.isfinite(hi_b).any():  # z_j <= hi_j: a >= 0, s = hi_j
+            fin = np.isfinite(hi_b)
+            blocks.append(_unit_rows(np.where(fin, hi_b, 0.0), zero, np.where(fin, np.inf, 0.0),
+                                     ~fin))
+        if np.isfinite(lo_b).any():  # z_j >= lo_j: a <= 0, s = lo_j
+            fin = np.isfinite(lo_b)
+            blocks.append(_unit_rows(np.where(fin, lo_b, 0.0), np.where(fin, -np.inf, 0.0), zero,
+                                     ~fin))
+        pad = {name: np.concatenate([b[name] for b in blocks], axis=1) for name in data}
+        pad["coord"] = np.concatenate([np.full(m, -1)] + [np.arange(d)] * (len(blocks) - 1))
+        self.__dict__["_pad"] = pad
+        return pad
+
+    def _prox(self, V, tau, W0):
+        """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
+        iota_{box_i}(z) + ||z - v_i||^2 / (2 tau_i)``, started from the last call's active set
+        (Algorithm 1 changes it little), else from ``W0`` (else ``v_i``) clipped to the box;
+        nodes failing the KKT check take :meth:`cvxpy_prox`."""
+        mu = 2.0 * self.l2 + 1.0 / tau
+        Z0 = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
+        start = self.__dict__.get("_dual_start")
+        if start is not None and start[0].shape[0] != V.shape[0]:
+            start = None
+        Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None],
+                                                Z0=Z0, start=start)
+        self.__dict__["_dual_start"] = last
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            self.fallbacks += int(bad.size)
+            Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
+        return Z
+
+    def cvxpy_prox(self, j: int, v: np.ndarray, tau: float) -> np.ndarray:
+        """PU (32) of the batch's node ``j`` by one CVXPY solve (gtvmodel's accuracy defaults):
+        its loss expression with the box as constraints, the point clipped to the box."""
+        loss, (lo, hi) = self.losses[j], (self.box[0][j], self.box[1][j])
+        z = cp.Variable(self.d)
+        cons = ([z[np.isfinite(lo)] >= lo[np.isfinite(lo)]] if np.isfinite(lo).any() else []) \
+            + ([z[np.isfinite(hi)] <= hi[np.isfinite(hi)]] if np.isfinite(hi).any() else [])
+        prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)),
+                          cons)
+        what = f"prox of {loss!r} with a box"
+        run_solver(prob, None, {}, False, False, what)
+        if z.value is None:
+            raise SolverError(f"{what}: the solver returned no point", status=prob.status,
+                              solver="CLARABEL")
+        # the solver's point is feasible to its tolerance only; the box holds the minimizer,
+        # so clipping onto it moves the point nearer to it
+        return np.clip(np.asarray(z.value, dtype=float), lo, hi)
+
+
+def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """``d`` rows ``x = e_j`` per node (``c = 1``, ``q = 0``) with conjugate slope ``s``
+    and dual interval ``[lo, hi]`` (``(k, d)`` each); ``fixed`` rows are padding."""
+    k, d = s.shape
+    return {"P": np.broadcast_to(np.eye(d), (k, d, d)) * ~fixed[:, :, None],
+            "cs": np.where(fixed, 0.0, s), "cq": np.zeros((k, d)),
+            "lo": np.where(fixed, 0.0, lo), "hi": np.where(fixed, 0.0, hi),
+            "fixed": fixed.copy()}
