@@ -87,6 +87,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     eye = np.eye(d)
     Z = np.array(Z0, dtype=float)
     unit = np.flatnonzero(coord >= 0) if coord is not None else np.zeros(0, dtype=np.int64)
+    data_row = np.ones(R, dtype=bool)
+    data_row[unit] = False
 
     def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
         return rtol * (np.abs(cs[act]) + cq[act] * np.abs(a)
@@ -107,38 +109,68 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         state, a_prev = start[0].copy(), start[1].copy()
 
     def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets."""
+        """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets:
+        free unit rows fix their coordinates (``z_j = s_r``, the first such row of ``j`` takes
+        its dual), the other coordinates minimize ``z^T H z / 2 - f^T z`` on the affine set of
+        the free linear data rows."""
         st, Pa, csa, cqa = state[act], P[act], cs[act], cq[act]
+        n_act = act.size
         free = (st == 0) & ~fixed[act]
         freeq, freel = free & (cqa > 0), free & (cqa == 0)
         a_fix = np.where(st < 0, lo[act], np.where(st > 0, hi[act], 0.0))
         a_fix[free | fixed[act]] = 0.0
         wq = np.where(freeq, 1.0 / np.where(freeq, cqa, 1.0), 0.0)
-        f = g[act] - np.einsum("krd,kr->kd", Pa, a_fix - wq * csa)
-        if freeq.any():  # L^{-1} of H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r) = L L^T
-            H = mu[act, None, None] * eye + np.einsum("krd,kr,kre->kde", Pa, wq, Pa)
-            Li = np.linalg.inv(np.linalg.cholesky(H))
-        else:  # H = mu I
-            Li = eye / np.sqrt(mu[act])[:, None, None]
-        u0 = np.einsum("kde,ke->kd", Li, f)
-        # the free linear rows first, F = their largest number per node (pinv of (F, d) blocks)
-        F = int(freel.sum(axis=1).max(initial=0))
-        sel = np.argsort(~freel, axis=1, kind="stable")[:, :F]
-        on = np.take_along_axis(freel, sel, axis=1)
-        A = np.einsum("krd,ked->kre", np.where(on[:, :, None], np.take_along_axis(
-            Pa, sel[:, :, None], axis=1), 0.0), Li)  # P_L L^{-T}
-        Ainv = np.linalg.pinv(A) if F else A.transpose(0, 2, 1)
-        csl = np.take_along_axis(csa, sel, axis=1)
-        u = u0 + np.einsum("kdr,kr->kd", Ainv,
-                           np.where(on, csl - np.einsum("krd,kd->kr", A, u0), 0.0))
-        Za = np.einsum("kde,kd->ke", Li, u)  # L^{-T} u
-        if unit.size:  # free unit rows hold z_j = s_r: exactly, not to rounding
-            kk, uu = np.nonzero(freel[:, unit])
-            Za[kk, coord[unit[uu]]] = csa[kk, unit[uu]]
-        a0 = np.where(on, np.take_along_axis(a_prev[act], sel, axis=1), 0.0)
-        al = a0 + np.einsum("kdr,kd->kr", Ainv, (u0 - u) - np.einsum("krd,kr->kd", A, a0))
-        a = np.where(freeq, wq * (np.einsum("krd,kd->kr", Pa, Za) - csa), a_fix)
-        np.put_along_axis(a, sel, np.where(on, al, np.take_along_axis(a, sel, axis=1)), axis=1)
+        f = g[act] - (Pa.transpose(0, 2, 1) @ (a_fix - wq * csa)[:, :, None])[:, :, 0]
+        # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
+        kk, uu = np.nonzero(freel[:, unit])
+        kk, rows = kk[::-1], unit[uu[::-1]]
+        fx = np.zeros((n_act, d), dtype=bool)
+        zfix = np.zeros((n_act, d))
+        owner = np.full((n_act, d), -1)
+        fx[kk, coord[rows]] = True
+        zfix[kk, coord[rows]] = csa[kk, rows]
+        owner[kk, coord[rows]] = rows
+        fr = ~fx
+        H = mu[act, None, None] * eye
+        if freeq.any():  # H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r)
+            H = H + np.matmul((Pa * wq[:, :, None]).transpose(0, 2, 1), Pa)
+        rhs = np.where(fr, f - (H @ zfix[:, :, None])[:, :, 0], zfix)
+        Hr = np.where(fr[:, :, None] & fr[:, None, :], H, eye)  # identity on fixed coordinates
+        if freeq.any():  # L^{-1} of Hr = L L^T
+            Li = np.linalg.inv(np.linalg.cholesky(Hr))
+        else:  # Hr is diagonal
+            Li = eye / np.sqrt(np.diagonal(Hr, axis1=1, axis2=2))[:, :, None]
+        u0 = (Li @ rhs[:, :, None])[:, :, 0]
+        Za_free = None
+        datal = freel & data_row
+        F = int(datal.sum(axis=1).max(initial=0))
+        if F:  # the free linear data rows first (pinv of (F, d) blocks) on free coordinates
+            sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
+            on = np.take_along_axis(datal, sel, axis=1)
+            Pd = np.where(on[:, :, None], np.take_along_axis(Pa, sel[:, :, None], axis=1), 0.0)
+            bd = np.where(on, np.take_along_axis(csa, sel, axis=1)
+                          - (Pd @ zfix[:, :, None])[:, :, 0], 0.0)
+            A = np.where(fr[:, None, :], Pd, 0.0) @ Li.transpose(0, 2, 1)  # P_D L^{-T}
+            Ainv = np.linalg.pinv(A)
+            u = u0 + (Ainv @ np.where(on, bd - (A @ u0[:, :, None])[:, :, 0], 0.0)[:, :, None]
+                      )[:, :, 0]
+            Za_free = (Li.transpose(0, 2, 1) @ u[:, :, None])[:, :, 0]
+            a0 = np.where(on, np.take_along_axis(a_prev[act], sel, axis=1), 0.0)
+            ad = a0 + ((u0 - u - (A.transpose(0, 2, 1) @ a0[:, :, None])[:, :, 0])[:, None, :]
+                       @ Ainv)[:, 0, :]
+        else:
+            Za_free = (Li.transpose(0, 2, 1) @ u0[:, :, None])[:, :, 0]
+        Za = np.where(fr, Za_free, zfix)
+        a = np.where(freeq, wq * ((Pa @ Za[:, :, None])[:, :, 0] - csa), a_fix)
+        if F:
+            np.put_along_axis(a, sel, np.where(on, ad, np.take_along_axis(a, sel, axis=1)),
+                              axis=1)
+        if kk.size:  # the unit rows' duals: the stationarity residual on their coordinates
+            res = f - (H @ Za[:, :, None])[:, :, 0]
+            if F:
+                res -= (Pd.transpose(0, 2, 1) @ np.where(on, ad, 0.0)[:, :, None])[:, :, 0]
+            ki, ji = np.nonzero(fx)
+            a[ki, owner[ki, ji]] = res[ki, ji]
         return Za, a
 
     def run(act: np.ndarray) -> np.ndarray:
