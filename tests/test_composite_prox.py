@@ -49,28 +49,37 @@ def _objective(ls, v, tau, z):
             + sq(z - v) / (2 * tau))
 
 
-def _reference(ls, v, tau, lo, hi):
-    """argmin of the prox objective over lo <= z <= hi by one tight Clarabel solve."""
+def _reference(ls, v, tau, lo, hi, radius=np.inf):
+    """argmin of the prox objective over lo <= z <= hi, ||z||_2 <= radius by one tight Clarabel
+    solve."""
     z = cp.Variable(v.size)
     cons = [z[j] >= lo[j] for j in range(v.size) if np.isfinite(lo[j])]
     cons += [z[j] <= hi[j] for j in range(v.size) if np.isfinite(hi[j])]
+    cons += [cp.norm(z, 2) <= radius] if np.isfinite(radius) else []
     cp.Problem(cp.Minimize(_objective(ls, v, tau, z)), cons).solve(**TIGHT)
     return z.value
 
 
-def _check(losses, V, tau, lo, hi, Z):
+def _check(losses, V, tau, lo, hi, Z, radius=None):
     """Z agrees with the reference to 1e-8, or the reference is the inexact one: it is worse
     than Z (feasible) by at least the quadratic growth (mu/2)||z_ref - z||^2 of the
-    mu-strongly convex prox objective (Clarabel reports "inaccurate" on badly scaled data)."""
+    mu-strongly convex prox objective (Clarabel reports "inaccurate" on badly scaled data),
+    up to the objective's rounding (1e-13 relative)."""
+    radius = np.full(len(losses), np.inf) if radius is None else radius
     assert np.all(Z >= lo - 1e-15 * (1 + np.abs(lo))) and np.all(Z <= hi + 1e-15 * (1 + np.abs(hi)))
+    assert np.all(np.linalg.norm(Z, axis=1) <= radius * (1 + 1e-12))
     for j, ls in enumerate(losses):
-        ref = _reference(ls, V[j], tau[j], lo[j], hi[j])
+        ref = _reference(ls, V[j], tau[j], lo[j], hi[j], radius[j])
+        # made feasible (the solver's point may be outside by its tolerance): scaled into the
+        # ball, towards 0, which every box here contains, then clipped to the box
+        ref = np.clip(ref * min(1.0, radius[j] / max(np.linalg.norm(ref), 1e-300)), lo[j], hi[j])
         gap = np.abs(Z[j] - ref).max()
         if gap <= 1e-8 * (1 + np.abs(ref).max()):
             continue
         mu = 2 * ls.l2 + 1 / tau[j]
         f, f_ref = (_objective(ls, V[j], tau[j], z) for z in (Z[j], ref))
-        assert f_ref - f >= 0.5 * mu * np.sum((Z[j] - ref) ** 2) * (1 - 1e-6) - 1e-14 * abs(f), \
+        growth = 0.5 * mu * np.sum((Z[j] - ref) ** 2)
+        assert f_ref - f >= growth * (1 - 1e-6) - 1e-13 * (1 + abs(f)), \
             (j, gap, f, f_ref)
 
 
@@ -129,6 +138,25 @@ def test_active_bounds_and_l1_zeros_are_exact(cls):
     _check(losses, V, tau, lo, hi, Z)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), which=st.integers(0, 3), d=st.integers(1, 4),
+       log_cond=st.floats(0, 2), log_tau=st.floats(-2, 2), boxed=st.booleans(),
+       l1=st.sampled_from([0.0, 0.1]))
+def test_euclidean_ball_by_multiplier_search_matches_independent_cvxpy(seed, which, d, log_cond,
+                                                                       log_tau, boxed, l1):
+    # NormBall(p=2) (with or without a box and l1): the root search on the ball's multiplier
+    rng = np.random.default_rng(seed)
+    cls, k = CLASSES[which], 4
+    losses = _losses(rng, cls, k, d, 1.0, 10.0**log_cond, l1)
+    V = 3.0 * rng.standard_normal((k, d))
+    lo, hi = _box(rng, k, d, 2.0) if boxed else (np.full((k, d), -np.inf),
+                                                 np.full((k, d), np.inf))
+    radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf)
+    batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius)
+    tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
+    _check(losses, V, tau, lo, hi, batch.prox(V, tau), radius)
+
+
 def test_warm_started_calls_equal_cold_ones():
     rng = np.random.default_rng(3)
     losses = _losses(rng, gm.HuberLoss, 20, 3, 1.0, 10.0, 0.2)
@@ -162,7 +190,9 @@ def test_uncertified_nodes_fall_back_to_cvxpy_and_are_counted(monkeypatch):
     exact = NodeUpdates(model, "cvxpy")(V, tau, 10**6, V)
     np.testing.assert_allclose(W, exact, rtol=0, atol=1e-7)
     batched = [g for g in updates.groups if g.kind.endswith("-active-set")]
-    assert updates.describe()["cvxpy fallbacks"] == len(batched) == 4
+    # at least the first node of each group (the ball's multiplier search checks again)
+    fallbacks = sum(g.fallbacks for g in updates.groups)
+    assert updates.describe()["cvxpy fallbacks"] == fallbacks >= len(batched) == 4
 
 
 def test_kkt_check_rejects_a_wrong_point():
@@ -180,7 +210,8 @@ def test_kkt_check_rejects_a_wrong_point():
 
 def _mixed_model(rng):
     """8 nodes on a cycle plus one isolated node: every piecewise-quadratic class with l1
-    and/or box constraints, a zero-loss (empty) node with a box, a plain squared node."""
+    and/or box constraints or a Euclidean ball, a zero-loss (empty) node with a box, a plain
+    squared node."""
     G = nx.cycle_graph(8)
     G.add_node(8)
     model = gm.GTVModel(G, 3, penalty=gm.Norm2(), lam=0.3)
@@ -188,7 +219,7 @@ def _mixed_model(rng):
     y = [x @ [1.0, -0.5, 0.02] + 0.1 * rng.standard_normal(x.shape[0]) for x in X]
     specs = [
         (gm.SquaredLoss(X[0], y[0], l1=0.05), [gm.Box(-0.8, 0.8)]),
-        (gm.SquaredLoss(X[1], y[1], l1=0.2, l2=0.1), []),
+        (gm.SquaredLoss(X[1], y[1], l1=0.2, l2=0.1), [gm.NormBall(0.3)]),
         (gm.HuberLoss(X[2], y[2], M=0.3), [gm.NonNeg()]),
         (gm.HuberLoss(X[3], y[3], M=0.5, l1=0.1), [gm.Box([-1, -1, 0], [2, 0.2, 1])]),
         (gm.HingeLoss(X[4], np.sign(y[4]), l1=0.05), []),
@@ -209,22 +240,26 @@ def test_plan_sends_l1_and_box_nodes_to_the_active_set_path():
     assert NodeUpdates(model).describe() == {
         "isolated": 1, "squared-active-set": 2, "huber-active-set": 2,
         "hinge-active-set": 1, "absolute-active-set": 1, "zero": 1, "squared": 1}
-    ball2 = gm.GTVModel(nx.path_graph(2), 2, penalty=gm.Norm2(), lam=0.1)
-    for v in ball2.nodes:  # a 2-norm ball does not make a box: the CVXPY path
-        ball2.set_loss(v, gm.HuberLoss(np.eye(2), [1.0, 2.0]))
-        ball2.add_constraint(v, gm.NormBall(1.0))
-    assert NodeUpdates(ball2).describe() == {"cvxpy": 2}
+    ball1 = gm.GTVModel(nx.path_graph(2), 2, penalty=gm.Norm2(), lam=0.1)
+    for v in ball1.nodes:  # a 1-norm ball is neither a box nor a Euclidean ball: CVXPY
+        ball1.set_loss(v, gm.HuberLoss(np.eye(2), [1.0, 2.0]))
+        ball1.add_constraint(v, gm.NormBall(1.0, p=1))
+    assert NodeUpdates(ball1).describe() == {"cvxpy": 2}
 
 
 def _node_box(model, i):
-    """The coordinate box of node ``i``'s constraints (Box, NonNeg, inf-norm ball)."""
-    lo, hi = np.full(model.dim, -np.inf), np.full(model.dim, np.inf)
+    """The coordinate box (Box, NonNeg, inf-norm ball) and the 2-norm ball radius of node
+    ``i``'s constraints."""
+    lo, hi, radius = np.full(model.dim, -np.inf), np.full(model.dim, np.inf), np.inf
     for c in model.constraints_at(i):
         b = c.coordinate_bounds(model.dim)
+        if b is None and c.ball()[0] == 2:
+            radius = c.ball()[1]
+            continue
         if b is None:
             b = (-c.ball()[1], c.ball()[1])
         lo, hi = np.maximum(lo, b[0]), np.minimum(hi, b[1])
-    return lo, hi
+    return lo, hi, radius
 
 
 def test_node_updates_match_independent_cvxpy_and_the_single_node_view():
@@ -237,12 +272,13 @@ def test_node_updates_match_independent_cvxpy_and_the_single_node_view():
     data = [i for i in range(8) if model.loss_at(i).piecewise_quadratic]
     boxes = [_node_box(model, i) for i in data]
     lo, hi = np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes])
+    radius = np.array([b[2] for b in boxes])
     losses = [model.loss_at(i) for i in data]
     for t in (1e-3, 0.5, 50.0):
         V = 2.0 * rng.standard_normal((9, 3))
         tau = t * rng.uniform(0.5, 2.0, 9)
         a, b = fast(V, tau, 10**6, V), slow(V, tau, 10**6, V)
-        _check(losses, V[data], tau[data], lo, hi, a[data])
+        _check(losses, V[data], tau[data], lo, hi, a[data], radius)
         for j, i in enumerate(data):  # the CVXPY path: equal, or worse by the growth
             gap = np.abs(a[i] - b[i]).max()
             f, f_cvx = (_objective(losses[j], V[i], tau[i], z) for z in (a[i], b[i]))

@@ -459,12 +459,13 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     Huber losses (closed form, damped Newton) and hinge and absolute losses (the dual active-set
     method :func:`~gtvmodel.terms.losses.dual_active_set_prox`) without ``l1`` and without
     constraints; squared, Huber, hinge and absolute losses with ``l1`` or with constraints that
-    make a coordinate box (``Box``, ``NonNeg``, an ``inf``-norm ``NormBall``, intersections) by
+    make a coordinate box (``Box``, ``NonNeg``, an ``inf``-norm ``NormBall``, intersections),
+    possibly with 2-norm ``NormBall`` s, by
     :class:`~gtvmodel.terms.composite.CompositeProxBatch`; quadratic and zero losses with any
     regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
     ``NormBall`` (then without ``l1``); everything else (symbolic losses or constraints,
-    logistic losses with ``l1`` or constraints, data fits with a 1- or 2-norm ball) goes to
-    the CVXPY path.  ``prox="cvxpy"`` sends every
+    logistic losses with ``l1`` or constraints, data fits with a ``p``-norm ball, ``p`` not 2
+    or inf) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
     node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
@@ -510,23 +511,28 @@ def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
             return None
         if not cons:
             return (type(loss), "none")
-    if loss.piecewise_quadratic and _coordinate_box(cons, d) is not None:
+    if loss.piecewise_quadratic and _box_ball(cons, d) is not None:
         return (type(loss), "composite")
     return None
 
 
-def _coordinate_box(cons: list, d: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(lo, hi)`` (``(d,)`` each, ``+-inf`` where unbounded) when the library constraints
-    ``cons`` are one coordinate box (an ``inf``-norm ball is one), else None."""
-    comp = _isotropic_constraints(cons, d)
-    if comp is None:
-        return None
-    if comp[0] == "none":
-        return np.full(d, -np.inf), np.full(d, np.inf)
-    if comp[0] == "box":
-        return comp[1]
-    p, radius = comp[1]
-    return (np.full(d, -radius), np.full(d, radius)) if p == np.inf else None
+def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(lo, hi, radius)`` when the library constraints ``cons`` are a coordinate box (``Box``,
+    ``NonNeg``, ``inf``-norm balls; ``+-inf`` where unbounded) intersected with at most
+    Euclidean balls ``||w||_2 <= radius`` (the smallest; ``inf``: none), else None (other
+    norm balls, symbolic constraints, an empty box)."""
+    lo, hi, radius = np.full(d, -np.inf), np.full(d, np.inf), np.inf
+    for c in cons:
+        bounds, ball = c.coordinate_bounds(d), c.ball()
+        if bounds is None and ball is not None and ball[0] == np.inf:
+            bounds = (np.full(d, -ball[1]), np.full(d, ball[1]))
+        if bounds is not None:
+            lo, hi = np.maximum(lo, bounds[0]), np.minimum(hi, bounds[1])
+        elif ball is not None and ball[0] == 2:
+            radius = min(radius, float(ball[1]))
+        else:
+            return None
+    return None if np.any(lo > hi) else (lo, hi, radius)
 
 
 def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
@@ -539,16 +545,17 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     batch = LossBatch(cls, nodes, losses, n, d)
     box = ball = None
     if ckind == "composite":
-        lohi = [_coordinate_box(model.constraints_at(i), d) for i in idx]
-        lo, hi = np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi])
+        parts = [_box_ball(model.constraints_at(i), d) for i in idx]
+        lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
+        radius = np.array([b[2] for b in parts])
 
         def subset(part: slice) -> CompositeProxBatch:
             return CompositeProxBatch(cls, nodes[part], losses[part], n, d,
-                                      box=(lo[part], hi[part]))
+                                      box=(lo[part], hi[part]), radius=radius[part])
 
         return BatchProxGroup(subset(slice(None)), subset=subset)
     if ckind == "box":
-        lohi = [_coordinate_box(model.constraints_at(i), d) for i in idx]
+        lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx]
         box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
     elif isinstance(ckind, tuple):
         radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])

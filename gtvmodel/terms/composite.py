@@ -19,7 +19,10 @@ minimizer is ``z = (g - sum_r c_r a_r x_r) / mu`` (``mu = 2 kappa + 1/tau``, ``g
 the row duals ``a`` solving a box-constrained QP, solved for all nodes at once by
 :func:`composite_active_set_prox` (finite termination: exact to rounding, every answer checked
 against the KKT conditions; a node that fails the check takes one CVXPY solve instead, counted
-in :attr:`CompositeProxBatch.fallbacks`).  This generalizes
+in :attr:`CompositeProxBatch.fallbacks`).  A Euclidean ball ``||z||_2 <= r_i`` that binds is
+met by its multiplier ``nu > 0``: ``z(nu)``, the same problem with ``mu + nu``, has ``||z(nu)||``
+decreasing in ``nu``, and a safeguarded secant search finds ``||z(nu)|| = r``
+(:meth:`CompositeProxBatch._ball_search`).  This generalizes
 :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or constraint
 rows) to quadratic row conjugates.
 """
@@ -41,7 +44,8 @@ from .losses import (
     _one_change,
 )
 
-__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL"]
+__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL",
+           "BALL_RTOL"]
 
 #: Relative KKT residual below which :func:`composite_active_set_prox` certifies a node's
 #: answer exact (stationarity in ``z`` and the sign conditions of every row dual, relative to
@@ -236,20 +240,25 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
 
 class CompositeProxBatch(DataFitBatch):
     """Piecewise-quadratic data fits (:attr:`~gtvmodel.terms.losses.Loss.piecewise_quadratic`)
-    with ``l1`` and a coordinate box per node (``box = (lo, hi)``, ``(k, d)`` each, ``+-inf``
-    where unbounded; None: no constraint): PU (32) exactly and vectorized by
-    :func:`composite_active_set_prox`, its ``l1`` and box terms as extra rows.  A node whose
-    answer fails the KKT check takes one CVXPY solve of its PU (32) instead (counted in
-    :attr:`fallbacks`)."""
+    with ``l1``, a coordinate box per node (``box = (lo, hi)``, ``(k, d)`` each, ``+-inf``
+    where unbounded; None: no constraint) and a Euclidean ball ``||z||_2 <= radius_i``
+    (``inf``: none): PU (32) exactly and vectorized by :func:`composite_active_set_prox`, its
+    ``l1`` and box terms as extra rows, the ball by a root search on its multiplier
+    (:meth:`_ball_search`).  A node whose answer fails the KKT check takes one CVXPY solve of
+    its PU (32) instead (counted in :attr:`fallbacks`)."""
 
     def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Any, n: int, d: int,
-                 box: tuple[np.ndarray, np.ndarray] | None = None):
+                 box: tuple[np.ndarray, np.ndarray] | None = None,
+                 radius: np.ndarray | None = None):
         super().__init__(cls, nodes, losses, n, d)
         k = self.ms.size
         if box is None:
             box = (np.full((k, d), -np.inf), np.full((k, d), np.inf))
         self.box = (np.broadcast_to(np.asarray(box[0], dtype=float), (k, d)),
                     np.broadcast_to(np.asarray(box[1], dtype=float), (k, d)))
+        #: Radii of the nodes' Euclidean balls ``||z||_2 <= r_i`` (``inf``: none).
+        self.radius = np.broadcast_to(np.asarray(np.inf if radius is None else radius,
+                                                 dtype=float), (k,))
         #: Node updates that failed the KKT check and were solved by CVXPY instead.
         self.fallbacks = 0
 
@@ -306,28 +315,80 @@ class CompositeProxBatch(DataFitBatch):
         """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
         iota_{box_i}(z) + ||z - v_i||^2 / (2 tau_i)``, started from the last call's active set
         (Algorithm 1 changes it little), else from ``W0`` (else ``v_i``) clipped to the box;
-        nodes failing the KKT check take :meth:`cvxpy_prox`."""
+        nodes failing the KKT check take :meth:`cvxpy_prox`; where the minimizer lies outside
+        the node's ball, :meth:`_ball_search`."""
         mu = 2.0 * self.l2 + 1.0 / tau
         Z0 = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
         start = self.__dict__.get("_dual_start")
         if start is not None and start[0].shape[0] != V.shape[0]:
             start = None
-        Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None],
-                                                Z0=Z0, start=start)
+        g = V / tau[:, None]
+        Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=g, Z0=Z0,
+                                                start=start)
         self.__dict__["_dual_start"] = last
+        out = np.flatnonzero(ok & (np.linalg.norm(Z, axis=1) > self.radius))
+        if out.size:  # the ball binds: its multiplier nu > 0 by a root search
+            Z[out], ok[out] = self._ball_search(out, mu[out], g[out], Z[out], last)
         bad = np.flatnonzero(~ok)
         if bad.size:
             self.fallbacks += int(bad.size)
             Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
         return Z
 
+    def _ball_search(self, J: np.ndarray, m0: np.ndarray, g: np.ndarray, Z0: np.ndarray,
+                     last: tuple[np.ndarray, np.ndarray], max_iter: int = 60
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """PU (32) of the nodes ``J`` whose ball ``||z||_2 <= r`` binds: ``z(nu)``, the
+        composite prox with curvature ``mu + nu`` (the ball's multiplier added), with ``nu > 0``
+        such that ``||z(nu)|| = r`` (``||z(nu)||`` decreases in ``nu``), by a safeguarded secant
+        search (:func:`_ball_step`) vectorized over the nodes, each step warm-started from the
+        last active sets.  Exact to the KKT check of each step and ``| ||z|| - r | <=
+        BALL_RTOL r`` (then ``nu`` is the multiplier: the KKT conditions of PU (32) with the
+        ball hold); returns ``(Z, certified)``."""
+        pad = self._padded()
+        rows = {name: arr[J] for name, arr in pad.items() if name != "coord"}
+        state, a_all = last
+        r = self.radius[J]
+        Z, ok = Z0.copy(), np.zeros(J.size, dtype=bool)
+        nz = np.linalg.norm(Z0, axis=1)
+        lo, hi = np.zeros(J.size), np.full(J.size, np.inf)
+        prev = (np.zeros(J.size), 1.0 / nz - 1.0 / r)
+        # the last call's multipliers start this one (Algorithm 1 changes them little), else
+        # the step exact for z(nu) = b / (mu + nu)
+        last_nu = self.__dict__.setdefault("_nu", np.zeros(self.ms.size))[J]
+        nu = np.where(last_nu > 0, last_nu, np.maximum(m0 * (nz / r - 1.0), 0.0))
+        act = np.arange(J.size)
+        for _ in range(max_iter):
+            sub = {name: arr[act] for name, arr in rows.items()}
+            Zt, okt, (st, at) = composite_active_set_prox(
+                **sub, coord=pad["coord"], mu=m0[act] + nu[act], g=g[act], Z0=Z[act],
+                start=(state[J[act]], a_all[J[act]]))
+            state[J[act]], a_all[J[act]], Z[act] = st, at, Zt
+            nzt = np.linalg.norm(Zt, axis=1)
+            hit = okt & (np.abs(nzt - r[act]) <= BALL_RTOL * r[act])
+            ok[act[hit]] = True
+            above = nzt > r[act]
+            lo[act] = np.where(above, nu[act], lo[act])
+            hi[act] = np.where(above, hi[act], nu[act])
+            step = _ball_step(nu[act], m0[act], nzt, r[act],
+                              (prev[0][act], prev[1][act]), lo[act], hi[act])
+            prev[0][act], prev[1][act] = nu[act], 1.0 / nzt - 1.0 / r[act]
+            nu[act] = step
+            self.__dict__["_nu"][J[act]] = np.where(hit, prev[0][act], 0.0)
+            act = act[~hit & okt]
+            if act.size == 0:
+                break
+        return Z, ok
+
     def cvxpy_prox(self, j: int, v: np.ndarray, tau: float) -> np.ndarray:
         """PU (32) of the batch's node ``j`` by one CVXPY solve (gtvmodel's accuracy defaults):
-        its loss expression with the box as constraints, the point clipped to the box."""
+        its loss expression with the box and ball as constraints, the point projected back
+        onto them."""
         loss, (lo, hi) = self.losses[j], (self.box[0][j], self.box[1][j])
         z = cp.Variable(self.d)
         cons = ([z[np.isfinite(lo)] >= lo[np.isfinite(lo)]] if np.isfinite(lo).any() else []) \
-            + ([z[np.isfinite(hi)] <= hi[np.isfinite(hi)]] if np.isfinite(hi).any() else [])
+            + ([z[np.isfinite(hi)] <= hi[np.isfinite(hi)]] if np.isfinite(hi).any() else []) \
+            + ([cp.norm(z, 2) <= self.radius[j]] if np.isfinite(self.radius[j]) else [])
         prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)),
                           cons)
         what = f"prox of {loss!r} with a box"
@@ -335,9 +396,32 @@ class CompositeProxBatch(DataFitBatch):
         if z.value is None:
             raise SolverError(f"{what}: the solver returned no point", status=prob.status,
                               solver="CLARABEL")
-        # the solver's point is feasible to its tolerance only; the box holds the minimizer,
-        # so clipping onto it moves the point nearer to it
-        return np.clip(np.asarray(z.value, dtype=float), lo, hi)
+        # the solver's point is feasible to its tolerance only; the box and the ball hold the
+        # minimizer, so projecting onto them moves the point nearer to it (the ball's
+        # projection, a scaling, then the box's again: within the box, and within the ball
+        # whenever the box holds 0)
+        w = np.clip(np.asarray(z.value, dtype=float), lo, hi)
+        w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300))
+        return np.clip(w, lo, hi)
+
+
+#: Relative accuracy of ``||z||_2 = r`` at which :meth:`CompositeProxBatch._ball_search` stops.
+BALL_RTOL = 1e-13
+
+
+def _ball_step(nu, m0, nz, r, prev, lo, hi):
+    """The next multiplier of the ball's root search on ``psi(nu) = 1/||z(nu)|| - 1/r``
+    (increasing): the secant through the previous point where there is one, else the step
+    exact when ``z(nu) = b / (mu + nu)`` (``nu' = (mu + nu) ||z|| / r - mu``); kept strictly
+    inside the bracket ``(lo, hi)`` (else its midpoint, or ``4 lo + mu`` while ``hi = inf``)."""
+    psi = 1.0 / nz - 1.0 / r
+    nu_p, psi_p = prev
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sec = nu - psi * (nu - nu_p) / (psi - psi_p)
+    cand = np.where(np.isfinite(sec) & (psi != psi_p), sec, (m0 + nu) * nz / r - m0)
+    inside = (cand > lo) & (cand < hi)
+    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), 4.0 * lo + m0)
+    return np.where(inside, cand, mid)
 
 
 def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
