@@ -9,8 +9,8 @@
     paper 001 VI-A (rho = 1 and 0.6) and paper 000's setting (target >= 10x fewer);
 (e) scale: 100,000 nodes, ~1,000,000 edges, d = 10, squared loss, Norm2: seconds per iteration
     and peak memory (target <= 1 s/iteration, <= 4 GiB); skip with ``--skip-scale``;
-(f) losses without a closed-form prox (absolute, hinge; l1-regularized or box-constrained squared,
-    Huber, hinge, absolute; issue 16 item 3) on (a)'s graph and
+(f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
+    squared, Huber, hinge, absolute; issue 16 item 3) on (a)'s graph and
     samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
     to the squared-loss fast path of (a) (target <= 5x); ``--only-f`` runs (f) alone.
 
@@ -274,7 +274,9 @@ def general_losses(R: int) -> None:
              ("HuberLoss NonNeg", huber, {}, [gm.NonNeg()]),
              ("HuberLoss l1=0.05", huber, {"l1": 0.05}, []),
              ("HingeLoss l1=0.05", hinge, {"l1": 0.05}, []),
-             ("AbsoluteLoss l1 + Box", absolute, {"l1": 0.05}, box)]
+             ("AbsoluteLoss l1 + Box", absolute, {"l1": 0.05}, box),
+             ("HuberLoss NormBall(1)", huber, {}, [gm.NormBall(1.0)]),
+             ("AbsoluteLoss NormBall(1)", absolute, {}, [gm.NormBall(1.0)])]
     for name, make, kw, cons in cases:
         model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
         model.set_losses({v: make(sq.loss(v), **kw) for v in sq.nodes})
@@ -296,7 +298,7 @@ def general_losses(R: int) -> None:
         general = CvxpyProxGroup(model, np.arange(model.num_nodes)).update(V, tau, 10**4, V)
         f, nw, cv = (float(np.median(x)) for x in (fast, new, cvx))
         paths = ", ".join(f"{k} {n}" for k, n in updates.describe().items())
-        print(f"    {name:22} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
+        print(f"    {name:24} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
               f"{cv * 1e3:7.3f} ms/it = {cv / f:5.1f}x   (squared fast path {f * 1e3:.3f} ms/it)"
               f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}"
               f"; paths: {paths}")

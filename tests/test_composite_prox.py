@@ -172,6 +172,28 @@ def test_warm_started_calls_equal_cold_ones():
         np.testing.assert_allclose(W, fresh.prox(V, tau), rtol=0, atol=1e-12)
 
 
+def test_ball_multiplier_warm_starts_equal_cold_calls():
+    # Algorithm 1's calls: the ball binds, then (v shrunk) no longer binds, then again; each
+    # warm-started call (last multipliers and active sets) equals a fresh batch's
+    rng = np.random.default_rng(8)
+    losses = _losses(rng, gm.HuberLoss, 12, 3, 1.0, 10.0, 0.05)
+    radius = np.full(12, 0.5)
+    tau = rng.uniform(0.2, 2.0, 12)
+    V0 = 3.0 * rng.standard_normal((12, 3))
+    batch = CompositeProxBatch(gm.HuberLoss, np.arange(12), losses, 12, 3, radius=radius)
+    W, binding = None, []
+    for scale in (1.0, 1.05, 0.01, 0.02, 1.0):
+        V = scale * V0 + 0.01 * rng.standard_normal(V0.shape)
+        W = batch.prox(V, tau, W0=W)
+        binding.append(int(np.isclose(np.linalg.norm(W, axis=1), 0.5, rtol=1e-12).sum()))
+        fresh = CompositeProxBatch(gm.HuberLoss, np.arange(12), losses, 12, 3, radius=radius)
+        np.testing.assert_allclose(W, fresh.prox(V, tau), rtol=0, atol=1e-12)
+    assert batch.fallbacks == 0
+    assert binding[0] > 0 and binding[2] == 0 and binding[4] > 0, binding
+    lo, hi = np.full((12, 3), -np.inf), np.full((12, 3), np.inf)
+    _check(losses, V, tau, lo, hi, W, radius)
+
+
 def test_uncertified_nodes_fall_back_to_cvxpy_and_are_counted(monkeypatch):
     rng = np.random.default_rng(5)
     model = _mixed_model(rng)

@@ -315,66 +315,88 @@ class CompositeProxBatch(DataFitBatch):
         """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
         iota_{box_i}(z) + ||z - v_i||^2 / (2 tau_i)``, started from the last call's active set
         (Algorithm 1 changes it little), else from ``W0`` (else ``v_i``) clipped to the box;
-        nodes failing the KKT check take :meth:`cvxpy_prox`; where the minimizer lies outside
-        the node's ball, :meth:`_ball_search`."""
+        where the minimizer lies outside the node's ball, or the ball bound at the last call,
+        :meth:`_ball_search`; nodes failing the KKT check take :meth:`cvxpy_prox`."""
+        k = self.ms.size
         mu = 2.0 * self.l2 + 1.0 / tau
-        Z0 = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
-        start = self.__dict__.get("_dual_start")
-        if start is not None and start[0].shape[0] != V.shape[0]:
-            start = None
+        Z = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
         g = V / tau[:, None]
-        Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=g, Z0=Z0,
-                                                start=start)
+        start = self.__dict__.get("_dual_start")
+        if start is None or start[0].shape[0] != k:
+            start, self.__dict__["_nu"] = None, np.zeros(k)
+        hot = np.flatnonzero(self.__dict__["_nu"] > 0)
+        cold = np.setdiff1d(np.arange(k), hot)
+        ok = np.zeros(k, dtype=bool)
+        if hot.size == 0:
+            Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=g, Z0=Z,
+                                                    start=start)
+        else:  # nodes whose ball bound at the last call go straight to its multiplier search
+            last = start
+            Z[cold], ok[cold] = self._solve(cold, mu[cold], g[cold], Z[cold], last)
         self.__dict__["_dual_start"] = last
-        out = np.flatnonzero(ok & (np.linalg.norm(Z, axis=1) > self.radius))
-        if out.size:  # the ball binds: its multiplier nu > 0 by a root search
-            Z[out], ok[out] = self._ball_search(out, mu[out], g[out], Z[out], last)
+        out = cold[ok[cold] & (np.linalg.norm(Z[cold], axis=1) > self.radius[cold])]
+        J = np.concatenate([hot, out])
+        if J.size:  # the ball binds: its multiplier nu > 0 by a root search
+            known = np.concatenate([np.zeros(hot.size, dtype=bool), np.ones(out.size, dtype=bool)])
+            Z[J], ok[J] = self._ball_search(J, mu[J], g[J], Z[J], last, known)
         bad = np.flatnonzero(~ok)
         if bad.size:
             self.fallbacks += int(bad.size)
             Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
         return Z
 
-    def _ball_search(self, J: np.ndarray, m0: np.ndarray, g: np.ndarray, Z0: np.ndarray,
-                     last: tuple[np.ndarray, np.ndarray], max_iter: int = 60
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """PU (32) of the nodes ``J`` whose ball ``||z||_2 <= r`` binds: ``z(nu)``, the
-        composite prox with curvature ``mu + nu`` (the ball's multiplier added), with ``nu > 0``
-        such that ``||z(nu)|| = r`` (``||z(nu)||`` decreases in ``nu``), by a safeguarded secant
-        search (:func:`_ball_step`) vectorized over the nodes, each step warm-started from the
-        last active sets.  Exact to the KKT check of each step and ``| ||z|| - r | <=
-        BALL_RTOL r`` (then ``nu`` is the multiplier: the KKT conditions of PU (32) with the
-        ball hold); returns ``(Z, certified)``."""
+    def _solve(self, J: np.ndarray, mu: np.ndarray, g: np.ndarray, Z0: np.ndarray,
+               last: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`composite_active_set_prox` for the batch positions ``J`` (curvatures ``mu``)
+        started from, and writing back, their rows of the active sets ``last``."""
         pad = self._padded()
-        rows = {name: arr[J] for name, arr in pad.items() if name != "coord"}
         state, a_all = last
+        Z, ok, (st, at) = composite_active_set_prox(
+            **{name: arr[J] for name, arr in pad.items() if name != "coord"},
+            coord=pad["coord"], mu=mu, g=g, Z0=Z0, start=(state[J], a_all[J]))
+        state[J], a_all[J] = st, at
+        return Z, ok
+
+    def _ball_search(self, J: np.ndarray, m0: np.ndarray, g: np.ndarray, Z0: np.ndarray,
+                     last: tuple[np.ndarray, np.ndarray], known: np.ndarray,
+                     max_iter: int = 60) -> tuple[np.ndarray, np.ndarray]:
+        """PU (32) of the nodes ``J`` whose ball ``||z||_2 <= r`` binds (``known``: their
+        ``Z0 = z(0)`` lies outside it) or bound at the last call: ``z(nu)``, the composite prox
+        with curvature ``mu + nu`` (the ball's multiplier added), with ``nu > 0`` such that
+        ``||z(nu)|| = r`` (``||z(nu)||`` decreases in ``nu``), or ``nu = 0`` where ``z(0)`` is
+        inside, by a safeguarded secant search (:func:`_ball_step`) vectorized over the nodes,
+        started from the last call's multipliers and active sets.  Exact to the KKT check of
+        each step and ``| ||z|| - r | <= BALL_RTOL r`` (then ``nu`` is the multiplier: the KKT
+        conditions of PU (32) with the ball hold); returns ``(Z, certified)``."""
         r = self.radius[J]
         Z, ok = Z0.copy(), np.zeros(J.size, dtype=bool)
         nz = np.linalg.norm(Z0, axis=1)
         lo, hi = np.zeros(J.size), np.full(J.size, np.inf)
-        prev = (np.zeros(J.size), 1.0 / nz - 1.0 / r)
+        with np.errstate(divide="ignore"):
+            prev = (np.where(known, 0.0, np.nan), np.where(known, 1.0 / nz - 1.0 / r, np.nan))
         # the last call's multipliers start this one (Algorithm 1 changes them little), else
         # the step exact for z(nu) = b / (mu + nu)
-        last_nu = self.__dict__.setdefault("_nu", np.zeros(self.ms.size))[J]
+        last_nu = self.__dict__["_nu"][J]
         nu = np.where(last_nu > 0, last_nu, np.maximum(m0 * (nz / r - 1.0), 0.0))
+        zero_known = known.copy()  # whether z(0) is known to lie outside the ball
         act = np.arange(J.size)
         for _ in range(max_iter):
-            sub = {name: arr[act] for name, arr in rows.items()}
-            Zt, okt, (st, at) = composite_active_set_prox(
-                **sub, coord=pad["coord"], mu=m0[act] + nu[act], g=g[act], Z0=Z[act],
-                start=(state[J[act]], a_all[J[act]]))
-            state[J[act]], a_all[J[act]], Z[act] = st, at, Zt
+            Zt, okt = self._solve(J[act], m0[act] + nu[act], g[act], Z[act], last)
+            Z[act] = Zt
             nzt = np.linalg.norm(Zt, axis=1)
-            hit = okt & (np.abs(nzt - r[act]) <= BALL_RTOL * r[act])
+            hit = okt & ((np.abs(nzt - r[act]) <= BALL_RTOL * r[act])
+                         | ((nu[act] == 0) & (nzt <= r[act])))
             ok[act[hit]] = True
             above = nzt > r[act]
             lo[act] = np.where(above, nu[act], lo[act])
             hi[act] = np.where(above, hi[act], nu[act])
+            zero_known[act] |= above & (nu[act] == 0)
             step = _ball_step(nu[act], m0[act], nzt, r[act],
-                              (prev[0][act], prev[1][act]), lo[act], hi[act])
+                              (prev[0][act], prev[1][act]), lo[act], hi[act],
+                              ~zero_known[act])
             prev[0][act], prev[1][act] = nu[act], 1.0 / nzt - 1.0 / r[act]
+            self.__dict__["_nu"][J[act]] = np.where(hit, nu[act], 0.0)
             nu[act] = step
-            self.__dict__["_nu"][J[act]] = np.where(hit, prev[0][act], 0.0)
             act = act[~hit & okt]
             if act.size == 0:
                 break
@@ -409,11 +431,13 @@ class CompositeProxBatch(DataFitBatch):
 BALL_RTOL = 1e-13
 
 
-def _ball_step(nu, m0, nz, r, prev, lo, hi):
+def _ball_step(nu, m0, nz, r, prev, lo, hi, try_zero):
     """The next multiplier of the ball's root search on ``psi(nu) = 1/||z(nu)|| - 1/r``
     (increasing): the secant through the previous point where there is one, else the step
     exact when ``z(nu) = b / (mu + nu)`` (``nu' = (mu + nu) ||z|| / r - mu``); kept strictly
-    inside the bracket ``(lo, hi)`` (else its midpoint, or ``4 lo + mu`` while ``hi = inf``)."""
+    inside the bracket ``(lo, hi)`` (else its midpoint, or ``4 lo + mu`` while ``hi = inf``),
+    except that a step to ``nu <= 0`` tries ``nu = 0`` where ``try_zero`` (``z(0)`` not yet
+    known to lie outside the ball: the ball may no longer bind)."""
     psi = 1.0 / nz - 1.0 / r
     nu_p, psi_p = prev
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -421,7 +445,7 @@ def _ball_step(nu, m0, nz, r, prev, lo, hi):
     cand = np.where(np.isfinite(sec) & (psi != psi_p), sec, (m0 + nu) * nz / r - m0)
     inside = (cand > lo) & (cand < hi)
     mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), 4.0 * lo + m0)
-    return np.where(inside, cand, mid)
+    return np.where(inside, cand, np.where(try_zero & (cand <= lo), 0.0, mid))
 
 
 def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
