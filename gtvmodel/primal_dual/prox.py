@@ -542,8 +542,6 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     n, d = model.num_nodes, model.dim
     nodes = np.array(idx, dtype=np.int64)
     losses = [model.loss_at(i) for i in idx]
-    batch = LossBatch(cls, nodes, losses, n, d)
-    box = ball = None
     if ckind == "composite":
         parts = [_box_ball(model.constraints_at(i), d) for i in idx]
         lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
@@ -554,6 +552,8 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
                                       box=(lo[part], hi[part]), radius=radius[part])
 
         return BatchProxGroup(subset(slice(None)), subset=subset)
+    batch = LossBatch(cls, nodes, losses, n, d)
+    box = ball = None
     if ckind == "box":
         lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx]
         box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))

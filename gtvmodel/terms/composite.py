@@ -73,7 +73,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     minimizer of ``z^T H z / 2 - f^T z`` on the affine set of the free linear rows: with ``H =
     L L^T`` (Cholesky), ``u = L^T z`` is the projection of ``L^{-1} f`` onto ``{(P_L L^{-T}) u =
     c s_L}`` by one pseudo-inverse (least squares where the rows are inconsistent), and the
-    linear rows' duals are the solution of ``P_L^T a_L = f - H z`` nearest the previous ones.
+    linear rows' duals are the solution of ``P_L^T a_L = f - H z`` nearest the previous ones;
+    free unit rows (``coord``) are not in the pseudo-inverse: they fix their coordinates, the
+    other coordinates are solved for, and their duals are the stationarity residual there.
     A node stops when its active set repeats; after ``6`` steps only the most violated row of a
     node changes per step; a node still cycling after ``max_iter`` steps restarts once from
     projected gradients (:func:`~gtvmodel.terms.losses._box_qp_projected_gradient`).  Rows are
