@@ -13,7 +13,8 @@
     implementation (``D w^{k+1}`` and the whole-array dual update, replayed here) and of the
     package's fused block-wise edge update, interleaved, with their ratios to the plain loop
     (issue 16 item 5: target >= 2x faster than the plain loop); skip with ``--skip-scale``;
-(f) losses without a closed-form prox (absolute, hinge; issue 16 item 3) on (a)'s graph and
+(f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
+    squared, Huber, hinge, absolute; issue 16 item 3) on (a)'s graph and
     samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
     to the squared-loss fast path of (a) (target <= 5x); ``--only-f`` runs (f) alone.
 
@@ -388,15 +389,43 @@ def scale(args: argparse.Namespace) -> None:
 
 
 def general_losses(R: int) -> None:
-    """(f): absolute and hinge losses on paper 001 VI-A's SBM, fixed c = 10."""
+    """(f): losses without a closed-form prox on paper 001 VI-A's SBM, fixed c = 10: absolute
+    and hinge (dual active set), and l1-regularized or box-constrained squared, Huber, hinge and
+    absolute losses (the composite active set of gtvmodel.terms.composite)."""
     sq = sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
     c, iters = 10.0, 200
     print(f"(f) no closed-form prox, 001 VI-A SBM (n={sq.num_nodes}, |E|={sq.num_edges}, "
           f"d={sq.dim}), c = {c:g}; ratios to the squared fast path, medians of {R} repeats")
-    for cls in (gm.AbsoluteLoss, gm.HingeLoss):
+
+    def absolute(ls, **kw):
+        return gm.AbsoluteLoss(ls.X, ls.y, **kw)
+
+    def hinge(ls, **kw):
+        return gm.HingeLoss(ls.X, np.sign(ls.y), **kw)
+
+    def squared(ls, **kw):
+        return gm.SquaredLoss(ls.X, ls.y, **kw)
+
+    def huber(ls, **kw):
+        return gm.HuberLoss(ls.X, ls.y, M=0.5, **kw)
+
+    box = [gm.Box(-1.0, 1.0)]
+    cases = [("AbsoluteLoss", absolute, {}, []), ("HingeLoss", hinge, {}, []),
+             ("SquaredLoss l1=0.05", squared, {"l1": 0.05}, []),
+             ("SquaredLoss l1 + Box", squared, {"l1": 0.05}, box),
+             ("HuberLoss Box", huber, {}, box),
+             ("HuberLoss NonNeg", huber, {}, [gm.NonNeg()]),
+             ("HuberLoss l1=0.05", huber, {"l1": 0.05}, []),
+             ("HingeLoss l1=0.05", hinge, {"l1": 0.05}, []),
+             ("AbsoluteLoss l1 + Box", absolute, {"l1": 0.05}, box),
+             ("HuberLoss NormBall(1)", huber, {}, [gm.NormBall(1.0)]),
+             ("AbsoluteLoss NormBall(1)", absolute, {}, [gm.NormBall(1.0)])]
+    for name, make, kw, cons in cases:
         model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
-        model.set_losses({v: cls(sq.loss(v).X, np.sign(sq.loss(v).y) if cls is gm.HingeLoss
-                                 else sq.loss(v).y) for v in sq.nodes})
+        model.set_losses({v: make(sq.loss(v), **kw) for v in sq.nodes})
+        for v in sq.nodes:
+            for con in cons:
+                model.add_constraint(v, con)
         fast, new, cvx = [], [], []
         for _ in range(R):
             fast.append(per_iteration(sq, iters, step=c)[0])
@@ -407,12 +436,16 @@ def general_losses(R: int) -> None:
         # one node update of every node at a random point, both paths at full accuracy
         V = np.random.default_rng(0).standard_normal((model.num_nodes, model.dim))
         tau = c / np.maximum(model.degrees, 1)
-        batched = NodeUpdates(model)(V, tau, 10**4, V)
+        updates = NodeUpdates(model)
+        batched = updates(V, tau, 10**4, V)
         general = CvxpyProxGroup(model, np.arange(model.num_nodes)).update(V, tau, 10**4, V)
         f, nw, cv = (float(np.median(x)) for x in (fast, new, cvx))
-        print(f"    {cls.__name__:12} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
+        paths = ", ".join(f"{k} {n}" for k, n in updates.describe().items())
+        print(f"    {name:24} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
               f"{cv * 1e3:7.3f} ms/it = {cv / f:5.1f}x   (squared fast path {f * 1e3:.3f} ms/it)"
-              f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}")
+              f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}"
+              f"; paths: {paths}")
+
 
 if __name__ == "__main__":
     main()

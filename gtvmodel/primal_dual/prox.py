@@ -10,7 +10,9 @@ are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes 
 
 * :class:`BatchProxGroup` -- nodes of one library loss class with an exact vectorized prox
   (:meth:`gtvmodel.terms.losses.LossBatch.prox`), composed with the exact projection onto their
-  library constraints where the composition is exact (see :func:`plan`);
+  library constraints where the composition is exact (see :func:`plan`), or, for
+  piecewise-quadratic data fits with ``l1`` or box constraints, with the regularizer and the box
+  inside the prox (:class:`gtvmodel.terms.composite.CompositeProxBatch`);
 * :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
   Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
   ``||z - v||^2/(2 tau) = a ||z||^2 - b^T z + const``) over a group of nodes, compiled with
@@ -55,6 +57,7 @@ from .._validate import check_option
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
 from ..solve.compile import compile_nodes, find_infeasible_nodes
+from ..terms.composite import CompositeProxBatch
 from ..terms.constraints import Box, NormBall
 from ..terms.losses import LossBatch
 
@@ -86,6 +89,8 @@ class NodeGroup:
     nodes: np.ndarray
     #: Short description for reports ("squared", "cvxpy", "isolated", ...).
     kind: str = "group"
+    #: Node updates solved by CVXPY because the group's exact path could not certify them.
+    fallbacks: int = 0
 
     def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
         """PU for the group's nodes: ``V``, ``tau`` and ``W_prev`` are the group's rows
@@ -105,10 +110,27 @@ class BatchProxGroup(NodeGroup):
     batch: LossBatch
     box: tuple[np.ndarray, np.ndarray] | None = None
     ball: tuple[float, np.ndarray] | None = None
+    #: Builds the batch of the group's positions ``j`` (a slice; :meth:`NodeUpdates.node`);
+    #: None: the batch's loss class with its losses there.
+    subset: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.nodes = self.batch.nodes
         self.kind = self.batch.kind
+
+    @property
+    def fallbacks(self) -> int:
+        """Node updates the batch could not certify exact and solved by CVXPY instead."""
+        return int(getattr(self.batch, "fallbacks", 0))
+
+    def single(self, j: int, n: int, d: int) -> BatchProxGroup:
+        """The group of its node at position ``j`` alone (``n`` nodes, dimension ``d``)."""
+        part = slice(j, j + 1)
+        batch = (self.subset(part) if self.subset is not None else
+                 LossBatch(self.batch.cls, self.nodes[part], self.batch.losses[part], n, d))
+        return BatchProxGroup(
+            batch, None if self.box is None else (self.box[0][part], self.box[1][part]),
+            None if self.ball is None else (self.ball[0], self.ball[1][part]))
 
     def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
         """PU (32) of the group's nodes: the loss class's exact prox (warm-started at
@@ -434,12 +456,16 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     """Partition the nodes into node-update groups.
 
     ``prox="auto"``: every node that has an exact fast path gets one -- squared, logistic and
-    Huber losses (damped Newton) and hinge and absolute losses (the dual active-set method
-    :func:`~gtvmodel.terms.losses.dual_active_set_prox`) without ``l1`` and without
-    constraints; quadratic and zero losses with any regularizers and either no constraints,
-    only ``Box``/``NonNeg`` constraints, or one ``NormBall`` (then without ``l1``); everything
-    else (symbolic losses or constraints, data fits with ``l1`` or constraints) goes to the
-    CVXPY path.  ``prox="cvxpy"`` sends every
+    Huber losses (closed form, damped Newton) and hinge and absolute losses (the dual active-set
+    method :func:`~gtvmodel.terms.losses.dual_active_set_prox`) without ``l1`` and without
+    constraints; squared, Huber, hinge and absolute losses with ``l1`` or with constraints that
+    make a coordinate box (``Box``, ``NonNeg``, an ``inf``-norm ``NormBall``, intersections),
+    possibly with 2-norm ``NormBall`` s, by
+    :class:`~gtvmodel.terms.composite.CompositeProxBatch`; quadratic and zero losses with any
+    regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
+    ``NormBall`` (then without ``l1``); everything else (symbolic losses or constraints,
+    logistic losses with ``l1`` or constraints, data fits with a ``p``-norm ball, ``p`` not 2
+    or inf) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
     node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
@@ -471,16 +497,42 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
 
 def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
     """The fast path of a node with ``loss`` and constraints ``cons``: ``(loss class,
-    constraint kind)`` with the kind ``"none"``, ``"box"`` or ``("ball", p)``; None if PU (32)
-    has no exact vectorized form for it (then the CVXPY path)."""
-    if not loss.has_exact_prox():
-        return None
-    if loss.isotropic_prox:
-        comp = _isotropic_constraints(cons, d)
-        if comp is not None and not (comp[0] == "ball" and loss.l1):
-            return (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
-        return None
-    return (type(loss), "none") if not cons else None
+    constraint kind)`` with the kind ``"none"``, ``"box"``, ``("ball", p)`` or ``"composite"``
+    (:class:`~gtvmodel.terms.composite.CompositeProxBatch`: ``l1`` and the box inside the
+    prox); None if PU (32) has no exact vectorized form for it (then the CVXPY path)."""
+    if loss.has_exact_prox():
+        if loss.isotropic_prox:
+            comp = _isotropic_constraints(cons, d)
+            if comp is not None and comp[0] == "ball" and loss.l1:
+                # with l1 only a box composes: an inf-norm ball is one
+                comp = ("box", None) if comp[1][0] == np.inf else None
+            if comp is not None:
+                return (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
+            return None
+        if not cons:
+            return (type(loss), "none")
+    if loss.piecewise_quadratic and _box_ball(cons, d) is not None:
+        return (type(loss), "composite")
+    return None
+
+
+def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(lo, hi, radius)`` when the library constraints ``cons`` are a coordinate box (``Box``,
+    ``NonNeg``, ``inf``-norm balls; ``+-inf`` where unbounded) intersected with at most
+    Euclidean balls ``||w||_2 <= radius`` (the smallest; ``inf``: none), else None (other
+    norm balls, symbolic constraints, an empty box)."""
+    lo, hi, radius = np.full(d, -np.inf), np.full(d, np.inf), np.inf
+    for c in cons:
+        bounds, ball = c.coordinate_bounds(d), c.ball()
+        if bounds is None and ball is not None and ball[0] == np.inf:
+            bounds = (np.full(d, -ball[1]), np.full(d, ball[1]))
+        if bounds is not None:
+            lo, hi = np.maximum(lo, bounds[0]), np.minimum(hi, bounds[1])
+        elif ball is not None and ball[0] == 2:
+            radius = min(radius, float(ball[1]))
+        else:
+            return None
+    return None if np.any(lo > hi) else (lo, hi, radius)
 
 
 def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
@@ -490,10 +542,20 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     n, d = model.num_nodes, model.dim
     nodes = np.array(idx, dtype=np.int64)
     losses = [model.loss_at(i) for i in idx]
+    if ckind == "composite":
+        parts = [_box_ball(model.constraints_at(i), d) for i in idx]
+        lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
+        radius = np.array([b[2] for b in parts])
+
+        def subset(part: slice) -> CompositeProxBatch:
+            return CompositeProxBatch(cls, nodes[part], losses[part], n, d,
+                                      box=(lo[part], hi[part]), radius=radius[part])
+
+        return BatchProxGroup(subset(slice(None)), subset=subset)
     batch = LossBatch(cls, nodes, losses, n, d)
     box = ball = None
     if ckind == "box":
-        lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
+        lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx]
         box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
     elif isinstance(ckind, tuple):
         radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
@@ -546,12 +608,7 @@ class NodeUpdates:
         if isinstance(grp, IsolatedGroup):
             return grp.update(None, None, k, None)[self._pos_in[i]]
         if isinstance(grp, BatchProxGroup):
-            j = self._pos_in[i]
-            single = BatchProxGroup(
-                LossBatch(grp.batch.cls, grp.nodes[j:j + 1], grp.batch.losses[j:j + 1],
-                          self.model.num_nodes, self.model.dim),
-                None if grp.box is None else (grp.box[0][j:j + 1], grp.box[1][j:j + 1]),
-                None if grp.ball is None else (grp.ball[0], grp.ball[1][j:j + 1]))
+            single = grp.single(int(self._pos_in[i]), self.model.num_nodes, self.model.dim)
             return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
         single = self._single.get(i)
         if single is None:  # the node's own DPP problem, built once
@@ -559,8 +616,14 @@ class NodeUpdates:
         return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
 
     def describe(self) -> dict[str, int]:
-        """Number of nodes per path, e.g. ``{"squared": 30, "zero": 270}``."""
+        """Number of nodes per path, e.g. ``{"squared": 30, "zero": 270}``; where a batched
+        path could not certify an update exact and solved it by CVXPY instead, the number of
+        such node updates so far under ``"cvxpy fallbacks"``."""
         out: dict[str, int] = {}
+        fallbacks = 0
         for grp in self.groups:
             out[grp.kind] = out.get(grp.kind, 0) + len(grp.nodes)
+            fallbacks += grp.fallbacks
+        if fallbacks:
+            out["cvxpy fallbacks"] = fallbacks
         return out

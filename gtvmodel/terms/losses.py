@@ -106,6 +106,11 @@ class Loss(ABC):
     #: Whether the prox is isotropic (coordinate-separable after a scaling): it then accepts
     #: ``l1`` and composes exactly with box and (without ``l1``) norm-ball projections.
     isotropic_prox: ClassVar[bool] = False
+    #: Whether the row conjugate is quadratic on an interval, ``ell*(a) = s_r a + q_r a^2 / 2``
+    #: on ``[lo_r, hi_r]`` (squared, Huber, hinge, absolute): PU (32) with ``l1`` and box
+    #: constraints is then exact by the dual active-set method of
+    #: :class:`gtvmodel.terms.composite.CompositeProxBatch`.
+    piecewise_quadratic: ClassVar[bool] = False
 
     def __init__(self, *, l1: float = 0.0, l2: float = 0.0):
         owner = type(self).__name__
@@ -672,6 +677,7 @@ class SquaredLoss(DataFitLoss):
     ell_curvature = 2.0
     ell_curvature_min = 2.0
     exact_prox = True
+    piecewise_quadratic = True
 
     def squared_rows(self, d):
         """``(X, y, m)``: the loss is ``||y - X w||^2 / m`` itself."""
@@ -835,6 +841,7 @@ class HingeLoss(DataFitLoss):
     binary_labels = True
     base_smooth = False
     exact_prox = True
+    piecewise_quadratic = True
     score_metric = "accuracy"
 
     @staticmethod
@@ -884,6 +891,7 @@ class AbsoluteLoss(DataFitLoss):
     kind = "absolute"
     base_smooth = False
     exact_prox = True
+    piecewise_quadratic = True
 
     @staticmethod
     def _residual_norm_bound(level, p_min, p_sq):
@@ -935,6 +943,7 @@ class HuberLoss(DataFitLoss):
     kind = "huber"
     ell_curvature = 2.0
     exact_prox = True
+    piecewise_quadratic = True
 
     def __init__(self, X: Any, y: Any, M: float = 1.0, *, l1: float = 0.0, l2: float = 0.0):
         super().__init__(X, y, l1=l1, l2=l2)
