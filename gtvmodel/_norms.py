@@ -108,8 +108,8 @@ def _row_sum(A: np.ndarray) -> np.ndarray:
 
 def _row_nnz(A: np.ndarray) -> np.ndarray:
     """Number of nonzero entries per row."""
-    if not _xp.is_numpy(A):
-        return _xp.namespace(A).count_nonzero(A, axis=1)
+    if not _xp.is_numpy(A):  # (a sum of booleans: torch's count_nonzero along an axis is slow)
+        return _xp.namespace(A).sum(A != 0, axis=1)
     if A.shape[1] > _NARROW:
         return np.count_nonzero(A, axis=1)
     c = np.zeros(A.shape[0], dtype=np.int64)

@@ -124,7 +124,8 @@ def test_float32_is_within_its_documented_accuracy():
         b = gm.solve_primal_dual(model, device="cpu", dtype=dtype, max_iter=100, tol=0.0,
                                  record_every=50, certificate_budget=None, step=1.0)
         assert b.weights.dtype == np.float64
-        assert _close(a.weights, b.weights, 1e-4) and _close(a.flows, b.flows, 1e-4)
+        # docs/primal_dual.md: float32 iterates agree to about 1e-6 (5e-7 to 6e-7 measured)
+        assert _close(a.weights, b.weights, 1e-5) and _close(a.flows, b.flows, 1e-5)
         # the certificate is computed in float64 from the float32 iterate: a valid bound
         cert = gm.certify(model, b.weights, b.flows, fallback=False)
         assert b.gap == pytest.approx(cert.gap, rel=1e-9, abs=1e-12)

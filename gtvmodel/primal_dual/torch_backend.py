@@ -19,10 +19,10 @@ float64 numpy copy of the iterate (on the CPU): the same certificate as the nump
 
 **Precision.**  ``dtype="float64"`` (default) gives the numpy path's iterates to about
 ``1e-12`` relative (sums in another order); ``dtype="float32"`` halves memory and traffic, its
-iterates agree with float64 to about ``1e-6`` relative at first and stall at a relative
-accuracy of about ``1e-6``: a certified relative gap much below ``1e-5`` is generally not
-reachable in float32 (the certificate itself is computed in float64 from the float32 iterate,
-so it stays sound).
+iterates agree with float64 to about ``1e-6`` relative to the largest weight and the certified
+relative gap stalls at float32's accuracy (``1e-6`` to ``1e-8`` measured, docs/primal_dual.md):
+ask float32 for ``tol >= 1e-5`` (the certificate itself is computed in float64 from the
+float32 iterate, so it stays sound).
 
 **Not supported** (raising :class:`~gtvmodel.errors.UnsupportedError` before any iteration):
 nodes on the general CVXPY path (symbolic losses or constraints, data fits with ``l1`` or
@@ -226,7 +226,8 @@ class _TorchRun(_Run):
 
     def iterate(self, k: int) -> _Iterate:
         """Iteration ``k`` on the device: PU (32) at every node, then DU (33) on every edge
-        (its argument ``u + sigma (2 D w^{k+1} - D w^k)`` in two fused tensor operations)."""
+        (its argument ``u + sigma (2 D w^{k+1} - D w^k)`` built in place in one temporary,
+        as :func:`~gtvmodel.primal_dual.updates.dual_update` does in numpy)."""
         torch, x = self.torch, self.x
         t0 = time.perf_counter()
         V = prox_point(x.W, self.tau_col, x.DTu)
@@ -236,7 +237,7 @@ class _TorchRun(_Run):
                               _xp.to_numpy(self.tau), k)
         t1 = time.perf_counter()
         DW_new = self.D @ W_new
-        U_bar = torch.addcmul(x.U, self.sigma_col, DW_new.mul(2.0).sub_(x.DW))
+        U_bar = DW_new.mul(2.0).sub_(x.DW).mul_(self.sigma_col).add_(x.U)
         U_new = self.penalty.dual_update(U_bar, self.sigma, self.lamA)
         DTu_new = self.DT @ U_new
         if self.device.type == "cuda":
