@@ -149,13 +149,21 @@ def _norm_rows_abs(A: Any, p: float) -> Any:
         lo, hi = _l2_unscaled_range(A)
         safe = (m >= lo) & (m <= hi)
         if bool(xp.all(safe)):
-            return xp.sqrt(xp.einsum("ij,ij->i", A, A))
+            return _l2_rows(A)
         if bool(xp.any(safe)):
             out = xp.empty_like(m)
-            out[safe] = xp.sqrt(xp.einsum("ij,ij->i", A[safe], A[safe]))
+            out[safe] = _l2_rows(A[safe])
             out[~safe] = _scaled(A[~safe], m[~safe], 2.0)
             return out
     return _scaled(A, m, p)
+
+
+def _l2_rows(A: Any) -> Any:
+    """Unscaled row-wise 2-norms: ``sqrt`` of numpy's ``einsum`` sum of squares; for other
+    arrays the library's ``vector_norm`` (no ``(k, d)`` temporary on a GPU)."""
+    if _xp.is_numpy(A):
+        return np.sqrt(np.einsum("ij,ij->i", A, A))
+    return _xp.namespace(A).linalg.vector_norm(A, axis=1)
 
 
 def _scaled(A: Any, m: Any, p: float) -> Any:
@@ -311,9 +319,11 @@ def project_rows(U: Any, r: Any, p: float) -> Any:
     outside = nrm > r  # NaN rows are left alone
     d = U.shape[1]
     if p == 2.0:
+        A = None  # the fast path needs only the norms (one (k, d) temporary less on a GPU)
         fast = _project_l2_fast(U, r, nrm, outside, d)
         if fast is not None:
             return fast
+        A = xp.abs(U)
     X = _xp.copy(U)
     if np.isinf(p):  # clipping is exact: the max of the output is <= r
         X[outside] = xp.minimum(xp.maximum(U[outside], -r[outside][:, None]),

@@ -7,6 +7,8 @@ against an independent CVXPY problem written here."""
 
 from __future__ import annotations
 
+import sys
+
 import cvxpy as cp
 import networkx as nx
 import numpy as np
@@ -33,20 +35,24 @@ def _graph(n: int = 24, seed: int = 0) -> nx.Graph:
 
 
 def _mixed_model(penalty: gm.Penalty, seed: int = 1) -> gm.GTVModel:
-    """Squared, quadratic (with l1, a box, a norm ball), zero (no data) and logistic nodes:
-    several node groups with interleaved rows, an isolated node."""
+    """Squared, quadratic (with l1, a box, a norm ball), zero (no data), logistic, Huber and
+    hinge nodes (the last three computed in numpy on the CPU): several node groups with
+    interleaved rows, an isolated node."""
     G = _graph(seed=seed)
     rng = np.random.default_rng(seed)
     model = gm.GTVModel(G, D, penalty=penalty, lam=0.4)
     for v in G.nodes:
         X = rng.standard_normal((5, D))
         kind = v % 4
+        y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=5)
         if kind == 0:
-            model.set_loss(v, gm.SquaredLoss(X, X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=5)))
+            model.set_loss(v, gm.SquaredLoss(X, y) if v % 8 else gm.HuberLoss(X, y, 0.5))
         elif kind == 1:
             model.set_loss(v, gm.QuadraticLoss(rng.normal(size=D) * 2, l1=0.1 * (v % 3)))
         elif kind == 2:
-            model.set_loss(v, gm.LogisticLoss(X, np.where(X[:, 0] > 0, 1.0, -1.0), l2=0.05))
+            labels = np.where(X[:, 0] > 0, 1.0, -1.0)
+            model.set_loss(v, gm.LogisticLoss(X, labels, l2=0.05) if v % 8 == 2
+                           else gm.HingeLoss(X, labels, l2=0.1))
         # kind == 3: zero loss (a node without data)
     model.add_constraint(1, gm.Box(-0.5, 0.5))
     model.add_constraint(9, gm.NormBall(0.8, p=2))
@@ -68,8 +74,8 @@ def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
 def test_iterates_equal_the_numpy_path_for_every_penalty_and_node_path(penalty):
     model = _mixed_model(penalty)
     a, b = _runs(model)
-    assert a.paths == b.paths and {"squared", "quadratic", "logistic", "zero",
-                                   "isolated"} <= set(b.paths)
+    assert a.paths == b.paths and {"squared", "quadratic", "logistic", "zero", "huber",
+                                   "hinge", "isolated"} <= set(b.paths)
     assert b.weights.dtype == np.float64 and isinstance(b.flows, np.ndarray)
     assert _close(a.weights, b.weights, 1e-10) and _close(a.flows, b.flows, 1e-10)
     assert (a.status, a.iterations, a.c) == (b.status, b.iterations, pytest.approx(b.c))
@@ -223,3 +229,11 @@ def test_bad_device_and_dtype_raise_naming_the_argument():
         gm.solve_primal_dual(model, backend="dask", dtype="float32", max_iter=2)
     res = gm.solve_primal_dual(model, backend="torch", max_iter=3, tol=0.0)  # device "cpu"
     assert res.iterations == 3
+
+
+def test_without_pytorch_the_backend_says_how_to_install_it(monkeypatch):
+    model = _mixed_model(gm.Norm2())
+    monkeypatch.setitem(sys.modules, "torch", None)  # "import torch" fails
+    with pytest.raises(UnsupportedError, match=r"gtvmodel\[gpu\]"):
+        gm.solve_primal_dual(model, device="cpu", max_iter=2)
+    assert gm.solve_primal_dual(model, max_iter=2, tol=0.0).iterations == 2  # numpy path
