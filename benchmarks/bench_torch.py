@@ -43,12 +43,15 @@ def random_model(n: int, edges_per_node: int, d: int, seed: int = 0) -> gm.GTVMo
     return model
 
 
-def per_iteration(model: gm.GTVModel, iters: int, **kw) -> tuple[float, gm.PrimalDualResult]:
-    """Seconds per iteration (node + edge updates) of one run without certificates."""
+def per_iteration(model: gm.GTVModel, iters: int, **kw
+                  ) -> tuple[tuple[float, float, float], gm.PrimalDualResult]:
+    """Seconds per iteration (total, node updates, edge updates) of one run without
+    certificates."""
     res = gm.solve_primal_dual(model, max_iter=iters, tol=0.0, record_every=None, step=1.0,
                                **kw)
     t = res.timings
-    return (t["node_updates"] + t["edge_updates"]) / iters, res
+    node, edge = t["node_updates"] / iters, t["edge_updates"] / iters
+    return (node + edge, node, edge), res
 
 
 def main() -> None:
@@ -68,14 +71,14 @@ def main() -> None:
     print(f"torch {torch.__version__}, device {device} ({name}), dtype {args.dtype}, "
           f"torch threads {torch.get_num_threads()}, iterations per run {args.iters}, "
           f"medians of {args.repeats} interleaved repeats")
-    print(f"{'n':>9} {'|E|':>10} {'numpy s/it':>11} {'torch s/it':>11} {'numpy/torch':>12} "
-          f"{'max rel diff':>13} {'build s':>8}")
+    print(f"{'n':>9} {'|E|':>10} {'numpy s/it':>11} {'(node+edge)':>15} {'torch s/it':>11} "
+          f"{'(node+edge)':>15} {'numpy/torch':>12} {'max rel diff':>13} {'build s':>8}")
     for n in (int(float(s)) for s in args.nodes.split(",")):
         t0 = time.perf_counter()
         model = random_model(n, args.edges_per_node, args.dim)
         model.structure()
         build = time.perf_counter() - t0
-        times: dict[str, list[float]] = {"numpy": [], "torch": []}
+        times: dict[str, list[tuple[float, float, float]]] = {"numpy": [], "torch": []}
         diff = float("nan")
         for r in range(args.repeats):
             tn, a = per_iteration(model, args.iters)
@@ -85,8 +88,9 @@ def main() -> None:
             if r == 0:
                 diff = float(np.abs(a.weights - b.weights).max()
                              / max(1.0, np.abs(a.weights).max()))
-        mn, mt = np.median(times["numpy"]), np.median(times["torch"])
-        print(f"{n:>9} {model.num_edges:>10} {mn:>11.4f} {mt:>11.4f} {mn / mt:>11.2f}x "
+        mn, mt = (np.median(np.array(times[k]), axis=0) for k in ("numpy", "torch"))
+        print(f"{n:>9} {model.num_edges:>10} {mn[0]:>11.4f} {mn[1]:>7.4f}+{mn[2]:<7.4f} "
+              f"{mt[0]:>11.4f} {mt[1]:>7.4f}+{mt[2]:<7.4f} {mn[0] / mt[0]:>11.2f}x "
               f"{diff:>13.1e} {build:>8.1f}")
 
 
