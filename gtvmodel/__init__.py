@@ -95,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "solve_distributed": "gtvmodel.primal_dual.distributed",
     "DistributedResult": "gtvmodel.primal_dual.distributed",
     "Checkpoint": "gtvmodel.primal_dual.distributed",
+    "solve_torch": "gtvmodel.primal_dual.torch_backend",
 }
 
 _SUBMODULES = frozenset({"baselines", "certificates", "datasets", "experiments", "graphs", "io",
@@ -197,4 +198,6 @@ __all__ = [
     "Checkpoint",
     "DistributedError",
     "WorkerLostError",
+    # Algorithm 1 on PyTorch tensors (issue 16 item 6)
+    "solve_torch",
 ]

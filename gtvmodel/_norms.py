@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _xp
 from .errors import PenaltyError
 
 __all__ = ["dual_exponent", "norm_rows", "norm_rows_upper", "norm", "within", "project_rows",
@@ -69,8 +70,8 @@ def dual_exponent(p: float) -> float:
     return 1.0 + 1.0 / (p - 1.0)
 
 
-def _as_rows(V: Any) -> tuple[np.ndarray, bool]:
-    A = np.asarray(V, dtype=float)
+def _as_rows(V: Any) -> tuple[Any, bool]:
+    A = np.asarray(V, dtype=float) if _xp.is_numpy(V) else V
     if A.ndim == 1:
         return A[None, :], True
     if A.ndim != 2:
@@ -83,6 +84,8 @@ _NARROW = 32  # rows up to this length are reduced column by column (much faster
 
 def _row_max(A: np.ndarray) -> np.ndarray:
     """Row maxima of a ``(k, d)`` array, ``d >= 1`` (NaN propagates)."""
+    if not _xp.is_numpy(A):
+        return _xp.namespace(A).max(A, axis=1)
     if A.shape[1] > _NARROW:
         return A.max(axis=1)
     m = A[:, 0].copy()
@@ -93,6 +96,8 @@ def _row_max(A: np.ndarray) -> np.ndarray:
 
 def _row_sum(A: np.ndarray) -> np.ndarray:
     """Row sums (any summation order is covered by the error bounds of this module)."""
+    if not _xp.is_numpy(A):
+        return _xp.namespace(A).sum(A, axis=1)
     if A.shape[1] > _NARROW:
         return np.ascontiguousarray(A).sum(axis=1)
     s = A[:, 0].copy()
@@ -103,6 +108,8 @@ def _row_sum(A: np.ndarray) -> np.ndarray:
 
 def _row_nnz(A: np.ndarray) -> np.ndarray:
     """Number of nonzero entries per row."""
+    if not _xp.is_numpy(A):  # (a sum of booleans: torch's count_nonzero along an axis is slow)
+        return _xp.namespace(A).sum(A != 0, axis=1)
     if A.shape[1] > _NARROW:
         return np.count_nonzero(A, axis=1)
     c = np.zeros(A.shape[0], dtype=np.int64)
@@ -111,11 +118,23 @@ def _row_nnz(A: np.ndarray) -> np.ndarray:
     return c
 
 
-def _norm_rows_abs(A: np.ndarray, p: float) -> np.ndarray:
-    """Row-wise ``p``-norms of a nonnegative ``(k, d)`` array (NaN propagates, inf -> inf)."""
+def _l2_unscaled_range(A: Any) -> tuple[float, float]:
+    """Row maxima in this range need no scaling for ``p = 2``: ``[2^-480, 2^500]`` in float64
+    (``2^-(h - 32)``, ``2^(h - 12)`` with ``2^(2h)`` the dtype's overflow threshold)."""
+    if _xp.is_numpy(A):
+        h = 512
+    else:
+        h = int(np.log2(float(_xp.namespace(A).finfo(A.dtype).max))) // 2 + 1
+    return 2.0 ** -(h - 32), 2.0 ** (h - 12)
+
+
+def _norm_rows_abs(A: Any, p: float) -> Any:
+    """Row-wise ``p``-norms of a nonnegative ``(k, d)`` array (NaN propagates, inf -> inf);
+    any array namespace (:mod:`gtvmodel._xp`)."""
+    xp = _xp.namespace(A)
     k, d = A.shape
     if d == 0:
-        return np.zeros(k)
+        return _xp.like(np.zeros(k), A)
     if np.isinf(p):
         return _row_max(A)
     if p == 1.0:
@@ -127,32 +146,42 @@ def _norm_rows_abs(A: np.ndarray, p: float) -> np.ndarray:
         # fast path: rows whose largest entry is in [2^-480, 2^500] need no scaling (no square
         # overflows; squares that underflow are below 2^-120 of the sum), and the plain sum of
         # squares has the same error bound as the scaled one
-        safe = (m >= 2.0**-480) & (m <= 2.0**500)
-        if safe.all():
-            return np.sqrt(np.einsum("ij,ij->i", A, A))
-        if safe.any():
-            out = np.empty(k)
-            out[safe] = np.sqrt(np.einsum("ij,ij->i", A[safe], A[safe]))
+        lo, hi = _l2_unscaled_range(A)
+        safe = (m >= lo) & (m <= hi)
+        if bool(xp.all(safe)):
+            return _l2_rows(A)
+        if bool(xp.any(safe)):
+            out = xp.empty_like(m)
+            out[safe] = _l2_rows(A[safe])
             out[~safe] = _scaled(A[~safe], m[~safe], 2.0)
             return out
     return _scaled(A, m, p)
 
 
-def _scaled(A: np.ndarray, m: np.ndarray, p: float) -> np.ndarray:
+def _l2_rows(A: Any) -> Any:
+    """Unscaled row-wise 2-norms: ``sqrt`` of numpy's ``einsum`` sum of squares; for other
+    arrays the library's ``vector_norm`` (no ``(k, d)`` temporary on a GPU)."""
+    if _xp.is_numpy(A):
+        return np.sqrt(np.einsum("ij,ij->i", A, A))
+    return _xp.namespace(A).linalg.vector_norm(A, axis=1)
+
+
+def _scaled(A: Any, m: Any, p: float) -> Any:
     """``m (sum_j (a_j / m)^p)^(1/p)`` row-wise for a nonnegative ``A`` with row maxima
     ``m`` (zero, NaN and infinite rows handled)."""
+    xp = _xp.namespace(A)
     pos = m > 0
     with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
-        R = A / np.where(pos, m, 1.0)[:, None]  # entries in [0, 1], the largest exactly 1
-        T = R * R if p == 2.0 else np.power(R, p)
+        R = A / xp.where(pos, m, 1.0)[:, None]  # entries in [0, 1], the largest exactly 1
+        T = R * R if p == 2.0 else xp.pow(R, p)
         s = _row_sum(T)  # in [1, d]
-        g = np.sqrt(s) if p == 2.0 else np.power(s, 1.0 / p)
+        g = xp.sqrt(s) if p == 2.0 else xp.pow(s, 1.0 / p)
         out = m * g
-    out = np.where(pos, out, m)  # zero rows (and rows with NaN, where m is NaN)
+    out = xp.where(pos, out, m)  # zero rows (and rows with NaN, where m is NaN)
     # rows with an infinite entry: A / m is NaN there
-    inf_rows = np.isposinf(m)
-    if inf_rows.any():
-        out[inf_rows] = np.where(np.isnan(A[inf_rows]).any(axis=1), np.nan, np.inf)
+    inf_rows = xp.isinf(m) & (m > 0)
+    if bool(xp.any(inf_rows)):
+        out[inf_rows] = xp.where(xp.any(xp.isnan(A[inf_rows]), axis=1), np.nan, np.inf)
     return out
 
 
@@ -173,13 +202,14 @@ def norm(v: Any, p: float) -> float:
     return float(_norm_rows_abs(np.abs(np.asarray(v, dtype=float)).reshape(1, -1), float(p))[0])
 
 
-def round_up(x: Any) -> np.ndarray:
+def round_up(x: Any) -> Any:
     """The next float above ``x`` where ``x`` is nonzero and finite (``0``, ``inf``, NaN kept).
 
-    Applied to the rounded result of one operation, it gives an upper bound of the exact one.
-    """
-    x = np.asarray(x, dtype=float)
-    return np.where((x != 0) & np.isfinite(x), np.nextafter(x, np.inf), x)
+    Applied to the rounded result of one operation, it gives an upper bound of the exact one
+    (in ``x``'s dtype; any array namespace)."""
+    x = np.asarray(x, dtype=float) if _xp.is_numpy(x) else x
+    xp = _xp.namespace(x)
+    return xp.where((x != 0) & xp.isfinite(x), xp.nextafter(x, xp.full_like(x, np.inf)), x)
 
 
 def _upper_slack(p: float, d: int) -> int:
@@ -209,20 +239,21 @@ def norm_rows_upper(V: Any, p: float) -> np.ndarray:
     """
     A, vec = _as_rows(V)
     p = float(p)
-    Aa = np.abs(A)
+    Aa = _xp.namespace(A).abs(A)
     out = _upper_from(_norm_rows_abs(Aa, p), Aa, p)
     return out[0] if vec else out
 
 
-def _upper_from(nrm: np.ndarray, Aa: np.ndarray, p: float) -> np.ndarray:
-    """:func:`norm_rows_upper` from the computed norms ``nrm`` of the rows of ``Aa >= 0``."""
+def _upper_from(nrm: Any, Aa: Any, p: float) -> Any:
+    """:func:`norm_rows_upper` from the computed norms ``nrm`` of the rows of ``Aa >= 0``
+    (the bound in units of the dtype's epsilon)."""
     if np.isinf(p):
         return nrm
     K = _upper_slack(p, Aa.shape[1])
     with np.errstate(over="ignore"):
-        up = round_up(nrm * (1.0 + K * EPS))
+        up = round_up(nrm * (1.0 + K * _xp.eps_of(nrm)))
     # a row with at most one nonzero entry is computed exactly (m * 1^(1/p) = m)
-    return np.where(_row_nnz(Aa) <= 1, nrm, up)
+    return _xp.namespace(nrm).where(_row_nnz(Aa) <= 1, nrm, up)
 
 
 def within(V: Any, caps: Any, q: float) -> np.ndarray:
@@ -239,7 +270,7 @@ def within(V: Any, caps: Any, q: float) -> np.ndarray:
     return ok[0] if vec else ok
 
 
-def enforce_ball(X: np.ndarray, radii: np.ndarray, p: float) -> np.ndarray:
+def enforce_ball(X: Any, radii: Any, p: float) -> Any:
     """Shrink the rows of ``X`` (in place and returned) until ``norm_rows_upper(X_k, p) <=
     r_k``: afterwards each row is inside its ball for certain.
 
@@ -248,22 +279,23 @@ def enforce_ball(X: np.ndarray, radii: np.ndarray, p: float) -> np.ndarray:
     that still fails after a few rounds, e.g. in the subnormal range, is set to 0).
     """
     p = float(p)
+    xp, eps = _xp.namespace(X), _xp.eps_of(X)
     for _ in range(4):
         ub = norm_rows_upper(X, p)
         bad = ~(ub <= radii)
-        if not bad.any():
+        if not bool(xp.any(bad)):
             return X
         with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-            f = np.where(ub[bad] > 0, radii[bad] / ub[bad], 0.0) * (1.0 - 4.0 * EPS)
-        f = np.where(np.isfinite(f), f, 0.0)
-        X[bad] *= f[:, None]
+            f = xp.where(ub[bad] > 0, radii[bad] / ub[bad], 0.0) * (1.0 - 4.0 * eps)
+        f = xp.where(xp.isfinite(f), f, 0.0)
+        X[bad] = X[bad] * f[:, None]
     bad = ~(norm_rows_upper(X, p) <= radii)
     X[bad] = 0.0
     return X
 
 
 # ============================================================================ projections
-def project_rows(U: np.ndarray, r: np.ndarray, p: float) -> np.ndarray:
+def project_rows(U: Any, r: Any, p: float) -> Any:
     """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||x||_p <= r_k}``.
 
     ``r`` is a ``(k,)`` array of finite radii ``>= 0`` (checked by the callers).  Scaling
@@ -273,44 +305,54 @@ def project_rows(U: np.ndarray, r: np.ndarray, p: float) -> np.ndarray:
     certain, not only up to rounding.  Rows inside by the computed norm are returned
     unchanged, except those within the rounding bound of the sphere: they shrink by a few ulps.
     Rows with NaN are returned as they are, rows with an infinite entry outside the ball as NaN.
+
+    Any array namespace (:mod:`gtvmodel._xp`, e.g. PyTorch tensors for Algorithm 1 on a GPU),
+    the rounding bounds in the dtype's epsilon; the iteration of ``1 < p < inf`` is numpy-only
+    and runs on the CPU in float64 for other arrays.
     """
     p = float(p)
-    A = np.abs(U)
+    if not _xp.is_numpy(U) and not (p in (1.0, 2.0) or np.isinf(p)):
+        return _xp.like(project_rows(_xp.to_numpy(U), _xp.to_numpy(r), p), U)
+    xp, eps = _xp.namespace(U), _xp.eps_of(U)
+    A = xp.abs(U)
     nrm = _norm_rows_abs(A, p)
     outside = nrm > r  # NaN rows are left alone
     d = U.shape[1]
     if p == 2.0:
+        A = None  # the fast path needs only the norms (one (k, d) temporary less on a GPU)
         fast = _project_l2_fast(U, r, nrm, outside, d)
         if fast is not None:
             return fast
-    X = np.array(U, dtype=float, copy=True)
+        A = xp.abs(U)
+    X = _xp.copy(U)
     if np.isinf(p):  # clipping is exact: the max of the output is <= r
-        X[outside] = np.clip(U[outside], -r[outside, None], r[outside, None])
+        X[outside] = xp.minimum(xp.maximum(U[outside], -r[outside][:, None]),
+                                r[outside][:, None])
         return X
     # rows inside by the computed norm but not for certain (within the rounding bound)
-    near = ~outside & ~(_upper_from(nrm, A, p) <= r) & ~np.isnan(nrm)
-    if outside.any():
-        finite = np.isfinite(A).all(axis=1)
+    near = ~outside & ~(_upper_from(nrm, A, p) <= r) & ~xp.isnan(nrm)
+    if bool(xp.any(outside)):
+        finite = xp.all(xp.isfinite(A), axis=1)
         X[outside & ~finite] = np.nan  # no projection of a point at infinity
         sel = outside & finite
-        if sel.any():
+        if bool(xp.any(sel)):
             # aim a little inside (by the rounding bound of norm_rows_upper) so that the rows
             # pass enforce_ball below unchanged: a uniform shrink there would perturb the
             # small entries of an l_q projection relative to their KKT conditions
-            rs = r[sel] * (1.0 - (_upper_slack(p, d) + 4) * EPS)
+            rs = r[sel] * (1.0 - (_upper_slack(p, d) + 4) * eps)
             if p == 2.0:
                 X[sel] = _project_l2(U[sel], rs, nrm[sel])
             elif p == 1.0:
                 X[sel] = _project_l1(U[sel], rs)
             else:
                 X[sel] = _project_lq(U[sel], rs, p)
-        near |= sel
-    if near.any():
+        near = near | sel
+    if bool(xp.any(near)):
         X[near] = enforce_ball(X[near], r[near], p)
     return X
 
 
-def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
+def project_norm_ball(U: Any, radii: Any, p: float) -> Any:
     """Row-wise Euclidean projection of ``U`` (``(k, d)``) onto ``{||u_e||_p <= r_e}``.
 
     Scaling (``p = 2``), clipping (``p = inf``), sort-based (``p = 1``) or a safeguarded Newton
@@ -320,6 +362,8 @@ def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
     norm penalties (``_NormPenalty.project_dual_ball`` in :mod:`gtvmodel.terms.penalties`, with
     the dual exponent) and for :class:`~gtvmodel.terms.constraints.NormBall` node constraints.
     Bad arguments raise :class:`~gtvmodel.PenaltyError` naming the edge (row) at fault.
+    ``U`` may be another array library's tensor (``radii`` then a number or a tensor beside
+    it, :func:`project_rows`).
     """
     U, r = _check_ball_args(U, radii)
     p = float(p)
@@ -328,18 +372,23 @@ def project_norm_ball(U: Any, radii: Any, p: float) -> np.ndarray:
     return project_rows(U, r, p)
 
 
-def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
-    U = np.asarray(U, dtype=float)
+def _check_ball_args(U: Any, radii: Any) -> tuple[Any, Any]:
+    U = np.asarray(U, dtype=float) if _xp.is_numpy(U) else U
     if U.ndim != 2:
-        raise PenaltyError(f"project_dual_ball: U must be an (|E|, d) array, got shape {U.shape}")
-    r = np.asarray(radii, dtype=float)
+        raise PenaltyError(f"project_dual_ball: U must be an (|E|, d) array, got shape "
+                           f"{tuple(U.shape)}")
+    r = np.asarray(radii, dtype=float) if _xp.is_numpy(radii) else radii
     if r.ndim == 0:
-        r = np.full(U.shape[0], float(r))
-    if r.shape != (U.shape[0],):
+        r = _xp.per_row(r, U)
+    elif _xp.is_numpy(r):
+        r = _xp.like(r, U)
+    if tuple(r.shape) != (U.shape[0],):
         raise PenaltyError(f"project_dual_ball: radii must have shape ({U.shape[0]},), "
-                           f"got {r.shape}")
-    if r.size and np.isfinite(r.sum()) and r.min() >= 0:  # fast check (hot path of DU)
+                           f"got {tuple(r.shape)}")
+    xp = _xp.namespace(r)
+    if r.shape[0] and bool(xp.isfinite(xp.sum(r))) and bool(xp.min(r) >= 0):  # hot path of DU
         return U, r
+    r = _xp.to_numpy(r)
     bad = np.flatnonzero(~np.isfinite(r) | (r < 0))
     if bad.size:
         raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
@@ -347,51 +396,53 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[np.ndarray, np.ndarray]:
     return U, r
 
 
-def _project_l2_fast(U: np.ndarray, r: np.ndarray, nrm: np.ndarray, outside: np.ndarray,
-                     d: int) -> np.ndarray | None:
+def _project_l2_fast(U: Any, r: Any, nrm: Any, outside: Any, d: int) -> Any:
     """:func:`project_rows` for ``p = 2`` without masked copies (the hot path of the dual
     update of ``Norm2``): one scale factor per row.  ``None`` (use the general path) unless
-    all entries are finite and every factor is a normal number."""
+    all entries are finite and every factor is a normal number (``>= 2^-1000`` in float64)."""
+    xp, eps = _xp.namespace(U), _xp.eps_of(U)
+    tiny = 2.0**-1000 if _xp.is_numpy(U) else float(xp.finfo(U.dtype).smallest_normal) * 2.0**22
     with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
-        f = np.where(outside, r * (1.0 - (_upper_slack(2.0, d) + 4) * EPS) / nrm, 1.0)
-    if not (np.all(f >= 2.0**-1000) and np.isfinite(nrm).all()):
+        f = xp.where(outside, r * (1.0 - (_upper_slack(2.0, d) + 4) * eps) / nrm, 1.0)
+    if not (bool(xp.all(f >= tiny)) and bool(xp.all(xp.isfinite(nrm)))):
         return None
     X = U * f[:, None]
     bad = ~(norm_rows_upper(X, 2.0) <= r)
-    if bad.any():
+    if bool(xp.any(bad)):
         X[bad] = enforce_ball(X[bad], r[bad], 2.0)
     return X
 
 
-def _project_l2(U: np.ndarray, r: np.ndarray, nrm: np.ndarray) -> np.ndarray:
+def _project_l2(U: Any, r: Any, nrm: Any) -> Any:
     """Rows outside ``{||x||_2 <= r}``: ``r u / ||u||_2`` (``u / ||u||`` first: no overflow
     or premature underflow for any magnitude of ``u`` and ``r``)."""
     return (U / nrm[:, None]) * r[:, None]
 
 
-def _project_l1(U: np.ndarray, r: np.ndarray) -> np.ndarray:
+def _project_l1(U: Any, r: Any) -> Any:
     """Rows outside ``{||x||_1 <= r}`` (sort-based, Duchi et al. 2008), rows scaled by their
     largest magnitude first (no overflow of the cumulative sums).
 
     ``x = sign(u) max(|u| - theta, 0)`` with ``theta = (sum_{j <= k} s_j - r) / k``, ``s`` the
     sorted ``|u|`` (descending) and ``k`` the largest index with ``s_k > theta_k``.
     """
-    A = np.abs(U)
+    xp = _xp.namespace(U)
+    A = xp.abs(U)
     M = _row_max(A)
     B = A / M[:, None]
     rho = r / M
-    S = -np.sort(-B, axis=1)
-    cs = np.cumsum(S, axis=1)
-    k = np.arange(1, S.shape[1] + 1)
+    S = -xp.sort(-B, axis=1)
+    cs = xp.cumulative_sum(S, axis=1)
+    k = _xp.like(np.arange(1, S.shape[1] + 1), S)
     cond = S * k > cs - rho[:, None]
     # cond holds for a prefix of indices; its length is the support size (>= 1 since r >= 0)
-    kk = np.maximum(cond.sum(axis=1), 1)
+    kk = xp.maximum(xp.sum(cond, axis=1), 1)
     # x = b - theta = (b - cs_k / k) + rho / k: rho is added last, so that a radius far below
     # the rounding of cs_k (r / max|u| < 1e-16) is not lost (k = 1: x_max = rho exactly)
-    core = cs[np.arange(S.shape[0]), kk - 1] / kk
+    core = xp.take_along_axis(cs, (kk - 1)[:, None], axis=1)[:, 0] / kk
     with np.errstate(under="ignore"):
-        X = np.maximum((B - core[:, None]) + (rho / kk)[:, None], 0.0)
-    return np.sign(U) * (X * M[:, None])
+        X = xp.maximum((B - core[:, None]) + (rho / kk)[:, None], 0.0)
+    return xp.sign(U) * (X * M[:, None])
 
 
 def _lq_inner(B: np.ndarray, rho: np.ndarray, lam: np.ndarray, q: float

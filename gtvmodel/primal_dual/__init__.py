@@ -9,6 +9,8 @@
 * :mod:`~gtvmodel.primal_dual.result` -- :class:`History` and :class:`PrimalDualResult`;
 * :mod:`~gtvmodel.primal_dual.algorithm` -- the loop with the stopping rule on the certified
   gap (34) (:func:`solve_primal_dual`);
+* :mod:`~gtvmodel.primal_dual.torch_backend` -- the same loop on PyTorch tensors on a CPU or
+  a GPU (``solve_primal_dual(model, device="cuda")``);
 * :mod:`~gtvmodel.primal_dual.sharding` and :mod:`~gtvmodel.primal_dual.distributed` -- the
   same loop on Dask, each shard of nodes on one worker (:func:`solve_distributed`), its
   certificates summed from per-shard partial sums (:mod:`~gtvmodel.primal_dual.
@@ -19,8 +21,9 @@ from .algorithm import solve_primal_dual
 from .distributed import Checkpoint, DistributedResult, solve_distributed
 from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, initial_scale, step_norm
+from .torch_backend import solve_torch
 from .updates import EdgeUpdate, NodeUpdate
 
 __all__ = ["solve_primal_dual", "PrimalDualResult", "ResidualBalancing", "FixedSteps",
            "NodeUpdate", "EdgeUpdate", "History", "step_norm", "initial_scale",
-           "solve_distributed", "DistributedResult", "Checkpoint"]
+           "solve_distributed", "DistributedResult", "Checkpoint", "solve_torch"]

@@ -61,8 +61,9 @@ DETECTION_DELAY = 0.1
 
 #: The other backends of :func:`solve_primal_dual` by name, each a function taking the same
 #: arguments plus ``client`` and ``shards``: ``"dask"`` is
-#: :func:`gtvmodel.primal_dual.distributed.solve_distributed` (registered when the package
-#: ``gtvmodel.primal_dual`` is imported).
+#: :func:`gtvmodel.primal_dual.distributed.solve_distributed`; ``"torch"``
+#: (:func:`gtvmodel.primal_dual.torch_backend.solve_torch`) takes ``device`` and ``dtype``
+#: instead (both registered when the package ``gtvmodel.primal_dual`` is imported).
 BACKENDS: dict[str, Callable[..., Any]] = {}
 
 
@@ -71,7 +72,8 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                       callback: Callable[..., Any] | None = None, record_every: int = 50,
                       progress: bool = False, batch_cvxpy: bool = True,
                       certificate_budget: float | None = 0.25, backend: str = "numpy",
-                      client: Any = None, shards: Any = None) -> PrimalDualResult:
+                      client: Any = None, shards: Any = None, device: Any = None,
+                      dtype: Any = None) -> PrimalDualResult:
     """Run Algorithm 1 (paper 001) on ``model``: iterations PU (32) and DU (33) until the
     certified duality gap (34) is at most ``tol * max(1, |P(w)|)``; see the module docstring.
 
@@ -114,13 +116,19 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         One CVXPY problem for all CVXPY-path nodes (default) or one per node.
     certificate_budget : float or None
         See ``record_every``.
-    backend : {"numpy", "dask"}
+    backend : {"numpy", "dask", "torch"}
         ``"numpy"``: this process, vectorized; ``"dask"``: shards of the nodes on the workers
         of a Dask cluster with the same iterates
-        (:func:`gtvmodel.primal_dual.distributed.solve_distributed`, ``docs/distributed.md``).
+        (:func:`gtvmodel.primal_dual.distributed.solve_distributed`, ``docs/distributed.md``);
+        ``"torch"``: PyTorch tensors on ``device``
+        (:func:`gtvmodel.primal_dual.torch_backend.solve_torch`, ``docs/primal_dual.md``).
     client, shards
         The ``distributed.Client`` (None: a ``LocalCluster`` for the run) and the number of
         shards (or the shard of every node) of ``backend="dask"``.
+    device, dtype
+        The array backend (``backend="torch"``, implied by either): the device of the
+        tensors (``"cpu"``, ``"cuda"``, ``"cuda:0"``; default ``"cpu"``) and their precision
+        (None: float64; ``"float32"`` opt-in).  None, None (default): the numpy path.
 
     Returns
     -------
@@ -148,6 +156,16 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     [0.5, 1.0, 4.5]
     """
     check_option(backend, "backend", ("numpy", *BACKENDS), where="solve_primal_dual")
+    if backend == "torch" or (backend == "numpy" and (device is not None or dtype is not None)):
+        if client is not None or shards is not None:
+            raise ParameterError("solve_primal_dual: client and shards are options of "
+                                 "backend='dask', not of the array backend (device=...)")
+        return BACKENDS["torch"](model, max_iter, tol, prox, step, warm_start, callback,
+                                 record_every, progress, batch_cvxpy, certificate_budget,
+                                 device="cpu" if device is None else device, dtype=dtype)
+    if device is not None or dtype is not None:
+        raise ParameterError(f"solve_primal_dual: device and dtype are options of the array "
+                             f"backend (backend='torch'), not of backend={backend!r}")
     if backend != "numpy":
         return BACKENDS[backend](model, max_iter, tol, prox, step, warm_start, callback,
                                  record_every, progress, batch_cvxpy, certificate_budget,

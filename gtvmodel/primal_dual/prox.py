@@ -52,6 +52,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .. import _xp
 from .._solver import run_solver
 from .._validate import check_option
 from ..declaration import ModelDeclaration
@@ -91,6 +92,10 @@ class NodeGroup:
     kind: str = "group"
     #: Node updates solved by CVXPY because the group's exact path could not certify them.
     fallbacks: int = 0
+    #: True when :meth:`update` accepts other array libraries' tensors (Algorithm 1's
+    #: ``device=`` backend, :mod:`~gtvmodel.primal_dual.torch_backend`); the CVXPY path does
+    #: not.
+    array_api: bool = False
 
     def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
         """PU for the group's nodes: ``V``, ``tau`` and ``W_prev`` are the group's rows
@@ -113,6 +118,7 @@ class BatchProxGroup(NodeGroup):
     #: Builds the batch of the group's positions ``j`` (a slice; :meth:`NodeUpdates.node`);
     #: None: the batch's loss class with its losses there.
     subset: Any = field(default=None, repr=False)
+    array_api: bool = True
 
     def __post_init__(self) -> None:
         self.nodes = self.batch.nodes
@@ -134,13 +140,15 @@ class BatchProxGroup(NodeGroup):
 
     def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
         """PU (32) of the group's nodes: the loss class's exact prox (warm-started at
-        ``W_prev`` where it iterates), then the exact projections onto the box / ball."""
+        ``W_prev`` where it iterates), then the exact projections onto the box / ball (any
+        array namespace: the bounds and radii are moved beside ``V`` once)."""
         Z = self.batch.prox(V, tau, W0=W_prev)
         if self.box is not None:
-            Z = Box.project_rows(Z, *self.box)
+            Z = Box.project_rows(Z, *(_xp.cached_like(self, name, b, Z)
+                                      for name, b in zip(("lo", "hi"), self.box, strict=True)))
         if self.ball is not None:
             p, radii = self.ball
-            Z = NormBall.project_rows(Z, radii, p)
+            Z = NormBall.project_rows(Z, _xp.cached_like(self, "radii", radii, Z), p)
         return Z
 
 
@@ -414,16 +422,17 @@ class IsolatedGroup(NodeGroup):
     nodes: np.ndarray
     values: np.ndarray | None = field(default=None, repr=False)
     kind: str = "isolated"
+    array_api: bool = True
 
     def update(self, V: Any, tau: Any, k: int, W_prev: Any) -> np.ndarray:
         """``argmin_{C_i} L_i`` for the group's nodes (``V``, ``tau`` are ignored: the nodes are
-        not coupled), solved on the first call."""
+        not coupled), solved on the first call (in numpy; moved beside a tensor ``V``)."""
         if self.values is None:
             group = CvxpyProxGroup(self.model, self.nodes, prox=False)
             # the reference tolerances with the fallback ladder (a fixed 1e-13 failed on
             # badly scaled isolated nodes instead of falling back)
             self.values = group._solve(None)
-        return self.values
+        return self.values if V is None else _xp.cached_like(self, "values", self.values, V)
 
 
 def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:

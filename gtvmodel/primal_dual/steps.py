@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _xp
 from .._validate import check_int, check_scalar, check_vector
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError
@@ -238,8 +239,9 @@ def steps_from_scale(deg: np.ndarray, n_edges: int, c: float) -> tuple[np.ndarra
 
 def _norm(A: np.ndarray) -> float:
     """Frobenius norm without BLAS (``np.linalg.norm`` calls a threaded ``dot`` that is
-    needlessly slow on small shared machines)."""
-    return float(np.sqrt(np.einsum("ij,ij->", A, A)))
+    needlessly slow on small shared machines); any array namespace (:mod:`gtvmodel._xp`)."""
+    xp = _xp.namespace(A)
+    return float(xp.sqrt(xp.einsum("ij,ij->", A, A)))
 
 
 def residuals(W: np.ndarray, W_new: np.ndarray, U: np.ndarray, U_new: np.ndarray,

@@ -38,8 +38,10 @@ def prox_point(W: np.ndarray, tau_col: np.ndarray, DTu: np.ndarray) -> np.ndarra
 
 def extrapolate(W_new: np.ndarray, W: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``Y = 2 w^{k+1} - w^k`` written into ``out`` (node rows): DU (33) needs ``D Y``, one
-    product of a node-sized array instead of ``2 D w^{k+1} - D w^k`` on ``|E|`` rows."""
-    np.multiply(W_new, 2.0, out=out)
+    product of a node-sized array instead of ``2 D w^{k+1} - D w^k`` on ``|E|`` rows.  In-place
+    operators only: numpy arrays and device tensors alike (the torch backend)."""
+    out[...] = W_new
+    out *= 2.0
     out -= W
     return out
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
+from .. import _xp
 from .._cvx import checked_residual, norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, mul_up, norm_rows_upper, project_norm_ball
 from .._validate import check_own_variable, check_scalar
@@ -222,9 +223,11 @@ class Box(Constraint):
         return Box.project_rows(w, lo, hi)
 
     @staticmethod
-    def project_rows(W: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Projection onto ``[lo, hi]`` (entrywise clipping; bounds broadcast to ``W``)."""
-        return np.minimum(np.maximum(W, lo), hi)
+    def project_rows(W: Any, lo: Any, hi: Any) -> Any:
+        """Projection onto ``[lo, hi]`` (entrywise clipping; bounds broadcast to ``W``; any
+        array namespace, the bounds beside ``W``)."""
+        xp = _xp.namespace(W)
+        return xp.minimum(xp.maximum(W, lo), hi)
 
     def support(self, s):
         """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (docs/conventions.md), ``+inf`` where an

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import expit, xlogy
 
+from .. import _xp
 from .._cvx import bounds_constraints, checked_value
 from .._solver import run_solver
 from .._validate import (
@@ -1227,9 +1228,11 @@ class SymbolicLoss(Loss):
 
 
 # =====================================================================  conjugate formulas
-def _soft(S: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    """Row-wise soft thresholding ``sign(S) max(|S| - eta, 0)`` (``eta`` per row)."""
-    return np.sign(S) * np.maximum(np.abs(S) - eta[:, None], 0.0)
+def _soft(S: Any, eta: Any) -> Any:
+    """Row-wise soft thresholding ``sign(S) max(|S| - eta, 0)`` (``eta`` per row; any array
+    namespace, :mod:`gtvmodel._xp`)."""
+    xp = _xp.namespace(S)
+    return xp.sign(S) * xp.maximum(xp.abs(S) - eta[:, None], 0.0)
 
 
 def l2_conjugate_cvx(S: cp.Expression, kappa: Any) -> cp.Expression:
@@ -1774,6 +1777,11 @@ class LossBatch:
     otherwise.
     """
 
+    #: True when :meth:`_prox` is written against the array API (:mod:`gtvmodel._xp`): the
+    #: node update then runs on other array libraries' tensors as they are (Algorithm 1's
+    #: ``device=`` backend); otherwise :meth:`prox` computes it in numpy on the CPU.
+    array_api: ClassVar[bool] = False
+
     def __new__(klass, cls: type[Loss] | None = None, *args: Any, **kwargs: Any) -> LossBatch:
         if klass is LossBatch:
             target = getattr(cls, "batch_class", None)
@@ -1858,14 +1866,25 @@ class LossBatch:
         batch order, ``tau`` ``(k,)`` positive, ``W0`` an optional start for Newton paths.
 
         Raises :class:`UnsupportedError` for nodes without an exact path
-        (:meth:`prox_supported`).
+        (:meth:`prox_supported`).  ``V``, ``tau`` (and ``W0``) may be another array library's
+        tensors: batches with :attr:`array_api` compute there, the others in float64 numpy on
+        the CPU (the result is moved back beside ``V``).
         """
         ok = self.prox_supported()
         if not ok.all():
             i = int(self.nodes[np.flatnonzero(~ok)[0]])
             raise UnsupportedError(f"node at position {i}: {self.losses[0]!r} has no exact "
                                    "vectorized prox (use the CVXPY path)")
-        return self._prox(np.asarray(V, dtype=float), np.asarray(tau, dtype=float), W0)
+        if _xp.is_numpy(V):
+            return self._prox(np.asarray(V, dtype=float), np.asarray(tau, dtype=float), W0)
+        if self.array_api:
+            return self._prox(V, tau, W0)
+        W0n = None if W0 is None else _xp.to_numpy(W0)
+        return _xp.like(self._prox(_xp.to_numpy(V), _xp.to_numpy(tau), W0n), V)
+
+    def _on(self, name: str, a: np.ndarray, ref: Any) -> Any:
+        """The batch's numpy constant ``a`` beside ``ref`` (:func:`gtvmodel._xp.cached_like`)."""
+        return _xp.cached_like(self, name, a, ref)
 
     def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         raise UnsupportedError(f"{self.cls.__name__} has no exact vectorized prox")
@@ -1892,13 +1911,17 @@ class LossBatch:
 class ZeroBatch(LossBatch):
     """Zero losses (with regularizers): only the isotropic prox."""
 
+    array_api = True
+
     def _prox(self, V, tau, W0):
-        s = 1.0 + 2.0 * tau * self.l2
-        return _soft(V / s[:, None], tau * self.l1 / s)
+        s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V)
+        return _soft(V / s[:, None], tau * self._on("l1", self.l1, V) / s)
 
 
 class QuadraticBatch(LossBatch):
     """Convex clustering losses ``||w_i - a_i||^2``, centres stacked as ``a`` (``(k, d)``)."""
+
+    array_api = True
 
     def __init__(self, cls, nodes, losses, n, d):
         super().__init__(cls, nodes, losses, n, d)
@@ -1931,9 +1954,11 @@ class QuadraticBatch(LossBatch):
         return (np.abs(self.a).max(axis=1) + np.sqrt(lv)) * (1.0 + 1e-12)
 
     def _prox(self, V, tau, W0):
-        """``soft((2 tau a + v) / s, tau eta / s)`` with ``s = 1 + 2 tau (1 + kappa)``."""
-        s = 1.0 + 2.0 * tau * self.l2 + 2.0 * tau
-        return _soft((V + 2.0 * tau[:, None] * self.a) / s[:, None], tau * self.l1 / s)
+        """``soft((2 tau a + v) / s, tau eta / s)`` with ``s = 1 + 2 tau (1 + kappa)`` (any
+        array namespace)."""
+        s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V) + 2.0 * tau
+        return _soft((V + 2.0 * tau[:, None] * self._on("a", self.a, V)) / s[:, None],
+                     tau * self._on("l1", self.l1, V) / s)
 
     def dual_part(self, inset, row_of, k):
         """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
@@ -2203,6 +2228,8 @@ class SquaredBatch(DataFitBatch):
     """Squared losses: the closed-form prox (69) and maximizers of the conjugate through the
     cached eigen-decompositions ``Q_i = X_i^T X_i / m_i = B_i diag(e_i) B_i^T``."""
 
+    array_api = True
+
     def squared_data(self) -> dict[str, np.ndarray]:
         """``e``, ``B`` (of ``Q_i``) and ``q_i = X_i^T y_i / m_i`` (cached)."""
         data = self.__dict__.get("_sq")
@@ -2216,22 +2243,26 @@ class SquaredBatch(DataFitBatch):
 
     def _prox(self, V, tau, W0):
         """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
-        Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q``."""
+        Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q`` (any array
+        namespace)."""
         M, b = self._squared_operator(tau)
-        return np.einsum("kij,kj->ki", M, V + b)
+        return _xp.namespace(V).einsum("kij,kj->ki", M, V + b)
 
-    def _squared_operator(self, tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _squared_operator(self, tau: Any) -> tuple[Any, Any]:
         """``(I (1 + 2 tau kappa) + 2 tau Q)^{-1} = B diag(1/(1 + 2 tau (kappa + e))) B^T`` and
-        ``2 tau q`` per node; rebuilt only when ``tau`` changes (no refactorization)."""
-        cached = self.__dict__.get("_op")
-        if cached is not None and cached[0].shape == tau.shape and np.array_equal(cached[0], tau):
+        ``2 tau q`` per node; rebuilt only when ``tau`` changes (no refactorization), one
+        cache per array namespace, device and dtype of ``tau``."""
+        xp = _xp.namespace(tau)
+        key = "_op" if _xp.is_numpy(tau) else f"_op:{tau.device}:{tau.dtype}"
+        cached = self.__dict__.get(key)
+        if cached is not None and cached[0].shape == tau.shape and bool(xp.all(cached[0] == tau)):
             return cached[1], cached[2]
         data = self.squared_data()
-        e, B = data["e"], data["B"]
-        den = 1.0 + 2.0 * tau[:, None] * (self.l2[:, None] + e)
-        M = np.matmul(B / den[:, None, :], B.transpose(0, 2, 1))
-        b = 2.0 * tau[:, None] * data["q"]
-        self.__dict__["_op"] = (tau.copy(), M, b)
+        e, B = self._on("e", data["e"], tau), self._on("B", data["B"], tau)
+        den = 1.0 + 2.0 * tau[:, None] * (self._on("l2", self.l2, tau)[:, None] + e)
+        M = xp.matmul(B / den[:, None, :], xp.permute_dims(B, (0, 2, 1)))
+        b = 2.0 * tau[:, None] * self._on("q", data["q"], tau)
+        self.__dict__[key] = (_xp.copy(tau), M, b)
         return M, b
 
     def conjugate_group(self, free):

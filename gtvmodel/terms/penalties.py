@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from .. import _norms
+from .. import _norms, _xp
 from .._cvx import ScaleParameter, norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, norm_rows, project_norm_ball, within
 from .._validate import as_finite_array, check_scalar
@@ -40,6 +40,10 @@ class Penalty:
     kind: ClassVar[str] = "penalty"
     #: Arrays of the file spec by name, their shapes in the symbol ``d`` (:mod:`.spec`).
     spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: True when :meth:`dual_update` is written against the array API (:mod:`gtvmodel._xp`):
+    #: it then runs on other array libraries' tensors too (Algorithm 1's ``device=`` backend,
+    #: :mod:`gtvmodel.primal_dual.torch_backend`).
+    array_api: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -170,6 +174,7 @@ class _NormPenalty(ParameterFree, Penalty):
     is ``{"kind": kind}`` (:class:`~gtvmodel.terms.spec.ParameterFree`)."""
 
     is_norm = True
+    array_api = True
     p: float = 2.0
 
     @property
@@ -254,9 +259,10 @@ class _NormPenalty(ParameterFree, Penalty):
     def dual_update(self, V, sigma, lamA):
         """DU (33) for a norm: ``lambda A_e phi*(u / (lambda A_e))`` is the indicator of the
         dual-norm ball of radius ``lambda A_e`` (27), so DU is the projection onto it
-        (independent of ``sigma``)."""
-        V = np.atleast_2d(np.asarray(V, dtype=float))
-        return self.project_dual_ball(V, np.broadcast_to(np.asarray(lamA, float), (len(V),)))
+        (independent of ``sigma``).  Any array namespace (``V`` a numpy array or a tensor,
+        ``lamA`` a number or an array beside it)."""
+        V = _xp.rows(V)
+        return self.project_dual_ball(V, _xp.per_row(lamA, V))
 
 
 class Norm2(_NormPenalty):
@@ -444,6 +450,7 @@ class SquaredNorm2(ParameterFree, Penalty):
     """
 
     kind = "squarednorm2"
+    array_api = True
 
     def rows_expression(self, Z):
         """``(1/2 ||Z_e||_2^2)_e`` as a CVXPY expression."""
@@ -486,14 +493,14 @@ class SquaredNorm2(ParameterFree, Penalty):
 
     def dual_update(self, V, sigma, lamA):
         """DU (33): ``v / (1 + sigma/(lambda A)) = v lambda A / (lambda A + sigma)``
-        (docs/conventions.md; ``0`` when ``lambda A = 0``)."""
-        V = np.atleast_2d(np.asarray(V, dtype=float))
-        s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))
-        la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))
+        (docs/conventions.md; ``0`` when ``lambda A = 0``).  Any array namespace."""
+        V = _xp.rows(V)
+        xp = _xp.namespace(V)
+        s, la = _xp.per_row(sigma, V), _xp.per_row(lamA, V)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = la / (la + s)
         # limits: lambda A = 0 -> 0 (prox of the indicator of {0}); lambda A = inf -> 1
-        f = np.where(la <= 0, 0.0, np.where(np.isinf(la), 1.0, f))
+        f = xp.where(la <= 0, 0.0, xp.where(xp.isinf(la), 1.0, f))
         return V * f[:, None]
 
 
@@ -521,6 +528,7 @@ class QuadForm(Penalty):
 
     kind = "quadform"
     spec_arrays = {"Q": ("d", "d")}
+    array_api = True
 
     def __init__(self, Q: Any):
         Q = as_finite_array(Q, "Q", ndim=2, owner="QuadForm")
@@ -613,15 +621,16 @@ class QuadForm(Penalty):
     def dual_update(self, V, sigma, lamA):
         """DU (33): ``(I + (sigma/(lambda A)) Q^{-1})^{-1} v`` (docs/conventions.md), i.e. the
         factor ``lambda A q_k / (lambda A q_k + sigma)`` on the eigenvector of eigenvalue
-        ``q_k``."""
-        V = np.atleast_2d(np.asarray(V, dtype=float))
-        s = np.broadcast_to(np.asarray(sigma, dtype=float), (len(V),))[:, None]
-        la = np.broadcast_to(np.asarray(lamA, dtype=float), (len(V),))[:, None]
+        ``q_k``.  Any array namespace (the eigenbasis moved beside ``V`` once)."""
+        V = _xp.rows(V)
+        xp = _xp.namespace(V)
+        s, la = _xp.per_row(sigma, V)[:, None], _xp.per_row(lamA, V)[:, None]
         ev, B = self._eig()
+        ev, B = _xp.cached_like(self, "ev", ev, V), _xp.cached_like(self, "B", B, V)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = la * ev[None, :] / (la * ev[None, :] + s)
         # limits: lambda A = 0 -> 0 (prox of the indicator of {0}); lambda A = inf -> 1
-        f = np.where(la <= 0, 0.0, np.where(np.isinf(la), 1.0, f))
+        f = xp.where(la <= 0, 0.0, xp.where(xp.isinf(la), 1.0, f))
         return ((V @ B) * f) @ B.T
 
     def to_spec(self) -> TermSpec:

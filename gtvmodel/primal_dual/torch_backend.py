@@ -1,0 +1,265 @@
+"""Algorithm 1 (paper 001) on PyTorch tensors: ``solve_primal_dual(model, device="cuda")``.
+
+The same iteration as the numpy loop of :mod:`~gtvmodel.primal_dual.algorithm` -- PU (32) at
+every node, DU (33) on every edge -- with the iterate ``(w^k, u^k)``, the products ``D w``,
+``D^T u``, the steps and the capacities held as tensors on ``device`` (``"cpu"``, ``"cuda"``,
+``"cuda:0"``, ...), the incidence matrix ``D`` and ``D^T`` as sparse CSR tensors (never dense).
+The formulas are the package's own, written once against the array API
+(:mod:`gtvmodel._xp`): the node updates are the node groups' (:mod:`.prox`; the closed forms
+of the squared, quadratic and zero losses, with their box and norm-ball constraints, run on the
+device; losses whose prox iterates in numpy -- logistic, Huber, hinge, absolute, softmax --
+are computed in float64 numpy on the CPU and moved back), the edge updates are the penalties'
+:meth:`~gtvmodel.terms.penalties.Penalty.dual_update` (every library penalty; ``NormP`` with
+``p`` outside ``{1, 2, inf}`` projects in numpy on the CPU).  The run itself -- the step rule
+(residual balancing), the certificate schedule, the history, the status and the result -- is
+:class:`~gtvmodel.primal_dual.algorithm._Run`'s.
+
+**Certificates** are computed by :func:`~gtvmodel.certificates.certificate.certify` on a
+float64 numpy copy of the iterate (on the CPU): the same certificate as the numpy path.
+
+**Precision.**  ``dtype="float64"`` (default) gives the numpy path's iterates to about
+``1e-12`` relative (sums in another order); ``dtype="float32"`` halves memory and traffic, its
+iterates agree with float64 to about ``1e-6`` relative to the largest weight and the certified
+relative gap stalls at float32's accuracy (``1e-6`` to ``1e-8`` measured, docs/primal_dual.md):
+ask float32 for ``tol >= 1e-5`` (the certificate itself is computed in float64 from the
+float32 iterate, so it stays sound).
+
+**Not supported** (raising :class:`~gtvmodel.errors.UnsupportedError` before any iteration):
+nodes on the general CVXPY path (symbolic losses or constraints, data fits with ``l1`` or
+constraints; ``prox="cvxpy"``) and penalties whose dual update is numpy-only (user-defined
+penalties without :attr:`~gtvmodel.terms.penalties.Penalty.array_api`).  PyTorch is imported
+only when this backend runs (``pip install 'gtvmodel[gpu]'``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _xp
+from ..certificates.certificate import certify
+from ..declaration import ModelDeclaration
+from ..errors import ParameterError, UnsupportedError
+from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_finite, _Run
+from .prox import NodeUpdates
+from .result import PrimalDualResult
+from .steps import FixedSteps, ResidualBalancing, make_step_rule
+from .updates import dual_update, extrapolate, prox_point
+
+__all__ = ["solve_torch", "DTYPES"]
+
+#: The ``dtype`` values of the backend by name (``None`` is float64).
+DTYPES = ("float64", "float32")
+
+
+def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
+                prox: str = "auto", step: Any = None, warm_start: Any = None,
+                callback: Callable[..., Any] | None = None, record_every: int = 50,
+                progress: bool = False, batch_cvxpy: bool = True,
+                certificate_budget: float | None = 0.25, *, device: Any = "cpu",
+                dtype: Any = None) -> PrimalDualResult:
+    """Algorithm 1 (paper 001) on PyTorch tensors on ``device``: PU (32) and DU (33) until the
+    certified gap (34) is at most ``tol * max(1, |P(w)|)``, the same iterates, steps, history
+    and status as :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual` (whose arguments
+    these are; ``solve_primal_dual(model, device=..., dtype=...)`` calls it; see the module
+    docstring for what runs on the device).
+
+    Parameters
+    ----------
+    device : str or torch.device
+        ``"cpu"``, ``"cuda"``, ``"cuda:0"``, ... (a CUDA device must be available).
+    dtype : None, "float64", "float32", torch.float64 or torch.float32
+        The iterate's precision (None: float64); float32 is opt-in (module docstring).
+
+    Returns
+    -------
+    PrimalDualResult
+        As the numpy path's, with numpy (float64) weights and flows; ``callback(k, weights,
+        flows)`` receives the device tensors.
+    """
+    t_start = time.perf_counter()
+    torch = _import_torch()
+    dev, dt = _check_device(torch, device), _check_dtype(torch, dtype)
+    opts = _check_options(max_iter, tol, prox, record_every, progress, batch_cvxpy,
+                          certificate_budget, callback)
+    _check_penalty(model)
+    rule = make_step_rule(model, step)
+    updates = NodeUpdates(model, prox, batch_cvxpy)
+    _check_groups(model, updates)
+    run = _TorchRun(model, opts, rule, updates, warm_start, progress, t_start, torch, dev, dt)
+    status = run.loop()
+    return run.result(status)
+
+
+def _import_torch() -> Any:
+    """PyTorch, or :class:`UnsupportedError` saying how to install it."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise UnsupportedError("solve_primal_dual(device=...): the array backend needs PyTorch: "
+                               "pip install 'gtvmodel[gpu]'") from exc
+    return torch
+
+
+def _check_device(torch: Any, device: Any) -> Any:
+    """``device`` as a ``torch.device`` (errors name the argument; a CUDA device must exist)."""
+    where = "solve_primal_dual"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ParameterError(f"{where}: device must name a torch device such as 'cpu' or "
+                             f"'cuda:0', got {device!r}") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ParameterError(f"{where}: device={device!r} but CUDA is not available (no GPU "
+                                 "or a CPU-only build of PyTorch); use device='cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ParameterError(f"{where}: device={device!r} but only "
+                                 f"{torch.cuda.device_count()} CUDA device(s) exist")
+    elif dev.type != "cpu":
+        raise ParameterError(f"{where}: device must be 'cpu' or a CUDA device, got {device!r}")
+    return dev
+
+
+def _check_dtype(torch: Any, dtype: Any) -> Any:
+    """``dtype`` as ``torch.float64`` (None, "float64") or ``torch.float32``."""
+    table = {None: torch.float64, "float64": torch.float64, "float32": torch.float32,
+             torch.float64: torch.float64, torch.float32: torch.float32}
+    try:
+        return table[dtype]
+    except (KeyError, TypeError):
+        raise ParameterError(f"solve_primal_dual: dtype must be one of None, {DTYPES} or the "
+                             f"torch dtypes of these names, got {dtype!r}") from None
+
+
+def _check_penalty(model: ModelDeclaration) -> None:
+    """The penalty's dual update DU (33) must be written against the array API."""
+    if not model.penalty.array_api:
+        raise UnsupportedError(f"solve_primal_dual(device=...): the penalty {model.penalty!r} has "
+                               "a numpy-only dual update (Penalty.array_api is False); use the "
+                               "numpy path (device=None)")
+
+
+def _check_groups(model: ModelDeclaration, updates: NodeUpdates) -> None:
+    """Every node's update PU (32) must accept tensors: names the nodes on the CVXPY path."""
+    for grp in updates.groups:
+        if not grp.array_api:
+            names = [model.nodes[int(i)] for i in grp.nodes[:5]]
+            more = " ..." if grp.nodes.size > 5 else ""
+            raise UnsupportedError(
+                f"solve_primal_dual(device=...): node(s) {', '.join(map(repr, names))}{more} "
+                f"need the general CVXPY node update ({grp.kind!r} path: symbolic losses or "
+                "constraints, data fits with l1 or constraints, or prox='cvxpy'), which has no "
+                "tensor form; use the numpy path (device=None)")
+
+
+class _DeviceUpdates:
+    """The node updates PU (32) of :class:`~gtvmodel.primal_dual.prox.NodeUpdates`' groups on
+    device tensors: each group's rows gathered by a device index, its update scattered back."""
+
+    def __init__(self, updates: NodeUpdates, torch: Any, device: Any):
+        self.updates = updates
+        self.torch = torch
+        n = updates.model.num_nodes
+        whole = (len(updates.groups) == 1
+                 and np.array_equal(updates.groups[0].nodes, np.arange(n)))
+        self.rows = None if whole else [torch.as_tensor(g.nodes, device=device)
+                                        for g in updates.groups]
+
+    def __call__(self, V: Any, tau: Any, k: int, W_prev: Any) -> Any:
+        """``W_new = PU(V)`` (32) for all nodes (rows of the device tensor ``V``)."""
+        groups = self.updates.groups
+        if self.rows is None:
+            return groups[0].update(V, tau, k, W_prev)
+        W = self.torch.empty_like(V)
+        for grp, rows in zip(groups, self.rows, strict=True):
+            W[rows] = grp.update(V[rows], tau[rows], k, W_prev[rows])
+        return W
+
+    def describe(self) -> dict[str, int]:
+        """Number of nodes per path (:meth:`NodeUpdates.describe`)."""
+        return self.updates.describe()
+
+
+class _TorchRun(_Run):
+    """A run of Algorithm 1 on device tensors: the loop, the step rule, the certificate
+    schedule, the history and the result are :class:`~gtvmodel.primal_dual.algorithm._Run`'s;
+    the iteration runs on the device, the certificates on float64 numpy copies."""
+
+    def __init__(self, model: ModelDeclaration, opts: _Options,
+                 rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
+                 progress: bool, t_start: float, torch: Any, device: Any, dtype: Any):
+        self.torch, self.device, self.dtype = torch, device, dtype
+        super().__init__(model, opts, rule, updates, warm_start, progress, t_start)
+        self.D = self._csr(model.incidence)
+        self.DT = self._csr(self.DT)
+        self.penalty, self.lamA = model.penalty, self._tensor(model.capacities)
+        x = self.x
+        self.x = _Iterate(*(self._tensor(a) for a in (x.W, x.U, x.DTu)))
+        self.Y = torch.empty_like(self.x.W)
+        self.updates = _DeviceUpdates(updates, torch, device)
+        self.timings["setup"] = time.perf_counter() - t_start
+
+    def _tensor(self, a: np.ndarray) -> Any:
+        return self.torch.as_tensor(np.ascontiguousarray(a), dtype=self.dtype, device=self.device)
+
+    def _csr(self, M: Any) -> Any:
+        """A scipy sparse matrix as a sparse CSR tensor on the device (never dense)."""
+        M = M.tocsr()
+        torch = self.torch
+        with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(
+                torch.as_tensor(M.indptr.astype(np.int64), device=self.device),
+                torch.as_tensor(M.indices.astype(np.int64), device=self.device),
+                torch.as_tensor(M.data, dtype=self.dtype, device=self.device), size=M.shape,
+                check_invariants=False)
+
+    def _set_steps(self, tau: np.ndarray, sigma: np.ndarray) -> None:
+        """The steps ``tau_i``, ``sigma_e`` (numpy, from the step rule) as device tensors."""
+        tau_t, sigma_t = self._tensor(tau), self._tensor(sigma)
+        self.tau, self.sigma = tau_t, sigma_t
+        self.tau_col, self.sigma_col = tau_t[:, None], sigma_t[:, None]
+
+    def iterate(self, k: int) -> _Iterate:
+        """Iteration ``k`` on the device: PU (32) at every node, then DU (33) on every edge by
+        the numpy loop's formulas (:func:`~gtvmodel.primal_dual.updates.extrapolate`,
+        :func:`~gtvmodel.primal_dual.updates.dual_update`) on whole tensors (no blocks: a GPU
+        wants them whole)."""
+        torch, x = self.torch, self.x
+        t0 = time.perf_counter()
+        V = prox_point(x.W, self.tau_col, x.DTu)
+        W_new = self.updates(V, self.tau, k, x.W)
+        if not bool(torch.isfinite(W_new).all()):
+            _raise_non_finite(self.model, _xp.to_numpy(W_new), _xp.to_numpy(V),
+                              _xp.to_numpy(self.tau), k)
+        t1 = time.perf_counter()
+        DY = self.D @ extrapolate(W_new, x.W, self.Y)
+        U_new = dual_update(self.penalty, x.U, DY, self.sigma, self.sigma_col, self.lamA)
+        DTu_new = self.DT @ U_new
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t2 = time.perf_counter()
+        self.timings["edge_updates"] += t2 - t1
+        self.timings["node_updates"] += t1 - t0
+        self.since_cert += t2 - t0
+        return _Iterate(W_new, U_new, DTu_new)
+
+    def certificate(self) -> Any:
+        """The certificate of the current iterate, computed by
+        :func:`~gtvmodel.certificates.certificate.certify` on its float64 numpy copy."""
+        x = self.x
+        return certify(self.model, _xp.to_numpy(x.W), _xp.to_numpy(x.U), fallback=False)
+
+    def result(self, status: str) -> PrimalDualResult:
+        """The :class:`PrimalDualResult` with the iterate as float64 numpy arrays."""
+        x = self.x
+        self.x = _Iterate(_xp.to_numpy(x.W), _xp.to_numpy(x.U), None)
+        return super().result(status)
+
+
+BACKENDS["torch"] = solve_torch
