@@ -491,6 +491,7 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     nodes = np.array(idx, dtype=np.int64)
     losses = [model.loss_at(i) for i in idx]
     batch = LossBatch(cls, nodes, losses, n, d)
+    batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
     box = ball = None
     if ckind == "box":
         lohi = [_isotropic_constraints(model.constraints_at(i), d)[1] for i in idx]
