@@ -2029,11 +2029,7 @@ class DataFitBatch(SampleBatch):
     # --- computed once
     def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
         """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
-        eh = self.__dict__.get("_gram_eigh")
-        if eh is None:
-            eh = np.linalg.eigh(self.gram())
-            self.__dict__["_gram_eigh"] = eh
-        return eh
+        return self.shared("gram_eigh", lambda: np.linalg.eigh(self.gram()))
 
     # --- the primal
     def expression(self, w_flat, W):
@@ -2074,16 +2070,16 @@ class DataFitBatch(SampleBatch):
             pmin, psq = np.ones(ms.size), np.zeros(ms.size)
         else:
             pmin, psq = np.minimum.reduceat(self.p, self.starts), np.bincount(local, self.p**2)
-        cached = self.__dict__.get("_gram_pieces")
-        if cached is None:
-            eig = self.gram_eigh()[0]
-            err = 16.0 * (self.d + ms) * _EPS * np.abs(eig).max(axis=1)
-            cached = (eig - err[:, None],
-                      np.sqrt(np.bincount(local, self.y**2, minlength=ms.size)))
-            self.__dict__["_gram_pieces"] = cached
-        eig, ynorm = cached
+        eig, ynorm = self.shared("gram_pieces", self._gram_pieces)
         return {"b": self.cls._residual_norm_bound(ms * lv, pmin, psq), "ynorm": ynorm,
                 "gram": self.gram(), "eig": eig}
+
+    def _gram_pieces(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues of :meth:`gram` lowered by their rounding bound, and ``||y_i||_2``."""
+        eig = self.gram_eigh()[0]
+        err = 16.0 * (self.d + self.ms) * _EPS * np.abs(eig).max(axis=1)
+        return (eig - err[:, None],
+                np.sqrt(np.bincount(self.local, self.y**2, minlength=self.ms.size)))
 
     def level_halfspaces(self, level):
         """From :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
