@@ -13,9 +13,25 @@ from cvxpy.atoms.pnorm import Pnorm
 
 from ._norms import norm_rows_upper
 
-__all__ = ["ScaleParameter", "pnorm_rows_le", "norm_rows_le", "norm_rows_epigraph",
-           "bounds_constraints", "value_of", "outside_domain", "stable_value", "checked_value",
-           "checked_residual"]
+__all__ = ["ScaleParameter", "DPP_MAX_ENTRIES", "dpp_sized", "pnorm_rows_le", "norm_rows_le",
+           "norm_rows_epigraph", "bounds_constraints", "value_of", "outside_domain",
+           "stable_value", "checked_value", "checked_residual"]
+
+
+#: The most numbers a cached problem may take as CVXPY Parameters of per-node data (``k d``
+#: demands, ``k`` radii).  CVXPY's DPP compilation densifies a (variables x parameter entries)
+#: coefficient block (CVXPY 1.9, quadratic objectives and parameter-times-variable products), so
+#: its time and memory grow with the square of the parameter entries: measured on the
+#: certificates' node-conjugate problem 11 MiB at 1,000 entries, 43 MiB at 2,000, 1.1 GiB at
+#: 10,000 and a 246 GiB allocation at 100,000 (benchmarks/RESULTS.md).  Above this size the data
+#: enter as constants of a problem built per call (compiled each time, in time linear in size).
+DPP_MAX_ENTRIES = 2_000
+
+
+def dpp_sized(entries: int) -> bool:
+    """Whether ``entries`` Parameter numbers may stay in a cached, compile-once DPP problem
+    (at most :data:`DPP_MAX_ENTRIES`); otherwise pass them as constants per call."""
+    return entries <= DPP_MAX_ENTRIES
 
 
 class ScaleParameter:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
@@ -11,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._cvx import ScaleParameter
+from .._cvx import ScaleParameter, dpp_sized
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
@@ -268,14 +269,41 @@ def rescale_note(theta: float) -> list[str]:
 
 # ===================================================================== dual value
 
-def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
+@dataclass
+class _GaugeProblem:
+    """The LP of :func:`_gauge_problem`: its variable ``theta`` and the constraints not
+    involving the demands built once; the demands ``S`` (``k d`` numbers) are a Parameter of
+    one cached DPP problem (``dpp``) while they fit :func:`~gtvmodel._cvx.dpp_sized`, else a
+    constant of a problem stated per call (``theta_i s_i`` makes DPP's tensor grow with the
+    square of ``k d``)."""
+
+    theta: cp.Variable
+    total: cp.Expression
+    constraints: list[cp.Constraint]
+    dpp: tuple[cp.Problem, cp.Parameter] | None = None
+
+    def _state(self, S: Any) -> cp.Problem:
+        k, d = self.total.shape
+        scaled = cp.multiply(cp.reshape(self.theta, (k, 1), order="C") @ np.ones((1, d)), S)
+        return cp.Problem(cp.Maximize(cp.sum(self.theta)),
+                          [*self.constraints, self.total == scaled])
+
+    def problem(self, S: np.ndarray) -> cp.Problem:
+        """The LP at demands ``S`` (``(k, d)``)."""
+        if self.dpp is None:
+            return self._state(S)
+        prob, Sp = self.dpp
+        Sp.value = S
+        return prob
+
+
+def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray) -> _GaugeProblem:
     """Cached LP: the largest ``theta_i in [0, 1]`` with ``theta_i s_i in dom h_i*``."""
     cached = model.cache.get("cert_gauge")
     if cached is not None:
         return cached
 
     k, d = len(nodes), model.dim
-    S = cp.Parameter((k, d), name="S")
     theta = cp.Variable(k, name="theta")
     parts = node_conjugate_parts(model, nodes)
     total: cp.Expression = cp.Constant(np.zeros((k, d)))
@@ -283,12 +311,13 @@ def _gauge_problem(model: ModelDeclaration, nodes: np.ndarray):
     for p in parts:
         total = total + p.contrib
         cons += p.constraints
-    cons.append(total == cp.multiply(cp.reshape(theta, (k, 1), order="C") @ np.ones((1, d)),
-                                     S))
-    prob = cp.Problem(cp.Maximize(cp.sum(theta)), cons)
-    cached = (prob, S, theta)
+    cached = _GaugeProblem(theta, total, cons)
+    if dpp_sized(k * d):
+        S = cp.Parameter((k, d), name="S")
+        cached.dpp = (cached._state(S), S)
     model.cache.put("cert_gauge", cached)
     return cached
+
 
 def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
                   solver: str | None = None) -> float:
@@ -306,8 +335,8 @@ def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
         else:
             return 0.0
     if np.isin(bad, kinds.general).any():
-        prob, Sp, th = _gauge_problem(model, kinds.general)
-        Sp.value = S[kinds.general]
+        gauge = _gauge_problem(model, kinds.general)
+        prob, th = gauge.problem(S[kinds.general]), gauge.theta
         try:
             run_solver(prob, solver, {}, False, True, "certificate (domain scaling)")
         except SolverError:

@@ -11,6 +11,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
 from ..errors import GTVError, SolverError
@@ -57,31 +58,62 @@ def residual_charge(radii: Any, rho: np.ndarray, rnd: np.ndarray, wloc: np.ndarr
         per = np.where(small, np.minimum(R, wloc[:, None]) * tot, R * tot)
     return np.where(tot > 0, per, 0.0).sum(axis=1)
 
+@dataclass
+class _GeneralProblem:
+    """The node-conjugate problem of :func:`_general_problem`: ``min sum parts cost + sum_i R_i
+    ||rho_i||_1`` s.t. ``sum contrib + rho = S``; its variables and constraints built once.
+    The demands ``S`` (``k d`` numbers) and radii ``R`` (``k``) are Parameters of one cached
+    DPP problem (``dpp``) while they fit :func:`~gtvmodel._cvx.dpp_sized`, else constants of
+    a problem stated per call (DPP's tensor grows with the square of their size)."""
+
+    nodes: np.ndarray
+    parts: list[Any]
+    rho: cp.Variable
+    total: cp.Expression
+    costs: list[cp.Expression]
+    constraints: list[cp.Constraint]
+    dpp: tuple[cp.Problem, cp.Parameter, cp.Parameter] | None = None
+
+    def _state(self, S: Any, R: Any) -> cp.Problem:
+        costs = [R @ cp.sum(cp.abs(self.rho), axis=1), *self.costs]
+        return cp.Problem(cp.Minimize(cp.sum(cp.hstack(costs))),
+                          [*self.constraints, self.total == S])
+
+    def problem(self, S: np.ndarray, R: np.ndarray) -> cp.Problem:
+        """The problem at demands ``S`` (``(k, d)``) and radii ``R`` (``(k,)``)."""
+        if self.dpp is None:
+            return self._state(S, R)
+        prob, Sp, Rp = self.dpp
+        Sp.value, Rp.value = S, R
+        return prob
+
+
 def _general_problem(model: ModelDeclaration, nodes: np.ndarray,
-                     key: CacheSlot = "cert_general"):
-    """Cached CVXPY problem: min sum parts cost + sum_i R_i ||rho_i||_1 s.t. sum contrib + rho
-    = S (per-node radii ``R_i``)."""
+                     key: CacheSlot = "cert_general") -> _GeneralProblem:
+    """Cached :class:`_GeneralProblem` of the library nodes ``nodes`` (per-node radii
+    ``R_i``)."""
     cached = model.cache.get(key)
-    if cached is not None and np.array_equal(cached[4], nodes):
+    if cached is not None and np.array_equal(cached.nodes, nodes):
         return cached
 
     k, d = len(nodes), model.dim
-    S = cp.Parameter((k, d), name="S")
-    R = cp.Parameter(k, nonneg=True, name="R")
     rho = cp.Variable((k, d), name="rho")
     parts = node_conjugate_parts(model, nodes)
     total: cp.Expression = rho
-    costs: list[cp.Expression] = [R @ cp.sum(cp.abs(rho), axis=1)]
+    costs: list[cp.Expression] = []
     cons: list[cp.Constraint] = []
     for p in parts:
         total = total + p.contrib
         costs.append(p.cost)
         cons += p.constraints
-    cons.append(total == S)
-    prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(costs))), cons)
-    cached = (prob, S, R, parts, nodes)
+    cached = _GeneralProblem(nodes, parts, rho, total, costs, cons)
+    if dpp_sized(k * d + k):
+        S = cp.Parameter((k, d), name="S")
+        R = cp.Parameter(k, nonneg=True, name="R")
+        cached.dpp = (cached._state(S, R), S, R)
     model.cache.put(key, cached)
     return cached
+
 
 def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     contrib = np.zeros((k, d))
@@ -153,12 +185,12 @@ def _general_bounds(model: ModelDeclaration, kinds: NodeKinds, S: np.ndarray,
     CVXPY problem, its point evaluated in numpy (:func:`_read_split`); without a solution the
     ``todo`` nodes are reported dual infeasible (bound ``+inf``)."""
     gall = kinds.general
-    prob, Sp, Rp, parts, _ = _general_problem(model, gall)
-    Sp.value = S[gall]
+    general = _general_problem(model, gall)
+    parts = general.parts
     # the solver only needs finite weights for the charges; the evaluation below uses R
     # (any weight above the local scale drives the residual to ~0; a huge one ruins the
     # solver's scaling)
-    Rp.value = 100.0 * nb.wloc[gall]
+    prob = general.problem(S[gall], 100.0 * nb.wloc[gall])
     ok = True
     try:
         run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")

@@ -562,6 +562,7 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
 
         return BatchProxGroup(subset(slice(None)), subset=subset)
     batch = LossBatch(cls, nodes, losses, n, d)
+    batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
     box = ball = None
     if ckind == "box":
         lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx]

@@ -68,6 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
+from .._cvx import dpp_sized
 from .._solver import gap_tolerance, run_solver, separable_gap_tolerance
 from .._validate import check_int, check_rows, check_vector
 from ..declaration import ModelDeclaration
@@ -153,14 +154,29 @@ class _JointProblem:
 
 @dataclass
 class _StackedProblem:
-    """(P_S) of a tuple of nodes as one problem, built once: ``min sum_k p_k`` with the node
-    terms ``p_k = L_k(x_k) - S_k^T x_k`` (the vector ``parts``) s.t. ``x_k in C_k``, and the
-    demands a ``(k, d)`` Parameter ``S``."""
+    """(P_S) of a tuple of nodes: ``min sum_k p_k`` with the node terms ``p_k = L_k(x_k) -
+    S_k^T x_k`` s.t. ``x_k in C_k``; the node expressions and constraints built once.  The
+    demands ``S`` (``k d`` numbers) are a Parameter of one cached DPP problem (``dpp``: the
+    problem and the vector ``parts``) while they fit :func:`~gtvmodel._cvx.dpp_sized`, else
+    constants of a problem stated per call (DPP's tensor grows with the square of ``k d``)."""
 
-    problem: cp.Problem
-    S: cp.Parameter
     xs: list[cp.Variable]
-    parts: cp.Expression
+    terms: list[cp.Expression]
+    constraints: list[cp.Constraint]
+    S: cp.Parameter | None = None
+    dpp: tuple[cp.Problem, cp.Expression] | None = None
+
+    def _state(self, S: Any) -> tuple[cp.Problem, cp.Expression]:
+        parts = cp.hstack([t - x @ S[k] for k, (t, x) in enumerate(zip(self.terms, self.xs,
+                                                                          strict=True))])
+        return cp.Problem(cp.Minimize(cp.sum(parts)), self.constraints), parts
+
+    def problem(self, S: np.ndarray) -> tuple[cp.Problem, cp.Expression]:
+        """The problem and its vector of node terms at demands ``S`` (``(k, d)``)."""
+        if self.dpp is None:
+            return self._state(S)
+        self.S.value = S
+        return self.dpp
 
 
 def conic_nodes(model: ModelDeclaration) -> list[int]:
@@ -222,20 +238,20 @@ def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointPro
 
 
 def _stacked_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _StackedProblem:
-    """The stacked (P_S) of ``nodes`` (DPP in ``S``), cached per node tuple and model version."""
+    """The stacked (P_S) of ``nodes``, cached per node tuple and model version."""
     cache = model.cache.get_or_build("conic_stacked", dict)
     entry = cache.get(nodes)
     if entry is None:
-        S = cp.Parameter((len(nodes), model.dim), name="S_conic",
-                         value=np.zeros((len(nodes), model.dim)))
-        xs, terms, cons = [], [], []
-        for k, i in enumerate(nodes):  # one expression per symbolic node (user-written)
+        entry = _StackedProblem([], [], [])
+        for i in nodes:  # one expression per symbolic node (user-written)
             x, expr, c = _node_terms(model, i)
-            xs.append(x)
-            terms.append(expr - S[k] @ x)
-            cons += c
-        parts = cp.hstack(terms)
-        entry = _StackedProblem(cp.Problem(cp.Minimize(cp.sum(parts)), cons), S, xs, parts)
+            entry.xs.append(x)
+            entry.terms.append(expr)
+            entry.constraints.extend(c)
+        if dpp_sized(len(nodes) * model.dim):
+            entry.S = cp.Parameter((len(nodes), model.dim), name="S_conic",
+                                   value=np.zeros((len(nodes), model.dim)))
+            entry.dpp = entry._state(entry.S)
         cache[nodes] = entry
     return entry
 
@@ -581,9 +597,10 @@ def stacked_conjugates(model: ModelDeclaration, nodes: list[int], S: Any,
                        solver: str | None = None, *, accept_inaccurate: bool = False,
                        **opts: Any) -> tuple[np.ndarray, float] | None:
     """``([(L_k + iota_{C_k})^*(S_k)]_k, tolerance)`` from *one* solve of the stacked (P_S)
-    ``min sum_k L_k(x_k) - S_k^T x_k  s.t.  x_k in C_k`` (built once per node tuple, DPP in
-    ``S``), or None when that solve gives no finite value for every node (some ``S_k`` outside
-    its conjugate's domain makes it unbounded, an empty ``C_k`` infeasible, a failed or
+    ``min sum_k L_k(x_k) - S_k^T x_k  s.t.  x_k in C_k`` (its expressions built once per
+    node tuple; DPP in ``S`` up to :data:`~gtvmodel._cvx.DPP_MAX_ENTRIES` numbers), or None
+    when that solve gives no finite value for every node (some ``S_k`` outside its
+    conjugate's domain makes it unbounded, an empty ``C_k`` infeasible, a failed or
     inaccurate run, a point a hair outside an atom's domain): then ask :func:`node_conjugate`
     node by node, which tells those cases apart.
 
@@ -604,17 +621,17 @@ def stacked_conjugates(model: ModelDeclaration, nodes: list[int], S: Any,
     if not nodes_t:
         return np.zeros(0), 0.0
     entry = _stacked_problem(model, nodes_t)
-    entry.S.value = S
+    problem, parts_expr = entry.problem(S)
     old = [x.value for x in entry.xs]  # the nodes' variables are the user's: restore them
     record: dict[str, Any] = {}
     try:
         with np.errstate(invalid="ignore"):
-            name, _, _ = run_solver(entry.problem, solver, opts, False, accept_inaccurate,
+            name, _, _ = run_solver(problem, solver, opts, False, accept_inaccurate,
                                     f"conjugates of {len(nodes_t)} conic node(s)",
                                     record=record)
-            status = entry.problem.status
-            parts = entry.parts.value if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
-        opt_val = getattr(entry.problem.solution, "opt_val", None)
+            status = problem.status
+            parts = parts_expr.value if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+        opt_val = getattr(problem.solution, "opt_val", None)
     except GTVError:
         return None
     finally:

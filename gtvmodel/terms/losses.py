@@ -19,9 +19,9 @@ in :class:`SymbolicLoss` by :meth:`gtvmodel.GTVModel.set_loss`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import cvxpy as cp
 import numpy as np
@@ -43,6 +43,8 @@ from ..errors import DataError, LossError, SolverError, UnsupportedError
 from .spec import LOSSES, TermSpec
 
 _EPS = float(np.finfo(float).eps)
+_T = TypeVar("_T")
+
 __all__ = [
     "Loss",
     "DataFitLoss",
@@ -1799,6 +1801,27 @@ class LossBatch:
         self.n, self.d = n, d
         self.l1 = np.array([ls.l1 for ls in self.losses], dtype=float)
         self.l2 = np.array([ls.l2 for ls in self.losses], dtype=float)
+        self._shared: dict[str, Any] = {}
+
+    def shared(self, name: str, build: Callable[[], _T]) -> _T:
+        """The data-derived artefact ``name`` (a function of the losses alone: Gram matrices,
+        their eigen-decompositions), built by ``build()`` once and shared with the batches
+        :meth:`share_data` linked to this one."""
+        if name not in self._shared:
+            self._shared[name] = build()
+        return self._shared[name]
+
+    def share_data(self, batches: Iterable[LossBatch]) -> None:
+        """Share the data-derived artefacts of :meth:`shared` with the batch among ``batches``
+        holding the same losses at the same positions (the model's structure batch), so that
+        Algorithm 1's prox group and the certificate compute them once per model version (a
+        cold certificate after a run repeats no eigen-decomposition; issue 16).  Run state
+        (prox operators, active sets) stays with each batch."""
+        for b in batches:
+            if (type(b) is type(self) and np.array_equal(b.nodes, self.nodes)
+                    and all(x is y for x, y in zip(b.losses, self.losses, strict=True))):
+                self._shared = b._shared
+                return
 
     @property
     def kind(self) -> str:
@@ -2013,11 +2036,8 @@ class SampleBatch(LossBatch):
 
     def gram(self) -> np.ndarray:
         """``X_i^T X_i`` per node, ``(k, p, p)`` (cached)."""
-        G = self.__dict__.get("_gram")
-        if G is None:
-            G = _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]), self.starts)
-            self.__dict__["_gram"] = G
-        return G
+        return self.shared("gram", lambda: _grouped_gram(self.Xs, np.ones(self.Xs.shape[0]),
+                                                         self.starts))
 
 
 class DataFitBatch(SampleBatch):
@@ -2043,11 +2063,7 @@ class DataFitBatch(SampleBatch):
     # --- computed once
     def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
         """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
-        eh = self.__dict__.get("_gram_eigh")
-        if eh is None:
-            eh = np.linalg.eigh(self.gram())
-            self.__dict__["_gram_eigh"] = eh
-        return eh
+        return self.shared("gram_eigh", lambda: np.linalg.eigh(self.gram()))
 
     # --- the primal
     def expression(self, w_flat, W):
@@ -2088,16 +2104,16 @@ class DataFitBatch(SampleBatch):
             pmin, psq = np.ones(ms.size), np.zeros(ms.size)
         else:
             pmin, psq = np.minimum.reduceat(self.p, self.starts), np.bincount(local, self.p**2)
-        cached = self.__dict__.get("_gram_pieces")
-        if cached is None:
-            eig = self.gram_eigh()[0]
-            err = 16.0 * (self.d + ms) * _EPS * np.abs(eig).max(axis=1)
-            cached = (eig - err[:, None],
-                      np.sqrt(np.bincount(local, self.y**2, minlength=ms.size)))
-            self.__dict__["_gram_pieces"] = cached
-        eig, ynorm = cached
+        eig, ynorm = self.shared("gram_pieces", self._gram_pieces)
         return {"b": self.cls._residual_norm_bound(ms * lv, pmin, psq), "ynorm": ynorm,
                 "gram": self.gram(), "eig": eig}
+
+    def _gram_pieces(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues of :meth:`gram` lowered by their rounding bound, and ``||y_i||_2``."""
+        eig = self.gram_eigh()[0]
+        err = 16.0 * (self.d + self.ms) * _EPS * np.abs(eig).max(axis=1)
+        return (eig - err[:, None],
+                np.sqrt(np.bincount(self.local, self.y**2, minlength=self.ms.size)))
 
     def level_halfspaces(self, level):
         """From :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
@@ -2232,14 +2248,12 @@ class SquaredBatch(DataFitBatch):
 
     def squared_data(self) -> dict[str, np.ndarray]:
         """``e``, ``B`` (of ``Q_i``) and ``q_i = X_i^T y_i / m_i`` (cached)."""
-        data = self.__dict__.get("_sq")
-        if data is None:
-            Q = self.gram() / self.ms[:, None, None]
-            e, B = np.linalg.eigh(Q)
-            q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
-            data = {"e": e, "B": B, "q": q}
-            self.__dict__["_sq"] = data
-        return data
+        return self.shared("squared", self._squared_data)
+
+    def _squared_data(self) -> dict[str, np.ndarray]:
+        e, B = np.linalg.eigh(self.gram() / self.ms[:, None, None])
+        q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
+        return {"e": e, "B": B, "q": q}
 
     def _prox(self, V, tau, W0):
         """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
