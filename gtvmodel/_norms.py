@@ -314,16 +314,14 @@ def project_rows(U: Any, r: Any, p: float) -> Any:
     if not _xp.is_numpy(U) and not (p in (1.0, 2.0) or np.isinf(p)):
         return _xp.like(project_rows(_xp.to_numpy(U), _xp.to_numpy(r), p), U)
     xp, eps = _xp.namespace(U), _xp.eps_of(U)
+    d = U.shape[1]
+    if p == 2.0 and d:
+        fast = _project_l2_fast(U, r, d)
+        if fast is not None:
+            return fast
     A = xp.abs(U)
     nrm = _norm_rows_abs(A, p)
     outside = nrm > r  # NaN rows are left alone
-    d = U.shape[1]
-    if p == 2.0:
-        A = None  # the fast path needs only the norms (one (k, d) temporary less on a GPU)
-        fast = _project_l2_fast(U, r, nrm, outside, d)
-        if fast is not None:
-            return fast
-        A = xp.abs(U)
     X = _xp.copy(U)
     if np.isinf(p):  # clipping is exact: the max of the output is <= r
         X[outside] = xp.minimum(xp.maximum(U[outside], -r[outside][:, None]),
@@ -396,18 +394,43 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[Any, Any]:
     return U, r
 
 
-def _project_l2_fast(U: Any, r: Any, nrm: Any, outside: Any, d: int) -> Any:
-    """:func:`project_rows` for ``p = 2`` without masked copies (the hot path of the dual
-    update of ``Norm2``): one scale factor per row.  ``None`` (use the general path) unless
-    all entries are finite and every factor is a normal number (``>= 2^-1000`` in float64)."""
+def _project_l2_fast(U: Any, r: Any, d: int) -> Any:
+    """:func:`project_rows` for ``p = 2`` in two passes over ``U`` (the hot path of the dual
+    update of ``Norm2``): the row norms, then one scale factor per row, with the output's bound
+    derived instead of recomputed.
+
+    With ``c_k`` the computed norm of row ``k`` and ``b_k = round_up(c_k (1 + K eps)) >=
+    ||U_k||`` (:func:`norm_rows_upper`'s bound), a row with ``b_k <= r_k`` is inside for certain
+    and kept; any other row is scaled by ``f_k = r_k (1 - (K + 4) eps) / c_k``.  Each entry of
+    the computed ``X_k = fl(f_k U_k)`` is within a relative ``u = eps/2`` of ``f_k U_k`` (plus
+    an absolute ``2^-1075`` if it is subnormal), so ``||X_k|| <= f_k b_k (1 + eps) + d
+    2^-1074``, evaluated rounding upwards; a row where that bound exceeds ``r_k`` (none was
+    seen: the margin ``(K + 4) eps`` covers it) goes through :func:`enforce_ball`.  ``None``
+    (use the general path) unless every row is zero or has its norm in the unscaled range of
+    :func:`_norm_rows_abs`, and every factor is a normal number."""
     xp, eps = _xp.namespace(U), _xp.eps_of(U)
-    tiny = 2.0**-1000 if _xp.is_numpy(U) else float(xp.finfo(U.dtype).smallest_normal) * 2.0**22
+    nrm = _l2_rows(U)  # squares: the signs need no abs
+    lo, hi = _l2_unscaled_range(U)
+    if not bool(xp.all(nrm <= hi)):  # also False for NaN (and inf) rows
+        return None
+    small = nrm < lo
+    if bool(xp.any(small)) and not bool(xp.all(U[small] == 0)):
+        return None  # squares that underflow: the scaled norms of the general path
+    K = _upper_slack(2.0, d)
+    with np.errstate(over="ignore"):
+        upper = round_up(nrm * (1.0 + K * eps))
+    shrink = ~(upper <= r)
+    if not bool(xp.any(shrink)):
+        return U
     with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
-        f = xp.where(outside, r * (1.0 - (_upper_slack(2.0, d) + 4) * eps) / nrm, 1.0)
-    if not (bool(xp.all(f >= tiny)) and bool(xp.all(xp.isfinite(nrm)))):
+        f = xp.where(shrink, r * (1.0 - (K + 4) * eps) / nrm, 1.0)
+    tiny = _xp.namespace(U).finfo(U.dtype).smallest_normal
+    if not bool(xp.all(f >= tiny * 2.0**22)):
         return None
     X = U * f[:, None]
-    bad = ~(norm_rows_upper(X, 2.0) <= r)
+    with np.errstate(over="ignore", under="ignore"):
+        bound = round_up(round_up(f * upper) * (1.0 + eps)) + d * tiny * eps
+    bad = shrink & ~(bound <= r)
     if bool(xp.any(bad)):
         X[bad] = enforce_ball(X[bad], r[bad], 2.0)
     return X

@@ -323,6 +323,38 @@ def test_closed_form_projections_are_feasible(q):
     assert np.all(P0 == 0)
 
 
+radius_factors = st.sampled_from([0.0, 1e-300, 1e-3, 0.5, 1 - 1e-15, 1.0, 1 + 1e-15, 2.0, 1e300])
+
+
+@settings(deadline=None, max_examples=150)
+@given(U=rows, data=st.data())
+def test_l2_projection_fast_path_is_inside_for_certain(U, data):
+    """The two-pass l2 projection (``Norm2``'s dual update, :func:`_project_l2_fast`): on rows
+    spanning 1e-300..1e300 (zero rows included) and radii at, just inside and just outside the
+    exact norm, every row ends inside its ball by the 50-digit reference, rows inside by more
+    than the rounding bound are returned unchanged, and the others are ``r u / ||u||`` to 1e-13.
+    """
+    U = np.array(U, dtype=float)
+    refs = [ref_norm(u, 2.0) for u in U]
+    f = np.array([data.draw(radius_factors) for _ in U])
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.array([float(x) for x in refs]) * f
+    r = np.where(np.isfinite(r), r, 1e300)
+    P = gm.Norm2().dual_update(U, 1.0, r)
+    assert np.all(np.isfinite(P))
+    for k in range(len(U)):
+        assert at_most(ref_norm(P[k], 2.0), r[k]), (U[k], r[k], P[k])
+        with decimal.localcontext(CTX):
+            inside = refs[k] * (1 + Decimal("1e-13")) < Decimal(float(r[k]))
+        if inside:
+            np.testing.assert_array_equal(P[k], U[k])
+        elif r[k] > 0 and refs[k] > 0:
+            want = [float(Decimal(float(u)) * Decimal(float(r[k])) / refs[k]) for u in U[k]]
+            np.testing.assert_allclose(P[k], want, rtol=1e-13, atol=r[k] * 1e-13)
+        else:
+            assert np.all(P[k] == 0)
+
+
 # ============================================================================ objective
 def _path_model(p: float) -> tuple[gm.GTVModel, np.ndarray, Decimal]:
     G = nx.path_graph(3)
