@@ -397,17 +397,26 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[Any, Any]:
 def _project_l2_fast(U: Any, r: Any, d: int) -> Any:
     """:func:`project_rows` for ``p = 2`` in two passes over ``U`` (the hot path of the dual
     update of ``Norm2``): the row norms, then one scale factor per row, with the output's bound
-    derived instead of recomputed.
+    derived instead of recomputed.  ``None`` (use the general path) unless every row is zero or
+    has its norm in the unscaled range of :func:`_norm_rows_abs` (so every nonzero computed
+    norm ``c_k`` is a normal number), and every factor is a normal number.
 
-    With ``c_k`` the computed norm of row ``k`` and ``b_k = round_up(c_k (1 + K eps)) >=
-    ||U_k||`` (:func:`norm_rows_upper`'s bound), a row with ``b_k <= r_k`` is inside for certain
-    and kept; any other row is scaled by ``f_k = r_k (1 - (K + 4) eps) / c_k``.  Each entry of
-    the computed ``X_k = fl(f_k U_k)`` is within a relative ``u = eps/2`` of ``f_k U_k`` (plus
-    an absolute ``2^-1075`` if it is subnormal), so ``||X_k|| <= f_k b_k (1 + eps) + d
-    2^-1074``, evaluated rounding upwards; a row where that bound exceeds ``r_k`` (none was
-    seen: the margin ``(K + 4) eps`` covers it) goes through :func:`enforce_ball`.  ``None``
-    (use the general path) unless every row is zero or has its norm in the unscaled range of
-    :func:`_norm_rows_abs`, and every factor is a normal number."""
+    Bounds, with ``u = eps / 2`` the unit roundoff and every product rounded to nearest:
+
+    * ``||U_k|| <= c_k (1 + K eps)`` (:func:`norm_rows_upper`'s bound), so the computed
+      ``b_k = fl(c_k (1 + (K + 2) eps)) >= c_k (1 + (K + 2) eps)(1 - u) >= ||U_k||``; a row
+      with ``b_k <= r_k`` is inside for certain and returned unchanged;
+    * any other row is scaled by ``f_k = r_k (1 - (K + 10) eps) / c_k``: each entry of
+      ``X_k = fl(f_k U_k)`` is within a relative ``u`` of ``f_k U_k`` (plus an absolute
+      ``2^-1075`` where it is subnormal), so ``||X_k|| <= f_k b_k (1 + u) + sqrt(d) 2^-1075``;
+      ``fl(fl(f_k b_k) (1 + 3 eps)) + (d + 4) 2^-1074`` exceeds that (the two roundings lose
+      at most ``2u`` relative and ``2^-1074`` absolute); for ``r_k >= 2^-900`` the absolute
+      term is below ``r_k u``, so ``fl(fl(f_k b_k)(1 + 3 eps)) <= fl(r_k (1 - eps))`` proves
+      the row inside; any other row (a radius below ``2^-900``, or a bound above it: none was
+      seen, the bound is about ``r_k (1 - 5 eps)``, and the rounding of ``f_k`` is ``<= eps``)
+      goes through
+      :func:`enforce_ball`.
+    """
     xp, eps = _xp.namespace(U), _xp.eps_of(U)
     nrm = _l2_rows(U)  # squares: the signs need no abs
     lo, hi = _l2_unscaled_range(U)
@@ -417,20 +426,23 @@ def _project_l2_fast(U: Any, r: Any, d: int) -> Any:
     if bool(xp.any(small)) and not bool(xp.all(U[small] == 0)):
         return None  # squares that underflow: the scaled norms of the general path
     K = _upper_slack(2.0, d)
-    with np.errstate(over="ignore"):
-        upper = round_up(nrm * (1.0 + K * eps))
+    upper = nrm * (1.0 + (K + 2) * eps)
     shrink = ~(upper <= r)
     if not bool(xp.any(shrink)):
         return U
     with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
-        f = xp.where(shrink, r * (1.0 - (K + 4) * eps) / nrm, 1.0)
-    tiny = _xp.namespace(U).finfo(U.dtype).smallest_normal
+        f = xp.where(shrink, r * (1.0 - (K + 10) * eps) / nrm, 1.0)
+    tiny = xp.finfo(U.dtype).smallest_normal
     if not bool(xp.all(f >= tiny * 2.0**22)):
         return None
     X = U * f[:, None]
     with np.errstate(over="ignore", under="ignore"):
-        bound = round_up(round_up(f * upper) * (1.0 + eps)) + d * tiny * eps
-    bad = shrink & ~(bound <= r)
+        bound = (f * upper) * (1.0 + 3 * eps)
+        # radii >= 2^-900 (every realistic capacity): the absolute term is below r u and
+        # ``bound <= fl(r (1 - eps))`` implies the bound; smaller radii go to enforce_ball
+        # (adding the subnormal term itself would make every row's arithmetic subnormal)
+        ok = (bound <= r * (1.0 - eps)) & (r >= tiny * 2.0**122)
+    bad = shrink & ~ok
     if bool(xp.any(bad)):
         X[bad] = enforce_ball(X[bad], r[bad], 2.0)
     return X

@@ -83,15 +83,30 @@ class EdgeUpdates:
         self.penalty, self.lamA = penalty, lamA
         self.blocks = [(a, min(a + rows, E), D if rows >= E else D[a:a + rows])
                        for a in range(0, E, rows)]
+        self._sigma: np.ndarray | None = None  # the steps last seen, and
+        self._uniform: float | None = None     # their common value if they are all equal
 
     def __call__(self, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
                  out: np.ndarray) -> np.ndarray:
         """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``, not ``U``) from ``Y = 2 w^{k+1} -
-        w^k`` and ``u^k = U`` with the steps ``sigma`` (and as a column ``sigma_col``)."""
+        w^k`` and ``u^k = U`` with the steps ``sigma`` (and as a column ``sigma_col``).  Equal
+        steps (the default rule's ``sigma_e = 1/(2c)``) scale by one number: the same products,
+        about 2x cheaper than a column broadcast over rows of ``d`` entries."""
         pen, lamA = self.penalty, self.lamA
+        uniform = self._uniform_step(sigma)
         for a, b, Db in self.blocks:
-            out[a:b] = dual_update(pen, U[a:b], Db @ Y, sigma[a:b], sigma_col[a:b], lamA[a:b])
+            col = sigma_col[a:b] if uniform is None else uniform
+            out[a:b] = dual_update(pen, U[a:b], Db @ Y, sigma[a:b], col, lamA[a:b])
         return out
+
+    def _uniform_step(self, sigma: np.ndarray) -> float | None:
+        """The common value of the steps ``sigma`` if they are all equal (checked once per
+        steps array: the step rule replaces the array when it changes them)."""
+        if sigma is not self._sigma:
+            self._sigma = sigma
+            same = sigma.size > 0 and bool(np.all(sigma == sigma[0]))
+            self._uniform = float(sigma[0]) if same else None
+        return self._uniform
 
 
 @dataclass
