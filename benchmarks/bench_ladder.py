@@ -6,14 +6,20 @@ run aiming at 1e-13 that may stop at an iterate meeting the first fallback level
 its residuals stall); (2) the ladder as it was before issue 17, replayed: a plain run at each
 level in turn (1e-13, then 1e-10, ...) until one succeeds; (3) a single run at the level (1)
 accepted, with its options passed explicitly.  Times are Clarabel's own solve times (the CVXPY
-problem is compiled before timing; ``certify=False``); BLAS threads pinned to one
-(``_pin_threads``).  Reported: medians, and the max weight difference between (1) and (3).
+problem is compiled before timing; ``certify=False``); BLAS threads and Clarabel's own (faer,
+rayon) threads pinned to one (``_pin_threads``).  Reported: medians, and the max weight
+difference between (1) and (3).
 
 Problems: SBM with two clusters (d = 5, squared loss with 5 samples per node, noise 0.1,
 ``Norm2``; the benchmark problem of bench_compile.py for n = 1000) at lambda 0.01, 0.1, 1, and
 a 2-D grid with two halves of different weights.
 
-Run:  python benchmarks/bench_ladder.py [--sizes 1000] [--grid 30] [--repeats 2]
+Run:  python benchmarks/bench_ladder.py [--sizes 1000] [--grid 30] [--lams 0.01 0.1 1]
+          [--grid-lams 0.1 1] [--repeats 2]
+
+Issue 17's growth table: ``--sizes 1000 --grid 32 --repeats 2`` and ``--sizes 2000 5000
+--grid 71 100 --repeats 1`` (the 5000-node SBM takes about 10 min per solve on a 2-core
+machine).
 """
 
 from __future__ import annotations
@@ -71,16 +77,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000])
     parser.add_argument("--grid", type=int, nargs="*", default=[30])
+    parser.add_argument("--lams", type=float, nargs="*", default=[0.01, 0.1, 1.0],
+                        help="lambda of the SBMs")
+    parser.add_argument("--grid-lams", type=float, nargs="*", default=[0.1, 1.0])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    problems = [(f"SBM n={n}", sbm(n), lam) for n in args.sizes for lam in (0.01, 0.1, 1.0)]
-    problems += [(f"grid {k}x{k}", grid(k), lam) for k in args.grid for lam in (0.1, 1.0)]
+    problems = [(f"SBM n={n}", sbm, n, lam) for n in args.sizes for lam in args.lams]
+    problems += [(f"grid {k}x{k}", grid, k, lam) for k in args.grid for lam in args.grid_lams]
     print(f"threads: {_pin_threads.THREADS}; medians of {args.repeats} interleaved repeats; "
           "Clarabel solve seconds")
     print(f"{'problem':<16}{'lam':>6}{'|E|':>7}{'accepted':>10}{'default':>9}{'single':>9}"
           f"{'old':>9}{'default/single':>16}{'old/single':>12}{'max dW':>10}")
-    for name, data, lam in problems:
+    for name, make, size, lam in problems:
+        data = make(size)
         model = data.model(lam=lam)
         compile_primal(model)
         new, single, old = [], [], []
