@@ -2,12 +2,14 @@
 accepts.
 
 For each problem, interleaved in every repeat: (1) the default ``solve_exact()`` (one Clarabel
-run aiming at 1e-13 that may stop at an iterate meeting the first fallback level, 1e-10, once
-its residuals stall); (2) the ladder as it was before issue 17, replayed: a plain run at each
-level in turn (1e-13, then 1e-10, ...) until one succeeds; (3) a single run at the level (1)
-accepted, with its options passed explicitly.  Times are Clarabel's own solve times (the CVXPY
-problem is compiled before timing; ``certify=False``); BLAS threads and Clarabel's own (faer,
-rayon) threads pinned to one (``_pin_threads``).  Reported: medians, and the max weight
+run aiming at 1e-13 that may stop at an iterate meeting a looser level once its residuals
+stall, ``_solver._StallRule``); (2) the ladder as it was before issue 17, replayed: a plain run
+at each level in turn (1e-13, then 1e-10, ...) until one succeeds; (3) a single run at the
+level (1) accepted, with its options passed explicitly.  Also Clarabel's interior-point
+iterations of (1)/(3)/(2) (last repeat; deterministic, unlike times on a busy machine).  Times
+are Clarabel's own solve times (the CVXPY problem is compiled before timing;
+``certify=False``); BLAS threads and Clarabel's own (faer, rayon) threads pinned to one
+(``_pin_threads``).  Reported: medians, and the max weight
 difference between (1) and (3).
 
 Problems: SBM with two clusters (d = 5, squared loss with 5 samples per node, noise 0.1,
@@ -15,7 +17,7 @@ Problems: SBM with two clusters (d = 5, squared loss with 5 samples per node, no
 a 2-D grid with two halves of different weights.
 
 Run:  python benchmarks/bench_ladder.py [--sizes 1000] [--grid 30] [--lams 0.01 0.1 1]
-          [--grid-lams 0.1 1] [--repeats 2]
+          [--grid-lams 0.1 1] [--repeats 2] [--oracle]
 
 ``--oracle``: the default's weights against :func:`newton_oracle` (Newton's method in numpy on
 the smooth objective, where no edge is fused).
@@ -38,7 +40,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
 import gtvmodel as gm
-from gtvmodel import datasets
+from gtvmodel import _solver, datasets
 from gtvmodel.solve.compile import compile_primal
 from gtvmodel.solve.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
 
@@ -59,6 +61,29 @@ def grid(k: int) -> datasets.NetworkedData:
     return datasets.linear_data(G, np.array(WEIGHTS, dtype=float)[clusters], clusters, m=5,
                                 sigma=0.1,
                                 seed=1)
+
+
+ITERATIONS = [0]  # interior-point iterations of every Clarabel run since the last reset
+
+
+def _counting(solve_via_data):  # noqa: ANN001, ANN202
+    def wrapped(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        out = solve_via_data(self, *args, **kwargs)
+        ITERATIONS[0] += int(out.iterations)
+        return out
+    return wrapped
+
+
+# count the iterations of the plain Clarabel runs and of the ladder's first runs
+_solver.CLARABEL.solve_via_data = _counting(_solver.CLARABEL.solve_via_data)
+_solver._RungClarabel.solve_via_data = _counting(_solver._RungClarabel.solve_via_data)
+
+
+def iterations(fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+    """``fn(*args, **kwargs)`` and the Clarabel iterations it took."""
+    ITERATIONS[0] = 0
+    out = fn(*args, **kwargs)
+    return out, ITERATIONS[0]
 
 
 def solver_time(model: gm.GTVModel) -> float:
@@ -143,19 +168,21 @@ def main() -> None:
     print(f"threads: {_pin_threads.THREADS}; medians of {args.repeats} interleaved repeats; "
           "Clarabel solve seconds")
     print(f"{'problem':<16}{'lam':>6}{'|E|':>7}{'accepted':>10}{'default':>9}{'single':>9}"
-          f"{'old':>9}{'default/single':>16}{'old/single':>12}{'max dW':>10}")
+          f"{'old':>9}{'default/single':>16}{'old/single':>12}{'max dW':>10}"
+          f"{'iterations':>14}")
     for name, make, size, lam in problems:
         data = make(size)
         model = data.model(lam=lam)
         compile_primal(model)
         new, single, old = [], [], []
         for _ in range(args.repeats):
-            sol = model.solve_exact(certify=False)
+            sol, it_new = iterations(model.solve_exact, certify=False)
             new.append(sol.timings["solve"])
             accepted = sol.info["tolerances"]
-            ref = model.solve_exact(certify=False, **accepted)
+            ref, it_single = iterations(model.solve_exact, certify=False, **accepted)
             single.append(ref.timings["solve"])
-            old.append(old_ladder(model))
+            t_old, it_old = iterations(old_ladder, model)
+            old.append(t_old)
         dw = float(np.abs(sol.weights - ref.weights).max())
         n_, s_, o_ = (statistics.median(x) for x in (new, single, old))
         extra = ""
@@ -166,7 +193,8 @@ def main() -> None:
                                                 f"{gap_min:.0e})")
         print(f"{name:<16}{lam:>6g}{data.graph.number_of_edges():>7}"
               f"{accepted['tol_gap_rel']:>10.0e}{n_:>9.2f}{s_:>9.2f}{o_:>9.2f}"
-              f"{n_ / s_:>16.2f}{o_ / s_:>12.2f}{dw:>10.1e}{extra}", flush=True)
+              f"{n_ / s_:>16.2f}{o_ / s_:>12.2f}{dw:>10.1e}"
+              f"{f'{it_new}/{it_single}/{it_old}':>14}{extra}", flush=True)
 
 
 if __name__ == "__main__":
