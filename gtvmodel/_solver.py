@@ -316,7 +316,7 @@ def _ladder(problem: cp.Problem, name: str, cumulative: list[dict[str, Any]], ve
         except SolverError as exc:
             if exc.status in ("rejected", "not_dcp", cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
                 raise
-            comp, solve_time = _stats_times(problem, 0.0)
+            comp, solve_time = getattr(exc, "times", None) or _stats_times(problem, 0.0)
             spent = [spent[0] + comp, spent[1] + solve_time]
         step = 1
         if early:
@@ -367,8 +367,12 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             problem.solve(solver=solver, verbose=verbose, warm_start=False, **options)
     except cp.error.SolverError as exc:
-        raise SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
-                          solver=name) from None
+        err = SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
+                          solver=name)
+        # cvxpy keeps the previous solve's solver_stats when it raises: the wall time is this
+        # run's (a run ended by _StallRule for a retry raises here)
+        err.times = (0.0, time.perf_counter() - t0)  # type: ignore[attr-defined]
+        raise err from None
     except cp.error.DCPError as exc:  # pragma: no cover - inputs are validated before
         raise SolverError(f"{what}: problem is not DCP: {exc}", status="not_dcp",
                           solver=name) from None

@@ -4,9 +4,17 @@ best looser level its iterates met, and lets transients of badly scaled problems
 
 from __future__ import annotations
 
+import time
+
+import cvxpy as cp
 import pytest
 
-from gtvmodel._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, _StallRule
+from gtvmodel._solver import (
+    DEFAULT_SOLVER_OPTIONS,
+    FALLBACK_SOLVER_OPTIONS,
+    _StallRule,
+    run_solver,
+)
 
 KEYS = ("tol_gap_abs", "tol_gap_rel", "tol_feas")
 
@@ -91,3 +99,26 @@ def test_the_next_level_is_accepted_at_the_first_stall():
 def test_no_stop_while_residuals_shrink(trace):
     r = rule()
     assert feed(r, trace, 1.0) is None and r.accepted is None
+
+
+def test_a_failed_run_counts_its_own_time(monkeypatch):
+    """cvxpy keeps the previous solve's ``solver_stats`` when a solver fails (as a run ended by
+    the rule for a retry does): the ladder charges that run its wall time, not stale stats."""
+    x = cp.Variable(2)
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(x - 1)))
+    problem.solve(solver="CLARABEL")  # stale stats to be ignored
+    solve = cp.Problem.solve
+    calls = []
+
+    def first_fails(self, *args, **kwargs):
+        calls.append(kwargs.get("tol_gap_rel"))
+        if len(calls) == 1:
+            time.sleep(0.3)
+            raise cp.error.SolverError("stopped")
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", first_fails)
+    record: dict = {}
+    _, _, seconds = run_solver(problem, None, {}, False, False, "test", record)
+    assert len(calls) == 2 and calls[1] == FALLBACK_SOLVER_OPTIONS["CLARABEL"][0]["tol_gap_rel"]
+    assert seconds >= 0.3
