@@ -10,7 +10,12 @@ one run, repeats alternating, medians:
   (iterations to a certified relative gap of 1e-6, certificates every 10 iterations, not
   budgeted by time so that the counts are deterministic, and time).
 
-Run: ``.venv/bin/python benchmarks/bench_lam_path.py [--repeats 3]``.
+``--chain`` instead: iteration counts only (deterministic), warm vs cold, on paper 001 VI-B's
+chain of docs/lam_path.md and tests/test_path.py (2 x 4 nodes, ``datasets.chain(n=4, eps=0.1,
+m=5, sigma=0.5, seed=0)``, 8 lambda in [0.05, 5], relative gap 1e-8, certificates every 5
+iterations, not budgeted).
+
+Run: ``.venv/bin/python benchmarks/bench_lam_path.py [--repeats 3] [--chain]``.
 """
 
 from __future__ import annotations
@@ -49,10 +54,28 @@ def pd_path(data: datasets.NetworkedData, lams: np.ndarray, warm: bool) -> tuple
     return time.perf_counter() - t, int(path.iterations.sum())
 
 
+def chain_counts() -> None:
+    """Iterations warm vs cold on the chain of docs/lam_path.md, both orders."""
+    data = datasets.chain(n=4, eps=0.1, m=5, sigma=0.5, seed=0)
+    opts = {"tol": 1e-8, "record_every": 5, "certificate_budget": None, "max_iter": 20_000}
+    lams = np.geomspace(5, 0.05, 8)
+    for order, grid in (("decreasing", lams), ("increasing", lams[::-1])):
+        its = {}
+        for warm in (True, False):
+            path = gm.lam_path(data.model(), grid, method="primal_dual", warm_start=warm, **opts)
+            assert path.success
+            its[warm] = int(path.iterations.sum())
+        print(f"chain 2 x 4, {order}: warm {its[True]} iterations, cold {its[False]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--chain", action="store_true", help="iteration counts on the chain only")
     args = ap.parse_args()
+    if args.chain:
+        chain_counts()
+        return
     data = datasets.sbm(sizes=(50, 50), p_in=0.5, p_out=0.01, m=5, sigma=0.5, seed=0)
     print(f"SBM 50+50, |E| = {data.graph.number_of_edges()}, d = 2, 10 lambda in [1e-3, 1]; "
           f"threads {_pin_threads.THREADS}; median of {args.repeats}")

@@ -105,7 +105,7 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         multiple of ``record_every``) until the iterations since the previous one took at
         least ``cost / certificate_budget`` seconds, ``cost`` being the cheapest certificate
         so far after the first (default budget 25 %; the first certificate is not budgeted,
-        so their share of a run can be larger: 22 % on paper 000's setting, 44 % at 10,000
+        so their share of a run can be larger: 43 % on paper 000's setting, 55 % at 10,000
         nodes / 100,000 edges, docs/primal_dual.md), but never past the iteration after
         which the next multiple would exceed ``1.1`` times the previous certificate's
         (:data:`DETECTION_DELAY`: a gap below ``tol`` at iteration ``k`` is detected by
