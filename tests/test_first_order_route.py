@@ -14,7 +14,12 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.solve.first_order import AUTO_THRESHOLD, choose_route, problem_size
+from gtvmodel.solve.first_order import (
+    AUTO_THRESHOLD,
+    choose_route,
+    problem_size,
+    stage_tolerances,
+)
 
 
 def _chain(n: int = 60, lam: float = 0.3, seed: int = 0):
@@ -156,3 +161,17 @@ def test_warm_start_and_a_looser_accuracy_are_passed_on():
     assert again.success and again.info["certified_relative_gap"] <= 1e-9
     cold = gm.solve_exact(model, method="first_order")
     assert again.info["iterations"] <= cold.info["iterations"]
+
+
+def test_stages_aim_at_decreasing_tolerances_and_rebalance_the_step():
+    assert stage_tolerances(1e-9) == [1e-5, 1e-7, 1e-9]
+    assert stage_tolerances(1e-6) == [1e-6] and stage_tolerances(0.1) == [0.1]
+    model, _ = _chain(n=40)
+    sol = gm.solve_exact(model, method="first_order")
+    tols = [t for t, _, _ in sol.info["stages"]]
+    assert tols == stage_tolerances(1e-9)[: len(tols)] and sol.success
+    assert sol.info["iterations"] == sum(k for _, k, _ in sol.info["stages"])
+    # a fixed step is kept, in one stage
+    fixed = gm.solve_exact(model, method="first_order", step=0.5)
+    assert len(fixed.info["stages"]) == 1 and fixed.info["stages"][0][2] == 0.5
+    assert fixed.success

@@ -98,7 +98,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     (PU (32), DU (33), :func:`gtvmodel.solve_primal_dual`) until the certified relative gap
     (34) is at most ``accuracy`` (default 1e-9 for this route, 1e-6 for the interior one);
     ``opts`` are then Algorithm 1's (``max_iter``, ``warm_start``, ``step``, ...), ``solver``
-    must be None, and a run that ends before its certificate meets ``accuracy`` raises
+    must be None, ``certify`` does not apply (the route stops on a certificate), and a run
+    that ends before its certificate meets ``accuracy`` raises
     :class:`~gtvmodel.errors.SolverError` with the gap reached (or returns it with ``success``
     False under ``accept_inaccurate`` or ``raise_on_failure=False``).  ``method="auto"``
     takes the first-order route when ``(n + |E|) d`` exceeds ``auto_threshold`` (default

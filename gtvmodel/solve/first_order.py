@@ -136,13 +136,15 @@ def solve_first_order(model: ModelDeclaration, accuracy: float = FIRST_ORDER_ACC
     rebalanced (:func:`rebalanced`; 3-9x fewer iterations than one run to 1e-9 on the SBMs
     measured).  ``options`` are :func:`gtvmodel.solve_primal_dual`'s
     (:data:`FIRST_ORDER_OPTIONS`; ``max_iter``, default :data:`FIRST_ORDER_MAX_ITER`, is the
-    budget of all stages; a given ``step`` is used as is, in one stage).  Certified: ``status "optimal"``, ``success``
-    True.  Not certified within ``max_iter``: :class:`~gtvmodel.errors.SolverError` (status
-    ``"user_limit"``) naming the gap reached, unless ``accept_inaccurate`` (a ``Solution``
-    with status ``"optimal_inaccurate"``) or ``raise_on_failure=False`` (status
-    ``"user_limit"``, ``info["error"]``); both keep the weights, flows and certificate and have
-    ``success`` False.  ``info``: ``route`` (``"first_order"``), ``route_reason``,
-    ``iterations``, ``certified_gap``, ``certified_relative_gap``, ``accuracy``.
+    budget of all stages; a given ``step`` is used as is, in one stage).
+
+    Certified: status ``"optimal"``, ``success`` True.  Not certified within ``max_iter``:
+    :class:`~gtvmodel.errors.SolverError` (status ``"user_limit"``) naming the gap reached,
+    unless ``accept_inaccurate`` (a ``Solution`` with status ``"optimal_inaccurate"``) or
+    ``raise_on_failure=False`` (status ``"user_limit"``, ``info["error"]``); both keep the
+    weights, flows and certificate and have ``success`` False.  ``info``: ``route``
+    (``"first_order"``), ``route_reason``, ``iterations``, ``stages`` (``(tol, iterations,
+    c)`` per stage), ``certified_gap``, ``certified_relative_gap``, ``accuracy``.
     """
     unknown = sorted(set(options) - set(FIRST_ORDER_OPTIONS))
     if unknown:
@@ -194,7 +196,8 @@ def _staged_run(model: ModelDeclaration, accuracy: float,
     """Algorithm 1 in stages (:func:`stage_tolerances`), each warm-started from the last
     iterate of the previous one and started at the step scale ``c`` that balances the
     previous stage's final residuals (:func:`rebalanced`), sharing ``max_iter``.  A given
-    ``step`` is kept for one single stage.  Returns the last run and ``(tol, iterations, c)``
+    ``step`` is kept for one single stage; the stages end once a certificate meets
+    ``accuracy``.  Returns the last run and ``(tol, iterations, c)``
     per stage."""
     budget = options.pop("max_iter", FIRST_ORDER_MAX_ITER)
     tols = stage_tolerances(accuracy) if options.get("step") is None else [accuracy]
@@ -204,7 +207,7 @@ def _staged_run(model: ModelDeclaration, accuracy: float,
         run = solve_primal_dual(model, max_iter=budget, tol=tol, **options)
         budget -= run.iterations
         stages.append((tol, run.iterations, run.c))
-        if not run.success or budget <= 0 or tol <= accuracy:
+        if not run.success or budget <= 0 or run.certificate.relative_gap <= accuracy:
             break
         options = {**options, "warm_start": run, "step": ResidualBalancing(c0=rebalanced(run))}
     return run, stages
