@@ -7,8 +7,8 @@
   self-certified (:mod:`gtvmodel.solve.exact`).  Its cost is the sparse factorization of the
   KKT system at every interior-point iteration, whose fill-in grows fast on random graphs:
   measured on the SBM of ``benchmarks/bench_exact_scale.py`` (d = 5, squared loss,
-  ``Norm2``, 2-core machine) 6 s at 1,000 nodes, 46 s at 2,000, about 10 min and 3.9 GB
-  at 5,000 (``benchmarks/RESULTS.md``).
+  ``Norm2``, a busy 2-core machine) 20 s at 1,000 nodes, 101 s at 2,000, 26 min and 1.9 GB
+  at 5,000 (issue 16 measured 14 s, 49 s, 634 s and 3.9 GB; ``benchmarks/RESULTS.md``).
 * ``"first_order"`` -- Algorithm 1 of paper 001 ("Networked Federated Learning": PU (32),
   DU (33); :func:`gtvmodel.solve_primal_dual`, with the package's adaptive step rule, in
   warm-started stages of decreasing tolerance with the step scale rebalanced between them)
@@ -52,12 +52,14 @@ METHODS = ("interior", "first_order", "auto")
 
 #: ``method="auto"`` takes the first-order route when :func:`problem_size` exceeds this many
 #: scalar unknowns.  Measured (``benchmarks/bench_exact_scale.py``, SBM with mean degree about
-#: 10, d = 5, squared loss, ``Norm2``, 2 cores): Clarabel's time grows like ``size^2.7``
-#: (sizes 31k, 62k, 153k scalars: 6 s, 46 s, about 10 min, peak memory 0.26, 0.49, 3.9 GB),
-#: while Algorithm 1 reached a certified 1e-9 in 1 s, ... at the same sizes; above about
-#: 100,000 scalars (an SBM of about 3,300 nodes) Clarabel takes minutes and gigabytes.  Sparse
-#: graphs with little fill-in (grids, chains) stay fast with Clarabel above it (a 10,000-node
-#: grid: 72 s), so this is a conservative switch; pass ``method`` to choose.
+#: 10, d = 5, squared loss, ``Norm2``, ``lambda = 0.1``, 2 cores): Clarabel's time grows like
+#: ``size^2.7`` (sizes 31k, 62k, 153k scalars: 20 s, 101 s, 1,547 s; peak memory 0.25, 0.49,
+#: 1.9 GB), the first-order route's about linearly (0.4 s, 0.8 s, 9.1 s to a certified 1e-9):
+#: above about 100,000 scalars (an SBM of about 3,300 nodes) Clarabel takes many minutes and
+#: gigabytes.  Below it the interior route is kept: Algorithm 1 is not always faster there
+#: (a 100-node SBM at ``lambda = 0.05``: 1.4 s against Clarabel's 0.1 s; a 30 x 30 grid:
+#: 11.5 s against 5.2 s), and graphs with little fill-in (grids, chains) stay fast with
+#: Clarabel even above it (a 10,000-node grid: 72 s in issue 16); pass ``method`` to choose.
 AUTO_THRESHOLD = 100_000
 
 #: Default certified relative gap of the first-order route.
@@ -133,7 +135,7 @@ def solve_first_order(model: ModelDeclaration, accuracy: float = FIRST_ORDER_ACC
 
     Algorithm 1 runs in stages aiming at ``1e-5, 1e-7, ..., accuracy``
     (:func:`stage_tolerances`), each warm-started from the previous one with its step scale
-    rebalanced (:func:`rebalanced`; 3-9x fewer iterations than one run to 1e-9 on the SBMs
+    rebalanced (:func:`rebalanced`; 6-10x fewer iterations than one run to 1e-9 on the SBMs
     measured).  ``options`` are :func:`gtvmodel.solve_primal_dual`'s
     (:data:`FIRST_ORDER_OPTIONS`; ``max_iter``, default :data:`FIRST_ORDER_MAX_ITER`, is the
     budget of all stages; a given ``step`` is used as is, in one stage).
