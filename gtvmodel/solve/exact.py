@@ -18,7 +18,14 @@ from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_sol
 from .._validate import check_bool, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
-from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
+from ..errors import (
+    AccuracyWarning,
+    DataError,
+    GTVError,
+    InfeasibleError,
+    ParameterError,
+    SolverError,
+)
 from ..results import Labels, failed_result
 from ..solution import Solution
 from .compile import (
@@ -28,6 +35,7 @@ from .compile import (
     find_infeasible_nodes,
     unbounded_nodes,
 )
+from .first_order import FIRST_ORDER_ACCURACY, choose_route, solve_first_order
 from .uniqueness import uniqueness
 
 __all__ = ["solve_exact", "RESOLVE_OPTIONS", "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
@@ -47,8 +55,9 @@ RESOLVE_OPTIONS: dict[str, dict[str, Any]] = {
 
 def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                 accept_inaccurate: bool = False,
-                verbose: bool = False, certify: bool = True, accuracy: float = 1e-6,
-                raise_on_failure: bool = True, **opts: Any) -> Solution:
+                verbose: bool = False, certify: bool = True, accuracy: float | None = None,
+                raise_on_failure: bool = True, method: str = "interior",
+                auto_threshold: int | None = None, **opts: Any) -> Solution:
     """Solve (16) to high accuracy; returns weights, flows ``u`` and timings.
 
     ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
@@ -84,6 +93,20 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
     time).  ``certify=False`` skips it.
 
+    **Routes** (issue 16; :mod:`gtvmodel.solve.first_order`).  ``method="interior"``
+    (default) is the conic solve above.  ``method="first_order"`` runs Algorithm 1 of paper 001
+    (PU (32), DU (33), :func:`gtvmodel.solve_primal_dual`) until the certified relative gap
+    (34) is at most ``accuracy`` (default 1e-9 for this route, 1e-6 for the interior one);
+    ``opts`` are then Algorithm 1's (``max_iter``, ``warm_start``, ``step``, ...), ``solver``
+    must be None, ``certify`` does not apply (the route stops on a certificate), and a run
+    that ends before its certificate meets ``accuracy`` raises
+    :class:`~gtvmodel.errors.SolverError` with the gap reached (or returns it with ``success``
+    False under ``accept_inaccurate`` or ``raise_on_failure=False``).  ``method="auto"``
+    takes the first-order route when ``(n + |E|) d`` exceeds ``auto_threshold`` (default
+    :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`, where Clarabel's factorization was
+    measured to take minutes and gigabytes on random graphs).  ``info["route"]`` and
+    ``info["route_reason"]`` say which route ran and why.
+
     Examples
     --------
     Two nodes with data, ``L_i(w) = ||w - a_i||^2``, joined through a node without data by the
@@ -108,10 +131,17 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     >>> sol.certificate.success, sol.certificate.gap < 1e-6
     (True, True)
     """
-    accuracy = _check_args(solver, accept_inaccurate, verbose, certify, accuracy)
+    route, reason = choose_route(model, method, auto_threshold)
+    if route == "first_order":
+        return _first_order(model, solver, accept_inaccurate, verbose, certify, accuracy,
+                            raise_on_failure, reason, opts)
+    accuracy = _check_args(solver, accept_inaccurate, verbose, certify,
+                           1e-6 if accuracy is None else accuracy)
     check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
     try:
-        return _solve(model, solver, accept_inaccurate, verbose, certify, accuracy, opts)
+        sol = _solve(model, solver, accept_inaccurate, verbose, certify, accuracy, opts)
+        sol.info.update(route="interior", route_reason=reason)
+        return sol
     except (InfeasibleError, SolverError) as exc:
         if raise_on_failure:
             raise
@@ -163,6 +193,21 @@ def _solve(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
         unique=uniq.unique,
         unique_reason=uniq.reason,
     )
+
+
+def _first_order(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
+                 verbose: bool, certify: bool, accuracy: float | None, raise_on_failure: bool,
+                 reason: str, opts: dict[str, Any]) -> Solution:
+    """The first-order route (:func:`gtvmodel.solve.first_order.solve_first_order`) once
+    :func:`solve_exact`'s arguments are checked: it names no solver and always certifies."""
+    accuracy = _check_args(solver, accept_inaccurate, verbose, certify,
+                           FIRST_ORDER_ACCURACY if accuracy is None else accuracy)
+    check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
+    if solver is not None:
+        raise ParameterError(f"solve_exact: solver={solver!r} is an option of the interior "
+                             f"route, but the first-order route was taken ({reason})")
+    return solve_first_order(model, accuracy, accept_inaccurate=accept_inaccurate,
+                             raise_on_failure=raise_on_failure, reason=reason, **opts)
 
 
 @dataclass

@@ -1,0 +1,245 @@
+"""Ground truth past interior-point scale (issue 16 item 4): the routes of
+:func:`gtvmodel.solve_exact` and its first-order route.
+
+``solve_exact(method=...)`` solves (16) by one of two routes:
+
+* ``"interior"`` -- one vectorized conic problem solved by Clarabel (or OSQP/SCS), then
+  self-certified (:mod:`gtvmodel.solve.exact`).  Its cost is the sparse factorization of the
+  KKT system at every interior-point iteration, whose fill-in grows fast on random graphs:
+  measured on the SBM of ``benchmarks/bench_exact_scale.py`` (d = 5, squared loss,
+  ``Norm2``, a busy 2-core machine) 20 s at 1,000 nodes, 101 s at 2,000, 26 min and 1.9 GB
+  at 5,000 (issue 16 measured 14 s, 49 s, 634 s and 3.9 GB; ``benchmarks/RESULTS.md``).
+* ``"first_order"`` -- Algorithm 1 of paper 001 ("Networked Federated Learning": PU (32),
+  DU (33); :func:`gtvmodel.solve_primal_dual`, with the package's adaptive step rule, in
+  warm-started stages of decreasing tolerance with the step scale rebalanced between them)
+  run until the duality gap (34) *certified* by
+  :func:`gtvmodel.certify` is at most ``accuracy * max(1, |P(w)|)`` (default ``accuracy =
+  1e-9``).  No factorization: memory is linear in ``(n + |E|) d`` and an iteration costs two
+  sparse products with the incidence matrix ``D``.  The answer is exactly as good as its
+  certificate says (``Solution.certificate.gap >= P(w) - P*``); if the iteration budget ends
+  first the route says so and never claims the target.
+* ``"auto"`` -- :func:`choose_route`: the first-order route when the problem's size
+  (:func:`problem_size`, the number of scalar unknowns ``(n + |E|) d`` of the conic form) is
+  above :data:`AUTO_THRESHOLD`, the interior route below it.
+
+This module sits in the engine layer beside :mod:`gtvmodel.primal_dual` (which imports only
+:mod:`gtvmodel.solve.compile` from this package), so :mod:`gtvmodel.solve.exact` dispatches to
+it without an import cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_int, check_option
+from ..certificates.certificate import certify
+from ..declaration import ModelDeclaration
+from ..errors import ParameterError, SolverError
+from ..primal_dual.algorithm import solve_primal_dual
+from ..primal_dual.steps import ResidualBalancing
+from ..results import Labels
+from ..solution import Solution
+from .uniqueness import uniqueness
+
+__all__ = ["METHODS", "AUTO_THRESHOLD", "FIRST_ORDER_ACCURACY", "FIRST_ORDER_MAX_ITER",
+           "FIRST_ORDER_OPTIONS", "FIRST_STAGE", "STAGE_FACTOR", "REBALANCE_MAX", "problem_size",
+           "choose_route", "solve_first_order", "stage_tolerances", "rebalanced"]
+
+#: The routes of :func:`gtvmodel.solve_exact` (``method``).
+METHODS = ("interior", "first_order", "auto")
+
+#: ``method="auto"`` takes the first-order route when :func:`problem_size` exceeds this many
+#: scalar unknowns.  Measured (``benchmarks/bench_exact_scale.py``, SBM with mean degree about
+#: 10, d = 5, squared loss, ``Norm2``, ``lambda = 0.1``, 2 cores): Clarabel's time grows like
+#: ``size^2.7`` (sizes 31k, 62k, 153k scalars: 20 s, 101 s, 1,547 s; peak memory 0.25, 0.49,
+#: 1.9 GB), the first-order route's about linearly (0.4 s, 0.8 s, 9.1 s to a certified 1e-9):
+#: above about 100,000 scalars (an SBM of about 3,300 nodes) Clarabel takes many minutes and
+#: gigabytes.  Below it the interior route is kept: Algorithm 1 is not always faster there
+#: (a 100-node SBM at ``lambda = 0.05``: 1.4 s against Clarabel's 0.1 s; a 30 x 30 grid:
+#: 11.5 s against 5.2 s), and graphs with little fill-in (grids, chains) stay fast with
+#: Clarabel even above it (a 10,000-node grid: 72 s in issue 16); pass ``method`` to choose.
+AUTO_THRESHOLD = 100_000
+
+#: Default certified relative gap of the first-order route.
+FIRST_ORDER_ACCURACY = 1e-9
+
+#: Default iteration budget of the first-order route.
+FIRST_ORDER_MAX_ITER = 200_000
+
+#: The first-order route runs Algorithm 1 in stages aiming at relative gaps ``FIRST_STAGE``,
+#: ``FIRST_STAGE / STAGE_FACTOR``, ... down to ``accuracy`` (:func:`stage_tolerances`), and
+#: rebalances the step scale between stages by at most ``REBALANCE_MAX`` (:func:`rebalanced`).
+FIRST_STAGE = 1e-5
+STAGE_FACTOR = 100.0
+REBALANCE_MAX = 10.0
+
+#: The options of :func:`gtvmodel.solve_primal_dual` the first-order route passes on (given to
+#: :func:`gtvmodel.solve_exact` as keyword options).
+FIRST_ORDER_OPTIONS = ("max_iter", "warm_start", "step", "record_every", "certificate_budget",
+                       "prox", "progress")
+
+#: The solver name of the first-order route in :attr:`Solution.solver`.
+SOLVER_NAME = "ALGORITHM1"
+
+
+def problem_size(model: ModelDeclaration) -> int:
+    """The size estimate of ``method="auto"``: the scalar unknowns ``(n + |E|) d`` of the conic
+    form of (16) (the weights ``W`` and the edge differences ``Z = D W``), which sets the
+    order of the interior-point KKT system.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from gtvmodel.solve.first_order import problem_size
+    >>> problem_size(gm.GTVModel(nx.path_graph(4), dim=2))  # (4 nodes + 3 edges) * 2
+    14
+    """
+    return (model.num_nodes + model.num_edges) * model.dim
+
+
+def choose_route(model: ModelDeclaration, method: str = "auto",
+                 threshold: int | None = None) -> tuple[str, str]:
+    """The route ``solve_exact(method=...)`` takes and why: ``("interior" | "first_order",
+    reason)``.  ``"auto"`` compares :func:`problem_size` with ``threshold`` (default
+    :data:`AUTO_THRESHOLD`).
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from gtvmodel.solve.first_order import choose_route
+    >>> model = gm.GTVModel(nx.path_graph(4), dim=2)
+    >>> choose_route(model)[0], choose_route(model, threshold=10)[0]
+    ('interior', 'first_order')
+    """
+    method = check_option(method, "method", METHODS, where="solve_exact")
+    if method != "auto":
+        return method, f"method={method!r} requested"
+    threshold = AUTO_THRESHOLD if threshold is None else check_int(
+        threshold, "auto_threshold", min_val=0, where="solve_exact")
+    size = problem_size(model)
+    if size > threshold:
+        return "first_order", (f"auto: (n + |E|) d = {size:,} scalar unknowns > {threshold:,}: "
+                               "an interior-point factorization would be too costly")
+    return "interior", f"auto: (n + |E|) d = {size:,} scalar unknowns <= {threshold:,}"
+
+
+def solve_first_order(model: ModelDeclaration, accuracy: float = FIRST_ORDER_ACCURACY, *,
+                      accept_inaccurate: bool = False, raise_on_failure: bool = True,
+                      reason: str = "method='first_order' requested",
+                      **options: Any) -> Solution:
+    """(16) by Algorithm 1 (PU (32), DU (33)) until the certified relative gap (34) is at most
+    ``accuracy``; the first-order route of :func:`gtvmodel.solve_exact` (arguments checked
+    there).
+
+    Algorithm 1 runs in stages aiming at ``1e-5, 1e-7, ..., accuracy``
+    (:func:`stage_tolerances`), each warm-started from the previous one with its step scale
+    rebalanced (:func:`rebalanced`; 6-10x fewer iterations than one run to 1e-9 on the SBMs
+    measured).  ``options`` are :func:`gtvmodel.solve_primal_dual`'s
+    (:data:`FIRST_ORDER_OPTIONS`; ``max_iter``, default :data:`FIRST_ORDER_MAX_ITER`, is the
+    budget of all stages; a given ``step`` is used as is, in one stage).
+
+    Certified: status ``"optimal"``, ``success`` True.  Not certified within ``max_iter``:
+    :class:`~gtvmodel.errors.SolverError` (status ``"user_limit"``) naming the gap reached,
+    unless ``accept_inaccurate`` (a ``Solution`` with status ``"optimal_inaccurate"``) or
+    ``raise_on_failure=False`` (status ``"user_limit"``, ``info["error"]``); both keep the
+    weights, flows and certificate and have ``success`` False.  ``info``: ``route``
+    (``"first_order"``), ``route_reason``, ``iterations``, ``stages`` (``(tol, iterations,
+    c)`` per stage), ``certified_gap``, ``certified_relative_gap``, ``accuracy``.
+    """
+    unknown = sorted(set(options) - set(FIRST_ORDER_OPTIONS))
+    if unknown:
+        raise ParameterError(
+            f"solve_exact: option(s) {', '.join(map(repr, unknown))} are not options of the "
+            f"first-order route (method='first_order' takes {', '.join(FIRST_ORDER_OPTIONS)})")
+    run, stages = _staged_run(model, accuracy, options)
+    cert = run.certificate
+    if not cert.success_at(accuracy):
+        # the run's certificates skip the convex projection of the flows: try it once
+        full = certify(model, run.weights, run.flows, tol=accuracy)
+        cert = full if full.relative_gap < cert.relative_gap else cert
+    certified = bool(cert.success_at(accuracy))
+    info: dict[str, Any] = {
+        "lam": model.lam, "route": "first_order", "route_reason": reason,
+        "iterations": sum(k for _, k, _ in stages), "stages": stages, "accuracy": accuracy,
+        "certified_gap": cert.gap, "certified_relative_gap": cert.relative_gap}
+    status = "optimal"
+    if not certified:
+        message = (f"solve_exact: the first-order route (Algorithm 1) ran {info['iterations']} "
+                   f"iterations and is certified only to a relative gap of "
+                   f"{cert.relative_gap:.3g} (requested accuracy {accuracy:g}); raise "
+                   "max_iter, loosen accuracy, or pass accept_inaccurate=True")
+        if not accept_inaccurate and raise_on_failure:
+            raise SolverError(message, status="user_limit", solver=SOLVER_NAME)
+        status = "optimal_inaccurate" if accept_inaccurate else "user_limit"
+        info["error"] = message
+    return _solution(model, run, cert, status, certified, info)
+
+
+def stage_tolerances(accuracy: float) -> list[float]:
+    """The certified relative gaps the stages of the first-order route aim at: ``accuracy``
+    times ``STAGE_FACTOR^j``, from the first such value at most :data:`FIRST_STAGE` down to
+    ``accuracy`` (``1e-5, 1e-7, 1e-9`` for the default; one stage when ``accuracy >=
+    FIRST_STAGE / STAGE_FACTOR``).
+
+    >>> from gtvmodel.solve.first_order import stage_tolerances
+    >>> stage_tolerances(1e-9)
+    [1e-05, 1e-07, 1e-09]
+    """
+    tols = [accuracy]
+    while tols[-1] * STAGE_FACTOR <= FIRST_STAGE * (1 + 1e-9):
+        tols.append(tols[-1] * STAGE_FACTOR)
+    return [float(f"{t:.12g}") for t in reversed(tols)]
+
+
+def _staged_run(model: ModelDeclaration, accuracy: float,
+                options: dict[str, Any]) -> tuple[Any, list[tuple[float, int, float]]]:
+    """Algorithm 1 in stages (:func:`stage_tolerances`), each warm-started from the last
+    iterate of the previous one and started at the step scale ``c`` that balances the
+    previous stage's final residuals (:func:`rebalanced`), sharing ``max_iter``.  A given
+    ``step`` is kept for one single stage; the stages end once a certificate meets
+    ``accuracy``.  Returns the last run and ``(tol, iterations, c)``
+    per stage."""
+    budget = options.pop("max_iter", FIRST_ORDER_MAX_ITER)
+    tols = stage_tolerances(accuracy) if options.get("step") is None else [accuracy]
+    stages: list[tuple[float, int, float]] = []
+    run = None
+    for tol in tols:
+        run = solve_primal_dual(model, max_iter=budget, tol=tol, **options)
+        budget -= run.iterations
+        stages.append((tol, run.iterations, run.c))
+        if not run.success or budget <= 0 or run.certificate.relative_gap <= accuracy:
+            break
+        options = {**options, "warm_start": run, "step": ResidualBalancing(c0=rebalanced(run))}
+    return run, stages
+
+
+def rebalanced(run: Any) -> float:
+    """The step scale ``c`` that balances the last recorded residuals of a run of Algorithm 1:
+    ``p ~ 1/c`` and ``d ~ c`` (:class:`~gtvmodel.primal_dual.steps.ResidualBalancing`), so
+    ``c sqrt(p / d)``, the factor clipped to ``[1/REBALANCE_MAX, REBALANCE_MAX]``.
+
+    Measured (``benchmarks/bench_exact_scale.py``'s SBM, 800 nodes, ``lambda = 0.1``): the
+    default rule settles at ``c = 2.5`` while the residuals drift apart (``d / p ~ 300`` near
+    a relative gap of 1e-9) and needs 3,250 iterations to a certified 1e-9; three stages
+    rebalanced between them need 500 (fixed ``c = 0.25``: 700, ``c = 8``: 10,250)."""
+    p, d = run.history.primal_residual[-1], run.history.dual_residual[-1]
+    if run.c is None or not (np.isfinite(p) and np.isfinite(d) and p > 0 and d > 0):
+        return run.c
+    return float(run.c * np.clip(np.sqrt(p / d), 1 / REBALANCE_MAX, REBALANCE_MAX))
+
+
+def _solution(model: ModelDeclaration, run: Any, cert: Any, status: str, certified: bool,
+              info: dict[str, Any]) -> Solution:
+    """The :class:`Solution` of a first-order run (the weights are set on the model)."""
+    timings = {"compile": 0.0,
+               "solve": run.timings["total"] - run.timings["certificate"],
+               "certificate": run.timings["certificate"]}
+    uniq = uniqueness(model)
+    model.set_variable_values(np.asarray(run.weights))
+    return Solution(
+        weights=run.weights, flows=run.flows, objective=float(cert.primal_value),
+        status=status, success=certified, solver=SOLVER_NAME, timings=timings,
+        labels=Labels(model.nodes, model.edges), info=info, certificate=cert,
+        unique=uniq.unique, unique_reason=uniq.reason)
