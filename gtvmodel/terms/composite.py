@@ -41,7 +41,7 @@ from .losses import (
     Loss,
     _box_active_set,
     _box_qp_projected_gradient,
-    _one_change,
+    _most_violated_change,
 )
 
 __all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL",
@@ -187,9 +187,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             Z[act], a_prev[act] = Za, a
             new, grad = states(act, a, Za, st == 0)
             if it >= 6:  # a cycle is likely: change one row per node, the most violated
-                trial = a - gamma[act] * grad
-                new = _one_change(st, new, np.abs(trial - np.clip(trial, lo[act], hi[act]))
-                                  + gamma[act] * np.abs(grad) * (st == 0))
+                new = _most_violated_change(st, new, a, grad, gamma[act], lo[act], hi[act],
+                                            st == 0)
             same = (new == st).all(axis=1)
             state[act] = new
             act = act[~same]

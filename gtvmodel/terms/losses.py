@@ -1636,9 +1636,7 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
             new = _box_active_set(a, grad, gamma[act], lo_a, hi_a, fixed[act],
                                   tolerance(act, Za), free)
             if it >= 6:  # a cycle is likely: change one row per node, the most violated
-                trial = a - gamma[act] * grad
-                new = _one_change(st, new, np.abs(trial - np.clip(trial, lo_a, hi_a))
-                                  + gamma[act] * np.abs(grad) * free)
+                new = _most_violated_change(st, new, a, grad, gamma[act], lo_a, hi_a, free)
             same = (new == st).all(axis=1)
             state[act] = new
             act = act[~same]
@@ -1692,6 +1690,17 @@ def _one_change(old: np.ndarray, new: np.ndarray, violation: np.ndarray) -> np.n
     rows = np.flatnonzero(changed.any(axis=1))
     out[rows, j[rows]] = new[rows, j[rows]]
     return out
+
+
+def _most_violated_change(old: np.ndarray, new: np.ndarray, a: np.ndarray, grad: np.ndarray,
+                          gamma: np.ndarray, lo: np.ndarray, hi: np.ndarray, free: np.ndarray
+                          ) -> np.ndarray:
+    """The anti-cycling step of the dual active-set methods: of the rows whose state changes
+    from ``old`` to ``new``, only the one whose trial point ``a - gamma grad`` violates its
+    bounds ``[lo, hi]`` most (free rows: by ``gamma |grad|``) changes (:func:`_one_change`)."""
+    trial = a - gamma * grad
+    return _one_change(old, new, np.abs(trial - np.clip(trial, lo, hi))
+                       + gamma * np.abs(grad) * free)
 
 
 def _box_active_set(a: np.ndarray, grad: np.ndarray, gamma: np.ndarray, lo: np.ndarray,
