@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import cvxpy as cp
 import networkx as nx
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from gtvmodel.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
+from gtvmodel.theory.consensus import min_congestion
 
 REL = 1e-9  # the max-flow quantities are exact up to rounding
 
@@ -756,3 +758,34 @@ def test_cluster_without_strong_convexity_is_named():
     model.set_loss(1, gm.SquaredLoss([[0.0, 1.0]], [1.0]))  # ... except in cluster A
     with pytest.raises(UnsupportedError, match="cluster 'B'.*alpha_C"):
         th.check_well_connected(model, {0: "A", 1: "A", 2: "B", 3: "B"}, 1.0)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_min_congestion_on_a_forest_is_the_tree_flow(d):
+    """On a forest the flows are fixed by the demands: on two paths (weights 1 and 1e-3, the
+    chain that made Clarabel fail) the congestion is ``max_j ||u_j||_2 / A_j`` with ``u_j =
+    -sum_{i <= j} G_i`` along each path (written here), and a cycle edge sends the graph back
+    to the conic problem, which agrees with a CVXPY problem written here."""
+    rng = np.random.default_rng(d)
+    G = nx.Graph()
+    weights = [1.0, 1.0, 1e-3, 1.0, 1.0]
+    for j, w in enumerate(weights):  # path 0-1-2-3-4-5
+        G.add_edge(j, j + 1, weight=w)
+    G.add_edge(6, 7, weight=0.5)  # a second component
+    model = gm.GTVModel(G, d, penalty=gm.Norm2())
+    D = rng.normal(size=(8, d))
+    D[:6] -= D[:6].mean(axis=0)
+    D[6:] -= D[6:].mean(axis=0)
+    u = -np.cumsum(D[:5], axis=0)
+    want = max(max(np.linalg.norm(u[j]) / weights[j] for j in range(5)),
+               np.linalg.norm(D[6]) / 0.5)
+    assert min_congestion(model, D, None, "test") == pytest.approx(want, rel=1e-12)
+    G.add_edge(0, 5, weight=2.0)  # a cycle: the conic problem
+    model = gm.GTVModel(G, d, penalty=gm.Norm2())
+    U = cp.Variable((model.num_edges, d))
+    t = cp.Variable()
+    A = model.edge_weights
+    cons = [model.incidence.T @ U == -D] + [cp.norm(U[e]) <= t * A[e] for e in range(len(A))]
+    cp.Problem(cp.Minimize(t), cons).solve(solver="CLARABEL", tol_gap_abs=1e-12,
+                                            tol_gap_rel=1e-12)
+    assert min_congestion(model, D, None, "test") == pytest.approx(t.value, rel=1e-7)

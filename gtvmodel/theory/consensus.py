@@ -10,11 +10,12 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse.linalg as spla
 
 from .._solver import check_solver, run_solver
 from .._validate import check_option
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError, SolverError
+from ..errors import ParameterError, PenaltyError, SolverError
 from .constants import theorem2_constants
 from .cuts import CutNetwork, resolve_flow_func
 from .partition import Partition
@@ -59,9 +60,19 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
     # interior-point accuracy is relative, tiny gradients otherwise end "inaccurate"
     g_s = float(np.abs(G).max())
     a_s = float(model.edge_weights.max())
+    # one node balance per component is implied by the others (the demands balance): dropped,
+    # so the equality constraints have full row rank (redundant rows made Clarabel fail on a
+    # chain with edge weights 1 and 1e-3, tests/test_theory.py)
+    keep = np.ones(n, dtype=bool)
+    keep[np.unique(comp, return_index=True)[1]] = False
+    DTk = model.incidence.T.tocsr()[keep]
+    if E == n - ncomp:
+        tree = _forest_congestion(model, DTk, G[keep])
+        if tree is not None:
+            return tree
     U = cp.Variable((E, d), name="u")
     t = cp.Variable(nonneg=True, name="t")
-    cons = [model.incidence.T @ U == -G / g_s,
+    cons = [DTk @ U == -G[keep] / g_s,
             *model.penalty.dual_ball_constraints(U, t * (model.edge_weights / a_s))]
     prob = cp.Problem(cp.Minimize(t), cons)
     name, _, _ = run_solver(prob, solver, {}, False, False, what)
@@ -69,6 +80,21 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
         raise SolverError(f"{what}: {name} reports the flow problem infeasible although the "
                           "demands balance", status=prob.status, solver=name)
     return float(t.value) * g_s / a_s
+
+
+def _forest_congestion(model: ModelDeclaration, DTk: Any, Gk: np.ndarray) -> float | None:
+    """On a forest (``|E| = n - components``) the flows are fixed by the demands: the reduced
+    balance ``DTk u = -Gk`` (one node per component dropped) is square and nonsingular (a
+    tree's incidence matrix is unimodular), so the congestion is ``max_e ||u_e||_* / A_e`` of
+    its solution, without an optimization.  None when the penalty has no dual norm (the
+    caller's conic problem decides)."""
+    U = spla.spsolve(DTk.tocsc(), -Gk)
+    U = np.asarray(U, dtype=float).reshape(DTk.shape[1], Gk.shape[1])
+    try:
+        norms = model.penalty.dual_norm(U)
+    except PenaltyError:
+        return None
+    return float(np.max(norms / model.edge_weights))
 
 
 def threshold_flow_1d(model: ModelDeclaration, g: np.ndarray, flow_func: Callable[...,
