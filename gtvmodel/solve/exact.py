@@ -86,12 +86,12 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     exceeds it while the status is ``"optimal"``, an :class:`~gtvmodel.errors.AccuracyWarning`
     says to what the solution is certified (an accepted ``"optimal_inaccurate"`` status already
     says the answer is inaccurate; ``Solution.success`` is False then too).  Measured cost
-    (``timings["certificate"]``; the first certificate of a model pays the flow repair's
-    one-time set-up): 0.1-2 % of the solver time with squared losses only (200-1000 nodes),
-    5-13 % with many zero-loss nodes (paper 001 VI-A with rho = 0.6, paper 000's setting),
-    single-threaded BLAS; with multithreaded OpenBLAS on a busy 2-core machine the set-up's
-    eigendecomposition right after a Clarabel solve was up to 50x slower (then 1-2x the solve
-    time).  ``certify=False`` skips it.
+    (``timings["certificate"]``): 0.3-0.9 % of one ``solve_exact`` warm and 0.8-3.9 % on the
+    first call on a model (which builds the repair's caches), on a 200-node SBM with 40 %
+    zero-loss nodes (squared and logistic losses) and a 10,000-node ring
+    (``python benchmarks/bench_certify.py --repeats 3``, 2026-11-22; 1.1 % cold on paper 001
+    Table I's setting, ``benchmarks/bench_certify_scale.py --table1``, 2026-11-23).
+    ``certify=False`` skips it.
 
     **Routes** (issue 16; :mod:`gtvmodel.solve.first_order`).  ``method="interior"``
     (default) is the conic solve above.  ``method="first_order"`` runs Algorithm 1 of paper 001
