@@ -429,7 +429,7 @@ def _project_l2_fast(U: Any, r: Any, d: int) -> Any:
     upper = nrm * (1.0 + (K + 2) * eps)
     shrink = ~(upper <= r)
     if not bool(xp.any(shrink)):
-        return U
+        return _xp.copy(U)  # a new array, as on every other path (callers may write to it)
     with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
         f = xp.where(shrink, r * (1.0 - (K + 10) * eps) / nrm, 1.0)
     tiny = xp.finfo(U.dtype).smallest_normal

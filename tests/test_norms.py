@@ -447,3 +447,16 @@ def test_norm_exponent_validation():
     for good in (1, 1.5, 2, np.inf, np.float32(3.0), np.int64(4), 1e6):
         assert gm.NormP(good).p == float(good)
         assert gm.NormBall(1.0, p=good).p == float(good)
+
+
+def test_projections_return_a_new_array_even_when_nothing_moves():
+    """Every projection path returns a new array: writing to the result never changes the
+    caller's input (the two-pass l2 path once returned its input when no row shrank)."""
+    U = np.array([[0.1, 0.2], [0.0, 0.0]])
+    for p in (1.0, 2.0, 3.0, INF):
+        P = gm.NormBall.project_rows(U, np.array([5.0, 5.0]), p)
+        assert P is not U and not np.shares_memory(P, U)
+    w = np.array([0.1, 0.2])
+    z = gm.NormBall(5.0).project(w)
+    z[0] = 7.0
+    assert w[0] == 0.1
