@@ -364,11 +364,14 @@ def _small(loss=None, penalty=None):
     (lambda: _small(penalty=gm.NormInf()), "has no polish"),
     (lambda: _small(loss=lambda i: gm.HingeLoss(np.eye(2), [1.0, -1.0])), "has no Hessian"),
     (lambda: _small(penalty=gm.Norm2()), "node constraints"),
+    (lambda: _small(penalty=gm.Norm2()), "symbolic losses"),
 ])
 def test_unsupported_models_are_skipped_with_the_reason(make, reason):
     model = make()
     if reason == "node constraints":
         model.add_constraint(1, gm.Box(-0.1, 0.1))
+    if reason == "symbolic losses":
+        model.set_loss(1, cp.sum_squares(model.var(1) - 1.0))
     sol = model.solve_exact()
     assert sol.info["polish"]["status"] == "skipped"
     assert reason in sol.info["polish"]["reason"]
@@ -380,6 +383,18 @@ def test_polish_off_and_without_certificate():
     assert "polish" not in model.solve_exact(polish=False).info
     info = model.solve_exact(certify=False).info["polish"]
     assert info == {"status": "skipped", "reason": "certify=False"}
+
+
+def test_inaccurate_status_is_not_polished():
+    """An answer the solver calls inaccurate keeps its status (raised or, when accepted,
+    returned as it is): the polish is skipped with the status as its reason."""
+    model = _small(penalty=gm.Norm2())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = model.solve_exact("SCS", max_iters=5, accept_inaccurate=True)
+    assert sol.status == "optimal_inaccurate"
+    assert sol.info["polish"] == {"status": "skipped",
+                                  "reason": "solver status 'optimal_inaccurate'"}
 
 
 @pytest.mark.parametrize("bad", ["x", 1, None])

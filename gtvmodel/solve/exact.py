@@ -104,7 +104,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     oracle to ~1e-12 (``benchmarks/bench_polish.py``).  It applies to library losses with a
     Hessian (squared, quadratic, logistic, Huber, zero; ``l1``/``l2`` regularizers),
     ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node constraints, and is
-    skipped otherwise (and with ``certify=False``, since only a certificate can accept it);
+    skipped otherwise (and with ``certify=False``, since only a certificate can accept it, or
+    a status other than ``"optimal"``);
     ``info["polish"]`` says what happened (``status`` ``"applied"``, ``"rejected"`` or
     ``"skipped"``, ``reason``, ``newton_iterations``, ``gap_before``/``gap_after``) and
     ``timings["polish"]`` what it cost.  ``polish=False`` turns it off.
@@ -316,7 +317,11 @@ def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answ
 def _polished(model: ModelDeclaration, answer: _Answer, info: dict[str, Any],
               accuracy: float) -> None:
     """The polish of the certified answer (:func:`gtvmodel.solve.polish.polish`): replaces it
-    when certified at least as good; records ``info["polish"]``."""
+    when certified at least as good; records ``info["polish"]``.  An answer the solver calls
+    inaccurate is left as it is (its status, raised or accepted, stays the caller's to see)."""
+    if answer.status != cp.OPTIMAL:
+        info["polish"] = {"status": "skipped", "reason": f"solver status {answer.status!r}"}
+        return
     done = polish_fn(model, answer.W, answer.U, answer.cert, accuracy)
     info["polish"] = done.info
     if done.applied:

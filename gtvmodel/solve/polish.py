@@ -300,10 +300,14 @@ def polished_flows(model: ModelDeclaration, st: ModelStructure, structure: _Stru
     R = -(smooth_gradients(st.batches, st.l2, W) + st.l1[:, None] * np.sign(W)
           + st.incidence.T @ U)
     R -= _l1_share(st, structure, R)
+    patterns: dict[bytes, list[int]] = {}  # coordinates with the same fused edges: one solve
     for j in range(d):
-        F = np.flatnonzero(structure.fused[:, j])
+        patterns.setdefault(np.packbits(structure.fused[:, j]).tobytes(), []).append(j)
+    for js in patterns.values():
+        F = np.flatnonzero(structure.fused[:, js[0]])
         if F.size:
-            U[F, j] += _balance_flows(st.incidence[F], cap[F], structure.labels[:, j], R[:, j])
+            U[np.ix_(F, js)] += _balance_flows(st.incidence[F], cap[F],
+                                               structure.labels[:, js[0]], R[:, js])
     return U
 
 
@@ -319,15 +323,18 @@ def _l1_share(st: ModelStructure, structure: _Structure, R: np.ndarray) -> np.nd
 
 
 def _balance_flows(DF: sp.csr_matrix, c: np.ndarray, labels: np.ndarray,
-                   r: np.ndarray) -> np.ndarray:
-    """``u = C D_F x`` with ``D_F^T C D_F x = r``: the minimum of ``sum_e u_e^2 / c_e`` subject
-    to ``D_F^T u = r``; the Laplacian is grounded at one node per cluster (``r`` sums to 0 on
-    every cluster at an optimum of the reduced problem)."""
+                   R: np.ndarray) -> np.ndarray:
+    """``U = C D_F X`` with ``D_F^T C D_F X = R`` (``(n, k)``, one column per coordinate): the
+    minimum of ``sum_e ||u_e||^2 / c_e`` subject to ``D_F^T U = R``; the Laplacian is grounded
+    at one node per cluster (``R`` sums to 0 on every cluster at an optimum of the reduced
+    problem)."""
     n = DF.shape[1]
     L = (DF.T @ sp.diags(c) @ DF).tocsr()
     roots = np.unique(labels, return_index=True)[1]
     keep = np.setdiff1d(np.arange(n), roots)
-    x = np.zeros(n)
+    X = np.zeros(R.shape)
     if keep.size:
-        x[keep] = spl.splu(sp.csc_matrix(L[keep][:, keep])).solve(r[keep])
-    return c * (DF @ x)
+        lu = spl.splu(sp.csc_matrix(L[keep][:, keep]), permc_spec="MMD_AT_PLUS_A",
+                      options={"SymmetricMode": True})
+        X[keep] = lu.solve(np.ascontiguousarray(R[keep]))
+    return c[:, None] * (DF @ X)
