@@ -1867,6 +1867,12 @@ class LossBatch:
         """The largest number of samples of a node (rounding bounds of sums over samples)."""
         return 0
 
+    def hessians(self, W: np.ndarray) -> np.ndarray | None:
+        """``hess L_i(w_i)`` (unregularized) of the batch's nodes at ``W`` (``(n, d)``), a
+        ``(k, d, d)`` array in batch order (the polish's Newton steps,
+        :mod:`gtvmodel.solve.polish`); None where the batch has none (the default)."""
+        return None
+
     # ------------------------------------------------------------ certified radii
     def growth_pieces(self, level: np.ndarray) -> dict[str, np.ndarray] | None:
         """Residual-growth facts on the sublevel sets (data-fit losses); None otherwise."""
@@ -1945,6 +1951,10 @@ class ZeroBatch(LossBatch):
 
     array_api = True
 
+    def hessians(self, W):
+        """0."""
+        return np.zeros((self.nodes.size, self.d, self.d))
+
     def _prox(self, V, tau, W0):
         s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V)
         return _soft(V / s[:, None], tau * self._on("l1", self.l1, V) / s)
@@ -1979,6 +1989,10 @@ class QuadraticBatch(LossBatch):
         """``H_lo = H_hi = 2 I`` for every node (``alpha_i = beta_i = 2``)."""
         H = np.broadcast_to(2.0 * np.eye(self.d), (self.nodes.size, self.d, self.d)).copy()
         return H, H.copy()
+
+    def hessians(self, W):
+        """``2 I`` for every node."""
+        return self.hessian_bounds()[0]
 
     def sublevel_radii(self, level):
         """``||a||_inf + sqrt(level)`` on ``{||w - a||^2 <= level}``."""
@@ -2099,6 +2113,14 @@ class DataFitBatch(SampleBatch):
             raise UnsupportedError(f"{self.cls.__name__} is not smooth: it has no Hessian bound")
         Q = self.gram() / self.ms[:, None, None]
         return self.cls.ell_curvature_min * Q, self.cls.ell_curvature * Q
+
+    def hessians(self, W):
+        """``(1/m_i) sum_r ell''(x_r^T w_i, y_r) x_r x_r^T`` (the row formula ``_ell_d2``,
+        generalized for Huber); None for non-smooth classes."""
+        if not self.cls.base_smooth:
+            return None
+        t = self.X_blk @ np.asarray(W, dtype=float).ravel()
+        return _grouped_gram(self.Xs, self.c * self.cls._ell_d2(t, self.y, self.p), self.starts)
 
     # --- certified radii
     def growth_pieces(self, level):

@@ -151,6 +151,28 @@ class Penalty:
         """Row-wise dual norm as a CVXPY expression (norm penalties only)."""
         raise PenaltyError(f"{self!r} is not a norm: it has no dual norm")
 
+    # ------------------------------------------------------------ the polish (solve/polish.py)
+    def fused_rows(self, Z: np.ndarray, U: np.ndarray, lamA: Any,
+                   scale: float) -> np.ndarray | None:
+        """Where an answer ``Z = D W`` with flows ``U`` sits at the kink of ``phi`` (the edge
+        differences the polish of :func:`gtvmodel.solve.polish.polish` holds at zero): an
+        ``(|E|, d)`` boolean mask, or None when the penalty has no polish (the default).
+        Complementarity (23)/(27) puts a flow of an edge with ``z_e != 0`` on its capacity
+        ``lambda A_e``; an interior-point answer is near both only on a kink, so a (coordinate
+        of a) row counts as fused when its difference relative to ``scale`` is below the
+        relative slack of its flow, ``|z_e| / scale <= 1 - |u_e|_* / (lambda A_e)``."""
+        return None
+
+    def rows_gradient(self, Z: np.ndarray) -> np.ndarray:
+        """Row-wise ``grad phi(z_e)`` (``(|E|, d)``) away from the kinks of
+        :meth:`fused_rows` (0 on a zero row); :class:`UnsupportedError` without a polish."""
+        raise UnsupportedError(f"{self!r} has no polish (no row gradient)")
+
+    def rows_hessian(self, Z: np.ndarray) -> np.ndarray:
+        """Row-wise ``hess phi(z_e)`` (``(|E|, d, d)``) away from the kinks of
+        :meth:`fused_rows` (0 on a zero row); :class:`UnsupportedError` without a polish."""
+        raise UnsupportedError(f"{self!r} has no polish (no row Hessian)")
+
     def check_dim(self, d: int) -> None:
         """Raise :class:`PenaltyError` if the penalty cannot act on ``R^d``."""
 
@@ -288,6 +310,26 @@ class Norm2(_NormPenalty):
     kind = "norm2"
     p = 2.0
 
+    def fused_rows(self, Z, U, lamA, scale):
+        """Whole rows: ``||z_e||_2 / scale <= 1 - ||u_e||_2 / (lambda A_e)``."""
+        Z, U = np.atleast_2d(Z), np.atleast_2d(U)
+        row = self.rows_value(Z) / scale <= 1.0 - self.dual_norm(U) / lamA
+        return np.repeat(row[:, None], Z.shape[1], axis=1)
+
+    def rows_gradient(self, Z):
+        """``z_e / ||z_e||_2`` (0 on a zero row)."""
+        Z = np.atleast_2d(np.asarray(Z, dtype=float))
+        r = self.rows_value(Z)
+        return Z / np.where(r > 0, r, 1.0)[:, None]
+
+    def rows_hessian(self, Z):
+        """``(I - z_e z_e^T / ||z_e||^2) / ||z_e||_2`` (0 on a zero row)."""
+        Z = np.atleast_2d(np.asarray(Z, dtype=float))
+        r = self.rows_value(Z)
+        N = self.rows_gradient(Z)
+        H = np.eye(Z.shape[1])[None] - N[:, :, None] * N[:, None, :]
+        return np.where(r > 0, 1.0 / np.where(r > 0, r, 1.0), 0.0)[:, None, None] * H
+
 
 class Norm1(_NormPenalty):
     """``phi(v) = ||v||_1``: anisotropic TV; capacities ``||u_e||_inf <= lambda A_e``.
@@ -311,6 +353,21 @@ class Norm1(_NormPenalty):
 
     kind = "norm1"
     p = 1.0
+
+    def fused_rows(self, Z, U, lamA, scale):
+        """Coordinate-wise: ``|z_ej| / scale <= 1 - |u_ej| / (lambda A_e)``."""
+        Z, U = np.atleast_2d(Z), np.atleast_2d(U)
+        cap = np.broadcast_to(np.asarray(lamA, dtype=float), (Z.shape[0],))[:, None]
+        return np.abs(Z) / scale <= 1.0 - np.abs(U) / cap
+
+    def rows_gradient(self, Z):
+        """``sign(z_e)`` coordinate-wise."""
+        return np.sign(np.atleast_2d(np.asarray(Z, dtype=float)))
+
+    def rows_hessian(self, Z):
+        """0: ``phi`` is piecewise linear."""
+        Z = np.atleast_2d(Z)
+        return np.zeros((Z.shape[0], Z.shape[1], Z.shape[1]))
 
 
 class NormInf(_NormPenalty):
@@ -451,6 +508,19 @@ class SquaredNorm2(ParameterFree, Penalty):
 
     kind = "squarednorm2"
     array_api = True
+
+    def fused_rows(self, Z, U, lamA, scale):
+        """None fused: ``phi`` is smooth."""
+        return np.zeros(np.atleast_2d(Z).shape, dtype=bool)
+
+    def rows_gradient(self, Z):
+        """``z_e``."""
+        return np.array(np.atleast_2d(Z), dtype=float)
+
+    def rows_hessian(self, Z):
+        """``I`` on every row."""
+        Z = np.atleast_2d(Z)
+        return np.broadcast_to(np.eye(Z.shape[1]), (Z.shape[0], Z.shape[1], Z.shape[1])).copy()
 
     def rows_expression(self, Z):
         """``(1/2 ||Z_e||_2^2)_e`` as a CVXPY expression."""
