@@ -14,6 +14,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import datasets
+from gtvmodel.certificates.kinds import NULL_RTOL, node_kinds
 from gtvmodel.solve.first_order import (
     AUTO_THRESHOLD,
     choose_route,
@@ -175,3 +176,59 @@ def test_stages_aim_at_decreasing_tolerances_and_rebalance_the_step():
     fixed = gm.solve_exact(model, method="first_order", step=0.5)
     assert len(fixed.info["stages"]) == 1 and fixed.info["stages"][0][2] == 0.5
     assert fixed.success
+
+
+def _ill_conditioned(seed: int = 4, lam: float = 0.2):
+    """A 10-node cycle, d = 3, squared losses with 6 samples, except: node 0 full rank but
+    ill-conditioned (``e_min / e_max = 1e-11`` of ``X_0^T X_0``, its labels with a unit
+    component along the weak direction ``X_0 v``), node 1 with ``m_1 = 2 < d``, node 2
+    without data (zero loss)."""
+    rng = np.random.default_rng(seed)
+    n, d = 10, 3
+    data = {i: (rng.normal(size=(6, d)), rng.normal(size=6)) for i in range(3, n)}
+    Q1, _ = np.linalg.qr(rng.normal(size=(4, d)))
+    Q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    X0 = Q1 @ np.diag([1.0, 1.0, np.sqrt(1e-11)]) @ Q2.T
+    data[0] = (X0, Q1 @ np.array([0.5, -0.3, 1.0]))
+    data[1] = (rng.normal(size=(2, d)), rng.normal(size=2))
+    model = gm.GTVModel(nx.cycle_graph(n), dim=d, penalty=gm.Norm2(), lam=lam)
+    for i, (X, y) in data.items():
+        model.set_loss(i, gm.SquaredLoss(X, y))
+    return model, data
+
+
+def _ill_conditioned_reference(model, data) -> float:
+    """``P*`` of :func:`_ill_conditioned` written by hand, solved tightly by Clarabel."""
+    W = cp.Variable((model.num_nodes, model.dim))
+    fit = [cp.sum_squares(y - X @ W[i]) / len(y) for i, (X, y) in data.items()]
+    tv = cp.sum(cp.norm(W - cp.vstack([W[1:], W[:1]]), 2, axis=1))
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(fit)) + model.lam * tv))
+    prob.solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-10)
+    assert prob.status == "optimal"
+    return float(prob.value)
+
+
+def test_an_ill_conditioned_node_is_not_a_subspace_condition():
+    # exactly rank-deficient Gram matrices (m_i < d, no data) are numerically null to about
+    # 1e-16 relative; node 0's weak direction (1e-11) is part of dom h_0*: forcing the
+    # demand into range(X_0^T) would cost (s^T v)^2 / (4 e_min), about 0.1 here
+
+    model, data = _ill_conditioned()
+    e = np.linalg.eigvalsh(data[0][0].T @ data[0][0] / 4)
+    assert NULL_RTOL < e[0] / e[-1] < 1e-10
+    assert node_kinds(model).subspace.tolist() == [1, 2]
+    P_ref = _ill_conditioned_reference(model, data)
+    sol = gm.solve_exact(model, certify=False)  # Clarabel: P* to about 1e-9
+    cert = gm.certify(model, sol.weights, sol.flows, tol=1e-7)
+    assert cert.gap >= float(model.objective(sol.weights)) - P_ref  # sound
+    assert cert.success and cert.relative_gap <= 1e-7
+
+
+def test_first_order_route_with_an_ill_conditioned_node_no_data_and_m_below_d():
+    model, data = _ill_conditioned()
+    sol = gm.solve_exact(model, method="first_order")
+    assert sol.success and sol.info["certified_relative_gap"] <= 1e-9
+    P_ref = _ill_conditioned_reference(model, data)
+    P = float(model.objective(sol.weights))
+    assert sol.certificate.gap >= P - P_ref  # sound
+    assert abs(P - P_ref) <= 1e-7 * max(1.0, abs(P_ref))

@@ -14,11 +14,20 @@ import scipy.sparse.linalg as spla
 from ..declaration import ModelDeclaration
 from ..terms.losses import ConjugateGroup
 
-__all__ = ["EPS", "DENSE_MAX", "MinNormSolver", "RangeSolver", "subspace_solver",
+__all__ = ["EPS", "DENSE_MAX", "NULL_RTOL", "MinNormSolver", "RangeSolver", "subspace_solver",
            "divergence_rows", "NodeKinds", "node_kinds", "capacities", "max_rows"]
 
 
 EPS = np.finfo(float).eps
+
+#: A Gram eigenvalue ``e_j <= NULL_RTOL max_j e_j`` is numerically null: a subspace condition
+#: ``dom h_i* in range(X_i^T)`` of the repair.  Exactly rank-deficient ``X_i`` (``m_i < d``,
+#: collinear rows; d up to 100, scales 1e-3..1e3) give ``e_j / max e <= 7.6e-16`` from
+#: ``eigh``; a merely ill-conditioned node is *not* null, and forcing ``s_i`` into
+#: ``range``: it costs the bound ``(s_i^T v)^2 / (4 e_j)`` whatever the flows (issue 16: one
+#: node of the 20,000-node SBM of ``benchmarks/bench_exact_scale.py`` with ``e_j / max e =
+#: 8.8e-11`` held the certified relative gap at 1.8e-8 under the former ``1e-10``).
+NULL_RTOL = 1e-12
 
 #: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
 DENSE_MAX = 3000
@@ -228,10 +237,10 @@ class NodeKinds:
 
 def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
                 subspace: list[int], bases: list[np.ndarray]) -> None:
-    """Append the numerically null eigen-directions (``e_j <= 1e-10 max_j e_j``) of the Gram
+    """Append the numerically null eigen-directions (``e_j <= NULL_RTOL max_j e_j``) of the Gram
     matrices ``V diag(e) V^T`` of ``nodes[mask]`` as subspace conditions (repair step 2):
     ``dom h_i*`` lies in ``range(X_i^T)``.  Only the (few) rank-deficient nodes are visited."""
-    null = (e <= 1e-10 * np.maximum(e.max(axis=1), 1e-300)[:, None]) & mask[:, None]
+    null = (e <= NULL_RTOL * np.maximum(e.max(axis=1), 1e-300)[:, None]) & mask[:, None]
     for j in np.flatnonzero(null.any(axis=1)):
         subspace.append(int(nodes[j]))
         bases.append(V[j][:, null[j]])

@@ -17,7 +17,15 @@
   1e-9``).  No factorization: memory is linear in ``(n + |E|) d`` and an iteration costs two
   sparse products with the incidence matrix ``D``.  The answer is exactly as good as its
   certificate says (``Solution.certificate.gap >= P(w) - P*``); if the iteration budget ends
-  first the route says so and never claims the target.
+  first the route says so and never claims the target.  Measured
+  (``benchmarks/bench_exact_scale.py``, loaded 2-core machine): the 20,000-node SBM (102,395
+  edges, d = 5) certified to 8.8e-10 in 950 iterations (89 s, 0.36 GB), where Clarabel's fit
+  predicts hours.  Its certified gap is almost all edge terms (99.98 %): a primal point
+  recovered from the flows (the dual function's minimizer ``argmin_w L_i(w) + <w, (D^T
+  u)_i>``) only removes the node terms; measured, its certified relative gap was at best 1.2x
+  smaller than the iterate's (a 60-node chain, strongly convex losses) and far larger on the
+  SBMs (5,000 nodes: 1e-6..9e-4 against the iterate's 8e-13..6e-9; nearly flat losses turn
+  small flow errors into large weight errors), so the iterate is certified as it is.
 * ``"auto"`` -- :func:`choose_route`: the first-order route when the problem's size
   (:func:`problem_size`, the number of scalar unknowns ``(n + |E|) d`` of the conic form) is
   above :data:`AUTO_THRESHOLD`, the interior route below it.
