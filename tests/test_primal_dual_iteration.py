@@ -126,3 +126,26 @@ def test_arrays_handed_out_are_never_overwritten(model_and_plain):
     for U, copy in certified:
         np.testing.assert_array_equal(U, copy)
     np.testing.assert_allclose(res.flows, plain[-1][1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1(), gm.SquaredNorm2(), gm.NormP(3.0)])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_edge_updates_equal_the_whole_array_dual_update(penalty, uniform):
+    """``EdgeUpdates`` (block by block, each block's DU by ``Penalty.dual_updater`` written
+    into the flows: for ``Norm2`` the preallocated projection) gives the flows of the penalty's
+    ``dual_update`` on the whole arrays bit for bit, with equal and with per-edge steps."""
+    rng = np.random.default_rng(1)
+    model = _model(2)
+    model.penalty = penalty
+    E, d = model.num_edges, model.dim
+    Y = rng.standard_normal((model.num_nodes, d))
+    U = rng.standard_normal((E, d)) * 0.3
+    sigma = np.full(E, 0.7) if uniform else rng.uniform(0.2, 1.0, E)
+    want = updates.dual_update(penalty, U, model.incidence @ Y, sigma, sigma[:, None],
+                               model.capacities)
+    for block_bytes in (None, 8 * 3 * 5):
+        edges = updates.EdgeUpdates(model.incidence, penalty, model.capacities, d, block_bytes)
+        out = np.full((E, d), np.nan)
+        got = edges(Y, U, sigma, sigma[:, None], out)
+        assert got is out
+        np.testing.assert_array_equal(got, want)

@@ -18,6 +18,7 @@ block by block (the vectorized loop's edge update).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +27,8 @@ from ..declaration import ModelDeclaration
 from ..terms.penalties import Penalty
 from .prox import NodeUpdates
 
-__all__ = ["prox_point", "extrapolate", "dual_update", "EdgeUpdates", "EDGE_BLOCK_BYTES",
+__all__ = ["prox_point", "extrapolate", "dual_argument", "dual_update", "EdgeUpdates",
+           "EDGE_BLOCK_BYTES",
            "NodeUpdate", "EdgeUpdate"]
 
 
@@ -46,15 +48,22 @@ def extrapolate(W_new: np.ndarray, W: np.ndarray, out: np.ndarray) -> np.ndarray
     return out
 
 
+def dual_argument(U: np.ndarray, DY: np.ndarray, sigma_col: Any) -> np.ndarray:
+    """The argument ``u_e + sigma_e (D (2 w^{k+1} - w^k))_e`` of DU (33), written over ``DY``
+    (the rows ``(D (2 w^{k+1} - w^k))_e``; ``sigma_col`` the steps as a column, or one
+    number when they are equal)."""
+    DY *= sigma_col
+    DY += U
+    return DY
+
+
 def dual_update(penalty: Penalty, U: np.ndarray, DY: np.ndarray, sigma: np.ndarray,
                 sigma_col: np.ndarray, lamA: np.ndarray) -> np.ndarray:
     """DU (33) for the rows ``e`` of ``U``: ``DU_e(u_e + sigma_e (D (2 w^{k+1} - w^k))_e)``
     with the capacities ``lamA = lambda A_e``; ``DY`` holds the rows ``(D (2 w^{k+1} -
     w^k))_e`` and is overwritten with the argument of ``DU`` (no other temporary); ``sigma``
     the steps, ``sigma_col`` the same as a column."""
-    DY *= sigma_col
-    DY += U
-    return penalty.dual_update(DY, sigma, lamA)
+    return penalty.dual_update(dual_argument(U, DY, sigma_col), sigma, lamA)
 
 
 #: Rows of ``D`` per block of :class:`EdgeUpdates`: blocks of about this many bytes of
@@ -83,6 +92,9 @@ class EdgeUpdates:
         self.penalty, self.lamA = penalty, lamA
         self.blocks = [(a, min(a + rows, E), D if rows >= E else D[a:a + rows])
                        for a in range(0, E, rows)]
+        # DU of each block with its capacities (Penalty.dual_updater: for Norm2 the
+        # projection with the radii's constants computed once, written into the flows)
+        self.updaters = [penalty.dual_updater(lamA[a:b], dim) for a, b, _ in self.blocks]
         self._sigma: np.ndarray | None = None  # the steps last seen, and
         self._uniform: float | None = None     # their common value if they are all equal
 
@@ -92,11 +104,10 @@ class EdgeUpdates:
         w^k`` and ``u^k = U`` with the steps ``sigma`` (and as a column ``sigma_col``).  Equal
         steps (the default rule's ``sigma_e = 1/(2c)``) scale by one number: the same products,
         about 2x cheaper than a column broadcast over rows of ``d`` entries."""
-        pen, lamA = self.penalty, self.lamA
         uniform = self._uniform_step(sigma)
-        for a, b, Db in self.blocks:
+        for (a, b, Db), update in zip(self.blocks, self.updaters, strict=True):
             col = sigma_col[a:b] if uniform is None else uniform
-            out[a:b] = dual_update(pen, U[a:b], Db @ Y, sigma[a:b], col, lamA[a:b])
+            update(dual_argument(U[a:b], Db @ Y, col), sigma[a:b], out[a:b])
         return out
 
     def _uniform_step(self, sigma: np.ndarray) -> float | None:
