@@ -159,16 +159,19 @@ class _Replay:
     copied into the flows), ``fused=True`` the current one
     (:meth:`EdgeUpdates.__call__ <gtvmodel.primal_dual.updates.EdgeUpdates.__call__>`: each
     block's DU by its ``Penalty.dual_updater``, written into the flows), with a timer around
-    each block's ``D Y`` and DU."""
+    each block's ``D Y`` and DU.  ``threads > 1``: the package's threaded edge update and
+    ``D^T u`` (``solve_primal_dual(threads=...)``), timed whole (its ``D Y`` inside "dual
+    update")."""
 
-    def __init__(self, model: gm.GTVModel, c: float, fused: bool):
-        self.model, self.fused = model, fused
+    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1):
+        self.model, self.fused, self.threads = model, fused, threads
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
         self.tau, sigma = steps_from_scale(model.degrees, model.num_edges, c)
         self.tau_col, self.sigma, self.sigma_col = self.tau[:, None], sigma, sigma[:, None]
         self.nodes = NodeUpdates(model)
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim)
+        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
+                                 threads=threads, DT=self.DT)
         n, d, E = model.num_nodes, model.dim, model.num_edges
         self.W, self.U = np.zeros((n, d)), np.zeros((E, d))
         self.DTu = self.DT @ self.U
@@ -181,9 +184,15 @@ class _Replay:
         Wn = self.nodes(V, self.tau, k, self.W)
         assert np.isfinite(Wn).all()
         t1 = time.perf_counter()
-        t_d, t_du, Un = self._edges(Wn)
+        if self.threads > 1:
+            Un = self.edges(extrapolate(Wn, self.W, self.Y), self.U, self.sigma,
+                            self.sigma_col, self.spare)
+            self.spare = self.U
+            t_d, t_du = float("nan"), time.perf_counter() - t1
+        else:
+            t_d, t_du, Un = self._edges(Wn)
         t3 = time.perf_counter()
-        self.DTu = self.DT @ Un
+        self.DTu = self.edges.node_sums(Un)
         t4 = time.perf_counter()
         self.W, self.U = Wn, Un
         return [t1 - t0, t_d, t_du, t4 - t3]
@@ -220,7 +229,7 @@ def _round(step: Callable[[], list[float]], iters: int) -> tuple[np.ndarray, flo
 
 def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
     """The time split of (a) and (e): the plain loop, the block-wise loop before the
-    preallocated dual update and the current one, interleaved (``R`` rounds of ``iters``
+    preallocated dual update and the current one (serial, and on 2 threads), interleaved (``R`` rounds of ``iters``
     iterations each, after 2 warm-up iterations that build the node updates' caches); medians
     over the rounds of the per-iteration means, of the parts and of the wall and the process
     CPU time (``time.process_time``) of each round; ratios: medians of the per-round ratios."""
@@ -232,7 +241,8 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
         *plain_state[:], parts = _split_plain(st, *plain_state)
         return parts
 
-    runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True)}
+    runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True),
+            "now, 2 threads": _Replay(model, c, fused=True, threads=2)}
     for run in runs.values():
         for k in range(2):
             run.step(k)
@@ -265,7 +275,13 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
               f"{np.median(rw):.2f}x ({rw.min():.2f}-{rw.max():.2f}), "
               f"{np.median(rc):.2f}x ({rc.min():.2f}-{rc.max():.2f})")
     agree = np.abs(runs["now"].U - runs["before"].U).max()
-    print(f"    now vs before after {runs['now'].k} iterations: max |u difference| = {agree:.1e}")
+    same = np.array_equal(runs["now"].U, runs["now, 2 threads"].U)
+    U = runs["now"].U
+    full = np.mean(np.sqrt(np.einsum("ij,ij->i", U, U)) >= (1 - 1e-9) * model.capacities)
+    print(f"    now vs before after {runs['now'].k} iterations: max |u difference| = {agree:.1e};"
+          f" 2 threads vs serial bit for bit: {same}; edges at capacity {full:.0%}")
+    for run in runs.values():
+        run.edges.close()
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ block by block (the vectorized loop's edge update).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +80,20 @@ class EdgeUpdates:
     w^k`` (:func:`extrapolate`), computed block by block of rows of ``D`` (CSR blocks sliced
     once) into a given output, so that the only ``(|E|, d)`` array an iteration writes is
     ``u^{k+1}``: ``(D Y)_e``, the argument of ``DU`` and the penalty's temporaries are
-    block-sized.  Every row is computed by the same operations as on the whole arrays
-    (each row of ``D Y`` sums its two entries in CSR order; the penalty's dual update is
-    row-wise), so the flows do not depend on the blocks."""
+    block-sized, and each block's DU (:meth:`~gtvmodel.terms.penalties.Penalty.dual_updater`,
+    its capacities' constants computed once) writes its rows of ``u^{k+1}`` directly.  Every
+    row is computed by the same operations as on the whole arrays (each row of ``D Y`` sums its
+    two entries in CSR order; the penalty's dual update is row-wise), so the flows do not
+    depend on the blocks.
+
+    ``threads > 1`` (opt-in) splits the blocks, and the rows of ``D^T`` in
+    :meth:`node_sums`, into that many contiguous parts run on a thread pool (numpy and
+    scipy's sparse products release the GIL): the same rows by the same operations, so the
+    same iterates bit for bit; the pool is shut down by :meth:`close`."""
 
     def __init__(self, D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
-                 block_bytes: int | None = None):
+                 block_bytes: int | None = None, threads: int = 1,
+                 DT: sp.csr_matrix | None = None):
         rows = max(1, (EDGE_BLOCK_BYTES if block_bytes is None else block_bytes)
                    // (8 * max(dim, 1)))
         E = D.shape[0]
@@ -95,6 +104,17 @@ class EdgeUpdates:
         # DU of each block with its capacities (Penalty.dual_updater: for Norm2 the
         # projection with the radii's constants computed once, written into the flows)
         self.updaters = [penalty.dual_updater(lamA[a:b], dim) for a, b, _ in self.blocks]
+        self.DT = D.T.tocsr() if DT is None else DT
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        if threads > 1:
+            parts = np.array_split(np.arange(len(self.blocks)), threads)
+            self._parts = [list(zip([self.blocks[j] for j in p], [self.updaters[j] for j in p],
+                                    strict=True)) for p in parts if p.size]
+            cuts = np.linspace(0, self.DT.shape[0], threads + 1).astype(int)
+            self._node_parts = [(a, b, self.DT[a:b]) for a, b in zip(cuts[:-1], cuts[1:],
+                                                                      strict=True) if b > a]
+            self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="gtv-edges")
         self._sigma: np.ndarray | None = None  # the steps last seen, and
         self._uniform: float | None = None     # their common value if they are all equal
 
@@ -105,10 +125,50 @@ class EdgeUpdates:
         steps (the default rule's ``sigma_e = 1/(2c)``) scale by one number: the same products,
         about 2x cheaper than a column broadcast over rows of ``d`` entries."""
         uniform = self._uniform_step(sigma)
-        for (a, b, Db), update in zip(self.blocks, self.updaters, strict=True):
+        if self._pool is None:
+            self._run(zip(self.blocks, self.updaters, strict=True), Y, U, sigma, sigma_col,
+                      uniform, out)
+        else:
+            self._parallel([(self._run, part, Y, U, sigma, sigma_col, uniform, out)
+                            for part in self._parts])
+        return out
+
+    @staticmethod
+    def _run(part: Any, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
+             uniform: float | None, out: np.ndarray) -> None:
+        """DU (33) on the blocks ``part`` (pairs of a block and its updater) into ``out``."""
+        for (a, b, Db), update in part:
             col = sigma_col[a:b] if uniform is None else uniform
             update(dual_argument(U[a:b], Db @ Y, col), sigma[a:b], out[a:b])
+
+    def node_sums(self, U: np.ndarray) -> np.ndarray:
+        """``D^T U`` (the rows ``(D^T u)_i`` of PU (32)): one sparse product, or with
+        ``threads > 1`` one per contiguous range of nodes, on the pool."""
+        if self._pool is None:
+            return self.DT @ U
+        out = np.empty((self.DT.shape[0], U.shape[1]))
+
+        def rows(a: int, b: int, DTp: sp.csr_matrix) -> None:
+            out[a:b] = DTp @ U
+        self._parallel([(rows, a, b, DTp) for a, b, DTp in self._node_parts])
         return out
+
+    def _parallel(self, calls: list[tuple]) -> None:
+        """Run the calls ``(f, *args)``: the first in this thread, the others on the pool
+        (their exceptions re-raised here)."""
+        assert self._pool is not None
+        futures = [self._pool.submit(*call) for call in calls[1:]]
+        try:
+            calls[0][0](*calls[0][1:])
+        finally:
+            for f in futures:
+                f.result()
+
+    def close(self) -> None:
+        """Shut the thread pool down (no-op without one)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def _uniform_step(self, sigma: np.ndarray) -> float | None:
         """The common value of the steps ``sigma`` if they are all equal (checked once per
