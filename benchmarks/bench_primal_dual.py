@@ -38,7 +38,7 @@ import numpy as np
 import gtvmodel as gm
 from gtvmodel.datasets import paper000_sbm, sbm
 from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
-from gtvmodel.primal_dual.steps import steps_from_scale
+from gtvmodel.primal_dual.steps import ResidualBalancing, residuals, steps_from_scale
 from gtvmodel.primal_dual.updates import (
     EdgeUpdates,
     dual_argument,
@@ -229,10 +229,11 @@ def _round(step: Callable[[], list[float]], iters: int) -> tuple[np.ndarray, flo
 
 def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
     """The time split of (a) and (e): the plain loop, the block-wise loop before the
-    preallocated dual update and the current one (serial, and on 2 threads), interleaved (``R`` rounds of ``iters``
-    iterations each, after 2 warm-up iterations that build the node updates' caches); medians
-    over the rounds of the per-iteration means, of the parts and of the wall and the process
-    CPU time (``time.process_time``) of each round; ratios: medians of the per-round ratios."""
+    preallocated dual update and the current one (serial, and on 2 threads), interleaved
+    (``R`` rounds of ``iters`` iterations each, after 2 warm-up iterations that build the node
+    updates' caches); medians over the rounds of the per-iteration means, of the parts and of
+    the wall and the process CPU time (``time.process_time``) of each round; ratios: medians
+    of the per-round ratios."""
     st = plain_setup(model, c)
     n, d, E = model.num_nodes, model.dim, model.num_edges
     plain_state = [np.zeros((n, d)), np.zeros((E, d))]
@@ -424,7 +425,31 @@ def scale(args: argparse.Namespace) -> None:
         cert = big.certify(r.weights, r.flows)
         print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
               f"(relative gap {cert.relative_gap:.2e})")
+    time_residuals(big, r)
     time_split(big, r.c, args.repeats)
+
+
+def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) -> None:
+    """(e): one evaluation of the residuals (``D (w^k - w^{k+1})`` and the two norms of
+    :func:`~gtvmodel.primal_dual.steps.residuals`), which the default step rule needs every
+    ``ResidualBalancing.every`` iterations while it adapts (and the history at its rows):
+    median wall and CPU seconds of ``reps``, and that cost spread over the rule's period."""
+    D, DT = model.incidence, model.incidence.T.tocsr()
+    tau, sigma = steps_from_scale(model.degrees, model.num_edges, r.c)
+    W, U = r.weights, r.flows
+    W1, U1 = W * (1 + 1e-3), U * (1 - 1e-3)
+    DTu, DTu1 = DT @ U, DT @ U1
+    wall, cpu = [], []
+    for _ in range(reps):
+        w0, c0 = time.perf_counter(), time.process_time()
+        residuals(W, W1, U, U1, D @ (W - W1), DTu, DTu1, tau[:, None], sigma[:, None])
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    every = ResidualBalancing().every
+    print(f"    one evaluation of the residuals (D (w^k - w^(k+1)) and the norms): "
+          f"{np.median(wall) * 1e3:.1f} ms wall, {np.median(cpu) * 1e3:.1f} ms CPU (median of "
+          f"{reps}); every {every} iterations while the default rule adapts: "
+          f"{np.median(wall) / every * 1e3:.1f} ms per iteration")
 
 
 def general_losses(R: int) -> None:

@@ -181,3 +181,14 @@ def test_threads_give_the_same_iterates(model_and_plain, monkeypatch):
         model.solve_primal_dual(max_iter=2, threads=0)
     with pytest.raises(gm.ParameterError, match="threads"):
         model.solve_primal_dual(max_iter=2, threads=2, backend="dask")
+
+
+def test_threads_without_edges():
+    """``threads=2`` on a graph without edges (no blocks to split) gives the serial run."""
+    G = nx.empty_graph(3)
+    model = gm.GTVModel(G, 2, penalty=gm.Norm2(), lam=1.0)
+    for v in G.nodes:
+        model.set_loss(v, gm.QuadraticLoss([1.0, float(v)]))
+    res = model.solve_primal_dual(max_iter=5, tol=0, threads=2)
+    np.testing.assert_array_equal(res.weights, [[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    assert res.flows.shape == (0, 2)

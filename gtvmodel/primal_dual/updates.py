@@ -157,6 +157,8 @@ class EdgeUpdates:
         """Run the calls ``(f, *args)``: the first in this thread, the others on the pool
         (their exceptions re-raised here)."""
         assert self._pool is not None
+        if not calls:  # no edges (or no nodes): nothing to run
+            return
         futures = [self._pool.submit(*call) for call in calls[1:]]
         try:
             calls[0][0](*calls[0][1:])
