@@ -104,7 +104,7 @@ class EdgeUpdates:
         # DU of each block with its capacities (Penalty.dual_updater: for Norm2 the
         # projection with the radii's constants computed once, written into the flows)
         self.updaters = [penalty.dual_updater(lamA[a:b], dim) for a, b, _ in self.blocks]
-        self.DT = D.T.tocsr() if DT is None else DT
+        self.D, self._DT = D, DT  # D^T: given, or formed on first use (node_sums)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         if threads > 1:
@@ -140,6 +140,13 @@ class EdgeUpdates:
         for (a, b, Db), update in part:
             col = sigma_col[a:b] if uniform is None else uniform
             update(dual_argument(U[a:b], Db @ Y, col), sigma[a:b], out[a:b])
+
+    @property
+    def DT(self) -> sp.csr_matrix:
+        """``D^T`` as CSR (the one given to the constructor, else formed once here)."""
+        if self._DT is None:
+            self._DT = self.D.T.tocsr()
+        return self._DT
 
     def node_sums(self, U: np.ndarray) -> np.ndarray:
         """``D^T U`` (the rows ``(D^T u)_i`` of PU (32)): one sparse product, or with
