@@ -9,10 +9,11 @@
     paper 001 VI-A (rho = 1 and 0.6) and paper 000's setting (target >= 10x fewer);
 (e) scale: 100,000 nodes, ~1,000,000 edges, d = 10, squared loss, Norm2: seconds per iteration
     and peak memory (target <= 1 s/iteration, <= 4 GiB); the time split of one iteration (node
-    updates, D product, dual update, D^T product) of the plain numpy loop, of the previous
-    implementation (``D w^{k+1}`` and the whole-array dual update, replayed here) and of the
-    package's fused block-wise edge update, interleaved, with their ratios to the plain loop
-    (issue 16 item 5: target >= 2x faster than the plain loop); skip with ``--skip-scale``;
+    updates, D product, dual update, D^T product) of the plain numpy loop, of the block-wise
+    edge update before the preallocated ``Norm2`` DU ("before", replayed here) and of the
+    package's current one ("now"), interleaved, with their ratios to the plain loop in wall
+    and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); skip
+    with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
     squared, Huber, hinge, absolute; issue 16 item 3) on (a)'s graph and
     samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
@@ -28,6 +29,7 @@ import argparse
 import resource
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import cvxpy as cp
@@ -36,8 +38,14 @@ import numpy as np
 import gtvmodel as gm
 from gtvmodel.datasets import paper000_sbm, sbm
 from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
-from gtvmodel.primal_dual.steps import steps_from_scale
-from gtvmodel.primal_dual.updates import EdgeUpdates, dual_update, extrapolate, prox_point
+from gtvmodel.primal_dual.steps import ResidualBalancing, residuals, steps_from_scale
+from gtvmodel.primal_dual.updates import (
+    EdgeUpdates,
+    dual_argument,
+    dual_update,
+    extrapolate,
+    prox_point,
+)
 
 
 # ---------------------------------------------------------------- a plain Algorithm 1
@@ -146,22 +154,27 @@ def _split_plain(st: dict, W: np.ndarray, U: np.ndarray) -> tuple[np.ndarray, np
 
 class _Replay:
     """The package's iteration at fixed steps, timed by part: ``fused=False`` replays the
-    implementation before issue 16 item 5 (``D w^{k+1}`` kept for the next iteration, the
-    argument of DU in one ``(|E|, d)`` temporary, the penalty's dual update on all edges at
-    once), ``fused=True`` the current one (:class:`~gtvmodel.primal_dual.updates.EdgeUpdates`
-    block by block into a reused output)."""
+    block-wise loop as it was before the preallocated dual update (each block's ``Norm2`` DU
+    by ``penalty.dual_update``, :func:`~gtvmodel._norms.project_rows` into a new array, then
+    copied into the flows), ``fused=True`` the current one
+    (:meth:`EdgeUpdates.__call__ <gtvmodel.primal_dual.updates.EdgeUpdates.__call__>`: each
+    block's DU by its ``Penalty.dual_updater``, written into the flows), with a timer around
+    each block's ``D Y`` and DU.  ``threads > 1``: the package's threaded edge update and
+    ``D^T u`` (``solve_primal_dual(threads=...)``), timed whole (its ``D Y`` inside "dual
+    update")."""
 
-    def __init__(self, model: gm.GTVModel, c: float, fused: bool):
-        self.model, self.fused = model, fused
+    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1):
+        self.model, self.fused, self.threads = model, fused, threads
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
         self.tau, sigma = steps_from_scale(model.degrees, model.num_edges, c)
         self.tau_col, self.sigma, self.sigma_col = self.tau[:, None], sigma, sigma[:, None]
         self.nodes = NodeUpdates(model)
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim)
+        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
+                                 threads=threads, DT=self.DT)
         n, d, E = model.num_nodes, model.dim, model.num_edges
         self.W, self.U = np.zeros((n, d)), np.zeros((E, d))
-        self.DW, self.DTu = self.D @ self.W, self.DT @ self.U
+        self.DTu = self.DT @ self.U
         self.Y, self.spare = np.empty((n, d)), np.empty((E, d))
 
     def step(self, k: int) -> list[float]:
@@ -171,78 +184,105 @@ class _Replay:
         Wn = self.nodes(V, self.tau, k, self.W)
         assert np.isfinite(Wn).all()
         t1 = time.perf_counter()
-        if self.fused:
-            t_d, t_du, Un = self._fused(Wn)
+        if self.threads > 1:
+            Un = self.edges(extrapolate(Wn, self.W, self.Y), self.U, self.sigma,
+                            self.sigma_col, self.spare)
+            self.spare = self.U
+            t_d, t_du = float("nan"), time.perf_counter() - t1
         else:
-            DWn = self.D @ Wn
-            t2 = time.perf_counter()
-            Ub = np.multiply(DWn, 2.0)
-            Ub -= self.DW
-            Ub *= self.sigma_col
-            Ub += self.U
-            Un = self.model.penalty.dual_update(Ub, self.sigma, self.model.capacities)
-            t_d, t_du, self.DW = t2 - t1, time.perf_counter() - t2, DWn
+            t_d, t_du, Un = self._edges(Wn)
         t3 = time.perf_counter()
-        self.DTu = self.DT @ Un
+        self.DTu = self.edges.node_sums(Un)
         t4 = time.perf_counter()
         self.W, self.U = Wn, Un
         return [t1 - t0, t_d, t_du, t4 - t3]
 
-    def _fused(self, Wn: np.ndarray) -> tuple[float, float, np.ndarray]:
-        """:meth:`EdgeUpdates.__call__ <gtvmodel.primal_dual.updates.EdgeUpdates.__call__>`
-        with a timer around each block's ``D Y`` and dual update."""
+    def _edges(self, Wn: np.ndarray) -> tuple[float, float, np.ndarray]:
+        """The edge update DU (33) block by block, a timer around each block's ``D Y`` and
+        DU; returns their sums and ``u^{k+1}``."""
         t = time.perf_counter()
         Y = extrapolate(Wn, self.W, self.Y)
         out, pen, lamA = self.spare, self.model.penalty, self.model.capacities
-        sig, sig_col, U = self.sigma, self.sigma_col, self.U
+        sig, U, col = self.sigma, self.U, float(self.sigma[0])  # fixed c: equal steps
         t_d = t_du = 0.0
-        for a, b, Db in self.edges.blocks:
+        for (a, b, Db), update in zip(self.edges.blocks, self.edges.updaters, strict=True):
             DY = Db @ Y
             t2 = time.perf_counter()
-            out[a:b] = dual_update(pen, U[a:b], DY, sig[a:b], sig_col[a:b], lamA[a:b])
+            if self.fused:
+                update(dual_argument(U[a:b], DY, col), sig[a:b], out[a:b])
+            else:
+                out[a:b] = dual_update(pen, U[a:b], DY, sig[a:b], col, lamA[a:b])
             t_d, t_du, t = t_d + t2 - t, t_du + time.perf_counter() - t2, time.perf_counter()
         self.spare = self.U
         return t_d, t_du, out
 
 
+def _round(step: Callable[[], list[float]], iters: int) -> tuple[np.ndarray, float, float]:
+    """``iters`` calls of ``step``: the mean seconds of its parts, and the wall and process CPU
+    seconds per iteration of the whole round."""
+    acc = np.zeros(len(SPLIT))
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(iters):
+        acc += step()
+    return acc / iters, (time.perf_counter() - w0) / iters, (time.process_time() - c0) / iters
+
+
 def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
-    """The time split of (a) and (e): the plain loop, the previous and the current iteration,
-    interleaved
+    """The time split of (a) and (e): the plain loop, the block-wise loop before the
+    preallocated dual update and the current one (serial, and on 2 threads), interleaved
     (``R`` rounds of ``iters`` iterations each, after 2 warm-up iterations that build the node
-    updates' caches); medians over the rounds of the per-iteration means."""
+    updates' caches); medians over the rounds of the per-iteration means, of the parts and of
+    the wall and the process CPU time (``time.process_time``) of each round; ratios: medians
+    of the per-round ratios."""
     st = plain_setup(model, c)
     n, d, E = model.num_nodes, model.dim, model.num_edges
     plain_state = [np.zeros((n, d)), np.zeros((E, d))]
-    runs = {"previous": _Replay(model, c, fused=False), "fused": _Replay(model, c, fused=True)}
+
+    def plain_step() -> list[float]:
+        *plain_state[:], parts = _split_plain(st, *plain_state)
+        return parts
+
+    runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True),
+            "now, 2 threads": _Replay(model, c, fused=True, threads=2)}
     for run in runs.values():
         for k in range(2):
             run.step(k)
-    times: dict[str, list] = {"plain numpy loop": [], "previous": [], "fused": []}
-    k = 2
+    steps = {"plain numpy loop": plain_step, **{
+        name: (lambda run=run: run.step(run.k)) for name, run in runs.items()}}
+    parts: dict[str, list] = {name: [] for name in steps}
+    wall: dict[str, list] = {name: [] for name in steps}
+    cpu: dict[str, list] = {name: [] for name in steps}
+    for run in runs.values():
+        run.k = 2
     for _ in range(R):
-        acc = np.zeros(4)
-        for _ in range(iters):
-            *plain_state, parts = _split_plain(st, *plain_state)
-            acc += parts
-        times["plain numpy loop"].append(acc / iters)
-        for name, run in runs.items():
-            acc = np.zeros(4)
-            for j in range(iters):
-                acc += run.step(k + j)
-            times[name].append(acc / iters)
-        k += iters
-    tot = {name: np.array([r.sum() for r in rows]) for name, rows in times.items()}
+        for name, step in steps.items():
+            p, w, cp_ = _round(step, iters)
+            parts[name].append(p)
+            wall[name].append(w)
+            cpu[name].append(cp_)
+            if name in runs:
+                runs[name].k += iters
+    w_plain, c_plain = np.array(wall["plain numpy loop"]), np.array(cpu["plain numpy loop"])
     print(f"    time split, ms per iteration (medians of {R} interleaved rounds of {iters} "
-          "iterations at fixed c; plain / this: median of the per-round ratios, > 1: faster "
-          "than the plain loop)")
-    print("    " + f"{'':18}" + "".join(f"{h:>13}" for h in SPLIT) + f"{'total':>10}  plain / this")
-    for name, rows in times.items():
-        med = np.median(np.array(rows), axis=0) * 1e3
-        ratio = np.median(tot["plain numpy loop"] / tot[name])
+          "iterations at fixed c; plain / this: median of the per-round ratios of wall and of "
+          "process CPU time, > 1: faster than the plain loop)")
+    print("    " + f"{'':18}" + "".join(f"{h:>13}" for h in SPLIT)
+          + f"{'wall':>9}{'CPU':>9}  plain / this: wall (range), CPU (range)")
+    for name in steps:
+        med = np.median(np.array(parts[name]), axis=0) * 1e3
+        rw, rc = w_plain / np.array(wall[name]), c_plain / np.array(cpu[name])
         print(f"    {name:18}" + "".join(f"{m:13.3f}" for m in med)
-              + f"{np.median(tot[name]) * 1e3:10.3f}  {ratio:.2f}x")
-    agree = np.abs(runs["fused"].U - runs["previous"].U).max()
-    print(f"    fused vs previous after {k} iterations: max |u difference| = {agree:.1e}")
+              + f"{np.median(wall[name]) * 1e3:9.2f}{np.median(cpu[name]) * 1e3:9.2f}  "
+              f"{np.median(rw):.2f}x ({rw.min():.2f}-{rw.max():.2f}), "
+              f"{np.median(rc):.2f}x ({rc.min():.2f}-{rc.max():.2f})")
+    agree = np.abs(runs["now"].U - runs["before"].U).max()
+    same = np.array_equal(runs["now"].U, runs["now, 2 threads"].U)
+    U = runs["now"].U
+    full = np.mean(np.sqrt(np.einsum("ij,ij->i", U, U)) >= (1 - 1e-9) * model.capacities)
+    print(f"    now vs before after {runs['now'].k} iterations: max |u difference| = {agree:.1e};"
+          f" 2 threads vs serial bit for bit: {same}; edges at capacity {full:.0%}")
+    for run in runs.values():
+        run.edges.close()
 
 
 def main() -> None:
@@ -385,7 +425,31 @@ def scale(args: argparse.Namespace) -> None:
         cert = big.certify(r.weights, r.flows)
         print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
               f"(relative gap {cert.relative_gap:.2e})")
+    time_residuals(big, r)
     time_split(big, r.c, args.repeats)
+
+
+def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) -> None:
+    """(e): one evaluation of the residuals (``D (w^k - w^{k+1})`` and the two norms of
+    :func:`~gtvmodel.primal_dual.steps.residuals`), which the default step rule needs every
+    ``ResidualBalancing.every`` iterations while it adapts (and the history at its rows):
+    median wall and CPU seconds of ``reps``, and that cost spread over the rule's period."""
+    D, DT = model.incidence, model.incidence.T.tocsr()
+    tau, sigma = steps_from_scale(model.degrees, model.num_edges, r.c)
+    W, U = r.weights, r.flows
+    W1, U1 = W * (1 + 1e-3), U * (1 - 1e-3)
+    DTu, DTu1 = DT @ U, DT @ U1
+    wall, cpu = [], []
+    for _ in range(reps):
+        w0, c0 = time.perf_counter(), time.process_time()
+        residuals(W, W1, U, U1, D @ (W - W1), DTu, DTu1, tau[:, None], sigma[:, None])
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    every = ResidualBalancing().every
+    print(f"    one evaluation of the residuals (D (w^k - w^(k+1)) and the norms): "
+          f"{np.median(wall) * 1e3:.1f} ms wall, {np.median(cpu) * 1e3:.1f} ms CPU (median of "
+          f"{reps}); every {every} iterations while the default rule adapts: "
+          f"{np.median(wall) / every * 1e3:.1f} ms per iteration")
 
 
 def general_losses(R: int) -> None:

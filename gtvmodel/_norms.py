@@ -44,7 +44,8 @@ from .errors import PenaltyError
 
 __all__ = ["dual_exponent", "norm_rows", "norm_rows_upper", "norm", "within", "project_rows",
            "project_norm_ball",
-           "enforce_ball", "round_up", "mul_up", "EPS", "CAPACITY_SLACK", "UPPER_SLACK"]
+           "enforce_ball", "round_up", "mul_up", "L2BallProjection", "EPS", "CAPACITY_SLACK",
+           "UPPER_SLACK"]
 
 EPS: float = float(np.finfo(float).eps)
 #: Relative slack of the capacity test ``||u||_q <= c (1 + CAPACITY_SLACK)`` (module docstring).
@@ -446,6 +447,86 @@ def _project_l2_fast(U: Any, r: Any, d: int) -> Any:
     if bool(xp.any(bad)):
         X[bad] = enforce_ball(X[bad], r[bad], 2.0)
     return X
+
+
+class L2BallProjection:
+    """:func:`project_rows` for ``p = 2`` with fixed radii, called again and again (the dual
+    update DU (33) of ``Norm2`` on one block of edges in every iteration of Algorithm 1) and
+    written into a given output: the same arithmetic as :func:`_project_l2_fast`, so the same
+    rows bit for bit and the same rounding bound (every row returned satisfies
+    ``norm_rows_upper(x, 2) <= r_k``), with what depends on the radii alone computed once
+    (``r_k (1 - (K + 10) eps)``, ``r_k (1 - eps)``, the radii below ``2^-900``), the checks
+    as reductions (``max``, ``min``, ``any``) and the row-sized intermediates in buffers
+    reused from call to call: about half the passes of :func:`_project_l2_fast` over the
+    rows, and the scaled rows written straight into the output (no copy).  Inputs the fast
+    path does not take (norms outside its unscaled range, NaN, factors below the normal
+    range) go through :func:`project_rows`.  numpy arrays only (float64)."""
+
+    def __init__(self, radii: Any, dim: int):
+        radii = np.asarray(radii, dtype=float)
+        _, r = _check_ball_args(np.empty((radii.size, 0)), radii.reshape(-1))
+        self.r, self.dim = np.ascontiguousarray(r), int(dim)
+        K = _upper_slack(2.0, self.dim)
+        self.grow = 1.0 + (K + 2) * EPS        # c_k -> the bound b_k of ||U_k||
+        with np.errstate(under="ignore"):
+            self.r_scale = self.r * (1.0 - (K + 10) * EPS)  # f_k c_k
+            self.r_inside = self.r * (1.0 - EPS)
+        tiny = np.finfo(float).smallest_normal
+        self.f_min = tiny * 2.0**22
+        below = self.r < tiny * 2.0**122  # radii whose scaled rows go to enforce_ball
+        self.r_below = below if bool(below.any()) else None
+        self.lo, self.hi = _l2_unscaled_range(self.r)
+        k = self.r.size
+        self._nrm, self._upper, self._f = np.empty(k), np.empty(k), np.empty(k)
+        self._shrink, self._bad = np.empty(k, dtype=bool), np.empty(k, dtype=bool)
+
+    def __call__(self, U: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Write ``project_rows(U, r, 2)`` into ``out`` (``U``'s shape; ``U`` is not changed
+        unless it is ``out``); returns ``out``."""
+        if not self.dim or U.shape != (self.r.size, self.dim):
+            if U.shape != (self.r.size, self.dim):
+                raise PenaltyError(f"L2BallProjection: U must have shape "
+                                   f"{(self.r.size, self.dim)}, got {U.shape}")
+            out[...] = project_rows(U, self.r, 2.0)
+            return out
+        nrm = np.einsum("ij,ij->i", U, U, out=self._nrm)
+        np.sqrt(nrm, out=nrm)
+        if not self._fast_range(U, nrm):
+            out[...] = project_rows(U, self.r, 2.0)
+            return out
+        upper = np.multiply(nrm, self.grow, out=self._upper)
+        shrink = np.greater(upper, self.r, out=self._shrink)  # no NaN here: ~(upper <= r)
+        if not shrink.any():
+            if out is not U:
+                out[...] = U
+            return out
+        f = self._f
+        f.fill(1.0)
+        np.divide(self.r_scale, nrm, out=f, where=shrink)
+        if not f.min() >= self.f_min:
+            out[...] = project_rows(U, self.r, 2.0)
+            return out
+        np.multiply(U, f[:, None], out=out)
+        with np.errstate(over="ignore", under="ignore"):
+            bound = np.multiply(f, upper, out=upper)
+            bound *= 1.0 + 3 * EPS
+        bad = np.greater(bound, self.r_inside, out=self._bad)  # ~(bound <= r (1 - eps))
+        if self.r_below is not None:
+            bad |= self.r_below
+        bad &= shrink
+        if bad.any():
+            out[bad] = enforce_ball(out[bad], self.r[bad], 2.0)
+        return out
+
+    def _fast_range(self, U: np.ndarray, nrm: np.ndarray) -> bool:
+        """Every norm finite and at most the unscaled range's top, and below its bottom only
+        zero rows (:func:`_project_l2_fast`'s conditions)."""
+        if not nrm.max(initial=0.0) <= self.hi:  # also False for NaN
+            return False
+        if nrm.min(initial=np.inf) >= self.lo:
+            return True
+        small = nrm < self.lo
+        return bool(np.all(U[small] == 0))
 
 
 def _project_l2(U: Any, r: Any, nrm: Any) -> Any:

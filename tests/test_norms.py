@@ -373,6 +373,58 @@ def test_l2_projection_fast_path_needs_no_repair(monkeypatch):
         assert np.all(np.linalg.norm(P, axis=1) <= r)
 
 
+@settings(deadline=None, max_examples=150)
+@given(U=rows, data=st.data())
+def test_l2_ball_projection_into_equals_the_dual_update(U, data):
+    """:class:`L2BallProjection` (``Norm2``'s DU written into the flows, radii fixed) returns
+    the rows of ``Norm2().dual_update`` bit for bit, on rows spanning 1e-300..1e300 (zero
+    rows, radii at, just inside and just outside the norm, zero and subnormal radii), into a
+    separate output and in place; every row ends inside its ball by the 50-digit reference."""
+    U = np.array(U, dtype=float)
+    refs = [ref_norm(u, 2.0) for u in U]
+    f = np.array([data.draw(radius_factors) for _ in U])
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.array([float(x) for x in refs]) * f
+    r = np.where(np.isfinite(r), r, 1e300)
+    want = gm.Norm2().dual_update(U, 1.0, r)
+    project = _norms().L2BallProjection(r, U.shape[1])
+    out = np.full_like(U, np.nan)
+    assert project(U, out) is out
+    np.testing.assert_array_equal(out, want)
+    same = U.copy()
+    np.testing.assert_array_equal(project(same, same), want)
+    for k in range(len(U)):
+        assert at_most(ref_norm(out[k], 2.0), r[k]), (U[k], r[k], out[k])
+
+
+def test_l2_ball_projection_into_other_inputs():
+    """Rows the two-pass path does not take (NaN, infinite entries, norms past the unscaled
+    range) give ``dual_update``'s rows bit for bit; nothing moves: a copy; every row inside
+    (repeated calls reuse the buffers); a wrong shape or a negative radius raises
+    :class:`PenaltyError` naming it."""
+    nm = _norms()
+    U = np.array([[3.0, 4.0], [np.nan, 1.0], [1e200, -1e200], [0.0, 0.0], [np.inf, 0.0],
+                  [1e-200, 1e-200], [0.3, 0.4]])
+    r = np.array([1.0, 1.0, 2.0, 0.5, 1.0, 1e-300, 0.5])
+    project = nm.L2BallProjection(r, 2)
+    for _ in range(2):
+        out = np.empty_like(U)
+        np.testing.assert_array_equal(project(U, out), gm.Norm2().dual_update(U, 1.0, r))
+    inside = np.array([[0.1, 0.2], [0.0, 0.0]])
+    out = np.empty_like(inside)
+    np.testing.assert_array_equal(nm.L2BallProjection([1.0, 1.0], 2)(inside, out), inside)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        V = rng.normal(size=(500, 10))
+        radii = rng.uniform(0.0, 4.0, size=500)
+        P = nm.L2BallProjection(radii, 10)(V, np.empty_like(V))
+        assert np.all(nm.norm_rows_upper(P, 2.0) <= radii)
+    with pytest.raises(PenaltyError, match="shape"):
+        project(U[:3], np.empty((3, 2)))
+    with pytest.raises(PenaltyError, match="edge 1"):
+        nm.L2BallProjection([1.0, -1.0], 2)
+
+
 # ============================================================================ objective
 def _path_model(p: float) -> tuple[gm.GTVModel, np.ndarray, Decimal]:
     G = nx.path_graph(3)

@@ -126,3 +126,69 @@ def test_arrays_handed_out_are_never_overwritten(model_and_plain):
     for U, copy in certified:
         np.testing.assert_array_equal(U, copy)
     np.testing.assert_allclose(res.flows, plain[-1][1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1(), gm.SquaredNorm2(), gm.NormP(3.0)])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_edge_updates_equal_the_whole_array_dual_update(penalty, uniform):
+    """``EdgeUpdates`` (block by block, each block's DU by ``Penalty.dual_updater`` written
+    into the flows: for ``Norm2`` the preallocated projection; serial and on 2 threads) gives
+    the flows of the penalty's ``dual_update`` on the whole arrays, and ``D^T u``, bit for bit,
+    with equal and with per-edge steps."""
+    rng = np.random.default_rng(1)
+    model = _model(2)
+    model.penalty = penalty
+    E, d = model.num_edges, model.dim
+    Y = rng.standard_normal((model.num_nodes, d))
+    U = rng.standard_normal((E, d)) * 0.3
+    sigma = np.full(E, 0.7) if uniform else rng.uniform(0.2, 1.0, E)
+    want = updates.dual_update(penalty, U, model.incidence @ Y, sigma, sigma[:, None],
+                               model.capacities)
+    for block_bytes, threads in ((None, 1), (8 * 3 * 5, 1), (8 * 3 * 5, 2)):
+        edges = updates.EdgeUpdates(model.incidence, penalty, model.capacities, d, block_bytes,
+                                    threads=threads)
+        out = np.full((E, d), np.nan)
+        got = edges(Y, U, sigma, sigma[:, None], out)
+        assert got is out
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(edges.node_sums(got), model.incidence.T @ want)
+        edges.close()
+
+
+def test_threads_give_the_same_iterates(model_and_plain, monkeypatch):
+    """``threads=2`` and ``3`` (the blocks and the rows of ``D^T`` on a pool) give the serial
+    run's iterates bit for bit, with blocks of 4 edges and the default rule's step changes;
+    the pool is shut down after the run; ``threads`` is checked and belongs to the numpy
+    path."""
+    model, _ = model_and_plain
+    monkeypatch.setattr(updates, "EDGE_BLOCK_BYTES", 8 * 3 * 4)
+    serial = model.solve_primal_dual(max_iter=40, tol=0, record_every=20)
+    closed = []
+    original = updates.EdgeUpdates.close
+
+    def spy(self):
+        closed.append(self._pool is not None)
+        original(self)
+
+    monkeypatch.setattr(updates.EdgeUpdates, "close", spy)
+    for threads in (2, 3):
+        res = model.solve_primal_dual(max_iter=40, tol=0, record_every=20, threads=threads)
+        np.testing.assert_array_equal(res.weights, serial.weights)
+        np.testing.assert_array_equal(res.flows, serial.flows)
+        np.testing.assert_array_equal(res.history.gap, serial.history.gap)
+    assert closed == [True, True]
+    with pytest.raises(gm.ParameterError, match="threads"):
+        model.solve_primal_dual(max_iter=2, threads=0)
+    with pytest.raises(gm.ParameterError, match="threads"):
+        model.solve_primal_dual(max_iter=2, threads=2, backend="dask")
+
+
+def test_threads_without_edges():
+    """``threads=2`` on a graph without edges (no blocks to split) gives the serial run."""
+    G = nx.empty_graph(3)
+    model = gm.GTVModel(G, 2, penalty=gm.Norm2(), lam=1.0)
+    for v in G.nodes:
+        model.set_loss(v, gm.QuadraticLoss([1.0, float(v)]))
+    res = model.solve_primal_dual(max_iter=5, tol=0, threads=2)
+    np.testing.assert_array_equal(res.weights, [[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    assert res.flows.shape == (0, 2)

@@ -73,7 +73,7 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                       progress: bool = False, batch_cvxpy: bool = True,
                       certificate_budget: float | None = 0.25, backend: str = "numpy",
                       client: Any = None, shards: Any = None, device: Any = None,
-                      dtype: Any = None) -> PrimalDualResult:
+                      dtype: Any = None, threads: int = 1) -> PrimalDualResult:
     """Run Algorithm 1 (paper 001) on ``model``: iterations PU (32) and DU (33) until the
     certified duality gap (34) is at most ``tol * max(1, |P(w)|)``; see the module docstring.
 
@@ -129,6 +129,13 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         The array backend (``backend="torch"``, implied by either): the device of the
         tensors (``"cpu"``, ``"cuda"``, ``"cuda:0"``; default ``"cpu"``) and their precision
         (None: float64; ``"float32"`` opt-in).  None, None (default): the numpy path.
+    threads : int
+        The numpy path's edge updates DU (33) and the product ``D^T u`` split over this many
+        threads (opt-in; default 1): the same iterates bit for bit
+        (:class:`~gtvmodel.primal_dual.updates.EdgeUpdates`).  It pays only where a second
+        core is idle: at 100,000 nodes / 1,000,000 edges on a shared 2-core machine
+        (benchmarks/RESULTS.md, "Algorithm 1's iteration at scale") the gain in wall time
+        depended on the load.
 
     Returns
     -------
@@ -156,6 +163,10 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     [0.5, 1.0, 4.5]
     """
     check_option(backend, "backend", ("numpy", *BACKENDS), where="solve_primal_dual")
+    threads = check_int(threads, "threads", min_val=1, where="solve_primal_dual")
+    if threads != 1 and (backend != "numpy" or device is not None or dtype is not None):
+        raise ParameterError("solve_primal_dual: threads is an option of the numpy path "
+                             f"(backend='numpy', no device or dtype), got threads={threads}")
     if backend == "torch" or (backend == "numpy" and (device is not None or dtype is not None)):
         if client is not None or shards is not None:
             raise ParameterError("solve_primal_dual: client and shards are options of "
@@ -178,8 +189,11 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                           certificate_budget, callback)
     rule = make_step_rule(model, step)
     updates = NodeUpdates(model, prox, batch_cvxpy)
-    run = _Run(model, opts, rule, updates, warm_start, progress, t_start)
-    status = run.loop()
+    run = _Run(model, opts, rule, updates, warm_start, progress, t_start, threads=threads)
+    try:
+        status = run.loop()
+    finally:
+        run.edges.close()
     return run.result(status)
 
 
@@ -236,12 +250,13 @@ class _Run:
 
     def __init__(self, model: ModelDeclaration, opts: _Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
-                 progress: bool, t_start: float):
+                 progress: bool, t_start: float, threads: int = 1):
         self.model, self.opts, self.rule, self.updates = model, opts, rule, updates
         self.t_start = t_start
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim)
+        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
+                                 threads=threads, DT=self.DT)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
@@ -314,7 +329,7 @@ class _Run:
             out = np.empty_like(x.U)
         U_new = self.edges(extrapolate(W_new, x.W, self.Y), x.U, self.sigma, self.sigma_col,
                            out)
-        DTu_new = self.DT @ U_new
+        DTu_new = self.edges.node_sums(U_new)
         t2 = time.perf_counter()
         timings = self.timings
         timings["edge_updates"] += t2 - t1

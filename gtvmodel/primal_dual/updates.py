@@ -17,7 +17,9 @@ block by block (the vectorized loop's edge update).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +28,8 @@ from ..declaration import ModelDeclaration
 from ..terms.penalties import Penalty
 from .prox import NodeUpdates
 
-__all__ = ["prox_point", "extrapolate", "dual_update", "EdgeUpdates", "EDGE_BLOCK_BYTES",
+__all__ = ["prox_point", "extrapolate", "dual_argument", "dual_update", "EdgeUpdates",
+           "EDGE_BLOCK_BYTES",
            "NodeUpdate", "EdgeUpdate"]
 
 
@@ -46,15 +49,22 @@ def extrapolate(W_new: np.ndarray, W: np.ndarray, out: np.ndarray) -> np.ndarray
     return out
 
 
+def dual_argument(U: np.ndarray, DY: np.ndarray, sigma_col: Any) -> np.ndarray:
+    """The argument ``u_e + sigma_e (D (2 w^{k+1} - w^k))_e`` of DU (33), written over ``DY``
+    (the rows ``(D (2 w^{k+1} - w^k))_e``; ``sigma_col`` the steps as a column, or one
+    number when they are equal)."""
+    DY *= sigma_col
+    DY += U
+    return DY
+
+
 def dual_update(penalty: Penalty, U: np.ndarray, DY: np.ndarray, sigma: np.ndarray,
                 sigma_col: np.ndarray, lamA: np.ndarray) -> np.ndarray:
     """DU (33) for the rows ``e`` of ``U``: ``DU_e(u_e + sigma_e (D (2 w^{k+1} - w^k))_e)``
     with the capacities ``lamA = lambda A_e``; ``DY`` holds the rows ``(D (2 w^{k+1} -
     w^k))_e`` and is overwritten with the argument of ``DU`` (no other temporary); ``sigma``
     the steps, ``sigma_col`` the same as a column."""
-    DY *= sigma_col
-    DY += U
-    return penalty.dual_update(DY, sigma, lamA)
+    return penalty.dual_update(dual_argument(U, DY, sigma_col), sigma, lamA)
 
 
 #: Rows of ``D`` per block of :class:`EdgeUpdates`: blocks of about this many bytes of
@@ -70,12 +80,20 @@ class EdgeUpdates:
     w^k`` (:func:`extrapolate`), computed block by block of rows of ``D`` (CSR blocks sliced
     once) into a given output, so that the only ``(|E|, d)`` array an iteration writes is
     ``u^{k+1}``: ``(D Y)_e``, the argument of ``DU`` and the penalty's temporaries are
-    block-sized.  Every row is computed by the same operations as on the whole arrays
-    (each row of ``D Y`` sums its two entries in CSR order; the penalty's dual update is
-    row-wise), so the flows do not depend on the blocks."""
+    block-sized, and each block's DU (:meth:`~gtvmodel.terms.penalties.Penalty.dual_updater`,
+    its capacities' constants computed once) writes its rows of ``u^{k+1}`` directly.  Every
+    row is computed by the same operations as on the whole arrays (each row of ``D Y`` sums its
+    two entries in CSR order; the penalty's dual update is row-wise), so the flows do not
+    depend on the blocks.
+
+    ``threads > 1`` (opt-in) splits the blocks, and the rows of ``D^T`` in
+    :meth:`node_sums`, into that many contiguous parts run on a thread pool (numpy and
+    scipy's sparse products release the GIL): the same rows by the same operations, so the
+    same iterates bit for bit; the pool is shut down by :meth:`close`."""
 
     def __init__(self, D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
-                 block_bytes: int | None = None):
+                 block_bytes: int | None = None, threads: int = 1,
+                 DT: sp.csr_matrix | None = None):
         rows = max(1, (EDGE_BLOCK_BYTES if block_bytes is None else block_bytes)
                    // (8 * max(dim, 1)))
         E = D.shape[0]
@@ -83,6 +101,20 @@ class EdgeUpdates:
         self.penalty, self.lamA = penalty, lamA
         self.blocks = [(a, min(a + rows, E), D if rows >= E else D[a:a + rows])
                        for a in range(0, E, rows)]
+        # DU of each block with its capacities (Penalty.dual_updater: for Norm2 the
+        # projection with the radii's constants computed once, written into the flows)
+        self.updaters = [penalty.dual_updater(lamA[a:b], dim) for a, b, _ in self.blocks]
+        self.D, self._DT = D, DT  # D^T: given, or formed on first use (node_sums)
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        if threads > 1:
+            parts = np.array_split(np.arange(len(self.blocks)), threads)
+            self._parts = [list(zip([self.blocks[j] for j in p], [self.updaters[j] for j in p],
+                                    strict=True)) for p in parts if p.size]
+            cuts = np.linspace(0, self.DT.shape[0], threads + 1).astype(int)
+            self._node_parts = [(a, b, self.DT[a:b]) for a, b in zip(cuts[:-1], cuts[1:],
+                                                                      strict=True) if b > a]
+            self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="gtv-edges")
         self._sigma: np.ndarray | None = None  # the steps last seen, and
         self._uniform: float | None = None     # their common value if they are all equal
 
@@ -92,12 +124,60 @@ class EdgeUpdates:
         w^k`` and ``u^k = U`` with the steps ``sigma`` (and as a column ``sigma_col``).  Equal
         steps (the default rule's ``sigma_e = 1/(2c)``) scale by one number: the same products,
         about 2x cheaper than a column broadcast over rows of ``d`` entries."""
-        pen, lamA = self.penalty, self.lamA
         uniform = self._uniform_step(sigma)
-        for a, b, Db in self.blocks:
-            col = sigma_col[a:b] if uniform is None else uniform
-            out[a:b] = dual_update(pen, U[a:b], Db @ Y, sigma[a:b], col, lamA[a:b])
+        if self._pool is None:
+            self._run(zip(self.blocks, self.updaters, strict=True), Y, U, sigma, sigma_col,
+                      uniform, out)
+        else:
+            self._parallel([(self._run, part, Y, U, sigma, sigma_col, uniform, out)
+                            for part in self._parts])
         return out
+
+    @staticmethod
+    def _run(part: Any, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
+             uniform: float | None, out: np.ndarray) -> None:
+        """DU (33) on the blocks ``part`` (pairs of a block and its updater) into ``out``."""
+        for (a, b, Db), update in part:
+            col = sigma_col[a:b] if uniform is None else uniform
+            update(dual_argument(U[a:b], Db @ Y, col), sigma[a:b], out[a:b])
+
+    @property
+    def DT(self) -> sp.csr_matrix:
+        """``D^T`` as CSR (the one given to the constructor, else formed once here)."""
+        if self._DT is None:
+            self._DT = self.D.T.tocsr()
+        return self._DT
+
+    def node_sums(self, U: np.ndarray) -> np.ndarray:
+        """``D^T U`` (the rows ``(D^T u)_i`` of PU (32)): one sparse product, or with
+        ``threads > 1`` one per contiguous range of nodes, on the pool."""
+        if self._pool is None:
+            return self.DT @ U
+        out = np.empty((self.DT.shape[0], U.shape[1]))
+
+        def rows(a: int, b: int, DTp: sp.csr_matrix) -> None:
+            out[a:b] = DTp @ U
+        self._parallel([(rows, a, b, DTp) for a, b, DTp in self._node_parts])
+        return out
+
+    def _parallel(self, calls: list[tuple]) -> None:
+        """Run the calls ``(f, *args)``: the first in this thread, the others on the pool
+        (their exceptions re-raised here)."""
+        assert self._pool is not None
+        if not calls:  # no edges (or no nodes): nothing to run
+            return
+        futures = [self._pool.submit(*call) for call in calls[1:]]
+        try:
+            calls[0][0](*calls[0][1:])
+        finally:
+            for f in futures:
+                f.result()
+
+    def close(self) -> None:
+        """Shut the thread pool down (no-op without one)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def _uniform_step(self, sigma: np.ndarray) -> float | None:
         """The common value of the steps ``sigma`` if they are all equal (checked once per
