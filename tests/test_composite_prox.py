@@ -223,7 +223,7 @@ def test_kkt_check_rejects_a_wrong_point():
     batch = CompositeProxBatch(gm.AbsoluteLoss, np.arange(3), losses, 3, 2)
     V, tau = rng.standard_normal((3, 2)), np.ones(3)
     pad = batch._padded()
-    Z, ok, (_, a) = composite_mod.composite_active_set_prox(**pad, mu=1 / tau, g=V, Z0=V)
+    Z, ok, (_, a, _) = composite_mod.composite_active_set_prox(**pad, mu=1 / tau, g=V, Z0=V)
     assert ok.all()
     rows = {name: arr for name, arr in pad.items() if name != "coord"}
     assert composite_mod.kkt_certified(**rows, mu=1 / tau, g=V, Z=Z, a=a).all()
