@@ -98,14 +98,21 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord}
     radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
     ball = np.isfinite(radius)
+    any_ball = bool(ball.any())
     # the balls' multipliers at the current active sets (the last call's where given)
     nu = np.zeros(k) if start is None or len(start) < 3 else np.array(start[2], dtype=float)
 
+    def every(act: np.ndarray | slice) -> np.ndarray | slice:
+        """``act`` as an index: a slice (views, no copies) where it names every node."""
+        return act if isinstance(act, slice) or act.size < k else slice(None)
+
     def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
+        act = every(act)
         return rtol * (np.abs(cs[act]) + cq[act] * np.abs(a)
                        + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
 
     def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
+        act = every(act)
         grad = cs[act] + cq[act] * a - np.einsum("krd,kd->kr", P[act], Za)
         new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
                               tolerance(act, Za, a), free)
@@ -123,9 +130,13 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets
         (:func:`_active_set_system`, then :func:`_affine_solve` or, for nodes with a ball,
         :func:`_ball_solve`, then :func:`_row_duals`)."""
-        sy = _active_set_system(rows, state[act], act, mu[act], g[act], a_prev[act])
+        ix = every(act)
+        sy = _active_set_system(rows, state[ix], ix, mu[ix], g[ix], a_prev[ix])
+        if not any_ball:
+            Za, ad = _affine_solve(sy)
+            return Za, _row_duals(sy, Za, ad, None)
         Za, ad, nua = np.empty((act.size, d)), np.zeros((act.size, sy["F"])), np.zeros(act.size)
-        on_ball = ball[act]
+        on_ball = ball[ix]
         for part, ball_part in ((np.flatnonzero(~on_ball), False),
                                 (np.flatnonzero(on_ball), True)):
             if part.size == 0:
@@ -138,7 +149,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                                                             nu[act[part]])
             else:
                 Za[part], ad[part] = _affine_solve(sub)
-        nu[act] = nua
+        nu[ix] = nua
         return Za, _row_duals(sy, Za, ad, nua)
 
     def run(act: np.ndarray) -> np.ndarray:
@@ -171,11 +182,12 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
-    ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev, nu=nu, radius=radius)
+    ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
+                       **({"nu": nu, "radius": radius} if any_ball else {}))
     return Z, ok, (state, a_prev, nu)
 
 
-def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray,
+def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
                        mu: np.ndarray, g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
     """The equality-constrained problem of the active sets ``st`` of the nodes ``act``
     (:func:`composite_active_set_prox`): the held duals ``a_fix``, the curvature ``H = mu I +
@@ -194,31 +206,39 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
     a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
     a_fix[free | fixed] = 0.0
     wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
-    f = g - (P.transpose(0, 2, 1) @ (a_fix - wq * cs)[:, :, None])[:, :, 0]
+    f = g - np.einsum("krd,kr->kd", P, a_fix - wq * cs)
     # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
-    kk, uu = np.nonzero(freel[:, unit])
-    kk, urows = kk[::-1], unit[uu[::-1]]
     fx = np.zeros((n_act, d), dtype=bool)
     zfix = np.zeros((n_act, d))
     owner = np.full((n_act, d), -1)
-    fx[kk, coord[urows]] = True
-    zfix[kk, coord[urows]] = cs[kk, urows]
-    owner[kk, coord[urows]] = urows
+    if unit.size:
+        kk, uu = np.nonzero(freel[:, unit])
+        kk, urows = kk[::-1], unit[uu[::-1]]
+        fx[kk, coord[urows]] = True
+        zfix[kk, coord[urows]] = cs[kk, urows]
+        owner[kk, coord[urows]] = urows
     H = mu[:, None, None] * np.eye(d)
-    if freeq.any():
-        H = H + np.matmul((P * wq[:, :, None]).transpose(0, 2, 1), P)
-    datal = freel.copy()
-    datal[:, unit] = False
+    any_q = bool(freeq.any())
+    if any_q:
+        H = H + np.einsum("krd,kre->kde", P * wq[:, :, None], P)
+    datal = freel
+    if unit.size:
+        datal = freel.copy()
+        datal[:, unit] = False
     F = int(datal.sum(axis=1).max(initial=0))
-    sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
-    on = np.take_along_axis(datal, sel, axis=1)
-    Pd = np.where(on[:, :, None], np.take_along_axis(P, sel[:, :, None], axis=1), 0.0)
-    bd = np.where(on, np.take_along_axis(cs, sel, axis=1) - (Pd @ zfix[:, :, None])[:, :, 0],
-                  0.0)
-    a0 = np.where(on, np.take_along_axis(a_prev, sel, axis=1), 0.0)
+    if F:
+        sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
+        on = np.take_along_axis(datal, sel, axis=1)
+        Pd = np.where(on[:, :, None], np.take_along_axis(P, sel[:, :, None], axis=1), 0.0)
+        bd = np.where(on, np.take_along_axis(cs, sel, axis=1) - np.einsum("kfd,kd->kf", Pd, zfix),
+                      0.0)
+        a0 = np.where(on, np.take_along_axis(a_prev, sel, axis=1), 0.0)
+    else:
+        sel, on = np.zeros((n_act, 0), dtype=np.int64), np.zeros((n_act, 0), dtype=bool)
+        Pd, bd, a0 = np.zeros((n_act, 0, d)), np.zeros((n_act, 0)), np.zeros((n_act, 0))
     return {"P": P, "cs": cs, "freeq": freeq, "wq": wq, "a_fix": a_fix, "f": f, "fx": fx,
             "zfix": zfix, "owner": owner, "H": H, "F": F, "sel": sel, "on": on, "Pd": Pd,
-            "bd": bd, "a0": a0, "any_q": bool(freeq.any())}
+            "bd": bd, "a0": a0, "any_q": any_q}
 
 
 def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -347,7 +367,7 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
     return out
 
 
-def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarray
+def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarray | None
                ) -> np.ndarray:
     """Every row's dual at ``z``: held rows their bound, free ``q`` rows ``(P_r^T z - c_r s_r)
     / (c_r q_r)``, free linear data rows ``ad``, and a free unit row owning its coordinate the
@@ -359,7 +379,9 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
             a, sy["sel"], axis=1)), axis=1)
     fx = sy["fx"]
     if fx.any():
-        res = sy["f"] - (sy["H"] @ Za[:, :, None])[:, :, 0] - nu[:, None] * Za
+        res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
+        if nu is not None:
+            res -= nu[:, None] * Za
         if sy["F"]:
             res -= (sy["Pd"].transpose(0, 2, 1) @ np.where(sy["on"], ad, 0.0)[:, :, None]
                     )[:, :, 0]
