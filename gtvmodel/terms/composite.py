@@ -294,10 +294,11 @@ def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter:
     if F:
         D = sy["Pd"] * fr[:, None, :]
         Dp = _pinv_rows(D, on)
-        z0 += fr * np.einsum("kdf,kf->kd", Dp, sy["bd"])
+        for _ in range(2):  # least-norm solution, refined once (ill-conditioned rows)
+            z0 += fr * np.einsum("kdf,kf->kd", Dp, sy["bd"] - np.einsum("kfd,kd->kf", D, z0))
     if not sy["any_q"]:  # H = mu I: y(nu) = b / (mu + nu), nu = ||b|| / rho - mu
         b = fr * (sy["f"] - H[:, 0, :1] * z0)
-        if F:
+        for _ in range(2 if F else 0):  # projected onto the null space, twice (rounding)
             b -= fr * np.einsum("kdf,kf->kd", Dp, np.einsum("kfd,kd->kf", D, b))
         lam, Qv = H[:, 0, :1] * np.ones((1, d)), None
         c = b
@@ -331,16 +332,44 @@ def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter:
             break
     y = c / (lam + nu[:, None])
     if Qv is not None:
-        y = np.einsum("kdi,ki->kd", Qv, y)
+        y, nu = _refined_ball_point(B, b, lam, Qv, nu, rho, out)
     ny = np.linalg.norm(y, axis=1)
-    y *= np.where(out & (ny > rho), rho / np.maximum(ny, 1e-300), 1.0)[:, None]  # rounding
+    y *= np.where(out, rho / np.maximum(ny, 1e-300), 1.0)[:, None]  # ||y|| = rho to rounding
     Za = np.where(fx, zfix, z0 + y)
     if not F:
         return Za, np.zeros((k, 0)), nu
     res = fr * (sy["f"] - np.einsum("kij,kj->ki", H, Za) - nu[:, None] * Za)
     a0 = sy["a0"]
-    ad = a0 + np.einsum("kdf,kd->kf", Dp, res - np.einsum("kfd,kf->kd", D, a0))
+    ad = a0
+    for _ in range(2):  # the duals nearest a0, refined once
+        ad = ad + np.einsum("kdf,kd->kf", Dp, res - np.einsum("kfd,kf->kd", D, ad))
     return Za, np.where(on, ad, 0.0), nu
+
+
+def _refined_ball_point(B: np.ndarray, b: np.ndarray, lam: np.ndarray, Qv: np.ndarray,
+                        nu: np.ndarray, rho: np.ndarray, out: np.ndarray, steps: int = 1
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``y = (B + nu I)^{-1} b`` accurate componentwise, with ``nu`` (where ``out``) corrected
+    so that ``||y|| = rho``: the eigenbasis ``B ~ Qv diag(lam) Qv^T`` is accurate relative to
+    ``||B||`` only, too little for badly scaled data (graded curvatures), so every solve takes
+    one step of iterative refinement (residual ``b - (B + nu I) y`` in full), and ``steps``
+    Newton steps on the secular equation use the refined ``||y(nu)||``.  Returns ``(y,
+    nu)``."""
+    def solve(rhs: np.ndarray) -> np.ndarray:
+        return np.einsum("kdi,ki->kd", Qv, np.einsum("kdi,kd->ki", Qv, rhs)
+                         / (lam + nu[:, None]))
+
+    def refined() -> np.ndarray:
+        y = solve(b)
+        return y + solve(b - np.einsum("kij,kj->ki", B, y) - nu[:, None] * y)
+
+    y = refined()
+    for _ in range(steps if out.any() else 0):
+        ny = np.linalg.norm(y, axis=1)
+        slope = np.einsum("kd,kd->k", y, solve(y)) / ny**3
+        nu = np.where(out, np.maximum(nu + (1.0 / rho - 1.0 / ny) / slope, 0.0), 0.0)
+        y = refined()
+    return y, nu
 
 
 def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
