@@ -49,30 +49,34 @@ def _objective(ls, v, tau, z):
             + sq(z - v) / (2 * tau))
 
 
-def _reference(ls, v, tau, lo, hi, radius=np.inf):
-    """argmin of the prox objective over lo <= z <= hi, ||z||_2 <= radius by one tight Clarabel
-    solve."""
+def _reference(ls, v, tau, lo, hi, radius=np.inf, radius1=np.inf):
+    """argmin of the prox objective over lo <= z <= hi, ||z||_2 <= radius, ||z||_1 <= radius1
+    by one tight Clarabel solve."""
     z = cp.Variable(v.size)
     cons = [z[j] >= lo[j] for j in range(v.size) if np.isfinite(lo[j])]
     cons += [z[j] <= hi[j] for j in range(v.size) if np.isfinite(hi[j])]
     cons += [cp.norm(z, 2) <= radius] if np.isfinite(radius) else []
+    cons += [cp.norm(z, 1) <= radius1] if np.isfinite(radius1) else []
     cp.Problem(cp.Minimize(_objective(ls, v, tau, z)), cons).solve(**TIGHT)
     return z.value
 
 
-def _check(losses, V, tau, lo, hi, Z, radius=None):
+def _check(losses, V, tau, lo, hi, Z, radius=None, radius1=None):
     """Z agrees with the reference to 1e-8, or the reference is the inexact one: it is worse
     than Z (feasible) by at least the quadratic growth (mu/2)||z_ref - z||^2 of the
     mu-strongly convex prox objective (Clarabel reports "inaccurate" on badly scaled data),
     up to the objective's rounding (1e-13 relative)."""
     radius = np.full(len(losses), np.inf) if radius is None else radius
+    radius1 = np.full(len(losses), np.inf) if radius1 is None else radius1
+    assert np.all(np.abs(Z).sum(axis=1) <= radius1 * (1 + 1e-12))
     assert np.all(Z >= lo - 1e-15 * (1 + np.abs(lo))) and np.all(Z <= hi + 1e-15 * (1 + np.abs(hi)))
     assert np.all(np.linalg.norm(Z, axis=1) <= radius * (1 + 1e-12))
     for j, ls in enumerate(losses):
-        ref = _reference(ls, V[j], tau[j], lo[j], hi[j], radius[j])
+        ref = _reference(ls, V[j], tau[j], lo[j], hi[j], radius[j], radius1[j])
         # made feasible (the solver's point may be outside by its tolerance): scaled into the
-        # ball, towards 0, which every box here contains, then clipped to the box
-        ref = np.clip(ref * min(1.0, radius[j] / max(np.linalg.norm(ref), 1e-300)), lo[j], hi[j])
+        # balls, towards 0, which every box here contains, then clipped to the box
+        ref = np.clip(ref * min(1.0, radius[j] / max(np.linalg.norm(ref), 1e-300),
+                                radius1[j] / max(np.abs(ref).sum(), 1e-300)), lo[j], hi[j])
         gap = np.abs(Z[j] - ref).max()
         if gap <= 1e-8 * (1 + np.abs(ref).max()):
             continue
@@ -160,6 +164,26 @@ def test_euclidean_ball_by_multiplier_search_matches_independent_cvxpy(seed, whi
     batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius)
     tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
     _check(losses, V, tau, lo, hi, batch.prox(V, tau), radius)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), which=st.integers(0, 3), d=st.integers(1, 4),
+       log_cond=st.floats(0, 5), log_tau=st.floats(-4, 4), boxed=st.booleans(),
+       l1=st.sampled_from([0.0, 0.1]))
+def test_one_norm_ball_matches_independent_cvxpy(seed, which, d, log_cond, log_tau, boxed, l1):
+    # NormBall(p=1) (with or without a box and l1): its multiplier widens the l1 rows' dual
+    # intervals, exact per active set (z affine in it)
+    rng = np.random.default_rng(seed)
+    cls, k = CLASSES[which], 4
+    losses = _losses(rng, cls, k, d, 1.0, 10.0**log_cond, l1)
+    V = 3.0 * rng.standard_normal((k, d))
+    lo, hi = _box(rng, k, d, 2.0) if boxed else (np.full((k, d), -np.inf),
+                                                 np.full((k, d), np.inf))
+    radius1 = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 2.0, k), np.inf)
+    batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi), radius1=radius1)
+    tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
+    _check(losses, V, tau, lo, hi, batch.prox(V, tau), radius1=radius1)
 
 
 def test_warm_started_calls_equal_cold_ones():
@@ -269,7 +293,7 @@ def test_kkt_check_rejects_a_wrong_point():
     pad = batch._padded()
     Z, ok, (_, a, _) = composite_mod.composite_active_set_prox(**pad, mu=1 / tau, g=V, Z0=V)
     assert ok.all()
-    rows = {name: arr for name, arr in pad.items() if name != "coord"}
+    rows = {name: arr for name, arr in pad.items() if name not in ("coord", "l1row")}
     assert composite_mod.kkt_certified(**rows, mu=1 / tau, g=V, Z=Z, a=a).all()
     assert not composite_mod.kkt_certified(**rows, mu=1 / tau, g=V, Z=Z + 1e-6, a=a).any()
 
@@ -306,11 +330,16 @@ def test_plan_sends_l1_and_box_nodes_to_the_active_set_path():
     assert NodeUpdates(model).describe() == {
         "isolated": 1, "squared-active-set": 2, "huber-active-set": 2,
         "hinge-active-set": 1, "absolute-active-set": 1, "zero": 1, "squared": 1}
-    ball1 = gm.GTVModel(nx.path_graph(2), 2, penalty=gm.Norm2(), lam=0.1)
-    for v in ball1.nodes:  # a 1-norm ball is neither a box nor a Euclidean ball: CVXPY
-        ball1.set_loss(v, gm.HuberLoss(np.eye(2), [1.0, 2.0]))
-        ball1.add_constraint(v, gm.NormBall(1.0, p=1))
-    assert NodeUpdates(ball1).describe() == {"cvxpy": 2}
+    balls = gm.GTVModel(nx.path_graph(4), 2, penalty=gm.Norm2(), lam=0.1)
+    for v in balls.nodes:
+        balls.set_loss(v, gm.HuberLoss(np.eye(2), [1.0, 2.0]))
+    balls.add_constraint(0, gm.NormBall(1.0, p=1))  # its multiplier widens the l1 rows
+    balls.add_constraint(1, gm.NormBall(1.0, p=3))  # no exact batched form: CVXPY
+    balls.add_constraint(2, gm.NormBall(1.0, p=1))  # a 1-norm and a 2-norm ball: CVXPY
+    balls.add_constraint(2, gm.NormBall(0.8))
+    balls.add_constraint(3, gm.NormBall(1.0, p=1))
+    balls.add_constraint(3, gm.Box(-0.3, 0.5))
+    assert NodeUpdates(balls).describe() == {"huber-active-set": 2, "cvxpy": 2}
 
 
 def _node_box(model, i):

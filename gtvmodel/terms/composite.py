@@ -1,5 +1,5 @@
-"""Exact batched node updates PU (32) of piecewise-quadratic data fits with ``l1`` and box
-constraints (issue 16 item 3).
+"""Exact batched node updates PU (32) of piecewise-quadratic data fits with ``l1``, box
+constraints and a 2-norm or 1-norm ball (issue 16 item 3).
 
 For a data-fit loss whose row conjugate is quadratic on an interval, ``ell*(a) = s_r a + q_r
 a^2 / 2`` on ``[lo_r, hi_r]`` (:attr:`~gtvmodel.terms.losses.Loss.piecewise_quadratic`:
@@ -23,9 +23,12 @@ in :attr:`CompositeProxBatch.fallbacks`).  A Euclidean ball ``||z||_2 <= r_i`` e
 active-set step: with the rows' active sets fixed, ``z`` solves a trust-region problem on the
 null space of the free linear rows, exact in the eigenbasis of its curvature, with the ball's
 multiplier ``nu >= 0`` by Newton's method on the secular equation ``1/||z(nu)|| = 1/r``
-(:func:`_ball_solve`).  This generalizes
-:func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or constraint
-rows) to quadratic row conjugates.
+(:func:`_ball_solve`).  A 1-norm ball ``||z||_1 <= r_i`` has a multiplier ``nu1 >= 0`` that widens
+the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set fixed ``z`` and
+``||z||_1`` are affine in ``nu1``, so two solves give it exactly (``solve_l1_ball`` in
+:func:`composite_active_set_prox`).  Other ``p``-norm balls stay on the CVXPY path.  This
+generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
+constraint rows) to quadratic row conjugates.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
                               Z0: np.ndarray, *, coord: np.ndarray | None = None,
                               start: tuple[np.ndarray, ...] | None = None,
-                              radius: np.ndarray | None = None, max_iter: int = 50,
-                              rtol: float = 1e-13
+                              radius: np.ndarray | None = None,
+                              radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
+                              max_iter: int = 50, rtol: float = 1e-13
                               ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
@@ -87,7 +91,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns ``(Z, certified,
     (active set, a, nu))`` (the last, passed back as ``start``, starts the next call where
     it left off): ``certified`` is the KKT check :func:`kkt_certified` at ``KKT_RTOL``
-    (with the ball's conditions where there is one).
+    (with the ball's conditions where there is one).  ``radius1`` (``(k,)``, ``inf``: none) are
+    1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)`` marks the ``l1`` rows (one per
+    coordinate, not padding at those nodes) whose intervals their multipliers widen.
     """
     k, R, d = P.shape
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -101,6 +107,14 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     any_ball = bool(ball.any())
     # the balls' multipliers at the current active sets (the last call's where given)
     nu = np.zeros(k) if start is None or len(start) < 3 else np.array(start[2], dtype=float)
+    # 1-norm balls: their multipliers widen the l1 rows' dual intervals (lo, hi: effective)
+    radius1 = np.broadcast_to(np.inf if radius1 is None else radius1, (k,))
+    ball1 = np.flatnonzero(np.isfinite(radius1))
+    nu1 = np.zeros(k)
+    if ball1.size:
+        l1m = np.asarray(l1row, dtype=bool)
+        lo0, hi0, lo, hi = lo, hi, lo.copy(), hi.copy()
+        rows["lo"], rows["hi"] = lo, hi
 
     def every(act: np.ndarray | slice) -> np.ndarray | slice:
         """``act`` as an index: a slice (views, no copies) where it names every node."""
@@ -152,11 +166,44 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         nu[ix] = nua
         return Za, _row_duals(sy, Za, ad, nua)
 
+    def solve_l1_ball(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> None:
+        """Overwrites ``Za``, ``a`` at the nodes of ``act`` with a 1-norm ball: with the
+        active set fixed, the held l1 rows' duals are ``+-(eta + nu1)`` and ``z(nu1) = z_a +
+        nu1 z_b`` is affine (two solves of :func:`_affine_solve`), and so is ``||z||_1 =
+        sum_j sigma_j z_j`` (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``):
+        ``nu1 = (r - ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
+        pos = np.flatnonzero(np.isfinite(radius1[act]))
+        if pos.size == 0:
+            return
+        J = act[pos]
+        lo[J], hi[J] = lo0[J], hi0[J]
+        st = state[J]
+        sig = np.where(l1m & ~fixed[J], st, 0).astype(float)
+        sy = _active_set_system(rows, st, J, mu[J], g[J], a_prev[J])
+        za, ad_a = _affine_solve(sy)
+        syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig), zfix=np.zeros_like(sy["zfix"]),
+                   bd=np.zeros_like(sy["bd"]), a0=np.zeros_like(sy["a0"]))
+        zb, ad_b = _affine_solve(syb)
+        na = np.einsum("krd,kr,kd->k", P[J], sig, za)
+        nb = np.einsum("krd,kr,kd->k", P[J], sig, zb)
+        t = np.where((na > radius1[J]) & (nb < 0), (radius1[J] - na) / np.where(nb < 0, nb, -1.0),
+                     0.0)
+        t = np.maximum(t, 0.0)
+        nu1[J] = t
+        lo[J] = lo0[J] - t[:, None] * l1m
+        hi[J] = hi0[J] + t[:, None] * l1m
+        sy["a_fix"] = sy["a_fix"] + t[:, None] * sig
+        sy["f"] = sy["f"] + t[:, None] * syb["f"]
+        Zj = za + t[:, None] * zb
+        Za[pos], a[pos] = Zj, _row_duals(sy, Zj, ad_a + t[:, None] * ad_b, None)
+
     def run(act: np.ndarray) -> np.ndarray:
         """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
         for it in range(max_iter):
             st = state[act]
             Za, a = solve(act)
+            if ball1.size:
+                solve_l1_ball(act, Za, a)
             Z[act], a_prev[act] = Za, a
             new, grad = states(act, a, Za, st == 0)
             if it >= 6:  # a cycle is likely: change one row per node, the most violated
@@ -184,6 +231,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             run(left)
     ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
                        **({"nu": nu, "radius": radius} if any_ball else {}))
+    if ball1.size:  # ||z||_1 <= r, and = r where its multiplier is positive
+        n1 = np.abs(Z[ball1]).sum(axis=1)
+        r1 = radius1[ball1]
+        ok[ball1] &= (n1 <= r1 * (1 + KKT_RTOL)) & ((nu1[ball1] == 0)
+                                                   | (n1 >= r1 * (1 - KKT_RTOL)))
     return Z, ok, (state, a_prev, nu)
 
 
@@ -469,7 +521,7 @@ class CompositeProxBatch(DataFitBatch):
 
     def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Any, n: int, d: int,
                  box: tuple[np.ndarray, np.ndarray] | None = None,
-                 radius: np.ndarray | None = None):
+                 radius: np.ndarray | None = None, radius1: np.ndarray | None = None):
         super().__init__(cls, nodes, losses, n, d)
         k = self.ms.size
         if box is None:
@@ -479,6 +531,9 @@ class CompositeProxBatch(DataFitBatch):
         #: Radii of the nodes' Euclidean balls ``||z||_2 <= r_i`` (``inf``: none).
         self.radius = np.broadcast_to(np.asarray(np.inf if radius is None else radius,
                                                  dtype=float), (k,))
+        #: Radii of the nodes' 1-norm balls ``||z||_1 <= r_i`` (``inf``: none).
+        self.radius1 = np.broadcast_to(np.asarray(np.inf if radius1 is None else radius1,
+                                                  dtype=float), (k,))
         #: Node updates that failed the KKT check and were solved by CVXPY instead.
         self.fallbacks = 0
 
@@ -516,8 +571,11 @@ class CompositeProxBatch(DataFitBatch):
         eta = self.l1[:, None] * np.ones((1, d))
         lo_b, hi_b = self.box
         zero = np.zeros((k, d))
-        if (eta > 0).any():  # eta |z_j| = max_{|a| <= eta} a z_j
-            blocks.append(_unit_rows(zero, -eta, eta, eta == 0))
+        ball1 = np.isfinite(self.radius1)[:, None] * np.ones((1, d), dtype=bool)
+        if (eta > 0).any() or ball1.any():  # eta |z_j| = max_{|a| <= eta} a z_j (with a
+            # 1-norm ball: eta + nu1, nu1 its multiplier)
+            blocks.append(_unit_rows(zero, -eta, eta, (eta == 0) & ~ball1))
+        l1_block = len(blocks) - 1 if len(blocks) > 1 else None
         if np.isfinite(hi_b).any():  # z_j <= hi_j: a >= 0, s = hi_j
             fin = np.isfinite(hi_b)
             blocks.append(_unit_rows(np.where(fin, hi_b, 0.0), zero, np.where(fin, np.inf, 0.0),
@@ -528,6 +586,8 @@ class CompositeProxBatch(DataFitBatch):
                                      ~fin))
         pad = {name: np.concatenate([b[name] for b in blocks], axis=1) for name in data}
         pad["coord"] = np.concatenate([np.full(m, -1)] + [np.arange(d)] * (len(blocks) - 1))
+        pad["l1row"] = np.concatenate([np.full(m if i == 0 else d, i == l1_block and i > 0)
+                                       for i in range(len(blocks))])
         self.__dict__["_pad"] = pad
         return pad
 
@@ -543,8 +603,10 @@ class CompositeProxBatch(DataFitBatch):
         if start is not None and start[0].shape[0] != k:
             start = None
         radius = self.radius if np.isfinite(self.radius).any() else None
+        radius1 = self.radius1 if np.isfinite(self.radius1).any() else None
         Z, ok, self.__dict__["_dual_start"] = composite_active_set_prox(
-            **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius)
+            **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius,
+            radius1=radius1)
         bad = np.flatnonzero(~ok)
         if bad.size:
             self.fallbacks += int(bad.size)
@@ -559,7 +621,8 @@ class CompositeProxBatch(DataFitBatch):
         z = cp.Variable(self.d)
         cons = ([z[np.isfinite(lo)] >= lo[np.isfinite(lo)]] if np.isfinite(lo).any() else []) \
             + ([z[np.isfinite(hi)] <= hi[np.isfinite(hi)]] if np.isfinite(hi).any() else []) \
-            + ([cp.norm(z, 2) <= self.radius[j]] if np.isfinite(self.radius[j]) else [])
+            + ([cp.norm(z, 2) <= self.radius[j]] if np.isfinite(self.radius[j]) else []) \
+            + ([cp.norm(z, 1) <= self.radius1[j]] if np.isfinite(self.radius1[j]) else [])
         prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)),
                           cons)
         what = f"prox of {loss!r} with a box"
@@ -572,7 +635,8 @@ class CompositeProxBatch(DataFitBatch):
         # projection, a scaling, then the box's again: within the box, and within the ball
         # whenever the box holds 0)
         w = np.clip(np.asarray(z.value, dtype=float), lo, hi)
-        w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300))
+        w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300),
+                 self.radius1[j] / max(float(np.abs(w).sum()), 1e-300))
         return np.clip(w, lo, hi)
 
 
