@@ -301,28 +301,33 @@ def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     the rows are inconsistent), and ``ad`` is the solution of ``Pd^T ad = f - H z`` nearest
     ``a0``."""
     H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
-    d = H.shape[1]
-    eye = np.eye(d)
+    k, d = zfix.shape
     fr = ~fx
-    rhs = np.where(fr, sy["f"] - (H @ zfix[:, :, None])[:, :, 0], zfix)
-    Hr = np.where(fr[:, :, None] & fr[:, None, :], H, eye)  # identity on fixed coordinates
-    if sy["any_q"]:  # L^{-1} of Hr = L L^T
-        Li = np.linalg.inv(np.linalg.cholesky(Hr))
-    else:  # Hr is diagonal
-        Li = eye / np.sqrt(np.diagonal(Hr, axis1=1, axis2=2))[:, :, None]
-    u0 = (Li @ rhs[:, :, None])[:, :, 0]
+    if sy["any_q"]:  # L^{-1} of Hr = L L^T, Hr: H on the free coordinates, I on the others
+        eye = np.eye(d)
+        Li = np.linalg.inv(np.linalg.cholesky(np.where(fr[:, :, None] & fr[:, None, :], H,
+                                                       eye)))
+        u0 = np.einsum("kij,kj->ki", Li, np.where(fr, sy["f"] - np.einsum("kij,kj->ki", H, zfix),
+                                                  zfix))
+
+        def back(u: np.ndarray) -> np.ndarray:  # L^{-T} u
+            return np.einsum("kji,kj->ki", Li, u)
+    else:  # H = mu I: L = sqrt(mu) I on the free coordinates (zfix is 0 there)
+        li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
+        u0 = li * np.where(fr, sy["f"], zfix)
+
+        def back(u: np.ndarray) -> np.ndarray:
+            return li * u
     if not F:
-        return np.where(fr, (Li.transpose(0, 2, 1) @ u0[:, :, None])[:, :, 0], zfix), \
-            np.zeros((H.shape[0], 0))
-    A = np.where(fr[:, None, :], sy["Pd"], 0.0) @ Li.transpose(0, 2, 1)  # Pd L^{-T}
+        return np.where(fr, back(u0), zfix), np.zeros((k, 0))
+    Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
+    A = np.einsum("kfj,kij->kfi", Pf, Li) if sy["any_q"] else Pf * li[:, None, :]  # Pd L^{-T}
     Ainv = _pinv_rows(A, on)
-    u = u0 + (Ainv @ np.where(on, sy["bd"] - (A @ u0[:, :, None])[:, :, 0], 0.0)[:, :, None]
-              )[:, :, 0]
-    Za = np.where(fr, (Li.transpose(0, 2, 1) @ u[:, :, None])[:, :, 0], zfix)
+    u = u0 + np.einsum("kdf,kf->kd", Ainv,
+                       np.where(on, sy["bd"] - np.einsum("kfd,kd->kf", A, u0), 0.0))
     a0 = sy["a0"]
-    ad = a0 + ((u0 - u - (A.transpose(0, 2, 1) @ a0[:, :, None])[:, :, 0])[:, None, :]
-               @ Ainv)[:, 0, :]
-    return Za, np.where(on, ad, 0.0)
+    ad = a0 + np.einsum("kdf,kd->kf", Ainv, u0 - u - np.einsum("kfd,kf->kd", A, a0))
+    return np.where(fr, back(u), zfix), np.where(on, ad, 0.0)
 
 
 def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter: int = 60
