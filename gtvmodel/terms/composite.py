@@ -101,7 +101,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
     Z = np.array(Z0, dtype=float)
     coord = np.full(R, -1) if coord is None else np.asarray(coord)
-    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord}
+    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord,
+            "unit": np.flatnonzero(coord >= 0)}
+    abs_cs = np.abs(cs)
     radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
     ball = np.isfinite(radius)
     any_ball = bool(ball.any())
@@ -122,7 +124,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
 
     def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
         act = every(act)
-        return rtol * (np.abs(cs[act]) + cq[act] * np.abs(a)
+        return rtol * (abs_cs[act] + cq[act] * np.abs(a)
                        + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
 
     def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
@@ -252,7 +254,7 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
                                for key in ("P", "cs", "cq", "fixed", "coord"))
     lo, hi = rows["lo"][act], rows["hi"][act]
     n_act, R, d = P.shape
-    unit = np.flatnonzero(coord >= 0)
+    unit = rows["unit"]
     free = (st == 0) & ~fixed
     freeq, freel = free & (cq > 0), free & (cq == 0)
     a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
@@ -434,12 +436,20 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
     first (the others are zero padding): ``Q R^{-T}`` from the QR factorization ``A_i^T = Q R``
     of the first ``min(F, d)`` rows (a unit diagonal in ``R``'s padding) where the rows are
     independent (``|R_jj| > rtol max |R_jj|``), else by SVD (``numpy.linalg.pinv``: more rows
-    than ``d``, or dependent rows); ``0`` where no row is on."""
+    than ``d``, or dependent rows); ``0`` where no row is on, ``a / ||a||^2`` for one row
+    ``a``."""
     k, F, d = A.shape
     Fq = min(F, d)
     out = np.zeros((k, d, F))
     nf = on.sum(axis=1)
-    some = np.flatnonzero(nf > 0)
+    one = np.flatnonzero(nf == 1)  # one row a (the first): pinv = a / ||a||^2
+    if one.size:
+        a = A[one, 0]
+        n2 = np.einsum("kd,kd->k", a, a)
+        out[one, :, 0] = a / np.where(n2 > 0, n2, np.inf)[:, None]
+    some = np.flatnonzero(nf > 1)
+    if some.size == 0:
+        return out
     onq = on[some, :Fq]
     Q, Rm = np.linalg.qr(A[some, :Fq].transpose(0, 2, 1))
     diag = np.abs(np.diagonal(Rm, axis1=1, axis2=2))
