@@ -418,16 +418,19 @@ def _refined_ball_point(B: np.ndarray, b: np.ndarray, lam: np.ndarray, Qv: np.nd
         return np.einsum("kdi,ki->kd", Qv, np.einsum("kdi,kd->ki", Qv, rhs)
                          / (lam + nu[:, None]))
 
-    def refined() -> np.ndarray:
+    def refined() -> tuple[np.ndarray, bool]:
+        """The refined solve, and whether the refinement moved it beyond rounding."""
         y = solve(b)
-        return y + solve(b - np.einsum("kij,kj->ki", B, y) - nu[:, None] * y)
+        dy = solve(b - np.einsum("kij,kj->ki", B, y) - nu[:, None] * y)
+        return y + dy, bool((np.abs(dy) > 1e-15 * np.abs(y).max(axis=1, keepdims=True)).any())
 
-    y = refined()
-    for _ in range(steps if out.any() else 0):
+    y, moved = refined()
+    # the secular Newton steps again where the refinement moved a point (graded data)
+    for _ in range(steps if out.any() and moved else 0):
         ny = np.linalg.norm(y, axis=1)
         slope = np.einsum("kd,kd->k", y, solve(y)) / ny**3
         nu = np.where(out, np.maximum(nu + (1.0 / rho - 1.0 / ny) / slope, 0.0), 0.0)
-        y = refined()
+        y = refined()[0]
     return y, nu
 
 
