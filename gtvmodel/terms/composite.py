@@ -552,6 +552,8 @@ class CompositeProxBatch(DataFitBatch):
         #: Radii of the nodes' 1-norm balls ``||z||_1 <= r_i`` (``inf``: none).
         self.radius1 = np.broadcast_to(np.asarray(np.inf if radius1 is None else radius1,
                                                   dtype=float), (k,))
+        self._balls = tuple(r if np.isfinite(r).any() else None
+                            for r in (self.radius, self.radius1))
         #: Node updates that failed the KKT check and were solved by CVXPY instead.
         self.fallbacks = 0
 
@@ -616,12 +618,13 @@ class CompositeProxBatch(DataFitBatch):
         ``v_i``) clipped to the box; nodes failing the KKT check take :meth:`cvxpy_prox`."""
         k = self.ms.size
         mu = 2.0 * self.l2 + 1.0 / tau
-        Z = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
         start = self.__dict__.get("_dual_start")
         if start is not None and start[0].shape[0] != k:
             start = None
-        radius = self.radius if np.isfinite(self.radius).any() else None
-        radius1 = self.radius1 if np.isfinite(self.radius1).any() else None
+        # the starting point matters only without a last active set (every z is solved for)
+        Z = V if start is not None else np.clip(V if W0 is None else np.asarray(W0, dtype=float),
+                                                *self.box)
+        radius, radius1 = self._balls
         Z, ok, self.__dict__["_dual_start"] = composite_active_set_prox(
             **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius,
             radius1=radius1)
