@@ -101,9 +101,13 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
     Z = np.array(Z0, dtype=float)
     coord = np.full(R, -1) if coord is None else np.asarray(coord)
+    unit = np.flatnonzero(coord >= 0)
     rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord,
-            "unit": np.flatnonzero(coord >= 0)}
-    abs_cs = np.abs(cs)
+            "unit": unit,
+            # the unit rows as a slice where they follow the data rows (CompositeProxBatch)
+            "tail": (slice(R - unit.size, R) if np.array_equal(unit, np.arange(R - unit.size, R))
+                     else unit)}
+    abs_cs, inf_lo, inf_hi = np.abs(cs), np.isinf(lo), np.isinf(hi)
     radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
     ball = np.isfinite(radius)
     any_ball = bool(ball.any())
@@ -133,7 +137,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
                               tolerance(act, Za, a), free)
         # a dual is never held at an infinite bound (that row stays free)
-        return np.where(((new < 0) & np.isinf(lo[act])) | ((new > 0) & np.isinf(hi[act])),
+        return np.where(((new < 0) & inf_lo[act]) | ((new > 0) & inf_hi[act]),
                         0, new).astype(np.int8), grad
 
     if start is None:
@@ -254,7 +258,7 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
                                for key in ("P", "cs", "cq", "fixed", "coord"))
     lo, hi = rows["lo"][act], rows["hi"][act]
     n_act, R, d = P.shape
-    unit = rows["unit"]
+    unit, tail = rows["unit"], rows["tail"]
     free = (st == 0) & ~fixed
     freeq, freel = free & (cq > 0), free & (cq == 0)
     a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
@@ -266,7 +270,7 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
     zfix = np.zeros((n_act, d))
     owner = np.full((n_act, d), -1)
     if unit.size:
-        kk, uu = np.nonzero(freel[:, unit])
+        kk, uu = np.nonzero(freel[:, tail])
         kk, urows = kk[::-1], unit[uu[::-1]]
         fx[kk, coord[urows]] = True
         zfix[kk, coord[urows]] = cs[kk, urows]
@@ -276,7 +280,9 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
     if any_q:
         H = H + np.einsum("krd,kre->kde", P * wq[:, :, None], P)
     datal = freel
-    if unit.size:
+    if isinstance(tail, slice):  # the data rows come first: a view
+        datal = freel[:, :tail.start]
+    elif unit.size:
         datal = freel.copy()
         datal[:, unit] = False
     F = int(datal.sum(axis=1).max(initial=0))
