@@ -147,7 +147,7 @@ def test_node_constraints_fast_and_cvxpy_paths():
     model.add_constraint(2, gm.NormBall(1.0, p=2))
     model.add_constraint(3, gm.NormBall(0.7, p=np.inf))
     model.add_constraint(6, gm.Box(-2.0, 2.0))      # squared + box: composite active set
-    model.add_constraint(7, gm.NormBall(1.5, p=1))  # squared + 1-norm ball: CVXPY path
+    model.add_constraint(7, gm.NormBall(1.5, p=3))  # squared + 3-norm ball: CVXPY path
     res = _run(model)
     assert res.paths == {"quadratic": 5, "squared": 3, "squared-active-set": 1, "cvxpy": 1}
     _check_against_exact(model, res)

@@ -525,12 +525,13 @@ def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
     return None
 
 
-def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """``(lo, hi, radius)`` when the library constraints ``cons`` are a coordinate box (``Box``,
-    ``NonNeg``, ``inf``-norm balls; ``+-inf`` where unbounded) intersected with at most
-    Euclidean balls ``||w||_2 <= radius`` (the smallest; ``inf``: none), else None (other
-    norm balls, symbolic constraints, an empty box)."""
-    lo, hi, radius = np.full(d, -np.inf), np.full(d, np.inf), np.inf
+def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+    """``(lo, hi, radius, radius1)`` when the library constraints ``cons`` are a coordinate box
+    (``Box``, ``NonNeg``, ``inf``-norm balls; ``+-inf`` where unbounded) intersected with
+    Euclidean balls ``||w||_2 <= radius`` or with 1-norm balls ``||w||_1 <= radius1`` (the
+    smallest; ``inf``: none), else None (both kinds of ball, other norm balls, symbolic
+    constraints, an empty box)."""
+    lo, hi, radius, radius1 = np.full(d, -np.inf), np.full(d, np.inf), np.inf, np.inf
     for c in cons:
         bounds, ball = c.coordinate_bounds(d), c.ball()
         if bounds is None and ball is not None and ball[0] == np.inf:
@@ -539,9 +540,13 @@ def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float] | None
             lo, hi = np.maximum(lo, bounds[0]), np.minimum(hi, bounds[1])
         elif ball is not None and ball[0] == 2:
             radius = min(radius, float(ball[1]))
+        elif ball is not None and ball[0] == 1:
+            radius1 = min(radius1, float(ball[1]))
         else:
             return None
-    return None if np.any(lo > hi) else (lo, hi, radius)
+    if np.any(lo > hi) or (np.isfinite(radius) and np.isfinite(radius1)):
+        return None
+    return lo, hi, radius, radius1
 
 
 def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
@@ -554,11 +559,12 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     if ckind == "composite":
         parts = [_box_ball(model.constraints_at(i), d) for i in idx]
         lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
-        radius = np.array([b[2] for b in parts])
+        radius, radius1 = (np.array([b[j] for b in parts]) for j in (2, 3))
 
         def subset(part: slice) -> CompositeProxBatch:
             return CompositeProxBatch(cls, nodes[part], losses[part], n, d,
-                                      box=(lo[part], hi[part]), radius=radius[part])
+                                      box=(lo[part], hi[part]), radius=radius[part],
+                                      radius1=radius1[part])
 
         return BatchProxGroup(subset(slice(None)), subset=subset)
     batch = LossBatch(cls, nodes, losses, n, d)

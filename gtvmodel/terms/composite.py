@@ -1,5 +1,5 @@
-"""Exact batched node updates PU (32) of piecewise-quadratic data fits with ``l1`` and box
-constraints (issue 16 item 3).
+"""Exact batched node updates PU (32) of piecewise-quadratic data fits with ``l1``, box
+constraints and a 2-norm or 1-norm ball (issue 16 item 3).
 
 For a data-fit loss whose row conjugate is quadratic on an interval, ``ell*(a) = s_r a + q_r
 a^2 / 2`` on ``[lo_r, hi_r]`` (:attr:`~gtvmodel.terms.losses.Loss.piecewise_quadratic`:
@@ -19,12 +19,16 @@ minimizer is ``z = (g - sum_r c_r a_r x_r) / mu`` (``mu = 2 kappa + 1/tau``, ``g
 the row duals ``a`` solving a box-constrained QP, solved for all nodes at once by
 :func:`composite_active_set_prox` (finite termination: exact to rounding, every answer checked
 against the KKT conditions; a node that fails the check takes one CVXPY solve instead, counted
-in :attr:`CompositeProxBatch.fallbacks`).  A Euclidean ball ``||z||_2 <= r_i`` that binds is
-met by its multiplier ``nu > 0``: ``z(nu)``, the same problem with ``mu + nu``, has ``||z(nu)||``
-decreasing in ``nu``, and a safeguarded secant search finds ``||z(nu)|| = r``
-(:meth:`CompositeProxBatch._ball_search`).  This generalizes
-:func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or constraint
-rows) to quadratic row conjugates.
+in :attr:`CompositeProxBatch.fallbacks`).  A Euclidean ball ``||z||_2 <= r_i`` enters every
+active-set step: with the rows' active sets fixed, ``z`` solves a trust-region problem on the
+null space of the free linear rows, exact in the eigenbasis of its curvature, with the ball's
+multiplier ``nu >= 0`` by Newton's method on the secular equation ``1/||z(nu)|| = 1/r``
+(:func:`_ball_solve`).  A 1-norm ball ``||z||_1 <= r_i`` has a multiplier ``nu1 >= 0`` that widens
+the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set fixed ``z`` and
+``||z||_1`` are affine in ``nu1``, so two solves give it exactly (``solve_l1_ball`` in
+:func:`composite_active_set_prox`).  Other ``p``-norm balls stay on the CVXPY path.  This
+generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
+constraint rows) to quadratic row conjugates.
 """
 
 from __future__ import annotations
@@ -44,8 +48,7 @@ from .losses import (
     _most_violated_change,
 )
 
-__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL",
-           "BALL_RTOL"]
+__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL"]
 
 #: Relative KKT residual below which :func:`composite_active_set_prox` certifies a node's
 #: answer exact (stationarity in ``z`` and the sign conditions of every row dual, relative to
@@ -56,12 +59,15 @@ KKT_RTOL = 1e-11
 def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
                               hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
                               Z0: np.ndarray, *, coord: np.ndarray | None = None,
-                              start: tuple[np.ndarray, np.ndarray] | None = None,
+                              start: tuple[np.ndarray, ...] | None = None,
+                              radius: np.ndarray | None = None,
+                              radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
                               max_iter: int = 50, rtol: float = 1e-13
-                              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k`` nodes,
-    rows with ``ell_r*(a) = s_r a + q_r a^2 / 2`` on ``[lo_r, hi_r]`` (the ``l1`` and box rows
-    of the module docstring included).
+                              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
+    ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
+    ``ell_r*(a) = s_r a + q_r a^2 / 2`` on ``[lo_r, hi_r]`` (the ``l1`` and box rows of the
+    module docstring included).
 
     The row duals solve ``min_a (1/2) a^T (P P^T / mu + diag(c q)) a - (P g / mu - c s)^T a``
     over the box, with ``P_r = c_r x_r`` and gradient ``grad_r = c_r (s_r + q_r a_r) - P_r^T
@@ -70,42 +76,68 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     Q_rr`` lies.  With the held duals fixed, a free row with ``q_r > 0`` has ``a_r = (P_r^T z -
     c_r s_r) / (c_r q_r)`` and adds ``P_r P_r^T / (c_r q_r)`` to the curvature ``H = mu I +
     ...``; a free row with ``q_r = 0`` is the equation ``P_r^T z = c_r s_r``.  So ``z`` is the
-    minimizer of ``z^T H z / 2 - f^T z`` on the affine set of the free linear rows: with ``H =
-    L L^T`` (Cholesky), ``u = L^T z`` is the projection of ``L^{-1} f`` onto ``{(P_L L^{-T}) u =
-    c s_L}`` by one pseudo-inverse (least squares where the rows are inconsistent), and the
-    linear rows' duals are the solution of ``P_L^T a_L = f - H z`` nearest the previous ones;
-    free unit rows (``coord``) are not in the pseudo-inverse: they fix their coordinates, the
-    other coordinates are solved for, and their duals are the stationarity residual there.
-    A node stops when its active set repeats; after ``6`` steps only the most violated row of a
-    node changes per step; a node still cycling after ``max_iter`` steps restarts once from
-    projected gradients (:func:`~gtvmodel.terms.losses._box_qp_projected_gradient`).  Rows are
-    padded: ``P`` ``(k, R, d)``, ``cs``/``cq``/``lo``/``hi``/``fixed`` ``(k, R)`` (``fixed``:
-    padding, held at ``a = 0``, with ``lo = hi = 0``); ``coord`` ``(R,)`` names the coordinate
-    ``j`` of the unit rows ``P_r = e_j`` (``-1`` for the others): where such a row is free,
-    ``z_j = s_r`` is set exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns
-    ``(Z, certified, (active set, a))``: ``certified`` is the KKT check :func:`kkt_certified`
-    at ``KKT_RTOL``.
+    minimizer of ``z^T H z / 2 - f^T z`` on the affine set of the free linear rows
+    (:func:`_affine_solve`; with a ball, the trust-region problem of :func:`_ball_solve`, whose
+    multiplier ``nu`` adds ``nu I`` to ``H``), and the linear rows' duals are the solution of
+    ``P_L^T a_L = f - (H + nu I) z`` nearest the previous ones; free unit rows (``coord``) are
+    not in the affine set's pseudo-inverse: they fix their coordinates, the other coordinates
+    are solved for, and their duals are the stationarity residual there.  A node stops when
+    its active set repeats; after ``6`` steps only the most violated row of a node changes per
+    step; a node still cycling after ``max_iter`` steps restarts once from projected gradients
+    (:func:`~gtvmodel.terms.losses._box_qp_projected_gradient`).  Rows are padded: ``P``
+    ``(k, R, d)``, ``cs``/``cq``/``lo``/``hi``/``fixed`` ``(k, R)`` (``fixed``: padding, held at
+    ``a = 0``, with ``lo = hi = 0``); ``coord`` ``(R,)`` names the coordinate ``j`` of the unit
+    rows ``P_r = e_j`` (``-1`` for the others): where such a row is free, ``z_j = s_r`` is set
+    exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns ``(Z, certified,
+    (active set, a, nu))`` (the last, passed back as ``start``, starts the next call where
+    it left off): ``certified`` is the KKT check :func:`kkt_certified` at ``KKT_RTOL``
+    (with the ball's conditions where there is one).  ``radius1`` (``(k,)``, ``inf``: none) are
+    1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)`` marks the ``l1`` rows (one per
+    coordinate, not padding at those nodes) whose intervals their multipliers widen.
     """
     k, R, d = P.shape
     pnorm2 = np.einsum("krd,krd->kr", P, P)
     pnorm = np.sqrt(pnorm2)
     gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
-    eye = np.eye(d)
     Z = np.array(Z0, dtype=float)
-    unit = np.flatnonzero(coord >= 0) if coord is not None else np.zeros(0, dtype=np.int64)
-    data_row = np.ones(R, dtype=bool)
-    data_row[unit] = False
+    coord = np.full(R, -1) if coord is None else np.asarray(coord)
+    unit = np.flatnonzero(coord >= 0)
+    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord,
+            "unit": unit,
+            # the unit rows as a slice where they follow the data rows (CompositeProxBatch)
+            "tail": (slice(R - unit.size, R) if np.array_equal(unit, np.arange(R - unit.size, R))
+                     else unit)}
+    abs_cs, inf_lo, inf_hi = np.abs(cs), np.isinf(lo), np.isinf(hi)
+    radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
+    ball = np.isfinite(radius)
+    any_ball = bool(ball.any())
+    # the balls' multipliers at the current active sets (the last call's where given)
+    nu = np.zeros(k) if start is None or len(start) < 3 else np.array(start[2], dtype=float)
+    # 1-norm balls: their multipliers widen the l1 rows' dual intervals (lo, hi: effective)
+    radius1 = np.broadcast_to(np.inf if radius1 is None else radius1, (k,))
+    ball1 = np.flatnonzero(np.isfinite(radius1))
+    nu1 = np.zeros(k)
+    if ball1.size:
+        l1m = np.asarray(l1row, dtype=bool)
+        lo0, hi0, lo, hi = lo, hi, lo.copy(), hi.copy()
+        rows["lo"], rows["hi"] = lo, hi
+
+    def every(act: np.ndarray | slice) -> np.ndarray | slice:
+        """``act`` as an index: a slice (views, no copies) where it names every node."""
+        return act if isinstance(act, slice) or act.size < k else slice(None)
 
     def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
-        return rtol * (np.abs(cs[act]) + cq[act] * np.abs(a)
+        act = every(act)
+        return rtol * (abs_cs[act] + cq[act] * np.abs(a)
                        + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
 
     def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
+        act = every(act)
         grad = cs[act] + cq[act] * a - np.einsum("krd,kd->kr", P[act], Za)
         new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
                               tolerance(act, Za, a), free)
         # a dual is never held at an infinite bound (that row stays free)
-        return np.where(((new < 0) & np.isinf(lo[act])) | ((new > 0) & np.isinf(hi[act])),
+        return np.where(((new < 0) & inf_lo[act]) | ((new > 0) & inf_hi[act]),
                         0, new).astype(np.int8), grad
 
     if start is None:
@@ -115,75 +147,69 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         state, a_prev = start[0].copy(), start[1].copy()
 
     def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets:
-        free unit rows fix their coordinates (``z_j = s_r``, the first such row of ``j`` takes
-        its dual), the other coordinates minimize ``z^T H z / 2 - f^T z`` on the affine set of
-        the free linear data rows."""
-        st, Pa, csa, cqa = state[act], P[act], cs[act], cq[act]
-        n_act = act.size
-        free = (st == 0) & ~fixed[act]
-        freeq, freel = free & (cqa > 0), free & (cqa == 0)
-        a_fix = np.where(st < 0, lo[act], np.where(st > 0, hi[act], 0.0))
-        a_fix[free | fixed[act]] = 0.0
-        wq = np.where(freeq, 1.0 / np.where(freeq, cqa, 1.0), 0.0)
-        f = g[act] - (Pa.transpose(0, 2, 1) @ (a_fix - wq * csa)[:, :, None])[:, :, 0]
-        # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
-        kk, uu = np.nonzero(freel[:, unit])
-        kk, rows = kk[::-1], unit[uu[::-1]]
-        fx = np.zeros((n_act, d), dtype=bool)
-        zfix = np.zeros((n_act, d))
-        owner = np.full((n_act, d), -1)
-        fx[kk, coord[rows]] = True
-        zfix[kk, coord[rows]] = csa[kk, rows]
-        owner[kk, coord[rows]] = rows
-        fr = ~fx
-        H = mu[act, None, None] * eye
-        if freeq.any():  # H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r)
-            H = H + np.matmul((Pa * wq[:, :, None]).transpose(0, 2, 1), Pa)
-        rhs = np.where(fr, f - (H @ zfix[:, :, None])[:, :, 0], zfix)
-        Hr = np.where(fr[:, :, None] & fr[:, None, :], H, eye)  # identity on fixed coordinates
-        if freeq.any():  # L^{-1} of Hr = L L^T
-            Li = np.linalg.inv(np.linalg.cholesky(Hr))
-        else:  # Hr is diagonal
-            Li = eye / np.sqrt(np.diagonal(Hr, axis1=1, axis2=2))[:, :, None]
-        u0 = (Li @ rhs[:, :, None])[:, :, 0]
-        Za_free = None
-        datal = freel & data_row
-        F = int(datal.sum(axis=1).max(initial=0))
-        if F:  # the free linear data rows first (pinv of (F, d) blocks) on free coordinates
-            sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
-            on = np.take_along_axis(datal, sel, axis=1)
-            Pd = np.where(on[:, :, None], np.take_along_axis(Pa, sel[:, :, None], axis=1), 0.0)
-            bd = np.where(on, np.take_along_axis(csa, sel, axis=1)
-                          - (Pd @ zfix[:, :, None])[:, :, 0], 0.0)
-            A = np.where(fr[:, None, :], Pd, 0.0) @ Li.transpose(0, 2, 1)  # P_D L^{-T}
-            Ainv = np.linalg.pinv(A)
-            u = u0 + (Ainv @ np.where(on, bd - (A @ u0[:, :, None])[:, :, 0], 0.0)[:, :, None]
-                      )[:, :, 0]
-            Za_free = (Li.transpose(0, 2, 1) @ u[:, :, None])[:, :, 0]
-            a0 = np.where(on, np.take_along_axis(a_prev[act], sel, axis=1), 0.0)
-            ad = a0 + ((u0 - u - (A.transpose(0, 2, 1) @ a0[:, :, None])[:, :, 0])[:, None, :]
-                       @ Ainv)[:, 0, :]
-        else:
-            Za_free = (Li.transpose(0, 2, 1) @ u0[:, :, None])[:, :, 0]
-        Za = np.where(fr, Za_free, zfix)
-        a = np.where(freeq, wq * ((Pa @ Za[:, :, None])[:, :, 0] - csa), a_fix)
-        if F:
-            np.put_along_axis(a, sel, np.where(on, ad, np.take_along_axis(a, sel, axis=1)),
-                              axis=1)
-        if kk.size:  # the unit rows' duals: the stationarity residual on their coordinates
-            res = f - (H @ Za[:, :, None])[:, :, 0]
-            if F:
-                res -= (Pd.transpose(0, 2, 1) @ np.where(on, ad, 0.0)[:, :, None])[:, :, 0]
-            ki, ji = np.nonzero(fx)
-            a[ki, owner[ki, ji]] = res[ki, ji]
-        return Za, a
+        """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets
+        (:func:`_active_set_system`, then :func:`_affine_solve` or, for nodes with a ball,
+        :func:`_ball_solve`, then :func:`_row_duals`)."""
+        ix = every(act)
+        sy = _active_set_system(rows, state[ix], ix, mu[ix], g[ix], a_prev[ix])
+        if not any_ball:
+            Za, ad = _affine_solve(sy)
+            return Za, _row_duals(sy, Za, ad, None)
+        Za, ad, nua = np.empty((act.size, d)), np.zeros((act.size, sy["F"])), np.zeros(act.size)
+        on_ball = ball[ix]
+        for part, ball_part in ((np.flatnonzero(~on_ball), False),
+                                (np.flatnonzero(on_ball), True)):
+            if part.size == 0:
+                continue
+            sub = sy if part.size == act.size else {
+                key: (val[part] if isinstance(val, np.ndarray) else val)
+                for key, val in sy.items()}
+            if ball_part:
+                Za[part], ad[part], nua[part] = _ball_solve(sub, radius[act[part]],
+                                                            nu[act[part]])
+            else:
+                Za[part], ad[part] = _affine_solve(sub)
+        nu[ix] = nua
+        return Za, _row_duals(sy, Za, ad, nua)
+
+    def solve_l1_ball(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> None:
+        """Overwrites ``Za``, ``a`` at the nodes of ``act`` with a 1-norm ball: with the
+        active set fixed, the held l1 rows' duals are ``+-(eta + nu1)`` and ``z(nu1) = z_a +
+        nu1 z_b`` is affine (two solves of :func:`_affine_solve`), and so is ``||z||_1 =
+        sum_j sigma_j z_j`` (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``):
+        ``nu1 = (r - ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
+        pos = np.flatnonzero(np.isfinite(radius1[act]))
+        if pos.size == 0:
+            return
+        J = act[pos]
+        lo[J], hi[J] = lo0[J], hi0[J]
+        st = state[J]
+        sig = np.where(l1m & ~fixed[J], st, 0).astype(float)
+        sy = _active_set_system(rows, st, J, mu[J], g[J], a_prev[J])
+        za, ad_a = _affine_solve(sy)
+        syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig), zfix=np.zeros_like(sy["zfix"]),
+                   bd=np.zeros_like(sy["bd"]), a0=np.zeros_like(sy["a0"]))
+        zb, ad_b = _affine_solve(syb)
+        na = np.einsum("krd,kr,kd->k", P[J], sig, za)
+        nb = np.einsum("krd,kr,kd->k", P[J], sig, zb)
+        t = np.where((na > radius1[J]) & (nb < 0), (radius1[J] - na) / np.where(nb < 0, nb, -1.0),
+                     0.0)
+        t = np.maximum(t, 0.0)
+        nu1[J] = t
+        lo[J] = lo0[J] - t[:, None] * l1m
+        hi[J] = hi0[J] + t[:, None] * l1m
+        sy["a_fix"] = sy["a_fix"] + t[:, None] * sig
+        sy["f"] = sy["f"] + t[:, None] * syb["f"]
+        Zj = za + t[:, None] * zb
+        Za[pos], a[pos] = Zj, _row_duals(sy, Zj, ad_a + t[:, None] * ad_b, None)
 
     def run(act: np.ndarray) -> np.ndarray:
         """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
         for it in range(max_iter):
             st = state[act]
             Za, a = solve(act)
+            if ball1.size:
+                solve_l1_ball(act, Za, a)
             Z[act], a_prev[act] = Za, a
             new, grad = states(act, a, Za, st == 0)
             if it >= 6:  # a cycle is likely: change one row per node, the most violated
@@ -196,31 +222,294 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                 break
         return act
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         left = run(np.arange(k))
         if left.size:  # cycling nodes: near the solution by projected gradients, then again
-            Q = (np.einsum("krd,kqd->krq", P[left], P[left]) / mu[left, None, None]
+            mul = mu[left] + nu[left]
+            Q = (np.einsum("krd,kqd->krq", P[left], P[left]) / mul[:, None, None]
                  + cq[left][:, :, None] * np.eye(R))
-            b = np.einsum("krd,kd->kr", P[left], g[left]) / mu[left, None] - cs[left]
+            b = np.einsum("krd,kd->kr", P[left], g[left]) / mul[:, None] - cs[left]
             a = _box_qp_projected_gradient(Q, b, lo[left], hi[left],
                                            np.clip(a_prev[left], lo[left], hi[left]))
-            Za = (g[left] - np.einsum("krd,kr->kd", P[left], a)) / mu[left, None]
+            Za = (g[left] - np.einsum("krd,kr->kd", P[left], a)) / mul[:, None]
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
-    ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev)
-    return Z, ok, (state, a_prev)
+    ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
+                       **({"nu": nu, "radius": radius} if any_ball else {}))
+    if ball1.size:  # ||z||_1 <= r, and = r where its multiplier is positive
+        n1 = np.abs(Z[ball1]).sum(axis=1)
+        r1 = radius1[ball1]
+        ok[ball1] &= (n1 <= r1 * (1 + KKT_RTOL)) & ((nu1[ball1] == 0)
+                                                   | (n1 >= r1 * (1 - KKT_RTOL)))
+    return Z, ok, (state, a_prev, nu)
+
+
+def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
+                       mu: np.ndarray, g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
+    """The equality-constrained problem of the active sets ``st`` of the nodes ``act``
+    (:func:`composite_active_set_prox`): the held duals ``a_fix``, the curvature ``H = mu I +
+    sum_{free q rows} P_r P_r^T / (c_r q_r)`` and right side ``f = g - P^T (a_fix - c s / (c
+    q))`` of ``z^T H z / 2 - f^T z``, the coordinates ``fx`` fixed to ``zfix`` by free unit rows
+    (the first row of a coordinate, ``owner``, takes its dual) and the free linear data rows
+    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used; their previous duals
+    ``a0``)."""
+    P, cs, cq, fixed, coord = (rows[key][act] if key != "coord" else rows[key]
+                               for key in ("P", "cs", "cq", "fixed", "coord"))
+    lo, hi = rows["lo"][act], rows["hi"][act]
+    n_act, R, d = P.shape
+    unit, tail = rows["unit"], rows["tail"]
+    free = (st == 0) & ~fixed
+    freeq, freel = free & (cq > 0), free & (cq == 0)
+    a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
+    a_fix[free | fixed] = 0.0
+    wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
+    f = g - np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
+    fx = np.zeros((n_act, d), dtype=bool)
+    zfix = np.zeros((n_act, d))
+    owner = np.full((n_act, d), -1)
+    if unit.size:
+        kk, uu = np.nonzero(freel[:, tail])
+        kk, urows = kk[::-1], unit[uu[::-1]]
+        fx[kk, coord[urows]] = True
+        zfix[kk, coord[urows]] = cs[kk, urows]
+        owner[kk, coord[urows]] = urows
+    H = mu[:, None, None] * np.eye(d)
+    any_q = bool(freeq.any())
+    if any_q:
+        H = H + np.einsum("krd,kre->kde", P * wq[:, :, None], P)
+    datal = freel
+    if isinstance(tail, slice):  # the data rows come first: a view
+        datal = freel[:, :tail.start]
+    elif unit.size:
+        datal = freel.copy()
+        datal[:, unit] = False
+    F = int(datal.sum(axis=1).max(initial=0))
+    if F:
+        sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
+        on = np.take_along_axis(datal, sel, axis=1)
+        Pd = np.where(on[:, :, None], np.take_along_axis(P, sel[:, :, None], axis=1), 0.0)
+        bd = np.where(on, np.take_along_axis(cs, sel, axis=1) - np.einsum("kfd,kd->kf", Pd, zfix),
+                      0.0)
+        a0 = np.where(on, np.take_along_axis(a_prev, sel, axis=1), 0.0)
+    else:
+        sel, on = np.zeros((n_act, 0), dtype=np.int64), np.zeros((n_act, 0), dtype=bool)
+        Pd, bd, a0 = np.zeros((n_act, 0, d)), np.zeros((n_act, 0)), np.zeros((n_act, 0))
+    return {"P": P, "cs": cs, "freeq": freeq, "wq": wq, "a_fix": a_fix, "f": f, "fx": fx,
+            "zfix": zfix, "owner": owner, "H": H, "F": F, "sel": sel, "on": on, "Pd": Pd,
+            "bd": bd, "a0": a0, "any_q": any_q}
+
+
+def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``z`` minimizing ``z^T H z / 2 - f^T z`` with the fixed coordinates at ``zfix`` and
+    ``Pd z = bd`` on the others, and the duals ``ad`` of those rows: with ``H = L L^T``
+    (Cholesky, on the free coordinates), ``u = L^T z`` is the projection of ``L^{-1} f`` onto
+    ``{(Pd L^{-T}) u = bd}`` by one pseudo-inverse (:func:`_pinv_rows`; least squares where
+    the rows are inconsistent), and ``ad`` is the solution of ``Pd^T ad = f - H z`` nearest
+    ``a0``."""
+    H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
+    k, d = zfix.shape
+    fr = ~fx
+    if sy["any_q"]:  # L^{-1} of Hr = L L^T, Hr: H on the free coordinates, I on the others
+        eye = np.eye(d)
+        Li = np.linalg.inv(np.linalg.cholesky(np.where(fr[:, :, None] & fr[:, None, :], H,
+                                                       eye)))
+        u0 = np.einsum("kij,kj->ki", Li, np.where(fr, sy["f"] - np.einsum("kij,kj->ki", H, zfix),
+                                                  zfix))
+
+        def back(u: np.ndarray) -> np.ndarray:  # L^{-T} u
+            return np.einsum("kji,kj->ki", Li, u)
+    else:  # H = mu I: L = sqrt(mu) I on the free coordinates (zfix is 0 there)
+        li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
+        u0 = li * np.where(fr, sy["f"], zfix)
+
+        def back(u: np.ndarray) -> np.ndarray:
+            return li * u
+    if not F:
+        return np.where(fr, back(u0), zfix), np.zeros((k, 0))
+    Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
+    A = np.einsum("kfj,kij->kfi", Pf, Li) if sy["any_q"] else Pf * li[:, None, :]  # Pd L^{-T}
+    Ainv = _pinv_rows(A, on)
+    u = u0 + np.einsum("kdf,kf->kd", Ainv,
+                       np.where(on, sy["bd"] - np.einsum("kfd,kd->kf", A, u0), 0.0))
+    a0 = sy["a0"]
+    ad = a0 + np.einsum("kdf,kd->kf", Ainv, u0 - u - np.einsum("kfd,kf->kd", A, a0))
+    return np.where(fr, back(u), zfix), np.where(on, ad, 0.0)
+
+
+def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter: int = 60
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_affine_solve` with the ball ``||z||_2 <= r``: ``z = z0 + y`` with ``z0`` the
+    fixed coordinates plus the least-norm solution ``D^+ bd`` of the free linear rows ``D z =
+    bd`` on the free coordinates (:func:`_pinv_rows`), and ``y`` in their null space
+    (projector ``Pi = I - D^+ D`` there) minimizing ``y^T H y / 2 - b^T y``, ``b = Pi (f - H
+    z0)``, over ``||y||^2 <= rho^2 = r^2 - ||z0||^2`` (the three parts are orthogonal): a
+    trust-region problem with ``H`` positive definite, exact in the eigenbasis of ``Pi H Pi``
+    (``y(nu) = sum_i c_i q_i / (lambda_i + nu)``): ``nu = 0`` where ``y(0)`` is inside, else
+    Newton's method on the secular equation ``psi(nu) = 1/||y(nu)|| = 1/rho`` (Moré and
+    Sorensen): ``psi`` is concave and increasing, so one step from the last multiplier
+    ``nu0`` lands below the root (clipped at ``0``) and the next ones increase to it
+    quadratically.  Returns ``(z, ad, nu)``, ``ad`` the solution of ``D^T ad = f - (H + nu I)
+    z`` nearest ``a0``."""
+    H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
+    k, d = zfix.shape
+    z0 = zfix.copy()
+    fr = (~fx).astype(float)
+    if F:
+        D = sy["Pd"] * fr[:, None, :]
+        Dp = _pinv_rows(D, on)
+        for _ in range(2):  # least-norm solution, refined once (ill-conditioned rows)
+            z0 += fr * np.einsum("kdf,kf->kd", Dp, sy["bd"] - np.einsum("kfd,kd->kf", D, z0))
+    if not sy["any_q"]:  # H = mu I: y(nu) = b / (mu + nu), nu = ||b|| / rho - mu
+        b = fr * (sy["f"] - H[:, 0, :1] * z0)
+        for _ in range(2 if F else 0):  # projected onto the null space, twice (rounding)
+            b -= fr * np.einsum("kdf,kf->kd", Dp, np.einsum("kfd,kd->kf", D, b))
+        lam, Qv = H[:, 0, :1] * np.ones((1, d)), None
+        c = b
+    else:
+        if F or fx.any():
+            Pi = fr[:, :, None] * np.eye(d)
+            if F:
+                Pi -= Dp @ D
+                Pi *= fr[:, :, None] * fr[:, None, :]
+            b = (Pi @ (sy["f"] - (H @ z0[:, :, None])[:, :, 0])[:, :, None])[:, :, 0]
+            B = Pi @ H @ Pi + np.eye(d) - Pi
+        else:  # no fixed coordinate, no linear row: Pi = I
+            b, B = sy["f"], H
+        lam, Qv = np.linalg.eigh(B)
+        c = np.einsum("kdi,kd->ki", Qv, b)
+    c2 = c * c
+    # rho2 <= 0: the active set's rows leave no point in the ball (it must change)
+    rho = np.sqrt(np.maximum(r * r - np.einsum("kd,kd->k", z0, z0), (1e-8 * r) ** 2))
+    out = (c2 / (lam * lam)).sum(axis=1) > rho * rho  # ||z(0)|| > r: the ball binds
+    nu = np.where(out, nu0, 0.0)
+    tol = 4 * np.finfo(float).eps * lam[:, 0]
+    for it in range(newton_iter):
+        inv = 1.0 / (lam + nu[:, None])
+        t = c2 * inv * inv
+        n2 = t.sum(axis=1)
+        step = (1.0 / rho - 1.0 / np.sqrt(n2)) * n2**1.5 / (t * inv).sum(axis=1)
+        new = np.where(out, np.maximum(nu + step, 0.0), 0.0)
+        moving = np.abs(new - nu) > tol + 4 * np.finfo(float).eps * nu
+        nu = new
+        if it and not moving.any():
+            break
+    y = c / (lam + nu[:, None])
+    if Qv is not None:
+        y, nu = _refined_ball_point(B, b, lam, Qv, nu, rho, out)
+    ny = np.linalg.norm(y, axis=1)
+    y *= np.where(out, rho / np.maximum(ny, 1e-300), 1.0)[:, None]  # ||y|| = rho to rounding
+    Za = np.where(fx, zfix, z0 + y)
+    if not F:
+        return Za, np.zeros((k, 0)), nu
+    res = fr * (sy["f"] - np.einsum("kij,kj->ki", H, Za) - nu[:, None] * Za)
+    a0 = sy["a0"]
+    ad = a0
+    for _ in range(2):  # the duals nearest a0, refined once
+        ad = ad + np.einsum("kdf,kd->kf", Dp, res - np.einsum("kfd,kf->kd", D, ad))
+    return Za, np.where(on, ad, 0.0), nu
+
+
+def _refined_ball_point(B: np.ndarray, b: np.ndarray, lam: np.ndarray, Qv: np.ndarray,
+                        nu: np.ndarray, rho: np.ndarray, out: np.ndarray, steps: int = 1
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``y = (B + nu I)^{-1} b`` accurate componentwise, with ``nu`` (where ``out``) corrected
+    so that ``||y|| = rho``: the eigenbasis ``B ~ Qv diag(lam) Qv^T`` is accurate relative to
+    ``||B||`` only, too little for badly scaled data (graded curvatures), so every solve takes
+    one step of iterative refinement (residual ``b - (B + nu I) y`` in full), and ``steps``
+    Newton steps on the secular equation use the refined ``||y(nu)||``.  Returns ``(y,
+    nu)``."""
+    def solve(rhs: np.ndarray) -> np.ndarray:
+        return np.einsum("kdi,ki->kd", Qv, np.einsum("kdi,kd->ki", Qv, rhs)
+                         / (lam + nu[:, None]))
+
+    def refined() -> tuple[np.ndarray, bool]:
+        """The refined solve, and whether the refinement moved it beyond rounding."""
+        y = solve(b)
+        dy = solve(b - np.einsum("kij,kj->ki", B, y) - nu[:, None] * y)
+        return y + dy, bool((np.abs(dy) > 1e-15 * np.abs(y).max(axis=1, keepdims=True)).any())
+
+    y, moved = refined()
+    # the secular Newton steps again where the refinement moved a point (graded data)
+    for _ in range(steps if out.any() and moved else 0):
+        ny = np.linalg.norm(y, axis=1)
+        slope = np.einsum("kd,kd->k", y, solve(y)) / ny**3
+        nu = np.where(out, np.maximum(nu + (1.0 / rho - 1.0 / ny) / slope, 0.0), 0.0)
+        y = refined()[0]
+    return y, nu
+
+
+def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """``pinv(A_i)``, ``(k, d, F)``, of ``k`` blocks ``A_i`` ``(F, d)`` whose rows ``on`` come
+    first (the others are zero padding): ``Q R^{-T}`` from the QR factorization ``A_i^T = Q R``
+    of the first ``min(F, d)`` rows (a unit diagonal in ``R``'s padding) where the rows are
+    independent (``|R_jj| > rtol max |R_jj|``), else by SVD (``numpy.linalg.pinv``: more rows
+    than ``d``, or dependent rows); ``0`` where no row is on, ``a / ||a||^2`` for one row
+    ``a``."""
+    k, F, d = A.shape
+    Fq = min(F, d)
+    out = np.zeros((k, d, F))
+    nf = on.sum(axis=1)
+    one = np.flatnonzero(nf == 1)  # one row a (the first): pinv = a / ||a||^2
+    if one.size:
+        a = A[one, 0]
+        n2 = np.einsum("kd,kd->k", a, a)
+        out[one, :, 0] = a / np.where(n2 > 0, n2, np.inf)[:, None]
+    some = np.flatnonzero(nf > 1)
+    if some.size == 0:
+        return out
+    onq = on[some, :Fq]
+    Q, Rm = np.linalg.qr(A[some, :Fq].transpose(0, 2, 1))
+    diag = np.abs(np.diagonal(Rm, axis1=1, axis2=2))
+    big = np.where(onq, diag, 0.0).max(axis=1, initial=0.0)
+    good = (~onq | (diag > rtol * big[:, None])).all(axis=1) & (nf[some] <= Fq)
+    Rp = np.where(good[:, None, None], Rm, np.eye(Fq)) + np.eye(Fq) * (~onq)[:, :, None]
+    out[some, :, :Fq] = (Q @ np.linalg.inv(Rp).transpose(0, 2, 1)) * onq[:, None, :]
+    bad = some[~good]
+    if bad.size:
+        out[bad] = np.linalg.pinv(A[bad])
+    return out
+
+
+def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarray | None
+               ) -> np.ndarray:
+    """Every row's dual at ``z``: held rows their bound, free ``q`` rows ``(P_r^T z - c_r s_r)
+    / (c_r q_r)``, free linear data rows ``ad``, and a free unit row owning its coordinate the
+    stationarity residual ``f - (H + nu I) z - Pd^T ad`` there."""
+    P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
+    a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
+    if sy["F"]:
+        np.put_along_axis(a, sy["sel"], np.where(sy["on"], ad, np.take_along_axis(
+            a, sy["sel"], axis=1)), axis=1)
+    fx = sy["fx"]
+    if fx.any():
+        res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
+        if nu is not None:
+            res -= nu[:, None] * Za
+        if sy["F"]:
+            res -= (sy["Pd"].transpose(0, 2, 1) @ np.where(sy["on"], ad, 0.0)[:, :, None]
+                    )[:, :, 0]
+        ki, ji = np.nonzero(fx)
+        a[ki, sy["owner"][ki, ji]] = res[ki, ji]
+    return a
 
 
 def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
                   hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                  Z: np.ndarray, a: np.ndarray, rtol: float = KKT_RTOL) -> np.ndarray:
+                  Z: np.ndarray, a: np.ndarray, rtol: float = KKT_RTOL, *,
+                  nu: np.ndarray | None = None, radius: np.ndarray | None = None
+                  ) -> np.ndarray:
     """Per node: whether ``(z, a)`` meets the KKT conditions of the problem of
     :func:`composite_active_set_prox` to ``rtol`` relative to the magnitudes of the terms:
     stationarity ``mu z - g + P^T a = 0``, every dual in its interval, and ``grad_r = c_r (s_r
     + q_r a_r) - P_r^T z`` at most 0 where ``a_r > lo_r`` and at least 0 where ``a_r < hi_r``
     (relative to ``|c_r s_r| + |c_r q_r a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu``); then
-    ``z`` is the exact minimizer up to that residual over the modulus ``mu``."""
+    ``z`` is the exact minimizer up to that residual over the modulus ``mu``.  With balls
+    ``||z||_2 <= radius_i`` and their multipliers ``nu >= 0``: stationarity with ``mu + nu``,
+    ``||z|| <= r (1 + rtol)`` and, where ``nu > 0``, ``||z|| >= r (1 - rtol)``."""
+    if nu is not None:
+        mu = mu + nu
     with np.errstate(over="ignore", invalid="ignore"):
         a = np.where(fixed, 0.0, a)
         Pz = np.einsum("krd,kd->kr", P, Z)
@@ -236,6 +525,11 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
                             & ((a >= hi) | (grad >= -tol))))
         ok = (rows_ok.all(axis=1) & (stat <= rtol * stat_scale).all(axis=1)
               & np.isfinite(Z).all(axis=1) & np.isfinite(a).all(axis=1))
+    if radius is not None:
+        nz = np.linalg.norm(Z, axis=1)
+        nu = np.zeros_like(nz) if nu is None else nu
+        ok &= (nz <= radius * (1 + rtol)) & ((nu <= 0) | (nz >= radius * (1 - rtol))) \
+            & (nu >= 0)
     return ok
 
 
@@ -244,13 +538,14 @@ class CompositeProxBatch(DataFitBatch):
     with ``l1``, a coordinate box per node (``box = (lo, hi)``, ``(k, d)`` each, ``+-inf``
     where unbounded; None: no constraint) and a Euclidean ball ``||z||_2 <= radius_i``
     (``inf``: none): PU (32) exactly and vectorized by :func:`composite_active_set_prox`, its
-    ``l1`` and box terms as extra rows, the ball by a root search on its multiplier
-    (:meth:`_ball_search`).  A node whose answer fails the KKT check takes one CVXPY solve of
-    its PU (32) instead (counted in :attr:`fallbacks`)."""
+    ``l1`` and box terms as extra rows, the ball inside each active-set step (its multiplier
+    by Newton's method on the secular equation, :func:`_ball_solve`).  A node whose answer
+    fails the KKT check takes one CVXPY solve of its PU (32) instead (counted in
+    :attr:`fallbacks`)."""
 
     def __init__(self, cls: type[Loss], nodes: np.ndarray, losses: Any, n: int, d: int,
                  box: tuple[np.ndarray, np.ndarray] | None = None,
-                 radius: np.ndarray | None = None):
+                 radius: np.ndarray | None = None, radius1: np.ndarray | None = None):
         super().__init__(cls, nodes, losses, n, d)
         k = self.ms.size
         if box is None:
@@ -260,6 +555,11 @@ class CompositeProxBatch(DataFitBatch):
         #: Radii of the nodes' Euclidean balls ``||z||_2 <= r_i`` (``inf``: none).
         self.radius = np.broadcast_to(np.asarray(np.inf if radius is None else radius,
                                                  dtype=float), (k,))
+        #: Radii of the nodes' 1-norm balls ``||z||_1 <= r_i`` (``inf``: none).
+        self.radius1 = np.broadcast_to(np.asarray(np.inf if radius1 is None else radius1,
+                                                  dtype=float), (k,))
+        self._balls = tuple(r if np.isfinite(r).any() else None
+                            for r in (self.radius, self.radius1))
         #: Node updates that failed the KKT check and were solved by CVXPY instead.
         self.fallbacks = 0
 
@@ -297,8 +597,11 @@ class CompositeProxBatch(DataFitBatch):
         eta = self.l1[:, None] * np.ones((1, d))
         lo_b, hi_b = self.box
         zero = np.zeros((k, d))
-        if (eta > 0).any():  # eta |z_j| = max_{|a| <= eta} a z_j
-            blocks.append(_unit_rows(zero, -eta, eta, eta == 0))
+        ball1 = np.isfinite(self.radius1)[:, None] * np.ones((1, d), dtype=bool)
+        if (eta > 0).any() or ball1.any():  # eta |z_j| = max_{|a| <= eta} a z_j (with a
+            # 1-norm ball: eta + nu1, nu1 its multiplier)
+            blocks.append(_unit_rows(zero, -eta, eta, (eta == 0) & ~ball1))
+        l1_block = len(blocks) - 1 if len(blocks) > 1 else None
         if np.isfinite(hi_b).any():  # z_j <= hi_j: a >= 0, s = hi_j
             fin = np.isfinite(hi_b)
             blocks.append(_unit_rows(np.where(fin, hi_b, 0.0), zero, np.where(fin, np.inf, 0.0),
@@ -309,99 +612,33 @@ class CompositeProxBatch(DataFitBatch):
                                      ~fin))
         pad = {name: np.concatenate([b[name] for b in blocks], axis=1) for name in data}
         pad["coord"] = np.concatenate([np.full(m, -1)] + [np.arange(d)] * (len(blocks) - 1))
+        pad["l1row"] = np.concatenate([np.full(m if i == 0 else d, i == l1_block and i > 0)
+                                       for i in range(len(blocks))])
         self.__dict__["_pad"] = pad
         return pad
 
     def _prox(self, V, tau, W0):
         """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
-        iota_{box_i}(z) + ||z - v_i||^2 / (2 tau_i)``, started from the last call's active set
-        (Algorithm 1 changes it little), else from ``W0`` (else ``v_i``) clipped to the box;
-        where the minimizer lies outside the node's ball, or the ball bound at the last call,
-        :meth:`_ball_search`; nodes failing the KKT check take :meth:`cvxpy_prox`."""
+        iota_{box_i}(z) + iota{||z||_2 <= r_i} + ||z - v_i||^2 / (2 tau_i)``, started from the
+        last call's active sets (Algorithm 1 changes them little), else from ``W0`` (else
+        ``v_i``) clipped to the box; nodes failing the KKT check take :meth:`cvxpy_prox`."""
         k = self.ms.size
         mu = 2.0 * self.l2 + 1.0 / tau
-        Z = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
-        g = V / tau[:, None]
         start = self.__dict__.get("_dual_start")
-        if start is None or start[0].shape[0] != k:
-            start, self.__dict__["_nu"] = None, np.zeros(k)
-        hot = np.flatnonzero(self.__dict__["_nu"] > 0)
-        cold = np.setdiff1d(np.arange(k), hot)
-        ok = np.zeros(k, dtype=bool)
-        if hot.size == 0:
-            Z, ok, last = composite_active_set_prox(**self._padded(), mu=mu, g=g, Z0=Z,
-                                                    start=start)
-        else:  # nodes whose ball bound at the last call go straight to its multiplier search
-            last = start
-            Z[cold], ok[cold] = self._solve(cold, mu[cold], g[cold], Z[cold], last)
-        self.__dict__["_dual_start"] = last
-        out = cold[ok[cold] & (np.linalg.norm(Z[cold], axis=1) > self.radius[cold])]
-        J = np.concatenate([hot, out])
-        if J.size:  # the ball binds: its multiplier nu > 0 by a root search
-            known = np.concatenate([np.zeros(hot.size, dtype=bool), np.ones(out.size, dtype=bool)])
-            Z[J], ok[J] = self._ball_search(J, mu[J], g[J], Z[J], last, known)
+        if start is not None and start[0].shape[0] != k:
+            start = None
+        # the starting point matters only without a last active set (every z is solved for)
+        Z = V if start is not None else np.clip(V if W0 is None else np.asarray(W0, dtype=float),
+                                                *self.box)
+        radius, radius1 = self._balls
+        Z, ok, self.__dict__["_dual_start"] = composite_active_set_prox(
+            **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius,
+            radius1=radius1)
         bad = np.flatnonzero(~ok)
         if bad.size:
             self.fallbacks += int(bad.size)
             Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
         return Z
-
-    def _solve(self, J: np.ndarray, mu: np.ndarray, g: np.ndarray, Z0: np.ndarray,
-               last: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`composite_active_set_prox` for the batch positions ``J`` (curvatures ``mu``)
-        started from, and writing back, their rows of the active sets ``last``."""
-        pad = self._padded()
-        state, a_all = last
-        Z, ok, (st, at) = composite_active_set_prox(
-            **{name: arr[J] for name, arr in pad.items() if name != "coord"},
-            coord=pad["coord"], mu=mu, g=g, Z0=Z0, start=(state[J], a_all[J]))
-        state[J], a_all[J] = st, at
-        return Z, ok
-
-    def _ball_search(self, J: np.ndarray, m0: np.ndarray, g: np.ndarray, Z0: np.ndarray,
-                     last: tuple[np.ndarray, np.ndarray], known: np.ndarray,
-                     max_iter: int = 60) -> tuple[np.ndarray, np.ndarray]:
-        """PU (32) of the nodes ``J`` whose ball ``||z||_2 <= r`` binds (``known``: their
-        ``Z0 = z(0)`` lies outside it) or bound at the last call: ``z(nu)``, the composite prox
-        with curvature ``mu + nu`` (the ball's multiplier added), with ``nu > 0`` such that
-        ``||z(nu)|| = r`` (``||z(nu)||`` decreases in ``nu``), or ``nu = 0`` where ``z(0)`` is
-        inside, by a safeguarded secant search (:func:`_ball_step`) vectorized over the nodes,
-        started from the last call's multipliers and active sets.  Exact to the KKT check of
-        each step and ``| ||z|| - r | <= BALL_RTOL r`` (then ``nu`` is the multiplier: the KKT
-        conditions of PU (32) with the ball hold); returns ``(Z, certified)``."""
-        r = self.radius[J]
-        Z, ok = Z0.copy(), np.zeros(J.size, dtype=bool)
-        nz = np.linalg.norm(Z0, axis=1)
-        lo, hi = np.zeros(J.size), np.full(J.size, np.inf)
-        with np.errstate(divide="ignore"):
-            prev = (np.where(known, 0.0, np.nan), np.where(known, 1.0 / nz - 1.0 / r, np.nan))
-        # the last call's multipliers start this one (Algorithm 1 changes them little), else
-        # the step exact for z(nu) = b / (mu + nu)
-        last_nu = self.__dict__["_nu"][J]
-        nu = np.where(last_nu > 0, last_nu, np.maximum(m0 * (nz / r - 1.0), 0.0))
-        zero_known = known.copy()  # whether z(0) is known to lie outside the ball
-        act = np.arange(J.size)
-        for _ in range(max_iter):
-            Zt, okt = self._solve(J[act], m0[act] + nu[act], g[act], Z[act], last)
-            Z[act] = Zt
-            nzt = np.linalg.norm(Zt, axis=1)
-            hit = okt & ((np.abs(nzt - r[act]) <= BALL_RTOL * r[act])
-                         | ((nu[act] == 0) & (nzt <= r[act])))
-            ok[act[hit]] = True
-            above = nzt > r[act]
-            lo[act] = np.where(above, nu[act], lo[act])
-            hi[act] = np.where(above, hi[act], nu[act])
-            zero_known[act] |= above & (nu[act] == 0)
-            step = _ball_step(nu[act], m0[act], nzt, r[act],
-                              (prev[0][act], prev[1][act]), lo[act], hi[act],
-                              ~zero_known[act])
-            prev[0][act], prev[1][act] = nu[act], 1.0 / nzt - 1.0 / r[act]
-            self.__dict__["_nu"][J[act]] = np.where(hit, nu[act], 0.0)
-            nu[act] = step
-            act = act[~hit & okt]
-            if act.size == 0:
-                break
-        return Z, ok
 
     def cvxpy_prox(self, j: int, v: np.ndarray, tau: float) -> np.ndarray:
         """PU (32) of the batch's node ``j`` by one CVXPY solve (gtvmodel's accuracy defaults):
@@ -411,7 +648,8 @@ class CompositeProxBatch(DataFitBatch):
         z = cp.Variable(self.d)
         cons = ([z[np.isfinite(lo)] >= lo[np.isfinite(lo)]] if np.isfinite(lo).any() else []) \
             + ([z[np.isfinite(hi)] <= hi[np.isfinite(hi)]] if np.isfinite(hi).any() else []) \
-            + ([cp.norm(z, 2) <= self.radius[j]] if np.isfinite(self.radius[j]) else [])
+            + ([cp.norm(z, 2) <= self.radius[j]] if np.isfinite(self.radius[j]) else []) \
+            + ([cp.norm(z, 1) <= self.radius1[j]] if np.isfinite(self.radius1[j]) else [])
         prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2.0 * tau)),
                           cons)
         what = f"prox of {loss!r} with a box"
@@ -424,29 +662,9 @@ class CompositeProxBatch(DataFitBatch):
         # projection, a scaling, then the box's again: within the box, and within the ball
         # whenever the box holds 0)
         w = np.clip(np.asarray(z.value, dtype=float), lo, hi)
-        w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300))
+        w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300),
+                 self.radius1[j] / max(float(np.abs(w).sum()), 1e-300))
         return np.clip(w, lo, hi)
-
-
-#: Relative accuracy of ``||z||_2 = r`` at which :meth:`CompositeProxBatch._ball_search` stops.
-BALL_RTOL = 1e-13
-
-
-def _ball_step(nu, m0, nz, r, prev, lo, hi, try_zero):
-    """The next multiplier of the ball's root search on ``psi(nu) = 1/||z(nu)|| - 1/r``
-    (increasing): the secant through the previous point where there is one, else the step
-    exact when ``z(nu) = b / (mu + nu)`` (``nu' = (mu + nu) ||z|| / r - mu``); kept strictly
-    inside the bracket ``(lo, hi)`` (else its midpoint, or ``4 lo + mu`` while ``hi = inf``),
-    except that a step to ``nu <= 0`` tries ``nu = 0`` where ``try_zero`` (``z(0)`` not yet
-    known to lie outside the ball: the ball may no longer bind)."""
-    psi = 1.0 / nz - 1.0 / r
-    nu_p, psi_p = prev
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sec = nu - psi * (nu - nu_p) / (psi - psi_p)
-    cand = np.where(np.isfinite(sec) & (psi != psi_p), sec, (m0 + nu) * nz / r - m0)
-    inside = (cand > lo) & (cand < hi)
-    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), 4.0 * lo + m0)
-    return np.where(inside, cand, np.where(try_zero & (cand <= lo), 0.0, mid))
 
 
 def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
