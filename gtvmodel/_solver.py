@@ -99,15 +99,15 @@ class _StallRule:
     has *stalled* at an iterate when a residual grew since the previous one so fast that the
     next iterate, extrapolated at the last iteration's rates (ratios of the gaps and of the
     residuals), would no longer meet this iterate's level -- or, at an iterate meeting the next
-    level in the terminal phase (the gap fell at least :data:`_TERMINAL_GAP_RATE` times in the
-    last iteration), when a residual growing at its last rate would miss the aimed
-    ``tol_feas`` by the time the gaps, at their last rates, meet the aimed level
-    (:meth:`_aim_out_of_reach`).  On the SBMs and grids that cannot reach 1e-13 the residuals
-    grow 3-100x per iteration once the gap is below ~1e-11, until Clarabel reports
-    ``InsufficientProgress`` or ``AlmostSolved`` a few iterations later; where one more
-    iteration still met the next level but the following jumped far beyond it (the 71x71
-    grids of ``benchmarks/bench_ladder.py``: 20x then 17,000x), only the extrapolation to the
-    aimed level stops at the last iterate meeting it.
+    level (not the last resort) in the terminal phase (the gap fell at least
+    :data:`_TERMINAL_GAP_RATE` times in the last iteration), when a residual growing at its
+    last rate would miss the aimed ``tol_feas`` by the time the gaps, at their last rates,
+    meet the aimed level (:meth:`_aim_out_of_reach`).  On the SBMs and grids that cannot
+    reach 1e-13 the residuals grow 3-100x per iteration once the gap is below ~1e-11, until
+    Clarabel reports ``InsufficientProgress`` or ``AlmostSolved`` a few iterations later;
+    where one more iteration still met the next level but the following jumped far beyond it
+    (the 71x71 grids of ``benchmarks/bench_ladder.py``: 20x then 17,000x), only the
+    extrapolation to the aimed level stops at the last iterate meeting it.
 
     At a stall, with ``best`` the tightest looser level any iterate met so far:
 
@@ -177,7 +177,9 @@ class _StallRule:
         predicted = self.level_of(nxt[0], nxt[1], nxt[2:], ktratio)
         if predicted is None or (met is not None and predicted > met):
             return True
-        return met == 1 and self._aim_out_of_reach(now, before)
+        # only where the next level is not the last resort: a stall there ends the run for a
+        # retry at the last resort instead of answering it
+        return met == 1 < len(self.tols) - 1 and self._aim_out_of_reach(now, before)
 
     def _aim_out_of_reach(self, now: list[float], before: list[float]) -> bool:
         """Whether the aimed level is out of reach of an iterate in the terminal phase: a gap

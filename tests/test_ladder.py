@@ -225,3 +225,20 @@ def test_the_60x60_grid_is_answered_by_one_run_with_the_single_solves_iterations
     assert len(solves) == 2 and solves[0] == solves[1] == 12
     np.testing.assert_array_equal(sol.weights, single.weights)
     assert abs(model.objective(sol.weights) - sol.objective) <= 1e-9 * abs(sol.objective)
+
+
+
+def test_the_extrapolation_does_not_end_a_run_for_the_last_resort():
+    """A run aiming at 1e-9, whose only looser level is the last resort (Clarabel's own
+    defaults): an iterate meeting that level is not ended by the extrapolation, which would
+    only end the run for a retry at the last resort.  Here the gap fell 7.1x to 9.9e-9 and the
+    primal residual grew 8.3x to 1.15e-9: one more iteration stays below 1e-8, but after the
+    1.17 iterations the gap needs to reach 1e-9 the residual would be 1.4e-8."""
+    cumulative = [dict(DEFAULT_SOLVER_OPTIONS["CLARABEL"])]
+    for level in FALLBACK_SOLVER_OPTIONS["CLARABEL"]:
+        cumulative.append({**cumulative[-1], **level})
+    r = _StallRule({k: cumulative[2][k] for k in KEYS}, [{k: cumulative[3][k] for k in KEYS}])
+    trace = [(1, 7.0e-08, 1.38e-10, 1e-12, 1e-09), (2, 9.9e-09, 1.15e-09, 1e-13, 1e-10)]
+    assert feed(r, trace, 1.0) is None and r.best == 0
+    now, before = [9.9e-09, 9.9e-09, 1.15e-09, 1e-13], [7.0e-08, 7.0e-08, 1.38e-10, 1e-12]
+    assert r._aim_out_of_reach(now, before)  # what a run with a looser level left would stop
