@@ -120,11 +120,12 @@ def test_a_residual_that_would_miss_the_aim_ends_the_run_at_the_next_level(trace
     assert r.accepted == 0 and r.retry is None
 
 
-def test_the_one_step_rule_alone_retries_the_71x71_grid(monkeypatch):
-    """Without the extrapolation to the aimed level (the rule before), the same trace ends one
-    iteration later for a retry: what cost the 71x71 grid twice a single solve."""
-    monkeypatch.setattr(_StallRule, "_aim_out_of_reach", lambda self, now, before: False)
-    r = rule()
+def test_the_one_step_rule_alone_retries_the_71x71_grid():
+    """Without the extrapolation to the aimed level (the rule before, and the rule of problems
+    below _EXTRAPOLATE_MIN_VARIABLES), the same trace ends one iteration later for a retry:
+    what cost the 71x71 grid twice a single solve."""
+    base = rule()
+    r = _StallRule(base.tols[0], base.tols[1:], extrapolate=False)
     assert feed(r, GRID_71_1, 889.95) == 13
     assert r.accepted is None and r.retry == 0
 
