@@ -135,7 +135,9 @@ class _StallRule:
       badly scaled instances, whose runs at looser levels follow other iterates).
 
     The aimed level is left to Clarabel's own test.  ``best`` is None or the index in
-    ``levels`` of the tightest level met (read after the run)."""
+    ``levels`` of the tightest level met (read after the run).  With ``extrapolate=False``
+    (what :class:`_RungClarabel` passes below :data:`_EXTRAPOLATE_MIN_VARIABLES`) a run
+    stalls only by the one-step extrapolation."""
 
     def __init__(self, aim: dict[str, float], levels: list[dict[str, float]],
                  extrapolate: bool = True) -> None:
