@@ -18,6 +18,8 @@ a 2-D grid with two halves of different weights.
 
 Run:  python benchmarks/bench_ladder.py [--sizes 1000] [--grid 30] [--lams 0.01 0.1 1]
           [--grid-lams 0.1 1] [--repeats 2] [--oracle]
+(prefix ``PYTHONPATH=.`` to measure this tree's package rather than the installed checkout's;
+the header prints the one measured)
 
 ``--oracle``: the default's weights against :func:`newton_oracle` (Newton's method in numpy on
 the smooth objective, where no edge is fused).
@@ -30,6 +32,7 @@ machine).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import warnings
 
@@ -167,6 +170,9 @@ def main() -> None:
     problems += [(f"grid {k}x{k}", grid, k, lam) for k in args.grid for lam in args.grid_lams]
     print(f"threads: {_pin_threads.THREADS}; medians of {args.repeats} interleaved repeats; "
           "Clarabel solve seconds")
+    # the package measured: a script runs with benchmarks/ first on sys.path, so without
+    # PYTHONPATH it is the installed (editable) checkout's, not necessarily this tree's
+    print(f"gtvmodel: {os.path.dirname(gm.__file__)}")
     print(f"{'problem':<16}{'lam':>6}{'|E|':>7}{'accepted':>10}{'default':>9}{'single':>9}"
           f"{'old':>9}{'default/single':>16}{'old/single':>12}{'max dW':>10}"
           f"{'iterations':>14}")

@@ -11,6 +11,7 @@ module can import it at top level without an import cycle.
 from __future__ import annotations
 
 import functools
+import math
 import time
 import warnings
 from typing import Any
@@ -75,6 +76,29 @@ FALLBACK_SOLVER_OPTIONS: dict[str, list[dict[str, Any]]] = {
 
 
 
+#: The duality gap's reduction in one interior-point iteration from which :class:`_StallRule`
+#: extrapolates a growing residual to the aimed level (``_aim_out_of_reach``), measured on the
+#: first runs aiming at 1e-13 (issue 17; iterates recorded through Clarabel's callback).  At the
+#: iterates meeting 1e-10 whose residuals then grew without recovering, the gap had just fallen
+#: 11.0-28.3x where the one-step extrapolation missed the stall (grid 71x71 at lambda 0.1 and 1,
+#: SBM n = 2000 at lambda 0.1) and 5.2-27.6x where it caught it (grids 32x32 and 100x100, SBMs
+#: n = 1000 and 2000); at the 161 such iterates of ``tests/test_robustness.py``'s 240 badly
+#: scaled instances that go on to 1e-13 (transients) it had fallen at most 4.7x.  7 is about
+#: the geometric middle of 4.7 and 11.
+_TERMINAL_GAP_RATE = 7.0
+
+#: The number of conic variables from which :class:`_RungClarabel` lets :class:`_StallRule`
+#: extrapolate to the aimed level.  The extrapolation saves a second run where it is right and
+#: costs accuracy (an answer at 1e-10 where the run would have gone on to 1e-13) where it is
+#: wrong; only on large problems is a run worth that risk.  It was right at every iterate where
+#: it fired on the 53 recorded first runs of grids (16x16 to 100x100, from 5,440 variables) and
+#: SBMs (300 to 2,000 nodes), but wrong on two small problems of the test suite: a
+#: certificate test's (``test_certificate_fields_and_json``: the gap fell 8.5x, the primal
+#: residual grew 4.5x to 5.8e-11, then Clarabel solved it at 1e-13) and a shard's of
+#: ``tests/test_distributed.py`` ("constrained": the residual grew from 5.6e-14 to 6.0e-12).
+_EXTRAPOLATE_MIN_VARIABLES = 10_000
+
+
 class _StallRule:
     """The stopping rule of :class:`_RungClarabel`, fed one interior-point iterate at a time
     (its duality gaps, residuals and ``ktratio``); calling it says whether to stop there.
@@ -85,9 +109,16 @@ class _StallRule:
     ``gap_rel < tol_gap_rel``, both residuals ``< tol_feas`` and ``ktratio <= 1``.  The run
     has *stalled* at an iterate when a residual grew since the previous one so fast that the
     next iterate, extrapolated at the last iteration's rates (ratios of the gaps and of the
-    residuals), would no longer meet this iterate's level.  On the SBMs and grids that cannot
+    residuals), would no longer meet this iterate's level -- or, at an iterate meeting the next
+    level (not the last resort) in the terminal phase (the gap fell at least
+    :data:`_TERMINAL_GAP_RATE` times in the last iteration), when a residual growing at its
+    last rate would miss the aimed ``tol_feas`` by the time the gaps, at their last rates,
+    meet the aimed level (:meth:`_aim_out_of_reach`).  On the SBMs and grids that cannot
     reach 1e-13 the residuals grow 3-100x per iteration once the gap is below ~1e-11, until
-    Clarabel reports ``InsufficientProgress`` or ``AlmostSolved`` a few iterations later.
+    Clarabel reports ``InsufficientProgress`` or ``AlmostSolved`` a few iterations later;
+    where one more iteration still met the next level but the following jumped far beyond it
+    (the 71x71 grids of ``benchmarks/bench_ladder.py``: 20x then 17,000x), only the
+    extrapolation to the aimed level stops at the last iterate meeting it.
 
     At a stall, with ``best`` the tightest looser level any iterate met so far:
 
@@ -104,10 +135,14 @@ class _StallRule:
       badly scaled instances, whose runs at looser levels follow other iterates).
 
     The aimed level is left to Clarabel's own test.  ``best`` is None or the index in
-    ``levels`` of the tightest level met (read after the run)."""
+    ``levels`` of the tightest level met (read after the run).  With ``extrapolate=False``
+    (what :class:`_RungClarabel` passes below :data:`_EXTRAPOLATE_MIN_VARIABLES`) a run
+    stalls only by the one-step extrapolation."""
 
-    def __init__(self, aim: dict[str, float], levels: list[dict[str, float]]) -> None:
+    def __init__(self, aim: dict[str, float], levels: list[dict[str, float]],
+                 extrapolate: bool = True) -> None:
         self.tols = [aim, *levels]
+        self.extrapolate = extrapolate  # whether _aim_out_of_reach may end the run
         self.accepted: int | None = None
         self.retry: int | None = None
         self._best = len(self.tols)  # index in tols of the tightest level met so far
@@ -155,7 +190,27 @@ class _StallRule:
             return False
         nxt = [x * x / max(x0, 1e-300) for x, x0 in zip(now, before, strict=True)]
         predicted = self.level_of(nxt[0], nxt[1], nxt[2:], ktratio)
-        return predicted is None or (met is not None and predicted > met)
+        if predicted is None or (met is not None and predicted > met):
+            return True
+        # only where the next level is not the last resort: a stall there ends the run for a
+        # retry at the last resort instead of answering it
+        return (self.extrapolate and met == 1 < len(self.tols) - 1
+                and self._aim_out_of_reach(now, before))
+
+    def _aim_out_of_reach(self, now: list[float], before: list[float]) -> bool:
+        """Whether the aimed level is out of reach of an iterate in the terminal phase: a gap
+        that fell at least :data:`_TERMINAL_GAP_RATE` times in the last iteration needs
+        ``log(gap / tol) / log(gap_before / gap)`` more iterations at that rate to meet the
+        aimed ``tol_gap_*``, and a residual that grew, growing at its last rate for as many
+        iterations, would then miss the aimed ``tol_feas``."""
+        aim = self.tols[0]
+        steps = min((max(math.log(gap / tol), 0.0) / math.log(gap0 / gap)
+                     for gap, gap0, tol in ((now[0], before[0], aim["tol_gap_abs"]),
+                                            (now[1], before[1], aim["tol_gap_rel"]))
+                     if 0.0 < gap and gap0 >= _TERMINAL_GAP_RATE * gap), default=None)
+        return steps is not None and any(
+            math.log(r) + steps * math.log(r / r0) >= math.log(aim["tol_feas"])
+            for r, r0 in zip(now[2:], before[2:], strict=True) if r > r0 > 0.0)
 
 
 class _RungClarabel(CLARABEL):
@@ -186,7 +241,8 @@ class _RungClarabel(CLARABEL):
         opts = dict(solver_opts)
         levels = opts.pop("accept")
         defaults = clarabel.DefaultSettings()
-        rule = _StallRule({k: opts.get(k, getattr(defaults, k)) for k in levels[0]}, levels)
+        rule = _StallRule({k: opts.get(k, getattr(defaults, k)) for k in levels[0]}, levels,
+                          data[cps.A].shape[1] >= _EXTRAPOLATE_MIN_VARIABLES)
         P = data[cps.P] if cps.P in data else sp.csc_array((data[cps.C].size,) * 2)
         solver = clarabel.DefaultSolver(sp.triu(P).tocsc(), data[cps.C], data[cps.A],
                                         data[cps.B],

@@ -7,9 +7,13 @@ from __future__ import annotations
 import time
 
 import cvxpy as cp
+import networkx as nx
+import numpy as np
 import pytest
 
+from gtvmodel import datasets
 from gtvmodel._solver import (
+    _TERMINAL_GAP_RATE,
     DEFAULT_SOLVER_OPTIONS,
     FALLBACK_SOLVER_OPTIONS,
     _StallRule,
@@ -64,6 +68,76 @@ BADLY_SCALED_39 = [
     (27, 1.51e-13, 3.62e-10, 5.32e-10, 6.74e-13),
 ]
 
+
+# bench_ladder.py's 71x71 grid (1 thread), aiming at 1e-13.  lambda = 1: iteration 12 meets
+# 1e-10 after the gap fell 28x; its primal residual grew 20x, which, kept up for the 1.4
+# iterations the gap needs at its rate to reach 1e-13, passes 1e-9; at 13 it jumps 17,000x and
+# Clarabel gives up.  The one-step extrapolation (9.3e-10) still met 1e-10 at 12, so the run went
+# on to 13, where no level was met, and the retry re-did 12 iterations (25 against 12).
+GRID_71_1 = [
+    (9, 1.58e-07, 1.80e-11, 1.54e-11, 2.50e-07),
+    (10, 1.12e-08, 1.39e-12, 1.09e-12, 1.71e-08),
+    (11, 3.12e-10, 2.34e-12, 3.05e-14, 4.28e-10),
+    (12, 1.10e-11, 4.66e-11, 1.08e-15, 1.48e-11),
+    (13, 1.39e-13, 7.79e-07, 2.21e-17, 3.89e-13),
+]
+
+# The same grid at lambda = 0.1: 22 meets 1e-10 after the gap fell 11x, the residual grew 2.6x
+# (2.3 iterations to 1e-13: 1.4e-9); at 23 it jumps 93x (45 iterations against 22).
+GRID_71_01 = [
+    (18, 7.34e-09, 3.17e-11, 2.93e-12, 1.20e-09),
+    (19, 1.92e-09, 4.14e-11, 7.68e-13, 3.15e-10),
+    (20, 5.50e-10, 8.67e-11, 2.20e-13, 9.02e-11),
+    (21, 3.16e-10, 5.81e-11, 1.26e-13, 5.18e-11),
+    (22, 2.77e-11, 1.53e-10, 1.11e-14, 4.54e-12),
+    (23, 7.32e-13, 1.43e-08, 2.99e-16, 1.21e-13),
+]
+
+# tests/test_robustness.py's badly_scaled(5, 1.0): 27 meets 1e-10 and its primal residual grew
+# 2.3x, which kept up until the gap reaches 1e-13 would pass 1e-9 -- but the gap fell only 4.7x
+# (steps 0.79): a transient, the iterates go on to 1e-13 at 32.
+BADLY_SCALED_5 = [
+    (23, 1.68e-08, 2.27e-11, 7.89e-11, 1.61e-10),
+    (24, 6.03e-09, 2.54e-11, 2.64e-11, 3.62e-11),
+    (25, 5.16e-10, 3.17e-12, 4.73e-12, 3.18e-12),
+    (26, 1.15e-10, 4.74e-11, 4.23e-12, 7.23e-13),
+    (27, 2.46e-11, 1.07e-10, 4.19e-12, 1.56e-13),
+    (28, 1.72e-11, 7.46e-11, 4.20e-12, 1.09e-13),
+    (29, 6.80e-12, 2.96e-11, 4.20e-12, 4.34e-14),
+    (30, 8.51e-13, 3.83e-12, 4.21e-12, 5.53e-15),
+    (31, 1.82e-13, 6.78e-13, 4.21e-12, 1.19e-15),
+    (32, 4.38e-14, 2.69e-12, 4.21e-12, 2.90e-16),
+]
+
+
+@pytest.mark.parametrize("trace,cost,stop", [(GRID_71_1, 889.95, 12), (GRID_71_01, 134.26, 22)])
+def test_a_residual_that_would_miss_the_aim_ends_the_run_at_the_next_level(trace, cost, stop):
+    """The 71x71 grids: the iterate meeting 1e-10 in the terminal phase (the gap fell >= 7x)
+    whose growing residual would miss 1e-9 by the time the gap reaches 1e-13 is answered at
+    1e-10 there, not one iteration later as a failure to be re-run."""
+    r = rule()
+    assert feed(r, trace, cost) == stop
+    assert r.accepted == 0 and r.retry is None
+
+
+def test_the_one_step_rule_alone_retries_the_71x71_grid():
+    """Without the extrapolation to the aimed level (the rule before, and the rule of problems
+    below _EXTRAPOLATE_MIN_VARIABLES), the same trace ends one iteration later for a retry:
+    what cost the 71x71 grid twice a single solve."""
+    base = rule()
+    r = _StallRule(base.tols[0], base.tols[1:], extrapolate=False)
+    assert feed(r, GRID_71_1, 889.95) == 13
+    assert r.accepted is None and r.retry == 0
+
+
+def test_a_growing_residual_with_a_slow_gap_is_let_run():
+    """A residual growing while the gap falls slower than _TERMINAL_GAP_RATE (a badly scaled
+    problem's transient) does not end the run: Clarabel reaches the aimed level."""
+    r = rule()
+    assert feed(r, BADLY_SCALED_5, 390.81) is None
+    assert r.accepted is None and r.retry is None
+    assert r.best == -1  # the last iterate meets the aimed level (Clarabel's own "Solved")
+    assert 1.15e-10 / 2.46e-11 < _TERMINAL_GAP_RATE  # the gap's step into iteration 27
 
 def test_a_level_beyond_the_next_is_accepted_after_two_stalls():
     """The run that used to go on until Clarabel gave up (then a second run at 1e-9: 1.7-2.3x a
@@ -122,3 +196,50 @@ def test_a_failed_run_counts_its_own_time(monkeypatch):
     _, _, seconds = run_solver(problem, None, {}, False, False, "test", record)
     assert len(calls) == 2 and calls[1] == FALLBACK_SOLVER_OPTIONS["CLARABEL"][0]["tol_gap_rel"]
     assert seconds >= 0.3
+
+
+@pytest.mark.slow
+def test_the_60x60_grid_is_answered_by_one_run_with_the_single_solves_iterations(monkeypatch):
+    """A real solve (about 1 min): on the 60x60 grid of benchmarks/bench_ladder.py at lambda = 1
+    the first run aiming at 1e-13 is answered at 1e-10 after exactly the interior-point
+    iterations of a single run at 1e-10 (before the extrapolation to the aimed level: one more
+    iteration, then a second run of 12), with that run's weights."""
+    k = 60
+    G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(k, k))
+    clusters = (np.arange(k * k) % k >= k // 2).astype(int)
+    weights = np.array([[1, 2, 3, 4, 5], [-1, 2, -3, 4, -5]], dtype=float)[clusters]
+    model = datasets.linear_data(G, weights, clusters, m=5, sigma=0.1, seed=1).model(lam=1.0)
+    solves: list[int | None] = []  # per solver run: its iterations (None: it raised)
+    solve = cp.Problem.solve
+
+    def counted(self, *args, **kwargs):
+        solves.append(None)
+        out = solve(self, *args, **kwargs)
+        solves[-1] = self.solver_stats.num_iters
+        return out
+
+    monkeypatch.setattr(cp.Problem, "solve", counted)
+    sol = model.solve_exact(certify=False, max_threads=1)  # one thread: reproducible iterates
+    first = FALLBACK_SOLVER_OPTIONS["CLARABEL"][0]
+    assert sol.info["tolerances"].items() >= first.items() and sol.success
+    single = model.solve_exact(certify=False, max_threads=1, **first)
+    assert len(solves) == 2 and solves[0] == solves[1] == 12
+    np.testing.assert_array_equal(sol.weights, single.weights)
+    assert abs(model.objective(sol.weights) - sol.objective) <= 1e-9 * abs(sol.objective)
+
+
+
+def test_the_extrapolation_does_not_end_a_run_for_the_last_resort():
+    """A run aiming at 1e-9, whose only looser level is the last resort (Clarabel's own
+    defaults): an iterate meeting that level is not ended by the extrapolation, which would
+    only end the run for a retry at the last resort.  Here the gap fell 7.1x to 9.9e-9 and the
+    primal residual grew 8.3x to 1.15e-9: one more iteration stays below 1e-8, but after the
+    1.17 iterations the gap needs to reach 1e-9 the residual would be 1.4e-8."""
+    cumulative = [dict(DEFAULT_SOLVER_OPTIONS["CLARABEL"])]
+    for level in FALLBACK_SOLVER_OPTIONS["CLARABEL"]:
+        cumulative.append({**cumulative[-1], **level})
+    r = _StallRule({k: cumulative[2][k] for k in KEYS}, [{k: cumulative[3][k] for k in KEYS}])
+    trace = [(1, 7.0e-08, 1.38e-10, 1e-12, 1e-09), (2, 9.9e-09, 1.15e-09, 1e-13, 1e-10)]
+    assert feed(r, trace, 1.0) is None and r.best == 0
+    now, before = [9.9e-09, 9.9e-09, 1.15e-09, 1e-13], [7.0e-08, 7.0e-08, 1.38e-10, 1e-12]
+    assert r._aim_out_of_reach(now, before)  # what a run with a looser level left would stop
