@@ -69,8 +69,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               start: tuple[np.ndarray, ...] | None = None,
                               radius: np.ndarray | None = None,
                               radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
-                              max_iter: int = 50, rtol: float = 1e-13
-                              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+                              max_iter: int = 50, rtol: float = 1e-13, check: bool = True
+                              ) -> tuple[np.ndarray, np.ndarray | None,
+                                         tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
     ``ell_r*(a) = s_r a + q_r a^2 / 2`` on ``[lo_r, hi_r]`` (the ``l1`` and box rows of the
@@ -98,9 +99,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns ``(Z, certified,
     (active set, a, nu))`` (the last, passed back as ``start``, starts the next call where
     it left off): ``certified`` is the KKT check :func:`kkt_certified` at ``KKT_RTOL``
-    (with the ball's conditions where there is one).  ``radius1`` (``(k,)``, ``inf``: none) are
-    1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)`` marks the ``l1`` rows (one per
-    coordinate, not padding at those nodes) whose intervals their multipliers widen.
+    (with the ball's conditions where there is one; None with ``check=False``, for a caller
+    that certifies another problem, as :class:`SmoothCompositeProxBatch`).  ``radius1``
+    (``(k,)``, ``inf``: none) are 1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)``
+    marks the ``l1`` rows (one per coordinate, not padding at those nodes) whose intervals
+    their multipliers widen.
     """
     k, R, d = P.shape
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -242,6 +245,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
+    if not check:
+        return Z, None, (state, a_prev, nu)
     ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
                        **({"nu": nu, "radius": radius} if any_ball else {}))
     if ball1.size:  # ||z||_1 <= r, and = r where its multiplier is positive
@@ -771,10 +776,13 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         return g - lin, d1
 
     def _true_kkt(self, pad: dict[str, np.ndarray], Z: np.ndarray, a: np.ndarray,
-                  mu: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """:func:`kkt_certified` of PU (32) itself at ``Z``: the data rows ``P_r = c_r x_r``
-        with their duals ``ell'(x_r^T z)`` held (``lo = hi = a``), the ``l1`` and box rows
-        with the duals ``a`` of the last quadratic model."""
+                  mu: np.ndarray, g: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        """:func:`kkt_certified` of PU (32) itself at ``Z`` for the nodes ``sel``: the data
+        rows ``P_r = c_r x_r`` with their duals ``ell'(x_r^T z)`` held (``lo = hi = a``), the
+        ``l1`` and box rows with the duals ``a`` of the last quadratic model.  This is the whole
+        certificate of the true problem (stationarity ``mu z - g + grad L(z) + sum a_j e_j =
+        0``, every ``l1``/box dual in its interval and of the right sign), whatever the model
+        was."""
         slot = self._slot()
         true = self.__dict__.get("_true_rows")
         if true is None:  # the constant parts, once: P_r = c_r x_r, no conjugate terms
@@ -786,8 +794,8 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         lo, hi, a = pad["lo"].copy(), pad["hi"].copy(), a.copy()
         for arr in (a, lo, hi):
             arr[self.local, slot] = d1
-        return kkt_certified(true["P"], pad["cs"], true["cq"], lo, hi, pad["fixed"], mu, g, Z,
-                             a)
+        return kkt_certified(true["P"][sel], pad["cs"][sel], true["cq"][sel], lo[sel], hi[sel],
+                             pad["fixed"][sel], mu[sel], g[sel], Z[sel], a[sel])
 
     def _prox(self, V, tau, W0):
         """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
@@ -813,9 +821,10 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
                 ix = act if act.size < k else slice(None)
                 gt, d1 = self._model_rows(P, Z, g)
                 sub = None if start is None else tuple(s[ix] for s in start)
-                Zh, ok, new = composite_active_set_prox(
+                # the model's own KKT check is not needed: the true one below certifies
+                Zh, _, new = composite_active_set_prox(
                     P[ix], **{key: val[ix] for key, val in rows.items()}, mu=mu[ix], g=gt[ix],
-                    Z0=Z[ix], coord=pad["coord"], start=sub)
+                    Z0=Z[ix], coord=pad["coord"], start=sub, check=False)
                 if start is None:
                     start = tuple(np.array(s) for s in new)
                 else:
@@ -828,7 +837,8 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
                 near = np.abs(Zh - Z[ix]).max(axis=1) <= 1e-4 * (1.0 + np.abs(Zh).max(axis=1))
                 cert = np.zeros(k, dtype=bool)
                 if near.any():
-                    cert[act] = ok & near & self._true_kkt(pad, Znew, start[1], mu, g)[act]
+                    sel = act[near]
+                    cert[sel] = self._true_kkt(pad, Znew, start[1], mu, g, sel)
                 Z[cert] = Znew[cert]
                 done |= cert
                 act = act[~cert[act]]
