@@ -15,9 +15,10 @@
     and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); skip
     with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
-    squared, Huber, hinge, absolute; issue 16 item 3) on (a)'s graph and
-    samples: the batched dual active-set prox vs the CVXPY path, each per iteration as a ratio
-    to the squared-loss fast path of (a) (target <= 5x); ``--only-f`` runs (f) alone.
+    squared, Huber, hinge, absolute; logistic with l1 or a box; issue 16 item 3) on (a)'s graph
+    and samples: the batched dual active-set prox (proximal Newton for logistic) vs the CVXPY
+    path, each per iteration as a ratio to the squared-loss fast path of (a) (target <= 5x);
+    ``--only-f`` runs (f) alone, ``--f-cases Logistic`` only the cases naming ``Logistic``.
 
 Run: ``python benchmarks/bench_primal_dual.py [--repeats 5] [--skip-scale]``.  Medians of the
 repeats are reported.
@@ -295,11 +296,12 @@ def main() -> None:
     ap.add_argument("--scale-certify", action="store_true",
                     help="also time one certificate of the scale instance (slow)")
     ap.add_argument("--only-f", action="store_true", help="run (f) alone")
+    ap.add_argument("--f-cases", default="", help="(f): only the cases whose name has this")
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
     if args.only_f:
-        general_losses(R)
+        general_losses(R, args.f_cases)
         return
     if args.only_e:
         scale(args)
@@ -452,10 +454,11 @@ def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) ->
           f"{np.median(wall) / every * 1e3:.1f} ms per iteration")
 
 
-def general_losses(R: int) -> None:
+def general_losses(R: int, cases_like: str = "") -> None:
     """(f): losses without a closed-form prox on paper 001 VI-A's SBM, fixed c = 10: absolute
     and hinge (dual active set), and l1-regularized or box-constrained squared, Huber, hinge and
-    absolute losses (the composite active set of gtvmodel.terms.composite)."""
+    absolute losses (the composite active set of gtvmodel.terms.composite), logistic losses with
+    l1 or a box (its proximal Newton method); ``cases_like``: only the cases naming it."""
     sq = sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
     c, iters = 10.0, 200
     print(f"(f) no closed-form prox, 001 VI-A SBM (n={sq.num_nodes}, |E|={sq.num_edges}, "
@@ -473,6 +476,9 @@ def general_losses(R: int) -> None:
     def huber(ls, **kw):
         return gm.HuberLoss(ls.X, ls.y, M=0.5, **kw)
 
+    def logistic(ls, **kw):
+        return gm.LogisticLoss(ls.X, np.sign(ls.y), **kw)
+
     box = [gm.Box(-1.0, 1.0)]
     cases = [("AbsoluteLoss", absolute, {}, []), ("HingeLoss", hinge, {}, []),
              ("SquaredLoss l1=0.05", squared, {"l1": 0.05}, []),
@@ -485,8 +491,14 @@ def general_losses(R: int) -> None:
              ("HuberLoss NormBall(1)", huber, {}, [gm.NormBall(1.0)]),
              ("AbsoluteLoss NormBall(1)", absolute, {}, [gm.NormBall(1.0)]),
              ("HuberLoss NormBall(1, p=1)", huber, {}, [gm.NormBall(1.0, p=1)]),
-             ("AbsoluteLoss NormBall(1, p=1)", absolute, {}, [gm.NormBall(1.0, p=1)])]
+             ("AbsoluteLoss NormBall(1, p=1)", absolute, {}, [gm.NormBall(1.0, p=1)]),
+             ("LogisticLoss (Newton)", logistic, {}, []),
+             ("LogisticLoss l1=0.05", logistic, {"l1": 0.05}, []),
+             ("LogisticLoss Box", logistic, {}, box),
+             ("LogisticLoss l1 + Box", logistic, {"l1": 0.05}, box)]
     for name, make, kw, cons in cases:
+        if cases_like and cases_like not in name:
+            continue
         model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
         model.set_losses({v: make(sq.loss(v), **kw) for v in sq.nodes})
         for v in sq.nodes:

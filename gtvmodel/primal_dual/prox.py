@@ -58,7 +58,7 @@ from .._validate import check_option
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError, SolverError
 from ..solve.compile import compile_nodes, find_infeasible_nodes
-from ..terms.composite import CompositeProxBatch
+from ..terms.composite import CompositeProxBatch, SmoothCompositeProxBatch
 from ..terms.constraints import Box, NormBall
 from ..terms.losses import LossBatch
 
@@ -472,9 +472,11 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     possibly with 2-norm ``NormBall`` s, by
     :class:`~gtvmodel.terms.composite.CompositeProxBatch`; quadratic and zero losses with any
     regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
-    ``NormBall`` (then without ``l1``); everything else (symbolic losses or constraints,
-    logistic losses with ``l1`` or constraints, data fits with a ``p``-norm ball, ``p`` not 2
-    or inf) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
+    ``NormBall`` (then without ``l1``); logistic (smooth, not piecewise quadratic) losses with
+    ``l1`` and/or a coordinate box by the proximal Newton method of
+    :class:`~gtvmodel.terms.composite.SmoothCompositeProxBatch`; everything else (symbolic
+    losses or constraints, logistic losses with a ball, data fits with a ``p``-norm ball, ``p``
+    not 2 or inf) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
     node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
@@ -520,8 +522,11 @@ def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
             return None
         if not cons:
             return (type(loss), "none")
-    if loss.piecewise_quadratic and _box_ball(cons, d) is not None:
+    comp = _box_ball(cons, d)
+    if comp is not None and loss.piecewise_quadratic:
         return (type(loss), "composite")
+    if comp is not None and np.isinf(comp[2:]).all() and SmoothCompositeProxBatch.accepts(loss):
+        return (type(loss), "smooth-composite")  # l1 and/or a box, no ball
     return None
 
 
@@ -556,13 +561,15 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     n, d = model.num_nodes, model.dim
     nodes = np.array(idx, dtype=np.int64)
     losses = [model.loss_at(i) for i in idx]
-    if ckind == "composite":
+    if ckind in ("composite", "smooth-composite"):
         parts = [_box_ball(model.constraints_at(i), d) for i in idx]
         lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
         radius, radius1 = (np.array([b[j] for b in parts]) for j in (2, 3))
 
+        kind = CompositeProxBatch if ckind == "composite" else SmoothCompositeProxBatch
+
         def subset(part: slice) -> CompositeProxBatch:
-            return CompositeProxBatch(cls, nodes[part], losses[part], n, d,
+            return kind(cls, nodes[part], losses[part], n, d,
                                       box=(lo[part], hi[part]), radius=radius[part],
                                       radius1=radius1[part])
 

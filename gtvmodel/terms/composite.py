@@ -29,6 +29,12 @@ the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set
 :func:`composite_active_set_prox`).  Other ``p``-norm balls stay on the CVXPY path.  This
 generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
 constraint rows) to quadratic row conjugates.
+
+Smooth data fits without such a conjugate (logistic) with ``l1`` and a box take
+:class:`SmoothCompositeProxBatch`: proximal Newton, each step's quadratic model of the data rows
+(rows ``sqrt(c_r ell''_r) x_r`` with ``q = 1``) solved exactly by
+:func:`composite_active_set_prox`, then a line search on the true objective, stopped by the KKT
+conditions of the true problem.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ from .losses import (
     _most_violated_change,
 )
 
-__all__ = ["CompositeProxBatch", "composite_active_set_prox", "kkt_certified", "KKT_RTOL"]
+__all__ = ["CompositeProxBatch", "SmoothCompositeProxBatch", "composite_active_set_prox",
+           "kkt_certified", "KKT_RTOL"]
 
 #: Relative KKT residual below which :func:`composite_active_set_prox` certifies a node's
 #: answer exact (stationarity in ``z`` and the sign conditions of every row dual, relative to
@@ -62,8 +69,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               start: tuple[np.ndarray, ...] | None = None,
                               radius: np.ndarray | None = None,
                               radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
-                              max_iter: int = 50, rtol: float = 1e-13
-                              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+                              max_iter: int = 50, rtol: float = 1e-13, check: bool = True
+                              ) -> tuple[np.ndarray, np.ndarray | None,
+                                         tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
     ``ell_r*(a) = s_r a + q_r a^2 / 2`` on ``[lo_r, hi_r]`` (the ``l1`` and box rows of the
@@ -91,9 +99,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     exactly (an ``l1`` zero is ``0.0``, a bound is the bound).  Returns ``(Z, certified,
     (active set, a, nu))`` (the last, passed back as ``start``, starts the next call where
     it left off): ``certified`` is the KKT check :func:`kkt_certified` at ``KKT_RTOL``
-    (with the ball's conditions where there is one).  ``radius1`` (``(k,)``, ``inf``: none) are
-    1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)`` marks the ``l1`` rows (one per
-    coordinate, not padding at those nodes) whose intervals their multipliers widen.
+    (with the ball's conditions where there is one; None with ``check=False``, for a caller
+    that certifies another problem, as :class:`SmoothCompositeProxBatch`).  ``radius1``
+    (``(k,)``, ``inf``: none) are 1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)``
+    marks the ``l1`` rows (one per coordinate, not padding at those nodes) whose intervals
+    their multipliers widen.
     """
     k, R, d = P.shape
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -235,6 +245,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
+    if not check:
+        return Z, None, (state, a_prev, nu)
     ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
                        **({"nu": nu, "radius": radius} if any_ball else {}))
     if ball1.size:  # ||z||_1 <= r, and = r where its multiplier is positive
@@ -579,21 +591,9 @@ class CompositeProxBatch(DataFitBatch):
         pad = self.__dict__.get("_pad")
         if pad is not None:
             return pad
-        k, m, M, d = self.ms.size, self.max_rows(), self.Xs.shape[0], self.d
-        slot = np.arange(M) - self.starts[self.local]
-        conj = self.cls._ell_conj
-        f0, f1, fm = (conj(np.full(M, t), self.y, self.p) for t in (0.0, 1.0, -1.0))
-        lo_r, hi_r = (np.broadcast_to(np.asarray(b, dtype=float), (M,))
-                      for b in self.cls._ell_conj_bounds(self.y, self.p))
-        blocks = [{"P": np.zeros((k, m, d)), "cs": np.zeros((k, m)), "cq": np.zeros((k, m)),
-                   "lo": np.zeros((k, m)), "hi": np.zeros((k, m)),
-                   "fixed": np.ones((k, m), dtype=bool)}]
+        k, m, d = self.ms.size, self.max_rows(), self.d
+        blocks = [self._data_block()]
         data = blocks[0]
-        data["P"][self.local, slot] = self.c[:, None] * self.Xs
-        for name, rows in (("cs", self.c * 0.5 * (f1 - fm)), ("cq", self.c * (f1 + fm - 2 * f0)),
-                           ("lo", lo_r), ("hi", hi_r)):
-            data[name][self.local, slot] = rows
-        data["fixed"][self.local, slot] = False
         eta = self.l1[:, None] * np.ones((1, d))
         lo_b, hi_b = self.box
         zero = np.zeros((k, d))
@@ -616,6 +616,29 @@ class CompositeProxBatch(DataFitBatch):
                                        for i in range(len(blocks))])
         self.__dict__["_pad"] = pad
         return pad
+
+    def _slot(self) -> np.ndarray:
+        """Each sample row's slot among its node's padded data rows."""
+        return np.arange(self.Xs.shape[0]) - self.starts[self.local]
+
+    def _data_block(self) -> dict[str, np.ndarray]:
+        """The data rows of :meth:`_padded`, ``max_i m_i`` slots per node: ``P_r = c_r x_r``
+        and the row conjugate's ``c s``, ``c q`` (from three of its values) and interval."""
+        k, m, M, d = self.ms.size, self.max_rows(), self.Xs.shape[0], self.d
+        slot = self._slot()
+        conj = self.cls._ell_conj
+        f0, f1, fm = (conj(np.full(M, t), self.y, self.p) for t in (0.0, 1.0, -1.0))
+        lo_r, hi_r = (np.broadcast_to(np.asarray(b, dtype=float), (M,))
+                      for b in self.cls._ell_conj_bounds(self.y, self.p))
+        data = {"P": np.zeros((k, m, d)), "cs": np.zeros((k, m)), "cq": np.zeros((k, m)),
+                "lo": np.zeros((k, m)), "hi": np.zeros((k, m)),
+                "fixed": np.ones((k, m), dtype=bool)}
+        data["P"][self.local, slot] = self.c[:, None] * self.Xs
+        for name, rows in (("cs", self.c * 0.5 * (f1 - fm)), ("cq", self.c * (f1 + fm - 2 * f0)),
+                           ("lo", lo_r), ("hi", hi_r)):
+            data[name][self.local, slot] = rows
+        data["fixed"][self.local, slot] = False
+        return data
 
     def _prox(self, V, tau, W0):
         """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
@@ -676,3 +699,184 @@ def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
             "cs": np.where(fixed, 0.0, s), "cq": np.zeros((k, d)),
             "lo": np.where(fixed, 0.0, lo), "hi": np.where(fixed, 0.0, hi),
             "fixed": fixed.copy()}
+
+
+class SmoothCompositeProxBatch(CompositeProxBatch):
+    """Smooth data fits that are not piecewise quadratic (:class:`LogisticLoss`, any
+    :class:`~gtvmodel.terms.losses.DataFitLoss` with the row derivatives ``_ell_d1`` and
+    ``_ell_d2``) with ``l1`` and a coordinate box per node: PU (32) exactly and vectorized by
+    a proximal Newton method (:meth:`_prox`).  At ``z_k`` the smooth part ``f(z) = sum_r c_r
+    ell(x_r^T z) + mu ||z||^2 / 2 - g^T z`` is replaced by its quadratic model (Hessian ``X^T
+    diag(c ell'') X + mu I``), which with the ``l1`` and box rows is the problem of
+    :func:`composite_active_set_prox` (data rows ``sqrt(c_r ell''_r) x_r`` with ``ell*(a) =
+    a^2 / 2``), solved exactly; a backtracking line search on the true objective follows
+    (vectorized over nodes).  A node stops when its point meets the KKT conditions of the true
+    problem (:func:`kkt_certified`, the data rows' duals ``ell'(x_r^T z)`` held) at
+    ``KKT_RTOL``; nodes that do not within ``max_outer`` steps take one CVXPY solve (counted in
+    :attr:`fallbacks`)."""
+
+    #: Proximal Newton steps before a node takes the CVXPY path.
+    max_outer = 40
+
+    @staticmethod
+    def accepts(loss: Loss) -> bool:
+        """Whether this path computes PU (32) of ``loss`` (with ``l1`` and/or a box): a smooth
+        data fit with a batched row formula whose conjugate is not piecewise quadratic."""
+        batch = loss.batch_class
+        return (loss.base_smooth and not loss.piecewise_quadratic and batch is not None
+                and issubclass(batch, DataFitBatch))
+
+    @property
+    def kind(self) -> str:
+        """``"<loss kind>-prox-newton"`` (the path's name in ``NodeUpdates.describe()``)."""
+        return f"{self.cls.kind}-prox-newton"
+
+    def prox_supported(self) -> np.ndarray:
+        """Every node (:meth:`accepts` chose the class)."""
+        return np.ones(self.ms.size, dtype=bool)
+
+    def _data_block(self) -> dict[str, np.ndarray]:
+        """Data rows of the quadratic models: ``ell*(a) = a^2 / 2`` (``c q = 1``, ``s = 0``)
+        on ``R``; their ``P`` is set at every step (:meth:`_model_rows`)."""
+        k, m, d = self.ms.size, self.max_rows(), self.d
+        slot = self._slot()
+        data = {"P": np.zeros((k, m, d)), "cs": np.zeros((k, m)), "cq": np.zeros((k, m)),
+                "lo": np.zeros((k, m)), "hi": np.zeros((k, m)),
+                "fixed": np.ones((k, m), dtype=bool)}
+        data["cq"][self.local, slot] = 1.0
+        data["lo"][self.local, slot] = -np.inf
+        data["hi"][self.local, slot] = np.inf
+        data["fixed"][self.local, slot] = False
+        return data
+
+    def _rows_at(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``t_r = x_r^T z_i``, ``ell'(t_r)``, ``ell''(t_r)`` for every sample row."""
+        t = np.einsum("rd,rd->r", self.Xs, Z[self.local])
+        return t, self.cls._ell_d1(t, self.y, self.p), self.cls._ell_d2(t, self.y, self.p)
+
+    def _node_sum(self, rows: np.ndarray) -> np.ndarray:
+        """``sum_{r in i} rows_r`` per node (every node has a row)."""
+        return np.add.reduceat(rows, self.starts, axis=0)
+
+    def _objective(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """``F_i(z) = sum_r c_r ell(x_r^T z) + eta_i ||z||_1 + mu_i ||z||^2 / 2 - g_i^T z``."""
+        t = np.einsum("rd,rd->r", self.Xs, Z[self.local])
+        return (self._node_sum(self.c * self.cls._ell(t, self.y, self.p))
+                + self.l1 * np.abs(Z).sum(axis=1) + 0.5 * mu * (Z**2).sum(axis=1)
+                - (g * Z).sum(axis=1))
+
+    def _model_rows(self, P: np.ndarray, Z: np.ndarray, g: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """The quadratic model of ``sum_r c_r ell(x_r^T z) - g^T z`` at ``Z``: writes its data
+        rows ``sqrt(c_r ell''_r) x_r`` into ``P`` and returns ``(g - sum_r c_r (ell'_r -
+        ell''_r t_r) x_r, ell'_r)`` (its linear part, the rows' first derivatives)."""
+        t, d1, d2 = self._rows_at(Z)
+        P[self.local, self._slot(), :] = np.sqrt(self.c * d2)[:, None] * self.Xs
+        lin = self._node_sum((self.c * (d1 - d2 * t))[:, None] * self.Xs)
+        return g - lin, d1
+
+    def _true_kkt(self, pad: dict[str, np.ndarray], Z: np.ndarray, a: np.ndarray,
+                  mu: np.ndarray, g: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        """:func:`kkt_certified` of PU (32) itself at ``Z`` for the nodes ``sel``: the data
+        rows ``P_r = c_r x_r`` with their duals ``ell'(x_r^T z)`` held (``lo = hi = a``), the
+        ``l1`` and box rows with the duals ``a`` of the last quadratic model.  This is the whole
+        certificate of the true problem (stationarity ``mu z - g + grad L(z) + sum a_j e_j =
+        0``, every ``l1``/box dual in its interval and of the right sign), whatever the model
+        was."""
+        slot = self._slot()
+        true = self.__dict__.get("_true_rows")
+        if true is None:  # the constant parts, once: P_r = c_r x_r, no conjugate terms
+            P, cq = pad["P"].copy(), pad["cq"].copy()
+            P[self.local, slot, :] = self.c[:, None] * self.Xs
+            cq[:, :self.max_rows()] = 0.0
+            true = self.__dict__["_true_rows"] = {"P": P, "cq": cq}
+        d1 = self._rows_at(Z)[1]
+        lo, hi, a = pad["lo"].copy(), pad["hi"].copy(), a.copy()
+        for arr in (a, lo, hi):
+            arr[self.local, slot] = d1
+        return kkt_certified(true["P"][sel], pad["cs"][sel], true["cq"][sel], lo[sel], hi[sel],
+                             pad["fixed"][sel], mu[sel], g[sel], Z[sel], a[sel])
+
+    def _prox(self, V, tau, W0):
+        """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
+        ||z - v_i||^2 / (2 tau_i)``, from ``W0`` (else ``v_i``) clipped to the box, the
+        quadratic models' active sets warm-started from the last call's: each step solves the
+        model exactly (:func:`composite_active_set_prox`), stops the nodes whose answer meets
+        the true KKT conditions (:meth:`_true_kkt`) and moves the others along ``zhat - z``
+        with Armijo backtracking on the true objective; the nodes left take
+        :meth:`cvxpy_prox`."""
+        k = self.ms.size
+        mu = 2.0 * self.l2 + 1.0 / tau
+        g = V / tau[:, None]
+        pad = self._padded()
+        rows = {key: val for key, val in pad.items() if key not in ("coord", "l1row", "P")}
+        P = pad["P"].copy()
+        Z = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
+        start = self.__dict__.get("_dual_start")
+        if start is not None and start[0].shape[0] != k:
+            start = None
+        act, done = np.arange(k), np.zeros(k, dtype=bool)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for _ in range(self.max_outer):
+                ix = act if act.size < k else slice(None)
+                gt, d1 = self._model_rows(P, Z, g)
+                sub = None if start is None else tuple(s[ix] for s in start)
+                # the model's own KKT check is not needed: the true one below certifies
+                Zh, _, new = composite_active_set_prox(
+                    P[ix], **{key: val[ix] for key, val in rows.items()}, mu=mu[ix], g=gt[ix],
+                    Z0=Z[ix], coord=pad["coord"], start=sub, check=False)
+                if start is None:
+                    start = tuple(np.array(s) for s in new)
+                else:
+                    for full, part in zip(start, new, strict=True):
+                        full[ix] = part
+                Znew = Z.copy()
+                Znew[ix] = Zh
+                # the model's error at zhat is O(|zhat - z|^2): after a long step the true
+                # KKT check cannot pass (skipping it only defers a node to the next step)
+                near = np.abs(Zh - Z[ix]).max(axis=1) <= 1e-4 * (1.0 + np.abs(Zh).max(axis=1))
+                cert = np.zeros(k, dtype=bool)
+                if near.any():
+                    sel = act[near]
+                    cert[sel] = self._true_kkt(pad, Znew, start[1], mu, g, sel)
+                Z[cert] = Znew[cert]
+                done |= cert
+                act = act[~cert[act]]
+                if act.size == 0:
+                    break
+                act = self._line_search(act, Z, Znew, d1, mu, g)
+                if act.size == 0:
+                    break
+        self.__dict__["_dual_start"] = start
+        bad = np.flatnonzero(~done)
+        if bad.size:
+            self.fallbacks += int(bad.size)
+            Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
+        return Z
+
+    def _line_search(self, act: np.ndarray, Z: np.ndarray, Znew: np.ndarray, d1: np.ndarray,
+                     mu: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Moves ``Z[act]`` along ``Znew - Z`` (in place) by Armijo backtracking on the true
+        objective (:meth:`_objective`): the largest ``s = 2^-j`` with ``F(z + s dz) <= F(z) +
+        s D / 4 + 1e-13 (1 + |F|)``, ``D = grad f^T dz + eta (||zhat||_1 - ||z||_1)``; returns
+        the nodes that moved (a node that cannot is left for the CVXPY path)."""
+        dz = Znew - Z
+        grad = self._node_sum((self.c * d1)[:, None] * self.Xs) + mu[:, None] * Z - g
+        D = ((grad * dz).sum(axis=1)
+             + self.l1 * (np.abs(Znew).sum(axis=1) - np.abs(Z).sum(axis=1)))
+        F0 = self._objective(Z, mu, g)
+        step = np.zeros(Z.shape[0])
+        todo = act.copy()
+        s = 1.0
+        for _ in range(40):
+            trial = Z + s * dz
+            Ft = self._objective(trial, mu, g)
+            good = Ft[todo] <= F0[todo] + 0.25 * s * D[todo] + 1e-13 * (1.0 + np.abs(F0[todo]))
+            step[todo[good]] = s
+            todo = todo[~good]
+            if todo.size == 0:
+                break
+            s *= 0.5
+        moved = act[step[act] > 0]
+        Z[moved] += step[moved, None] * dz[moved]
+        return moved
