@@ -49,9 +49,9 @@ from ..errors import SolverError
 from .losses import (
     DataFitBatch,
     Loss,
+    _active_set_step,
     _box_active_set,
     _box_qp_projected_gradient,
-    _most_violated_change,
 )
 
 __all__ = ["CompositeProxBatch", "SmoothCompositeProxBatch", "composite_active_set_prox",
@@ -222,12 +222,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                 solve_l1_ball(act, Za, a)
             Z[act], a_prev[act] = Za, a
             new, grad = states(act, a, Za, st == 0)
-            if it >= 6:  # a cycle is likely: change one row per node, the most violated
-                new = _most_violated_change(st, new, a, grad, gamma[act], lo[act], hi[act],
-                                            st == 0)
-            same = (new == st).all(axis=1)
-            state[act] = new
-            act = act[~same]
+            act = _active_set_step(state, act, st, new, it, a, grad, gamma[act], lo[act],
+                                   hi[act], st == 0)
             if act.size == 0:
                 break
         return act

@@ -1635,11 +1635,8 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
             grad = _box_dual_grad(Pa, cs[act], Za)
             new = _box_active_set(a, grad, gamma[act], lo_a, hi_a, fixed[act],
                                   tolerance(act, Za), free)
-            if it >= 6:  # a cycle is likely: change one row per node, the most violated
-                new = _most_violated_change(st, new, a, grad, gamma[act], lo_a, hi_a, free)
-            same = (new == st).all(axis=1)
-            state[act] = new
-            act = act[~same]
+            act = _active_set_step(state, act, st, new, it, a, grad, gamma[act], lo_a, hi_a,
+                                   free)
             if act.size == 0:
                 break
         return act
@@ -1701,6 +1698,20 @@ def _most_violated_change(old: np.ndarray, new: np.ndarray, a: np.ndarray, grad:
     trial = a - gamma * grad
     return _one_change(old, new, np.abs(trial - np.clip(trial, lo, hi))
                        + gamma * np.abs(grad) * free)
+
+
+def _active_set_step(state: np.ndarray, act: np.ndarray, old: np.ndarray, new: np.ndarray,
+                     it: int, a: np.ndarray, grad: np.ndarray, gamma: np.ndarray,
+                     lo: np.ndarray, hi: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """One step of the dual active-set methods' outer loop on the nodes ``act``: from the 7th
+    step on (a cycle is likely) only the most violated row of a node changes
+    (:func:`_most_violated_change`); ``state[act]`` becomes ``new``; returns the nodes whose
+    set changed (the others are solved)."""
+    if it >= 6:
+        new = _most_violated_change(old, new, a, grad, gamma, lo, hi, free)
+    same = (new == old).all(axis=1)
+    state[act] = new
+    return act[~same]
 
 
 def _box_active_set(a: np.ndarray, grad: np.ndarray, gamma: np.ndarray, lo: np.ndarray,
