@@ -91,6 +91,18 @@ def _check(losses, V, tau, lo, hi, Z, radius=None, radius1=None):
             (j, gap, f, f_ref)
 
 
+def _ball_case(seed, which, d, log_cond, boxed, l1):
+    """A batch of 4 nodes for the ball tests: losses of class ``CLASSES[which]`` with condition
+    numbers up to ``10**log_cond``, points ``V`` and (if ``boxed``) a box."""
+    rng = np.random.default_rng(seed)
+    cls, k = CLASSES[which], 4
+    losses = _losses(rng, cls, k, d, 1.0, 10.0**log_cond, l1)
+    V = 3.0 * rng.standard_normal((k, d))
+    lo, hi = _box(rng, k, d, 2.0) if boxed else (np.full((k, d), -np.inf),
+                                                 np.full((k, d), np.inf))
+    return rng, cls, k, losses, V, lo, hi
+
+
 def _losses(rng, cls, k, d, scale, cond, eta):
     out = []
     for _ in range(k):
@@ -158,12 +170,7 @@ def test_euclidean_ball_by_multiplier_search_matches_independent_cvxpy(seed, whi
                                                                        log_tau, boxed, l1):
     # NormBall(p=2) (with or without a box and l1): the trust-region solve inside each
     # active-set step, condition numbers to 1e5, steps tau from 1e-4 to 1e4
-    rng = np.random.default_rng(seed)
-    cls, k = CLASSES[which], 4
-    losses = _losses(rng, cls, k, d, 1.0, 10.0**log_cond, l1)
-    V = 3.0 * rng.standard_normal((k, d))
-    lo, hi = _box(rng, k, d, 2.0) if boxed else (np.full((k, d), -np.inf),
-                                                 np.full((k, d), np.inf))
+    rng, cls, k, losses, V, lo, hi = _ball_case(seed, which, d, log_cond, boxed, l1)
     radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf)
     batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius)
     tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
@@ -178,12 +185,7 @@ def test_euclidean_ball_by_multiplier_search_matches_independent_cvxpy(seed, whi
 def test_one_norm_ball_matches_independent_cvxpy(seed, which, d, log_cond, log_tau, boxed, l1):
     # NormBall(p=1) (with or without a box and l1): its multiplier widens the l1 rows' dual
     # intervals, exact per active set (z affine in it)
-    rng = np.random.default_rng(seed)
-    cls, k = CLASSES[which], 4
-    losses = _losses(rng, cls, k, d, 1.0, 10.0**log_cond, l1)
-    V = 3.0 * rng.standard_normal((k, d))
-    lo, hi = _box(rng, k, d, 2.0) if boxed else (np.full((k, d), -np.inf),
-                                                 np.full((k, d), np.inf))
+    rng, cls, k, losses, V, lo, hi = _ball_case(seed, which, d, log_cond, boxed, l1)
     radius1 = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 2.0, k), np.inf)
     batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi), radius1=radius1)
     tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
