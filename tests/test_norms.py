@@ -326,6 +326,17 @@ def test_closed_form_projections_are_feasible(q):
 radius_factors = st.sampled_from([0.0, 1e-300, 1e-3, 0.5, 1 - 1e-15, 1.0, 1 + 1e-15, 2.0, 1e300])
 
 
+def _rows_and_radii(U, data):
+    """The rows as an array, their 50-digit 2-norms and radii drawn at, just inside and just
+    outside those norms (``radius_factors``; overflowing radii become 1e300)."""
+    U = np.array(U, dtype=float)
+    refs = [ref_norm(u, 2.0) for u in U]
+    f = np.array([data.draw(radius_factors) for _ in U])
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.array([float(x) for x in refs]) * f
+    return U, refs, np.where(np.isfinite(r), r, 1e300)
+
+
 @settings(deadline=None, max_examples=150)
 @given(U=rows, data=st.data())
 def test_l2_projection_fast_path_is_inside_for_certain(U, data):
@@ -334,12 +345,7 @@ def test_l2_projection_fast_path_is_inside_for_certain(U, data):
     exact norm, every row ends inside its ball by the 50-digit reference, rows inside by more
     than the rounding bound are returned unchanged, and the others are ``r u / ||u||`` to 1e-13.
     """
-    U = np.array(U, dtype=float)
-    refs = [ref_norm(u, 2.0) for u in U]
-    f = np.array([data.draw(radius_factors) for _ in U])
-    with np.errstate(over="ignore", under="ignore"):
-        r = np.array([float(x) for x in refs]) * f
-    r = np.where(np.isfinite(r), r, 1e300)
+    U, refs, r = _rows_and_radii(U, data)
     P = gm.Norm2().dual_update(U, 1.0, r)
     assert np.all(np.isfinite(P))
     for k in range(len(U)):
@@ -380,12 +386,7 @@ def test_l2_ball_projection_into_equals_the_dual_update(U, data):
     the rows of ``Norm2().dual_update`` bit for bit, on rows spanning 1e-300..1e300 (zero
     rows, radii at, just inside and just outside the norm, zero and subnormal radii), into a
     separate output and in place; every row ends inside its ball by the 50-digit reference."""
-    U = np.array(U, dtype=float)
-    refs = [ref_norm(u, 2.0) for u in U]
-    f = np.array([data.draw(radius_factors) for _ in U])
-    with np.errstate(over="ignore", under="ignore"):
-        r = np.array([float(x) for x in refs]) * f
-    r = np.where(np.isfinite(r), r, 1e300)
+    U, refs, r = _rows_and_radii(U, data)
     want = gm.Norm2().dual_update(U, 1.0, r)
     project = _norms().L2BallProjection(r, U.shape[1])
     out = np.full_like(U, np.nan)
