@@ -342,18 +342,26 @@ def flsa_path(a: np.ndarray, lams) -> dict[float, np.ndarray]:
     return out
 
 
+def fused_lasso_chain(seed: int) -> tuple[np.ndarray, gm.GTVModel]:
+    """The 60-node fused-lasso chain: signal ``a`` (6 steps of 10 nodes plus unit noise) and
+    the model ``sum_i (w_i - a_i)^2 + lam sum_i |w_i - w_{i+1}|`` (``Norm1``) of
+    :func:`flsa_path`."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    a = np.repeat(rng.normal(size=6) * 3, 10) + rng.normal(size=n)
+    model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1())
+    for i in range(n):
+        model.set_loss(i, gm.QuadraticLoss([a[i]]))
+    return a, model
+
+
 @pytest.mark.parametrize("seed", [2, 3])
 def test_default_accuracy_on_fused_lasso_chain(seed):
     """solve_exact()'s defaults match an exact path solution to 1e-7 on a 60-node chain
     (Clarabel's own defaults are off by up to 1e-4 here); OSQP's polish agrees too."""
-    rng = np.random.default_rng(seed)
-    n = 60
-    a = np.repeat(rng.normal(size=6) * 3, 10) + rng.normal(size=n)
+    a, model = fused_lasso_chain(seed)
     lams = [0.1, 0.5, 1.0, 2.0, 3.0, 6.0, 10.0]
     exact = flsa_path(a, lams)
-    model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1())
-    for i in range(n):
-        model.set_loss(i, gm.QuadraticLoss([a[i]]))
     for lam in lams:
         model.lam = lam
         sol = model.solve_exact()

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_exact import flsa_path
+from test_exact import flsa_path, fused_lasso_chain
 
 import gtvmodel as gm
 from gtvmodel.solve.polish import polish
@@ -158,14 +158,9 @@ def test_logistic_sbm_weights_match_newton_oracle():
 def test_fused_lasso_chain_matches_exact_path(seed):
     """The 60-node fused-lasso chain of test_exact.py (Norm1, fused groups at every lambda):
     within 1e-12 of the exact path solution after the polish."""
-    rng = np.random.default_rng(seed)
-    n = 60
-    a = np.repeat(rng.normal(size=6) * 3, 10) + rng.normal(size=n)
+    a, model = fused_lasso_chain(seed)
     lams = [0.1, 0.5, 2.0, 10.0]
     exact = flsa_path(a, lams)
-    model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1())
-    for i in range(n):
-        model.set_loss(i, gm.QuadraticLoss([a[i]]))
     for lam in lams:
         model.lam = lam
         sol = model.solve_exact()
