@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 import gtvmodel
 
@@ -100,21 +101,28 @@ def _graph() -> tuple[nx.DiGraph, list[str]]:
     return G, local
 
 
-def test_no_import_cycle():
-    G, _ = _graph()
+@pytest.fixture(scope="module")
+def layout() -> tuple[nx.DiGraph, list[str]]:
+    """The import graph and the function-local imports, parsed once for the three tests that
+    read them (the parse of every module is most of their time)."""
+    return _graph()
+
+
+def test_no_import_cycle(layout):
+    G, _ = layout
     cycles = list(nx.simple_cycles(G))
     assert not cycles, f"import cycles: {cycles[:5]}"
 
 
-def test_no_function_local_imports_of_the_package():
-    _, local = _graph()
+def test_no_function_local_imports_of_the_package(layout):
+    _, local = layout
     assert not local, "function-local imports (hide import cycles): " + "; ".join(local)
 
 
-def test_the_graph_sees_the_engines():
+def test_the_graph_sees_the_engines(layout):
     """The parser is not vacuous: the façade imports the engines and the engines import the
     declaration (a test of the test)."""
-    G, _ = _graph()
+    G, _ = layout
     assert G.has_edge("gtvmodel.model", "gtvmodel.solve.exact")
     assert G.has_edge("gtvmodel.solve.exact", "gtvmodel.declaration")
     assert nx.has_path(G, "gtvmodel", "gtvmodel.terms.losses")

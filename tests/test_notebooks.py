@@ -2,7 +2,8 @@
 
 Every ``.ipynb`` under ``examples/notebooks/`` (student versions) and
 ``examples/notebooks/solutions/`` is executed with ``nbclient`` in a ``python3`` kernel
-(``MPLBACKEND=Agg``, the repository first on ``PYTHONPATH``, a temporary working directory);
+(``MPLBACKEND=Agg``, the repository first on ``PYTHONPATH``, a temporary working directory;
+several notebooks at a time, each in its own kernel);
 any error in a cell without the tag ``raises-exception`` fails the test.  In a student version
 every tagged cell (an exercise's ``assert`` cell) must have raised: the placeholder answer
 fails its check, which shows that the check rejects a wrong answer.  A solution version has no
@@ -13,6 +14,7 @@ generates from their sources.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import time
 from pathlib import Path
@@ -83,20 +85,53 @@ def test_notebooks_match_their_generator():
             f"{_name(path)} differs from its source: run python examples/notebooks/_build.py")
 
 
-def _execute(path: Path, tmp_path: Path):
-    nb = _read(path)
-    client = nbclient.NotebookClient(nb, timeout=LIMIT_S, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    start = time.perf_counter()
-    client.execute()  # raises CellExecutionError on an error in an untagged cell
-    return nb, time.perf_counter() - start
+#: notebooks executed at the same time, each in its own fresh kernel.  A kernel's start and the
+#: notebook's imports (ipykernel, CVXPY, matplotlib: about 1.5 s of a 2-3 s notebook) wait
+#: partly on messages between processes, so running several at once shortens the whole even on
+#: two cores: the fourteen notebooks took 38-47 s four at a time against 51-76 s one after the
+#: other on the 2-core sandbox (load 1-6, benchmarks/RESULTS.md).
+CONCURRENT = 4
+
+
+async def _execute_async(path: Path, workdir: Path, slots: asyncio.Semaphore):
+    async with slots:  # the time is taken once a slot is free: the kernel start is in it
+        nb = _read(path)
+        client = nbclient.NotebookClient(nb, timeout=LIMIT_S, kernel_name="python3",
+                                         resources={"metadata": {"path": str(workdir)}})
+        start = time.perf_counter()
+        await client.async_execute()  # raises CellExecutionError on an error in an untagged cell
+        return nb, time.perf_counter() - start
+
+
+async def _execute_all(paths: list[Path], workdirs: list[Path]) -> list:
+    slots = asyncio.Semaphore(CONCURRENT)
+    runs = [_execute_async(p, w, slots) for p, w in zip(paths, workdirs, strict=True)]
+    return await asyncio.gather(*runs, return_exceptions=True)
+
+
+@pytest.fixture(scope="module")
+def executed(request, tmp_path_factory) -> dict:
+    """``path -> (executed notebook, seconds)`` (or the exception its execution raised) for
+    every notebook whose ``test_notebook_executes`` case was collected: each executed once,
+    in a fresh kernel with ``MPLBACKEND=Agg`` and the checkout first on ``PYTHONPATH`` (as in a
+    fresh clone) and a temporary working directory of its own, ``CONCURRENT`` at a time."""
+    paths = [item.callspec.params["path"] for item in request.session.items
+             if getattr(item, "originalname", None) == "test_notebook_executes"
+             and item.module is request.module]
+    workdirs = [tmp_path_factory.mktemp("notebook") for _ in paths]
+    with pytest.MonkeyPatch.context() as mp:  # the kernels inherit this environment
+        mp.setenv("MPLBACKEND", "Agg")
+        mp.setenv("PYTHONPATH", str(ROOT))
+        results = asyncio.run(_execute_all(paths, workdirs))
+    return dict(zip(paths, results, strict=True))
 
 
 @pytest.mark.parametrize("path", ALL, ids=_name)
-def test_notebook_executes(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the checkout's gtvmodel, as in a fresh clone
-    nb, seconds = _execute(path, tmp_path)
+def test_notebook_executes(path, executed):
+    outcome = executed[path]
+    if isinstance(outcome, BaseException):  # e.g. CellExecutionError: the cell and its error
+        raise outcome
+    nb, seconds = outcome
     assert seconds <= LIMIT_S, f"{_name(path)} took {seconds:.1f} s (limit {LIMIT_S:.0f} s)"
     tagged = [c for c in nb.cells if CHECK_TAG in _tags(c)]
     if path.parent == FOLDER:  # a student version: every check must fail on the placeholder
