@@ -229,6 +229,46 @@ def test_ball_multiplier_warm_starts_equal_cold_calls():
     _check(losses, V, tau, lo, hi, W, radius)
 
 
+@pytest.mark.parametrize("kind", ["box", "ball", "ball1", "mixed"])
+def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
+    # Algorithm 1's calls on one batch: the same point three times (the last: the cached
+    # system and its factorizations are reused, no new system), small moves, then new steps
+    # tau (mu changes: rebuilt); every answer equals a fresh batch's (no cache) and the last
+    # the reference
+    rng = np.random.default_rng(21)
+    k, d = 10, 3
+    losses = _losses(rng, gm.HuberLoss, k, d, 1.0, 10.0, 0.1)
+    lo, hi = _box(rng, k, d, 1.0) if kind == "box" else (np.full((k, d), -np.inf),
+                                                          np.full((k, d), np.inf))
+    radius = np.where(np.arange(k) % 2 == 0, 0.4, np.inf) if kind == "mixed" else \
+        np.full(k, 0.4 if kind == "ball" else np.inf)
+    radius1 = np.full(k, 0.5 if kind == "ball1" else np.inf)
+    built = []
+    real = composite_mod._system_matrices
+    monkeypatch.setattr(composite_mod, "_system_matrices",
+                        lambda *a, **kw: built.append(1) or real(*a, **kw))
+
+    def make():
+        return CompositeProxBatch(gm.HuberLoss, np.arange(k), losses, k, d, box=(lo, hi),
+                                  radius=radius, radius1=radius1)
+
+    batch, tau = make(), rng.uniform(0.2, 2.0, k)
+    V = 2.0 * rng.standard_normal((k, d))
+    W = batch.prox(V, tau)
+    for step, move in enumerate((0.0, 0.0, 0.02, 0.02, "tau", 0.0)):
+        if move == "tau":
+            tau = 1.5 * tau
+        else:
+            V = V + move * rng.standard_normal(V.shape)
+        n_built = len(built)
+        W = batch.prox(V, tau, W0=W)
+        if step == 1:  # the same point a third time: the same active sets, no new system
+            assert len(built) == n_built
+        np.testing.assert_allclose(W, make().prox(V, tau), rtol=0, atol=1e-12)
+    assert batch.fallbacks == 0
+    _check(losses, V, tau, lo, hi, W, radius, radius1)
+
+
 @pytest.mark.parametrize("cls", CLASSES)
 def test_active_ball_with_l1_zeros_and_bounds_is_exact(cls):
     # a ball that binds together with l1 zeros and box faces: ||z|| = r to rounding, the zeros
