@@ -1478,7 +1478,7 @@ def _row_starts(local: np.ndarray) -> np.ndarray:
 def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np.ndarray | None,
                     c: np.ndarray, local: np.ndarray, mu: np.ndarray, g: np.ndarray,
                     Z0: np.ndarray, *, max_iter: int, ridge: float = 0.0,
-                    gtol: float | None = None) -> np.ndarray:
+                    gtol: float | None = None, hess: np.ndarray | None = None) -> np.ndarray:
     """Damped Newton on ``F_i(z) = sum_{r in i} c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 -
     g_i^T z`` for ``k`` nodes at once (rows grouped by owner ``local``, every node with at least
     one row), the one Newton solver of the package:
@@ -1489,69 +1489,83 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
       certificate: ``mu = 2 kappa``, ``g = s`` (``ridge`` regularizes singular Hessians).
 
     Hessians come from the row formula ``_ell_d2`` (generalized for Huber).  Armijo backtracking
-    per node (a step that does not decrease ``F`` after 40 halvings is rejected); a node stops
-    when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement vanishes, or (with
-    ``gtol``) its gradient is at most ``gtol``.
+    per node on the node's own rows (a step that does not decrease ``F`` after 40 halvings is
+    rejected); a node stops when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement
+    vanishes, or (with ``gtol``) its gradient is at most ``gtol``.  A node whose gradient
+    already bounds that step (``||grad|| <= mu 1e-15 (1 + ||z||_inf)``; the Hessian is at least
+    ``mu I``) stops before its Hessian is formed.  ``hess`` (``(k, d, d)``), where given,
+    receives each node's last Hessian of ``F`` formed here (a start for the next call,
+    :meth:`DataFitBatch._prox`).
     """
     k, d = Z0.shape
     Z = np.array(Z0, dtype=float)
-
-    def objective(Z_: np.ndarray) -> np.ndarray:
-        t = np.einsum("rj,rj->r", Xs, Z_[local])
-        return (np.bincount(local, c * cls._ell(t, y, p), minlength=k)
-                + 0.5 * mu * (Z_**2).sum(axis=1) - (g * Z_).sum(axis=1))
-
-    F = objective(Z)
+    every = (Xs, local, y, p, c, _row_starts(local))
+    F = _newton_objective(cls, every, Z, mu, g)
     active = np.arange(k)
     diag = np.arange(d)
 
-    def rows_of(act: np.ndarray) -> tuple[np.ndarray, ...]:
-        rows = np.isin(local, act) if act.size < k else slice(None)
-        Xa, la = Xs[rows], np.searchsorted(act, local[rows])
-        ya, pa, ca = y[rows], _take(p, rows), c[rows]
+    def rows_of(act: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The rows of the nodes ``act`` (renumbered), ``t_r = x_r^T z``, the gradient."""
+        if act.size == k:
+            part = every
+        else:
+            rows = np.isin(local, act)
+            la = np.searchsorted(act, local[rows])
+            part = (Xs[rows], la, y[rows], _take(p, rows), c[rows], _row_starts(la))
+        Xa, la, ya, pa, ca, sa = part
         t = np.einsum("rj,rj->r", Xa, Z[act][la])
-        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], _row_starts(la),
-                            axis=0)
-        return Xa, la, ya, pa, ca, t, G + mu[act, None] * Z[act] - g[act]
+        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], sa, axis=0)
+        return part, t, G + mu[act, None] * Z[act] - g[act]
 
     for _ in range(max_iter):
-        Xa, la, ya, pa, ca, t, G = rows_of(active)
+        part, t, G = rows_of(active)
+        za = Z[active]
+        done = (np.sqrt(np.einsum("kj,kj->k", G, G))
+                <= mu[active] * 1e-15 * (1.0 + np.abs(za).max(axis=1)))
         if gtol is not None:  # converged nodes leave before their Hessian is formed
-            keep = np.abs(G).max(axis=1) > gtol
-            if not keep.all():
-                active = active[keep]
-                if active.size == 0:
-                    break
-                Xa, la, ya, pa, ca, t, G = rows_of(active)
-        sa = _row_starts(la)
+            done |= np.abs(G).max(axis=1) <= gtol
+        if done.all():
+            break
+        Xa, la, ya, pa, ca, sa = part
         H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
         H[:, diag, diag] += mu[active, None]
         if ridge:
             tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
             H[:, diag, diag] += ridge * tr[:, None]
+        if hess is not None:
+            hess[active] = H
         step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
+        step[done] = 0.0  # (their rows stay in this iteration's arrays: no new gather)
         dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
-        za, Fa = Z[active], F[active]
+        Fa, mua, ga = F[active], mu[active], g[active]
         tstep = np.ones(active.size)
         for _ls in range(40):
-            trial = Z.copy()
-            trial[active] = za - tstep[:, None] * step
-            Ft = objective(trial)[active]
-            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa)))
+            trial = za - tstep[:, None] * step
+            Ft = _newton_objective(cls, part, trial, mua, ga)
+            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa))) & ~done
             if not bad.any():
                 break
             tstep[bad] *= 0.5
-        ok = ~bad
-        Z[active[ok]] = za[ok] - tstep[ok, None] * step[ok]
+        ok = ~bad & ~done
+        Z[active[ok]] = trial[ok]
         F[active[ok]] = Ft[ok]
         small = (np.abs(tstep[:, None] * step).max(axis=1)
                  <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
-        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad
+        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad | done
         active = active[~small]
         if active.size == 0:
             break
     return Z
 
+
+def _newton_objective(cls: type[DataFitLoss], part: tuple, Z: np.ndarray, mu: np.ndarray,
+                      g: np.ndarray) -> np.ndarray:
+    """``F_i(z_i)`` of :func:`newton_minimize` for the nodes of ``part`` (their rows ``(X, owner,
+    y, p, c, starts)``, owners numbered ``0..len(Z) - 1``)."""
+    Xa, la, ya, pa, ca, _ = part
+    t = np.einsum("rj,rj->r", Xa, Z[la])
+    return (np.bincount(la, ca * cls._ell(t, ya, pa), minlength=Z.shape[0])
+            + 0.5 * mu * (Z**2).sum(axis=1) - (g * Z).sum(axis=1))
 
 
 def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
@@ -2184,9 +2198,20 @@ class DataFitBatch(SampleBatch):
         """Damped Newton (:func:`newton_minimize`) on ``L_i(z) + kappa_i ||z||^2 + ||z -
         v_i||^2 / (2 tau_i)``, vectorized over all nodes."""
         mu = 2.0 * self.l2 + 1.0 / tau
+        g = V / tau[:, None]
         Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
-        return newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu,
-                               V / tau[:, None], Z0, max_iter=60)
+        last = self.__dict__.get("_newton_last")
+        if last is None or last["g"].shape != g.shape:
+            k, d = g.shape
+            last = {"H": mu[:, None, None] * np.eye(d), "mu": None, "g": g, "Z": Z0}
+        elif np.array_equal(last["mu"], mu):
+            # the last prox point moved to first order: dz*/dg = (hess F)^{-1} (Algorithm 1's
+            # next point is near; the start only saves Newton steps, the stop is the same)
+            Z0 = last["Z"] + np.linalg.solve(last["H"], (g - last["g"])[:, :, None])[:, :, 0]
+        Z = newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu, g, Z0,
+                            max_iter=60, hess=last["H"])
+        self.__dict__["_newton_last"] = dict(last, mu=mu.copy(), g=g, Z=Z.copy())
+        return Z
 
     # --- conjugates
     def dual_part(self, inset, row_of, k):
