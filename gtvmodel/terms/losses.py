@@ -1571,7 +1571,7 @@ def _newton_objective(cls: type[DataFitLoss], part: tuple, Z: np.ndarray, mu: np
 def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
                          Z0: np.ndarray, *, start: tuple[np.ndarray, np.ndarray] | None = None,
-                         max_iter: int = 50, rtol: float = 1e-13
+                         max_iter: int = 50, rtol: float = 1e-13, cache: dict | None = None
                          ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Exact ``argmin_z sum_r c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k``
     nodes at once, for row losses with a *linear* conjugate ``ell*(a) = s_r a`` on ``[lo_r,
@@ -1603,7 +1603,9 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     ``Z0``.  Returns ``(Z, converged, (active set, a))``; a node whose active set has not
     repeated within ``max_iter`` steps, then again from a projected-gradient start, is flagged
     False for the caller's fallback.  After ``6`` steps only the most violated row of a node
-    changes per step (against cycles).
+    changes per step (against cycles).  ``cache`` (a dict the caller keeps between calls on
+    the same rows) holds every node's last active set and its free rows' pseudo-inverse: a node
+    whose active set is the cached one reuses it (it depends on the set only).
     """
     k = cs.shape[0]
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -1635,7 +1637,7 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
             # of the free rows (conditioned like X, not like Q = (CX)(CX)^T / mu)
             h = (g[act] - np.einsum("krd,kr->kd", Pa, a_fix)) / mu_a
             Pf = np.where(free[:, :, None], Pa, 0.0)
-            Pinv = np.linalg.pinv(Pf)
+            Pinv = _free_rows_pinv(Pf, st, act, k, cache)
             Za = h + np.einsum("kdr,kr->kd", Pinv, np.where(
                 free, cs[act] - np.einsum("krd,kd->kr", Pf, h), 0.0))
             # the free rows' duals with P_F^T a_F = mu (h - z), nearest the previous ones (Q is
@@ -1670,6 +1672,25 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     done = np.ones(k, dtype=bool)
     done[left] = False
     return Z, done, (state, a_prev)
+
+
+def _free_rows_pinv(Pf: np.ndarray, st: np.ndarray, act: np.ndarray, k: int,
+                    cache: dict | None) -> np.ndarray:
+    """``pinv(Pf)`` of the free rows ``Pf`` of the active sets ``st`` of the nodes ``act`` (of
+    ``k``): from ``cache`` (every node's last active set and pseudo-inverse) where a node's
+    active set is the cached one, computed (and cached) for the others."""
+    if cache is None:
+        return np.linalg.pinv(Pf)
+    if "state" not in cache or cache["state"].shape != (k,) + st.shape[1:]:
+        cache["state"] = np.full((k,) + st.shape[1:], 127, dtype=st.dtype)  # no set yet
+        cache["pinv"] = np.zeros((k,) + Pf.shape[:0:-1])
+    changed = (cache["state"][act] != st).any(axis=1)
+    if not changed.any():
+        return cache["pinv"][act]
+    new = act[changed]
+    cache["state"][new] = st[changed]
+    cache["pinv"][new] = np.linalg.pinv(Pf[changed])
+    return cache["pinv"][act]
 
 
 def _box_qp_projected_gradient(Q: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -2295,7 +2316,8 @@ class PiecewiseLinearBatch(DataFitBatch):
         if start is not None and start[0].shape[0] != V.shape[0]:
             start = None
         Z, ok, last = dual_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None], Z0=Z0,
-                                           start=start)
+                                           start=start,
+                                           cache=self.__dict__.setdefault("_pinv_cache", {}))
         self.__dict__["_dual_start"] = last
         bad = np.flatnonzero(~ok)
         if bad.size:  # CVXPY's prox, then polished by the active-set steps started there
