@@ -232,9 +232,10 @@ def test_ball_multiplier_warm_starts_equal_cold_calls():
 @pytest.mark.parametrize("kind", ["box", "ball", "ball1", "mixed"])
 def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
     # Algorithm 1's calls on one batch: the same point three times (the last: the cached
-    # system and its factorizations are reused, no new system), small moves, then new steps
-    # tau (mu changes: rebuilt); every answer equals a fresh batch's (no cache) and the last
-    # the reference
+    # system and its factorizations are reused, no new system), small moves (a few nodes
+    # change their sets: their systems merged into the cached one), then new steps tau (mu
+    # changes: rebuilt); every answer equals a fresh batch's (no cache) and the last the
+    # reference
     rng = np.random.default_rng(21)
     k, d = 10, 3
     losses = _losses(rng, gm.HuberLoss, k, d, 1.0, 10.0, 0.1)
@@ -243,10 +244,12 @@ def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
     radius = np.where(np.arange(k) % 2 == 0, 0.4, np.inf) if kind == "mixed" else \
         np.full(k, 0.4 if kind == "ball" else np.inf)
     radius1 = np.full(k, 0.5 if kind == "ball1" else np.inf)
-    built = []
-    real = composite_mod._system_matrices
+    built, merged = [], []
+    real, merge = composite_mod._system_matrices, composite_mod._updated_system
     monkeypatch.setattr(composite_mod, "_system_matrices",
                         lambda *a, **kw: built.append(1) or real(*a, **kw))
+    monkeypatch.setattr(composite_mod, "_updated_system",
+                        lambda *a: merged.append(merge(*a)) or merged[-1])
 
     def make():
         return CompositeProxBatch(gm.HuberLoss, np.arange(k), losses, k, d, box=(lo, hi),
@@ -255,7 +258,7 @@ def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
     batch, tau = make(), rng.uniform(0.2, 2.0, k)
     V = 2.0 * rng.standard_normal((k, d))
     W = batch.prox(V, tau)
-    for step, move in enumerate((0.0, 0.0, 0.02, 0.02, "tau", 0.0)):
+    for step, move in enumerate((0.0, 0.0, 0.02, 0.02, 0.05, 0.05, 0.05, "tau", 0.0)):
         if move == "tau":
             tau = 1.5 * tau
         else:
@@ -266,6 +269,8 @@ def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
             assert len(built) == n_built
         np.testing.assert_allclose(W, make().prox(V, tau), rtol=0, atol=1e-12)
     assert batch.fallbacks == 0
+    if kind in ("box", "ball"):  # some calls changed a few nodes' sets: merged systems
+        assert any(m is not None for m in merged)
     _check(losses, V, tau, lo, hi, W, radius, radius1)
 
 

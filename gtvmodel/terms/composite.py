@@ -167,12 +167,17 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         ix = every(act)
         full = cache is not None and isinstance(ix, slice)
         hit = cache.get(kind) if full else None
-        if hit is not None and np.array_equal(hit[0], state) and np.array_equal(hit[1], mu):
-            sy = hit[2]
-        else:
+        sy = None
+        if hit is not None and np.array_equal(hit[1], mu):
+            chg = np.flatnonzero((hit[0] != state).any(axis=1))
+            # where few nodes changed their sets: their systems and factors only
+            sy = hit[2] if chg.size == 0 else (
+                _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]), chg)
+                if kind == "plain" and chg.size <= k // 4 else None)
+        if sy is None:
             sy = _system_matrices(rows, state[ix], ix, mu[ix])
-            if full:
-                cache[kind] = (state.copy(), mu.copy(), sy)
+        if full:
+            cache[kind] = (state.copy(), mu.copy(), sy)
         return _with_rhs(sy, g[ix], a_prev[ix])
 
     def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -355,6 +360,56 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     return {"P": P, "cs": cs, "freeq": freeq, "wq": wq, "a_fix": a_fix, "fP": fP, "fx": fx,
             "zfix": zfix, "owner": owner, "H": H, "F": F, "sel": sel, "on": on, "Pd": Pd,
             "bd": bd, "any_q": any_q, "fac": {}}
+
+
+def _updated_system(sy: dict[str, Any], sub: dict[str, Any], chg: np.ndarray
+                    ) -> dict[str, Any] | None:
+    """The system ``sy`` of every node (:func:`_system_matrices`, with the factorizations it
+    has) with the nodes ``chg`` replaced by their system ``sub`` (the free rows' slots padded
+    to ``sy``'s ``F``; the same factorizations computed for ``sub`` first); None where they do
+    not fit (more free rows, other kinds of factors, a ball split into parts)."""
+    for name, factors in (("affine", _affine_factors), ("ball", _ball_factors)):
+        if name in sy["fac"]:
+            factors(sub)
+    return _merged(sy, sub, chg, sy["P"].shape[0])
+
+
+def _merged(full: dict[str, Any], sub: dict[str, Any], chg: np.ndarray, k: int
+            ) -> dict[str, Any] | None:
+    """``full`` (``k`` nodes) with the rows ``chg`` of its per-node arrays from ``sub``
+    (zero-padded where ``sub``'s free-row axes are shorter: no row there), recursively; None
+    where they do not fit."""
+    out: dict[Any, Any] = {}
+    for key, val in full.items():
+        new = sub.get(key)
+        if isinstance(val, dict):
+            val = _merged(val, new, chg, k) if isinstance(new, dict) and set(new) == set(val) \
+                else None
+        elif isinstance(val, np.ndarray) and val.ndim and val.shape[0] == k:
+            val = _merged_rows(val, new, chg)
+        elif key == "F":
+            val = val if new <= val else None
+        elif val is not None or new is not None:
+            val = val if isinstance(val, (bool, np.bool_)) and val == new else None
+        else:
+            out[key] = None
+            continue
+        if val is None:
+            return None
+        out[key] = val
+    return out
+
+
+def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | None:
+    """A copy of ``val`` with the rows ``chg`` set to ``new`` zero-padded to its shape (None
+    where ``new`` does not fit)."""
+    if not isinstance(new, np.ndarray) or new.ndim != val.ndim \
+            or any(b > a for a, b in zip(val.shape[1:], new.shape[1:], strict=True)):
+        return None
+    pad = [(0, 0)] + [(0, a - b) for a, b in zip(val.shape[1:], new.shape[1:], strict=True)]
+    val = val.copy()
+    val[chg] = np.pad(new, pad) if any(p[1] for p in pad) else new
+    return val
 
 
 def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
