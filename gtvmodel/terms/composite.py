@@ -302,7 +302,7 @@ def _with_rhs(sy: dict[str, Any], g: np.ndarray, a_prev: np.ndarray) -> dict[str
     ``sy["fac"]``, are shared) with the right side ``f = g - P^T (a_fix - c s / (c q))`` of
     ``z^T H z / 2 - f^T z`` and the free linear data rows' previous duals ``a0`` (from
     ``a_prev``)."""
-    a0 = (np.where(sy["on"], np.take_along_axis(a_prev, sy["sel"], axis=1), 0.0) if sy["F"]
+    a0 = (np.where(sy["on"], a_prev[np.arange(g.shape[0])[:, None], sy["sel"]], 0.0) if sy["F"]
           else np.zeros((g.shape[0], 0)))
     return dict(sy, f=g - sy["fP"], a0=a0)
 
@@ -350,10 +350,10 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     F = int(datal.sum(axis=1).max(initial=0))
     if F:
         sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
-        on = np.take_along_axis(datal, sel, axis=1)
-        Pd = np.where(on[:, :, None], np.take_along_axis(P, sel[:, :, None], axis=1), 0.0)
-        bd = np.where(on, np.take_along_axis(cs, sel, axis=1) - np.einsum("kfd,kd->kf", Pd, zfix),
-                      0.0)
+        node = np.arange(n_act)[:, None]  # (with sel: fancy indexing, row by row)
+        on = datal[node, sel]
+        Pd = np.where(on[:, :, None], P[node, sel], 0.0)
+        bd = np.where(on, cs[node, sel] - np.einsum("kfd,kd->kf", Pd, zfix), 0.0)
     else:
         sel, on = np.zeros((n_act, 0), dtype=np.int64), np.zeros((n_act, 0), dtype=bool)
         Pd, bd = np.zeros((n_act, 0, d)), np.zeros((n_act, 0))
@@ -406,9 +406,10 @@ def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | Non
     if not isinstance(new, np.ndarray) or new.ndim != val.ndim \
             or any(b > a for a, b in zip(val.shape[1:], new.shape[1:], strict=True)):
         return None
-    pad = [(0, 0)] + [(0, a - b) for a, b in zip(val.shape[1:], new.shape[1:], strict=True)]
     val = val.copy()
-    val[chg] = np.pad(new, pad) if any(p[1] for p in pad) else new
+    if new.shape[1:] != val.shape[1:]:
+        val[chg] = 0
+    val[(chg,) + tuple(slice(0, b) for b in new.shape[1:])] = new
     return val
 
 
@@ -636,8 +637,8 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
     P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
     a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
     if sy["F"]:
-        np.put_along_axis(a, sy["sel"], np.where(sy["on"], ad, np.take_along_axis(
-            a, sy["sel"], axis=1)), axis=1)
+        node, sel = np.arange(a.shape[0])[:, None], sy["sel"]
+        a[node, sel] = np.where(sy["on"], ad, a[node, sel])
     fx = sy["fx"]
     if fx.any():
         res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
