@@ -178,7 +178,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             sy = _system_matrices(rows, state[ix], ix, mu[ix])
         if full:
             cache[kind] = (state.copy(), mu.copy(), sy)
-        return _with_rhs(sy, g[ix], a_prev[ix])
+        # the last duals within their intervals: only a tie-break (duals nearest them), and a
+        # wild one (a step that failed) would cancel the new duals' digits
+        return _with_rhs(sy, g[ix], np.clip(a_prev[ix], lo[ix], hi[ix]))
 
     def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets
