@@ -196,9 +196,9 @@ def test_newton_prox_is_stationary_to_machine_precision(kind, rng):
 
 
 @pytest.mark.parametrize("kind", ["logistic", "huber"])
-def test_newton_prox_warm_started_by_the_last_hessian_equals_cold_calls(kind, rng):
-    """Algorithm 1's repeated calls with the same steps start Newton from the last prox point
-    moved to first order (the last Hessian); nearby points, a far jump and the same point
+def test_newton_prox_warm_started_calls_equal_cold_calls(kind, rng):
+    """Algorithm 1's repeated calls start Newton at the last answer (nodes already stationary
+    there stop before their Hessian is formed); nearby points, a far jump and the same point
     again: every answer equals a fresh batch's and is stationary."""
     model = _prox_model(kind, rng)
     from gtvmodel.terms.losses import LossBatch

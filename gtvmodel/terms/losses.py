@@ -1478,7 +1478,7 @@ def _row_starts(local: np.ndarray) -> np.ndarray:
 def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np.ndarray | None,
                     c: np.ndarray, local: np.ndarray, mu: np.ndarray, g: np.ndarray,
                     Z0: np.ndarray, *, max_iter: int, ridge: float = 0.0,
-                    gtol: float | None = None, hess: np.ndarray | None = None) -> np.ndarray:
+                    gtol: float | None = None) -> np.ndarray:
     """Damped Newton on ``F_i(z) = sum_{r in i} c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 -
     g_i^T z`` for ``k`` nodes at once (rows grouped by owner ``local``, every node with at least
     one row), the one Newton solver of the package:
@@ -1493,9 +1493,7 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
     rejected); a node stops when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement
     vanishes, or (with ``gtol``) its gradient is at most ``gtol``.  A node whose gradient
     already bounds that step (``||grad|| <= mu 1e-15 (1 + ||z||_inf)``; the Hessian is at least
-    ``mu I``) stops before its Hessian is formed.  ``hess`` (``(k, d, d)``), where given,
-    receives each node's last Hessian of ``F`` formed here (a start for the next call,
-    :meth:`DataFitBatch._prox`).
+    ``mu I``) stops before its Hessian is formed.
     """
     k, d = Z0.shape
     Z = np.array(Z0, dtype=float)
@@ -1532,8 +1530,6 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
         if ridge:
             tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
             H[:, diag, diag] += ridge * tr[:, None]
-        if hess is not None:
-            hess[active] = H
         step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
         step[done] = 0.0  # (their rows stay in this iteration's arrays: no new gather)
         dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
@@ -2219,20 +2215,9 @@ class DataFitBatch(SampleBatch):
         """Damped Newton (:func:`newton_minimize`) on ``L_i(z) + kappa_i ||z||^2 + ||z -
         v_i||^2 / (2 tau_i)``, vectorized over all nodes."""
         mu = 2.0 * self.l2 + 1.0 / tau
-        g = V / tau[:, None]
         Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
-        last = self.__dict__.get("_newton_last")
-        if last is None or last["g"].shape != g.shape:
-            k, d = g.shape
-            last = {"H": mu[:, None, None] * np.eye(d), "mu": None, "g": g, "Z": Z0}
-        elif np.array_equal(last["mu"], mu):
-            # the last prox point moved to first order: dz*/dg = (hess F)^{-1} (Algorithm 1's
-            # next point is near; the start only saves Newton steps, the stop is the same)
-            Z0 = last["Z"] + np.linalg.solve(last["H"], (g - last["g"])[:, :, None])[:, :, 0]
-        Z = newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu, g, Z0,
-                            max_iter=60, hess=last["H"])
-        self.__dict__["_newton_last"] = dict(last, mu=mu.copy(), g=g, Z=Z.copy())
-        return Z
+        return newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu,
+                               V / tau[:, None], Z0, max_iter=60)
 
     # --- conjugates
     def dual_part(self, inset, row_of, k):
