@@ -18,7 +18,10 @@
     squared, Huber, hinge, absolute; logistic with l1 or a box; issue 16 item 3) on (a)'s graph
     and samples: the batched dual active-set prox (proximal Newton for logistic) vs the CVXPY
     path, each per iteration as a ratio to the squared-loss fast path of (a) (target <= 5x);
-    ``--only-f`` runs (f) alone, ``--f-cases Logistic`` only the cases naming ``Logistic``.
+    ``--only-f`` runs (f) alone, ``--f-cases Logistic`` only the cases naming ``Logistic``;
+    ``--f-nodes 10000`` runs the same cases on a larger SBM of two equal clusters with the same
+    per-node sample size (m_i = 5), d = 2 and mean degree (~50) (the CVXPY path is timed only
+    up to 1,000 nodes).
 
 Run: ``python benchmarks/bench_primal_dual.py [--repeats 5] [--skip-scale]``.  Medians of the
 repeats are reported.
@@ -297,11 +300,13 @@ def main() -> None:
                     help="also time one certificate of the scale instance (slow)")
     ap.add_argument("--only-f", action="store_true", help="run (f) alone")
     ap.add_argument("--f-cases", default="", help="(f): only the cases whose name has this")
+    ap.add_argument("--f-nodes", type=int, default=200,
+                    help="(f): nodes of the SBM (200: paper 001 VI-A's; more: same degree)")
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
     if args.only_f:
-        general_losses(R, args.f_cases)
+        general_losses(R, args.f_cases, args.f_nodes)
         return
     if args.only_e:
         scale(args)
@@ -454,13 +459,26 @@ def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) ->
           f"{np.median(wall) / every * 1e3:.1f} ms per iteration")
 
 
-def general_losses(R: int, cases_like: str = "") -> None:
+def f_instance(n: int) -> gm.GTVModel:
+    """(f)'s squared-loss model: paper 001 VI-A's SBM for ``n = 200``, else two clusters of
+    ``n / 2`` with the same mean degree (``p_in = 0.5 * 100 / (n / 2)``), ``m_i`` and ``d``."""
+    if n == 200:
+        return sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
+    half = n // 2
+    return sbm(sizes=(half, n - half), p_in=50.0 / half, p_out=1.0 / half, rho=1.0,
+               seed=0).model(gm.Norm2(), lam=1e-2)
+
+
+def general_losses(R: int, cases_like: str = "", n: int = 200) -> None:
     """(f): losses without a closed-form prox on paper 001 VI-A's SBM, fixed c = 10: absolute
     and hinge (dual active set), and l1-regularized or box-constrained squared, Huber, hinge and
     absolute losses (the composite active set of gtvmodel.terms.composite), logistic losses with
-    l1 or a box (its proximal Newton method); ``cases_like``: only the cases naming it."""
-    sq = sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
-    c, iters = 10.0, 200
+    l1 or a box (its proximal Newton method); ``cases_like``: only the cases naming it; ``n``
+    nodes (:func:`f_instance`; the CVXPY path is timed up to 1,000 nodes only)."""
+    sq = f_instance(n)
+    c, iters = 10.0, 200 if n <= 1000 else 50
+    with_cvxpy = n <= 1000
+    print(f"gtvmodel measured: {gm.__file__}")
     print(f"(f) no closed-form prox, 001 VI-A SBM (n={sq.num_nodes}, |E|={sq.num_edges}, "
           f"d={sq.dim}), c = {c:g}; ratios to the squared fast path, medians of {R} repeats")
 
@@ -509,22 +527,31 @@ def general_losses(R: int, cases_like: str = "") -> None:
             fast.append(per_iteration(sq, iters, step=c)[0])
             t_new, run = per_iteration(model, iters, step=c)
             new.append(t_new)
+            if not with_cvxpy:
+                continue
             t_short = per_iteration(model, 5, step=c, prox="cvxpy")[0] * 5
             t_long = per_iteration(model, 25, step=c, prox="cvxpy")[0] * 25
             cvx.append((t_long - t_short) / 20)
+        f, nw = float(np.median(fast)), float(np.median(new))
+        fellback = run.paths.get("cvxpy fallbacks", 0) / iters
+        if not with_cvxpy:
+            print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   (squared fast "
+                  f"path {f * 1e3:.3f} ms/it); CVXPY fallbacks per iteration {fellback:.2f}",
+                  flush=True)
+            continue
         # one node update of every node at a random point, both paths at full accuracy
         V = np.random.default_rng(0).standard_normal((model.num_nodes, model.dim))
         tau = c / np.maximum(model.degrees, 1)
         updates = NodeUpdates(model)
         batched = updates(V, tau, 10**4, V)
         general = CvxpyProxGroup(model, np.arange(model.num_nodes)).update(V, tau, 10**4, V)
-        f, nw, cv = (float(np.median(x)) for x in (fast, new, cvx))
+        cv = float(np.median(cvx))
         paths = ", ".join(f"{k} {n}" for k, n in updates.describe().items())
-        fellback = run.paths.get("cvxpy fallbacks", 0) / iters
         print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
               f"{cv * 1e3:7.3f} ms/it = {cv / f:5.1f}x   (squared fast path {f * 1e3:.3f} ms/it)"
               f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}"
-              f"; paths: {paths}; CVXPY fallbacks per iteration in the run {fellback:.2f}")
+              f"; paths: {paths}; CVXPY fallbacks per iteration in the run {fellback:.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -229,6 +229,51 @@ def test_ball_multiplier_warm_starts_equal_cold_calls():
     _check(losses, V, tau, lo, hi, W, radius)
 
 
+@pytest.mark.parametrize("kind", ["box", "ball", "ball1", "mixed"])
+def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
+    # Algorithm 1's calls on one batch: the same point three times (the last: the cached
+    # system and its factorizations are reused, no new system), small moves (a few nodes
+    # change their sets: their systems merged into the cached one), then new steps tau (mu
+    # changes: rebuilt); every answer equals a fresh batch's (no cache) and the last the
+    # reference
+    rng = np.random.default_rng(21)
+    k, d = 10, 3
+    losses = _losses(rng, gm.HuberLoss, k, d, 1.0, 10.0, 0.1)
+    lo, hi = _box(rng, k, d, 1.0) if kind == "box" else (np.full((k, d), -np.inf),
+                                                          np.full((k, d), np.inf))
+    radius = np.where(np.arange(k) % 2 == 0, 0.4, np.inf) if kind == "mixed" else \
+        np.full(k, 0.4 if kind == "ball" else np.inf)
+    radius1 = np.full(k, 0.5 if kind == "ball1" else np.inf)
+    built, merged = [], []
+    real, merge = composite_mod._system_matrices, composite_mod._updated_system
+    monkeypatch.setattr(composite_mod, "_system_matrices",
+                        lambda *a, **kw: built.append(1) or real(*a, **kw))
+    monkeypatch.setattr(composite_mod, "_updated_system",
+                        lambda *a: merged.append(merge(*a)) or merged[-1])
+
+    def make():
+        return CompositeProxBatch(gm.HuberLoss, np.arange(k), losses, k, d, box=(lo, hi),
+                                  radius=radius, radius1=radius1)
+
+    batch, tau = make(), rng.uniform(0.2, 2.0, k)
+    V = 2.0 * rng.standard_normal((k, d))
+    W = batch.prox(V, tau)
+    for step, move in enumerate((0.0, 0.0, 0.02, 0.02, 0.05, 0.05, 0.05, "tau", 0.0)):
+        if move == "tau":
+            tau = 1.5 * tau
+        else:
+            V = V + move * rng.standard_normal(V.shape)
+        n_built = len(built)
+        W = batch.prox(V, tau, W0=W)
+        if step == 1:  # the same point a third time: the same active sets, no new system
+            assert len(built) == n_built
+        np.testing.assert_allclose(W, make().prox(V, tau), rtol=0, atol=1e-12)
+    assert batch.fallbacks == 0
+    if kind in ("box", "ball"):  # some calls changed a few nodes' sets: merged systems
+        assert any(m is not None for m in merged)
+    _check(losses, V, tau, lo, hi, W, radius, radius1)
+
+
 @pytest.mark.parametrize("cls", CLASSES)
 def test_active_ball_with_l1_zeros_and_bounds_is_exact(cls):
     # a ball that binds together with l1 zeros and box faces: ||z|| = r to rounding, the zeros
@@ -475,7 +520,7 @@ def test_logistic_prox_newton_matches_independent_cvxpy(seed, d, log_scale, log_
 
 def test_logistic_active_bounds_and_l1_zeros_are_exact_and_warm_starts_agree():
     """Binding bounds, a NonNeg coordinate and l1 zeros land exactly on the faces and at 0,
-    certified without a fallback; a second (warm-started) call equals a fresh batch's."""
+    certified without a fallback; the next (warm-started) calls equal a fresh batch's."""
     rng = np.random.default_rng(21)
     losses = _logistic_losses(rng, 6, 3, 3.0, 10.0, 0.3)
     V = 4.0 * rng.standard_normal((6, 3))
@@ -487,12 +532,17 @@ def test_logistic_active_bounds_and_l1_zeros_are_exact_and_warm_starts_agree():
     assert batch.fallbacks == 0
     assert np.isin(Z, [-0.5, 0.0, 0.5]).sum() >= 6
     _check(losses, V, tau, lo, hi, Z)
-    V2 = V + 0.1 * rng.standard_normal(V.shape)
-    warm = batch.prox(V2, tau, Z)
-    cold = SmoothCompositeProxBatch(gm.LogisticLoss, np.arange(6), losses, 6, 3,
-                                    box=(lo, hi)).prox(V2, tau)
-    np.testing.assert_allclose(warm, cold, rtol=0, atol=1e-12)
+    # warm-started calls (the last answer moved to first order where tau stays): near, far,
+    # near, then new steps
+    for move, scale in ((0.1, 1.0), (0.01, 1.0), (5.0, 1.0), (0.01, 1.0), (0.01, 3.0)):
+        V, tau = V + move * rng.standard_normal(V.shape), scale * tau
+        Z = batch.prox(V, tau, Z)
+        cold = SmoothCompositeProxBatch(gm.LogisticLoss, np.arange(6), losses, 6, 3,
+                                        box=(lo, hi)).prox(V, tau)
+        # both certified by the KKT check at KKT_RTOL = 1e-11 (relative), from other starts
+        np.testing.assert_allclose(Z, cold, rtol=0, atol=1e-10)
     assert batch.fallbacks == 0
+    _check(losses, V, tau, lo, hi, Z)
 
 
 def test_logistic_uncertified_nodes_fall_back_to_cvxpy_and_are_counted(monkeypatch):

@@ -195,6 +195,31 @@ def test_newton_prox_is_stationary_to_machine_precision(kind, rng):
         assert np.abs(g).max() <= 1e-11 * max(1.0, np.abs(V[i]).max() / tau[i])
 
 
+@pytest.mark.parametrize("kind", ["logistic", "huber"])
+def test_newton_prox_warm_started_calls_equal_cold_calls(kind, rng):
+    """Algorithm 1's repeated calls start Newton at the last answer (nodes already stationary
+    there stop before their Hessian is formed); nearby points, a far jump and the same point
+    again: every answer equals a fresh batch's and is stationary."""
+    model = _prox_model(kind, rng)
+    from gtvmodel.terms.losses import LossBatch
+
+    losses = [model.loss_at(i) for i in range(6)]
+
+    def make():
+        return LossBatch(type(losses[0]), np.arange(6), losses, 6, 3)
+
+    batch, tau = make(), np.array([1e-2, 0.1, 1.0, 10.0, 100.0, 0.5])
+    V = 2.0 * rng.standard_normal((6, 3))
+    Z = batch.prox(V, tau)
+    for move in (0.01, 0.01, 30.0, 0.0, 0.1):
+        V = V + move * rng.standard_normal(V.shape)
+        Z = batch.prox(V, tau, W0=Z)
+        np.testing.assert_allclose(Z, make().prox(V, tau), rtol=0, atol=1e-12)
+        for i, loss in enumerate(losses):
+            g = loss.gradient(Z[i]) + (Z[i] - V[i]) / tau[i]
+            assert np.abs(g).max() <= 1e-11 * max(1.0, np.abs(V[i]).max() / tau[i])
+
+
 def test_loss_prox_single_node_and_errors(rng):
     X = rng.standard_normal((4, 2))
     loss = gm.SquaredLoss(X, X @ [1.0, 2.0], l2=0.3)

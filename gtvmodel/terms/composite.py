@@ -69,8 +69,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               start: tuple[np.ndarray, ...] | None = None,
                               radius: np.ndarray | None = None,
                               radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
-                              max_iter: int = 50, rtol: float = 1e-13, check: bool = True
-                              ) -> tuple[np.ndarray, np.ndarray | None,
+                              max_iter: int = 50, rtol: float = 1e-13, check: bool = True,
+                              cache: dict | None = None) -> tuple[np.ndarray, np.ndarray | None,
                                          tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
@@ -103,7 +103,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     that certifies another problem, as :class:`SmoothCompositeProxBatch`).  ``radius1``
     (``(k,)``, ``inf``: none) are 1-norm balls ``||z||_1 <= radius1_i`` and ``l1row`` ``(R,)``
     marks the ``l1`` rows (one per coordinate, not padding at those nodes) whose intervals
-    their multipliers widen.
+    their multipliers widen.  ``cache`` (a dict the caller keeps between calls on the same
+    rows, e.g. Algorithm 1's iterations) holds the last full step's system and factorizations
+    (:func:`_system_matrices`, :func:`_affine_factors`, :func:`_ball_factors`): a step whose
+    active sets and ``mu`` are the cached ones only applies them to the new ``g`` (the KKT
+    check that ends the call is the same).
     """
     k, R, d = P.shape
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -156,12 +160,34 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     else:
         state, a_prev = start[0].copy(), start[1].copy()
 
+    def system(kind: str, act: np.ndarray) -> dict[str, Any]:
+        """:func:`_system_matrices` of the nodes ``act`` with the right side of
+        :func:`_with_rhs`; for every node at once, the one in ``cache`` under ``kind`` where
+        the active sets and ``mu`` are those it was built for (with its factorizations)."""
+        ix = every(act)
+        full = cache is not None and isinstance(ix, slice)
+        hit = cache.get(kind) if full else None
+        sy = None
+        if hit is not None and np.array_equal(hit[1], mu):
+            chg = np.flatnonzero((hit[0] != state).any(axis=1))
+            # where few nodes changed their sets: their systems and factors only
+            sy = hit[2] if chg.size == 0 else (
+                _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]), chg)
+                if kind == "plain" and chg.size <= k // 4 else None)
+        if sy is None:
+            sy = _system_matrices(rows, state[ix], ix, mu[ix])
+        if full:
+            cache[kind] = (state.copy(), mu.copy(), sy)
+        # the last duals within their intervals: only a tie-break (duals nearest them), and a
+        # wild one (a step that failed) would cancel the new duals' digits
+        return _with_rhs(sy, g[ix], np.clip(a_prev[ix], lo[ix], hi[ix]))
+
     def solve(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``z`` and the row duals ``a`` of the nodes ``act`` for their current active sets
-        (:func:`_active_set_system`, then :func:`_affine_solve` or, for nodes with a ball,
+        (:func:`system`, then :func:`_affine_solve` or, for nodes with a ball,
         :func:`_ball_solve`, then :func:`_row_duals`)."""
         ix = every(act)
-        sy = _active_set_system(rows, state[ix], ix, mu[ix], g[ix], a_prev[ix])
+        sy = system("plain", act)
         if not any_ball:
             Za, ad = _affine_solve(sy)
             return Za, _row_duals(sy, Za, ad, None)
@@ -171,9 +197,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                                 (np.flatnonzero(on_ball), True)):
             if part.size == 0:
                 continue
-            sub = sy if part.size == act.size else {
-                key: (val[part] if isinstance(val, np.ndarray) else val)
-                for key, val in sy.items()}
+            sub = sy if part.size == act.size else dict(
+                {key: (val[part] if isinstance(val, np.ndarray) else val)
+                 for key, val in sy.items()}, fac=sy["fac"].setdefault(ball_part, {}))
             if ball_part:
                 Za[part], ad[part], nua[part] = _ball_solve(sub, radius[act[part]],
                                                             nu[act[part]])
@@ -182,26 +208,27 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         nu[ix] = nua
         return Za, _row_duals(sy, Za, ad, nua)
 
-    def solve_l1_ball(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> None:
-        """Overwrites ``Za``, ``a`` at the nodes of ``act`` with a 1-norm ball: with the
-        active set fixed, the held l1 rows' duals are ``+-(eta + nu1)`` and ``z(nu1) = z_a +
-        nu1 z_b`` is affine (two solves of :func:`_affine_solve`), and so is ``||z||_1 =
-        sum_j sigma_j z_j`` (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``):
-        ``nu1 = (r - ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
-        pos = np.flatnonzero(np.isfinite(radius1[act]))
-        if pos.size == 0:
-            return
-        J = act[pos]
+    def solve_l1_ball(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``z`` and the row duals ``a`` of the nodes ``J`` (with a 1-norm ball) for their
+        current active sets: the held l1 rows' duals are ``+-(eta + nu1)`` and ``z(nu1) = z_a +
+        nu1 z_b`` is affine (two solves of :func:`_affine_solve`, one factorization; ``z_b``
+        depends on the active sets only), and so is ``||z||_1 = sum_j sigma_j z_j``
+        (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``): ``nu1 = (r -
+        ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
         lo[J], hi[J] = lo0[J], hi0[J]
-        st = state[J]
-        sig = np.where(l1m & ~fixed[J], st, 0).astype(float)
-        sy = _active_set_system(rows, st, J, mu[J], g[J], a_prev[J])
+        sy = system("l1-ball", J)
+        fac = sy["fac"]
+        if "zb" not in fac:
+            sig = np.where(l1m & ~fixed[J], state[J], 0).astype(float)
+            syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig),
+                       zfix=np.zeros_like(sy["zfix"]), bd=np.zeros_like(sy["bd"]),
+                       a0=np.zeros_like(sy["a0"]))
+            zb, ad_b = _affine_solve(syb)
+            fac.update(sig=sig, fb=syb["f"], zb=zb, ad_b=ad_b,
+                       nb=np.einsum("krd,kr,kd->k", P[J], sig, zb))
+        sig, zb, nb = fac["sig"], fac["zb"], fac["nb"]
         za, ad_a = _affine_solve(sy)
-        syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig), zfix=np.zeros_like(sy["zfix"]),
-                   bd=np.zeros_like(sy["bd"]), a0=np.zeros_like(sy["a0"]))
-        zb, ad_b = _affine_solve(syb)
         na = np.einsum("krd,kr,kd->k", P[J], sig, za)
-        nb = np.einsum("krd,kr,kd->k", P[J], sig, zb)
         t = np.where((na > radius1[J]) & (nb < 0), (radius1[J] - na) / np.where(nb < 0, nb, -1.0),
                      0.0)
         t = np.maximum(t, 0.0)
@@ -209,17 +236,28 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         lo[J] = lo0[J] - t[:, None] * l1m
         hi[J] = hi0[J] + t[:, None] * l1m
         sy["a_fix"] = sy["a_fix"] + t[:, None] * sig
-        sy["f"] = sy["f"] + t[:, None] * syb["f"]
+        sy["f"] = sy["f"] + t[:, None] * fac["fb"]
         Zj = za + t[:, None] * zb
-        Za[pos], a[pos] = Zj, _row_duals(sy, Zj, ad_a + t[:, None] * ad_b, None)
+        return Zj, _row_duals(sy, Zj, ad_a + t[:, None] * fac["ad_b"], None)
+
+    def solve_all(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`solve` and, for the nodes with a 1-norm ball, :func:`solve_l1_ball`."""
+        if not ball1.size:
+            return solve(act)
+        on1 = np.isfinite(radius1[act])
+        if on1.all():
+            return solve_l1_ball(act)
+        Za, a = np.empty((act.size, d)), np.empty((act.size, R))
+        for part, fn in ((on1, solve_l1_ball), (~on1, solve)):
+            if part.any():
+                Za[part], a[part] = fn(act[part])
+        return Za, a
 
     def run(act: np.ndarray) -> np.ndarray:
         """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
         for it in range(max_iter):
             st = state[act]
-            Za, a = solve(act)
-            if ball1.size:
-                solve_l1_ball(act, Za, a)
+            Za, a = solve_all(act)
             Z[act], a_prev[act] = Za, a
             new, grad = states(act, a, Za, st == 0)
             act = _active_set_step(state, act, st, new, it, a, grad, gamma[act], lo[act],
@@ -256,12 +294,30 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
 def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
                        mu: np.ndarray, g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
     """The equality-constrained problem of the active sets ``st`` of the nodes ``act``
-    (:func:`composite_active_set_prox`): the held duals ``a_fix``, the curvature ``H = mu I +
-    sum_{free q rows} P_r P_r^T / (c_r q_r)`` and right side ``f = g - P^T (a_fix - c s / (c
-    q))`` of ``z^T H z / 2 - f^T z``, the coordinates ``fx`` fixed to ``zfix`` by free unit rows
+    (:func:`composite_active_set_prox`): :func:`_system_matrices` with the right side of
+    :func:`_with_rhs`."""
+    return _with_rhs(_system_matrices(rows, st, act, mu), g, a_prev)
+
+
+def _with_rhs(sy: dict[str, Any], g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
+    """The system ``sy`` of :func:`_system_matrices` (not changed; its factorizations,
+    ``sy["fac"]``, are shared) with the right side ``f = g - P^T (a_fix - c s / (c q))`` of
+    ``z^T H z / 2 - f^T z`` and the free linear data rows' previous duals ``a0`` (from
+    ``a_prev``)."""
+    a0 = (np.where(sy["on"], a_prev[np.arange(g.shape[0])[:, None], sy["sel"]], 0.0) if sy["F"]
+          else np.zeros((g.shape[0], 0)))
+    return dict(sy, f=g - sy["fP"], a0=a0)
+
+
+def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
+                     mu: np.ndarray) -> dict[str, Any]:
+    """The parts of the active sets' system that do not depend on ``g`` (cached across calls
+    while the active sets and ``mu`` stay, :func:`composite_active_set_prox`): the held duals
+    ``a_fix``, the curvature ``H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r)``, ``fP =
+    P^T (a_fix - c s / (c q))``, the coordinates ``fx`` fixed to ``zfix`` by free unit rows
     (the first row of a coordinate, ``owner``, takes its dual) and the free linear data rows
-    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used; their previous duals
-    ``a0``)."""
+    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used); ``fac`` holds the
+    factorizations of :func:`_affine_solve` / :func:`_ball_solve` once computed."""
     P, cs, cq, fixed, coord = (rows[key][act] if key != "coord" else rows[key]
                                for key in ("P", "cs", "cq", "fixed", "coord"))
     lo, hi = rows["lo"][act], rows["hi"][act]
@@ -272,7 +328,7 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
     a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
     a_fix[free | fixed] = 0.0
     wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
-    f = g - np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    fP = np.einsum("krd,kr->kd", P, a_fix - wq * cs)
     # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
     fx = np.zeros((n_act, d), dtype=bool)
     zfix = np.zeros((n_act, d))
@@ -296,54 +352,125 @@ def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndar
     F = int(datal.sum(axis=1).max(initial=0))
     if F:
         sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
-        on = np.take_along_axis(datal, sel, axis=1)
-        Pd = np.where(on[:, :, None], np.take_along_axis(P, sel[:, :, None], axis=1), 0.0)
-        bd = np.where(on, np.take_along_axis(cs, sel, axis=1) - np.einsum("kfd,kd->kf", Pd, zfix),
-                      0.0)
-        a0 = np.where(on, np.take_along_axis(a_prev, sel, axis=1), 0.0)
+        node = np.arange(n_act)[:, None]  # (with sel: fancy indexing, row by row)
+        on = datal[node, sel]
+        Pd = np.where(on[:, :, None], P[node, sel], 0.0)
+        bd = np.where(on, cs[node, sel] - np.einsum("kfd,kd->kf", Pd, zfix), 0.0)
     else:
         sel, on = np.zeros((n_act, 0), dtype=np.int64), np.zeros((n_act, 0), dtype=bool)
-        Pd, bd, a0 = np.zeros((n_act, 0, d)), np.zeros((n_act, 0)), np.zeros((n_act, 0))
-    return {"P": P, "cs": cs, "freeq": freeq, "wq": wq, "a_fix": a_fix, "f": f, "fx": fx,
+        Pd, bd = np.zeros((n_act, 0, d)), np.zeros((n_act, 0))
+    return {"P": P, "cs": cs, "freeq": freeq, "wq": wq, "a_fix": a_fix, "fP": fP, "fx": fx,
             "zfix": zfix, "owner": owner, "H": H, "F": F, "sel": sel, "on": on, "Pd": Pd,
-            "bd": bd, "a0": a0, "any_q": any_q}
+            "bd": bd, "any_q": any_q, "fac": {}}
+
+
+def _updated_system(sy: dict[str, Any], sub: dict[str, Any], chg: np.ndarray
+                    ) -> dict[str, Any] | None:
+    """The system ``sy`` of every node (:func:`_system_matrices`, with the factorizations it
+    has) with the nodes ``chg`` replaced by their system ``sub`` (the free rows' slots padded
+    to ``sy``'s ``F``; the same factorizations computed for ``sub`` first); None where they do
+    not fit (more free rows, other kinds of factors, a ball split into parts)."""
+    for name, factors in (("affine", _affine_factors), ("ball", _ball_factors)):
+        if name in sy["fac"]:
+            factors(sub)
+    return _merged(sy, sub, chg, sy["P"].shape[0])
+
+
+def _merged(full: dict[str, Any], sub: dict[str, Any], chg: np.ndarray, k: int
+            ) -> dict[str, Any] | None:
+    """``full`` (``k`` nodes) with the rows ``chg`` of its per-node arrays from ``sub``
+    (zero-padded where ``sub``'s free-row axes are shorter: no row there), recursively; None
+    where they do not fit."""
+    out: dict[Any, Any] = {}
+    for key, val in full.items():
+        new = sub.get(key)
+        if isinstance(val, dict):
+            val = _merged(val, new, chg, k) if isinstance(new, dict) and set(new) == set(val) \
+                else None
+        elif isinstance(val, np.ndarray) and val.ndim and val.shape[0] == k:
+            val = _merged_rows(val, new, chg)
+        elif key == "F":
+            val = val if new <= val else None
+        elif val is not None or new is not None:
+            val = val if isinstance(val, (bool, np.bool_)) and val == new else None
+        else:
+            out[key] = None
+            continue
+        if val is None:
+            return None
+        out[key] = val
+    return out
+
+
+def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | None:
+    """A copy of ``val`` with the rows ``chg`` set to ``new`` zero-padded to its shape (None
+    where ``new`` does not fit)."""
+    if not isinstance(new, np.ndarray) or new.ndim != val.ndim \
+            or any(b > a for a, b in zip(val.shape[1:], new.shape[1:], strict=True)):
+        return None
+    val = val.copy()
+    if new.shape[1:] != val.shape[1:]:
+        val[chg] = 0
+    val[(chg,) + tuple(slice(0, b) for b in new.shape[1:])] = new
+    return val
 
 
 def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """``z`` minimizing ``z^T H z / 2 - f^T z`` with the fixed coordinates at ``zfix`` and
     ``Pd z = bd`` on the others, and the duals ``ad`` of those rows: with ``H = L L^T``
     (Cholesky, on the free coordinates), ``u = L^T z`` is the projection of ``L^{-1} f`` onto
-    ``{(Pd L^{-T}) u = bd}`` by one pseudo-inverse (:func:`_pinv_rows`; least squares where
-    the rows are inconsistent), and ``ad`` is the solution of ``Pd^T ad = f - H z`` nearest
-    ``a0``."""
-    H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
-    k, d = zfix.shape
-    fr = ~fx
-    if sy["any_q"]:  # L^{-1} of Hr = L L^T, Hr: H on the free coordinates, I on the others
-        eye = np.eye(d)
-        Li = np.linalg.inv(np.linalg.cholesky(np.where(fr[:, :, None] & fr[:, None, :], H,
-                                                       eye)))
-        u0 = np.einsum("kij,kj->ki", Li, np.where(fr, sy["f"] - np.einsum("kij,kj->ki", H, zfix),
-                                                  zfix))
+    ``{(Pd L^{-T}) u = bd}`` by one pseudo-inverse (:func:`_affine_factors`; least squares
+    where the rows are inconsistent), and ``ad`` is the solution of ``Pd^T ad = f - H z``
+    nearest ``a0``."""
+    fac = _affine_factors(sy)
+    zfix, on = sy["zfix"], sy["on"]
+    fr, Li, li = fac["fr"], fac["Li"], fac["li"]
+    if Li is not None:
+        u0 = np.einsum("kij,kj->ki", Li, np.where(fr, sy["f"] - np.einsum("kij,kj->ki", sy["H"],
+                                                                         zfix), zfix))
 
         def back(u: np.ndarray) -> np.ndarray:  # L^{-T} u
             return np.einsum("kji,kj->ki", Li, u)
-    else:  # H = mu I: L = sqrt(mu) I on the free coordinates (zfix is 0 there)
-        li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
+    else:  # zfix is 0 on the free coordinates
         u0 = li * np.where(fr, sy["f"], zfix)
 
         def back(u: np.ndarray) -> np.ndarray:
             return li * u
-    if not F:
-        return np.where(fr, back(u0), zfix), np.zeros((k, 0))
-    Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
-    A = np.einsum("kfj,kij->kfi", Pf, Li) if sy["any_q"] else Pf * li[:, None, :]  # Pd L^{-T}
-    Ainv = _pinv_rows(A, on)
+    if not sy["F"]:
+        return np.where(fr, back(u0), zfix), np.zeros((zfix.shape[0], 0))
+    A, Ainv = fac["A"], fac["Ainv"]
     u = u0 + np.einsum("kdf,kf->kd", Ainv,
                        np.where(on, sy["bd"] - np.einsum("kfd,kd->kf", A, u0), 0.0))
     a0 = sy["a0"]
     ad = a0 + np.einsum("kdf,kd->kf", Ainv, u0 - u - np.einsum("kfd,kf->kd", A, a0))
     return np.where(fr, back(u), zfix), np.where(on, ad, 0.0)
+
+
+def _affine_factors(sy: dict[str, Any]) -> dict[str, Any]:
+    """The factors of :func:`_affine_solve` that depend on the active sets only (computed once
+    per system, kept in ``sy["fac"]``): ``fr`` (free coordinates), ``Li = L^{-1}`` of ``Hr = L
+    L^T`` (``Hr``: ``H`` on the free coordinates, ``I`` on the others) or, where ``H = mu I``,
+    ``li`` (``L = sqrt(mu) I`` there), ``A = Pd L^{-T}`` and its pseudo-inverse ``Ainv``
+    (:func:`_pinv_rows`)."""
+    fac = sy["fac"].setdefault("affine", {})
+    if fac:
+        return fac
+    H, fx, on, F = sy["H"], sy["fx"], sy["on"], sy["F"]
+    d = fx.shape[1]
+    fr = ~fx
+    Li = li = None
+    if sy["any_q"]:
+        eye = np.eye(d)
+        Li = np.linalg.inv(np.linalg.cholesky(np.where(fr[:, :, None] & fr[:, None, :], H,
+                                                       eye)))
+    else:
+        li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
+    fac.update(fr=fr, Li=Li, li=li)
+    if F:
+        Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
+        A = np.einsum("kfj,kij->kfi", Pf, Li) if Li is not None else Pf * li[:, None, :]
+        fac.update(A=A, Ainv=_pinv_rows(A, on))
+    return fac
 
 
 def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter: int = 60
@@ -362,30 +489,19 @@ def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter:
     z`` nearest ``a0``."""
     H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
     k, d = zfix.shape
-    z0 = zfix.copy()
-    fr = (~fx).astype(float)
-    if F:
-        D = sy["Pd"] * fr[:, None, :]
-        Dp = _pinv_rows(D, on)
-        for _ in range(2):  # least-norm solution, refined once (ill-conditioned rows)
-            z0 += fr * np.einsum("kdf,kf->kd", Dp, sy["bd"] - np.einsum("kfd,kd->kf", D, z0))
+    fac = _ball_factors(sy)
+    fr, z0, D, Dp, Pi, B, lam, Qv = (fac[key] for key in ("fr", "z0", "D", "Dp", "Pi", "B",
+                                                          "lam", "Qv"))
     if not sy["any_q"]:  # H = mu I: y(nu) = b / (mu + nu), nu = ||b|| / rho - mu
         b = fr * (sy["f"] - H[:, 0, :1] * z0)
         for _ in range(2 if F else 0):  # projected onto the null space, twice (rounding)
             b -= fr * np.einsum("kdf,kf->kd", Dp, np.einsum("kfd,kd->kf", D, b))
-        lam, Qv = H[:, 0, :1] * np.ones((1, d)), None
         c = b
     else:
-        if F or fx.any():
-            Pi = fr[:, :, None] * np.eye(d)
-            if F:
-                Pi -= Dp @ D
-                Pi *= fr[:, :, None] * fr[:, None, :]
+        if Pi is not None:
             b = (Pi @ (sy["f"] - (H @ z0[:, :, None])[:, :, 0])[:, :, None])[:, :, 0]
-            B = Pi @ H @ Pi + np.eye(d) - Pi
         else:  # no fixed coordinate, no linear row: Pi = I
-            b, B = sy["f"], H
-        lam, Qv = np.linalg.eigh(B)
+            b = sy["f"]
         c = np.einsum("kdi,kd->ki", Qv, b)
     c2 = c * c
     # rho2 <= 0: the active set's rows leave no point in the ball (it must change)
@@ -417,6 +533,41 @@ def _ball_solve(sy: dict[str, Any], r: np.ndarray, nu0: np.ndarray, newton_iter:
     for _ in range(2):  # the duals nearest a0, refined once
         ad = ad + np.einsum("kdf,kd->kf", Dp, res - np.einsum("kfd,kf->kd", D, ad))
     return Za, np.where(on, ad, 0.0), nu
+
+
+def _ball_factors(sy: dict[str, Any]) -> dict[str, Any]:
+    """The parts of :func:`_ball_solve` that depend on the active sets only (computed once per
+    system, kept in ``sy["fac"]``): ``fr``, the free linear rows ``D`` on the free coordinates
+    and their pseudo-inverse ``Dp`` (:func:`_pinv_rows`), ``z0`` (fixed coordinates plus ``D^+
+    bd``, refined once), and the eigenbasis ``lam``, ``Qv`` of the curvature ``B = Pi H Pi + I -
+    Pi`` on the null space (projector ``Pi``; ``lam = mu`` and ``Qv`` None where ``H = mu
+    I``)."""
+    fac = sy["fac"].setdefault("ball", {})
+    if fac:
+        return fac
+    H, fx, zfix, on, F = sy["H"], sy["fx"], sy["zfix"], sy["on"], sy["F"]
+    d = fx.shape[1]
+    z0 = zfix.copy()
+    fr = (~fx).astype(float)
+    D = Dp = Pi = B = Qv = None
+    if F:
+        D = sy["Pd"] * fr[:, None, :]
+        Dp = _pinv_rows(D, on)
+        for _ in range(2):  # least-norm solution, refined once (ill-conditioned rows)
+            z0 += fr * np.einsum("kdf,kf->kd", Dp, sy["bd"] - np.einsum("kfd,kd->kf", D, z0))
+    if not sy["any_q"]:
+        lam = H[:, 0, :1] * np.ones((1, d))
+    else:
+        B = H
+        if F or fx.any():
+            Pi = fr[:, :, None] * np.eye(d)
+            if F:
+                Pi -= Dp @ D
+                Pi *= fr[:, :, None] * fr[:, None, :]
+            B = Pi @ H @ Pi + np.eye(d) - Pi
+        lam, Qv = np.linalg.eigh(B)
+    fac.update(fr=fr, z0=z0, D=D, Dp=Dp, Pi=Pi, B=B, lam=lam, Qv=Qv)
+    return fac
 
 
 def _refined_ball_point(B: np.ndarray, b: np.ndarray, lam: np.ndarray, Qv: np.ndarray,
@@ -488,8 +639,8 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
     P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
     a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
     if sy["F"]:
-        np.put_along_axis(a, sy["sel"], np.where(sy["on"], ad, np.take_along_axis(
-            a, sy["sel"], axis=1)), axis=1)
+        node, sel = np.arange(a.shape[0])[:, None], sy["sel"]
+        a[node, sel] = np.where(sy["on"], ad, a[node, sel])
     fx = sy["fx"]
     if fx.any():
         res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
@@ -577,8 +728,12 @@ class CompositeProxBatch(DataFitBatch):
         return f"{self.cls.kind}-active-set"
 
     def prox_supported(self) -> np.ndarray:
-        """Every node whose loss is piecewise quadratic (any ``l1``, ``l2``)."""
-        return np.array([ls.piecewise_quadratic for ls in self.losses], dtype=bool)
+        """Every node whose loss is piecewise quadratic (any ``l1``, ``l2``; computed once)."""
+        ok = self.__dict__.get("_prox_ok")
+        if ok is None:
+            ok = self.__dict__["_prox_ok"] = np.array(
+                [ls.piecewise_quadratic for ls in self.losses], dtype=bool)
+        return ok
 
     def _padded(self) -> dict[str, np.ndarray]:
         """The rows of :func:`composite_active_set_prox` padded per node (cached): the data
@@ -652,7 +807,7 @@ class CompositeProxBatch(DataFitBatch):
         radius, radius1 = self._balls
         Z, ok, self.__dict__["_dual_start"] = composite_active_set_prox(
             **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius,
-            radius1=radius1)
+            radius1=radius1, cache=self.__dict__.setdefault("_system_cache", {}))
         bad = np.flatnonzero(~ok)
         if bad.size:
             self.fallbacks += int(bad.size)
@@ -786,12 +941,24 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
             P[self.local, slot, :] = self.c[:, None] * self.Xs
             cq[:, :self.max_rows()] = 0.0
             true = self.__dict__["_true_rows"] = {"P": P, "cq": cq}
-        d1 = self._rows_at(Z)[1]
-        lo, hi, a = pad["lo"].copy(), pad["hi"].copy(), a.copy()
-        for arr in (a, lo, hi):
-            arr[self.local, slot] = d1
-        return kkt_certified(true["P"][sel], pad["cs"][sel], true["cq"][sel], lo[sel], hi[sel],
-                             pad["fixed"][sel], mu[sel], g[sel], Z[sel], a[sel])
+        t = np.einsum("rd,rd->r", self.Xs, Z[self.local])
+        d1 = self.cls._ell_d1(t, self.y, self.p)
+        a = a.copy()
+        a[self.local, slot] = d1
+        held = self._data_mask(pad)  # the data rows' duals held at ell'(x_r^T z)
+        lo, hi = np.where(held, a, pad["lo"]), np.where(held, a, pad["hi"])
+        ix = sel if sel.size < Z.shape[0] else slice(None)
+        return kkt_certified(true["P"][ix], pad["cs"][ix], true["cq"][ix], lo[ix], hi[ix],
+                             pad["fixed"][ix], mu[ix], g[ix], Z[ix], a[ix])
+
+    def _data_mask(self, pad: dict[str, np.ndarray]) -> np.ndarray:
+        """Where :meth:`_padded`'s rows are sample rows (cached)."""
+        mask = self.__dict__.get("_data_rows")
+        if mask is None:
+            mask = np.zeros(pad["fixed"].shape, dtype=bool)
+            mask[self.local, self._slot()] = True
+            self.__dict__["_data_rows"] = mask
+        return mask
 
     def _prox(self, V, tau, W0):
         """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
@@ -807,10 +974,11 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         pad = self._padded()
         rows = {key: val for key, val in pad.items() if key not in ("coord", "l1row", "P")}
         P = pad["P"].copy()
-        Z = np.clip(V if W0 is None else np.asarray(W0, dtype=float), *self.box)
         start = self.__dict__.get("_dual_start")
         if start is not None and start[0].shape[0] != k:
             start = None
+        Z = np.clip(self._predicted(mu, g, start, pad) if start is not None else
+                    V if W0 is None else np.asarray(W0, dtype=float), *self.box)
         act, done = np.arange(k), np.zeros(k, dtype=bool)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for _ in range(self.max_outer):
@@ -844,11 +1012,32 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
                 if act.size == 0:
                     break
         self.__dict__["_dual_start"] = start
+        self.__dict__["_last"] = {"mu": mu, "g": g, "Z": Z.copy(), "P": P}
         bad = np.flatnonzero(~done)
         if bad.size:
             self.fallbacks += int(bad.size)
             Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
         return Z
+
+    def _predicted(self, mu: np.ndarray, g: np.ndarray, start: tuple[np.ndarray, ...],
+                   pad: dict[str, np.ndarray]) -> np.ndarray:
+        """A start for the call at ``g``: the last call's answer moved to first order, ``dz =
+        (H_FF)^{-1} (g - g_last)_F`` on the coordinates ``F`` that no free ``l1`` or bound row
+        fixes (last active sets ``start``), ``H = X^T diag(c ell'') X + mu I`` from the last
+        quadratic model's rows (Algorithm 1's next point is near: the proximal Newton steps
+        from there are fewer; the stop is the same)."""
+        last = self.__dict__.get("_last")
+        if last is None or not np.array_equal(last["mu"], mu) or last["g"].shape != g.shape:
+            return last["Z"] if last is not None and last["Z"].shape == g.shape else g / mu[:, None]
+        k, d = g.shape
+        unit = pad["coord"] >= 0
+        fixes = (start[0][:, unit] == 0) & ~pad["fixed"][:, unit]  # free unit rows
+        fr = ~fixes.reshape(k, -1, d).any(axis=1)  # unit rows come in blocks e_0..e_{d-1}
+        Pm = last["P"][:, ~unit]
+        H = np.einsum("krd,kre->kde", Pm, Pm) + mu[:, None, None] * np.eye(d)
+        H = np.where(fr[:, :, None] & fr[:, None, :], H, np.eye(d))
+        dz = np.linalg.solve(H, np.where(fr, g - last["g"], 0.0)[:, :, None])[:, :, 0]
+        return last["Z"] + dz
 
     def _line_search(self, act: np.ndarray, Z: np.ndarray, Znew: np.ndarray, d1: np.ndarray,
                      mu: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -1489,75 +1489,85 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
       certificate: ``mu = 2 kappa``, ``g = s`` (``ridge`` regularizes singular Hessians).
 
     Hessians come from the row formula ``_ell_d2`` (generalized for Huber).  Armijo backtracking
-    per node (a step that does not decrease ``F`` after 40 halvings is rejected); a node stops
-    when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement vanishes, or (with
-    ``gtol``) its gradient is at most ``gtol``.
+    per node on the node's own rows (a step that does not decrease ``F`` after 40 halvings is
+    rejected); a node stops when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement
+    vanishes, or (with ``gtol``) its gradient is at most ``gtol``.  A node whose gradient
+    already bounds that step (``||grad|| <= mu 1e-15 (1 + ||z||_inf)``; the Hessian is at least
+    ``mu I``) stops before its Hessian is formed.
     """
     k, d = Z0.shape
     Z = np.array(Z0, dtype=float)
-
-    def objective(Z_: np.ndarray) -> np.ndarray:
-        t = np.einsum("rj,rj->r", Xs, Z_[local])
-        return (np.bincount(local, c * cls._ell(t, y, p), minlength=k)
-                + 0.5 * mu * (Z_**2).sum(axis=1) - (g * Z_).sum(axis=1))
-
-    F = objective(Z)
+    every = (Xs, local, y, p, c, _row_starts(local))
+    F = _newton_objective(cls, every, Z, mu, g)
     active = np.arange(k)
     diag = np.arange(d)
 
-    def rows_of(act: np.ndarray) -> tuple[np.ndarray, ...]:
-        rows = np.isin(local, act) if act.size < k else slice(None)
-        Xa, la = Xs[rows], np.searchsorted(act, local[rows])
-        ya, pa, ca = y[rows], _take(p, rows), c[rows]
+    def rows_of(act: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The rows of the nodes ``act`` (renumbered), ``t_r = x_r^T z``, the gradient."""
+        if act.size == k:
+            part = every
+        else:
+            rows = np.isin(local, act)
+            la = np.searchsorted(act, local[rows])
+            part = (Xs[rows], la, y[rows], _take(p, rows), c[rows], _row_starts(la))
+        Xa, la, ya, pa, ca, sa = part
         t = np.einsum("rj,rj->r", Xa, Z[act][la])
-        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], _row_starts(la),
-                            axis=0)
-        return Xa, la, ya, pa, ca, t, G + mu[act, None] * Z[act] - g[act]
+        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], sa, axis=0)
+        return part, t, G + mu[act, None] * Z[act] - g[act]
 
     for _ in range(max_iter):
-        Xa, la, ya, pa, ca, t, G = rows_of(active)
+        part, t, G = rows_of(active)
+        za = Z[active]
+        done = (np.sqrt(np.einsum("kj,kj->k", G, G))
+                <= mu[active] * 1e-15 * (1.0 + np.abs(za).max(axis=1)))
         if gtol is not None:  # converged nodes leave before their Hessian is formed
-            keep = np.abs(G).max(axis=1) > gtol
-            if not keep.all():
-                active = active[keep]
-                if active.size == 0:
-                    break
-                Xa, la, ya, pa, ca, t, G = rows_of(active)
-        sa = _row_starts(la)
+            done |= np.abs(G).max(axis=1) <= gtol
+        if done.all():
+            break
+        Xa, la, ya, pa, ca, sa = part
         H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
         H[:, diag, diag] += mu[active, None]
         if ridge:
             tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
             H[:, diag, diag] += ridge * tr[:, None]
         step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
+        step[done] = 0.0  # (their rows stay in this iteration's arrays: no new gather)
         dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
-        za, Fa = Z[active], F[active]
+        Fa, mua, ga = F[active], mu[active], g[active]
         tstep = np.ones(active.size)
         for _ls in range(40):
-            trial = Z.copy()
-            trial[active] = za - tstep[:, None] * step
-            Ft = objective(trial)[active]
-            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa)))
+            trial = za - tstep[:, None] * step
+            Ft = _newton_objective(cls, part, trial, mua, ga)
+            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa))) & ~done
             if not bad.any():
                 break
             tstep[bad] *= 0.5
-        ok = ~bad
-        Z[active[ok]] = za[ok] - tstep[ok, None] * step[ok]
+        ok = ~bad & ~done
+        Z[active[ok]] = trial[ok]
         F[active[ok]] = Ft[ok]
         small = (np.abs(tstep[:, None] * step).max(axis=1)
                  <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
-        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad
+        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad | done
         active = active[~small]
         if active.size == 0:
             break
     return Z
 
 
+def _newton_objective(cls: type[DataFitLoss], part: tuple, Z: np.ndarray, mu: np.ndarray,
+                      g: np.ndarray) -> np.ndarray:
+    """``F_i(z_i)`` of :func:`newton_minimize` for the nodes of ``part`` (their rows ``(X, owner,
+    y, p, c, starts)``, owners numbered ``0..len(Z) - 1``)."""
+    Xa, la, ya, pa, ca, _ = part
+    t = np.einsum("rj,rj->r", Xa, Z[la])
+    return (np.bincount(la, ca * cls._ell(t, ya, pa), minlength=Z.shape[0])
+            + 0.5 * mu * (Z**2).sum(axis=1) - (g * Z).sum(axis=1))
+
 
 def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
                          Z0: np.ndarray, *, start: tuple[np.ndarray, np.ndarray] | None = None,
-                         max_iter: int = 50, rtol: float = 1e-13
+                         max_iter: int = 50, rtol: float = 1e-13, cache: dict | None = None
                          ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Exact ``argmin_z sum_r c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k``
     nodes at once, for row losses with a *linear* conjugate ``ell*(a) = s_r a`` on ``[lo_r,
@@ -1589,7 +1599,9 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     ``Z0``.  Returns ``(Z, converged, (active set, a))``; a node whose active set has not
     repeated within ``max_iter`` steps, then again from a projected-gradient start, is flagged
     False for the caller's fallback.  After ``6`` steps only the most violated row of a node
-    changes per step (against cycles).
+    changes per step (against cycles).  ``cache`` (a dict the caller keeps between calls on
+    the same rows) holds every node's last active set and its free rows' pseudo-inverse: a node
+    whose active set is the cached one reuses it (it depends on the set only).
     """
     k = cs.shape[0]
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -1621,7 +1633,7 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
             # of the free rows (conditioned like X, not like Q = (CX)(CX)^T / mu)
             h = (g[act] - np.einsum("krd,kr->kd", Pa, a_fix)) / mu_a
             Pf = np.where(free[:, :, None], Pa, 0.0)
-            Pinv = np.linalg.pinv(Pf)
+            Pinv = _free_rows_pinv(Pf, st, act, k, cache)
             Za = h + np.einsum("kdr,kr->kd", Pinv, np.where(
                 free, cs[act] - np.einsum("krd,kd->kr", Pf, h), 0.0))
             # the free rows' duals with P_F^T a_F = mu (h - z), nearest the previous ones (Q is
@@ -1656,6 +1668,25 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     done = np.ones(k, dtype=bool)
     done[left] = False
     return Z, done, (state, a_prev)
+
+
+def _free_rows_pinv(Pf: np.ndarray, st: np.ndarray, act: np.ndarray, k: int,
+                    cache: dict | None) -> np.ndarray:
+    """``pinv(Pf)`` of the free rows ``Pf`` of the active sets ``st`` of the nodes ``act`` (of
+    ``k``): from ``cache`` (every node's last active set and pseudo-inverse) where a node's
+    active set is the cached one, computed (and cached) for the others."""
+    if cache is None:
+        return np.linalg.pinv(Pf)
+    if "state" not in cache or cache["state"].shape != (k,) + st.shape[1:]:
+        cache["state"] = np.full((k,) + st.shape[1:], 127, dtype=st.dtype)  # no set yet
+        cache["pinv"] = np.zeros((k,) + Pf.shape[:0:-1])
+    changed = (cache["state"][act] != st).any(axis=1)
+    if not changed.any():
+        return cache["pinv"][act]
+    new = act[changed]
+    cache["state"][new] = st[changed]
+    cache["pinv"][new] = np.linalg.pinv(Pf[changed])
+    return cache["pinv"][act]
 
 
 def _box_qp_projected_gradient(Q: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -2270,7 +2301,8 @@ class PiecewiseLinearBatch(DataFitBatch):
         if start is not None and start[0].shape[0] != V.shape[0]:
             start = None
         Z, ok, last = dual_active_set_prox(**self._padded(), mu=mu, g=V / tau[:, None], Z0=Z0,
-                                           start=start)
+                                           start=start,
+                                           cache=self.__dict__.setdefault("_pinv_cache", {}))
         self.__dict__["_dual_start"] = last
         bad = np.flatnonzero(~ok)
         if bad.size:  # CVXPY's prox, then polished by the active-set steps started there
