@@ -2099,6 +2099,31 @@ class DataFitBatch(SampleBatch):
         """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
         return self.shared("gram_eigh", lambda: np.linalg.eigh(self.gram()))
 
+    def sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(e, V)``: ``e_ij = sigma_ij^2 / m_i`` (ascending, ``(k, d)``; zeros past
+        ``rank <= m_i``) and the right singular vectors ``V_i`` (columns, ``(k, d, d)``) of
+        each node's samples ``X_i``, so ``V_i diag(e_i) V_i^T = Q_i = X_i^T X_i / m_i``
+        (cached).  From the samples themselves (a QR, then the SVD of ``R``; batched over the
+        nodes with the same ``m_i``), not from the formed ``Q_i``: each ``sigma_ij`` is accurate
+        to about ``eps sigma_i,max``, where eigenvalues of ``Q_i`` are accurate only to
+        ``eps e_i,max`` (the square of the condition number; :mod:`gtvmodel.certificates.kinds`
+        tells null from ill-conditioned directions by it)."""
+        return self.shared("sample_svd", self._sample_svd)
+
+    def _sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
+        k, d = self.ms.size, self.d
+        e, V = np.zeros((k, d)), np.zeros((k, d, d))
+        for m in np.unique(self.ms):
+            nodes = np.flatnonzero(self.ms == m)
+            for part in np.array_split(nodes, -(-nodes.size * int(m) * d // 2**22)):
+                A = self.Xs[self.starts[part][:, None] + np.arange(m)]  # (kp, m, d)
+                if m > d:
+                    A = np.linalg.qr(A, mode="r")
+                _, sv, Vh = np.linalg.svd(A, full_matrices=True)
+                e[part, d - sv.shape[1]:] = sv[:, ::-1] ** 2 / m
+                V[part] = np.swapaxes(Vh, 1, 2)[:, :, ::-1]
+        return e, V
+
     # --- the primal
     def expression(self, w_flat, W):
         """``sum_i (1/m_i) sum_r ell(x_r^T w_i, y_r)`` as one CVXPY expression in the flat
@@ -2224,9 +2249,9 @@ class DataFitBatch(SampleBatch):
         return ConjugateGroup(self.nodes[sel], False, evaluate)
 
     def null_space_factors(self):
-        """The eigen-decompositions of ``X_i^T X_i`` (:meth:`gram_eigh`): ``dom L_i*`` lies in
-        ``range(X_i^T)``."""
-        return self.gram_eigh()
+        """The singular factors of the samples ``X_i`` (:meth:`sample_svd`): ``dom L_i*`` lies
+        in ``range(X_i^T)``."""
+        return self.sample_svd()
 
 
 class PiecewiseLinearBatch(DataFitBatch):
@@ -2355,11 +2380,6 @@ class SquaredBatch(DataFitBatch):
             return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
 
         return ConjugateGroup(self.nodes[sel], True, evaluate)
-
-    def null_space_factors(self):
-        """The eigen-decompositions ``(e_i, B_i)`` of ``Q_i = X_i^T X_i / m_i`` (cached)."""
-        data = self.squared_data()
-        return data["e"], data["B"]
 
 
 def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
