@@ -35,14 +35,18 @@ EPS = np.finfo(float).eps
 #: (``q_i = X_i^T y_i / m_i``; issue 16).
 NULL_SV_RTOL = 1e-11
 
-#: A direction of ``Q_i = X_i^T X_i / m_i`` with ``NULL_SV_RTOL^2 e_max < e_j <= STIFF_RTOL
-#: e_max`` (smooth data-fit node, no regularizer or constraint) is *stiff*: a flow error
-#: ``delta`` of the demand along it costs ``(delta^T v_j)^2 / (4 e_j)`` of the gap (the node's
-#: Fenchel-Young gap of a squared loss is ``(s - g)^T Q^+ (s - g) / 4``, ``g = grad L_i(w_i)``).
-#: The repair's affine variant then matches the demand to the candidate's gradient along it,
-#: ``v_j^T s_i = v_j^T g_i`` (:func:`affine_conditions`), moving the mismatch to
-#: better-conditioned nodes; :func:`~gtvmodel.certificates.certificate.certify` keeps the better
-#: of the two (both are exact evaluations of dual-feasible flows, hence valid bounds).
+#: A smooth data-fit node (no regularizer or constraint) is *ill-conditioned* when ``Q_i =
+#: X_i^T X_i / m_i`` has a direction with ``NULL_SV_RTOL^2 e_max < e_j <= STIFF_RTOL e_max``:
+#: a flow error ``delta`` of its demand along ``v_j`` costs ``(delta^T v_j)^2 / (4 e_j)`` of the
+#: gap (the node's Fenchel-Young gap of a squared loss is ``(s - g)^T Q^+ (s - g) / 4``, ``g =
+#: grad L_i(w_i)``).  All its non-null directions are then *stiff*: the repair's affine variant
+#: matches the demand to the candidate's gradient along them, ``V_i^T s_i = V_i^T g_i``
+#: (:func:`affine_conditions`; the node's gap then vanishes up to rounding), moving the
+#: mismatch to better-conditioned nodes (the weaker directions alone are not enough: with
+#: singular values 1 ... 10^-5.5, a direction with ``e_j = 3e-6`` left free still cost 25x the
+#: true suboptimality of an Algorithm 1 iterate).
+#: :func:`~gtvmodel.certificates.certificate.certify` keeps the better of the two variants
+#: (both are exact evaluations of dual-feasible flows, hence valid bounds).
 STIFF_RTOL = 1e-6
 
 #: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
@@ -231,14 +235,17 @@ class AffineConditions:
 
     nodes: np.ndarray
     solver: MinNormSolver
-    rows: np.ndarray  # (k_s, c_max): rows of b along the stiff directions (padded)
-    basis: np.ndarray  # (k_s, d, c_max): the stiff directions, zero-padded
+    rows: np.ndarray  # (k_s, c): rows of b of the stiff nodes (padded)
+    #: (k_s, d, c): b[rows] = -basis^T g_i; the stiff directions (zero-padded) when the
+    #: solver keeps the bases, the projections S_i S_i^T when it states all conditions in
+    #: the standard basis
+    basis: np.ndarray
     mask: np.ndarray  # (k_s, c_max)
     stiff: np.ndarray  # (k_s,) positions of the stiff nodes
 
     def target(self, G: np.ndarray) -> np.ndarray:
         """``b``: 0 on the null rows, ``-v_j^T g_i`` on the stiff ones (``A u`` is
-        ``N_i^T (D^T u)_i = -N_i^T s_i``)."""
+        ``N_i^T (D^T u)_i = -N_i^T s_i``; in the standard basis ``-S_i S_i^T g_i``)."""
         b = np.zeros(self.solver.A.shape[0])
         vals = -np.einsum("kdc,kd->kc", self.basis, G[self.stiff])
         b[self.rows[self.mask]] = vals[self.mask]
@@ -266,8 +273,17 @@ def _build_affine(model: ModelDeclaration, kinds: NodeKinds) -> AffineConditions
                                                 for i in nodes.tolist()]).tolist(),
                      strict=True))
     basis, _, mask = kinds.stiff_padded()
-    rows = np.array([first[i] for i in kinds.stiff.tolist()], dtype=np.int64)[:, None] \
-        + np.arange(mask.shape[1])
+    if all(B.shape[1] == d for B in bases):
+        # every condition spans R^d: the solver states them in the standard basis (the rows
+        # (D^T u)_i, :func:`subspace_solver`), so b_i = -S_i S_i^T g_i there (zero along the
+        # null directions, the gradient along the stiff ones S_i)
+        bases = [np.eye(d)] * nodes.size
+        rows = np.searchsorted(nodes, kinds.stiff)[:, None] * d + np.arange(d)
+        basis = np.einsum("kdc,kec->kde", basis, basis)
+        mask = np.ones((kinds.stiff.size, d), dtype=bool)
+    else:
+        rows = np.array([first[i] for i in kinds.stiff.tolist()], dtype=np.int64)[:, None] \
+            + np.arange(mask.shape[1])
     return AffineConditions(nodes, subspace_solver(model, nodes, bases), rows, basis, mask,
                             kinds.stiff)
 
@@ -346,12 +362,13 @@ class _Directions:
             smooth: bool) -> None:
         """Classify the directions of ``V diag(e) V^T`` (``e`` ascending, squared singular
         values of ``X_i``) of ``nodes[mask]``: numerically null (``e_j <= NULL_SV_RTOL^2
-        max_j e_j``, subspace conditions of ``dom h_i*``) and, for smooth losses, stiff
-        (``e_j <= STIFF_RTOL max_j e_j``).  Only the (few) nodes with such directions are
-        visited."""
+        max_j e_j``, subspace conditions of ``dom h_i*``) and, at smooth ill-conditioned nodes
+        (some ``e_j <= STIFF_RTOL max_j e_j`` not null), stiff (every non-null direction).
+        Only the (few) nodes with such directions are visited."""
         emax = np.maximum(e.max(axis=1), 1e-300)[:, None]
         null = (e <= NULL_SV_RTOL ** 2 * emax) & mask[:, None]
-        stiff = (e <= STIFF_RTOL * emax) & ~null & mask[:, None] & smooth
+        ill = ((e <= STIFF_RTOL * emax) & ~null).any(axis=1) & mask & smooth
+        stiff = ~null & ill[:, None]
         for j in np.flatnonzero(null.any(axis=1)):
             self.null.append(int(nodes[j]))
             self.null_bases.append(V[j][:, null[j]])

@@ -179,9 +179,41 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray
     U = model.check_flows(flows).copy()
     if model.num_edges == 0:
         return U, [], 1.0
-    U, repairs = _alternate(model, U, rounds, weights)
+    U, repairs, solver, b = _alternate(model, U, rounds, weights)
+    settled = 1.0
+    if b is not None:
+        U, settled = _settle(model, U, solver, b, rounds)
+        if settled < 1.0:
+            repairs.append(f"scaled all flows by theta = {settled:.12g} to meet the "
+                           "capacities, re-matching the stiff demands after each scaling")
     U, theta = _rescale(model, U, repairs)
-    return U, repairs, theta
+    return U, repairs, theta * settled
+
+
+def _settle(model: ModelDeclaration, U: np.ndarray, solver: Any, b: np.ndarray, rounds: int
+            ) -> tuple[np.ndarray, float]:
+    """The affine variant's step 3: ``(U, theta)``.  A global rescaling by ``theta`` keeps
+    the subspace conditions but breaks the affine ones by ``(1 - theta) |b|`` (``A (theta u) =
+    theta b``), which the stiff nodes amplify by ``1 / (4 e_j)``.  So alternate (at most
+    ``rounds`` times): scale into the capacities (``theta_k``), then correct the affine
+    residual (minimum-norm); after a scaling every edge has the slack ``(1 - theta_k) lambda
+    A_e``, which the correction, of size ``(1 - theta_k) |b|`` spread over the edges near the
+    stiff nodes, usually fits.  ``theta`` is the product of the factors; whatever excess
+    remains is left to :func:`_rescale`."""
+    E, d = model.num_edges, model.dim
+    theta = 1.0
+    bmax = float(np.abs(b).max(initial=0.0))
+    for _ in range(rounds):
+        t = capacity_ratio(model, U)
+        if t < 1.0:
+            t *= 1.0 - 4.0 * EPS
+            U = scale_flows(model, U, t)
+            theta *= t
+        r = solver.A @ U.ravel() - b
+        if np.abs(r).max(initial=0.0) <= 64 * EPS * max(np.abs(U).max(initial=0.0), bmax):
+            break
+        U = U - solver.solve(r).reshape(E, d)
+    return U, theta
 
 
 def _conditions(model: ModelDeclaration, weights: np.ndarray | None
@@ -207,11 +239,13 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
 
 
 def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
-               weights: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+               weights: np.ndarray | None = None
+               ) -> tuple[np.ndarray, list[str], Any, np.ndarray | None]:
     """Steps 1-2, alternated (at most ``rounds`` times): the row-wise projection onto the
     capacities ``||u_e||_* <= lambda A_e`` (27) and the minimum-norm correction of the
     subspace conditions ``A u = 0`` (zero-loss nodes, rank-deficient losses), or with
-    ``weights`` the affine conditions ``A u = b`` (:func:`_conditions`)."""
+    ``weights`` the affine conditions ``A u = b`` (:func:`_conditions`).  Returns the flows,
+    the repair notes, the solver and ``b`` (None: the subspace conditions)."""
     E, d = model.num_edges, model.dim
     cap = capacities(model)
     pen = model.penalty
@@ -244,7 +278,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         repairs.append(PROJECT_NOTE)
     if did_sub:
         repairs.append(note)
-    return U, repairs
+    return U, repairs, solver, b
 
 
 def capacity_ratio(model: ModelDeclaration, U: np.ndarray) -> float:
