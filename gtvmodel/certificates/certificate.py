@@ -52,7 +52,13 @@ feasible.  Before the dual value is taken:
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
    ``A u = 0`` (``A`` sparse; ``A A^T`` through one cached eigen-decomposition when small,
    conjugate gradients otherwise, or through the complement of small ranges,
-   :class:`~gtvmodel.certificates.kinds.RangeSolver`; ``D`` is never formed dense);
+   :class:`~gtvmodel.certificates.kinds.RangeSolver`; ``D`` is never formed dense).  Null
+   directions come from the singular values of ``X_i``
+   (:data:`~gtvmodel.certificates.kinds.NULL_SV_RTOL`).  At ill-conditioned smooth nodes
+   (:data:`~gtvmodel.certificates.kinds.STIFF_RTOL`) an *affine variant* also matches the
+   demand to the gradient of ``W``, since a mismatch ``delta`` along a direction of curvature
+   ``e_j`` costs ``(delta^T v_j)^2 / (4 e_j)``; :func:`certify` evaluates it where those nodes
+   carry more than :data:`STIFF_SHARE` of the gap and keeps the smaller gap;
 3. steps 1-2 alternate (4 rounds; 16 when a certificate comes close to ``tol``), then the flows are
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
    contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;

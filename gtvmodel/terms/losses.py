@@ -2100,26 +2100,40 @@ class DataFitBatch(SampleBatch):
         return self.shared("gram_eigh", lambda: np.linalg.eigh(self.gram()))
 
     def sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(e, V)``: ``e_ij = sigma_ij^2 / m_i`` (ascending, ``(k, d)``; zeros past
-        ``rank <= m_i``) and the right singular vectors ``V_i`` (columns, ``(k, d, d)``) of
-        each node's samples ``X_i``, so ``V_i diag(e_i) V_i^T = Q_i = X_i^T X_i / m_i``
-        (cached).  From the samples themselves (a QR, then the SVD of ``R``; batched over the
-        nodes with the same ``m_i``), not from the formed ``Q_i``: each ``sigma_ij`` is accurate
-        to about ``eps sigma_i,max``, where eigenvalues of ``Q_i`` are accurate only to
-        ``eps e_i,max`` (the square of the condition number; :mod:`gtvmodel.certificates.kinds`
-        tells null from ill-conditioned directions by it)."""
+        """``(e, V)``: ``V_i diag(e_i) V_i^T = Q_i = X_i^T X_i / m_i`` (``e`` ascending,
+        ``(k, d)``; ``V_i`` orthonormal, ``(k, d, d)``), cached, with the small eigenvalues
+        resolved: at the nodes where the eigen-decomposition of the formed ``Q_i``
+        (:meth:`_gram_factors`, accurate only to about ``eps e_max``: the square of the
+        condition number) has ``e_min <= SVD_RTOL e_max``, ``e_ij = sigma_ij^2 / m_i`` and
+        the right singular vectors of the samples ``X_i`` themselves (a QR, then the SVD of
+        ``R``; batched over the nodes with the same ``m_i``), accurate to about ``eps
+        sigma_max``, zeros past ``rank <= m_i``.  Elsewhere every ``e_j`` exceeds ``SVD_RTOL
+        e_max`` by far more than the eigen-decomposition's error, which is all
+        :mod:`gtvmodel.certificates.kinds` asks (null and ill-conditioned directions)."""
         return self.shared("sample_svd", self._sample_svd)
 
+    #: Nodes whose formed ``Q_i`` has ``e_min <= SVD_RTOL e_max`` get the SVD of their samples.
+    SVD_RTOL: ClassVar[float] = 1e-4
+
+    def _gram_factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The eigen-decompositions of ``Q_i = X_i^T X_i / m_i`` already at hand."""
+        e, V = self.gram_eigh()
+        return e / self.ms[:, None], V
+
     def _sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
-        k, d = self.ms.size, self.d
-        e, V = np.zeros((k, d)), np.zeros((k, d, d))
-        for m in np.unique(self.ms):
-            nodes = np.flatnonzero(self.ms == m)
+        e, V = self._gram_factors()
+        ill = np.flatnonzero(e[:, 0] <= self.SVD_RTOL * e[:, -1])
+        if ill.size == 0:
+            return e, V
+        e, V, d = e.copy(), V.copy(), self.d
+        for m in np.unique(self.ms[ill]):
+            nodes = ill[self.ms[ill] == m]
             for part in np.array_split(nodes, -(-nodes.size * int(m) * d // 2**22)):
                 A = self.Xs[self.starts[part][:, None] + np.arange(m)]  # (kp, m, d)
                 if m > d:
                     A = np.linalg.qr(A, mode="r")
                 _, sv, Vh = np.linalg.svd(A, full_matrices=True)
+                e[part] = 0.0
                 e[part, d - sv.shape[1]:] = sv[:, ::-1] ** 2 / m
                 V[part] = np.swapaxes(Vh, 1, 2)[:, :, ::-1]
         return e, V
@@ -2321,6 +2335,11 @@ class SquaredBatch(DataFitBatch):
         e, B = np.linalg.eigh(self.gram() / self.ms[:, None, None])
         q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
         return {"e": e, "B": B, "q": q}
+
+    def _gram_factors(self):
+        """The cached eigen-decompositions ``(e_i, B_i)`` of ``Q_i`` (:meth:`squared_data`)."""
+        data = self.squared_data()
+        return data["e"], data["B"]
 
     def _prox(self, V, tau, W0):
         """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
