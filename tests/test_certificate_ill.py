@@ -21,6 +21,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.certificates.kinds import NULL_SV_RTOL, STIFF_RTOL, node_kinds
+from gtvmodel.primal_dual.sharded_certificate import needs_gather
 
 LAM = 0.3
 
@@ -147,6 +148,8 @@ def test_ill_node_without_subspace_conditions():
         model.set_loss(i, gm.SquaredLoss(X, y))
     edges = list(nx.cycle_graph(n).edges())
     assert node_kinds(model).subspace.size == 0 and node_kinds(model).stiff.tolist() == [0]
+    # a sharded (dask) certificate gathers to the serial one, which has the affine variant
+    assert "ill-conditioned" in needs_gather(model)
     P_ref = reference(n, d, data, edges)
     for iters in (40, 60):
         res = gm.solve_primal_dual(model, max_iter=iters, tol=0.0, record_every=None)

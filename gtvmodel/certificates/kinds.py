@@ -240,7 +240,7 @@ class AffineConditions:
     #: solver keeps the bases, the projections S_i S_i^T when it states all conditions in
     #: the standard basis
     basis: np.ndarray
-    mask: np.ndarray  # (k_s, c_max)
+    mask: np.ndarray  # (k_s, c)
     stiff: np.ndarray  # (k_s,) positions of the stiff nodes
 
     def target(self, G: np.ndarray) -> np.ndarray:
