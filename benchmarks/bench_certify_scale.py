@@ -16,6 +16,12 @@ a gap below ``tol`` detected by 1.1x the iteration where it happened.
   cold and a warm ``certify`` of the iterate; peak RSS after the solver and after the
   certificates.
 
+  With ``--baseline DIR`` (``DIR`` holds another checkout's ``gtvmodel``, e.g. ``git archive
+  <commit> gtvmodel | tar -x -C DIR``) the child runs alternately on that code and on this
+  checkout, ``--repeats`` times each (rows interleaved, each naming the ``gtvmodel`` it
+  measured); ``--ill K`` makes ``K`` nodes ill-conditioned (singular values 1 ... 10^-5.5, Gram
+  ratio 1e-11: the certificate's affine repair variant, issue 16 item 4).
+
 * ``--stopping N E``: the same random graph, ``solve_primal_dual(tol=1e-6)`` with a
   certificate every ``record_every = 10`` iterations (no budget) against the default budget.
 
@@ -28,10 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import networkx as nx
@@ -110,12 +118,18 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def random_model(n: int, E: int, d: int = 10) -> gm.GTVModel:
+def random_model(n: int, E: int, d: int = 10, ill: int = 0) -> gm.GTVModel:
+    """The ``G(n, m)`` model; its first ``ill`` nodes get samples with singular values
+    1 ... 10^-5.5 (Gram ratio 1e-11)."""
     rng = np.random.default_rng(0)
     G = nx.gnm_random_graph(n, E, seed=0)
     model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=1e-2)
+    weak = np.logspace(0, -5.5, d)
     for v in range(n):
         X = rng.standard_normal((20, d))
+        if v < ill:
+            Q, _ = np.linalg.qr(X)
+            X = (Q * weak) @ np.linalg.qr(rng.standard_normal((d, d)))[0]
         model.set_loss(v, gm.SquaredLoss(X, X @ np.ones(d) + 0.1 * rng.standard_normal(20)))
     model.structure()
     return model
@@ -136,8 +150,8 @@ def stopping(n: int, E: int, tol: float = 1e-6) -> list[str]:
     return [row]
 
 
-def large_child(n: int, E: int) -> None:
-    model = random_model(n, E)
+def large_child(n: int, E: int, ill: int) -> None:
+    model = random_model(n, E, ill=ill)
     t_it, res = timed(lambda: gm.solve_primal_dual(model, max_iter=20, tol=0,
                                                    record_every=None))
     rss_solver = peak_rss_mib()
@@ -147,21 +161,34 @@ def large_child(n: int, E: int) -> None:
     per_it = (res.timings["node_updates"] + res.timings["edge_updates"]) / 20
     print(json.dumps({"n": n, "E": E, "per_iteration": per_it, "iterations20": t_it,
                       "cold": t_cold, "warm": t_warm, "rss_solver": rss_solver,
-                      "rss_cert": rss_cert, "gap": c.relative_gap}))
+                      "rss_cert": rss_cert, "gap": c.relative_gap,
+                      "gtvmodel": gm.__file__, "repairs": c.repairs}))
 
 
-def large(n: int, E: int) -> list[str]:
-    out = subprocess.run([sys.executable, __file__, "--child", str(n), str(E)],
-                         capture_output=True, text=True, check=True).stdout
-    r = json.loads(out.strip().splitlines()[-1])
-    it = r["per_iteration"]
-    row = (f"| {n}/{E} | one iteration {it:.3f} s; certify cold {r['cold']:.2f} s "
-           f"({r['cold'] / it:.1f} iterations), warm {r['warm']:.2f} s "
-           f"({r['warm'] / it:.1f} iterations); peak RSS solver {r['rss_solver']:.0f} MiB, "
-           f"with certificates {r['rss_cert']:.0f} MiB "
-           f"({r['rss_cert'] / r['rss_solver']:.2f}x) |")
-    print(row, flush=True)
-    return [row]
+def large(n: int, E: int, baseline: str | None = None, repeats: int = 1, ill: int = 0
+          ) -> list[str]:
+    rows = []
+    here = str(Path(__file__).resolve().parents[1])
+    for _ in range(repeats):
+        for path in ([baseline] if baseline else []) + [here]:
+            env = dict(os.environ, PYTHONPATH=path)
+            out = subprocess.run([sys.executable, __file__, "--child", str(n), str(E),
+                                  str(ill)], capture_output=True, text=True, check=True,
+                                 env=env).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            it = r["per_iteration"]
+            load = os.getloadavg()[0]
+            rows.append(f"| {n}/{E} (ill {ill}) | {r['gtvmodel']} | load {load:.1f} | one "
+                        f"iteration {it:.3f} s; certify cold {r['cold']:.2f} s "
+                        f"({r['cold'] / it:.1f} iterations), warm {r['warm']:.2f} s "
+                        f"({r['warm'] / it:.1f} iterations); peak RSS solver "
+                        f"{r['rss_solver']:.0f} MiB, with certificates {r['rss_cert']:.0f} MiB "
+                        f"({r['rss_cert'] / r['rss_solver']:.2f}x); gap {r['gap']:.3g}; "
+                        f"{len(r['repairs'])} repairs"
+                        f"{' (affine variant)' if any('stiff' in x for x in r['repairs']) else ''}"
+                        " |")
+            print(rows[-1], flush=True)
+    return rows
 
 
 def main() -> None:
@@ -169,7 +196,10 @@ def main() -> None:
     ap.add_argument("--table1", action="store_true")
     ap.add_argument("--large", nargs=2, type=int, metavar=("N", "E"))
     ap.add_argument("--stopping", nargs=2, type=int, metavar=("N", "E"))
-    ap.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", default=None)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--ill", type=int, default=0)
+    ap.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         large_child(*args.child)
@@ -178,7 +208,7 @@ def main() -> None:
     if args.table1:
         rows += table1()
     if args.large:
-        rows += large(*args.large)
+        rows += large(*args.large, args.baseline, args.repeats, args.ill)
     if args.stopping:
         rows += stopping(*args.stopping)
     print("\n".join(rows))

@@ -149,6 +149,7 @@ CacheSlot = Literal[
     "cert_kinds",           # certificates.kinds.NodeKinds
     "cert_gradient",        # certificates.repair: minimum-norm solver on gradient nodes
     "cert_subspace",        # certificates.repair: minimum-norm solver on subspace nodes
+    "cert_affine",          # certificates.kinds: AffineConditions (subspace + stiff nodes)
     "cert_gauge",           # certificates.repair: domain-scaling LP
     "cert_projection",      # certificates.repair: flow projection problem
     "cert_general",         # certificates.value: node-conjugate problem

@@ -57,6 +57,14 @@ CLARABEL_LEVELS = (
 REF_FEAS = 1e-9
 
 FAMILIES = ("mixed", "illcond", "extreme_p", "symbolic", "feas_scale", "radius")
+#: Families drawn by their own property tests (not by the default ones over :data:`FAMILIES`,
+#: whose examples stay as they were): ``"stiff"`` -- ill-conditioned data nodes whose Gram
+#: ratios ``e_min/e_max`` span 1e-6 ... 1e-13, beside rank-deficient and data-less nodes.
+EXTRA_FAMILIES = ("stiff",)
+ALL_FAMILIES = FAMILIES + EXTRA_FAMILIES
+#: Relative gap the exact solution must certify to, per family (default 1e-6): the stiff
+#: family's certificates are held to 1e-9 (issue 16, item 4: tight on ill-conditioned data).
+EXACT_RTOL = {"stiff": 1e-9}
 
 #: Norm exponents.  CVXPY replaces p by a nearby rational (exactly for most of these; 1.0001
 #: becomes 1 and 1 + 1/1024 becomes 1024/1023): the reference point is evaluated with the true p,
@@ -274,7 +282,9 @@ ALL_PENALTIES = ("norm2", "norm1", "norminf", "normp", "sq", "quad")
 
 def random_instance(seed: int, family: str = "mixed") -> Instance:
     """One random instance of ``family`` (see :data:`FAMILIES`), deterministic in ``seed``."""
-    rng = np.random.default_rng([seed, FAMILIES.index(family)])
+    rng = np.random.default_rng([seed, ALL_FAMILIES.index(family)])
+    if family == "stiff":
+        return _stiff_instance(rng, seed)
     d = int(rng.integers(1, 4))
     n = int(rng.integers(1, 9))
     lam = 0.0 if rng.random() < 0.1 else _loguniform(rng, 1e-6, 1e6)
@@ -366,6 +376,45 @@ def random_instance(seed: int, family: str = "mixed") -> Instance:
     else:  # pragma: no cover
         raise ValueError(family)
     return Instance(family, seed, n, d, edges, lam, penalty, nodes)
+
+
+def _stiff_node(rng: np.random.Generator, d: int, anchor: np.ndarray) -> NodeSpec:
+    """A smooth data node (squared, sometimes logistic) without regularizers whose samples have
+    singular values log-spaced from 1 down to ``1e-3 ... 10^-6.5`` (Gram ratios ``1e-6 ...
+    1e-13``), scaled by 0.1 ... 10; ``m_i`` from ``d - 1`` (rank-deficient *and*
+    ill-conditioned) to ``d + 3``.  Squared labels carry noise, so ``X_i^T y_i`` has a part
+    along the weak directions."""
+    m = int(rng.integers(max(1, d - 1), d + 4))
+    X = _conditioned(rng, m, d, 10.0 ** rng.uniform(3.0, 6.5)) * _loguniform(rng, 0.1, 10.0)
+    if rng.random() < 0.2:
+        return NodeSpec("logistic", X=X, y=_labels(rng, m))
+    return NodeSpec("squared", X=X, y=X @ anchor + rng.normal(scale=1e-2, size=m))
+
+
+def _stiff_instance(rng: np.random.Generator, seed: int) -> Instance:
+    """Family ``"stiff"``: a connected graph (a path plus random chords) of 3-8 nodes,
+    d = 2-5, one or two ill-conditioned nodes (:func:`_stiff_node`), the others well-conditioned
+    squared losses (sometimes ``m_i < d``), quadratic or zero (no data)."""
+    d, n = int(rng.integers(2, 6)), int(rng.integers(3, 9))
+    anchors = [_anchor(rng, d) for _ in range(n)]
+    pairs = {(i, i + 1) for i in range(n - 1)} | {
+        (i, j) for i in range(n) for j in range(i + 2, n) if rng.random() < 0.3}
+    edges = [(i, j, _loguniform(rng, 0.1, 10.0)) for i, j in sorted(pairs)]
+    stiff = set(rng.choice(n, size=int(rng.integers(1, 3)), replace=False).tolist())
+    nodes = []
+    for i in range(n):
+        if i in stiff:
+            nodes.append(_stiff_node(rng, d, anchors[i]))
+        elif rng.random() < 0.25:
+            nodes.append(NodeSpec("zero"))
+        elif rng.random() < 0.2:
+            nodes.append(NodeSpec("quadratic", a=anchors[i] + rng.normal(size=d)))
+        else:
+            X = rng.normal(size=(int(rng.integers(1, d + 4)), d))
+            nodes.append(NodeSpec("squared", X=X, y=X @ anchors[i]
+                                  + rng.normal(scale=0.1, size=X.shape[0])))
+    penalty = _penalty(rng, d, ("norm2", "norm1", "norminf", "sq"))
+    return Instance("stiff", seed, n, d, edges, _loguniform(rng, 1e-3, 10.0), penalty, nodes)
 
 
 # --------------------------------------------------------------------------- numpy evaluation

@@ -5,7 +5,8 @@ of the stacked linear flow conditions.  See :mod:`gtvmodel.certificates.certific
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -14,20 +15,39 @@ import scipy.sparse.linalg as spla
 from ..declaration import ModelDeclaration
 from ..terms.losses import ConjugateGroup
 
-__all__ = ["EPS", "DENSE_MAX", "NULL_RTOL", "MinNormSolver", "RangeSolver", "subspace_solver",
-           "divergence_rows", "NodeKinds", "node_kinds", "capacities", "max_rows"]
+__all__ = ["EPS", "DENSE_MAX", "NULL_SV_RTOL", "STIFF_RTOL", "MinNormSolver", "RangeSolver",
+           "subspace_solver", "divergence_rows", "NodeKinds", "node_kinds", "AffineConditions",
+           "affine_conditions", "capacities", "max_rows"]
 
 
 EPS = np.finfo(float).eps
 
-#: A Gram eigenvalue ``e_j <= NULL_RTOL max_j e_j`` is numerically null: a subspace condition
-#: ``dom h_i* in range(X_i^T)`` of the repair.  Exactly rank-deficient ``X_i`` (``m_i < d``,
-#: collinear rows; d up to 100, scales 1e-3..1e3) give ``e_j / max e <= 7.6e-16`` from
-#: ``eigh``; a merely ill-conditioned node is *not* null, and forcing ``s_i`` into
-#: ``range``: it costs the bound ``(s_i^T v)^2 / (4 e_j)`` whatever the flows (issue 16: one
-#: node of the 20,000-node SBM of ``benchmarks/bench_exact_scale.py`` with ``e_j / max e =
-#: 8.8e-11`` held the certified relative gap at 1.8e-8 under the former ``1e-10``).
-NULL_RTOL = 1e-12
+#: A direction ``v_j`` of a node's samples ``X_i`` with singular value ``sigma_j <=
+#: NULL_SV_RTOL max_j sigma_j`` is numerically null: a subspace condition ``dom h_i* in
+#: range(X_i^T)`` of the repair (the demand is projected out of it).  Decided from the singular
+#: values of ``X_i`` themselves (:meth:`~gtvmodel.terms.losses.DataFitBatch.sample_svd`, a QR
+#: and an SVD: accurate to about ``eps sigma_max``), not from the eigenvalues of a formed Gram
+#: matrix (accurate only to ``eps e_max``, i.e. ``sqrt(eps) sigma_max`` in singular values):
+#: exactly rank-deficient ``X_i`` (``m_i < d``, collinear rows; d up to 100, rows scaled
+#: 1e-3..1e3) give ``sigma_j / sigma_max`` about 1e-15 or less, while a merely ill-conditioned
+#: node (Gram ratio ``e_j / e_max`` down to 1e-20) is resolved and is *not* null: dropping its
+#: direction would cost ``(2 v^T q_i)^2 / (4 e_j)`` of the gap at the optimum itself
+#: (``q_i = X_i^T y_i / m_i``; issue 16).
+NULL_SV_RTOL = 1e-11
+
+#: A smooth data-fit node (no regularizer or constraint) is *ill-conditioned* when ``Q_i =
+#: X_i^T X_i / m_i`` has a direction with ``NULL_SV_RTOL^2 e_max < e_j <= STIFF_RTOL e_max``:
+#: a flow error ``delta`` of its demand along ``v_j`` costs ``(delta^T v_j)^2 / (4 e_j)`` of the
+#: gap (the node's Fenchel-Young gap of a squared loss is ``(s - g)^T Q^+ (s - g) / 4``, ``g =
+#: grad L_i(w_i)``).  All its non-null directions are then *stiff*: the repair's affine variant
+#: matches the demand to the candidate's gradient along them, ``V_i^T s_i = V_i^T g_i``
+#: (:func:`affine_conditions`; the node's gap then vanishes up to rounding), moving the
+#: mismatch to better-conditioned nodes (the weaker directions alone are not enough: with
+#: singular values 1 ... 10^-5.5, a direction with ``e_j = 3e-6`` left free still cost 25x the
+#: true suboptimality of an Algorithm 1 iterate).
+#: :func:`~gtvmodel.certificates.certificate.certify` keeps the better of the two variants
+#: (both are exact evaluations of dual-feasible flows, hence valid bounds).
+STIFF_RTOL = 1e-6
 
 #: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
 DENSE_MAX = 3000
@@ -205,6 +225,69 @@ def subspace_solver(model: ModelDeclaration, nodes: np.ndarray,
     A = divergence_rows(model, nodes, None if full else bases)
     return MinNormSolver(A)
 
+@dataclass
+class AffineConditions:
+    """The repair's affine variant (:data:`STIFF_RTOL`): the subspace conditions and, at the
+    stiff nodes, ``v_j^T s_i = v_j^T g_i`` along their stiff directions, stacked as ``A u =
+    b(G)`` with ``A`` of :func:`subspace_solver` (rows node by node: the null directions, then
+    the stiff ones) and its minimum-norm ``solver``.  ``s = -D^T u``, ``G`` the gradients
+    ``grad h_i(w_i)`` of the candidate (``(n, d)``)."""
+
+    nodes: np.ndarray
+    solver: MinNormSolver
+    rows: np.ndarray  # (k_s, c): rows of b of the stiff nodes (padded)
+    #: (k_s, d, c): b[rows] = -basis^T g_i; the stiff directions (zero-padded) when the
+    #: solver keeps the bases, the projections S_i S_i^T when it states all conditions in
+    #: the standard basis
+    basis: np.ndarray
+    mask: np.ndarray  # (k_s, c)
+    stiff: np.ndarray  # (k_s,) positions of the stiff nodes
+
+    def target(self, G: np.ndarray) -> np.ndarray:
+        """``b``: 0 on the null rows, ``-v_j^T g_i`` on the stiff ones (``A u`` is
+        ``N_i^T (D^T u)_i = -N_i^T s_i``; in the standard basis ``-S_i S_i^T g_i``)."""
+        b = np.zeros(self.solver.A.shape[0])
+        vals = -np.einsum("kdc,kd->kc", self.basis, G[self.stiff])
+        b[self.rows[self.mask]] = vals[self.mask]
+        return b
+
+
+def affine_conditions(model: ModelDeclaration) -> AffineConditions | None:
+    """The stacked null and stiff conditions of :func:`node_kinds` (None without stiff
+    nodes), cached with their solver (cache slot ``"cert_affine"``)."""
+    kinds = node_kinds(model)
+    if kinds.stiff.size == 0:
+        return None
+    return model.cache.get_or_build("cert_affine", lambda: _build_affine(model, kinds))
+
+
+def _build_affine(model: ModelDeclaration, kinds: NodeKinds) -> AffineConditions:
+    d = model.dim
+    null = dict(zip(kinds.subspace.tolist(), kinds.subspace_bases or [], strict=True))
+    stiff = dict(zip(kinds.stiff.tolist(), kinds.stiff_bases, strict=True))
+    nodes = np.union1d(kinds.subspace, kinds.stiff).astype(np.int64)
+    empty = np.zeros((d, 0))
+    bases = [np.hstack([null.get(i, empty), stiff.get(i, empty)]) for i in nodes.tolist()]
+    start = np.concatenate([[0], np.cumsum([B.shape[1] for B in bases])[:-1]]).astype(np.int64)
+    first = dict(zip(nodes.tolist(), (start + [null.get(i, empty).shape[1]
+                                                for i in nodes.tolist()]).tolist(),
+                     strict=True))
+    basis, _, mask = kinds.stiff_padded()
+    if all(B.shape[1] == d for B in bases):
+        # every condition spans R^d: the solver states them in the standard basis (the rows
+        # (D^T u)_i, :func:`subspace_solver`), so b_i = -S_i S_i^T g_i there (zero along the
+        # null directions, the gradient along the stiff ones S_i)
+        bases = [np.eye(d)] * nodes.size
+        rows = np.searchsorted(nodes, kinds.stiff)[:, None] * d + np.arange(d)
+        basis = np.einsum("kdc,kec->kde", basis, basis)
+        mask = np.ones((kinds.stiff.size, d), dtype=bool)
+    else:
+        rows = np.array([first[i] for i in kinds.stiff.tolist()], dtype=np.int64)[:, None] \
+            + np.arange(mask.shape[1])
+    return AffineConditions(nodes, subspace_solver(model, nodes, bases), rows, basis, mask,
+                            kinds.stiff)
+
+
 def divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray] | None
                      ) -> sp.csr_matrix:
     """Sparse ``A`` with ``A vec(U) = [N_i^T (D^T U)_i]_{i in nodes}`` (``N_i = I`` if
@@ -234,16 +317,73 @@ class NodeKinds:
     subspace: np.ndarray  # positions with a subspace domain (repair step 2)
     subspace_bases: list[np.ndarray] | None  # null-space bases N_i (None: all N_i = I)
     gradient: np.ndarray  # boolean mask of nodes with a gradient of h_i
+    #: positions with stiff directions (:data:`STIFF_RTOL`) and their orthonormal bases
+    stiff: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    stiff_bases: list[np.ndarray] = field(default_factory=list)
+    #: their Gram eigenvalues ``e_j`` (of ``Q_i = X_i^T X_i / m_i``), one array per node
+    stiff_values: list[np.ndarray] = field(default_factory=list)
 
-def _null_bases(nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
-                subspace: list[int], bases: list[np.ndarray]) -> None:
-    """Append the numerically null eigen-directions (``e_j <= NULL_RTOL max_j e_j``) of the Gram
-    matrices ``V diag(e) V^T`` of ``nodes[mask]`` as subspace conditions (repair step 2):
-    ``dom h_i*`` lies in ``range(X_i^T)``.  Only the (few) rank-deficient nodes are visited."""
-    null = (e <= NULL_RTOL * np.maximum(e.max(axis=1), 1e-300)[:, None]) & mask[:, None]
-    for j in np.flatnonzero(null.any(axis=1)):
-        subspace.append(int(nodes[j]))
-        bases.append(V[j][:, null[j]])
+    def stiff_padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(basis (k_s, d, c), values (k_s, c), mask (k_s, c))``: the stiff directions and
+        their eigenvalues zero-padded to a common width ``c`` (values ``inf`` there)."""
+        ks, c = self.stiff.size, max((B.shape[1] for B in self.stiff_bases), default=0)
+        d = self.stiff_bases[0].shape[0] if ks else 0
+        basis, values = np.zeros((ks, d, c)), np.full((ks, c), np.inf)
+        mask = np.arange(c) < np.array([B.shape[1] for B in self.stiff_bases],
+                                       dtype=np.int64)[:, None]
+        basis.transpose(0, 2, 1)[mask] = np.vstack([B.T for B in self.stiff_bases]) if ks \
+            else np.zeros((0, d))
+        values[mask] = np.concatenate(self.stiff_values) if ks else np.zeros(0)
+        return basis, values, mask
+
+    def stiff_excess(self, S: np.ndarray, G: np.ndarray) -> float:
+        """``sum_i sum_j (v_j^T (s_i - g_i))^2 / (4 e_j)`` over the stiff nodes and
+        directions: what the mismatch of the demands ``S`` and the gradients ``G``
+        (``(n, d)``) along them costs in their node Fenchel-Young gaps (exactly, for squared
+        losses)."""
+        if self.stiff.size == 0:
+            return 0.0
+        basis, values, _ = self.stiff_padded()
+        proj = np.einsum("kdc,kd->kc", basis, S[self.stiff] - G[self.stiff])
+        return float((proj ** 2 / (4.0 * values)).sum())
+
+
+@dataclass
+class _Directions:
+    """The subspace (null) and stiff conditions collected batch by batch (positions, bases)."""
+
+    null: list[int] = field(default_factory=list)
+    null_bases: list[np.ndarray] = field(default_factory=list)
+    stiff: list[int] = field(default_factory=list)
+    stiff_bases: list[np.ndarray] = field(default_factory=list)
+    stiff_values: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
+            smooth: bool) -> None:
+        """Classify the directions of ``V diag(e) V^T`` (``e`` ascending, squared singular
+        values of ``X_i``) of ``nodes[mask]``: numerically null (``e_j <= NULL_SV_RTOL^2
+        max_j e_j``, subspace conditions of ``dom h_i*``) and, at smooth ill-conditioned nodes
+        (some ``e_j <= STIFF_RTOL max_j e_j`` not null), stiff (every non-null direction).
+        Only the (few) nodes with such directions are visited."""
+        emax = np.maximum(e.max(axis=1), 1e-300)[:, None]
+        null = (e <= NULL_SV_RTOL ** 2 * emax) & mask[:, None]
+        ill = ((e <= STIFF_RTOL * emax) & ~null).any(axis=1) & mask & smooth
+        stiff = ~null & ill[:, None]
+        for j in np.flatnonzero(null.any(axis=1)):
+            self.null.append(int(nodes[j]))
+            self.null_bases.append(V[j][:, null[j]])
+        for j in np.flatnonzero(stiff.any(axis=1)):
+            self.stiff.append(int(nodes[j]))
+            self.stiff_bases.append(V[j][:, stiff[j]])
+            self.stiff_values.append(e[j][stiff[j]])
+
+
+def _sorted(nodes: list[int], *lists: list[np.ndarray]) -> tuple[Any, ...]:
+    """``nodes`` sorted (an array) and the ``lists`` in the same order."""
+    order = np.argsort(nodes) if nodes else np.zeros(0, dtype=np.int64)
+    return (np.array(nodes, dtype=np.int64)[order],
+            *([items[j] for j in order] for items in lists))
+
 
 def node_kinds(model: ModelDeclaration) -> NodeKinds:
     """Classify every node by how its conjugate ``h_i*`` of the dual value (19)/(34) is
@@ -266,8 +406,7 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     handled[conic] = True
     gradient = np.zeros(n, dtype=bool)
     groups: list[ConjugateGroup] = []
-    subspace: list[int] = []
-    bases: list[np.ndarray] = []
+    dirs = _Directions()
     in_batch = np.zeros(n, dtype=bool)
     for b in st.batches:
         in_batch[b.nodes] = True
@@ -278,12 +417,13 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
                 handled[grp.nodes] = True
         if b.cls.base_smooth:
             gradient[b.nodes] = True
-        # free, unregularized nodes whose Gram matrix is singular: dom h_i* lies in
-        # range(X_i^T) (m_i < d, collinear rows), a subspace condition
+        # free, unregularized nodes whose samples are rank deficient: dom h_i* lies in
+        # range(X_i^T) (m_i < d, collinear rows), a subspace condition; ill-conditioned
+        # directions of smooth ones are stiff
         factors = b.null_space_factors()
         if factors is not None:
             ok = free[b.nodes] & (st.l1[b.nodes] == 0) & (st.l2[b.nodes] == 0)
-            _null_bases(b.nodes, *factors, ok, subspace, bases)
+            dirs.add(b.nodes, *factors, ok, bool(b.cls.base_smooth))
     zero = np.flatnonzero(free & ~in_batch)
     handled[zero] = True
     gradient[zero] = True
@@ -291,13 +431,13 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     # zero-loss nodes without regularizers need (D^T u)_i = 0: subspace {0}
     for i in zero:
         if st.l1[i] == 0 and st.l2[i] == 0:
-            subspace.append(int(i))
-            bases.append(np.eye(d))
-    order = np.argsort(subspace) if subspace else np.zeros(0, dtype=np.int64)
-    sub = np.array(subspace, dtype=np.int64)[order]
-    sub_bases = [bases[j] for j in order]
+            dirs.null.append(int(i))
+            dirs.null_bases.append(np.eye(d))
+    sub, sub_bases = _sorted(dirs.null, dirs.null_bases)
+    stiff, stiff_bases, stiff_values = _sorted(dirs.stiff, dirs.stiff_bases, dirs.stiff_values)
     general = np.flatnonzero(~handled)
-    kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient)
+    kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient, stiff,
+                      stiff_bases, stiff_values)
     model.cache.put("cert_kinds", kinds)
     return kinds
 

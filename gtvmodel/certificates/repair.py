@@ -18,7 +18,15 @@ from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
 from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
-from .kinds import EPS, MinNormSolver, capacities, divergence_rows, node_kinds, subspace_solver
+from .kinds import (
+    EPS,
+    MinNormSolver,
+    affine_conditions,
+    capacities,
+    divergence_rows,
+    node_kinds,
+    subspace_solver,
+)
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
            "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE"]
@@ -162,57 +170,115 @@ def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[
     U, repairs, _ = repair(model, flows, rounds)
     return U, repairs
 
-def repair(model: ModelDeclaration, flows: Any, rounds: int) -> tuple[np.ndarray, list[str],
-            float]:
-    """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none)."""
+def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray | None = None
+           ) -> tuple[np.ndarray, list[str], float]:
+    """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none).  With
+    ``weights`` (checked ``(n, d)``) and stiff nodes (:data:`~gtvmodel.certificates.kinds.
+    STIFF_RTOL`), step 2 is the affine variant: the demands also match the gradients of the
+    weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`)."""
     U = model.check_flows(flows).copy()
     if model.num_edges == 0:
         return U, [], 1.0
-    U, repairs = _alternate(model, U, rounds)
+    U, repairs, solver, b = _alternate(model, U, rounds, weights)
+    settled = 1.0
+    if b is not None:
+        U, settled = _settle(model, U, solver, b, rounds)
+        if settled < 1.0:
+            repairs.append(f"scaled all flows by theta = {settled:.12g} to meet the "
+                           "capacities, re-matching the stiff demands after each scaling")
     U, theta = _rescale(model, U, repairs)
-    return U, repairs, theta
+    return U, repairs, theta * settled
 
 
-def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int
-               ) -> tuple[np.ndarray, list[str]]:
+def _settle(model: ModelDeclaration, U: np.ndarray, solver: Any, b: np.ndarray, rounds: int
+            ) -> tuple[np.ndarray, float]:
+    """The affine variant's step 3: ``(U, theta)``.  A global rescaling by ``theta`` keeps
+    the subspace conditions but breaks the affine ones by ``(1 - theta) |b|`` (``A (theta u) =
+    theta b``), which the stiff nodes amplify by ``1 / (4 e_j)``.  So alternate (at most
+    ``rounds`` times): scale into the capacities (``theta_k``), then correct the affine
+    residual (minimum-norm); after a scaling every edge has the slack ``(1 - theta_k) lambda
+    A_e``, which the correction, of size ``(1 - theta_k) |b|`` spread over the edges near the
+    stiff nodes, usually fits.  ``theta`` is the product of the factors; whatever excess
+    remains is left to :func:`_rescale`."""
+    E, d = model.num_edges, model.dim
+    theta = 1.0
+    bmax = float(np.abs(b).max(initial=0.0))
+    for _ in range(rounds):
+        t = capacity_ratio(model, U)
+        if t < 1.0:
+            t *= 1.0 - 4.0 * EPS
+            U = scale_flows(model, U, t)
+            theta *= t
+        r = solver.A @ U.ravel() - b
+        if np.abs(r).max(initial=0.0) <= 64 * EPS * max(np.abs(U).max(initial=0.0), bmax):
+            break
+        U = U - solver.solve(r).reshape(E, d)
+    return U, theta
+
+
+def _conditions(model: ModelDeclaration, weights: np.ndarray | None
+                ) -> tuple[Any, np.ndarray | None, str]:
+    """``(solver, b, note)`` of step 2: the subspace conditions ``A u = 0`` (``b`` None), or
+    with ``weights`` and stiff nodes the affine ones ``A u = b`` (``solver`` None: none)."""
+    kinds = node_kinds(model)
+    note = (f"minimum-norm flow correction for the subspace conditions at "
+            f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
+            "with rank X_i < d: (D^T u)_i in range(X_i^T))")
+    aff = affine_conditions(model) if weights is not None else None
+    if aff is not None:
+        st = model.structure()
+        G = smooth_gradients(st.batches, st.l2, weights)
+        return aff.solver, aff.target(G), (
+            f"minimum-norm flow correction for the subspace conditions at "
+            f"{kinds.subspace.size} node(s) and the demands along the stiff directions at "
+            f"{kinds.stiff.size} ill-conditioned node(s) set to the gradients at the weights")
+    if kinds.subspace.size == 0:
+        return None, None, note
+    return model.cache.get_or_build("cert_subspace", lambda: subspace_solver(
+        model, kinds.subspace, kinds.subspace_bases)), None, note
+
+
+def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
+               weights: np.ndarray | None = None
+               ) -> tuple[np.ndarray, list[str], Any, np.ndarray | None]:
     """Steps 1-2, alternated (at most ``rounds`` times): the row-wise projection onto the
     capacities ``||u_e||_* <= lambda A_e`` (27) and the minimum-norm correction of the
-    subspace conditions ``A u = 0`` (zero-loss nodes, rank-deficient squared losses)."""
+    subspace conditions ``A u = 0`` (zero-loss nodes, rank-deficient losses), or with
+    ``weights`` the affine conditions ``A u = b`` (:func:`_conditions`).  Returns the flows,
+    the repair notes, the solver and ``b`` (None: the subspace conditions)."""
     E, d = model.num_edges, model.dim
-    kinds = node_kinds(model)
     cap = capacities(model)
     pen = model.penalty
-    A = solver = None
-    if kinds.subspace.size:
-        solver = model.cache.get_or_build("cert_subspace", lambda: subspace_solver(
-            model, kinds.subspace, kinds.subspace_bases))
-        A = solver.A
+    solver, b, note = _conditions(model, weights)
+    A = None if solver is None else solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
+    bmax = 0.0 if b is None else float(np.abs(b).max(initial=0.0))
 
     def cap_excess(U_: np.ndarray) -> float:
         return float(np.max(pen.dual_norm(U_) - cap, initial=0.0)) if cap is not None else 0.0
 
-    def sub_res(U_: np.ndarray) -> float:
-        return float(np.abs(A @ U_.ravel()).max(initial=0.0)) if A is not None else 0.0
+    def residual(U_: np.ndarray) -> np.ndarray:
+        r = A @ U_.ravel()
+        return r if b is None else r - b
 
     did_cap = did_sub = False
     for _ in range(rounds):
         if cap is not None and cap_excess(U) > 1e-12 * scale:
             U = pen.project_dual_ball(U, cap)
             did_cap = True
-        if A is not None and sub_res(U) > 64 * EPS * np.abs(U).max(initial=0.0):  # > rounding
-            U = U - solver.solve(A @ U.ravel()).reshape(E, d)
-            did_sub = True
+        if A is not None:
+            r = residual(U)
+            if np.abs(r).max(initial=0.0) > 64 * EPS * max(np.abs(U).max(initial=0.0), bmax):
+                U = U - solver.solve(r).reshape(E, d)  # > rounding
+                did_sub = True
         if cap_excess(U) <= 1e-12 * scale:
             break
     repairs: list[str] = []
     if did_cap:
         repairs.append(PROJECT_NOTE)
     if did_sub:
-        repairs.append(f"minimum-norm flow correction for the subspace conditions at "
-                       f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
-                       "with rank X_i < d: (D^T u)_i in range(X_i^T))")
-    return U, repairs
+        repairs.append(note)
+    return U, repairs, solver, b
 
 
 def capacity_ratio(model: ModelDeclaration, U: np.ndarray) -> float:

@@ -191,12 +191,18 @@ def _general_bounds(model: ModelDeclaration, kinds: NodeKinds, S: np.ndarray,
     # (any weight above the local scale drives the residual to ~0; a huge one ruins the
     # solver's scaling)
     prob = general.problem(S[gall], 100.0 * nb.wloc[gall])
-    ok = True
-    try:
-        run_solver(prob, solver, {}, False, True, "certificate (node conjugates)")
-        ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-    except SolverError:
-        ok = False
+    ok = False
+    # the default solver, then (when the caller named none) SCS: any solver's point is only a
+    # split to evaluate exactly (Clarabel fails on some extreme p-norm balls, e.g. p = 1.0001
+    # and 333 on neighbouring nodes, where SCS solves)
+    for name in (solver,) if solver is not None else (None, "SCS"):
+        try:
+            run_solver(prob, name, {}, False, True, "certificate (node conjugates)")
+            ok = prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+        except SolverError:
+            ok = False
+        if ok:
+            break
     if ok:
         _read_split(model, parts, gall, S[gall], nb, np.isin(gall, todo))
     else:  # no split available: these nodes are reported dual infeasible (gap = inf)

@@ -144,11 +144,14 @@ def shard_parts(model: ModelDeclaration, n_own: int, W: np.ndarray, U: np.ndarra
 
 def needs_gather(model: ModelDeclaration) -> str:
     """Why a certificate of ``model`` cannot be split into shard sums whatever the iterate
-    (empty when it can): subspace conditions or ``lambda = 0``."""
+    (empty when it can): subspace conditions, ill-conditioned nodes (the affine variant of
+    the repair, :data:`~gtvmodel.certificates.kinds.STIFF_RTOL`) or ``lambda = 0``."""
     if model.num_edges and model.lam == 0:
         return "lambda = 0"
     if node_kinds(model).subspace.size:
         return "subspace conditions (zero-loss or rank-deficient squared-loss nodes)"
+    if node_kinds(model).stiff.size:
+        return "ill-conditioned nodes (the affine variant of the repair)"
     return ""
 
 

@@ -2130,6 +2130,45 @@ class DataFitBatch(SampleBatch):
         """Eigen-decompositions ``(e, V)`` of :meth:`gram` (cached)."""
         return self.shared("gram_eigh", lambda: np.linalg.eigh(self.gram()))
 
+    def sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(e, V)``: ``V_i diag(e_i) V_i^T = Q_i = X_i^T X_i / m_i`` (``e`` ascending,
+        ``(k, d)``; ``V_i`` orthonormal, ``(k, d, d)``), cached, with the small eigenvalues
+        resolved: at the nodes where the eigen-decomposition of the formed ``Q_i``
+        (:meth:`_gram_factors`, accurate only to about ``eps e_max``: the square of the
+        condition number) has ``e_min <= SVD_RTOL e_max``, ``e_ij = sigma_ij^2 / m_i`` and
+        the right singular vectors of the samples ``X_i`` themselves (a QR, then the SVD of
+        ``R``; batched over the nodes with the same ``m_i``), accurate to about ``eps
+        sigma_max``, zeros past ``rank <= m_i``.  Elsewhere every ``e_j`` exceeds ``SVD_RTOL
+        e_max`` by far more than the eigen-decomposition's error, which is all
+        :mod:`gtvmodel.certificates.kinds` asks (null and ill-conditioned directions)."""
+        return self.shared("sample_svd", self._sample_svd)
+
+    #: Nodes whose formed ``Q_i`` has ``e_min <= SVD_RTOL e_max`` get the SVD of their samples.
+    SVD_RTOL: ClassVar[float] = 1e-4
+
+    def _gram_factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The eigen-decompositions of ``Q_i = X_i^T X_i / m_i`` already at hand."""
+        e, V = self.gram_eigh()
+        return e / self.ms[:, None], V
+
+    def _sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
+        e, V = self._gram_factors()
+        ill = np.flatnonzero(e[:, 0] <= self.SVD_RTOL * e[:, -1])
+        if ill.size == 0:
+            return e, V
+        e, V, d = e.copy(), V.copy(), self.d
+        for m in np.unique(self.ms[ill]):
+            nodes = ill[self.ms[ill] == m]
+            for part in np.array_split(nodes, -(-nodes.size * int(m) * d // 2**22)):
+                A = self.Xs[self.starts[part][:, None] + np.arange(m)]  # (kp, m, d)
+                if m > d:
+                    A = np.linalg.qr(A, mode="r")
+                _, sv, Vh = np.linalg.svd(A, full_matrices=True)
+                e[part] = 0.0
+                e[part, d - sv.shape[1]:] = sv[:, ::-1] ** 2 / m
+                V[part] = np.swapaxes(Vh, 1, 2)[:, :, ::-1]
+        return e, V
+
     # --- the primal
     def expression(self, w_flat, W):
         """``sum_i (1/m_i) sum_r ell(x_r^T w_i, y_r)`` as one CVXPY expression in the flat
@@ -2255,9 +2294,9 @@ class DataFitBatch(SampleBatch):
         return ConjugateGroup(self.nodes[sel], False, evaluate)
 
     def null_space_factors(self):
-        """The eigen-decompositions of ``X_i^T X_i`` (:meth:`gram_eigh`): ``dom L_i*`` lies in
-        ``range(X_i^T)``."""
-        return self.gram_eigh()
+        """The singular factors of the samples ``X_i`` (:meth:`sample_svd`): ``dom L_i*`` lies
+        in ``range(X_i^T)``."""
+        return self.sample_svd()
 
 
 class PiecewiseLinearBatch(DataFitBatch):
@@ -2329,6 +2368,11 @@ class SquaredBatch(DataFitBatch):
         q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
         return {"e": e, "B": B, "q": q}
 
+    def _gram_factors(self):
+        """The cached eigen-decompositions ``(e_i, B_i)`` of ``Q_i`` (:meth:`squared_data`)."""
+        data = self.squared_data()
+        return data["e"], data["B"]
+
     def _prox(self, V, tau, W0):
         """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
         Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q`` (any array
@@ -2387,11 +2431,6 @@ class SquaredBatch(DataFitBatch):
             return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
 
         return ConjugateGroup(self.nodes[sel], True, evaluate)
-
-    def null_space_factors(self):
-        """The eigen-decompositions ``(e_i, B_i)`` of ``Q_i = X_i^T X_i / m_i`` (cached)."""
-        data = self.squared_data()
-        return data["e"], data["B"]
 
 
 def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
