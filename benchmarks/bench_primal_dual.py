@@ -27,7 +27,11 @@ repeats are reported.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -37,11 +41,12 @@ import cvxpy as cp
 import numpy as np
 
 import gtvmodel as gm
+from gtvmodel import _compiled
 from gtvmodel.datasets import paper000_sbm, sbm
+from gtvmodel.primal_dual.compiled import make_edge_updates
 from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
 from gtvmodel.primal_dual.steps import ResidualBalancing, residuals, steps_from_scale
 from gtvmodel.primal_dual.updates import (
-    EdgeUpdates,
     dual_argument,
     dual_update,
     extrapolate,
@@ -162,17 +167,22 @@ class _Replay:
     block's DU by its ``Penalty.dual_updater``, written into the flows), with a timer around
     each block's ``D Y`` and DU.  ``threads > 1``: the package's threaded edge update and
     ``D^T u`` (``solve_primal_dual(threads=...)``), timed whole (its ``D Y`` inside "dual
-    update")."""
+    update"); ``kernel="numba"``: the compiled edge pass
+    (:class:`~gtvmodel.primal_dual.compiled.CompiledEdgeUpdates`,
+    ``solve_primal_dual(kernel="numba")``), timed whole ("dual update": ``D Y``, DU and,
+    serially, ``D^T u``, which its "D^T product" then only hands over)."""
 
-    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1):
+    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1,
+                 kernel: str = "numpy"):
         self.model, self.fused, self.threads = model, fused, threads
+        self.whole = threads > 1 or kernel == "numba"
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
         self.tau, sigma = steps_from_scale(model.degrees, model.num_edges, c)
         self.tau_col, self.sigma, self.sigma_col = self.tau[:, None], sigma, sigma[:, None]
         self.nodes = NodeUpdates(model)
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
-                                 threads=threads, DT=self.DT)
+        self.edges, _ = make_edge_updates(self.D, model.penalty, model.capacities, model.dim,
+                                          kernel, threads=threads, DT=self.DT)
         n, d, E = model.num_nodes, model.dim, model.num_edges
         self.W, self.U = np.zeros((n, d)), np.zeros((E, d))
         self.DTu = self.DT @ self.U
@@ -185,7 +195,7 @@ class _Replay:
         Wn = self.nodes(V, self.tau, k, self.W)
         assert np.isfinite(Wn).all()
         t1 = time.perf_counter()
-        if self.threads > 1:
+        if self.whole:
             Un = self.edges(extrapolate(Wn, self.W, self.Y), self.U, self.sigma,
                             self.sigma_col, self.spare)
             self.spare = self.U
@@ -245,6 +255,10 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
 
     runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True),
             "now, 2 threads": _Replay(model, c, fused=True, threads=2)}
+    if _compiled.available():  # the compiled edge pass (solve_primal_dual(kernel="numba"))
+        runs |= {"numba": _Replay(model, c, fused=True, kernel="numba"),
+                 "numba, 2 threads": _Replay(model, c, fused=True, threads=2,
+                                             kernel="numba")}
     for run in runs.values():
         for k in range(2):
             run.step(k)
@@ -282,6 +296,12 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
     full = np.mean(np.sqrt(np.einsum("ij,ij->i", U, U)) >= (1 - 1e-9) * model.capacities)
     print(f"    now vs before after {runs['now'].k} iterations: max |u difference| = {agree:.1e};"
           f" 2 threads vs serial bit for bit: {same}; edges at capacity {full:.0%}")
+    if "numba" in runs:
+        Un = runs["numba"].U
+        rel = np.abs(Un - U).max() / max(np.abs(U).max(), 1e-300)
+        same_nb = np.array_equal(Un, runs["numba, 2 threads"].U)
+        print(f"    numba vs now: max |u difference| / max |u| = {rel:.1e}; numba on 2 threads vs "
+              f"serial bit for bit: {same_nb}")
     for run in runs.values():
         run.edges.close()
 
@@ -428,7 +448,42 @@ def scale(args: argparse.Namespace) -> None:
         print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
               f"(relative gap {cert.relative_gap:.2e})")
     time_residuals(big, r)
+    if _compiled.available():
+        jit_times()
     time_split(big, r.c, args.repeats)
+
+
+_JIT_PROBE = """
+import time
+t0 = time.perf_counter()
+import numba  # noqa: F401
+t1 = time.perf_counter()
+import numpy as np
+import gtvmodel as gm
+from gtvmodel.primal_dual.compiled import make_edge_updates
+m = gm.GTVModel.from_edges(4, np.array([[0, 1], [1, 2], [2, 3]]), dim=2, penalty=gm.{pen}(),
+                           lam=1.0)
+t2 = time.perf_counter()
+edges, _ = make_edge_updates(m.incidence, m.penalty, m.capacities, 2, "numba")
+s = np.full(3, 0.5)
+edges(np.ones((4, 2)), np.ones((3, 2)), s, s[:, None], np.empty((3, 2)))
+print(t1 - t0, time.perf_counter() - t2)
+"""
+
+
+def jit_times(pen: str = "Norm2") -> None:
+    """(e): the one-off cost of ``kernel="numba"`` in a fresh process: importing numba, then
+    compiling (cold: an empty ``NUMBA_CACHE_DIR``) or loading (cached: the same directory
+    again) the edge pass for ``pen`` and running it once on a 3-edge graph."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        rows = []
+        for label in ("cold", "cached", "cached"):
+            out = subprocess.run([sys.executable, "-c", _JIT_PROBE.format(pen=pen)], env=env,
+                                 capture_output=True, text=True, check=True).stdout.split()
+            rows.append(f"{label} {float(out[1]):.2f} s")
+    print(f"    numba's one-off cost for {pen} (fresh processes; numba import "
+          f"{float(out[0]):.2f} s, then kernels): " + ", ".join(rows))
 
 
 def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) -> None:
