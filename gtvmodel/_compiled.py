@@ -42,13 +42,15 @@ def available() -> bool:
 
 
 class L2BallRow(NamedTuple):
-    """Parameters of :func:`_l2_ball_row`, the projection onto ``{||x||_2 <= r_e}`` (DU of
-    ``Norm2``): the constants of :class:`gtvmodel._norms.L2BallProjection` (:func:`l2_ball_row`)."""
+    """Parameters of :func:`_l2_ball_rows`, the projection onto ``{||x||_2 <= r_e}`` (DU of
+    ``Norm2``): the radii and the constants of :class:`gtvmodel._norms.L2BallProjection`
+    (:func:`l2_ball_row`; its per-edge arrays ``r_e`` times a constant are formed in the
+    kernel, the same products: fewer arrays to read)."""
 
     r: np.ndarray         # radii r_e = lambda A_e
-    r_scale: np.ndarray   # r_e (1 - (K + 10) eps): the scale factor's numerator
-    r_inside: np.ndarray  # r_e (1 - eps): the derived bound must not exceed it
-    below: np.ndarray     # radii below 2^-900 (their scaled rows take the numpy path)
+    scale_factor: float   # 1 - (K + 10) eps: r_e times it is the scale factor's numerator
+    inside_factor: float  # 1 - eps: the scaled row's bound must not exceed r_e times it
+    r_min: float          # smaller radii: their scaled rows take the numpy path
     grow: float           # 1 + (K + 2) eps: the computed norm -> an upper bound of the norm
     tight: float          # 1 + 3 eps: the rounding of the scaled row's bound
     f_min: float          # scale factors below this take the numpy path
@@ -71,13 +73,11 @@ class ScaleRow(NamedTuple):
 
 
 def l2_ball_row(projection: L2BallProjection) -> L2BallRow:
-    """The :class:`L2BallRow` of a :class:`~gtvmodel._norms.L2BallProjection` (its radii's
-    constants, computed there once: one place for the bound)."""
+    """The :class:`L2BallRow` of a :class:`~gtvmodel._norms.L2BallProjection` (its radii and
+    constants, computed there: one place for the bound)."""
     eps = float(np.finfo(float).eps)
-    below = (np.zeros(projection.r.size, dtype=bool) if projection.r_below is None
-             else projection.r_below)
-    return L2BallRow(projection.r, projection.r_scale, projection.r_inside, below,
-                     float(projection.grow), 1.0 + 3 * eps, float(projection.f_min),
+    return L2BallRow(projection.r, projection.scale_factor, projection.inside_factor,
+                     projection.r_min, projection.grow, 1.0 + 3 * eps, projection.f_min,
                      float(projection.lo), float(projection.hi))
 
 
@@ -103,9 +103,11 @@ def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba'
                 ok = ok and X[e, j] == 0.0
         elif ok:
             upper = nrm * p.grow
-            if not upper <= p.r[e]:
-                f = p.r_scale[e] / nrm
-                ok = f >= p.f_min and (f * upper) * p.tight <= p.r_inside[e] and not p.below[e]
+            r = p.r[e]
+            if not upper <= r:
+                f = (r * p.scale_factor) / nrm
+                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
+                      and r >= p.r_min)
                 if ok:
                     for j in range(d):
                         X[e, j] *= f
