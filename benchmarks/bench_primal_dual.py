@@ -12,8 +12,10 @@
     updates, D product, dual update, D^T product) of the plain numpy loop, of the block-wise
     edge update before the preallocated ``Norm2`` DU ("before", replayed here) and of the
     package's current one ("now"), interleaved, with their ratios to the plain loop in wall
-    and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); skip
-    with ``--skip-scale``;
+    and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); with
+    numba installed also the compiled edge pass (``solve_primal_dual(kernel="numba")``,
+    serial and on 2 threads) in the same interleaved table, and numba's one-off cost (import,
+    compile cold, load from its cache) in fresh processes; skip with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
     squared, Huber, hinge, absolute; logistic with l1 or a box; issue 16 item 3) on (a)'s graph
     and samples: the batched dual active-set prox (proximal Newton for logistic) vs the CVXPY
