@@ -97,6 +97,24 @@ def test_l2_kernel_declines_rows_to_the_numpy_path(numba):
     np.testing.assert_array_equal(out[:4], ref[:4])
     np.testing.assert_allclose(out[4], ref[4], rtol=1e-14)  # the kernel's row
     assert np.all(norm_rows_upper(out[2:], 2.0) <= r[2:])
+    np.testing.assert_array_equal(_dual_update_rows(gm.Norm2(), V, sigma, r, threads=2), out)
+
+
+def test_node_sums_equal_the_sparse_product(numba):
+    """``D^T u``: accumulated in the edge pass (serially), by the compiled product over the
+    rows of ``D^T`` (on 2 threads, and for flows not from the last pass): scipy's sums."""
+    rng = np.random.default_rng(3)
+    n, E, d = 40, 150, 3
+    pairs = np.column_stack([rng.integers(0, 20, E), rng.integers(20, n, E)])
+    D = _incidence(n, pairs)
+    caps, sigma = rng.uniform(0.1, 1.0, E), np.full(E, 0.4)
+    Y, U = rng.standard_normal((n, d)), rng.standard_normal((E, d))
+    for threads in (1, 2):
+        edges, _ = compiled.make_edge_updates(D, gm.Norm2(), caps, d, "numba", threads=threads)
+        out = edges(Y, U, sigma, sigma[:, None], np.empty((E, d)))
+        np.testing.assert_allclose(edges.node_sums(out), D.T @ out, rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(edges.node_sums(U), D.T @ U, rtol=1e-15, atol=1e-15)
+        edges.close()
 
 
 @pytest.mark.parametrize("penalty", [gm.Norm1(), gm.SquaredNorm2()], ids=repr)
