@@ -322,6 +322,8 @@ def main() -> None:
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
+    print(f"measuring {gm.__file__}; load average {os.getloadavg()[0]:.2f} "
+          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if args.only_f:
         general_losses(R, args.f_cases)
         return
