@@ -33,10 +33,10 @@ __all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_up
 KERNELS = ("auto", "numpy", "numba")
 
 #: ``kernel="auto"`` compiles the edge update when ``|E| d`` is at least this (and numba is
-#: installed and the penalty has a row kernel): below it an iteration's edge update takes a
-#: few milliseconds, and loading the compiled kernels (about 0.3 s from numba's cache, a few
-#: seconds to compile them the first time on a machine) would not pay within a typical run
-#: (benchmarks/RESULTS.md, "compiled edge update").
+#: installed and the penalty has a row kernel): there it saves about 2.6 ms per iteration,
+#: which repays numba's import and the kernels' load from its cache (about 0.7 s) within a few
+#: hundred iterations, a first compile on the machine (1-2 s) within about a thousand; below
+#: it the gain is too small (benchmarks/RESULTS.md, "Algorithm 1's compiled edge update").
 AUTO_NUMBA_ENTRIES = 1_000_000
 
 
