@@ -12,8 +12,10 @@
     updates, D product, dual update, D^T product) of the plain numpy loop, of the block-wise
     edge update before the preallocated ``Norm2`` DU ("before", replayed here) and of the
     package's current one ("now"), interleaved, with their ratios to the plain loop in wall
-    and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); skip
-    with ``--skip-scale``;
+    and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); with
+    numba installed also the compiled edge pass (``solve_primal_dual(kernel="numba")``,
+    serial and on 2 threads) in the same interleaved table, and numba's one-off cost (import,
+    compile cold, load from its cache) in fresh processes; skip with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
     squared, Huber, hinge, absolute; logistic with l1 or a box; issue 16 item 3) on (a)'s graph
     and samples: the batched dual active-set prox (proximal Newton for logistic) vs the CVXPY
@@ -30,7 +32,11 @@ repeats are reported.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -40,11 +46,12 @@ import cvxpy as cp
 import numpy as np
 
 import gtvmodel as gm
+from gtvmodel import _compiled
 from gtvmodel.datasets import paper000_sbm, sbm
+from gtvmodel.primal_dual.compiled import make_edge_updates
 from gtvmodel.primal_dual.prox import CvxpyProxGroup, NodeUpdates
 from gtvmodel.primal_dual.steps import ResidualBalancing, residuals, steps_from_scale
 from gtvmodel.primal_dual.updates import (
-    EdgeUpdates,
     dual_argument,
     dual_update,
     extrapolate,
@@ -165,17 +172,22 @@ class _Replay:
     block's DU by its ``Penalty.dual_updater``, written into the flows), with a timer around
     each block's ``D Y`` and DU.  ``threads > 1``: the package's threaded edge update and
     ``D^T u`` (``solve_primal_dual(threads=...)``), timed whole (its ``D Y`` inside "dual
-    update")."""
+    update"); ``kernel="numba"``: the compiled edge pass
+    (:class:`~gtvmodel.primal_dual.compiled.CompiledEdgeUpdates`,
+    ``solve_primal_dual(kernel="numba")``), timed whole ("dual update": ``D Y``, DU and,
+    serially, ``D^T u``, which its "D^T product" then only hands over)."""
 
-    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1):
+    def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1,
+                 kernel: str = "numpy"):
         self.model, self.fused, self.threads = model, fused, threads
+        self.whole = threads > 1 or kernel == "numba"
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
         self.tau, sigma = steps_from_scale(model.degrees, model.num_edges, c)
         self.tau_col, self.sigma, self.sigma_col = self.tau[:, None], sigma, sigma[:, None]
         self.nodes = NodeUpdates(model)
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
-                                 threads=threads, DT=self.DT)
+        self.edges, _ = make_edge_updates(self.D, model.penalty, model.capacities, model.dim,
+                                          kernel, threads=threads, DT=self.DT)
         n, d, E = model.num_nodes, model.dim, model.num_edges
         self.W, self.U = np.zeros((n, d)), np.zeros((E, d))
         self.DTu = self.DT @ self.U
@@ -188,7 +200,7 @@ class _Replay:
         Wn = self.nodes(V, self.tau, k, self.W)
         assert np.isfinite(Wn).all()
         t1 = time.perf_counter()
-        if self.threads > 1:
+        if self.whole:
             Un = self.edges(extrapolate(Wn, self.W, self.Y), self.U, self.sigma,
                             self.sigma_col, self.spare)
             self.spare = self.U
@@ -248,6 +260,10 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
 
     runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True),
             "now, 2 threads": _Replay(model, c, fused=True, threads=2)}
+    if _compiled.available():  # the compiled edge pass (solve_primal_dual(kernel="numba"))
+        runs |= {"numba": _Replay(model, c, fused=True, kernel="numba"),
+                 "numba, 2 threads": _Replay(model, c, fused=True, threads=2,
+                                             kernel="numba")}
     for run in runs.values():
         for k in range(2):
             run.step(k)
@@ -285,6 +301,12 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
     full = np.mean(np.sqrt(np.einsum("ij,ij->i", U, U)) >= (1 - 1e-9) * model.capacities)
     print(f"    now vs before after {runs['now'].k} iterations: max |u difference| = {agree:.1e};"
           f" 2 threads vs serial bit for bit: {same}; edges at capacity {full:.0%}")
+    if "numba" in runs:
+        Un = runs["numba"].U
+        rel = np.abs(Un - U).max() / max(np.abs(U).max(), 1e-300)
+        same_nb = np.array_equal(Un, runs["numba, 2 threads"].U)
+        print(f"    numba vs now: max |u difference| / max |u| = {rel:.1e}; numba on 2 threads vs "
+              f"serial bit for bit: {same_nb}")
     for run in runs.values():
         run.edges.close()
 
@@ -305,6 +327,8 @@ def main() -> None:
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
+    print(f"measuring {gm.__file__}; load average {os.getloadavg()[0]:.2f} "
+          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if args.only_f:
         general_losses(R, args.f_cases, args.f_nodes)
         return
@@ -409,7 +433,9 @@ def scale(args: argparse.Namespace) -> None:
     t_build = time.perf_counter() - t0
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     # the first iteration builds the node updates' caches (eigen-decompositions of the Gram
-    # matrices): per iteration = (11 iterations - 1 iteration) / 10
+    # matrices): per iteration = (11 iterations - 1 iteration) / 10; a run before them loads
+    # the compiled edge pass of kernel="auto" (numba, once per process) out of both
+    big.solve_primal_dual(max_iter=1, tol=0, record_every=None)
     r1 = big.solve_primal_dual(max_iter=1, tol=0, record_every=None)
     tracemalloc.start()
     it_e = 11
@@ -421,8 +447,8 @@ def scale(args: argparse.Namespace) -> None:
     node, edge = ((t[k] - t1[k]) / (it_e - 1) for k in ("node_updates", "edge_updates"))
     print(f"(e) scale: n={big.num_nodes}, |E|={big.num_edges}, d=10 (model built in "
           f"{t_build:.1f} s)")
-    print(f"    solve_primal_dual: {node + edge:.3f} s/iteration (node updates {node:.3f}, edge "
-          f"updates {edge:.3f}; iterations 2-{it_e}); the first iteration "
+    print(f"    solve_primal_dual (kernel {r.kernel!r}): {node + edge:.3f} s/iteration (node "
+          f"updates {node:.3f}, edge updates {edge:.3f}; iterations 2-{it_e}); the first iteration "
           f"{t1['node_updates'] + t1['edge_updates']:.2f} s (node-update caches); setup "
           f"{t['setup']:.2f} s (step scale); no certificates (record_every=None)")
     print(f"    peak memory allocated by the solver (tracemalloc) {peak / 2**30:.2f} GiB; "
@@ -433,7 +459,42 @@ def scale(args: argparse.Namespace) -> None:
         print(f"    one certificate of the last iterate: {time.perf_counter() - t0:.1f} s "
               f"(relative gap {cert.relative_gap:.2e})")
     time_residuals(big, r)
+    if _compiled.available():
+        jit_times()
     time_split(big, r.c, args.repeats)
+
+
+_JIT_PROBE = """
+import time
+t0 = time.perf_counter()
+import numba  # noqa: F401
+t1 = time.perf_counter()
+import numpy as np
+import gtvmodel as gm
+from gtvmodel.primal_dual.compiled import make_edge_updates
+m = gm.GTVModel.from_edges(4, np.array([[0, 1], [1, 2], [2, 3]]), dim=2, penalty=gm.{pen}(),
+                           lam=1.0)
+t2 = time.perf_counter()
+edges, _ = make_edge_updates(m.incidence, m.penalty, m.capacities, 2, "numba")
+s = np.full(3, 0.5)
+edges(np.ones((4, 2)), np.ones((3, 2)), s, s[:, None], np.empty((3, 2)))
+print(t1 - t0, time.perf_counter() - t2)
+"""
+
+
+def jit_times(pen: str = "Norm2") -> None:
+    """(e): the one-off cost of ``kernel="numba"`` in a fresh process: importing numba, then
+    compiling (cold: an empty ``NUMBA_CACHE_DIR``) or loading (cached: the same directory
+    again) the edge pass for ``pen`` and running it once on a 3-edge graph."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        rows = []
+        for label in ("cold", "cached", "cached"):
+            out = subprocess.run([sys.executable, "-c", _JIT_PROBE.format(pen=pen)], env=env,
+                                 capture_output=True, text=True, check=True).stdout.split()
+            rows.append(f"{label} {float(out[1]):.2f} s")
+    print(f"    numba's one-off cost for {pen} (fresh processes; numba import "
+          f"{float(out[0]):.2f} s, then kernels): " + ", ".join(rows))
 
 
 def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) -> None:

@@ -468,12 +468,15 @@ class L2BallProjection:
         self.r, self.dim = np.ascontiguousarray(r), int(dim)
         K = _upper_slack(2.0, self.dim)
         self.grow = 1.0 + (K + 2) * EPS        # c_k -> the bound b_k of ||U_k||
+        # r_k times these: the scale factor's numerator f_k c_k, the bound's limit
+        self.scale_factor, self.inside_factor = 1.0 - (K + 10) * EPS, 1.0 - EPS
         with np.errstate(under="ignore"):
-            self.r_scale = self.r * (1.0 - (K + 10) * EPS)  # f_k c_k
-            self.r_inside = self.r * (1.0 - EPS)
+            self.r_scale = self.r * self.scale_factor
+            self.r_inside = self.r * self.inside_factor
         tiny = np.finfo(float).smallest_normal
         self.f_min = tiny * 2.0**22
-        below = self.r < tiny * 2.0**122  # radii whose scaled rows go to enforce_ball
+        self.r_min = tiny * 2.0**122  # smaller radii: their scaled rows go to enforce_ball
+        below = self.r < self.r_min
         self.r_below = below if bool(below.any()) else None
         self.lo, self.hi = _l2_unscaled_range(self.r)
         k = self.r.size

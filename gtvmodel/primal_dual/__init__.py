@@ -4,6 +4,8 @@
   execution (exact fast paths and the general CVXPY path);
 * :mod:`~gtvmodel.primal_dual.updates` -- the iteration's formulas (32), (33) and the
   message-passing view (:class:`NodeUpdate`, :class:`EdgeUpdate`);
+* :mod:`~gtvmodel.primal_dual.compiled` -- the edge update DU (33) as one compiled (numba)
+  pass per iteration, and the choice of ``solve_primal_dual(kernel=...)``;
 * :mod:`~gtvmodel.primal_dual.steps` -- the steps ``T``, ``Sigma`` with
   ``||Sigma^{1/2} D T^{1/2}|| <= 1`` (:class:`FixedSteps`, :class:`ResidualBalancing`);
 * :mod:`~gtvmodel.primal_dual.result` -- :class:`History` and :class:`PrimalDualResult`;

@@ -47,10 +47,11 @@ from ..declaration import ModelDeclaration
 from ..errors import DataError, ParameterError, SolverError
 from ..results import Labels
 from ..solve.compile import data_overflow_message
+from .compiled import KERNELS, make_edge_updates
 from .prox import PROX_OPTIONS, NodeUpdates
 from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, residuals, steps_from_scale
-from .updates import EdgeUpdates, extrapolate, prox_point
+from .updates import extrapolate, prox_point
 
 __all__ = ["solve_primal_dual", "BACKENDS", "DETECTION_DELAY"]
 
@@ -73,7 +74,8 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                       progress: bool = False, batch_cvxpy: bool = True,
                       certificate_budget: float | None = 0.25, backend: str = "numpy",
                       client: Any = None, shards: Any = None, device: Any = None,
-                      dtype: Any = None, threads: int = 1) -> PrimalDualResult:
+                      dtype: Any = None, threads: int = 1, kernel: str = "auto"
+                      ) -> PrimalDualResult:
     """Run Algorithm 1 (paper 001) on ``model``: iterations PU (32) and DU (33) until the
     certified duality gap (34) is at most ``tol * max(1, |P(w)|)``; see the module docstring.
 
@@ -136,6 +138,16 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         core is idle: at 100,000 nodes / 1,000,000 edges on a shared 2-core machine
         (benchmarks/RESULTS.md, "Algorithm 1's iteration at scale") the gain in wall time
         depended on the load.
+    kernel : {"auto", "numpy", "numba"}
+        The numpy path's edge update DU (33): ``"numpy"`` the blocks of
+        :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`; ``"numba"`` one compiled pass
+        per iteration (:class:`~gtvmodel.primal_dual.compiled.CompiledEdgeUpdates`, for the
+        penalties with a row kernel: ``Norm2``, ``Norm1``, ``SquaredNorm2``; the others keep
+        the numpy path), which needs numba (``pip install 'gtvmodel[fast]'``,
+        :class:`~gtvmodel.UnsupportedError` without it); ``"auto"`` (default): ``"numba"``
+        when numba is installed and ``|E| d >= 10^6``
+        (:data:`~gtvmodel.primal_dual.compiled.AUTO_NUMBA_ENTRIES`), else ``"numpy"``.  The
+        same iterates to rounding; the choice is the result's ``kernel``.
 
     Returns
     -------
@@ -167,6 +179,10 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     if threads != 1 and (backend != "numpy" or device is not None or dtype is not None):
         raise ParameterError("solve_primal_dual: threads is an option of the numpy path "
                              f"(backend='numpy', no device or dtype), got threads={threads}")
+    check_option(kernel, "kernel", KERNELS, where="solve_primal_dual")
+    if kernel != "auto" and (backend != "numpy" or device is not None or dtype is not None):
+        raise ParameterError("solve_primal_dual: kernel is an option of the numpy path "
+                             f"(backend='numpy', no device or dtype), got kernel={kernel!r}")
     if backend == "torch" or (backend == "numpy" and (device is not None or dtype is not None)):
         if client is not None or shards is not None:
             raise ParameterError("solve_primal_dual: client and shards are options of "
@@ -189,7 +205,8 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                           certificate_budget, callback)
     rule = make_step_rule(model, step)
     updates = NodeUpdates(model, prox, batch_cvxpy)
-    run = _Run(model, opts, rule, updates, warm_start, progress, t_start, threads=threads)
+    run = _Run(model, opts, rule, updates, warm_start, progress, t_start, threads=threads,
+               kernel=kernel)
     try:
         status = run.loop()
     finally:
@@ -250,13 +267,14 @@ class _Run:
 
     def __init__(self, model: ModelDeclaration, opts: _Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
-                 progress: bool, t_start: float, threads: int = 1):
+                 progress: bool, t_start: float, threads: int = 1, kernel: str = "auto"):
         self.model, self.opts, self.rule, self.updates = model, opts, rule, updates
         self.t_start = t_start
         self.D = model.incidence
         self.DT = self.D.T.tocsr()
-        self.edges = EdgeUpdates(self.D, model.penalty, model.capacities, model.dim,
-                                 threads=threads, DT=self.DT)
+        self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
+                                                    model.dim, kernel, threads=threads,
+                                                    DT=self.DT)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
@@ -402,7 +420,7 @@ class _Run:
         return PrimalDualResult(
             weights=self.x.W, flows=self.x.U, iterations=self.k, status=status,
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
-            c=self.rule.c, paths=self.updates.describe(),
+            c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))
 
 

@@ -60,8 +60,9 @@ class PrimalDualResult(Result):
     "converged"``), ``history`` (:class:`History`; in :meth:`to_dict` only with
     ``arrays=True``), ``certificate`` (the last one; its ``flows`` are the repaired, dual
     feasible ones), ``timings`` (seconds: ``setup``, ``node_updates``, ``edge_updates``,
-    ``certificate``, ``total``), ``c`` (final step scale) and ``paths`` (how many nodes used
-    which PU path).
+    ``certificate``, ``total``), ``c`` (final step scale), ``paths`` (how many nodes used
+    which PU path) and ``kernel`` (the edge update DU (33) that ran: ``"numpy"`` or
+    ``"numba"``, ``solve_primal_dual(kernel=...)``).
     """
 
     weights: np.ndarray
@@ -72,6 +73,7 @@ class PrimalDualResult(Result):
     certificate: Any
     c: float | None
     paths: dict[str, int]
+    kernel: str = "numpy"
 
     _BULKY: ClassVar[tuple[str, ...]] = ("history",)
 

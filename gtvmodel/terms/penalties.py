@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import cvxpy as cp
 import numpy as np
 
-from .. import _norms, _xp
+from .. import _compiled, _norms, _xp
 from .._cvx import ScaleParameter, norm_rows_epigraph, norm_rows_le
 from .._norms import dual_exponent, norm_rows, project_norm_ball, within
 from .._validate import as_finite_array, check_scalar
@@ -117,6 +117,14 @@ class Penalty:
             out[...] = self.dual_update(V, sigma, lamA)
             return out
         return update
+
+    def compiled_dual_row(self, lamA: Any, dim: int) -> Any:
+        """DU (33) as a compiled row kernel for the capacities ``lamA`` (``(|E|,)``) on rows of
+        ``dim`` entries: the parameters of one of :mod:`gtvmodel._compiled`'s row kernels
+        (:data:`~gtvmodel._compiled.ROW_KERNELS`), which compute :meth:`dual_update` row by
+        row in the fused edge pass of ``solve_primal_dual(kernel="numba")``; ``None`` (the
+        default) when the penalty has none: the numpy path then runs."""
+        return None
 
     # ---- scaled conjugate of the dual flow problem (24)/(27) (issue 3)
     def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
@@ -310,6 +318,22 @@ class _NormPenalty(ParameterFree, Penalty):
             return super().dual_updater(lamA, dim)
         project = _norms.L2BallProjection(lamA, dim)
         return lambda V, sigma, out: project(V, out)
+
+    def compiled_dual_row(self, lamA, dim):
+        """The projection onto the dual-norm ball as a compiled row kernel: ``q = 2``
+        (``Norm2``) :class:`~gtvmodel._compiled.L2BallRow` (the rounding bound of
+        :class:`~gtvmodel._norms.L2BallProjection`: every flow inside its capacity for
+        certain), ``q = inf`` (``Norm1``) :class:`~gtvmodel._compiled.ClipRow`; None for the
+        other ``q``, for a subclass with its own DU, and for radii that are not finite and
+        ``>= 0`` (the numpy path names the edge)."""
+        own = type(self).dual_update is _NormPenalty.dual_update and \
+            type(self).project_dual_ball is _NormPenalty.project_dual_ball
+        r = np.ascontiguousarray(np.asarray(lamA, dtype=float).reshape(-1))
+        if not own or not (np.isfinite(r).all() and (r >= 0).all()):
+            return None
+        if self.q == 2.0:
+            return _compiled.l2_ball_row(_norms.L2BallProjection(r, dim))
+        return _compiled.ClipRow(r) if np.isinf(self.q) else None
 
 
 class Norm2(_NormPenalty):
@@ -597,6 +621,14 @@ class SquaredNorm2(ParameterFree, Penalty):
         # limits: lambda A = 0 -> 0 (prox of the indicator of {0}); lambda A = inf -> 1
         f = xp.where(la <= 0, 0.0, xp.where(xp.isinf(la), 1.0, f))
         return V * f[:, None]
+
+    def compiled_dual_row(self, lamA, dim):
+        """DU (33) as the compiled row kernel :class:`~gtvmodel._compiled.ScaleRow` (None for a
+        subclass with its own DU)."""
+        if type(self).dual_update is not SquaredNorm2.dual_update:
+            return None
+        return _compiled.ScaleRow(np.ascontiguousarray(np.asarray(lamA, dtype=float)
+                                                       .reshape(-1)))
 
 
 class QuadForm(Penalty):

@@ -1,0 +1,287 @@
+"""Compiled (numba) row kernels of the edge dual update DU (33), and the fused edge pass.
+
+Optional: numba is imported only by :func:`kernels` (``pip install 'gtvmodel[fast]'``), so
+``import gtvmodel`` never pays for it.  A penalty offers its DU row formula through
+:meth:`gtvmodel.terms.penalties.Penalty.compiled_dual_row`, which returns the *parameters* of
+one of the row kernels below as a named tuple (:class:`L2BallRow`, :class:`ClipRow`,
+:class:`ScaleRow`); the fused edge pass :func:`edge_pass` is compiled once per parameter
+type, the row kernel resolved at compile time by that type (numba's ``overload``, registry
+:data:`ROW_KERNELS`): no function pointer, so ``cache=True`` keeps the machine code across
+processes (a driver taking the kernel as a function object is compiled anew in every
+process: numba's cache keys it by the object's identity).
+
+Every row kernel gets the rows ``e0 <= e < e1`` of ``X`` (the arguments ``u_e + sigma_e (D
+(2 w^{k+1} - w^k))_e`` of DU, written into the output rows), the steps ``sigma`` and its
+parameters; it overwrites each row with ``DU_e`` of it, or leaves it unchanged and flags it
+when the row needs the numpy path (NaN, norms outside the range where the rounding bound is
+proven, radii in the subnormal range): the caller then runs the penalty's own
+:meth:`~gtvmodel.terms.penalties.Penalty.dual_update` on those rows.  So the guarantees of
+the numpy path (a ``Norm2`` flow is inside its capacity for certain, :class:`L2BallRow`) hold
+for every row whichever path computed it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._norms import L2BallProjection
+
+__all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
+           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "node_pass"]
+
+
+def available() -> bool:
+    """numba is importable (the optional extra ``gtvmodel[fast]``)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+class L2BallRow(NamedTuple):
+    """Parameters of :func:`_l2_ball_rows`, the projection onto ``{||x||_2 <= r_e}`` (DU of
+    ``Norm2``): the radii and the constants of :class:`gtvmodel._norms.L2BallProjection`
+    (:func:`l2_ball_row`; its per-edge arrays ``r_e`` times a constant are formed in the
+    kernel, the same products: fewer arrays to read)."""
+
+    r: np.ndarray         # radii r_e = lambda A_e
+    scale_factor: float   # 1 - (K + 10) eps: r_e times it is the scale factor's numerator
+    inside_factor: float  # 1 - eps: the scaled row's bound must not exceed r_e times it
+    r_min: float          # smaller radii: their scaled rows take the numpy path
+    grow: float           # 1 + (K + 2) eps: the computed norm -> an upper bound of the norm
+    tight: float          # 1 + 3 eps: the rounding of the scaled row's bound
+    f_min: float          # scale factors below this take the numpy path
+    lo: float             # norms in [lo, hi] need no scaling (the unscaled range)
+    hi: float
+
+
+class ClipRow(NamedTuple):
+    """Parameters of :func:`_clip_row`, the projection onto ``{||x||_inf <= r_e}`` (DU of
+    ``Norm1``: clipping each entry to ``[-r_e, r_e]``, exact)."""
+
+    r: np.ndarray
+
+
+class ScaleRow(NamedTuple):
+    """Parameters of :func:`_scale_row`, ``x lambda A_e / (lambda A_e + sigma_e)`` (DU of
+    ``SquaredNorm2``; 0 at ``lambda A_e = 0``, ``x`` at ``lambda A_e = inf``)."""
+
+    lamA: np.ndarray
+
+
+def l2_ball_row(projection: L2BallProjection) -> L2BallRow:
+    """The :class:`L2BallRow` of a :class:`~gtvmodel._norms.L2BallProjection` (its radii and
+    constants, computed there: one place for the bound)."""
+    eps = float(np.finfo(float).eps)
+    return L2BallRow(projection.r, projection.scale_factor, projection.inside_factor,
+                     projection.r_min, projection.grow, 1.0 + 3 * eps, projection.f_min,
+                     float(projection.lo), float(projection.hi))
+
+
+def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
+    """DU of ``Norm2`` on the rows ``e0 <= e < e1``: the arithmetic of
+    :class:`~gtvmodel._norms.L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`,
+    whose docstring proves the bound) with the norm in registers.  ``c = fl(sqrt(sum x_j^2))``
+    (any summation order: ``||x|| <= c (1 + K eps)``); a row with ``c (1 + (K + 2) eps) <=
+    r_e`` is inside for certain and kept; any other is scaled by ``f = r_e (1 - (K + 10) eps) /
+    c`` once ``fl(fl(f b)(1 + 3 eps)) <= fl(r_e (1 - eps))`` proves the scaled row inside
+    (``b`` the bound of ``||x||``).  NaN or infinite rows, norms outside ``[lo, hi]`` (but
+    zero rows), factors below ``f_min`` and radii below ``2^-900`` are flagged (numpy path)."""
+    p = params
+    d = X.shape[1]
+    for e in range(e0, e1):
+        s = 0.0
+        for j in range(d):
+            s += X[e, j] * X[e, j]
+        nrm = np.sqrt(s)
+        ok = nrm <= p.hi  # False for NaN, inf and squares near overflow
+        if ok and nrm < p.lo:  # the zero row is inside; else squares that underflow
+            for j in range(d):
+                ok = ok and X[e, j] == 0.0
+        elif ok:
+            upper = nrm * p.grow
+            r = p.r[e]
+            if not upper <= r:
+                f = (r * p.scale_factor) / nrm
+                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
+                      and r >= p.r_min)
+                if ok:
+                    for j in range(d):
+                        X[e, j] *= f
+        if not ok:
+            flagged[nf] = e
+            nf += 1
+    return nf
+
+
+def _clip_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
+    """DU of ``Norm1`` on the rows ``e0 <= e < e1``: each entry clipped to ``[-r_e, r_e]``
+    (exact, as :func:`~gtvmodel._norms.project_rows` for ``q = inf``); rows with NaN are
+    flagged (the numpy path leaves them as they are)."""
+    d = X.shape[1]
+    for e in range(e0, e1):
+        ok = True
+        for j in range(d):
+            ok = ok and X[e, j] == X[e, j]
+        if not ok:
+            flagged[nf] = e
+            nf += 1
+            continue
+        r = params.r[e]
+        for j in range(d):
+            if X[e, j] > r:
+                X[e, j] = r
+            elif X[e, j] < -r:
+                X[e, j] = -r
+    return nf
+
+
+def _scale_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
+    """DU of ``SquaredNorm2`` on the rows ``e0 <= e < e1``: ``x lambda A_e / (lambda A_e +
+    sigma_e)`` (the arithmetic of :meth:`~gtvmodel.terms.penalties.SquaredNorm2.
+    dual_update`); none flagged."""
+    for e in range(e0, e1):
+        la = params.lamA[e]
+        if la <= 0.0:
+            f = 0.0
+        elif np.isinf(la):
+            f = 1.0
+        else:
+            f = la / (la + sigma[e])
+        for j in range(X.shape[1]):
+            X[e, j] = X[e, j] * f
+    return nf
+
+
+#: The row kernels by the type of their parameters (:meth:`Penalty.compiled_dual_row
+#: <gtvmodel.terms.penalties.Penalty.compiled_dual_row>` returns an instance of one of them).
+ROW_KERNELS: dict[type, Callable[..., int]] = {
+    L2BallRow: _l2_ball_rows, ClipRow: _clip_rows, ScaleRow: _scale_rows}
+
+
+def _dual_rows(X: np.ndarray, e0: int, e1: int, sigma: np.ndarray, params: Any,
+               flagged: np.ndarray, nf: int) -> int:
+    """The row kernel of ``params``' type on the rows ``e0 <= e < e1`` of ``X`` (resolved,
+    and inlined, when numba compiles :func:`edge_pass`): ``nf`` plus the number of rows
+    flagged (their indices appended to ``flagged`` from position ``nf``)."""
+    return ROW_KERNELS[type(params)](X, e0, e1, sigma, params, flagged, nf)
+
+
+#: Rows per block of :func:`edge_pass`: the arguments of a block are formed, then its row
+#: kernel runs on them while they are in the core's cache (one call per block: a call per
+#: row, with its parameters, cost about as much as the row's arithmetic).
+BLOCK_ROWS = 256
+
+
+def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.ndarray,
+              U: np.ndarray, sigma: np.ndarray, out: np.ndarray, params: Any, e0: int, e1: int,
+              DTu: np.ndarray, scatter: bool, flagged: np.ndarray) -> int:
+    """DU (33) on the edges ``e0 <= e < e1`` in one pass, :data:`BLOCK_ROWS` edges at a time:
+    ``(D Y)_e`` from the rows of ``Y = 2 w^{k+1} - w^k`` of the edge's endpoints (``D``'s CSR
+    arrays, the entries in CSR order, as scipy's product), the argument ``u_e + sigma_e (D
+    Y)_e`` (the operations of :func:`~gtvmodel.primal_dual.updates.dual_argument`) written
+    into ``out[e]``, then the row kernel of ``params`` on the block.  With ``scatter``:
+    ``DTu`` is zeroed and receives ``D^T u^{k+1}``, each edge's row added to its endpoints'
+    rows in edge order (the order of the product with ``D^T``'s CSR rows).  The rows the
+    kernel declines go to ``flagged`` (returned: their number), left holding the argument
+    (and added to ``DTu`` as such: the caller recomputes it when there are any)."""
+    d = U.shape[1]
+    nf = 0
+    if scatter:
+        DTu[:, :] = 0.0
+    for b0 in range(e0, e1, BLOCK_ROWS):
+        b1 = min(b0 + BLOCK_ROWS, e1)
+        for e in range(b0, b1):
+            k0, k1 = indptr[e], indptr[e + 1]
+            s = sigma[e]
+            if k1 - k0 == 2:  # an edge (two endpoints): its rows of Y read once, vectorized
+                c0, c1, a0, a1 = indices[k0], indices[k0 + 1], data[k0], data[k0 + 1]
+                for j in range(d):
+                    out[e, j] = s * ((0.0 + a0 * Y[c0, j]) + a1 * Y[c1, j]) + U[e, j]
+            else:
+                for j in range(d):
+                    out[e, j] = 0.0
+                for k in range(k0, k1):
+                    c, a = indices[k], data[k]
+                    for j in range(d):
+                        out[e, j] += a * Y[c, j]
+                for j in range(d):
+                    out[e, j] = s * out[e, j] + U[e, j]
+        nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
+        if scatter:
+            for e in range(b0, b1):
+                for k in range(indptr[e], indptr[e + 1]):
+                    c, a = indices[k], data[k]
+                    for j in range(d):
+                        DTu[c, j] += a * out[e, j]
+    return nf
+
+
+def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.ndarray,
+              out: np.ndarray, i0: int, i1: int) -> None:
+    """Rows ``i0 <= i < i1`` of ``D^T U`` into ``out`` from ``D^T``'s CSR arrays (the
+    entries in CSR order, as scipy's product)."""
+    d = U.shape[1]
+    for i in range(i0, i1):
+        for j in range(d):
+            out[i, j] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            c, a = indices[k], data[k]
+            for j in range(d):
+                out[i, j] += a * U[c, j]
+
+
+class Compiled:
+    """``func`` compiled by numba (``nogil``, so threads run it in parallel) with
+    ``cache=True``: the machine code is kept in ``__pycache__`` (or ``NUMBA_CACHE_DIR``,
+    numba's user cache) and loaded by later processes.  Where caching fails (no writable
+    cache directory: numba refuses ``cache=True``; a cache write that fails at the first
+    call: ``OSError``, the kernels themselves do no I/O) it is compiled per process instead
+    (``cached`` False)."""
+
+    def __init__(self, numba: Any, func: Callable[..., Any]):
+        self._numba, self._func = numba, func
+        try:
+            self._f = numba.njit(cache=True, nogil=True)(func)
+            self.cached = True
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            self._uncache()
+
+    def _uncache(self) -> None:
+        self._f = self._numba.njit(cache=False, nogil=True)(self._func)
+        self.cached = False
+
+    def __call__(self, *args: Any) -> Any:
+        """``func(*args)``, compiled (on the first call for the arguments' types)."""
+        try:
+            return self._f(*args)
+        except OSError:
+            if not self.cached:
+                raise
+            self._uncache()
+            return self._f(*args)
+
+
+class Kernels(NamedTuple):
+    """The compiled :func:`edge_pass` and :func:`node_pass` (:func:`kernels`)."""
+
+    edge_pass: Compiled
+    node_pass: Compiled
+
+
+@functools.cache
+def kernels() -> Kernels:
+    """numba's compiled :func:`edge_pass` and :func:`node_pass` (:class:`Compiled`), built on
+    the first call (the row kernels of :data:`ROW_KERNELS` registered as the implementations
+    of :func:`_dual_rows`); ``ImportError`` without numba."""
+    numba = importlib.import_module("numba")
+    extending = importlib.import_module("numba.extending")
+
+    @extending.overload(_dual_rows)
+    def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names
+        return ROW_KERNELS.get(getattr(params, "instance_class", None))
+
+    return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass))

@@ -1,0 +1,156 @@
+"""The edge update DU (33) of Algorithm 1 as one compiled pass per iteration (numba), and the
+choice between it and the numpy blocks (``solve_primal_dual(kernel=...)``).
+
+:class:`CompiledEdgeUpdates` has the interface of
+:class:`~gtvmodel.primal_dual.updates.EdgeUpdates` (``__call__``, :meth:`node_sums`,
+:meth:`close`): one pass over the edges reads ``u_e^k`` and the rows of ``Y = 2 w^{k+1} - w^k``
+of the edge's endpoints, forms the argument of DU, applies the penalty's row kernel
+(:meth:`~gtvmodel.terms.penalties.Penalty.compiled_dual_row`, :mod:`gtvmodel._compiled`),
+writes ``u_e^{k+1}`` and adds it into the endpoints' rows of ``D^T u^{k+1}``: one pass where
+numpy makes about six over ``(|E|, d)`` arrays.  Rows a kernel declines (NaN, norms outside
+its proven range) take the penalty's numpy :meth:`~gtvmodel.terms.penalties.Penalty.
+dual_update`, so every flow is what the numpy path guarantees (a ``Norm2`` flow inside its
+capacity for certain).  The iterates agree with the numpy path's to rounding (the same
+operations in the same order but for the order of the sum of squares in a norm).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _compiled
+from .._validate import check_option
+from ..errors import UnsupportedError
+from ..terms.penalties import Penalty
+from .updates import EdgeUpdates
+
+__all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_updates"]
+
+#: The options of ``solve_primal_dual(kernel=...)``.
+KERNELS = ("auto", "numpy", "numba")
+
+#: ``kernel="auto"`` compiles the edge update when ``|E| d`` is at least this (and numba is
+#: installed and the penalty has a row kernel): there it saves about 2.6 ms per iteration,
+#: which repays numba's import and the kernels' load from its cache (about 0.7 s) within a few
+#: hundred iterations, a first compile on the machine (1-2 s) within about a thousand; below
+#: it the gain is too small (benchmarks/RESULTS.md, "Algorithm 1's compiled edge update").
+AUTO_NUMBA_ENTRIES = 1_000_000
+
+
+class CompiledEdgeUpdates:
+    """DU (33) on every edge in one compiled pass (module docstring), with ``D^T u^{k+1}``
+    accumulated in the same pass; ``threads > 1``: contiguous ranges of edges, then of the
+    rows of ``D^T``, on a thread pool (the kernels release the GIL; no shared writes, so the
+    same iterates bit for bit as serially).  ``row`` is the penalty's
+    :meth:`~gtvmodel.terms.penalties.Penalty.compiled_dual_row` for ``lamA``."""
+
+    def __init__(self, D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
+                 row: tuple, threads: int = 1, DT: sp.csr_matrix | None = None):
+        self.kernels = _compiled.kernels()
+        D = D.tocsr()
+        self.penalty, self.lamA, self.row = penalty, lamA, row
+        self.D = D
+        self._csr = (D.indptr, D.indices, np.ascontiguousarray(D.data, dtype=float))
+        self.DT = D.T.tocsr() if DT is None else DT
+        self._csr_T = (self.DT.indptr, self.DT.indices,
+                       np.ascontiguousarray(self.DT.data, dtype=float))
+        E, n = D.shape
+        self._flagged = np.empty(E, dtype=np.int64)
+        # D^T u^{k+1} alternates between two arrays: the caller keeps D^T u^k one iteration
+        self._sums = [np.empty((n, dim)), np.empty((n, dim))]
+        self._fresh: tuple[np.ndarray, np.ndarray] | None = None  # (u^{k+1}, its D^T u)
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        if threads > 1:
+            self._edge_cuts = _cuts(E, threads)
+            self._node_cuts = _cuts(n, threads)
+            self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="gtv-numba")
+
+    def __call__(self, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
+                 out: np.ndarray) -> np.ndarray:
+        """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``, not ``U``) from ``Y = 2 w^{k+1}
+        - w^k``, ``u^k = U`` and the steps ``sigma`` (``sigma_col`` unused: the interface of
+        :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`)."""
+        Y, sigma = np.ascontiguousarray(Y), np.ascontiguousarray(sigma, dtype=float)
+        sums = self._sums[1] if self._fresh is not None and \
+            self._fresh[1] is self._sums[0] else self._sums[0]
+        edge_pass = self.kernels.edge_pass
+        if self._pool is None:
+            nf = edge_pass(*self._csr, Y, U, sigma, out, self.row, 0, out.shape[0], sums, True,
+                           self._flagged)
+            flagged = self._flagged[:nf]
+        else:
+            parts = [(a, b, np.empty(b - a, dtype=np.int64)) for a, b in self._edge_cuts]
+            counts = self._parallel(
+                lambda a, b, fl: edge_pass(*self._csr, Y, U, sigma, out, self.row, a, b, sums,
+                                           False, fl), parts)
+            flagged = np.concatenate([fl[:c] for (_, _, fl), c in zip(parts, counts,
+                                                                      strict=True)] or
+                                     [np.empty(0, dtype=np.int64)])
+        if flagged.size:  # rows the kernel declined: the penalty's numpy DU on the argument
+            out[flagged] = self.penalty.dual_update(out[flagged], sigma[flagged],
+                                                    self.lamA[flagged])
+        if self._pool is not None or flagged.size:
+            self._node_sums(out, sums)
+        self._fresh = (out, sums)
+        return out
+
+    def node_sums(self, U: np.ndarray) -> np.ndarray:
+        """``D^T U`` (the rows ``(D^T u)_i`` of PU (32)): the sums of the last edge pass when
+        ``U`` is its output, else computed by the compiled product."""
+        if self._fresh is not None and U is self._fresh[0]:
+            return self._fresh[1]
+        out = np.empty((self.DT.shape[0], U.shape[1]))
+        self._node_sums(np.ascontiguousarray(U), out)
+        return out
+
+    def _node_sums(self, U: np.ndarray, out: np.ndarray) -> None:
+        node_pass = self.kernels.node_pass
+        if self._pool is None:
+            node_pass(*self._csr_T, U, out, 0, out.shape[0])
+        else:
+            self._parallel(lambda a, b: node_pass(*self._csr_T, U, out, a, b), self._node_cuts)
+
+    def _parallel(self, f, args: list[tuple]) -> list:
+        """``f(*a)`` for every ``a`` in ``args``: the first here, the others on the pool."""
+        assert self._pool is not None
+        futures = [self._pool.submit(f, *a) for a in args[1:]]
+        results = [f(*args[0])] if args else []
+        return results + [fu.result() for fu in futures]
+
+    def close(self) -> None:
+        """Shut the thread pool down (no-op without one)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges covering ``range(size)`` (empty ones dropped)."""
+    c = np.linspace(0, size, parts + 1).astype(int)
+    return [(int(a), int(b)) for a, b in zip(c[:-1], c[1:], strict=True) if b > a]
+
+
+def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
+                      kernel: str = "auto", threads: int = 1, DT: sp.csr_matrix | None = None
+                      ) -> tuple[EdgeUpdates | CompiledEdgeUpdates, str]:
+    """The edge update of ``solve_primal_dual(kernel=...)`` and the kernel chosen, ``"numba"``
+    (:class:`CompiledEdgeUpdates`) or ``"numpy"`` (the blocks of
+    :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`).  ``"numba"`` when asked
+    (:class:`~gtvmodel.UnsupportedError` saying how to install numba if it is missing) and
+    the penalty has a row kernel (:meth:`~gtvmodel.terms.penalties.Penalty.
+    compiled_dual_row`; else the numpy path); ``"auto"``: the same when numba is installed
+    and ``|E| d >=`` :data:`AUTO_NUMBA_ENTRIES`, else the numpy path."""
+    check_option(kernel, "kernel", KERNELS, where="solve_primal_dual")
+    if kernel == "numba" and not _compiled.available():
+        raise UnsupportedError("solve_primal_dual: kernel='numba' needs numba: pip install "
+                               "'gtvmodel[fast]' (or pip install numba)")
+    want = kernel == "numba" or (kernel == "auto" and D.shape[0] * dim >= AUTO_NUMBA_ENTRIES
+                                 and _compiled.available())
+    row = penalty.compiled_dual_row(lamA, dim) if want else None
+    if row is not None:
+        return CompiledEdgeUpdates(D, penalty, lamA, dim, row, threads=threads, DT=DT), "numba"
+    return EdgeUpdates(D, penalty, lamA, dim, threads=threads, DT=DT), "numpy"
