@@ -135,6 +135,10 @@ def _box(rng, k, d, width):
        log_eta=st.sampled_from([None, -3.0, 0.0, 2.0]), boxed=st.booleans())
 @example(seed=3046, which=0, d=4, log_scale=1.0, log_cond=3.0, log_tau=2.0, log_eta=None,
          boxed=True)
+# Huber with l1 at condition 2e4: node 0's active-set steps cycle (period 8, also one row at a
+# time); its CVXPY answer, 2.5e-8 off, is polished (CompositeProxBatch._polished)
+@example(seed=0, which=1, d=4, log_scale=-1.375, log_cond=4.375, log_tau=0.0, log_eta=0.0,
+         boxed=False)
 def test_batched_prox_matches_independent_cvxpy(seed, which, d, log_scale, log_cond, log_tau,
                                                 log_eta, boxed):
     rng = np.random.default_rng(seed)
@@ -147,6 +151,53 @@ def test_batched_prox_matches_independent_cvxpy(seed, which, d, log_scale, log_c
     batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi))
     tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
     _check(losses, V, tau, lo, hi, batch.prox(V, tau))
+
+
+def test_cycling_node_is_polished_from_its_cvxpy_answer_to_the_exact_point():
+    # the @example above: node 0 cycles and takes the CVXPY path; the active set its answer
+    # identifies is solved exactly (the l1 zeros are 0.0, not the solver's 1e-9) and certified
+    rng = np.random.default_rng(0)
+    losses = _losses(rng, gm.HuberLoss, 4, 4, 10.0**-1.375, 10.0**4.375, 1.0)
+    V = rng.standard_normal((4, 4)) * 10.0 ** rng.uniform(-1, 1)
+    tau = 10.0 ** rng.uniform(-0.5, 0.5, 4)
+    batch = CompositeProxBatch(gm.HuberLoss, np.arange(4), losses, 4, 4)
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks == 1
+    ref = _reference(losses[0], V[0], tau[0], np.full(4, -np.inf), np.full(4, np.inf))
+    assert np.sum(np.abs(ref) < 1e-9) == 2 and np.all(Z[0][np.abs(ref) < 1e-9] == 0.0)
+    np.testing.assert_allclose(Z[0], ref, rtol=0, atol=1e-10)
+    # the polished node's active set starts the next call: no fallback there
+    batch.prox(V, tau)
+    assert batch.fallbacks == 1
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
+    # _states_at identifies the active set from a point 1e-10 off (bounds that bind, l1
+    # zeros, kinks); the active-set steps from there end within two (a degenerate row, held
+    # with a zero dual, may flip once) and are certified
+    rng = np.random.default_rng(12)
+    losses = _losses(rng, cls, 6, 3, 1.0, 10.0, 0.5)
+    V = 4.0 * rng.standard_normal((6, 3))
+    lo, hi = np.full((6, 3), -0.5), np.full((6, 3), 0.5)
+    batch = CompositeProxBatch(cls, np.arange(6), losses, 6, 3, box=(lo, hi))
+    tau = np.full(6, 2.0)
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks == 0
+    pad = batch._padded()
+    rows = {key: pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+    start = composite_mod._states_at(Z + 1e-10 * rng.standard_normal(Z.shape), **rows)
+    mu = 2.0 * batch.l2 + 1.0 / tau
+    calls = []
+    real = composite_mod._box_qp_projected_gradient
+    with pytest.MonkeyPatch.context() as mp:  # no restart: the steps from start converge
+        mp.setattr(composite_mod, "_box_qp_projected_gradient",
+                   lambda *a, **kw: calls.append(1) or real(*a, **kw))
+        Zp, ok, _ = composite_mod.composite_active_set_prox(
+            **rows, coord=pad["coord"], l1row=pad["l1row"], mu=mu, g=V / tau[:, None], Z0=Z,
+            start=start, max_iter=2)
+    assert ok.all() and not calls
+    np.testing.assert_allclose(Zp, Z, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("cls", CLASSES)

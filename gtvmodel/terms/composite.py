@@ -812,9 +812,33 @@ class CompositeProxBatch(DataFitBatch):
         if bad.size:
             self.fallbacks += int(bad.size)
             W = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
+            Wp, polished = self._polished(bad, W, mu, V, tau)
             keep = self._better_than(bad, Z[bad], W, V[bad], tau[bad])
-            Z[bad] = np.where(keep[:, None], Z[bad], W)
+            Z[bad] = np.where(polished[:, None], Wp,
+                              np.where(keep[:, None], Z[bad], W))
         return Z
+
+    def _polished(self, idx: np.ndarray, W: np.ndarray, mu: np.ndarray, V: np.ndarray,
+                  tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The CVXPY answers ``W`` of the nodes ``idx`` made exact: the active sets they
+        identify (:func:`_states_at`) start :func:`composite_active_set_prox` on those nodes,
+        which solves them exactly (and moves on where a row was misidentified); returns the
+        answers and where they pass :func:`kkt_certified` (there they replace ``W`` and their
+        active sets start the next call).  The active-set steps can cycle on a
+        badly conditioned node from far away (Huber with ``l1`` at condition ``1e4``), while
+        the solver's point, ``1e-8`` off, lies on the solution's active set."""
+        pad = self._padded()
+        rows = {key: pad[key][idx] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+        radius, radius1 = (None if r is None else r[idx] for r in self._balls)
+        Zp, ok, new = composite_active_set_prox(
+            **rows, coord=pad["coord"], l1row=pad["l1row"], mu=mu[idx],
+            g=V[idx] / tau[idx, None], Z0=W, start=_states_at(W, **rows), radius=radius,
+            radius1=radius1)
+        last = self.__dict__.get("_dual_start")
+        if last is not None:
+            for full, part in zip(last, new, strict=True):
+                full[idx[ok]] = part[ok]
+        return Zp, ok
 
     def _better_than(self, idx: np.ndarray, Z: np.ndarray, W: np.ndarray, V: np.ndarray,
                      tau: np.ndarray) -> np.ndarray:
@@ -861,6 +885,28 @@ class CompositeProxBatch(DataFitBatch):
         w *= min(1.0, self.radius[j] / max(float(np.linalg.norm(w)), 1e-300),
                  self.radius1[j] / max(float(np.abs(w).sum()), 1e-300))
         return np.clip(w, lo, hi)
+
+
+def _states_at(Z: np.ndarray, P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+               hi: np.ndarray, fixed: np.ndarray, rtol: float = 1e-7
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The active sets and row duals that a point ``Z`` near the minimizer identifies
+    (:func:`composite_active_set_prox`'s ``start``: states ``-1``/``0``/``+1``, duals): a row
+    with ``q_r > 0`` has the dual ``clip((P_r^T z - c_r s_r) / (c_r q_r), lo_r, hi_r)`` (held
+    where the clip binds); a linear row (``q_r = 0``) is free where ``P_r^T z = c_r s_r`` to
+    ``rtol`` relative to ``|c_r s_r| + ||P_r|| ||z||`` (an ``l1`` zero, a bound that binds, a
+    kink), else held at the bound its sign points to; never at an infinite bound; padding
+    held at ``a = 0``."""
+    t = np.einsum("krd,kd->kr", P, Z) - cs
+    tol = rtol * (np.abs(cs) + np.linalg.norm(P, axis=2) * np.linalg.norm(Z, axis=1)[:, None])
+    quad = cq > 0
+    u = np.where(quad, t / np.where(quad, cq, 1.0), 0.0)
+    state = np.where(quad, np.where(u <= lo, -1, np.where(u >= hi, 1, 0)),
+                     np.where(np.abs(t) <= tol, 0, np.sign(t)))
+    state = np.where(((state < 0) & np.isinf(lo)) | ((state > 0) & np.isinf(hi)), 0, state)
+    a = np.where(fixed, 0.0, np.clip(u, lo, hi))
+    a = np.where(state < 0, lo, np.where(state > 0, hi, a))
+    return np.where(fixed, -1, state).astype(np.int8), np.where(fixed, 0.0, a)
 
 
 def _unit_rows(s: np.ndarray, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray
