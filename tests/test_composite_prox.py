@@ -91,6 +91,47 @@ def _check(losses, V, tau, lo, hi, Z, radius=None, radius1=None):
             (j, gap, f, f_ref)
 
 
+def test_one_norm_ball_moves_the_rows_that_fix_z_outside_it():
+    # a node of benchmark (f)'s 10,000-node run (absolute loss, ||z||_1 <= 1): an active set
+    # whose free data row and l1 row fix z = (0, 1.03) outside the ball, where its multiplier
+    # cannot move z, cycled (every such node took the CVXPY path); the multiplier now grows
+    # until a free row's dual leaves its interval (composite_mod._leaving_multiplier)
+    X = np.array([[0.20745091631060844, 2.0730312454771167],
+                  [-0.8904185737230568, 1.8382527726952906],
+                  [-0.03483391387810949, 0.7234967407584135],
+                  [-0.018951893516250602, 1.2111591697244681],
+                  [-0.535434562360619, 0.10032992058721167]])
+    y = np.array([4.56096432357545, 1.8956683979444677, 1.377325653760608, 2.384414552416435,
+                  -0.8702092835468147])
+    V, tau = np.array([[0.10072074298562367, 0.7959898750676757]]), np.array([10.0 / 33.0])
+    losses, inf = [gm.AbsoluteLoss(X, y)], np.full((1, 2), np.inf)
+    batch = CompositeProxBatch(gm.AbsoluteLoss, np.arange(1), losses, 1, 2,
+                               radius1=np.array([1.0]))
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks == 0
+    assert Z[0, 0] == 0.0 and abs(Z[0, 1] - 1.0) <= 1e-15
+    _check(losses, V, tau, -inf, inf, Z, radius1=np.array([1.0]))
+
+
+@pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
+def test_one_norm_balls_of_many_linear_row_nodes_rarely_fall_back(cls):
+    # 400 nodes, 1 to 7 rows in d = 3, radii 0.1 to 2: before the multiplier's ratio step 38
+    # (absolute) and 51 (hinge) of them took the CVXPY path, now none (1% allowed: other
+    # cycles remain possible, polished); 12 checked against the independent CVXPY prox
+    rng = np.random.default_rng(1)
+    k, d = 400, 3
+    losses = [cls(X, np.sign(y) if cls is gm.HingeLoss else y, l1=float(rng.choice([0.0, 0.05])))
+              for X, y in ((rng.standard_normal((m, d)), 3.0 * rng.standard_normal(m))
+                           for m in rng.integers(1, 8, k))]
+    radius1 = rng.uniform(0.1, 2.0, k)
+    batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, radius1=radius1)
+    V, tau = 3.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-2, 1, k)
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks <= 4
+    inf = np.full((12, d), np.inf)
+    _check(losses[:12], V[:12], tau[:12], -inf, inf, Z[:12], radius1=radius1[:12])
+
+
 def _ball_case(seed, which, d, log_cond, boxed, l1):
     """A batch of 4 nodes for the ball tests: losses of class ``CLASSES[which]`` with condition
     numbers up to ``10**log_cond``, points ``V`` and (if ``boxed``) a box."""

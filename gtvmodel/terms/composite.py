@@ -19,14 +19,17 @@ minimizer is ``z = (g - sum_r c_r a_r x_r) / mu`` (``mu = 2 kappa + 1/tau``, ``g
 the row duals ``a`` solving a box-constrained QP, solved for all nodes at once by
 :func:`composite_active_set_prox` (finite termination: exact to rounding, every answer checked
 against the KKT conditions; a node that fails the check takes one CVXPY solve instead, counted
-in :attr:`CompositeProxBatch.fallbacks`).  A Euclidean ball ``||z||_2 <= r_i`` enters every
+in :attr:`CompositeProxBatch.fallbacks`, whose answer is then made exact by the active set it
+identifies, :meth:`CompositeProxBatch._polished`).  A Euclidean ball ``||z||_2 <= r_i`` enters every
 active-set step: with the rows' active sets fixed, ``z`` solves a trust-region problem on the
 null space of the free linear rows, exact in the eigenbasis of its curvature, with the ball's
 multiplier ``nu >= 0`` by Newton's method on the secular equation ``1/||z(nu)|| = 1/r``
 (:func:`_ball_solve`).  A 1-norm ball ``||z||_1 <= r_i`` has a multiplier ``nu1 >= 0`` that widens
 the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set fixed ``z`` and
 ``||z||_1`` are affine in ``nu1``, so two solves give it exactly (``solve_l1_ball`` in
-:func:`composite_active_set_prox`).  Other ``p``-norm balls stay on the CVXPY path.  This
+:func:`composite_active_set_prox`); where the free rows fix ``z`` outside the ball, ``nu1`` grows
+until a free row's dual leaves its interval (:func:`_leaving_multiplier`), so the active set
+changes.  Other ``p``-norm balls stay on the CVXPY path.  This
 generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
 constraint rows) to quadratic row conjugates.
 
@@ -229,9 +232,17 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         sig, zb, nb = fac["sig"], fac["zb"], fac["nb"]
         za, ad_a = _affine_solve(sy)
         na = np.einsum("krd,kr,kd->k", P[J], sig, za)
-        t = np.where((na > radius1[J]) & (nb < 0), (radius1[J] - na) / np.where(nb < 0, nb, -1.0),
+        moves = nb < -1e-12 * np.abs(fac["fb"]).sum(axis=1) / mu[J]
+        t = np.where((na > radius1[J]) & moves, (radius1[J] - na) / np.where(moves, nb, -1.0),
                      0.0)
         t = np.maximum(t, 0.0)
+        stuck = np.flatnonzero((na > radius1[J]) & ~moves)
+        if stuck.size:  # z cannot move: nu1 up to where a free row's dual leaves its interval
+            t[stuck] = _leaving_multiplier(
+                {key: (val[stuck] if isinstance(val, np.ndarray) else val)
+                 for key, val in sy.items()}, za[stuck], ad_a[stuck], fac["ad_b"][stuck],
+                sig[stuck], fac["fb"][stuck], state[J[stuck]], fixed[J[stuck]], lo0[J[stuck]],
+                hi0[J[stuck]], l1m)
         nu1[J] = t
         lo[J] = lo0[J] - t[:, None] * l1m
         hi[J] = hi0[J] + t[:, None] * l1m
@@ -413,6 +424,29 @@ def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | Non
         val[chg] = 0
     val[(chg,) + tuple(slice(0, b) for b in new.shape[1:])] = new
     return val
+
+
+def _leaving_multiplier(sy: dict[str, Any], z: np.ndarray, ad: np.ndarray, ad_b: np.ndarray,
+                        sig: np.ndarray, fb: np.ndarray, state: np.ndarray, fixed: np.ndarray,
+                        lo: np.ndarray, hi: np.ndarray, l1m: np.ndarray) -> np.ndarray:
+    """The 1-norm ball's multiplier ``nu1`` for nodes whose free linear rows fix ``z`` outside
+    the ball (``solve_l1_ball`` of :func:`composite_active_set_prox`): ``nu1`` cannot move
+    ``z``, but the row duals ``a(nu1) = a_0 + nu1 a_b`` (:func:`_row_duals` at ``nu1 = 0`` and
+    ``1``, ``z`` fixed) move with it; the smallest ``nu1 >= 0`` at which a free row's dual
+    reaches its interval ``[lo_r - nu1 [r is l1], hi_r + nu1 [r is l1]]`` (exceeded by ``1e-9``
+    relative, so the next step holds that row: the active set changes) is returned, ``0``
+    where no free dual moves towards a bound (the node fails the KKT check)."""
+    a0 = _row_duals(sy, z, ad, None)
+    a1 = _row_duals(dict(sy, a_fix=sy["a_fix"] + sig, f=sy["f"] + fb), z, ad + ad_b, None)
+    slope = a1 - a0
+    free = (state == 0) & ~fixed
+    up, down = slope - l1m, slope + l1m  # the dual's speed relative to each bound
+    tiny = 1e-12 * (np.abs(a0) + np.abs(a1) + 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_hi = np.where(free & (up > tiny), (hi - a0) / up, np.inf)
+        t_lo = np.where(free & (down < -tiny), (lo - a0) / down, np.inf)
+    t = np.minimum(t_hi, t_lo).min(axis=1, initial=np.inf)
+    return np.where(np.isfinite(t), np.maximum(t, 0.0) * (1 + 1e-9) + 1e-300, 0.0)
 
 
 def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
