@@ -144,6 +144,20 @@ def _ball_case(seed, which, d, log_cond, boxed, l1):
     return rng, cls, k, losses, V, lo, hi
 
 
+def _binding_batch(cls, seed, nonneg=False):
+    """6 nodes of class ``cls``, d = 3, ``l1`` 0.5, points ``V`` far outside the box
+    ``[-0.5, 0.5]^3`` (bounds bind, ``l1`` zeros; ``nonneg``: coordinate 0 of every other node
+    bounded below by 0), steps 2: ``(rng, losses, V, lo, hi, batch, tau)``."""
+    rng = np.random.default_rng(seed)
+    losses = _losses(rng, cls, 6, 3, 1.0, 10.0, 0.5)
+    V = 4.0 * rng.standard_normal((6, 3))
+    lo, hi = np.full((6, 3), -0.5), np.full((6, 3), 0.5)
+    if nonneg:
+        lo[::2, 0] = 0.0
+    batch = CompositeProxBatch(cls, np.arange(6), losses, 6, 3, box=(lo, hi))
+    return rng, losses, V, lo, hi, batch, np.full(6, 2.0)
+
+
 def _losses(rng, cls, k, d, scale, cond, eta):
     out = []
     for _ in range(k):
@@ -217,12 +231,7 @@ def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
     # _states_at identifies the active set from a point 1e-10 off (bounds that bind, l1
     # zeros, kinks); the active-set steps from there end within two (a degenerate row, held
     # with a zero dual, may flip once) and are certified
-    rng = np.random.default_rng(12)
-    losses = _losses(rng, cls, 6, 3, 1.0, 10.0, 0.5)
-    V = 4.0 * rng.standard_normal((6, 3))
-    lo, hi = np.full((6, 3), -0.5), np.full((6, 3), 0.5)
-    batch = CompositeProxBatch(cls, np.arange(6), losses, 6, 3, box=(lo, hi))
-    tau = np.full(6, 2.0)
+    rng, losses, V, lo, hi, batch, tau = _binding_batch(cls, 12)
     Z = batch.prox(V, tau)
     assert batch.fallbacks == 0
     pad = batch._padded()
@@ -245,13 +254,7 @@ def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
 def test_active_bounds_and_l1_zeros_are_exact(cls):
     # bounds that bind and an l1 weight that zeroes coordinates: the answer sits on the box
     # faces and at 0 exactly, and is certified without a fallback
-    rng = np.random.default_rng(11)
-    losses = _losses(rng, cls, 6, 3, 1.0, 10.0, 0.5)
-    V = 4.0 * rng.standard_normal((6, 3))
-    lo, hi = np.full((6, 3), -0.5), np.full((6, 3), 0.5)
-    lo[::2, 0] = 0.0  # a NonNeg coordinate
-    batch = CompositeProxBatch(cls, np.arange(6), losses, 6, 3, box=(lo, hi))
-    tau = np.full(6, 2.0)
+    rng, losses, V, lo, hi, batch, tau = _binding_batch(cls, 11, nonneg=True)
     Z = batch.prox(V, tau)
     assert batch.fallbacks == 0
     assert np.isin(Z, [-0.5, 0.0, 0.5]).any()
