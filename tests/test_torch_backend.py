@@ -7,6 +7,7 @@ against an independent CVXPY problem written here."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import cvxpy as cp
@@ -16,11 +17,15 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.errors import ParameterError, UnsupportedError
+from gtvmodel.primal_dual import torch_backend
 
 torch = pytest.importorskip("torch")
 # one intra-op thread: the tensors here are tiny, and a multi-threaded sparse product spins
 # for milliseconds on a shared 2-core machine (16 ms against 5 us per product measured)
 torch.set_num_threads(1)
+#: where the backend runs: PyTorch's CPU build here and in CI; on a machine with a GPU,
+#: ``GTVMODEL_TEST_DEVICE=cuda pytest tests/test_torch_backend.py`` runs the same tests there
+DEVICE = os.environ.get("GTVMODEL_TEST_DEVICE", "cpu")
 
 D = 3
 PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.NormP(3), gm.NormP(1.5),
@@ -61,9 +66,9 @@ def _mixed_model(penalty: gm.Penalty, seed: int = 1) -> gm.GTVModel:
 
 
 def _runs(model, **kw):
-    """The numpy run and the torch run (float64, CPU) with the same arguments."""
+    """The numpy run and the torch run (float64, on ``DEVICE``) with the same arguments."""
     kw = {"max_iter": 60, "tol": 0.0, "record_every": 30, "certificate_budget": None, **kw}
-    return gm.solve_primal_dual(model, **kw), gm.solve_primal_dual(model, device="cpu", **kw)
+    return gm.solve_primal_dual(model, **kw), gm.solve_primal_dual(model, device=DEVICE, **kw)
 
 
 def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
@@ -90,6 +95,21 @@ def test_iterates_equal_the_numpy_path_for_every_penalty_and_node_path(penalty):
         np.testing.assert_allclose(getattr(hb, col), getattr(ha, col), rtol=0, atol=1e-6 * scale)
 
 
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.NormInf(), gm.SquaredNorm2()], ids=repr)
+def test_dual_update_in_blocks_equals_the_whole(penalty, monkeypatch):
+    """DU (33) on the device runs in blocks of EDGE_BLOCK_BYTES (1 GiB: memory at 1e8 edges);
+    blocks of 7 rows (not dividing |E|) give the same iterates as one block."""
+    model = _mixed_model(penalty, seed=4)
+    kw = {"max_iter": 40, "tol": 0.0, "record_every": 20, "certificate_budget": None,
+          "device": DEVICE}
+    whole = gm.solve_primal_dual(model, **kw)
+    monkeypatch.setattr(torch_backend, "EDGE_BLOCK_BYTES", 7 * D * 8)
+    assert model.num_edges % 7
+    blocks = gm.solve_primal_dual(model, **kw)
+    np.testing.assert_array_equal(blocks.weights, whole.weights)
+    np.testing.assert_array_equal(blocks.flows, whole.flows)
+
+
 def test_fixed_steps_warm_start_and_convergence_status():
     model = _mixed_model(gm.Norm2(), seed=3)
     a, b = _runs(model, step=0.7, max_iter=3000, tol=1e-4, record_every=40)
@@ -110,7 +130,7 @@ def test_converged_run_matches_an_independent_cvxpy_problem():
         y = X @ ([1.0, 0.0, -1.0] if v < 6 else [-1.0, 2.0, 0.0]) + 0.05 * rng.normal(size=6)
         data[v] = (X, y)
         model.set_loss(v, gm.SquaredLoss(X, y))
-    res = gm.solve_primal_dual(model, device="cpu", tol=1e-9, max_iter=20_000)
+    res = gm.solve_primal_dual(model, device=DEVICE, tol=1e-9, max_iter=20_000)
     assert res.status == "converged"
     W = cp.Variable((12, D))
     obj = sum(cp.sum_squares(X @ W[v] - y) / len(y) for v, (X, y) in data.items())
@@ -127,7 +147,7 @@ def test_float32_is_within_its_documented_accuracy():
     a = gm.solve_primal_dual(model, max_iter=100, tol=0.0, record_every=50,
                              certificate_budget=None, step=1.0)
     for dtype in ("float32", torch.float32):
-        b = gm.solve_primal_dual(model, device="cpu", dtype=dtype, max_iter=100, tol=0.0,
+        b = gm.solve_primal_dual(model, device=DEVICE, dtype=dtype, max_iter=100, tol=0.0,
                                  record_every=50, certificate_budget=None, step=1.0)
         assert b.weights.dtype == np.float64
         # docs/primal_dual.md: float32 iterates agree to about 1e-6 (5e-7 to 6e-7 measured)
@@ -146,7 +166,7 @@ def test_callback_gets_device_tensors_and_can_stop():
         seen.append((k, type(W), W.dtype, tuple(U.shape)))
         return k == 7
 
-    res = gm.solve_primal_dual(model, device="cpu", dtype="float32", callback=cb, tol=0.0,
+    res = gm.solve_primal_dual(model, device=DEVICE, dtype="float32", callback=cb, tol=0.0,
                                max_iter=50)
     assert res.status == "stopped" and res.iterations == 7
     assert seen[-1] == (7, torch.Tensor, torch.float32, (model.num_edges, D))
@@ -164,9 +184,11 @@ def test_dual_updates_on_tensors_equal_numpy_on_edge_cases(penalty):
     sigma = np.abs(rng.normal(size=V.shape[0])) + 0.1
     ref = penalty.dual_update(V, sigma, lamA)
     for dtype in (torch.float64,):
-        out = penalty.dual_update(torch.as_tensor(V, dtype=dtype), torch.as_tensor(sigma),
-                                  torch.as_tensor(lamA))
-        assert isinstance(out, torch.Tensor)
+        out = penalty.dual_update(torch.as_tensor(V, dtype=dtype, device=DEVICE),
+                                  torch.as_tensor(sigma, device=DEVICE),
+                                  torch.as_tensor(lamA, device=DEVICE))
+        assert isinstance(out, torch.Tensor) and out.device.type == torch.device(DEVICE).type
+        out = out.cpu()
         err = np.abs(out.numpy() - ref) / np.maximum(1.0, np.abs(ref))
         assert err.max() <= 1e-12
         if penalty.is_norm:  # inside the capacity for certain, as the numpy projection
@@ -177,15 +199,15 @@ def test_constraint_projections_and_soft_threshold_on_tensors():
     rng = np.random.default_rng(11)
     Z = rng.normal(size=(30, D)) * 3
     lo, hi = np.full((30, D), -0.5), np.full((30, D), 1.0)
-    Zt = torch.as_tensor(Z)
-    np.testing.assert_array_equal(gm.Box.project_rows(Zt, torch.as_tensor(lo),
-                                                      torch.as_tensor(hi)).numpy(),
-                                  gm.Box.project_rows(Z, lo, hi))
+    Zt = torch.as_tensor(Z, device=DEVICE)
+    np.testing.assert_array_equal(gm.Box.project_rows(Zt, torch.as_tensor(lo, device=DEVICE),
+                                                      torch.as_tensor(hi, device=DEVICE))
+                                  .cpu().numpy(), gm.Box.project_rows(Z, lo, hi))
     radii = np.abs(rng.normal(size=30))
+    radii_t = torch.as_tensor(radii, device=DEVICE)
     for p in (1.0, 2.0, np.inf, 3.0):
-        np.testing.assert_allclose(gm.NormBall.project_rows(Zt, torch.as_tensor(radii), p)
-                                   .numpy(), gm.NormBall.project_rows(Z, radii, p),
-                                   rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(gm.NormBall.project_rows(Zt, radii_t, p).cpu().numpy(),
+                                   gm.NormBall.project_rows(Z, radii, p), rtol=1e-13, atol=1e-15)
 
 
 def test_unsupported_combinations_raise_before_iterating():
@@ -195,10 +217,10 @@ def test_unsupported_combinations_raise_before_iterating():
         model.set_loss(v, gm.QuadraticLoss(np.ones(D) * v))
     model.set_loss(2, lambda w: cp.sum_squares(w) + cp.norm1(w))  # symbolic: CVXPY path
     with pytest.raises(UnsupportedError, match="node.*2.*CVXPY"):
-        gm.solve_primal_dual(model, device="cpu", max_iter=5)
+        gm.solve_primal_dual(model, device=DEVICE, max_iter=5)
     model.set_loss(2, gm.QuadraticLoss(np.zeros(D)))
     with pytest.raises(UnsupportedError, match="CVXPY"):
-        gm.solve_primal_dual(model, device="cpu", prox="cvxpy", max_iter=5)
+        gm.solve_primal_dual(model, device=DEVICE, prox="cvxpy", max_iter=5)
 
     class Halved(gm.Penalty):  # a user penalty with a numpy-only (Moreau) dual update
         def rows_value(self, V):
@@ -209,7 +231,7 @@ def test_unsupported_combinations_raise_before_iterating():
             return np.sign(V) * np.maximum(np.abs(V) - t, 0.0)
 
     with pytest.raises(UnsupportedError, match="Halved.*numpy-only"):
-        gm.solve_primal_dual(gm.GTVModel(G, D, penalty=Halved(), lam=0.5), device="cpu")
+        gm.solve_primal_dual(gm.GTVModel(G, D, penalty=Halved(), lam=0.5), device=DEVICE)
 
 
 def test_bad_device_and_dtype_raise_naming_the_argument():
@@ -222,9 +244,9 @@ def test_bad_device_and_dtype_raise_naming_the_argument():
     with pytest.raises(ParameterError, match="device"):
         gm.solve_primal_dual(model, device="tpu-ish", max_iter=2)
     with pytest.raises(ParameterError, match="dtype"):
-        gm.solve_primal_dual(model, device="cpu", dtype="float16", max_iter=2)
+        gm.solve_primal_dual(model, device=DEVICE, dtype="float16", max_iter=2)
     with pytest.raises(ParameterError, match="client and shards"):
-        gm.solve_primal_dual(model, device="cpu", shards=2, max_iter=2)
+        gm.solve_primal_dual(model, device=DEVICE, shards=2, max_iter=2)
     with pytest.raises(ParameterError, match="device and dtype"):
         gm.solve_primal_dual(model, backend="dask", dtype="float32", max_iter=2)
     res = gm.solve_primal_dual(model, backend="torch", max_iter=3, tol=0.0)  # device "cpu"
@@ -235,5 +257,5 @@ def test_without_pytorch_the_backend_says_how_to_install_it(monkeypatch):
     model = _mixed_model(gm.Norm2())
     monkeypatch.setitem(sys.modules, "torch", None)  # "import torch" fails
     with pytest.raises(UnsupportedError, match=r"gtvmodel\[gpu\]"):
-        gm.solve_primal_dual(model, device="cpu", max_iter=2)
+        gm.solve_primal_dual(model, device=DEVICE, max_iter=2)
     assert gm.solve_primal_dual(model, max_iter=2, tol=0.0).iterations == 2  # numpy path

@@ -102,6 +102,11 @@ class NodeGroup:
         (``(g, d)``, ``(g,)``, ``(g, d)``); returns ``(g, d)``."""
         raise NotImplementedError
 
+    def prepare(self, tau: Any) -> None:
+        """Compute the group's one-off data for :meth:`update` with the steps ``tau`` (the
+        group's rows, numpy or a tensor) now (none by default), so that the first node update
+        costs what every later one does."""
+
 
 @dataclass
 class BatchProxGroup(NodeGroup):
@@ -123,6 +128,10 @@ class BatchProxGroup(NodeGroup):
     def __post_init__(self) -> None:
         self.nodes = self.batch.nodes
         self.kind = self.batch.kind
+
+    def prepare(self, tau: Any) -> None:
+        """The batch's one-off data for its prox (:meth:`LossBatch.prepare`)."""
+        self.batch.prepare(tau)
 
     @property
     def fallbacks(self) -> int:
@@ -623,6 +632,13 @@ class NodeUpdates:
         for grp, rows in zip(self.groups, self._rows, strict=True):
             W[rows] = grp.update(V[rows], tau[rows], k, W_prev[rows])
         return W
+
+    def prepare(self, tau: Any) -> None:
+        """Every group's one-off data (factorizations, operators) for the steps ``tau``
+        (``(n,)``, numpy or a tensor; :meth:`NodeGroup.prepare`): called by the run's set-up,
+        so that iteration 1 costs what every later one does."""
+        for grp, rows in zip(self.groups, self._rows, strict=True):
+            grp.prepare(tau[rows])
 
     def node(self, i: int, v: np.ndarray, tau_i: float, k: int, w_prev: np.ndarray
              ) -> np.ndarray:

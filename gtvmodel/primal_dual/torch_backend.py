@@ -48,12 +48,17 @@ from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_
 from .prox import NodeUpdates
 from .result import PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, make_step_rule
-from .updates import dual_update, extrapolate, prox_point
+from .updates import dual_argument, extrapolate, prox_point
 
 __all__ = ["solve_torch", "DTYPES"]
 
 #: The ``dtype`` values of the backend by name (``None`` is float64).
 DTYPES = ("float64", "float32")
+
+#: Bytes of edge rows per block of the dual update DU (33) on the device: its temporaries
+#: (absolute values, scaled rows, ...) then take a block's size each instead of ``|E| x d``
+#: (at 1e8 edges, d = 10, float64: 1 GiB against 8 GB per temporary).
+EDGE_BLOCK_BYTES = 1 << 30
 
 
 def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
@@ -228,8 +233,8 @@ class _TorchRun(_Run):
     def iterate(self, k: int) -> _Iterate:
         """Iteration ``k`` on the device: PU (32) at every node, then DU (33) on every edge by
         the numpy loop's formulas (:func:`~gtvmodel.primal_dual.updates.extrapolate`,
-        :func:`~gtvmodel.primal_dual.updates.dual_update`) on whole tensors (no blocks: a GPU
-        wants them whole)."""
+        :func:`~gtvmodel.primal_dual.updates.dual_argument`) on whole tensors (a GPU wants them
+        whole), DU itself in blocks of :data:`EDGE_BLOCK_BYTES` (:meth:`_dual_update`)."""
         torch, x = self.torch, self.x
         t0 = time.perf_counter()
         V = prox_point(x.W, self.tau_col, x.DTu)
@@ -239,7 +244,7 @@ class _TorchRun(_Run):
                               _xp.to_numpy(self.tau), k)
         t1 = time.perf_counter()
         DY = self.D @ extrapolate(W_new, x.W, self.Y)
-        U_new = dual_update(self.penalty, x.U, DY, self.sigma, self.sigma_col, self.lamA)
+        U_new = self._dual_update(dual_argument(x.U, DY, self.sigma_col))
         DTu_new = self.DT @ U_new
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -248,6 +253,19 @@ class _TorchRun(_Run):
         self.timings["node_updates"] += t1 - t0
         self.since_cert += t2 - t0
         return _Iterate(W_new, U_new, DTu_new)
+
+    def _dual_update(self, V: Any) -> Any:
+        """DU (33) of every edge row of ``V`` (the argument ``u_e + sigma_e (D Y)_e``, a fresh
+        tensor that no one else holds), written over ``V`` block by block
+        (:data:`EDGE_BLOCK_BYTES`): the penalty's
+        :meth:`~gtvmodel.terms.penalties.Penalty.dual_update`, row for row."""
+        rows = max(1, EDGE_BLOCK_BYTES // max(1, V.shape[1] * V.element_size()))
+        if V.shape[0] <= rows:
+            return self.penalty.dual_update(V, self.sigma, self.lamA)
+        for a in range(0, V.shape[0], rows):
+            part = slice(a, a + rows)
+            V[part] = self.penalty.dual_update(V[part], self.sigma[part], self.lamA[part])
+        return V
 
     def certificate(self) -> Any:
         """The certificate of the current iterate, computed by

@@ -1931,6 +1931,12 @@ class LossBatch:
         return np.full(self.nodes.size, np.inf)
 
     # ------------------------------------------------------------ node update PU (32)
+    def prepare(self, tau: Any) -> None:
+        """Compute the one-off data of :meth:`prox` for the steps ``tau`` (``(k,)``, numpy or
+        a tensor) now: the mask :meth:`prox_supported` (subclasses add their factorizations),
+        so that the first node update of Algorithm 1 costs what every later one does."""
+        self.prox_supported()
+
     def prox_supported(self) -> np.ndarray:
         """Boolean mask of the batch's nodes whose prox :meth:`prox` computes exactly
         (:meth:`Loss.has_exact_prox`)."""
@@ -2358,6 +2364,12 @@ class SquaredBatch(DataFitBatch):
     cached eigen-decompositions ``Q_i = X_i^T X_i / m_i = B_i diag(e_i) B_i^T``."""
 
     array_api = True
+
+    def prepare(self, tau):
+        """The exact-prox mask and the operator of (69) for ``tau`` (:meth:`squared_data`'s
+        eigen-decompositions, computed once per model)."""
+        super().prepare(tau)
+        self._squared_operator(tau)
 
     def squared_data(self) -> dict[str, np.ndarray]:
         """``e``, ``B`` (of ``Q_i``) and ``q_i = X_i^T y_i / m_i`` (cached)."""
