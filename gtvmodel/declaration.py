@@ -156,6 +156,7 @@ CacheSlot = Literal[
     "cert_lower",           # certificates.radii: loss lower bounds
     "cert_conic_sublevel",  # certificates.radii: {position: sublevel-radius problem}
     "cert_conic_sublevel_stacked",  # certificates.radii: {node tuple: stacked sublevel problem}
+    "pd_plan",              # primal_dual.prox: {prox option: node partition of plan()}
 ]
 _SLOTS = frozenset(CacheSlot.__args__)
 
@@ -213,7 +214,7 @@ def _stack_nodes(n: int, d: int, losses: Mapping[int, Loss],
         if loss.has_data:
             groups.setdefault(type(loss), []).append(i)
     batches = [
-        LossBatch(cls, np.array(idx), [losses[i] for i in idx], n, d)
+        LossBatch(cls, np.array(idx), [losses[i] for i in idx], n, d).seal()
         for cls, idx in groups.items()
     ]
     stacks: dict[Hashable, tuple[list[int], list[Constraint]]] = {}

@@ -442,3 +442,33 @@ def test_progress_bar_in_a_notebook_without_ipywidgets_does_not_warn(monkeypatch
     assert res.iterations == 20
     assert [str(w.message) for w in caught] == []
     assert "primal-dual" in capsys.readouterr().err  # the plain text bar on stderr
+
+
+def test_node_partition_is_planned_once_per_model_version():
+    """plan()'s node partition is cached with the model version (slot "pd_plan"): a change of
+    lambda re-plans nothing, a new loss re-plans; each run still builds its own groups."""
+    G = nx.cycle_graph(6)
+    model = _squared_model(G, gm.Norm2(), 0.3)
+    kw = {"max_iter": 5, "tol": 0.0, "record_every": None}
+    first = gm.solve_primal_dual(model, **kw)
+    plans = model.cache.get("pd_plan")
+    isolated, fast, general = plans["auto"]
+    assert isolated.size == 0 and general.size == 0 and not fast[next(iter(fast))].flags.writeable
+    builds = model.cache.builds
+    model.lam = 0.9
+    again = gm.solve_primal_dual(model, **kw)
+    assert model.cache.get("pd_plan") is plans and model.cache.builds == builds
+    assert again.paths == first.paths == {"squared": 6}
+    a, b = NodeUpdates(model), NodeUpdates(model)
+    assert a.groups[0] is not b.groups[0] and a.groups[0].batch is not b.groups[0].batch
+    # the groups share the structure batch's stacked data, not its run state
+    whole = model.structure().batches[0]
+    assert a.groups[0].batch.Xs is whole.Xs and a.groups[0].batch.shared("gram", dict) is \
+        whole.shared("gram", dict)
+    a.prepare(np.full(6, 0.5))  # the prox operator for these steps: run state of a's batch
+    assert any(k.startswith("_op") for k in a.groups[0].batch.__dict__)
+    assert not any(k.startswith("_op") for k in whole.__dict__)
+    model.set_loss(2, lambda w: cp.sum_squares(w - 1.0))  # symbolic: the CVXPY path
+    assert model.cache.get("pd_plan") is None
+    third = gm.solve_primal_dual(model, **kw)
+    assert third.paths == {"squared": 5, "cvxpy": 1}

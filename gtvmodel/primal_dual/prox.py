@@ -490,29 +490,46 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
     check_option(prox, "prox", PROX_OPTIONS, where="plan")
-    d = model.dim
-    deg = model.degrees
+    isolated, fast, general = _partition(model, prox)
     groups: list[NodeGroup] = []
-    isolated = np.flatnonzero(deg == 0)
     if isolated.size:
         groups.append(IsolatedGroup(model, isolated))
-    fast: dict[tuple, list[int]] = {}
-    general: list[int] = []
-    for i in np.flatnonzero(deg > 0):
-        i = int(i)
-        key = _fast_key(model.loss_at(i), model.constraints_at(i), d) if prox == "auto" \
-            else None
-        if key is None:
-            general.append(i)
-        else:
-            fast.setdefault(key, []).append(i)
     groups.extend(_batch_group(model, cls, ckind, idx) for (cls, ckind), idx in fast.items())
-    if general:
+    if general.size:
         if batch_cvxpy:
-            groups.append(CvxpyProxGroup(model, np.array(general)))
+            groups.append(CvxpyProxGroup(model, general))
         else:
-            groups.extend(CvxpyProxGroup(model, np.array([i])) for i in general)
+            groups.extend(CvxpyProxGroup(model, general[j:j + 1]) for j in range(general.size))
     return groups
+
+
+def _partition(model: ModelDeclaration, prox: str
+               ) -> tuple[np.ndarray, dict[tuple, np.ndarray], np.ndarray]:
+    """The node positions of :func:`plan`'s groups: ``(isolated, {(loss class, constraint
+    kind): positions}, general)``, computed once per version of the model and ``prox`` (model
+    cache slot ``"pd_plan"``: a lambda path re-plans nothing; the groups themselves, with their
+    run state, are built anew for every run)."""
+    plans = model.cache.get_or_build("pd_plan", dict)
+    if prox not in plans:
+        d = model.dim
+        deg = model.degrees
+        fast: dict[tuple, list[int]] = {}
+        general: list[int] = []
+        for i in np.flatnonzero(deg > 0):
+            i = int(i)
+            key = _fast_key(model.loss_at(i), model.constraints_at(i), d) if prox == "auto" \
+                else None
+            if key is None:
+                general.append(i)
+            else:
+                fast.setdefault(key, []).append(i)
+        part = (np.flatnonzero(deg == 0),
+                {key: np.array(idx, dtype=np.int64) for key, idx in fast.items()},
+                np.array(general, dtype=np.int64))
+        for a in (part[0], *part[1].values(), part[2]):
+            a.setflags(write=False)  # shared by every run of this model version
+        plans[prox] = part
+    return plans[prox]
 
 
 def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
@@ -563,15 +580,19 @@ def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float, float]
     return lo, hi, radius, radius1
 
 
-def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
+def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
                  ) -> BatchProxGroup:
     """The fast-path group of the nodes ``idx`` (loss class ``cls``, constraint kind
     ``ckind`` of :func:`_fast_key`): their losses stacked, their boxes or ball radii too."""
     n, d = model.num_nodes, model.dim
-    nodes = np.array(idx, dtype=np.int64)
-    losses = [model.loss_at(i) for i in idx]
+    nodes = idx
+    if ckind == "none":
+        whole = _whole_batch(model, nodes)
+        if whole is not None:  # every node of the structure batch: no new stacking
+            return BatchProxGroup(whole.sibling())
+    losses = [model.loss_at(i) for i in idx.tolist()]
     if ckind in ("composite", "smooth-composite"):
-        parts = [_box_ball(model.constraints_at(i), d) for i in idx]
+        parts = [_box_ball(model.constraints_at(i), d) for i in idx.tolist()]
         lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
         radius, radius1 = (np.array([b[j] for b in parts]) for j in (2, 3))
 
@@ -587,12 +608,22 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: list[int]
     batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
     box = ball = None
     if ckind == "box":
-        lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx]
+        lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx.tolist()]
         box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
     elif isinstance(ckind, tuple):
-        radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx])
+        radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx.tolist()])
         ball = (ckind[1], radii)
     return BatchProxGroup(batch, box, ball)
+
+
+def _whole_batch(model: ModelDeclaration, nodes: np.ndarray) -> LossBatch | None:
+    """The model structure's batch that holds exactly the nodes ``nodes`` (in this order),
+    else None (the structure's batches partition the nodes with data by loss class, so it is
+    the batch of their class)."""
+    for b in model.structure().batches:
+        if np.array_equal(b.nodes, nodes):
+            return b
+    return None
 
 
 class NodeUpdates:

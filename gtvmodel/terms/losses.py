@@ -1862,6 +1862,25 @@ class LossBatch:
             self._shared[name] = build()
         return self._shared[name]
 
+    def seal(self) -> LossBatch:
+        """Mark the attributes the batch has now (its stacked data, after construction) as its
+        data, as opposed to the run state later calls add (prox operators, active sets, device
+        copies): :meth:`sibling` copies the former only.  Returns the batch."""
+        self._data_fields = frozenset(self.__dict__) | {"_data_fields"}
+        return self
+
+    def sibling(self) -> LossBatch:
+        """A new batch over the same losses that shares this (sealed, :meth:`seal`) batch's
+        stacked arrays and :meth:`shared` artefacts by reference, without its run state:
+        Algorithm 1's node-update group of a model's whole structure batch, built without
+        stacking the losses again (the arrays are the model structure's, read-only)."""
+        fields = self.__dict__.get("_data_fields")
+        if fields is None:
+            raise UnsupportedError(f"{type(self).__name__}.sibling: the batch is not sealed")
+        twin = object.__new__(type(self))
+        twin.__dict__.update({k: self.__dict__[k] for k in fields})
+        return twin
+
     def share_data(self, batches: Iterable[LossBatch]) -> None:
         """Share the data-derived artefacts of :meth:`shared` with the batch among ``batches``
         holding the same losses at the same positions (the model's structure batch), so that
