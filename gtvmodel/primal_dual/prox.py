@@ -648,8 +648,9 @@ class NodeUpdates:
             nodes = grp.nodes
             contiguous = nodes.size and np.array_equal(nodes, np.arange(nodes[0],
                                                                         nodes[0] + nodes.size))
+            # (a writable copy of the index: PyTorch warns on indexing with a read-only array)
             self._rows.append(slice(int(nodes[0]), int(nodes[0]) + nodes.size) if contiguous
-                              else nodes)
+                              else np.array(nodes))
         self.build_time = time.perf_counter() - t0
 
     def __call__(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray

@@ -172,7 +172,8 @@ class _DeviceUpdates:
         n = updates.model.num_nodes
         whole = (len(updates.groups) == 1
                  and np.array_equal(updates.groups[0].nodes, np.arange(n)))
-        self.rows = None if whole else [torch.as_tensor(g.nodes, device=device)
+        # (copies: a group's positions are read-only arrays shared with the model's cache)
+        self.rows = None if whole else [torch.tensor(g.nodes, device=device)
                                         for g in updates.groups]
 
     def __call__(self, V: Any, tau: Any, k: int, W_prev: Any) -> Any:
