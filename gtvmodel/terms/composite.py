@@ -672,9 +672,9 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
     stationarity residual ``f - (H + nu I) z - Pd^T ad`` there."""
     P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
     a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
-    if sy["F"]:
-        node, sel = np.arange(a.shape[0])[:, None], sy["sel"]
-        a[node, sel] = np.where(sy["on"], ad, a[node, sel])
+    if sy["F"]:  # the used slots only: a merged system pads ``sel`` with repeated indices
+        kk, ff = np.nonzero(sy["on"])
+        a[kk, sy["sel"][kk, ff]] = ad[kk, ff]
     fx = sy["fx"]
     if fx.any():
         res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
