@@ -28,16 +28,42 @@ def _linear_row_losses(rng, cls, k, d, l1):
     return out
 
 
-def _independent_prox(ls, v, tau, radius1=np.inf):
-    """PU (32) of one node by a tight CVXPY solve written here (row losses by their atoms)."""
+def _independent_prox(ls, v, tau, lo=-np.inf, hi=np.inf, radius=np.inf, radius1=np.inf):
+    """PU (32) of one node by a tight CVXPY solve written here (row losses by their atoms),
+    over ``lo <= z <= hi``, ``||z||_2 <= radius``, ``||z||_1 <= radius1``."""
     z = cp.Variable(v.size)
     t = ls.X @ z
     rows = cp.pos(1.0 - cp.multiply(ls.y, t)) if isinstance(ls, gm.HingeLoss) else \
         cp.abs(t - ls.y)
-    cons = [cp.norm1(z) <= radius1] if np.isfinite(radius1) else []
+    cons = [z >= lo, z <= hi]
+    cons += [cp.norm(z, 2) <= radius] if np.isfinite(radius) else []
+    cons += [cp.norm1(z) <= radius1] if np.isfinite(radius1) else []
     cp.Problem(cp.Minimize(cp.sum(rows) / ls.X.shape[0] + ls.l1 * cp.norm1(z)
                            + cp.sum_squares(z - v) / (2 * tau)), cons).solve(**TIGHT)
     return z.value
+
+
+def _assert_prox(ls, v, tau, w, lo, hi, radius, radius1):
+    """``w`` is feasible and equals the independent prox to 1e-8, or the reference is the
+    inexact one (Clarabel "inaccurate" on a binding ball): made feasible (scaled into the
+    balls, towards 0, then clipped to the box, which holds 0 here), its prox objective
+    exceeds ``w``'s by at least the quadratic growth ``(1 / (2 tau)) ||w - ref||^2``."""
+    assert np.all(w >= lo) and np.all(w <= hi)
+    assert np.linalg.norm(w) <= radius * (1 + 1e-12) and np.abs(w).sum() <= radius1 * (1 + 1e-12)
+    ref = _independent_prox(ls, v, tau, lo, hi, radius, radius1)
+    ref = np.clip(ref * min(1.0, radius / np.linalg.norm(ref), radius1 / np.abs(ref).sum()),
+                  lo, hi)
+    if np.abs(w - ref).max() <= 1e-8:
+        return
+
+    def f(z):
+        t = ls.X @ z
+        rows = np.maximum(0.0, 1.0 - ls.y * t) if isinstance(ls, gm.HingeLoss) else \
+            np.abs(t - ls.y)
+        return rows.mean() + ls.l1 * np.abs(z).sum() + ((z - v) ** 2).sum() / (2 * tau)
+
+    growth = ((w - ref) ** 2).sum() / (2 * tau)
+    assert f(ref) - f(w) >= growth * (1 - 1e-6) - 1e-13 * (1 + abs(f(w)))
 
 
 def _count_steps(monkeypatch):
@@ -83,5 +109,45 @@ def test_a_repeated_point_takes_one_step_after_merged_systems(cls, monkeypatch):
     fresh = CompositeProxBatch(cls, np.arange(k), losses, k, d).prox(V, tau)
     np.testing.assert_allclose(W, fresh, rtol=0, atol=1e-12)
     for j in range(0, k, 6):
-        np.testing.assert_allclose(W[j], _independent_prox(losses[j], V[j], tau[j]),
-                                   rtol=0, atol=1e-8)
+        _assert_prox(losses[j], V[j], tau[j], W[j], -np.inf, np.inf, np.inf, np.inf)
+
+
+@pytest.mark.parametrize("case", ["absolute-ball2", "hinge-l1-ball1", "absolute-l1-box",
+                                  "hinge-start-F0"])
+def test_later_steps_merged_in_place_equal_fresh_batches(case, monkeypatch):
+    # the systems of the later steps are written into the cached one (growing its free-row
+    # slots where a node gets more free linear rows than any before, e.g. from none at all
+    # in "hinge-start-F0"); every call then equals a fresh batch's (no cache) and the last the
+    # independent CVXPY prox
+    rng = np.random.default_rng(11)
+    k, d = 40, 3
+    cls = gm.HingeLoss if case.startswith("hinge") else gm.AbsoluteLoss
+    losses = _linear_row_losses(rng, cls, k, d, 0.0 if case == "absolute-ball2" else 0.05)
+    inf = np.full((k, d), np.inf)
+    kw = {"absolute-ball2": {"radius": np.full(k, 0.6)},
+          "hinge-l1-ball1": {"radius1": np.full(k, 0.8)},
+          "absolute-l1-box": {"box": (np.full((k, d), -0.3), np.full((k, d), 0.4))},
+          "hinge-start-F0": {}}[case]
+
+    def make():
+        return CompositeProxBatch(cls, np.arange(k), losses, k, d, **kw)
+
+    merges = []
+    real = composite_mod._merge_into
+    monkeypatch.setattr(composite_mod, "_merge_into",
+                        lambda *a: merges.append(real(*a)) or merges[-1])
+    batch, tau = make(), rng.uniform(0.2, 2.0, k)
+    # far from the data (every hinge row held, no free linear row), then towards it
+    V = 20.0 * rng.standard_normal((k, d)) if case == "hinge-start-F0" else \
+        rng.standard_normal((k, d))
+    W = batch.prox(V, tau)
+    for _ in range(8):
+        V = (0.3 if case == "hinge-start-F0" else 1.0) * V + 0.05 * rng.standard_normal(V.shape)
+        W = batch.prox(V, tau, W0=W)
+        np.testing.assert_allclose(W, make().prox(V, tau), rtol=0, atol=1e-12)
+    assert batch.fallbacks == 0
+    assert any(merges), merges
+    lo, hi = kw.get("box", (-inf, inf))
+    radius, radius1 = (kw.get(key, np.full(k, np.inf)) for key in ("radius", "radius1"))
+    for j in range(0, k, 8):
+        _assert_prox(losses[j], V[j], tau[j], W[j], lo[j], hi[j], radius[j], radius1[j])

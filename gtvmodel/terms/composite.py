@@ -162,6 +162,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         state = states(np.arange(k), a_prev, Z, ~fixed)[0]
     else:
         state, a_prev = start[0].copy(), start[1].copy()
+    # the systems of the later steps (few nodes), with the active sets they were built for
+    later: list[tuple[str, np.ndarray, np.ndarray, dict[str, Any]]] = []
 
     def system(kind: str, act: np.ndarray) -> dict[str, Any]:
         """:func:`_system_matrices` of the nodes ``act`` with the right side of
@@ -181,6 +183,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             sy = _system_matrices(rows, state[ix], ix, mu[ix])
         if full:
             cache[kind] = (state.copy(), mu.copy(), sy)
+        elif cache is not None:  # merged into the cached one when the call ends
+            later.append((kind, ix, state[ix], sy))
         # the last duals within their intervals: only a tie-break (duals nearest them), and a
         # wild one (a step that failed) would cancel the new duals' digits
         return _with_rhs(sy, g[ix], np.clip(a_prev[ix], lo[ix], hi[ix]))
@@ -290,6 +294,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
+    if later:
+        _merge_later(cache, later, k)
     if not check:
         return Z, None, (state, a_prev, nu)
     ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
@@ -426,6 +432,66 @@ def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | Non
     return val
 
 
+def _merge_later(cache: dict | None, later: list, k: int) -> None:
+    """Merges the systems that the later active-set steps of a call of
+    :func:`composite_active_set_prox` built for a few nodes (``later``: ``(kind, nodes,
+    active sets, system)``, in order) into the call's cached system of every node (in place,
+    :func:`_merge_into`), so that the next call starts from the final active sets without
+    rebuilding them: a node's last system is that of its final active set.  A system that
+    does not fit (other kinds of factors, a ball split into parts) drops the cached one."""
+    for kind, nodes, st, sy in later:
+        hit = cache.get(kind)
+        if hit is None:
+            continue
+        if _merge_into(hit[2], sy, nodes, k):
+            hit[0][nodes] = st
+        else:
+            del cache[kind]
+
+
+def _merge_into(full: dict[str, Any], sub: dict[str, Any], nodes: np.ndarray, k: int,
+                seen: set[int] | None = None) -> bool:
+    """Writes the system ``sub`` of the nodes ``nodes`` (:func:`_system_matrices`, with its
+    factorizations) into the rows ``nodes`` of ``full``'s per-node arrays (``k`` rows), in
+    place and recursively; a free-row axis shorter in ``sub`` is zero-padded (no row there),
+    a longer one grows ``full``'s (zero-padded for the other nodes).  ``P`` and ``cs`` (the
+    rows themselves) are the same in both.  Returns False where they do not fit (a factor
+    ``full`` has and ``sub`` has not, a per-node array of another length, another
+    ``any_q``); ``full`` is then inconsistent and must be dropped.  ``seen``: the arrays
+    written so far (one array under two names, as ``B`` and ``H`` in :func:`_ball_factors`,
+    is copied before its second write)."""
+    seen = set() if seen is None else seen
+    for key, val in list(full.items()):
+        new = sub.get(key)
+        if key in ("P", "cs"):
+            continue
+        if isinstance(val, dict):
+            if not isinstance(new, dict) or not _merge_into(val, new, nodes, k, seen):
+                return False
+        elif isinstance(val, np.ndarray):
+            if not (isinstance(new, np.ndarray) and val.ndim == new.ndim and val.ndim
+                    and val.shape[0] == k and new.shape[0] == nodes.size):
+                return False
+            if any(b > a for a, b in zip(val.shape[1:], new.shape[1:], strict=True)):
+                grown = np.zeros((k,) + tuple(max(a, b) for a, b in
+                                              zip(val.shape[1:], new.shape[1:], strict=True)),
+                                 dtype=val.dtype)
+                grown[(slice(None),) + tuple(slice(0, a) for a in val.shape[1:])] = val
+                full[key] = val = grown
+            elif id(val) in seen:
+                full[key] = val = val.copy()
+            seen.add(id(val))
+            if new.shape[1:] != val.shape[1:]:
+                val[nodes] = 0
+            val[(nodes,) + tuple(slice(0, b) for b in new.shape[1:])] = new
+        elif key == "F":
+            full[key] = max(val, new)
+        elif not (val is None and new is None) and not (
+                isinstance(val, (bool, np.bool_)) and val == new):
+            return False
+    return True
+
+
 def _leaving_multiplier(sy: dict[str, Any], z: np.ndarray, ad: np.ndarray, ad_b: np.ndarray,
                         sig: np.ndarray, fb: np.ndarray, state: np.ndarray, fixed: np.ndarray,
                         lo: np.ndarray, hi: np.ndarray, l1m: np.ndarray) -> np.ndarray:
@@ -499,7 +565,8 @@ def _affine_factors(sy: dict[str, Any]) -> dict[str, Any]:
                                                        eye)))
     else:
         li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
-    fac.update(fr=fr, Li=Li, li=li)
+    fac.update(fr=fr, Li=Li, li=li, A=np.zeros((fr.shape[0], 0, d)),
+               Ainv=np.zeros((fr.shape[0], d, 0)))  # (no free linear row: empty)
     if F:
         Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
         A = np.einsum("kfj,kij->kfi", Pf, Li) if Li is not None else Pf * li[:, None, :]
@@ -583,7 +650,8 @@ def _ball_factors(sy: dict[str, Any]) -> dict[str, Any]:
     d = fx.shape[1]
     z0 = zfix.copy()
     fr = (~fx).astype(float)
-    D = Dp = Pi = B = Qv = None
+    Pi = B = Qv = None
+    D, Dp = np.zeros((fr.shape[0], 0, d)), np.zeros((fr.shape[0], d, 0))  # no free linear row
     if F:
         D = sy["Pd"] * fr[:, None, :]
         Dp = _pinv_rows(D, on)
