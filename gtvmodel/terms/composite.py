@@ -53,7 +53,6 @@ from .losses import (
     DataFitBatch,
     Loss,
     _active_set_step,
-    _box_active_set,
     _box_qp_projected_gradient,
 )
 
@@ -113,18 +112,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     check that ends the call is the same).
     """
     k, R, d = P.shape
-    pnorm2 = np.einsum("krd,krd->kr", P, P)
-    pnorm = np.sqrt(pnorm2)
-    gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
+    c = _row_constants(P, cs, cq, lo, hi, fixed, coord, mu, rtol, cache)
+    gamma = c["gamma"]
     Z = np.array(Z0, dtype=float)
-    coord = np.full(R, -1) if coord is None else np.asarray(coord)
-    unit = np.flatnonzero(coord >= 0)
-    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord,
-            "unit": unit,
-            # the unit rows as a slice where they follow the data rows (CompositeProxBatch)
-            "tail": (slice(R - unit.size, R) if np.array_equal(unit, np.arange(R - unit.size, R))
-                     else unit)}
-    abs_cs, inf_lo, inf_hi = np.abs(cs), np.isinf(lo), np.isinf(hi)
+    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": c["coord"],
+            "unit": c["unit"], "tail": c["tail"]}
     radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
     ball = np.isfinite(radius)
     any_ball = bool(ball.any())
@@ -143,19 +135,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         """``act`` as an index: a slice (views, no copies) where it names every node."""
         return act if isinstance(act, slice) or act.size < k else slice(None)
 
-    def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
-        act = every(act)
-        return rtol * (abs_cs[act] + cq[act] * np.abs(a)
-                       + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
-
     def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
-        act = every(act)
-        grad = cs[act] + cq[act] * a - np.einsum("krd,kd->kr", P[act], Za)
-        new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
-                              tolerance(act, Za, a), free)
-        # a dual is never held at an infinite bound (that row stays free)
-        return np.where(((new < 0) & inf_lo[act]) | ((new > 0) & inf_hi[act]),
-                        0, new).astype(np.int8), grad
+        return _next_states(c, rows, every(act), a, Za, free)
 
     if start is None:
         a_prev = np.where(fixed, 0.0, np.clip(0.0, lo, hi))
@@ -271,12 +252,14 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     def run(act: np.ndarray) -> np.ndarray:
         """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
         for it in range(max_iter):
+            ix = every(act)
             st = state[act]
             Za, a = solve_all(act)
-            Z[act], a_prev[act] = Za, a
-            new, grad = states(act, a, Za, st == 0)
-            act = _active_set_step(state, act, st, new, it, a, grad, gamma[act], lo[act],
-                                   hi[act], st == 0)
+            Z[ix], a_prev[ix] = Za, a
+            free = st == 0
+            new, grad = states(ix, a, Za, free)
+            act = _active_set_step(state, act, st, new, it, a, grad, gamma[ix], lo[ix], hi[ix],
+                                   free)
             if act.size == 0:
                 break
         return act
@@ -306,6 +289,66 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         ok[ball1] &= (n1 <= r1 * (1 + KKT_RTOL)) & ((nu1[ball1] == 0)
                                                    | (n1 >= r1 * (1 - KKT_RTOL)))
     return Z, ok, (state, a_prev, nu)
+
+
+def _row_constants(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray, fixed: np.ndarray, coord: np.ndarray | None, mu: np.ndarray,
+                   rtol: float, cache: dict | None) -> dict[str, Any]:
+    """What :func:`composite_active_set_prox` computes from its rows alone, kept in ``cache``
+    (under ``"rows"``) while the rows are the same arrays: ``coord`` and the unit rows
+    (``unit``; ``tail``, a slice where they follow the data rows, as in
+    :class:`CompositeProxBatch`), the parts of the step's tolerance ``rtol (|c s| + |c q a| +
+    ||P_r|| ||z||_1)`` (``tol_s``, ``tol_q``, ``tol_p``), the finite bounds (``nlo``,
+    ``nhi``), whether any row has ``q > 0`` (``any_q``), and, while ``mu`` is the same,
+    ``gamma = 1 / Q_rr`` (``Q_rr = ||P_r||^2 / mu + c q``)."""
+    same = (cache is not None and (hit := cache.get("rows")) is not None
+            and all(hit[key] is val for key, val in (("P", P), ("cs", cs), ("cq", cq),
+                                                   ("lo", lo), ("hi", hi), ("fixed", fixed),
+                                                   ("coord_in", coord)))
+            and hit["rtol"] == rtol)
+    if not same:
+        R, d = P.shape[1:]
+        pnorm2 = np.einsum("krd,krd->kr", P, P)
+        crd = np.full(R, -1) if coord is None else np.asarray(coord)
+        unit = np.flatnonzero(crd >= 0)
+        hit = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed,
+               "coord_in": coord, "rtol": rtol, "pnorm2": pnorm2, "coord": crd, "unit": unit,
+               "tail": (slice(R - unit.size, R)
+                        if np.array_equal(unit, np.arange(R - unit.size, R)) else unit),
+               "tol_s": rtol * np.abs(cs), "tol_q": rtol * cq, "tol_p": rtol * np.sqrt(pnorm2),
+               "nlo": ~np.isinf(lo), "nhi": ~np.isinf(hi), "any_q": bool(cq.any()),
+               "ones_d": np.ones(d), "mu": None}
+        if cache is not None:
+            cache["rows"] = hit
+    if hit["mu"] is None or not np.array_equal(hit["mu"], mu):
+        hit["gamma"] = 1.0 / np.maximum(hit["pnorm2"] / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
+        hit["mu"] = np.array(mu, dtype=float)
+    return hit
+
+
+def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray | slice,
+                 a: np.ndarray, Za: np.ndarray, free: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The active sets of the nodes ``ix`` after a step of :func:`composite_active_set_prox`
+    (rows' duals ``a``, points ``Za``; ``free``: the rows free in it) and the dual gradients
+    ``grad_r = c_r (s_r + q_r a_r) - P_r^T z``: :func:`~gtvmodel.terms.losses._box_active_set`
+    at the tolerance ``rtol (|c s| + |c q a| + ||P_r|| ||z||_1)`` (constants ``c`` of
+    :func:`_row_constants`), fused with the rule that a dual is never held at an infinite
+    bound (that row stays free)."""
+    lo, hi = rows["lo"][ix], rows["hi"][ix]
+    Pz = np.einsum("krd,kd->kr", rows["P"][ix], Za)
+    tol = c["tol_s"][ix] + c["tol_p"][ix] * (np.abs(Za) @ c["ones_d"])[:, None]
+    if c["any_q"]:
+        grad = rows["cs"][ix] + rows["cq"][ix] * a - Pz
+        tol += c["tol_q"][ix] * np.abs(a)
+    else:
+        grad = rows["cs"][ix] - Pz
+    big = np.abs(grad) > tol  # below tol a gradient is rounding: a decides (no 2-cycles)
+    trial = a - c["gamma"][ix] * np.where(big, grad, 0.0)
+    fb = free & big  # a free row whose equation could not be met: to the bound grad points to
+    down = np.where(fb, grad > 0, trial <= lo) | rows["fixed"][ix]  # (padding: held at lo)
+    up = np.where(fb, grad < 0, trial >= hi) & ~down
+    return ((up & c["nhi"][ix]).view(np.int8) - (down & c["nlo"][ix]).view(np.int8)), grad
 
 
 def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
@@ -472,24 +515,33 @@ def _merge_into(full: dict[str, Any], sub: dict[str, Any], nodes: np.ndarray, k:
             if not (isinstance(new, np.ndarray) and val.ndim == new.ndim and val.ndim
                     and val.shape[0] == k and new.shape[0] == nodes.size):
                 return False
-            if any(b > a for a, b in zip(val.shape[1:], new.shape[1:], strict=True)):
-                grown = np.zeros((k,) + tuple(max(a, b) for a, b in
-                                              zip(val.shape[1:], new.shape[1:], strict=True)),
-                                 dtype=val.dtype)
-                grown[(slice(None),) + tuple(slice(0, a) for a in val.shape[1:])] = val
-                full[key] = val = grown
-            elif id(val) in seen:
+            if id(val) in seen:
                 full[key] = val = val.copy()
-            seen.add(id(val))
             if new.shape[1:] != val.shape[1:]:
-                val[nodes] = 0
-            val[(nodes,) + tuple(slice(0, b) for b in new.shape[1:])] = new
+                full[key] = val = _padded_rows(val, new, nodes)
+            else:
+                val[nodes] = new
+            seen.add(id(val))
         elif key == "F":
             full[key] = max(val, new)
         elif not (val is None and new is None) and not (
                 isinstance(val, (bool, np.bool_)) and val == new):
             return False
     return True
+
+
+def _padded_rows(val: np.ndarray, new: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """``val`` with its rows ``nodes`` set to ``new`` where their trailing axes (free-row
+    slots) differ: ``new`` zero-padded where shorter; ``val`` grown (zero-padded for the other
+    rows, a new array) where ``new`` is longer."""
+    shape = tuple(max(a, b) for a, b in zip(val.shape, new.shape, strict=True))
+    if shape[1:] != val.shape[1:]:
+        grown = np.zeros((val.shape[0],) + shape[1:], dtype=val.dtype)
+        grown[tuple(slice(0, a) for a in val.shape)] = val
+        val = grown
+    val[nodes] = 0
+    val[(nodes,) + tuple(slice(0, b) for b in new.shape[1:])] = new
+    return val
 
 
 def _leaving_multiplier(sy: dict[str, Any], z: np.ndarray, ad: np.ndarray, ad_b: np.ndarray,
