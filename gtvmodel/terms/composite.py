@@ -825,19 +825,19 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         mu = mu + nu
     with np.errstate(over="ignore", invalid="ignore"):
         a = np.where(fixed, 0.0, a)
-        Pz = np.einsum("krd,kd->kr", P, Z)
-        stat = np.abs(mu[:, None] * Z - g + np.einsum("krd,kr->kd", P, a))
-        stat_scale = (np.abs(mu[:, None] * Z) + np.abs(g)
-                      + np.einsum("krd,kr->kd", np.abs(P), np.abs(a)))
-        grad = cs + cq * a - Pz
+        absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
+        stat = np.abs(muZ - g + np.einsum("krd,kr->kd", P, a))
+        stat_scale = np.abs(muZ) + np.abs(g) + np.einsum("krd,kr->kd", absP, absa)
+        grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
         # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
-        gscale = np.abs(cs) + cq * np.abs(a) + np.einsum("krd,kd->kr", np.abs(P),
-                                                         stat_scale / mu[:, None])
-        tol = rtol * gscale
-        rows_ok = (fixed | ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
-                            & ((a >= hi) | (grad >= -tol))))
-        ok = (rows_ok.all(axis=1) & (stat <= rtol * stat_scale).all(axis=1)
-              & np.isfinite(Z).all(axis=1) & np.isfinite(a).all(axis=1))
+        tol = rtol * (np.abs(cs) + cq * absa + np.einsum("krd,kd->kr", absP,
+                                                         stat_scale / mu[:, None]))
+        rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
+                   & ((a >= hi) | (grad >= -tol)))
+        rows_ok |= fixed
+        # every condition of a node at once: rows, stationarity, finite z and duals
+        ok = np.concatenate((rows_ok, stat <= rtol * stat_scale, np.isfinite(Z),
+                             np.isfinite(a)), axis=1).all(axis=1)
     if radius is not None:
         nz = np.linalg.norm(Z, axis=1)
         nu = np.zeros_like(nz) if nu is None else nu
