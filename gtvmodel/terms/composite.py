@@ -203,38 +203,41 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         depends on the active sets only), and so is ``||z||_1 = sum_j sigma_j z_j``
         (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``): ``nu1 = (r -
         ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
-        lo[J], hi[J] = lo0[J], hi0[J]
+        ix = every(J)
+        lo[ix], hi[ix] = lo0[ix], hi0[ix]
         sy = system("l1-ball", J)
         fac = sy["fac"]
         if "zb" not in fac:
-            sig = np.where(l1m & ~fixed[J], state[J], 0).astype(float)
-            syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig),
+            sig = np.where(l1m & ~fixed[ix], state[ix], 0).astype(float)
+            syb = dict(sy, f=-np.einsum("krd,kr->kd", P[ix], sig),
                        zfix=np.zeros_like(sy["zfix"]), bd=np.zeros_like(sy["bd"]),
                        a0=np.zeros_like(sy["a0"]))
             zb, ad_b = _affine_solve(syb)
-            fac.update(sig=sig, fb=syb["f"], zb=zb, ad_b=ad_b,
-                       nb=np.einsum("krd,kr,kd->k", P[J], sig, zb))
+            # sv: the signs in coordinates (one l1 row per coordinate), ||z||_1 = sv^T z
+            sv = np.einsum("krd,kr->kd", P[ix], sig)
+            fac.update(sig=sig, fb=syb["f"], zb=zb, ad_b=ad_b, sv=sv,
+                       nb=np.einsum("kd,kd->k", sv, zb),
+                       moves=-1e-12 * (np.abs(syb["f"]) @ c["ones_d"]) / mu[ix])
         sig, zb, nb = fac["sig"], fac["zb"], fac["nb"]
         za, ad_a = _affine_solve(sy)
-        na = np.einsum("krd,kr,kd->k", P[J], sig, za)
-        moves = nb < -1e-12 * np.abs(fac["fb"]).sum(axis=1) / mu[J]
-        t = np.where((na > radius1[J]) & moves, (radius1[J] - na) / np.where(moves, nb, -1.0),
-                     0.0)
-        t = np.maximum(t, 0.0)
-        stuck = np.flatnonzero((na > radius1[J]) & ~moves)
+        na, r1 = np.einsum("kd,kd->k", fac["sv"], za), radius1[ix]
+        moves, out = nb < fac["moves"], na > r1
+        t = np.maximum(np.where(out & moves, (r1 - na) / np.where(moves, nb, -1.0), 0.0), 0.0)
+        stuck = np.flatnonzero(out & ~moves)
         if stuck.size:  # z cannot move: nu1 up to where a free row's dual leaves its interval
             t[stuck] = _leaving_multiplier(
                 {key: (val[stuck] if isinstance(val, np.ndarray) else val)
                  for key, val in sy.items()}, za[stuck], ad_a[stuck], fac["ad_b"][stuck],
                 sig[stuck], fac["fb"][stuck], state[J[stuck]], fixed[J[stuck]], lo0[J[stuck]],
                 hi0[J[stuck]], l1m)
-        nu1[J] = t
-        lo[J] = lo0[J] - t[:, None] * l1m
-        hi[J] = hi0[J] + t[:, None] * l1m
-        sy["a_fix"] = sy["a_fix"] + t[:, None] * sig
-        sy["f"] = sy["f"] + t[:, None] * fac["fb"]
-        Zj = za + t[:, None] * zb
-        return Zj, _row_duals(sy, Zj, ad_a + t[:, None] * fac["ad_b"], None)
+        nu1[ix] = t
+        tc = t[:, None]
+        lo[ix] = lo0[ix] - tc * l1m
+        hi[ix] = hi0[ix] + tc * l1m
+        sy["a_fix"] = sy["a_fix"] + tc * sig
+        sy["f"] = sy["f"] + tc * fac["fb"]
+        Zj = za + tc * zb
+        return Zj, _row_duals(sy, Zj, ad_a + tc * fac["ad_b"], None)
 
     def solve_all(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`solve` and, for the nodes with a 1-norm ball, :func:`solve_l1_ball`."""
@@ -591,8 +594,8 @@ def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     if not sy["F"]:
         return np.where(fr, back(u0), zfix), np.zeros((zfix.shape[0], 0))
     A, Ainv = fac["A"], fac["Ainv"]
-    u = u0 + np.einsum("kdf,kf->kd", Ainv,
-                       np.where(on, sy["bd"] - np.einsum("kfd,kd->kf", A, u0), 0.0))
+    # (A, bd and Ainv are 0 in the unused slots)
+    u = u0 + np.einsum("kdf,kf->kd", Ainv, sy["bd"] - np.einsum("kfd,kd->kf", A, u0))
     a0 = sy["a0"]
     ad = a0 + np.einsum("kdf,kd->kf", Ainv, u0 - u - np.einsum("kfd,kf->kd", A, a0))
     return np.where(fr, back(u), zfix), np.where(on, ad, 0.0)
@@ -790,19 +793,23 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
     """Every row's dual at ``z``: held rows their bound, free ``q`` rows ``(P_r^T z - c_r s_r)
     / (c_r q_r)``, free linear data rows ``ad``, and a free unit row owning its coordinate the
     stationarity residual ``f - (H + nu I) z - Pd^T ad`` there."""
-    P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
-    a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
+    if sy["any_q"]:
+        P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
+        a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
+    else:  # no free q row
+        a = sy["a_fix"].copy()
     if sy["F"]:  # the used slots only: a merged system pads ``sel`` with repeated indices
         kk, ff = np.nonzero(sy["on"])
         a[kk, sy["sel"][kk, ff]] = ad[kk, ff]
     fx = sy["fx"]
     if fx.any():
-        res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
+        # (H = mu I where no free q row; ad is 0 in the unused slots)
+        res = sy["f"] - (np.einsum("kij,kj->ki", sy["H"], Za) if sy["any_q"]
+                         else sy["H"][:, 0, :1] * Za)
         if nu is not None:
             res -= nu[:, None] * Za
         if sy["F"]:
-            res -= (sy["Pd"].transpose(0, 2, 1) @ np.where(sy["on"], ad, 0.0)[:, :, None]
-                    )[:, :, 0]
+            res -= (sy["Pd"].transpose(0, 2, 1) @ ad[:, :, None])[:, :, 0]
         ki, ji = np.nonzero(fx)
         a[ki, sy["owner"][ki, ji]] = res[ki, ji]
     return a
