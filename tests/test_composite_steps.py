@@ -151,3 +151,18 @@ def test_later_steps_merged_in_place_equal_fresh_batches(case, monkeypatch):
     radius, radius1 = (kw.get(key, np.full(k, np.inf)) for key in ("radius", "radius1"))
     for j in range(0, k, 8):
         _assert_prox(losses[j], V[j], tau[j], W[j], lo[j], hi[j], radius[j], radius1[j])
+
+
+@pytest.mark.parametrize("k", [3, 40])
+def test_pinv_rows_few_and_many_blocks_equal_numpy_pinv(k):
+    # a few blocks with two rows or more (a later step's nodes): one SVD call; many: QR where
+    # the rows are independent, SVD where not (dependent rows, more rows than d); padding 0
+    rng = np.random.default_rng(k)
+    F, d = 4, 3
+    A = rng.standard_normal((k, F, d)) * np.logspace(0, 3, d)
+    on = np.arange(F)[None, :] < rng.integers(0, F + 1, k)[:, None]
+    A[0, 1], on[0, :2] = 3.0 * A[0, 0], True  # dependent rows
+    A *= on[:, :, None]
+    ref = np.linalg.pinv(A)
+    np.testing.assert_allclose(composite_mod._pinv_rows(A, on), ref, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref).max())

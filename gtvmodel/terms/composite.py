@@ -761,8 +761,9 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
     first (the others are zero padding): ``Q R^{-T}`` from the QR factorization ``A_i^T = Q R``
     of the first ``min(F, d)`` rows (a unit diagonal in ``R``'s padding) where the rows are
     independent (``|R_jj| > rtol max |R_jj|``), else by SVD (``numpy.linalg.pinv``: more rows
-    than ``d``, or dependent rows); ``0`` where no row is on, ``a / ||a||^2`` for one row
-    ``a``."""
+    than ``d``, or dependent rows; also every block where at most 8 have two rows or more,
+    whose one SVD call costs less than the QR path's steps); ``0`` where no row is on, ``a /
+    ||a||^2`` for one row ``a``."""
     k, F, d = A.shape
     Fq = min(F, d)
     out = np.zeros((k, d, F))
@@ -774,6 +775,9 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
         out[one, :, 0] = a / np.where(n2 > 0, n2, np.inf)[:, None]
     some = np.flatnonzero(nf > 1)
     if some.size == 0:
+        return out
+    if some.size <= 8:  # a few blocks (later active-set steps): one SVD call costs less
+        out[some] = np.linalg.pinv(A[some])
         return out
     onq = on[some, :Fq]
     Q, Rm = np.linalg.qr(A[some, :Fq].transpose(0, 2, 1))
