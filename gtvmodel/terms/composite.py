@@ -161,7 +161,11 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                 _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]), chg)
                 if kind == "plain" and chg.size <= k // 4 else None)
         if sy is None:
-            sy = _system_matrices(rows, state[ix], ix, mu[ix])
+            # a later step's nodes: as many free-row slots as the cached system (merged
+            # into it without padding)
+            held = cache.get(kind) if cache is not None and not full else None
+            sy = _system_matrices(rows, state[ix], ix, mu[ix],
+                                  0 if held is None else held[2]["F"])
         if full:
             cache[kind] = (state.copy(), mu.copy(), sy)
         elif cache is not None:  # merged into the cached one when the call ends
@@ -373,14 +377,15 @@ def _with_rhs(sy: dict[str, Any], g: np.ndarray, a_prev: np.ndarray) -> dict[str
 
 
 def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
-                     mu: np.ndarray) -> dict[str, Any]:
+                     mu: np.ndarray, F_min: int = 0) -> dict[str, Any]:
     """The parts of the active sets' system that do not depend on ``g`` (cached across calls
     while the active sets and ``mu`` stay, :func:`composite_active_set_prox`): the held duals
     ``a_fix``, the curvature ``H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r)``, ``fP =
     P^T (a_fix - c s / (c q))``, the coordinates ``fx`` fixed to ``zfix`` by free unit rows
     (the first row of a coordinate, ``owner``, takes its dual) and the free linear data rows
-    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used); ``fac`` holds the
-    factorizations of :func:`_affine_solve` / :func:`_ball_solve` once computed."""
+    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used; at least ``F_min``
+    slots, at most one per data row); ``fac`` holds the factorizations of
+    :func:`_affine_solve` / :func:`_ball_solve` once computed."""
     P, cs, cq, fixed, coord = (rows[key][act] if key != "coord" else rows[key]
                                for key in ("P", "cs", "cq", "fixed", "coord"))
     lo, hi = rows["lo"][act], rows["hi"][act]
@@ -412,7 +417,7 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     elif unit.size:
         datal = freel.copy()
         datal[:, unit] = False
-    F = int(datal.sum(axis=1).max(initial=0))
+    F = min(max(int(datal.sum(axis=1).max(initial=0)), F_min), datal.shape[1])
     if F:
         sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
         node = np.arange(n_act)[:, None]  # (with sel: fancy indexing, row by row)
@@ -507,30 +512,41 @@ def _merge_into(full: dict[str, Any], sub: dict[str, Any], nodes: np.ndarray, k:
     written so far (one array under two names, as ``B`` and ``H`` in :func:`_ball_factors`,
     is copied before its second write)."""
     seen = set() if seen is None else seen
+    n = nodes.size
+    # the rows themselves, and (no free q row in either: the same as before) H = mu I
+    skip = _SAME_ROWS if full.get("any_q") is not False or sub.get("any_q") is not False \
+        else _SAME_ROWS_NO_Q
     for key, val in list(full.items()):
-        new = sub.get(key)
-        if key in ("P", "cs"):
+        if key in skip:
             continue
-        if isinstance(val, dict):
-            if not isinstance(new, dict) or not _merge_into(val, new, nodes, k, seen):
-                return False
-        elif isinstance(val, np.ndarray):
-            if not (isinstance(new, np.ndarray) and val.ndim == new.ndim and val.ndim
-                    and val.shape[0] == k and new.shape[0] == nodes.size):
+        new = sub.get(key)
+        if type(val) is np.ndarray:
+            if not (type(new) is np.ndarray and new.shape[0] == n and val.shape[0] == k
+                    and val.ndim == new.ndim > 0):
                 return False
             if id(val) in seen:
                 full[key] = val = val.copy()
-            if new.shape[1:] != val.shape[1:]:
-                full[key] = val = _padded_rows(val, new, nodes)
-            else:
+            if new.shape[1:] == val.shape[1:]:
                 val[nodes] = new
+            else:
+                full[key] = val = _padded_rows(val, new, nodes)
             seen.add(id(val))
+        elif type(val) is dict:
+            if type(new) is not dict or not _merge_into(val, new, nodes, k, seen):
+                return False
         elif key == "F":
             full[key] = max(val, new)
         elif not (val is None and new is None) and not (
                 isinstance(val, (bool, np.bool_)) and val == new):
             return False
     return True
+
+
+#: Keys of a system (:func:`_system_matrices`) that :func:`_merge_into` leaves: the rows
+#: themselves, and where no node has a free ``q`` row, also ``H = mu I`` and the ``q`` rows'
+#: masks and weights (all ``False``/``0``).
+_SAME_ROWS = frozenset(("P", "cs"))
+_SAME_ROWS_NO_Q = frozenset(("P", "cs", "freeq", "wq", "H"))
 
 
 def _padded_rows(val: np.ndarray, new: np.ndarray, nodes: np.ndarray) -> np.ndarray:
