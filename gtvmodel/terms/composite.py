@@ -116,7 +116,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     gamma = c["gamma"]
     Z = np.array(Z0, dtype=float)
     rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": c["coord"],
-            "unit": c["unit"], "tail": c["tail"]}
+            "unit": c["unit"], "tail": c["tail"], "any_q": c["any_q"]}
     radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
     ball = np.isfinite(radius)
     any_ball = bool(ball.any())
@@ -386,17 +386,20 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used; at least ``F_min``
     slots, at most one per data row); ``fac`` holds the factorizations of
     :func:`_affine_solve` / :func:`_ball_solve` once computed."""
-    P, cs, cq, fixed, coord = (rows[key][act] if key != "coord" else rows[key]
-                               for key in ("P", "cs", "cq", "fixed", "coord"))
-    lo, hi = rows["lo"][act], rows["hi"][act]
+    P, cs, fixed, lo, hi = (rows[key][act] for key in ("P", "cs", "fixed", "lo", "hi"))
     n_act, R, d = P.shape
-    unit, tail = rows["unit"], rows["tail"]
+    coord, unit, tail = rows["coord"], rows["unit"], rows["tail"]
     free = (st == 0) & ~fixed
-    freeq, freel = free & (cq > 0), free & (cq == 0)
-    a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
-    a_fix[free | fixed] = 0.0
-    wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
-    fP = np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))  # (free rows: 0)
+    a_fix[fixed] = 0.0
+    if rows.get("any_q", True):
+        cq = rows["cq"][act]
+        freeq, freel = free & (cq > 0), free & (cq == 0)
+        wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
+        fP = np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    else:  # no row with q > 0 (rows["any_q"] False)
+        freeq, freel, wq = np.zeros_like(free), free, np.zeros(st.shape)
+        fP = np.einsum("krd,kr->kd", P, a_fix)
     # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
     fx = np.zeros((n_act, d), dtype=bool)
     zfix = np.zeros((n_act, d))
@@ -404,9 +407,10 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     if unit.size:
         kk, uu = np.nonzero(freel[:, tail])
         kk, urows = kk[::-1], unit[uu[::-1]]
-        fx[kk, coord[urows]] = True
-        zfix[kk, coord[urows]] = cs[kk, urows]
-        owner[kk, coord[urows]] = urows
+        cj = coord[urows]
+        fx[kk, cj] = True
+        zfix[kk, cj] = cs[kk, urows]
+        owner[kk, cj] = urows
     H = mu[:, None, None] * np.eye(d)
     any_q = bool(freeq.any())
     if any_q:
@@ -855,10 +859,14 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
         stat = np.abs(muZ - g + np.einsum("krd,kr->kd", P, a))
         stat_scale = np.abs(muZ) + np.abs(g) + np.einsum("krd,kr->kd", absP, absa)
-        grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
         # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
-        tol = rtol * (np.abs(cs) + cq * absa + np.einsum("krd,kd->kr", absP,
-                                                         stat_scale / mu[:, None]))
+        zscale = np.einsum("krd,kd->kr", absP, stat_scale / mu[:, None])
+        if cq.any():
+            grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
+            tol = rtol * (np.abs(cs) + cq * absa + zscale)
+        else:  # (the same without the zero terms)
+            grad = cs - np.einsum("krd,kd->kr", P, Z)
+            tol = rtol * (np.abs(cs) + zscale)
         rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
                    & ((a >= hi) | (grad >= -tol)))
         rows_ok |= fixed
