@@ -117,16 +117,18 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     Z = np.array(Z0, dtype=float)
     rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": c["coord"],
             "unit": c["unit"], "tail": c["tail"], "any_q": c["any_q"]}
-    radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
-    ball = np.isfinite(radius)
-    any_ball = bool(ball.any())
+    any_ball = radius is not None and bool(np.isfinite(radius).any())
+    if any_ball:
+        radius = np.broadcast_to(radius, (k,))
+        ball = np.isfinite(radius)
     # the balls' multipliers at the current active sets (the last call's where given)
     nu = np.zeros(k) if start is None or len(start) < 3 else np.array(start[2], dtype=float)
     # 1-norm balls: their multipliers widen the l1 rows' dual intervals (lo, hi: effective)
-    radius1 = np.broadcast_to(np.inf if radius1 is None else radius1, (k,))
-    ball1 = np.flatnonzero(np.isfinite(radius1))
-    nu1 = np.zeros(k)
+    ball1 = np.zeros(0, dtype=np.int64) if radius1 is None else \
+        np.flatnonzero(np.isfinite(radius1) & np.ones(k, dtype=bool))
     if ball1.size:
+        radius1 = np.broadcast_to(radius1, (k,))
+        nu1 = np.zeros(k)
         l1m = np.asarray(l1row, dtype=bool)
         lo0, hi0, lo, hi = lo, hi, lo.copy(), hi.copy()
         rows["lo"], rows["hi"] = lo, hi
