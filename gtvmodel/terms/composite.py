@@ -29,7 +29,10 @@ the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set
 ``||z||_1`` are affine in ``nu1``, so two solves give it exactly (``solve_l1_ball`` in
 :func:`composite_active_set_prox`); where the free rows fix ``z`` outside the ball, ``nu1`` grows
 until a free row's dual leaves its interval (:func:`_leaving_multiplier`), so the active set
-changes.  Other ``p``-norm balls stay on the CVXPY path.  This
+changes.  Other ``p``-norm balls stay on the CVXPY path.  Across Algorithm 1's calls the
+work is mostly fixed per step (small arrays): a call starts from the last active sets with
+their cached system and factorizations, the later steps run on the nodes still changing only,
+and their systems are merged into the cached one when the call ends.  This
 generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
 constraint rows) to quadratic row conjugates.
 
@@ -109,7 +112,10 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     rows, e.g. Algorithm 1's iterations) holds the last full step's system and factorizations
     (:func:`_system_matrices`, :func:`_affine_factors`, :func:`_ball_factors`): a step whose
     active sets and ``mu`` are the cached ones only applies them to the new ``g`` (the KKT
-    check that ends the call is the same).
+    check that ends the call is the same); the systems that the later steps build for the
+    few nodes still changing are written into it when the call ends (:func:`_merge_later`),
+    so the next call starts from every node's final active set without rebuilding; it also
+    keeps the rows' constants (:func:`_row_constants`).
     """
     k, R, d = P.shape
     c = _row_constants(P, cs, cq, lo, hi, fixed, coord, mu, rtol, cache)
