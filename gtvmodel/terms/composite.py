@@ -163,11 +163,12 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         hit = cache.get(kind) if full else None
         sy = None
         if hit is not None and np.array_equal(hit[1], mu):
+            if np.array_equal(hit[0], state):  # (the cached one: kept as it is)
+                return _with_rhs(hit[2], g, np.clip(a_prev, lo, hi))
             chg = np.flatnonzero((hit[0] != state).any(axis=1))
             # where few nodes changed their sets: their systems and factors only
-            sy = hit[2] if chg.size == 0 else (
-                _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]), chg)
-                if kind == "plain" and chg.size <= k // 4 else None)
+            sy = _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]),
+                                 chg) if kind == "plain" and chg.size <= k // 4 else None
         if sy is None:
             # a later step's nodes: as many free-row slots as the cached system (merged
             # into it without padding)
