@@ -1,8 +1,9 @@
 """The composite active-set prox's work per call (issue 16 item 3, per-call overhead):
 :func:`gtvmodel.terms.composite.composite_active_set_prox` on Algorithm 1's sequence of calls
 (one batch, points that move a little) takes one active-set step where the active sets do not
-change, its cached systems (merged where a few nodes changed) give the answers of fresh ones,
-and every answer equals an independent CVXPY prox written here."""
+change, its cached systems (merged where a few nodes changed, the row duals of a merged node
+included) give the answers of fresh ones, every answer equals an independent CVXPY prox
+written here, and the small-batch pseudo-inverse equals numpy's."""
 
 from __future__ import annotations
 
@@ -166,3 +167,40 @@ def test_pinv_rows_few_and_many_blocks_equal_numpy_pinv(k):
     ref = np.linalg.pinv(A)
     np.testing.assert_allclose(composite_mod._pinv_rows(A, on), ref, rtol=1e-9,
                                atol=1e-12 * np.abs(ref).max())
+
+
+def test_row_duals_of_a_merged_system_equal_a_fresh_ones():
+    # a node merged into a system with more free-row slots than it uses (_updated_system pads
+    # its slots, sel repeats an index): its free rows' duals land in their rows, as in the
+    # node's own fresh system (before, the padding's write of the old value won)
+    rng = np.random.default_rng(2)
+    k, d = 3, 2
+    losses = _linear_row_losses(rng, gm.HingeLoss, k, d, 0.05)
+    for ls in losses:  # three rows each
+        ls.X, ls.y = rng.standard_normal((3, d)), np.sign(rng.standard_normal(3))
+    batch = CompositeProxBatch(gm.HingeLoss, np.arange(k), losses, k, d)
+    pad, mu = batch._padded(), np.full(k, 2.0)
+    c = composite_mod._row_constants(*(pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed",
+                                                             "coord")), mu, 1e-13, None)
+    rows = dict({key: pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed")},
+                coord=c["coord"], unit=c["unit"], tail=c["tail"])
+    R = pad["P"].shape[1]
+    before = np.where(pad["fixed"], -1, 1).astype(np.int8)  # every row held ...
+    before[0, :2] = 0  # ... but node 0's data rows 0 and 1 (two free-row slots)
+    st = before.copy()
+    st[1, 0] = 0  # then node 1's data row 0 is free too (one slot)
+    full = composite_mod._system_matrices(rows, before, slice(None), mu)
+    sub = composite_mod._system_matrices(rows, st[1:2], np.arange(1, 2), mu[1:2])
+    merged = composite_mod._updated_system(full, sub, np.arange(1, 2))
+    fresh = composite_mod._system_matrices(rows, st, slice(None), mu)
+    assert merged is not None and merged["F"] == fresh["F"] == 2
+    assert merged["sel"][1, 1] == merged["sel"][1, 0] == 0  # the repeated index
+    g, a_prev = rng.standard_normal((k, d)), np.zeros((k, R))
+    Za = rng.standard_normal((k, d))
+    ad = np.where(fresh["on"], rng.standard_normal((k, 2)), 0.0)
+    for sy in (merged, fresh):
+        composite_mod._affine_factors(sy)
+    a_merged, a_fresh = (composite_mod._row_duals(composite_mod._with_rhs(sy, g, a_prev), Za,
+                                                  ad, None) for sy in (merged, fresh))
+    assert a_merged[1, 0] == ad[1, 0]
+    np.testing.assert_array_equal(a_merged, a_fresh)
