@@ -353,6 +353,9 @@ def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
                         lambda *a, **kw: built.append(1) or real(*a, **kw))
     monkeypatch.setattr(composite_mod, "_updated_system",
                         lambda *a: merged.append(merge(*a)) or merged[-1])
+    merge_later = composite_mod._merge_into  # the later steps' systems, merged in place
+    monkeypatch.setattr(composite_mod, "_merge_into",
+                        lambda *a: merged.append(merge_later(*a) or None) or bool(merged[-1]))
 
     def make():
         return CompositeProxBatch(gm.HuberLoss, np.arange(k), losses, k, d, box=(lo, hi),

@@ -29,7 +29,10 @@ the ``l1`` rows' intervals to ``[-(eta + nu1), eta + nu1]``; with the active set
 ``||z||_1`` are affine in ``nu1``, so two solves give it exactly (``solve_l1_ball`` in
 :func:`composite_active_set_prox`); where the free rows fix ``z`` outside the ball, ``nu1`` grows
 until a free row's dual leaves its interval (:func:`_leaving_multiplier`), so the active set
-changes.  Other ``p``-norm balls stay on the CVXPY path.  This
+changes.  Other ``p``-norm balls stay on the CVXPY path.  Across Algorithm 1's calls the
+work is mostly fixed per step (small arrays): a call starts from the last active sets with
+their cached system and factorizations, the later steps run on the nodes still changing only,
+and their systems are merged into the cached one when the call ends.  This
 generalizes :func:`~gtvmodel.terms.losses.dual_active_set_prox` (``q = 0``, no regularizer or
 constraint rows) to quadratic row conjugates.
 
@@ -53,7 +56,6 @@ from .losses import (
     DataFitBatch,
     Loss,
     _active_set_step,
-    _box_active_set,
     _box_qp_projected_gradient,
 )
 
@@ -110,31 +112,29 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     rows, e.g. Algorithm 1's iterations) holds the last full step's system and factorizations
     (:func:`_system_matrices`, :func:`_affine_factors`, :func:`_ball_factors`): a step whose
     active sets and ``mu`` are the cached ones only applies them to the new ``g`` (the KKT
-    check that ends the call is the same).
+    check that ends the call is the same); the systems that the later steps build for the
+    few nodes still changing are written into it when the call ends (:func:`_merge_later`),
+    so the next call starts from every node's final active set without rebuilding; it also
+    keeps the rows' constants (:func:`_row_constants`).
     """
     k, R, d = P.shape
-    pnorm2 = np.einsum("krd,krd->kr", P, P)
-    pnorm = np.sqrt(pnorm2)
-    gamma = 1.0 / np.maximum(pnorm2 / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
+    c = _row_constants(P, cs, cq, lo, hi, fixed, coord, mu, rtol, cache)
+    gamma = c["gamma"]
     Z = np.array(Z0, dtype=float)
-    coord = np.full(R, -1) if coord is None else np.asarray(coord)
-    unit = np.flatnonzero(coord >= 0)
-    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": coord,
-            "unit": unit,
-            # the unit rows as a slice where they follow the data rows (CompositeProxBatch)
-            "tail": (slice(R - unit.size, R) if np.array_equal(unit, np.arange(R - unit.size, R))
-                     else unit)}
-    abs_cs, inf_lo, inf_hi = np.abs(cs), np.isinf(lo), np.isinf(hi)
-    radius = np.broadcast_to(np.inf if radius is None else radius, (k,))
-    ball = np.isfinite(radius)
-    any_ball = bool(ball.any())
+    rows = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed, "coord": c["coord"],
+            "unit": c["unit"], "tail": c["tail"], "any_q": c["any_q"]}
+    any_ball = radius is not None and bool(np.isfinite(radius).any())
+    if any_ball:
+        radius = np.broadcast_to(radius, (k,))
+        ball = np.isfinite(radius)
     # the balls' multipliers at the current active sets (the last call's where given)
     nu = np.zeros(k) if start is None or len(start) < 3 else np.array(start[2], dtype=float)
     # 1-norm balls: their multipliers widen the l1 rows' dual intervals (lo, hi: effective)
-    radius1 = np.broadcast_to(np.inf if radius1 is None else radius1, (k,))
-    ball1 = np.flatnonzero(np.isfinite(radius1))
-    nu1 = np.zeros(k)
+    ball1 = np.zeros(0, dtype=np.int64) if radius1 is None else \
+        np.flatnonzero(np.isfinite(radius1) & np.ones(k, dtype=bool))
     if ball1.size:
+        radius1 = np.broadcast_to(radius1, (k,))
+        nu1 = np.zeros(k)
         l1m = np.asarray(l1row, dtype=bool)
         lo0, hi0, lo, hi = lo, hi, lo.copy(), hi.copy()
         rows["lo"], rows["hi"] = lo, hi
@@ -143,25 +143,16 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         """``act`` as an index: a slice (views, no copies) where it names every node."""
         return act if isinstance(act, slice) or act.size < k else slice(None)
 
-    def tolerance(act: np.ndarray, Za: np.ndarray, a: np.ndarray) -> np.ndarray:
-        act = every(act)
-        return rtol * (abs_cs[act] + cq[act] * np.abs(a)
-                       + pnorm[act] * np.abs(Za).sum(axis=1)[:, None])
-
     def states(act: np.ndarray, a: np.ndarray, Za: np.ndarray, free: np.ndarray) -> np.ndarray:
-        act = every(act)
-        grad = cs[act] + cq[act] * a - np.einsum("krd,kd->kr", P[act], Za)
-        new = _box_active_set(a, grad, gamma[act], lo[act], hi[act], fixed[act],
-                              tolerance(act, Za, a), free)
-        # a dual is never held at an infinite bound (that row stays free)
-        return np.where(((new < 0) & inf_lo[act]) | ((new > 0) & inf_hi[act]),
-                        0, new).astype(np.int8), grad
+        return _next_states(c, rows, every(act), a, Za, free)
 
     if start is None:
         a_prev = np.where(fixed, 0.0, np.clip(0.0, lo, hi))
         state = states(np.arange(k), a_prev, Z, ~fixed)[0]
     else:
         state, a_prev = start[0].copy(), start[1].copy()
+    # the systems of the later steps (few nodes), with the active sets they were built for
+    later: list[tuple[str, np.ndarray, np.ndarray, dict[str, Any]]] = []
 
     def system(kind: str, act: np.ndarray) -> dict[str, Any]:
         """:func:`_system_matrices` of the nodes ``act`` with the right side of
@@ -172,15 +163,22 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         hit = cache.get(kind) if full else None
         sy = None
         if hit is not None and np.array_equal(hit[1], mu):
+            if np.array_equal(hit[0], state):  # (the cached one: kept as it is)
+                return _with_rhs(hit[2], g, np.clip(a_prev, lo, hi))
             chg = np.flatnonzero((hit[0] != state).any(axis=1))
             # where few nodes changed their sets: their systems and factors only
-            sy = hit[2] if chg.size == 0 else (
-                _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]), chg)
-                if kind == "plain" and chg.size <= k // 4 else None)
+            sy = _updated_system(hit[2], _system_matrices(rows, state[chg], chg, mu[chg]),
+                                 chg) if kind == "plain" and chg.size <= k // 4 else None
         if sy is None:
-            sy = _system_matrices(rows, state[ix], ix, mu[ix])
+            # a later step's nodes: as many free-row slots as the cached system (merged
+            # into it without padding)
+            held = cache.get(kind) if cache is not None and not full else None
+            sy = _system_matrices(rows, state[ix], ix, mu[ix],
+                                  0 if held is None else held[2]["F"])
         if full:
             cache[kind] = (state.copy(), mu.copy(), sy)
+        elif cache is not None:  # merged into the cached one when the call ends
+            later.append((kind, ix, state[ix], sy))
         # the last duals within their intervals: only a tie-break (duals nearest them), and a
         # wild one (a step that failed) would cancel the new duals' digits
         return _with_rhs(sy, g[ix], np.clip(a_prev[ix], lo[ix], hi[ix]))
@@ -218,38 +216,41 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         depends on the active sets only), and so is ``||z||_1 = sum_j sigma_j z_j``
         (``sigma``: the held rows' signs; free l1 rows fix ``z_j = 0``): ``nu1 = (r -
         ||z_a||_1) / (sum_j sigma_j z_b,j)`` where ``z_a`` is outside, else 0."""
-        lo[J], hi[J] = lo0[J], hi0[J]
+        ix = every(J)
+        lo[ix], hi[ix] = lo0[ix], hi0[ix]
         sy = system("l1-ball", J)
         fac = sy["fac"]
         if "zb" not in fac:
-            sig = np.where(l1m & ~fixed[J], state[J], 0).astype(float)
-            syb = dict(sy, f=-np.einsum("krd,kr->kd", P[J], sig),
+            sig = np.where(l1m & ~fixed[ix], state[ix], 0).astype(float)
+            syb = dict(sy, f=-np.einsum("krd,kr->kd", P[ix], sig),
                        zfix=np.zeros_like(sy["zfix"]), bd=np.zeros_like(sy["bd"]),
                        a0=np.zeros_like(sy["a0"]))
             zb, ad_b = _affine_solve(syb)
-            fac.update(sig=sig, fb=syb["f"], zb=zb, ad_b=ad_b,
-                       nb=np.einsum("krd,kr,kd->k", P[J], sig, zb))
+            # sv: the signs in coordinates (one l1 row per coordinate), ||z||_1 = sv^T z
+            sv = np.einsum("krd,kr->kd", P[ix], sig)
+            fac.update(sig=sig, fb=syb["f"], zb=zb, ad_b=ad_b, sv=sv,
+                       nb=np.einsum("kd,kd->k", sv, zb),
+                       moves=-1e-12 * (np.abs(syb["f"]) @ c["ones_d"]) / mu[ix])
         sig, zb, nb = fac["sig"], fac["zb"], fac["nb"]
         za, ad_a = _affine_solve(sy)
-        na = np.einsum("krd,kr,kd->k", P[J], sig, za)
-        moves = nb < -1e-12 * np.abs(fac["fb"]).sum(axis=1) / mu[J]
-        t = np.where((na > radius1[J]) & moves, (radius1[J] - na) / np.where(moves, nb, -1.0),
-                     0.0)
-        t = np.maximum(t, 0.0)
-        stuck = np.flatnonzero((na > radius1[J]) & ~moves)
+        na, r1 = np.einsum("kd,kd->k", fac["sv"], za), radius1[ix]
+        moves, out = nb < fac["moves"], na > r1
+        t = np.maximum(np.where(out & moves, (r1 - na) / np.where(moves, nb, -1.0), 0.0), 0.0)
+        stuck = np.flatnonzero(out & ~moves)
         if stuck.size:  # z cannot move: nu1 up to where a free row's dual leaves its interval
             t[stuck] = _leaving_multiplier(
                 {key: (val[stuck] if isinstance(val, np.ndarray) else val)
                  for key, val in sy.items()}, za[stuck], ad_a[stuck], fac["ad_b"][stuck],
                 sig[stuck], fac["fb"][stuck], state[J[stuck]], fixed[J[stuck]], lo0[J[stuck]],
                 hi0[J[stuck]], l1m)
-        nu1[J] = t
-        lo[J] = lo0[J] - t[:, None] * l1m
-        hi[J] = hi0[J] + t[:, None] * l1m
-        sy["a_fix"] = sy["a_fix"] + t[:, None] * sig
-        sy["f"] = sy["f"] + t[:, None] * fac["fb"]
-        Zj = za + t[:, None] * zb
-        return Zj, _row_duals(sy, Zj, ad_a + t[:, None] * fac["ad_b"], None)
+        nu1[ix] = t
+        tc = t[:, None]
+        lo[ix] = lo0[ix] - tc * l1m
+        hi[ix] = hi0[ix] + tc * l1m
+        sy["a_fix"] = sy["a_fix"] + tc * sig
+        sy["f"] = sy["f"] + tc * fac["fb"]
+        Zj = za + tc * zb
+        return Zj, _row_duals(sy, Zj, ad_a + tc * fac["ad_b"], None)
 
     def solve_all(act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`solve` and, for the nodes with a 1-norm ball, :func:`solve_l1_ball`."""
@@ -267,12 +268,14 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     def run(act: np.ndarray) -> np.ndarray:
         """Active-set steps on the nodes ``act``; returns those whose set has not repeated."""
         for it in range(max_iter):
+            ix = every(act)
             st = state[act]
             Za, a = solve_all(act)
-            Z[act], a_prev[act] = Za, a
-            new, grad = states(act, a, Za, st == 0)
-            act = _active_set_step(state, act, st, new, it, a, grad, gamma[act], lo[act],
-                                   hi[act], st == 0)
+            Z[ix], a_prev[ix] = Za, a
+            free = st == 0
+            new, grad = states(ix, a, Za, free)
+            act = _active_set_step(state, act, st, new, it, a, grad, gamma[ix], lo[ix], hi[ix],
+                                   free)
             if act.size == 0:
                 break
         return act
@@ -290,6 +293,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
             a_prev[left] = a
             state[left] = states(left, a, Za, np.zeros(a.shape, dtype=bool))[0]
             run(left)
+    if later:
+        _merge_later(cache, later, k)
     if not check:
         return Z, None, (state, a_prev, nu)
     ok = kkt_certified(P, cs, cq, lo, hi, fixed, mu, g, Z, a_prev,
@@ -300,6 +305,66 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         ok[ball1] &= (n1 <= r1 * (1 + KKT_RTOL)) & ((nu1[ball1] == 0)
                                                    | (n1 >= r1 * (1 - KKT_RTOL)))
     return Z, ok, (state, a_prev, nu)
+
+
+def _row_constants(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray, fixed: np.ndarray, coord: np.ndarray | None, mu: np.ndarray,
+                   rtol: float, cache: dict | None) -> dict[str, Any]:
+    """What :func:`composite_active_set_prox` computes from its rows alone, kept in ``cache``
+    (under ``"rows"``) while the rows are the same arrays: ``coord`` and the unit rows
+    (``unit``; ``tail``, a slice where they follow the data rows, as in
+    :class:`CompositeProxBatch`), the parts of the step's tolerance ``rtol (|c s| + |c q a| +
+    ||P_r|| ||z||_1)`` (``tol_s``, ``tol_q``, ``tol_p``), the finite bounds (``nlo``,
+    ``nhi``), whether any row has ``q > 0`` (``any_q``), and, while ``mu`` is the same,
+    ``gamma = 1 / Q_rr`` (``Q_rr = ||P_r||^2 / mu + c q``)."""
+    same = (cache is not None and (hit := cache.get("rows")) is not None
+            and all(hit[key] is val for key, val in (("P", P), ("cs", cs), ("cq", cq),
+                                                   ("lo", lo), ("hi", hi), ("fixed", fixed),
+                                                   ("coord_in", coord)))
+            and hit["rtol"] == rtol)
+    if not same:
+        R, d = P.shape[1:]
+        pnorm2 = np.einsum("krd,krd->kr", P, P)
+        crd = np.full(R, -1) if coord is None else np.asarray(coord)
+        unit = np.flatnonzero(crd >= 0)
+        hit = {"P": P, "cs": cs, "cq": cq, "lo": lo, "hi": hi, "fixed": fixed,
+               "coord_in": coord, "rtol": rtol, "pnorm2": pnorm2, "coord": crd, "unit": unit,
+               "tail": (slice(R - unit.size, R)
+                        if np.array_equal(unit, np.arange(R - unit.size, R)) else unit),
+               "tol_s": rtol * np.abs(cs), "tol_q": rtol * cq, "tol_p": rtol * np.sqrt(pnorm2),
+               "nlo": ~np.isinf(lo), "nhi": ~np.isinf(hi), "any_q": bool(cq.any()),
+               "ones_d": np.ones(d), "mu": None}
+        if cache is not None:
+            cache["rows"] = hit
+    if hit["mu"] is None or not np.array_equal(hit["mu"], mu):
+        hit["gamma"] = 1.0 / np.maximum(hit["pnorm2"] / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
+        hit["mu"] = np.array(mu, dtype=float)
+    return hit
+
+
+def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray | slice,
+                 a: np.ndarray, Za: np.ndarray, free: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The active sets of the nodes ``ix`` after a step of :func:`composite_active_set_prox`
+    (rows' duals ``a``, points ``Za``; ``free``: the rows free in it) and the dual gradients
+    ``grad_r = c_r (s_r + q_r a_r) - P_r^T z``: :func:`~gtvmodel.terms.losses._box_active_set`
+    at the tolerance ``rtol (|c s| + |c q a| + ||P_r|| ||z||_1)`` (constants ``c`` of
+    :func:`_row_constants`), fused with the rule that a dual is never held at an infinite
+    bound (that row stays free)."""
+    lo, hi = rows["lo"][ix], rows["hi"][ix]
+    Pz = np.einsum("krd,kd->kr", rows["P"][ix], Za)
+    tol = c["tol_s"][ix] + c["tol_p"][ix] * (np.abs(Za) @ c["ones_d"])[:, None]
+    if c["any_q"]:
+        grad = rows["cs"][ix] + rows["cq"][ix] * a - Pz
+        tol += c["tol_q"][ix] * np.abs(a)
+    else:
+        grad = rows["cs"][ix] - Pz
+    big = np.abs(grad) > tol  # below tol a gradient is rounding: a decides (no 2-cycles)
+    trial = a - c["gamma"][ix] * np.where(big, grad, 0.0)
+    fb = free & big  # a free row whose equation could not be met: to the bound grad points to
+    down = np.where(fb, grad > 0, trial <= lo) | rows["fixed"][ix]  # (padding: held at lo)
+    up = np.where(fb, grad < 0, trial >= hi) & ~down
+    return ((up & c["nhi"][ix]).view(np.int8) - (down & c["nlo"][ix]).view(np.int8)), grad
 
 
 def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
@@ -321,25 +386,29 @@ def _with_rhs(sy: dict[str, Any], g: np.ndarray, a_prev: np.ndarray) -> dict[str
 
 
 def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
-                     mu: np.ndarray) -> dict[str, Any]:
+                     mu: np.ndarray, F_min: int = 0) -> dict[str, Any]:
     """The parts of the active sets' system that do not depend on ``g`` (cached across calls
     while the active sets and ``mu`` stay, :func:`composite_active_set_prox`): the held duals
     ``a_fix``, the curvature ``H = mu I + sum_{free q rows} P_r P_r^T / (c_r q_r)``, ``fP =
     P^T (a_fix - c s / (c q))``, the coordinates ``fx`` fixed to ``zfix`` by free unit rows
     (the first row of a coordinate, ``owner``, takes its dual) and the free linear data rows
-    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used); ``fac`` holds the
-    factorizations of :func:`_affine_solve` / :func:`_ball_solve` once computed."""
-    P, cs, cq, fixed, coord = (rows[key][act] if key != "coord" else rows[key]
-                               for key in ("P", "cs", "cq", "fixed", "coord"))
-    lo, hi = rows["lo"][act], rows["hi"][act]
+    ``Pd z = bd`` (gathered into ``F`` slots ``sel``, ``on`` where used; at least ``F_min``
+    slots, at most one per data row); ``fac`` holds the factorizations of
+    :func:`_affine_solve` / :func:`_ball_solve` once computed."""
+    P, cs, fixed, lo, hi = (rows[key][act] for key in ("P", "cs", "fixed", "lo", "hi"))
     n_act, R, d = P.shape
-    unit, tail = rows["unit"], rows["tail"]
+    coord, unit, tail = rows["coord"], rows["unit"], rows["tail"]
     free = (st == 0) & ~fixed
-    freeq, freel = free & (cq > 0), free & (cq == 0)
-    a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))
-    a_fix[free | fixed] = 0.0
-    wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
-    fP = np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    a_fix = np.where(st < 0, lo, np.where(st > 0, hi, 0.0))  # (free rows: 0)
+    a_fix[fixed] = 0.0
+    if rows.get("any_q", True):
+        cq = rows["cq"][act]
+        freeq, freel = free & (cq > 0), free & (cq == 0)
+        wq = np.where(freeq, 1.0 / np.where(freeq, cq, 1.0), 0.0)
+        fP = np.einsum("krd,kr->kd", P, a_fix - wq * cs)
+    else:  # no row with q > 0 (rows["any_q"] False)
+        freeq, freel, wq = np.zeros_like(free), free, np.zeros(st.shape)
+        fP = np.einsum("krd,kr->kd", P, a_fix)
     # coordinates fixed by free unit rows (reversed: the first row of a coordinate wins)
     fx = np.zeros((n_act, d), dtype=bool)
     zfix = np.zeros((n_act, d))
@@ -347,9 +416,10 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     if unit.size:
         kk, uu = np.nonzero(freel[:, tail])
         kk, urows = kk[::-1], unit[uu[::-1]]
-        fx[kk, coord[urows]] = True
-        zfix[kk, coord[urows]] = cs[kk, urows]
-        owner[kk, coord[urows]] = urows
+        cj = coord[urows]
+        fx[kk, cj] = True
+        zfix[kk, cj] = cs[kk, urows]
+        owner[kk, cj] = urows
     H = mu[:, None, None] * np.eye(d)
     any_q = bool(freeq.any())
     if any_q:
@@ -360,7 +430,7 @@ def _system_matrices(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarra
     elif unit.size:
         datal = freel.copy()
         datal[:, unit] = False
-    F = int(datal.sum(axis=1).max(initial=0))
+    F = min(max(int(datal.sum(axis=1).max(initial=0)), F_min), datal.shape[1])
     if F:
         sel = np.argsort(~datal, axis=1, kind="stable")[:, :F]
         node = np.arange(n_act)[:, None]  # (with sel: fancy indexing, row by row)
@@ -426,6 +496,86 @@ def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | Non
     return val
 
 
+def _merge_later(cache: dict | None, later: list, k: int) -> None:
+    """Merges the systems that the later active-set steps of a call of
+    :func:`composite_active_set_prox` built for a few nodes (``later``: ``(kind, nodes,
+    active sets, system)``, in order) into the call's cached system of every node (in place,
+    :func:`_merge_into`), so that the next call starts from the final active sets without
+    rebuilding them: a node's last system is that of its final active set.  A system that
+    does not fit (other kinds of factors, a ball split into parts) drops the cached one."""
+    for kind, nodes, st, sy in later:
+        hit = cache.get(kind)
+        if hit is None:
+            continue
+        if _merge_into(hit[2], sy, nodes, k):
+            hit[0][nodes] = st
+        else:
+            del cache[kind]
+
+
+def _merge_into(full: dict[str, Any], sub: dict[str, Any], nodes: np.ndarray, k: int,
+                seen: set[int] | None = None) -> bool:
+    """Writes the system ``sub`` of the nodes ``nodes`` (:func:`_system_matrices`, with its
+    factorizations) into the rows ``nodes`` of ``full``'s per-node arrays (``k`` rows), in
+    place and recursively; a free-row axis shorter in ``sub`` is zero-padded (no row there),
+    a longer one grows ``full``'s (zero-padded for the other nodes).  ``P`` and ``cs`` (the
+    rows themselves) are the same in both.  Returns False where they do not fit (a factor
+    ``full`` has and ``sub`` has not, a per-node array of another length, another
+    ``any_q``); ``full`` is then inconsistent and must be dropped.  ``seen``: the arrays
+    written so far (one array under two names, as ``B`` and ``H`` in :func:`_ball_factors`,
+    is copied before its second write)."""
+    seen = set() if seen is None else seen
+    n = nodes.size
+    # the rows themselves, and (no free q row in either: the same as before) H = mu I
+    skip = _SAME_ROWS if full.get("any_q") is not False or sub.get("any_q") is not False \
+        else _SAME_ROWS_NO_Q
+    for key, val in list(full.items()):
+        if key in skip:
+            continue
+        new = sub.get(key)
+        if type(val) is np.ndarray:
+            if not (type(new) is np.ndarray and new.shape[0] == n and val.shape[0] == k
+                    and val.ndim == new.ndim > 0):
+                return False
+            if id(val) in seen:
+                full[key] = val = val.copy()
+            if new.shape[1:] == val.shape[1:]:
+                val[nodes] = new
+            else:
+                full[key] = val = _padded_rows(val, new, nodes)
+            seen.add(id(val))
+        elif type(val) is dict:
+            if type(new) is not dict or not _merge_into(val, new, nodes, k, seen):
+                return False
+        elif key == "F":
+            full[key] = max(val, new)
+        elif not (val is None and new is None) and not (
+                isinstance(val, (bool, np.bool_)) and val == new):
+            return False
+    return True
+
+
+#: Keys of a system (:func:`_system_matrices`) that :func:`_merge_into` leaves: the rows
+#: themselves, and where no node has a free ``q`` row, also ``H = mu I`` and the ``q`` rows'
+#: masks and weights (all ``False``/``0``).
+_SAME_ROWS = frozenset(("P", "cs"))
+_SAME_ROWS_NO_Q = frozenset(("P", "cs", "freeq", "wq", "H"))
+
+
+def _padded_rows(val: np.ndarray, new: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """``val`` with its rows ``nodes`` set to ``new`` where their trailing axes (free-row
+    slots) differ: ``new`` zero-padded where shorter; ``val`` grown (zero-padded for the other
+    rows, a new array) where ``new`` is longer."""
+    shape = tuple(max(a, b) for a, b in zip(val.shape, new.shape, strict=True))
+    if shape[1:] != val.shape[1:]:
+        grown = np.zeros((val.shape[0],) + shape[1:], dtype=val.dtype)
+        grown[tuple(slice(0, a) for a in val.shape)] = val
+        val = grown
+    val[nodes] = 0
+    val[(nodes,) + tuple(slice(0, b) for b in new.shape[1:])] = new
+    return val
+
+
 def _leaving_multiplier(sy: dict[str, Any], z: np.ndarray, ad: np.ndarray, ad_b: np.ndarray,
                         sig: np.ndarray, fb: np.ndarray, state: np.ndarray, fixed: np.ndarray,
                         lo: np.ndarray, hi: np.ndarray, l1m: np.ndarray) -> np.ndarray:
@@ -473,8 +623,8 @@ def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     if not sy["F"]:
         return np.where(fr, back(u0), zfix), np.zeros((zfix.shape[0], 0))
     A, Ainv = fac["A"], fac["Ainv"]
-    u = u0 + np.einsum("kdf,kf->kd", Ainv,
-                       np.where(on, sy["bd"] - np.einsum("kfd,kd->kf", A, u0), 0.0))
+    # (A, bd and Ainv are 0 in the unused slots)
+    u = u0 + np.einsum("kdf,kf->kd", Ainv, sy["bd"] - np.einsum("kfd,kd->kf", A, u0))
     a0 = sy["a0"]
     ad = a0 + np.einsum("kdf,kd->kf", Ainv, u0 - u - np.einsum("kfd,kf->kd", A, a0))
     return np.where(fr, back(u), zfix), np.where(on, ad, 0.0)
@@ -499,7 +649,8 @@ def _affine_factors(sy: dict[str, Any]) -> dict[str, Any]:
                                                        eye)))
     else:
         li = np.where(fr, 1.0 / np.sqrt(H[:, 0, :1]), 1.0)
-    fac.update(fr=fr, Li=Li, li=li)
+    fac.update(fr=fr, Li=Li, li=li, A=np.zeros((fr.shape[0], 0, d)),
+               Ainv=np.zeros((fr.shape[0], d, 0)))  # (no free linear row: empty)
     if F:
         Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
         A = np.einsum("kfj,kij->kfi", Pf, Li) if Li is not None else Pf * li[:, None, :]
@@ -583,7 +734,8 @@ def _ball_factors(sy: dict[str, Any]) -> dict[str, Any]:
     d = fx.shape[1]
     z0 = zfix.copy()
     fr = (~fx).astype(float)
-    D = Dp = Pi = B = Qv = None
+    Pi = B = Qv = None
+    D, Dp = np.zeros((fr.shape[0], 0, d)), np.zeros((fr.shape[0], d, 0))  # no free linear row
     if F:
         D = sy["Pd"] * fr[:, None, :]
         Dp = _pinv_rows(D, on)
@@ -638,8 +790,9 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
     first (the others are zero padding): ``Q R^{-T}`` from the QR factorization ``A_i^T = Q R``
     of the first ``min(F, d)`` rows (a unit diagonal in ``R``'s padding) where the rows are
     independent (``|R_jj| > rtol max |R_jj|``), else by SVD (``numpy.linalg.pinv``: more rows
-    than ``d``, or dependent rows); ``0`` where no row is on, ``a / ||a||^2`` for one row
-    ``a``."""
+    than ``d``, or dependent rows; also every block where at most 8 have two rows or more,
+    whose one SVD call costs less than the QR path's steps); ``0`` where no row is on, ``a /
+    ||a||^2`` for one row ``a``."""
     k, F, d = A.shape
     Fq = min(F, d)
     out = np.zeros((k, d, F))
@@ -651,6 +804,9 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
         out[one, :, 0] = a / np.where(n2 > 0, n2, np.inf)[:, None]
     some = np.flatnonzero(nf > 1)
     if some.size == 0:
+        return out
+    if some.size <= 8:  # a few blocks (later active-set steps): one SVD call costs less
+        out[some] = np.linalg.pinv(A[some])
         return out
     onq = on[some, :Fq]
     Q, Rm = np.linalg.qr(A[some, :Fq].transpose(0, 2, 1))
@@ -670,19 +826,23 @@ def _row_duals(sy: dict[str, Any], Za: np.ndarray, ad: np.ndarray, nu: np.ndarra
     """Every row's dual at ``z``: held rows their bound, free ``q`` rows ``(P_r^T z - c_r s_r)
     / (c_r q_r)``, free linear data rows ``ad``, and a free unit row owning its coordinate the
     stationarity residual ``f - (H + nu I) z - Pd^T ad`` there."""
-    P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
-    a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
-    if sy["F"]:
-        node, sel = np.arange(a.shape[0])[:, None], sy["sel"]
-        a[node, sel] = np.where(sy["on"], ad, a[node, sel])
+    if sy["any_q"]:
+        P, cs, wq, freeq = sy["P"], sy["cs"], sy["wq"], sy["freeq"]
+        a = np.where(freeq, wq * ((P @ Za[:, :, None])[:, :, 0] - cs), sy["a_fix"])
+    else:  # no free q row
+        a = sy["a_fix"].copy()
+    if sy["F"]:  # the used slots only: a merged system pads ``sel`` with repeated indices
+        kk, ff = np.nonzero(sy["on"])
+        a[kk, sy["sel"][kk, ff]] = ad[kk, ff]
     fx = sy["fx"]
     if fx.any():
-        res = sy["f"] - np.einsum("kij,kj->ki", sy["H"], Za)
+        # (H = mu I where no free q row; ad is 0 in the unused slots)
+        res = sy["f"] - (np.einsum("kij,kj->ki", sy["H"], Za) if sy["any_q"]
+                         else sy["H"][:, 0, :1] * Za)
         if nu is not None:
             res -= nu[:, None] * Za
         if sy["F"]:
-            res -= (sy["Pd"].transpose(0, 2, 1) @ np.where(sy["on"], ad, 0.0)[:, :, None]
-                    )[:, :, 0]
+            res -= (sy["Pd"].transpose(0, 2, 1) @ ad[:, :, None])[:, :, 0]
         ki, ji = np.nonzero(fx)
         a[ki, sy["owner"][ki, ji]] = res[ki, ji]
     return a
@@ -705,19 +865,23 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         mu = mu + nu
     with np.errstate(over="ignore", invalid="ignore"):
         a = np.where(fixed, 0.0, a)
-        Pz = np.einsum("krd,kd->kr", P, Z)
-        stat = np.abs(mu[:, None] * Z - g + np.einsum("krd,kr->kd", P, a))
-        stat_scale = (np.abs(mu[:, None] * Z) + np.abs(g)
-                      + np.einsum("krd,kr->kd", np.abs(P), np.abs(a)))
-        grad = cs + cq * a - Pz
+        absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
+        stat = np.abs(muZ - g + np.einsum("krd,kr->kd", P, a))
+        stat_scale = np.abs(muZ) + np.abs(g) + np.einsum("krd,kr->kd", absP, absa)
         # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
-        gscale = np.abs(cs) + cq * np.abs(a) + np.einsum("krd,kd->kr", np.abs(P),
-                                                         stat_scale / mu[:, None])
-        tol = rtol * gscale
-        rows_ok = (fixed | ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
-                            & ((a >= hi) | (grad >= -tol))))
-        ok = (rows_ok.all(axis=1) & (stat <= rtol * stat_scale).all(axis=1)
-              & np.isfinite(Z).all(axis=1) & np.isfinite(a).all(axis=1))
+        zscale = np.einsum("krd,kd->kr", absP, stat_scale / mu[:, None])
+        if cq.any():
+            grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
+            tol = rtol * (np.abs(cs) + cq * absa + zscale)
+        else:  # (the same without the zero terms)
+            grad = cs - np.einsum("krd,kd->kr", P, Z)
+            tol = rtol * (np.abs(cs) + zscale)
+        rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
+                   & ((a >= hi) | (grad >= -tol)))
+        rows_ok |= fixed
+        # every condition of a node at once: rows, stationarity, finite z and duals
+        ok = np.concatenate((rows_ok, stat <= rtol * stat_scale, np.isfinite(Z),
+                             np.isfinite(a)), axis=1).all(axis=1)
     if radius is not None:
         nz = np.linalg.norm(Z, axis=1)
         nu = np.zeros_like(nz) if nu is None else nu
