@@ -55,9 +55,10 @@ def _reference(model: gm.GTVModel, penalty_rows) -> float:
 
 
 def _mixed_model(penalty: gm.Penalty, seed: int = 1) -> gm.GTVModel:
-    """Squared, Huber, quadratic (with ``l1``), logistic, hinge and zero-loss nodes, boxes and
-    a ball (``tests/test_torch_backend.py``'s model): an iterate of Algorithm 1 leaves the
-    demand of node 7 (zero loss, ``w >= 0``) outside its cone."""
+    """Squared, Huber, quadratic (with ``l1``), logistic and zero-loss nodes, boxes and a ball
+    (``tests/test_torch_backend.py``'s model with its hinge nodes logistic: a hinge node's
+    conjugate comes from the CVXPY split at its solver's accuracy, ~1e-9 relative): an iterate
+    of Algorithm 1 leaves the demand of node 7 (zero loss, ``w >= 0``) outside its cone."""
     G = nx.connected_watts_strogatz_graph(24, 4, 0.3, seed=seed)
     G.add_node(24)
     rng = np.random.default_rng(seed)
@@ -72,20 +73,21 @@ def _mixed_model(penalty: gm.Penalty, seed: int = 1) -> gm.GTVModel:
         elif kind == 1:
             model.set_loss(v, gm.QuadraticLoss(rng.normal(size=3) * 2, l1=0.1 * (v % 3)))
         elif kind == 2:
-            model.set_loss(v, gm.LogisticLoss(X, labels, l2=0.05) if v % 8 == 2
-                           else gm.HingeLoss(X, labels, l2=0.1))
+            model.set_loss(v, gm.LogisticLoss(X, labels, l2=0.05 if v % 8 == 2 else 0.1))
     model.add_constraint(1, gm.Box(-0.5, 0.5))
     model.add_constraint(9, gm.NormBall(0.8, p=2))
     model.add_constraint(7, gm.Box(lo=0.0))
     return model
 
 
-@pytest.mark.parametrize("penalty, iters", [(gm.NormP(3), 30), (gm.Norm2(), 60)],
-                         ids=["NormP(3)", "Norm2"])
+@pytest.mark.parametrize("penalty, iters", [(gm.NormP(3), 30), (gm.Norm2(), 45),
+                                            (gm.NormP(1.5), 60)],
+                         ids=["NormP(3)", "Norm2", "NormP(1.5)"])
 def test_certificate_is_a_continuous_function_of_the_iterate(penalty, iters):
     """1e-15 relative perturbations of an iterate and its flows move the gap and the dual
     value by less than 1e-10 relative (the convex projection of the flows, used before the
-    closed-form shrink, moved them by up to 2.4e-6 relative: its solver's stopping point)."""
+    closed-form shrink, moved them by 6e-8 to 7e-7 relative here: its solver's stopping
+    point)."""
     model = _mixed_model(penalty)
     res = gm.solve_primal_dual(model, max_iter=iters, tol=0.0, record_every=iters,
                                certificate_budget=None)
