@@ -196,10 +196,10 @@ def test_newton_prox_is_stationary_to_machine_precision(kind, rng):
 
 
 @pytest.mark.parametrize("kind", ["logistic", "huber"])
-def test_newton_prox_warm_started_calls_equal_cold_calls(kind, rng):
-    """Algorithm 1's repeated calls start Newton at the last answer (nodes already stationary
-    there stop before their Hessian is formed); nearby points, a far jump and the same point
-    again: every answer equals a fresh batch's and is stationary."""
+def test_newton_prox_warm_started_by_the_last_hessian_equals_cold_calls(kind, rng):
+    """Algorithm 1's repeated calls start Newton from the last prox point moved to first order
+    (the last Hessian, corrected for a change of the steps); nearby points, a far jump, the
+    same point again and new steps: every answer equals a fresh batch's and is stationary."""
     model = _prox_model(kind, rng)
     from gtvmodel.terms.losses import LossBatch
 
@@ -211,8 +211,9 @@ def test_newton_prox_warm_started_calls_equal_cold_calls(kind, rng):
     batch, tau = make(), np.array([1e-2, 0.1, 1.0, 10.0, 100.0, 0.5])
     V = 2.0 * rng.standard_normal((6, 3))
     Z = batch.prox(V, tau)
-    for move in (0.01, 0.01, 30.0, 0.0, 0.1):
-        V = V + move * rng.standard_normal(V.shape)
+    for move, factor in ((0.01, 1.0), (0.01, 1.0), (30.0, 1.0), (0.0, 1.0), (0.1, 1.0),
+                         (0.05, 2.0), (0.02, 0.3)):
+        V, tau = V + move * rng.standard_normal(V.shape), tau * factor
         Z = batch.prox(V, tau, W0=Z)
         np.testing.assert_allclose(Z, make().prox(V, tau), rtol=0, atol=1e-12)
         for i, loss in enumerate(losses):

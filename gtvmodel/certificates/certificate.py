@@ -63,17 +63,20 @@ feasible.  Before the dual value is taken:
    scaled by ``theta = min(1, min_e lambda A_e / ||u_e||_*)``: the dual domain is convex and
    contains ``u = 0`` (every library ``L_i*`` is finite at 0), and scaling keeps step 2;
 4. bounded conjugate domains (logistic, hinge, absolute, Huber rows, ``l1``) and cones
-   (``NonNeg``, half-infinite boxes): if nodes remain outside, (a) at smooth nodes the flows
-   are corrected (minimum-norm, sparse) towards demands equal to the gradients at the weights,
-   which lie inside the domains; (b) the largest ``theta`` with ``theta s_i in dom h_i*`` (one
-   cached LP) is used when ``theta >= 1/2``; (c) otherwise (0 can be a vertex of a domain, e.g.
-   for logistic rows with separable data) the flows are projected onto the dual domain by one
-   convex program as large as the dual problem (:func:`project_flows`, only with
-   ``project="auto"``); (d) zero flows (dual feasible for every library node).  These steps
-   run for nodes outside their domains beyond ``feas_tol``; each is kept if it leaves fewer
-   nodes at ``+inf`` or as many and a larger dual value.  Nodes whose bound is still ``+inf``
-   are listed in :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf`` (sound,
-   never optimistic).
+   (``NonNeg``, half-infinite boxes): if nodes remain outside, (a) at smooth nodes the flows are
+   corrected (minimum-norm, sparse) towards demands equal to the gradients at the weights, which lie
+   inside the domains; (b) at nodes whose CVXPY split leaves a signed residual ``r_i`` outside the
+   domain, the incident flows that push ``s_i`` that way are shrunk coordinate by coordinate so that
+   ``s_i`` moves by ``-r_i`` (the neighbours absorb it; up to :data:`SHRINK_ROUNDS` rounds with
+   steps 1-3; closed form, so the gap stays a continuous function of the candidate: issue 16); (b')
+   the largest ``theta`` with ``theta s_i in dom h_i*`` (one cached LP) is used when ``theta >=
+   1/2``; (c) otherwise (0 can be a vertex of a domain, e.g. for logistic rows with separable data)
+   the flows are projected onto the dual domain by one convex program as large as the dual problem
+   (:func:`project_flows`, only with ``project="auto"``); (d) zero flows (dual feasible for every
+   library node). These steps run for nodes outside their domains beyond ``feas_tol``; each is kept
+   if it leaves fewer nodes at ``+inf`` or as many and a larger dual value.  Nodes whose bound is
+   still ``+inf`` are listed in :attr:`Certificate.dual_infeasible_nodes` and the gap is ``+inf``
+   (sound, never optimistic).
 
 **Escalation** (``fallback=True``): a certificate within ``1e3 tol`` of certifying (or
 infinite) is tried again with 16 projection rounds and with flows built from the weights; one
@@ -111,7 +114,14 @@ from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
-from .repair import domain_scale, flows_from_weights, project_flows, repair, repair_flows
+from .repair import (
+    domain_scale,
+    flows_from_weights,
+    project_flows,
+    repair,
+    repair_flows,
+    shrink_flows,
+)
 from .value import dual_value
 
 __all__ = ["Certificate", "certify"]
@@ -505,7 +515,8 @@ def _domain_repairs(model: ModelDeclaration, W: np.ndarray, dual: _Dual, R: Radi
                     solver: str | None, feas_tol: float, strict: bool, project: str) -> _Dual:
     """Step 4 of the repair, for nodes outside bounded conjugate domains beyond ``feas_tol``
     (even where a certified radius makes the charge finite: repaired flows usually give a much
-    smaller bound): (a) gradient correction, (b) scaling, (c) convex projection (only with
+    smaller bound): (a) gradient correction, (b) shrinking the flows at those nodes
+    (:func:`_shrink_repairs`), (b') scaling, (c) convex projection (only with
     ``project="auto"``), (d) zero flows.  Each trial is kept if it leaves fewer nodes at
     ``+inf``, or as many and a larger dual value (each is a valid bound)."""
 
@@ -527,7 +538,11 @@ def _domain_repairs(model: ModelDeclaration, W: np.ndarray, dual: _Dual, R: Radi
                        f"corrected the flows towards the gradients at the weights ({nbad} "
                        "node(s) outside their bounded conjugate domains)")
     if dual.outside.size:
-        # (b) one LP: scale all flows into the domains (keeps the subspace conditions)
+        # (b) local, in closed form: shrink the flows that push the demands out of their
+        # domains (the signed residual of the split), their neighbours absorbing the change
+        dual = _shrink_repairs(model, dual, attempt)
+    if dual.outside.size:
+        # (b') one LP: scale all flows into the domains (keeps the subspace conditions)
         nbad = dual.outside.size
         theta = domain_scale(model, dual.S, dual.outside, solver) * (1.0 - 1e-9)
         if theta >= 0.5:
@@ -549,6 +564,34 @@ def _domain_repairs(model: ModelDeclaration, W: np.ndarray, dual: _Dual, R: Radi
         nbad = dual.outside.size
         dual = attempt(dual, np.zeros_like(dual.U), f"set the flows to zero ({nbad} node(s) "
                        "still outside their conjugate domains)")
+    return dual
+
+
+#: Rounds of :func:`_shrink_repairs` (shrink, then the cheap repair of steps 1-3).
+SHRINK_ROUNDS = 6
+
+
+def _shrink_repairs(model: ModelDeclaration, dual: _Dual, attempt: Any) -> _Dual:
+    """Step 4 (b) of the repair: up to :data:`SHRINK_ROUNDS` rounds of
+    :func:`~gtvmodel.certificates.repair.shrink_flows` at the nodes outside their domains
+    (with a signed residual) followed by :func:`repair_flows`, each kept only while it
+    improves (:func:`_domain_repairs`' ``attempt``); deterministic, so the convex projection
+    (c), whose answer carries its solver's tolerance into the gap, is needed only where it
+    fails."""
+    nbad, noted = dual.outside.size, len(dual.repairs)
+    for _ in range(SHRINK_ROUNDS):
+        out = dual.outside
+        if not out.size or not np.any(dual.dv["resid"][out]):
+            break
+        before = dual
+        dual = attempt(dual, repair_flows(model, shrink_flows(model, dual.U, dual.dv["resid"],
+                                                              out))[0], "shrink")
+        if dual is before:
+            break
+    if len(dual.repairs) > noted:
+        del dual.repairs[noted:]
+        dual.repairs.append(f"shrank the flows pushing {nbad} node(s) out of their bounded "
+                            "conjugate domains (their neighbours absorb the change)")
     return dual
 
 

@@ -29,7 +29,7 @@ from .kinds import (
 )
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
-           "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE"]
+           "shrink_flows", "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE"]
 
 #: The repair note of step 1 (the row-wise projection onto the capacities).
 PROJECT_NOTE = "projected flows onto the capacities ||u_e||_* <= lambda A_e"
@@ -411,6 +411,35 @@ def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
             return 0.0
         theta = min(theta, float(np.clip(th.value, 0.0, 1.0).min()))
     return theta
+
+def shrink_flows(model: ModelDeclaration, U: np.ndarray, resid: np.ndarray,
+                 nodes: np.ndarray) -> np.ndarray:
+    """Move the demands ``s_i = -(D^T U)_i`` of ``nodes`` by ``-resid_i`` (the signed part of
+    ``s_i`` outside ``dom h_i*``) by shrinking flows only: at node ``i`` and coordinate ``j``,
+    the incident flows whose contribution ``-D_ei u_ej`` to ``s_ij`` has the sign of
+    ``resid_ij`` are scaled by ``max(0, 1 - |resid_ij| / sum of those contributions)`` (an
+    edge asked by both ends takes the smaller factor); their neighbours absorb the change.
+
+    A closed form in numpy, so the certificate stays a continuous function of the flows (the
+    convex projection :func:`project_flows` depends on its solver's stopping point, ~1e-6
+    here).  ``|u_ej|`` only decreases, so absolute (p-norm) capacities stay met."""
+    E, d = U.shape
+    coo = model.incidence.tocoo()
+    inset = np.zeros(model.num_nodes, dtype=bool)
+    inset[nodes] = True
+    sel = inset[coo.col]
+    e, i = coo.row[sel], coo.col[sel]
+    contrib = -coo.data[sel, None] * U[e]  # (pairs, d): edge e's part of s_i
+    r = resid[i]
+    same = contrib * r > 0
+    mass = np.zeros((model.num_nodes, d))
+    np.add.at(mass, i, np.where(same, np.abs(contrib), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = np.clip(1.0 - np.abs(resid) / mass, 0.0, 1.0)
+    factor = np.ones((E, d))
+    np.minimum.at(factor, e, np.where(same, keep[i], 1.0))
+    return U * factor
+
 
 def _projection_problem(model: ModelDeclaration):
     """Cached constraints of the convex projection of flows onto the dual domain (library

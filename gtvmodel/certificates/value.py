@@ -129,12 +129,15 @@ class _NodeBounds:
     """The per-node pieces of ``D(U)`` (19) filled path by path: ``conj`` (upper bounds of the
     node conjugates before the residual charges), ``cmag`` (sums of the absolute summands of
     each, for the rounding bound), ``rho`` (``|computed residual|`` outside the domain),
-    ``rnd`` (bound of the rounding error in computing it), ``W0`` (the candidate weights or 0)
+    ``resid`` (that residual with its sign where the CVXPY split computed it, 0 elsewhere: the
+    direction of the certificate's local domain repair), ``rnd`` (bound of the rounding error
+    in computing it), ``W0`` (the candidate weights or 0)
     and ``wloc`` (the local radii ``max(1, ||w_i||_inf, ...)``)."""
 
     conj: np.ndarray
     cmag: np.ndarray
     rho: np.ndarray
+    resid: np.ndarray
     rnd: np.ndarray
     W0: np.ndarray
     wloc: np.ndarray
@@ -143,7 +146,7 @@ class _NodeBounds:
     def start(cls, n: int, d: int, weights: Any) -> _NodeBounds:
         W0 = np.zeros((n, d)) if weights is None else np.asarray(weights, dtype=float)
         return cls(conj=np.zeros(n), cmag=np.zeros(n), rho=np.zeros((n, d)),
-                   rnd=np.zeros((n, d)), W0=W0,
+                   resid=np.zeros((n, d)), rnd=np.zeros((n, d)), W0=W0,
                    wloc=np.maximum(1.0, np.abs(W0).max(axis=1, initial=0.0)))
 
 
@@ -236,7 +239,8 @@ def _read_split(model: ModelDeclaration, parts: list[Any], gall: np.ndarray, Sg:
     better = b2 <= b1
     nb.conj[gall[sel]] = np.where(better, cost2, cost)[sel]
     nb.cmag[gall[sel]] = cost_mag[sel] + np.abs(cost)[sel]
-    nb.rho[gall[sel]] = np.abs(np.where(better[:, None], r2, r0)[sel])
+    nb.resid[gall[sel]] = np.where(better[:, None], r2, r0)[sel]
+    nb.rho[gall[sel]] = np.abs(nb.resid[gall[sel]])
 
 
 def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: Radii,
@@ -299,7 +303,8 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     edge conjugates at ``flows`` (no repair); ``radius`` is a scalar or per-node ``(n,)``
     (``inf`` allowed: a residual there makes the bound ``+inf``).  Returns a dict with
     ``node_conj`` (n,), ``rho`` (n, d) (a bound of the part of ``s_i`` outside the domain,
-    charged inside ``node_conj`` by :func:`charge`), ``charge`` (n,), ``edge_conj`` (|E|,),
+    charged inside ``node_conj`` by :func:`charge`), ``resid`` (n, d) (that part with its
+    sign at the nodes of the CVXPY split, 0 elsewhere), ``charge`` (n,), ``edge_conj`` (|E|,),
     ``s`` (n, d), ``conic_tol`` and ``value``.  ``weights`` (optional) warm-start the Newton
     path of smooth data-fit nodes and set the local radii of rounding-level residuals."""
     U = model.check_flows(flows)
@@ -327,7 +332,9 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
                  if model.num_edges else np.zeros(0))
     value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
-    return {"node_conj": node_conj, "rho": nb.rho, "charge": charge, "edge_conj": edge_conj,
+    nb.resid[zero] = 0.0
+    return {"node_conj": node_conj, "rho": nb.rho, "resid": nb.resid, "charge": charge,
+            "edge_conj": edge_conj,
             "conj_magnitude": nb.cmag,
             "s": S, "conic_tol": conic_tol, "value": value}
 

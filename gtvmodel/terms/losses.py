@@ -433,6 +433,9 @@ class DataFitLoss(Loss):
 
     #: sup_t ell''(t) (for smooth row losses); beta = ell_curvature * lambda_max(X^T X) / m.
     ell_curvature: ClassVar[float] = float("inf")
+    #: sup_t |ell'''(t)| (inf: ``ell''`` not Lipschitz): bounds the Lipschitz constant of the
+    #: Hessians, Newton's quadratic-convergence stop in :func:`newton_minimize`.
+    ell_d3_max: ClassVar[float] = float("inf")
     #: inf_t ell''(t) (a global lower bound, 0 for losses that flatten out).
     ell_curvature_min: ClassVar[float] = 0.0
     #: Whether labels must be +-1.
@@ -773,6 +776,7 @@ class LogisticLoss(DataFitLoss):
     kind = "logistic"
     binary_labels = True
     ell_curvature = 0.25
+    ell_d3_max = 1.0 / (6.0 * np.sqrt(3.0))  # |s (1 - s) (1 - 2 s)| at s = (3 -+ sqrt 3) / 6
     exact_prox = True
     score_metric = "accuracy"
 
@@ -1478,7 +1482,8 @@ def _row_starts(local: np.ndarray) -> np.ndarray:
 def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np.ndarray | None,
                     c: np.ndarray, local: np.ndarray, mu: np.ndarray, g: np.ndarray,
                     Z0: np.ndarray, *, max_iter: int, ridge: float = 0.0,
-                    gtol: float | None = None) -> np.ndarray:
+                    gtol: float | None = None, hess: np.ndarray | None = None,
+                    lip: np.ndarray | None = None) -> np.ndarray:
     """Damped Newton on ``F_i(z) = sum_{r in i} c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 -
     g_i^T z`` for ``k`` nodes at once (rows grouped by owner ``local``, every node with at least
     one row), the one Newton solver of the package:
@@ -1493,73 +1498,122 @@ def newton_minimize(cls: type[DataFitLoss], Xs: np.ndarray, y: np.ndarray, p: np
     rejected); a node stops when its Newton step is below ``1e-15 (1 + ||z||)``, its decrement
     vanishes, or (with ``gtol``) its gradient is at most ``gtol``.  A node whose gradient
     already bounds that step (``||grad|| <= mu 1e-15 (1 + ||z||_inf)``; the Hessian is at least
-    ``mu I``) stops before its Hessian is formed.
+    ``mu I``) stops before its Hessian is formed.  ``hess`` (``(k, d, d)``), where given,
+    receives each node's last Hessian of ``F`` formed here (a start for the next call,
+    :meth:`DataFitBatch._prox`).  ``lip`` (``(k,)``, without ``ridge``), where given, bounds
+    the Lipschitz constants of the Hessians of ``F_i``: a node also stops after a full step
+    from ``z`` when Newton's quadratic convergence bounds the new error below the stop,
+    ``lip ||z - z*||^2 / (2 mu) <= 1e-15 (1 + ||z+||_inf)`` with ``||z - z*|| <= ||grad
+    F(z)|| / mu`` (``F`` is ``mu``-strongly convex; the Hessian is at least ``mu I``), without
+    another gradient.
     """
     k, d = Z0.shape
     Z = np.array(Z0, dtype=float)
-    every = (Xs, local, y, p, c, _row_starts(local))
-    F = _newton_objective(cls, every, Z, mu, g)
+    part = (Xs, local, y, p, c, _row_starts(local))  # the rows of the active nodes
+    t = np.einsum("rj,rj->r", Xs, Z[local])  # x_r^T z at their rows, carried along
+    F = np.full(k, np.nan)  # F_i(z_i) where known (a line search needs it)
     active = np.arange(k)
     diag = np.arange(d)
-
-    def rows_of(act: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The rows of the nodes ``act`` (renumbered), ``t_r = x_r^T z``, the gradient."""
-        if act.size == k:
-            part = every
-        else:
-            rows = np.isin(local, act)
-            la = np.searchsorted(act, local[rows])
-            part = (Xs[rows], la, y[rows], _take(p, rows), c[rows], _row_starts(la))
-        Xa, la, ya, pa, ca, sa = part
-        t = np.einsum("rj,rj->r", Xa, Z[act][la])
-        G = np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], sa, axis=0)
-        return part, t, G + mu[act, None] * Z[act] - g[act]
-
     for _ in range(max_iter):
-        part, t, G = rows_of(active)
-        za = Z[active]
-        done = (np.sqrt(np.einsum("kj,kj->k", G, G))
-                <= mu[active] * 1e-15 * (1.0 + np.abs(za).max(axis=1)))
+        Xa, la, ya, pa, ca, sa = part
+        za, mua = Z[active], mu[active]
+        G = (np.add.reduceat(Xa * (ca * cls._ell_d1(t, ya, pa))[:, None], sa, axis=0)
+             + mua[:, None] * za - g[active])
+        gnorm = np.sqrt(np.einsum("kj,kj->k", G, G))
+        done = gnorm <= mua * 1e-15 * (1.0 + np.abs(za).max(axis=1))
         if gtol is not None:  # converged nodes leave before their Hessian is formed
             done |= np.abs(G).max(axis=1) <= gtol
         if done.all():
             break
-        Xa, la, ya, pa, ca, sa = part
         H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
-        H[:, diag, diag] += mu[active, None]
+        H[:, diag, diag] += mua[:, None]
         if ridge:
             tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
             H[:, diag, diag] += ridge * tr[:, None]
+        if hess is not None:
+            hess[active] = H
         step = np.linalg.solve(H, G[:, :, None])[:, :, 0]
         step[done] = 0.0  # (their rows stay in this iteration's arrays: no new gather)
-        dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
-        Fa, mua, ga = F[active], mu[active], g[active]
-        tstep = np.ones(active.size)
-        for _ls in range(40):
-            trial = za - tstep[:, None] * step
-            Ft = _newton_objective(cls, part, trial, mua, ga)
-            bad = ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa))) & ~done
-            if not bad.any():
-                break
-            tstep[bad] *= 0.5
+        sure = done.copy()
+        if lip is not None:  # F(z - s) <= F(z) - dec/2 + lip ||s||^3 / 6, dec >= mu ||s||^2
+            sure |= np.sqrt(np.einsum("kj,kj->k", step, step)) * lip[active] <= 1.5 * mua
+        tstep, bad, tiny = _newton_line_search(cls, part, t, za, step, G, mua, g[active],
+                                               F, active, ~sure)
         ok = ~bad & ~done
-        Z[active[ok]] = trial[ok]
-        F[active[ok]] = Ft[ok]
-        small = (np.abs(tstep[:, None] * step).max(axis=1)
-                 <= 1e-15 * (1.0 + np.abs(za).max(axis=1)))
-        small |= (dec <= 1e-30 * (1.0 + np.abs(Fa))) | bad | done
-        active = active[~small]
-        if active.size == 0:
+        move = np.where(ok, tstep, 0.0)[:, None] * step  # the step taken
+        Z[active] = za - move
+        small = np.abs(move).max(axis=1) <= 1e-15 * (1.0 + np.abs(za).max(axis=1))
+        small |= tiny | bad | done
+        if lip is not None:  # the error after a full step: lip ||z - z*||^2 / (2 mu)
+            small |= ok & (tstep == 1.0) & (0.5 * lip[active] / mua * (gnorm / mua)**2
+                                            <= 1e-15 * (1.0 + np.abs(Z[active]).max(axis=1)))
+        if small.all():
             break
+        if small.any():
+            part, t = _keep_nodes(part, t, ~small)
+            active, move = active[~small], move[~small]
+        t = t - np.einsum("rj,rj->r", part[0], move[part[1]])
     return Z
 
 
-def _newton_objective(cls: type[DataFitLoss], part: tuple, Z: np.ndarray, mu: np.ndarray,
-                      g: np.ndarray) -> np.ndarray:
-    """``F_i(z_i)`` of :func:`newton_minimize` for the nodes of ``part`` (their rows ``(X, owner,
-    y, p, c, starts)``, owners numbered ``0..len(Z) - 1``)."""
+def _newton_line_search(cls: type[DataFitLoss], part: tuple, t: np.ndarray, za: np.ndarray,
+                        step: np.ndarray, G: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                        F: np.ndarray, active: np.ndarray, need: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Armijo backtracking of :func:`newton_minimize` for the nodes ``need`` (the others take
+    the full step): the largest ``s = 2^-j`` with ``F(z - s step) <= F(z) - s dec / 4 + 1e-13 (1
+    + |F(z)|)``, ``dec = grad^T step``.  ``F`` (all nodes; NaN where unknown) is read at
+    ``active`` and updated there.  Returns ``(s, rejected after 40 halvings, dec negligible)``
+    per active node."""
+    n = za.shape[0]
+    tstep, bad, tiny = np.ones(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if not need.any():
+        F[active] = np.nan  # moved without an evaluation
+        return tstep, bad, tiny
+    Fa = F[active]
+    if np.isnan(Fa[need]).any():
+        Fa = _newton_value(cls, part, t, za, mu, g)
+    dec = np.einsum("kj,kj->k", G, step)  # Newton decrement^2 >= 0
+    ts = np.einsum("rj,rj->r", part[0], step[part[1]])  # x_r^T step: no gather per trial
+    for _ in range(40):
+        Ft = _newton_value(cls, part, t - tstep[part[1]] * ts, za - tstep[:, None] * step, mu, g)
+        bad = need & ~(Ft <= Fa - 0.25 * tstep * dec + 1e-13 * (1.0 + np.abs(Fa)))
+        if not bad.any():
+            break
+        tstep[bad] *= 0.5
+    F[active] = np.where(need & ~bad, Ft, np.where(need, Fa, np.nan))
+    return tstep, bad, need & (dec <= 1e-30 * (1.0 + np.abs(Fa)))
+
+
+def _keep_nodes(part: tuple, t: np.ndarray, keep: np.ndarray) -> tuple[tuple, np.ndarray]:
+    """The rows ``(X, owner, y, p, c, starts)`` and ``t`` of the nodes ``keep`` (a mask over
+    the owners of ``part``), owners renumbered ``0..keep.sum() - 1``."""
     Xa, la, ya, pa, ca, _ = part
-    t = np.einsum("rj,rj->r", Xa, Z[la])
+    rows = keep[la]
+    renum = np.cumsum(keep) - 1
+    lk = renum[la[rows]]
+    return (Xa[rows], lk, ya[rows], _take(pa, rows), ca[rows], _row_starts(lk)), t[rows]
+
+
+def _newton_predictor(last: dict[str, np.ndarray], mu: np.ndarray, g: np.ndarray
+                      ) -> np.ndarray:
+    """The minimizer of :func:`newton_minimize`'s ``F_i`` for new ``(mu, g)`` to first order
+    from the last call's ``(mu', g')``, answer ``z'`` and Hessian ``H'`` of ``F_i``: the
+    gradient of the new ``F_i`` at ``z'`` is ``(mu - mu') z' - (g - g')`` (``z'`` is
+    stationary for the old one), its Hessian ``H' + (mu - mu') I``; one Newton step from
+    ``z'``.  Algorithm 1's prox centres move little between iterations, so this start saves
+    Newton steps; the stop (and so the answer's accuracy) is the same from any start."""
+    Z, dmu = last["Z"], mu - last["mu"]
+    grad = dmu[:, None] * Z - (g - last["g"])
+    H = last["H"] + dmu[:, None, None] * np.eye(Z.shape[1])
+    return Z - np.linalg.solve(H, grad[:, :, None])[:, :, 0]
+
+
+def _newton_value(cls: type[DataFitLoss], part: tuple, t: np.ndarray, Z: np.ndarray,
+                  mu: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``F_i(z_i)`` of :func:`newton_minimize` for the nodes of ``part`` (their rows ``(X, owner,
+    y, p, c, starts)``, owners numbered ``0..len(Z) - 1``) from ``t_r = x_r^T z_i``."""
+    _, la, ya, pa, ca, _ = part
     return (np.bincount(la, ca * cls._ell(t, ya, pa), minlength=Z.shape[0])
             + 0.5 * mu * (Z**2).sum(axis=1) - (g * Z).sum(axis=1))
 
@@ -2275,13 +2329,33 @@ class DataFitBatch(SampleBatch):
         return np.where(np.isnan(r), np.inf, r) * (1.0 + 1e-12)
 
     # --- node update PU (32)
+    def hessian_lipschitz(self) -> np.ndarray | None:
+        """``sup |ell'''| sum_r c_r ||x_r||^3`` per node, a Lipschitz constant of ``hess L_i``
+        (cached); None where ``ell''`` is not Lipschitz (``ell_d3_max = inf``)."""
+        if not np.isfinite(self.cls.ell_d3_max):
+            return None
+        return self.shared("hessian_lipschitz", lambda: self.cls.ell_d3_max * np.bincount(
+            self.local, self.c * np.sqrt(np.einsum("rj,rj->r", self.Xs, self.Xs)) ** 3,
+            minlength=self.ms.size))
+
     def _prox(self, V, tau, W0):
         """Damped Newton (:func:`newton_minimize`) on ``L_i(z) + kappa_i ||z||^2 + ||z -
-        v_i||^2 / (2 tau_i)``, vectorized over all nodes."""
+        v_i||^2 / (2 tau_i)``, vectorized over all nodes; where ``W0`` is the last call's answer
+        (Algorithm 1's previous iterate) or absent, started from the first-order predictor
+        :func:`_newton_predictor` of the last answer and Hessian."""
         mu = 2.0 * self.l2 + 1.0 / tau
+        g = V / tau[:, None]
         Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
-        return newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu,
-                               V / tau[:, None], Z0, max_iter=60)
+        last = self.__dict__.get("_newton_last")
+        if last is not None and last["g"].shape == g.shape and (
+                W0 is None or np.array_equal(Z0, last["Z"])):
+            Z0 = _newton_predictor(last, mu, g)
+        else:
+            last = {"H": mu[:, None, None] * np.eye(self.d)}
+        Z = newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu, g, Z0,
+                            max_iter=60, hess=last["H"], lip=self.hessian_lipschitz())
+        self.__dict__["_newton_last"] = {"H": last["H"], "mu": mu, "g": g, "Z": Z.copy()}
+        return Z
 
     # --- conjugates
     def dual_part(self, inset, row_of, k):
