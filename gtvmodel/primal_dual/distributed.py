@@ -391,8 +391,8 @@ class _Pool:
         """Create one actor per shard, round-robin over the workers (sorted addresses): each
         receives its :class:`ShardSpec` once."""
         workers = sorted(self.client.scheduler_info()["workers"])
-        if not workers:
-            raise WorkerLostError("no Dask worker is available")
+        if not workers:  # (a recovery waits for one again: the last may have just left)
+            raise _Lost("no Dask worker is available")
         self.specs = specs
         self.workers = [workers[s % len(workers)] for s in range(len(specs))]
         blobs = [pickle.dumps(spec, protocol=5) for spec in specs]
