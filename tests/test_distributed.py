@@ -284,7 +284,9 @@ def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same(vanishing, mo
         res = gm.solve_distributed(model, **kw, callback=kill_at_12, client=c, shards=2,
                                    checkpoint_every=5)
     assert res.recoveries == (2 if vanishing else 1)
-    assert res.workers == [first[1], first[1]]  # both shards rebuilt on the worker left
+    # both shards rebuilt on the one worker left (first[1], or its nanny's restart if the
+    # scheduler dropped it under load), never on the killed one
+    assert len(set(res.workers)) == 1 and first[0] not in res.workers
     assert res.status == ref.status == "max_iter"
     _assert_same(ref, res)
     np.testing.assert_allclose(res.history.gap, ref.history.gap, rtol=1e-12)
