@@ -40,7 +40,9 @@ Smooth data fits without such a conjugate (logistic) with ``l1`` and a box take
 :class:`SmoothCompositeProxBatch`: proximal Newton, each step's quadratic model of the data rows
 (rows ``sqrt(c_r ell''_r) x_r`` with ``q = 1``) solved exactly by
 :func:`composite_active_set_prox`, then a line search on the true objective, stopped by the KKT
-conditions of the true problem.
+conditions of the true problem; across Algorithm 1's calls, plain Newton steps on the last active
+sets of the ``l1`` and box rows (updated primal-dual style where a step leaves them) certify
+almost every node before any such model is built.
 """
 
 from __future__ import annotations
@@ -1138,7 +1140,8 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
     (vectorized over nodes).  A node stops when its point meets the KKT conditions of the true
     problem (:func:`kkt_certified`, the data rows' duals ``ell'(x_r^T z)`` held) at
     ``KKT_RTOL``; nodes that do not within ``max_outer`` steps take one CVXPY solve (counted in
-    :attr:`fallbacks`)."""
+    :attr:`fallbacks`).  A warm call first takes up to ``held_steps`` Newton steps on the last
+    call's active sets (:meth:`_held_newton`, :meth:`_held_states`), certified the same way."""
 
     #: Proximal Newton steps before a node takes the CVXPY path.
     max_outer = 40
