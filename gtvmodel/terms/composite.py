@@ -1268,9 +1268,10 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         if start is not None:  # Newton steps on the last active sets (a second one where
             # the first was not enough: the early iterations move far)
             Zn, held = Z, (start[0].copy(), start[1].copy())
-            for _ in range(self.held_steps):
+            for _ in range(self.held_steps):  # (the nodes not yet done only)
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    Zn, a, Hn, ok = self._held_newton(Zn, mu, g, held, pad)
+                    Zn, a, Hn, ok = self._held_newton(Zn, mu, g, held, pad,
+                                                      np.flatnonzero(~done))
                 new = ok & ~done
                 Z[new] = Zn[new]
                 start[0][new], start[1][new] = held[0][new], a[new]
@@ -1404,37 +1405,59 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         a[:, U] = np.where(um["fixed"], 0.0, np.where(sU < 0, lo, np.where(sU > 0, hi, aU)))
         return state, a
 
+    def _node_rows(self, nodes: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        """The sample rows of ``nodes`` (sorted; every node has a row), each row's position in
+        ``nodes`` and the ``reduceat`` offsets of ``nodes``' row blocks (all rows: a slice)."""
+        if nodes.size == self.ms.size:
+            return slice(None), self.local, self.starts
+        mask = np.zeros(self.ms.size, dtype=bool)
+        mask[nodes] = True
+        ms = self.ms[nodes]
+        return (np.flatnonzero(mask[self.local]), np.repeat(np.arange(nodes.size), ms),
+                np.concatenate(([0], np.cumsum(ms)[:-1])))
+
     def _held_newton(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                     start: tuple[np.ndarray, ...], pad: dict[str, np.ndarray]
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """One Newton step on PU (32) with the ``l1`` and box rows' last active sets held
-        (``start``): a free such row fixes ``z_j = s_r`` (``0`` or the bound), a held one adds
-        its dual (``+-eta``, ``0``) to the gradient; on the other coordinates ``F``, ``(H_FF)
-        dz_F = -grad_F`` with ``H = X^T diag(c ell'') X + mu I`` at ``Z``.  The free rows'
-        duals are then the stationarity residual on their coordinates, and the point is
-        certified by the true KKT conditions (:meth:`_true_kkt`), so a wrong active set or an
-        unconverged step is only a node left for the general steps (also a node with two free
-        rows on one coordinate).  Returns ``(Z, duals, X^T diag(c ell'') X at Z, certified)``."""
+                     start: tuple[np.ndarray, ...], pad: dict[str, np.ndarray],
+                     nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One Newton step on PU (32) for ``nodes`` (sorted) with the ``l1`` and box rows'
+        last active sets held (``start``): a free such row fixes ``z_j = s_r`` (``0`` or the
+        bound), a held one adds its dual (``+-eta``, ``0``) to the gradient; on the other
+        coordinates ``F``, ``(H_FF) dz_F = -grad_F`` with ``H = X^T diag(c ell'') X + mu I`` at
+        ``Z``.  The free rows' duals are then the stationarity residual on their coordinates,
+        and the point is certified by the true KKT conditions (:meth:`_true_kkt`), so a wrong
+        active set or an unconverged step is only a node left for the general steps (also a
+        node with two free rows on one coordinate).  Returns ``(Z, duals, X^T diag(c ell'') X
+        at Z, certified)``, full size (the other nodes' ``Z`` and duals as they were, not
+        certified)."""
         um, (cX, cXX) = self._unit_map(pad), self._row_products()
-        U, E = um["U"], um["E"]
-        aU = start[1][:, U]
-        freeU = (start[0][:, U] == 0) & ~um["fixed"]
+        k, U, E = self.ms.size, um["U"], um["E"]
+        ix = nodes if nodes.size < k else slice(None)
+        r, loc, offs = self._node_rows(nodes)
+        Xs, y, p = self.Xs[r], self.y[r], None if self.p is None else self.p[r]
+        cX, cXX, mu_s, g_s = cX[r], cXX[r], mu[ix], g[ix]
+        aU = start[1][ix][:, U]
+        freeU = (start[0][ix][:, U] == 0) & ~um["fixed"][ix]
         nfix = freeU.astype(np.int64) @ E
         fixc = nfix > 0
-        held = np.where(freeU | um["fixed"], 0.0, aU) @ E
-        Z = np.where(fixc, np.where(freeU, um["s"], 0.0) @ E, Z)
-        t, d1, d2 = self._rows_at(Z)
-        grad = self._node_sum(d1[:, None] * cX) + mu[:, None] * Z - g + held
-        Hd = self._node_sum(d2[:, None, None] * cXX)
-        Z = Z + self._reduced_solve(Hd, mu, ~fixc, -grad)
-        d1 = self.cls._ell_d1(np.einsum("rd,rd->r", self.Xs, Z[self.local]), self.y, self.p)
-        res = g - held - mu[:, None] * Z - self._node_sum(d1[:, None] * cX)
-        a = start[1].copy()
-        a[:, U] = np.where(freeU, res[:, um["coord"]], aU)
-        ok = (nfix <= 1).all(axis=1)
-        ok &= self._true_kkt(pad, Z, a, mu, g, np.arange(Z.shape[0]), d1)
-        a[self.local, self._slot()] = d1
-        return Z, a, Hd, ok
+        held = np.where(freeU | um["fixed"][ix], 0.0, aU) @ E
+        Zs = np.where(fixc, np.where(freeU, um["s"][ix], 0.0) @ E, Z[ix])
+        t = np.einsum("rd,rd->r", Xs, Zs[loc])
+        d1, d2 = self.cls._ell_d1(t, y, p), self.cls._ell_d2(t, y, p)
+        grad = np.add.reduceat(d1[:, None] * cX, offs, axis=0) + mu_s[:, None] * Zs - g_s + held
+        Hd = np.add.reduceat(d2[:, None, None] * cXX, offs, axis=0)
+        Zs = Zs + self._reduced_solve(Hd, mu_s, ~fixc, -grad)
+        d1 = self.cls._ell_d1(np.einsum("rd,rd->r", Xs, Zs[loc]), y, p)
+        res = g_s - held - mu_s[:, None] * Zs - np.add.reduceat(d1[:, None] * cX, offs, axis=0)
+        Z, a, D1, H = Z.copy(), start[1].copy(), np.zeros(self.Xs.shape[0]), np.zeros(
+            (k, self.d, self.d))
+        Z[ix], D1[r], H[ix] = Zs, d1, Hd
+        aS = a[ix]
+        aS[:, U] = np.where(freeU, res[:, um["coord"]], aU)
+        a[ix] = aS
+        ok = np.zeros(k, dtype=bool)
+        ok[ix] = (nfix <= 1).all(axis=1) & self._true_kkt(pad, Z, a, mu, g, nodes, D1)
+        a[self.local[r], self._slot()[r]] = d1
+        return Z, a, H, ok
 
     def _line_search(self, act: np.ndarray, Z: np.ndarray, Znew: np.ndarray, d1: np.ndarray,
                      mu: np.ndarray, g: np.ndarray) -> np.ndarray:
