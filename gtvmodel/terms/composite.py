@@ -40,7 +40,9 @@ Smooth data fits without such a conjugate (logistic) with ``l1`` and a box take
 :class:`SmoothCompositeProxBatch`: proximal Newton, each step's quadratic model of the data rows
 (rows ``sqrt(c_r ell''_r) x_r`` with ``q = 1``) solved exactly by
 :func:`composite_active_set_prox`, then a line search on the true objective, stopped by the KKT
-conditions of the true problem.
+conditions of the true problem; across Algorithm 1's calls, plain Newton steps on the last active
+sets of the ``l1`` and box rows (updated primal-dual style where a step leaves them) certify
+almost every node before any such model is built.
 """
 
 from __future__ import annotations
@@ -1138,10 +1140,15 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
     (vectorized over nodes).  A node stops when its point meets the KKT conditions of the true
     problem (:func:`kkt_certified`, the data rows' duals ``ell'(x_r^T z)`` held) at
     ``KKT_RTOL``; nodes that do not within ``max_outer`` steps take one CVXPY solve (counted in
-    :attr:`fallbacks`)."""
+    :attr:`fallbacks`).  A warm call first takes up to ``held_steps`` Newton steps on the last
+    call's active sets (:meth:`_held_newton`, :meth:`_held_states`), certified the same way."""
 
     #: Proximal Newton steps before a node takes the CVXPY path.
     max_outer = 40
+
+    #: Newton steps on the last call's active sets (:meth:`_held_newton`), updated after each
+    #: (:meth:`_held_states`), before the general steps.
+    held_steps = 3
 
     @staticmethod
     def accepts(loss: Loss) -> bool:
@@ -1201,13 +1208,14 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         return g - lin, d1
 
     def _true_kkt(self, pad: dict[str, np.ndarray], Z: np.ndarray, a: np.ndarray,
-                  mu: np.ndarray, g: np.ndarray, sel: np.ndarray) -> np.ndarray:
+                  mu: np.ndarray, g: np.ndarray, sel: np.ndarray,
+                  d1: np.ndarray | None = None) -> np.ndarray:
         """:func:`kkt_certified` of PU (32) itself at ``Z`` for the nodes ``sel``: the data
         rows ``P_r = c_r x_r`` with their duals ``ell'(x_r^T z)`` held (``lo = hi = a``), the
         ``l1`` and box rows with the duals ``a`` of the last quadratic model.  This is the whole
         certificate of the true problem (stationarity ``mu z - g + grad L(z) + sum a_j e_j =
         0``, every ``l1``/box dual in its interval and of the right sign), whatever the model
-        was."""
+        was (``d1``: ``ell'(x_r^T z)`` where the caller has it)."""
         slot = self._slot()
         true = self.__dict__.get("_true_rows")
         if true is None:  # the constant parts, once: P_r = c_r x_r, no conjugate terms
@@ -1215,8 +1223,9 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
             P[self.local, slot, :] = self.c[:, None] * self.Xs
             cq[:, :self.max_rows()] = 0.0
             true = self.__dict__["_true_rows"] = {"P": P, "cq": cq}
-        t = np.einsum("rd,rd->r", self.Xs, Z[self.local])
-        d1 = self.cls._ell_d1(t, self.y, self.p)
+        if d1 is None:
+            d1 = self.cls._ell_d1(np.einsum("rd,rd->r", self.Xs, Z[self.local]), self.y,
+                                  self.p)
         a = a.copy()
         a[self.local, slot] = d1
         held = self._data_mask(pad)  # the data rows' duals held at ell'(x_r^T z)
@@ -1237,23 +1246,63 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
     def _prox(self, V, tau, W0):
         """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
         ||z - v_i||^2 / (2 tau_i)``, from ``W0`` (else ``v_i``) clipped to the box, the
-        quadratic models' active sets warm-started from the last call's: each step solves the
-        model exactly (:func:`composite_active_set_prox`), stops the nodes whose answer meets
-        the true KKT conditions (:meth:`_true_kkt`) and moves the others along ``zhat - z``
+        quadratic models' active sets warm-started from the last call's.  With a last call,
+        its answer moved to first order (:meth:`_predicted`) first takes one Newton step on the
+        last active sets (:meth:`_held_newton`); the nodes whose point then meets the true KKT
+        conditions (:meth:`_true_kkt`) are done.  The others take the general steps: each
+        solves the quadratic model exactly (:func:`composite_active_set_prox`), stops the nodes
+        whose answer meets the true KKT conditions and moves the others along ``zhat - z``
         with Armijo backtracking on the true objective; the nodes left take
         :meth:`cvxpy_prox`."""
         k = self.ms.size
         mu = 2.0 * self.l2 + 1.0 / tau
         g = V / tau[:, None]
         pad = self._padded()
-        rows = {key: val for key, val in pad.items() if key not in ("coord", "l1row", "P")}
-        P = pad["P"].copy()
         start = self.__dict__.get("_dual_start")
         if start is not None and start[0].shape[0] != k:
             start = None
         Z = np.clip(self._predicted(mu, g, start, pad) if start is not None else
                     V if W0 is None else np.asarray(W0, dtype=float), *self.box)
-        act, done = np.arange(k), np.zeros(k, dtype=bool)
+        done = np.zeros(k, dtype=bool)
+        H = None
+        if start is not None:  # Newton steps on the last active sets (a second one where
+            # the first was not enough: the early iterations move far)
+            Zn, held = Z, (start[0].copy(), start[1].copy())
+            for _ in range(self.held_steps):  # (the nodes not yet done only)
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    Zn, a, Hn, ok = self._held_newton(Zn, mu, g, held, pad,
+                                                      np.flatnonzero(~done))
+                new = ok & ~done
+                Z[new] = Zn[new]
+                start[0][new], start[1][new] = held[0][new], a[new]
+                H = Hn if H is None else np.where(new[:, None, None], Hn, H)
+                done |= ok
+                if done.all():
+                    break
+                held = self._held_states(Zn, a, held[0], pad)
+        if not done.all():
+            start, H = self._general_steps(Z, mu, g, start, pad, done, H)
+        self.__dict__["_dual_start"] = start
+        self.__dict__["_last"] = {"mu": mu, "g": g, "Z": Z.copy(), "H": H}
+        bad = np.flatnonzero(~done)
+        if bad.size:
+            self.fallbacks += int(bad.size)
+            Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
+        return Z
+
+    def _general_steps(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                       start: tuple[np.ndarray, ...] | None, pad: dict[str, np.ndarray],
+                       done: np.ndarray, H: np.ndarray | None
+                       ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """:meth:`_prox`'s proximal Newton steps for the nodes not ``done`` (``Z`` and
+        ``done`` updated in place): returns the active sets and duals for the next call's
+        start and the data part of the Hessians ``X^T diag(c ell'') X`` (those of ``H`` for
+        the nodes done, else of each node's last quadratic model)."""
+        k = self.ms.size
+        rows = {key: val for key, val in pad.items() if key not in ("coord", "l1row", "P")}
+        P = pad["P"].copy()
+        fast = done.copy()  # the nodes done before: H is theirs
+        act = np.flatnonzero(~done)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for _ in range(self.max_outer):
                 ix = act if act.size < k else slice(None)
@@ -1285,33 +1334,130 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
                 act = self._line_search(act, Z, Znew, d1, mu, g)
                 if act.size == 0:
                     break
-        self.__dict__["_dual_start"] = start
-        self.__dict__["_last"] = {"mu": mu, "g": g, "Z": Z.copy(), "P": P}
-        bad = np.flatnonzero(~done)
-        if bad.size:
-            self.fallbacks += int(bad.size)
-            Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
-        return Z
+        Pm = P[:, pad["coord"] < 0]
+        Hm = np.einsum("krd,kre->kde", Pm, Pm)
+        return start, Hm if H is None else np.where(fast[:, None, None], H, Hm)
 
     def _predicted(self, mu: np.ndarray, g: np.ndarray, start: tuple[np.ndarray, ...],
                    pad: dict[str, np.ndarray]) -> np.ndarray:
         """A start for the call at ``g``: the last call's answer moved to first order, ``dz =
         (H_FF)^{-1} (g - g_last)_F`` on the coordinates ``F`` that no free ``l1`` or bound row
-        fixes (last active sets ``start``), ``H = X^T diag(c ell'') X + mu I`` from the last
-        quadratic model's rows (Algorithm 1's next point is near: the proximal Newton steps
-        from there are fewer; the stop is the same)."""
+        fixes (last active sets ``start``), ``H = X^T diag(c ell'') X + mu I`` with the last
+        call's data part (Algorithm 1's next point is near: the Newton steps from there are
+        fewer; the stop is the same)."""
         last = self.__dict__.get("_last")
         if last is None or not np.array_equal(last["mu"], mu) or last["g"].shape != g.shape:
             return last["Z"] if last is not None and last["Z"].shape == g.shape else g / mu[:, None]
-        k, d = g.shape
-        unit = pad["coord"] >= 0
-        fixes = (start[0][:, unit] == 0) & ~pad["fixed"][:, unit]  # free unit rows
-        fr = ~fixes.reshape(k, -1, d).any(axis=1)  # unit rows come in blocks e_0..e_{d-1}
-        Pm = last["P"][:, ~unit]
-        H = np.einsum("krd,kre->kde", Pm, Pm) + mu[:, None, None] * np.eye(d)
-        H = np.where(fr[:, :, None] & fr[:, None, :], H, np.eye(d))
-        dz = np.linalg.solve(H, np.where(fr, g - last["g"], 0.0)[:, :, None])[:, :, 0]
+        um = self._unit_map(pad)
+        fr = ~(((start[0][:, um["U"]] == 0) & ~um["fixed"]) @ um["E"]).astype(bool)
+        dz = self._reduced_solve(last["H"], mu, fr, g - last["g"])
         return last["Z"] + dz
+
+    def _unit_map(self, pad: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The ``l1`` and box rows of :meth:`_padded` (cached): their indices ``U``, the
+        one-hot ``E`` ``(|U|, d)`` of their coordinates, their ``s`` (``z_j`` where such a row
+        is free) and padding."""
+        um = self.__dict__.get("_units")
+        if um is None:
+            U = np.flatnonzero(pad["coord"] >= 0)
+            um = self.__dict__["_units"] = {
+                "U": U, "E": (pad["coord"][U][:, None] == np.arange(self.d)).astype(np.int64),
+                "coord": pad["coord"][U], "s": pad["cs"][:, U], "fixed": pad["fixed"][:, U]}
+        return um
+
+    def _row_products(self) -> tuple[np.ndarray, np.ndarray]:
+        """``c_r x_r`` ``(M, d)`` and ``c_r x_r x_r^T`` ``(M, d, d)`` (cached)."""
+        rp = self.__dict__.get("_row_products_cache")
+        if rp is None:
+            cX = self.c[:, None] * self.Xs
+            rp = self.__dict__["_row_products_cache"] = (
+                cX, cX[:, :, None] * self.Xs[:, None, :])
+        return rp
+
+    @staticmethod
+    def _reduced_solve(Hd: np.ndarray, mu: np.ndarray, free: np.ndarray, rhs: np.ndarray
+                       ) -> np.ndarray:
+        """``dz`` with ``(Hd + mu I)_FF dz_F = rhs_F`` and ``dz = 0`` off ``F`` (``free``,
+        ``(k, d)``), for every node at once."""
+        d = Hd.shape[1]
+        H = Hd + mu[:, None, None] * np.eye(d)
+        H = np.where(free[:, :, None] & free[:, None, :], H, np.eye(d))
+        return np.linalg.solve(H, np.where(free, rhs, 0.0)[:, :, None])[:, :, 0]
+
+    def _held_states(self, Z: np.ndarray, a: np.ndarray, state: np.ndarray,
+                     pad: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The ``l1`` and box rows' active sets after a step of :meth:`_held_newton` that
+        was not certified (a primal-dual active-set update): a free row whose dual left its
+        interval is held at the bound it passed; any other row is held at the bound the sign
+        of ``z_j - s_r`` points to (``z`` past a bound frees that bound's row: ``z_j`` is set
+        there; past ``0`` the ``l1`` row's dual changes sign), and free where it is ``0`` or
+        that bound is infinite.  Returns ``(states, duals)`` (held duals at their bounds)."""
+        um = self._unit_map(pad)
+        U = um["U"]
+        lo, hi = pad["lo"][:, U], pad["hi"][:, U]
+        aU, free = a[:, U], (state[:, U] == 0) & ~um["fixed"]
+        sU = np.sign(Z[:, um["coord"]] - um["s"])
+        sU = np.where(free, np.where(aU > hi, 1, np.where(aU < lo, -1, 0)), sU)
+        sU = np.where(((sU < 0) & np.isinf(lo)) | ((sU > 0) & np.isinf(hi)), 0, sU)
+        sU = np.where(um["fixed"], -1, sU)
+        state, a = state.copy(), a.copy()
+        state[:, U] = sU
+        a[:, U] = np.where(um["fixed"], 0.0, np.where(sU < 0, lo, np.where(sU > 0, hi, aU)))
+        return state, a
+
+    def _node_rows(self, nodes: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        """The sample rows of ``nodes`` (sorted; every node has a row), each row's position in
+        ``nodes`` and the ``reduceat`` offsets of ``nodes``' row blocks (all rows: a slice)."""
+        if nodes.size == self.ms.size:
+            return slice(None), self.local, self.starts
+        mask = np.zeros(self.ms.size, dtype=bool)
+        mask[nodes] = True
+        ms = self.ms[nodes]
+        return (np.flatnonzero(mask[self.local]), np.repeat(np.arange(nodes.size), ms),
+                np.concatenate(([0], np.cumsum(ms)[:-1])))
+
+    def _held_newton(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
+                     start: tuple[np.ndarray, ...], pad: dict[str, np.ndarray],
+                     nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One Newton step on PU (32) for ``nodes`` (sorted) with the ``l1`` and box rows'
+        last active sets held (``start``): a free such row fixes ``z_j = s_r`` (``0`` or the
+        bound), a held one adds its dual (``+-eta``, ``0``) to the gradient; on the other
+        coordinates ``F``, ``(H_FF) dz_F = -grad_F`` with ``H = X^T diag(c ell'') X + mu I`` at
+        ``Z``.  The free rows' duals are then the stationarity residual on their coordinates,
+        and the point is certified by the true KKT conditions (:meth:`_true_kkt`), so a wrong
+        active set or an unconverged step is only a node left for the general steps (also a
+        node with two free rows on one coordinate).  Returns ``(Z, duals, X^T diag(c ell'') X
+        at Z, certified)``, full size (the other nodes' ``Z`` and duals as they were, not
+        certified)."""
+        um, (cX, cXX) = self._unit_map(pad), self._row_products()
+        k, U, E = self.ms.size, um["U"], um["E"]
+        ix = nodes if nodes.size < k else slice(None)
+        r, loc, offs = self._node_rows(nodes)
+        Xs, y, p = self.Xs[r], self.y[r], None if self.p is None else self.p[r]
+        cX, cXX, mu_s, g_s = cX[r], cXX[r], mu[ix], g[ix]
+        aU = start[1][ix][:, U]
+        freeU = (start[0][ix][:, U] == 0) & ~um["fixed"][ix]
+        nfix = freeU.astype(np.int64) @ E
+        fixc = nfix > 0
+        held = np.where(freeU | um["fixed"][ix], 0.0, aU) @ E
+        Zs = np.where(fixc, np.where(freeU, um["s"][ix], 0.0) @ E, Z[ix])
+        t = np.einsum("rd,rd->r", Xs, Zs[loc])
+        d1, d2 = self.cls._ell_d1(t, y, p), self.cls._ell_d2(t, y, p)
+        grad = np.add.reduceat(d1[:, None] * cX, offs, axis=0) + mu_s[:, None] * Zs - g_s + held
+        Hd = np.add.reduceat(d2[:, None, None] * cXX, offs, axis=0)
+        Zs = Zs + self._reduced_solve(Hd, mu_s, ~fixc, -grad)
+        d1 = self.cls._ell_d1(np.einsum("rd,rd->r", Xs, Zs[loc]), y, p)
+        res = g_s - held - mu_s[:, None] * Zs - np.add.reduceat(d1[:, None] * cX, offs, axis=0)
+        Z, a, D1, H = Z.copy(), start[1].copy(), np.zeros(self.Xs.shape[0]), np.zeros(
+            (k, self.d, self.d))
+        Z[ix], D1[r], H[ix] = Zs, d1, Hd
+        aS = a[ix]
+        aS[:, U] = np.where(freeU, res[:, um["coord"]], aU)
+        a[ix] = aS
+        ok = np.zeros(k, dtype=bool)
+        ok[ix] = (nfix <= 1).all(axis=1) & self._true_kkt(pad, Z, a, mu, g, nodes, D1)
+        a[self.local[r], self._slot()[r]] = d1
+        return Z, a, H, ok
 
     def _line_search(self, act: np.ndarray, Z: np.ndarray, Znew: np.ndarray, d1: np.ndarray,
                      mu: np.ndarray, g: np.ndarray) -> np.ndarray:
