@@ -369,14 +369,6 @@ def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray 
     return ((up & c["nhi"][ix]).view(np.int8) - (down & c["nlo"][ix]).view(np.int8)), grad
 
 
-def _active_set_system(rows: dict[str, np.ndarray], st: np.ndarray, act: np.ndarray | slice,
-                       mu: np.ndarray, g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
-    """The equality-constrained problem of the active sets ``st`` of the nodes ``act``
-    (:func:`composite_active_set_prox`): :func:`_system_matrices` with the right side of
-    :func:`_with_rhs`."""
-    return _with_rhs(_system_matrices(rows, st, act, mu), g, a_prev)
-
-
 def _with_rhs(sy: dict[str, Any], g: np.ndarray, a_prev: np.ndarray) -> dict[str, Any]:
     """The system ``sy`` of :func:`_system_matrices` (not changed; its factorizations,
     ``sy["fac"]``, are shared) with the right side ``f = g - P^T (a_fix - c s / (c q))`` of
