@@ -412,6 +412,7 @@ def domain_scale(model: ModelDeclaration, S: np.ndarray, bad: np.ndarray,
         theta = min(theta, float(np.clip(th.value, 0.0, 1.0).min()))
     return theta
 
+
 def shrink_flows(model: ModelDeclaration, U: np.ndarray, resid: np.ndarray,
                  nodes: np.ndarray) -> np.ndarray:
     """Move the demands ``s_i = -(D^T U)_i`` of ``nodes`` by ``-resid_i`` (the signed part of
