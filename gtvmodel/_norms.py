@@ -191,10 +191,10 @@ def norm_rows(V: Any, p: float) -> np.ndarray:
 
     Stable for every ``p`` in ``[1, inf]`` and entries anywhere in the float range (module
     docstring): accurate to ``(5 + (d + 7)/(2p))`` eps relative (typically 1-2 ulps).  NaN
-    entries give NaN, an infinite entry inf.
+    entries give NaN, an infinite entry inf.  Any array namespace (:mod:`gtvmodel._xp`).
     """
     A, vec = _as_rows(V)
-    out = _norm_rows_abs(np.abs(A), float(p))
+    out = _norm_rows_abs(_xp.namespace(A).abs(A), float(p))
     return out[0] if vec else out
 
 
@@ -261,11 +261,12 @@ def within(V: Any, caps: Any, q: float) -> np.ndarray:
     """The capacity test: ``norm_rows(V, q) <= caps (1 + CAPACITY_SLACK)`` row-wise.
 
     ``caps >= 0`` (scalar or ``(k,)``).  A zero capacity admits only the zero row; NaN rows
-    fail.  See the module docstring for why the slack is safe.
+    fail.  See the module docstring for why the slack is safe.  Any array namespace
+    (:mod:`gtvmodel._xp`; ``caps`` a number, a numpy array or a tensor beside ``V``).
     """
     A, vec = _as_rows(V)
-    c = np.broadcast_to(np.asarray(caps, dtype=float), (A.shape[0],))
-    n = _norm_rows_abs(np.abs(A), float(q))
+    c = _xp.per_row(caps, A)
+    n = _norm_rows_abs(_xp.namespace(A).abs(A), float(q))
     with np.errstate(over="ignore"):
         ok = n <= c * (1.0 + CAPACITY_SLACK)
     return ok[0] if vec else ok

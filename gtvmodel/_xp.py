@@ -38,8 +38,8 @@ def to_numpy(x: Any, dtype: Any = float) -> np.ndarray:
     """``x`` as a numpy array of ``dtype`` on the CPU (a copy only where needed)."""
     if is_numpy(x):
         return np.asarray(x, dtype=dtype)
-    if hasattr(x, "detach"):  # a torch tensor, possibly on a GPU
-        x = x.detach().cpu()
+    if hasattr(x, "detach"):  # a torch tensor, possibly on a GPU: an explicit copy to the host
+        x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=dtype)
 
 

@@ -41,9 +41,11 @@ class Penalty:
     kind: ClassVar[str] = "penalty"
     #: Arrays of the file spec by name, their shapes in the symbol ``d`` (:mod:`.spec`).
     spec_arrays: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: True when :meth:`dual_update` is written against the array API (:mod:`gtvmodel._xp`):
-    #: it then runs on other array libraries' tensors too (Algorithm 1's ``device=`` backend,
-    #: :mod:`gtvmodel.primal_dual.torch_backend`).
+    #: True when :meth:`dual_update` and the row evaluations :meth:`rows_value`,
+    #: :meth:`conjugate_rows` (and, for norms, :meth:`dual_norm` and ``project_dual_ball``) are
+    #: written against the array API (:mod:`gtvmodel._xp`): they then run on other array
+    #: libraries' tensors too (Algorithm 1's ``device=`` backend and its certificates,
+    #: :mod:`gtvmodel.primal_dual.torch_backend`, :mod:`gtvmodel.primal_dual.device_certificate`).
     array_api: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):
@@ -232,13 +234,14 @@ class _NormPenalty(ParameterFree, Penalty):
 
     def rows_value(self, V):
         """Row-wise ``||V_e||_p``, overflow-free and accurate to a few ulps for every ``p``
-        (:func:`gtvmodel._norms.norm_rows`)."""
-        return norm_rows(np.atleast_2d(np.asarray(V, dtype=float)), self.p)
+        (:func:`gtvmodel._norms.norm_rows`).  Any array namespace."""
+        return norm_rows(_xp.rows(V), self.p)
 
     def dual_norm(self, U):
         """Row-wise ``||U_e||_q``, overflow-free and accurate to a few ulps for every ``q``
-        (:func:`gtvmodel._norms.norm_rows`; ``q`` is 10001 for ``p = 1.0001``)."""
-        return norm_rows(np.atleast_2d(np.asarray(U, dtype=float)), self.q)
+        (:func:`gtvmodel._norms.norm_rows`; ``q`` is 10001 for ``p = 1.0001``).  Any array
+        namespace."""
+        return norm_rows(_xp.rows(U), self.q)
 
     def dual_norm_expression(self, U):
         """``(||U_e||_q)_e`` (``1/p + 1/q = 1``) as one vectorized CVXPY atom."""
@@ -251,10 +254,9 @@ class _NormPenalty(ParameterFree, Penalty):
         with a relative slack of 8 eps (a flow computed *on* the capacity may land a rounding
         error above it; a flow that passes is at most ``(13 + (d + 7)/(2q))`` eps above its
         capacity, which the certificate's rounding allowance covers).  NaN flows fail; at
-        ``lambda A_e = 0`` only the zero flow passes."""
-        U = np.atleast_2d(np.asarray(U, dtype=float))
-        c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
-        return np.where(within(U, c, self.q), 0.0, np.inf)
+        ``lambda A_e = 0`` only the zero flow passes.  Any array namespace."""
+        U = _xp.rows(U)
+        return _xp.namespace(U).where(within(U, _xp.per_row(lamA, U), self.q), 0.0, np.inf)
 
     def sublevel_radius(self, slack, lamA):
         """``||v||_inf <= ||v||_p <= slack / (lambda A_e)``, rounded up (``inf`` at
@@ -576,14 +578,13 @@ class SquaredNorm2(ParameterFree, Penalty):
         return 0.5 * cp.sum(cp.square(Z), axis=1)
 
     def rows_value(self, V):
-        """``(1/2 ||V_e||_2^2)_e`` in numpy."""
-        V = np.atleast_2d(V)
-        return 0.5 * (V**2).sum(axis=1)
+        """``(1/2 ||V_e||_2^2)_e`` (any array namespace)."""
+        V = _xp.rows(V)
+        return 0.5 * _xp.namespace(V).sum(V * V, axis=1)
 
     def conjugate_rows(self, U, lamA):
-        """``||u_e||^2 / (2 lambda A_e)``."""
-        U = np.atleast_2d(np.asarray(U, dtype=float))
-        return _quad_conj_rows(U, lamA)
+        """``||u_e||^2 / (2 lambda A_e)`` (any array namespace)."""
+        return _quad_conj_rows(_xp.rows(U), lamA)
 
     def conjugate_expression(self, U, lamA):
         """CVXPY form of ``sum_e ||u_e||^2 / (2 lambda A_e)`` (rows with ``lambda A_e = 0``: the
@@ -684,9 +685,12 @@ class QuadForm(Penalty):
         return 0.5 * cp.sum(cp.square(Z @ self.chol), axis=1)
 
     def rows_value(self, V):
-        """``(1/2 V_e^T Q V_e)_e`` in numpy."""
-        V = np.atleast_2d(V)
-        return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
+        """``(1/2 V_e^T Q V_e)_e`` (any array namespace)."""
+        V = _xp.rows(V)
+        if _xp.is_numpy(V):
+            return 0.5 * np.einsum("ij,jk,ik->i", V, self.Q, V)
+        return 0.5 * _xp.namespace(V).sum((V @ _xp.cached_like(self, "Q", self.Q, V)) * V,
+                                          axis=1)
 
     def _whiten(self, U):
         """Rows ``L^{-1} u_e`` (``Q = L L^T``), so that ``u^T Q^{-1} u = ||L^{-1} u||^2``."""
@@ -694,12 +698,13 @@ class QuadForm(Penalty):
         if inv_t is None:
             inv_t = np.linalg.inv(self.chol).T
             self.__dict__["_chol_inv_t"] = inv_t
-        return U @ inv_t
+        if isinstance(U, cp.Expression) or _xp.is_numpy(U):
+            return U @ inv_t
+        return U @ _xp.cached_like(self, "chol_inv_t", inv_t, U)
 
     def conjugate_rows(self, U, lamA):
-        """``u_e^T Q^{-1} u_e / (2 lambda A_e)``."""
-        U = np.atleast_2d(np.asarray(U, dtype=float))
-        return _quad_conj_rows(self._whiten(U), lamA)
+        """``u_e^T Q^{-1} u_e / (2 lambda A_e)`` (any array namespace)."""
+        return _quad_conj_rows(self._whiten(_xp.rows(U)), lamA)
 
     def conjugate_expression(self, U, lamA):
         """CVXPY form of ``sum_e u_e^T Q^{-1} u_e / (2 lambda A_e)`` through the whitened rows
@@ -797,14 +802,15 @@ def _quad_conj_rows(Uw: np.ndarray, lamA: Any) -> np.ndarray:
 
     Evaluated as ``n (n / (2 c))`` with the stable norm ``n = ||Uw_e||_2``: no underflow of
     ``||u||^2`` (``u = 1e-200`` is not "zero") and no overflow before the result itself
-    overflows.  NaN rows give ``+inf`` (no finite upper bound)."""
-    c = np.broadcast_to(np.asarray(lamA, dtype=float), (Uw.shape[0],))
+    overflows.  NaN rows give ``+inf`` (no finite upper bound).  Any array namespace."""
+    xp = _xp.namespace(Uw)
+    c = _xp.per_row(lamA, Uw)
     n = norm_rows(Uw, 2.0)
     pos = c > 0
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        val = n * (n / (2.0 * np.where(pos, c, 1.0)))
-    out = np.where(pos, val, np.where(n == 0.0, 0.0, np.inf))
-    return np.where(np.isnan(out), np.inf, out)
+        val = n * (n / (2.0 * xp.where(pos, c, 1.0)))
+    out = xp.where(pos, val, xp.where(n == 0.0, 0.0, np.inf))
+    return xp.where(xp.isnan(out), np.inf, out)
 
 
 def _quad_conj_expression(Uw: cp.Expression, lamA: Any
