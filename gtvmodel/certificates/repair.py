@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .. import _xp
 from .._cvx import ScaleParameter, dpp_sized
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
@@ -281,32 +282,38 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
     return U, repairs, solver, b
 
 
-def capacity_ratio(model: ModelDeclaration, U: np.ndarray) -> float:
+def capacity_ratio(model: ModelDeclaration, U: Any, rows: slice = slice(None)) -> float:
     """``min(1, min_e lambda A_e / ||u_e||_*)`` over the rows above their capacities (27) (1
     for a penalty without capacities): the factor of step 3 before its safety margin.  A
-    minimum of rows, so a sharded run takes the minimum of its shards' values."""
+    minimum of rows, so a sharded run takes the minimum of its shards' values (and a block of
+    rows ``rows`` of the flows ``U``, e.g. device tensors, :mod:`gtvmodel._xp`, the minimum of
+    its blocks')."""
     cap = capacities(model)
     if cap is None:
         return 1.0
+    xp = _xp.namespace(U)
+    cap = _xp.like(cap[rows], U)
     dn = model.penalty.dual_norm(U)
     over = dn > cap
-    if not over.any():
+    if not bool(xp.any(over)):
         return 1.0
-    return float(np.min(np.where(over, cap / np.where(over, dn, 1.0), 1.0)))
+    return float(xp.min(xp.where(over, cap / xp.where(over, dn, 1.0), 1.0)))
 
 
-def scale_flows(model: ModelDeclaration, U: np.ndarray, theta: float) -> np.ndarray:
+def scale_flows(model: ModelDeclaration, U: Any, theta: float, rows: slice = slice(None)
+                ) -> Any:
     """Step 3 with a given factor ``theta < 1`` (safety margin included): ``theta U``, then
     the rows that rounding leaves an ulp above capacity clipped exactly (row by row, so
-    shards can apply it to their rows)."""
+    shards, or blocks ``rows`` of device flows, can apply it to their rows)."""
     cap = capacities(model)
     U = theta * U
     if cap is None:
         return U
+    cap = _xp.like(cap[rows], U)
     pen = model.penalty
     dn = pen.dual_norm(U)
     bad = dn > cap
-    if bad.any():
+    if bool(_xp.namespace(U).any(bad)):
         U[bad] *= (cap[bad] / dn[bad] * (1.0 - 4.0 * EPS))[:, None]
     return U
 

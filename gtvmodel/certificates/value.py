@@ -23,7 +23,8 @@ from ..terms.losses import (
 from .kinds import EPS, NodeKinds, max_rows, node_kinds
 from .radii import Radii
 
-__all__ = ["residual_charge", "dual_value"]
+__all__ = ["residual_charge", "dual_value", "node_bounds", "demands",
+           "demand_rounding"]
 
 
 # ===================================================================== dual value
@@ -150,17 +151,19 @@ class _NodeBounds:
                    wloc=np.maximum(1.0, np.abs(W0).max(axis=1, initial=0.0)))
 
 
-def _demands(model: ModelDeclaration, U: np.ndarray) -> np.ndarray:
-    """The node demands ``s = -D^T u`` of (19), an ``(n, d)`` array."""
+def demands(model: ModelDeclaration, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, rnd)``: the node demands ``s = -D^T u`` of (19), an ``(n, d)`` array, and the
+    bound of their rounding ``(deg_i + 2) eps sum_{e at i} |u_e|`` (entrywise)."""
     n, d = model.num_nodes, model.dim
-    S = -(model.incidence.T @ U) if model.num_edges else np.zeros((n, d))
-    return np.asarray(S).reshape(n, d)
+    if not model.num_edges:
+        return np.zeros((n, d)), np.zeros((n, d))
+    S = np.asarray(-(model.incidence.T @ U)).reshape(n, d)
+    return S, demand_rounding(model, np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d))
 
 
-def _demand_rounding(model: ModelDeclaration, U: np.ndarray) -> np.ndarray:
-    """Bound of the rounding of ``s = -D^T u``: ``(deg_i + 2) eps sum_{e at i} |u_e|``."""
-    n, d = model.num_nodes, model.dim
-    absdiv = np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d)
+def demand_rounding(model: ModelDeclaration, absdiv: np.ndarray) -> np.ndarray:
+    """The bound ``(deg_i + 2) eps sum_{e at i} |u_e|`` of the rounding of ``s = -D^T u``
+    from ``absdiv = |D|^T |u|`` (``(n, d)``)."""
     return (model.degrees + 2)[:, None] * EPS * absdiv
 
 
@@ -301,21 +304,36 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
                weights: Any = None) -> dict[str, Any]:
     """Upper bounds ``c_i >= (h_i + iota{||w||_inf <= R_i})*(s_i)`` for every node and the
     edge conjugates at ``flows`` (no repair); ``radius`` is a scalar or per-node ``(n,)``
-    (``inf`` allowed: a residual there makes the bound ``+inf``).  Returns a dict with
-    ``node_conj`` (n,), ``rho`` (n, d) (a bound of the part of ``s_i`` outside the domain,
-    charged inside ``node_conj`` by :func:`charge`), ``resid`` (n, d) (that part with its
-    sign at the nodes of the CVXPY split, 0 elsewhere), ``charge`` (n,), ``edge_conj`` (|E|,),
-    ``s`` (n, d), ``conic_tol`` and ``value``.  ``weights`` (optional) warm-start the Newton
-    path of smooth data-fit nodes and set the local radii of rounding-level residuals."""
+    (``inf`` allowed: a residual there makes the bound ``+inf``).  Returns
+    :func:`node_bounds`' dict at the demands ``s = -D^T u`` (with their rounding bound) and
+    ``edge_conj`` (|E|,) and ``value``.  ``weights`` (optional) warm-start the Newton path of
+    smooth data-fit nodes and set the local radii of rounding-level residuals."""
     U = model.check_flows(flows)
+    S, rnd = demands(model, U)
+    out = node_bounds(model, S, rnd, radius, solver, weights)
+    edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
+                 if model.num_edges else np.zeros(0))
+    out["edge_conj"] = edge_conj
+    out["value"] = -float(out["node_conj"].sum()) - float(edge_conj.sum()) - out["conic_tol"]
+    return out
+
+
+def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius: Any,
+                solver: str | None = None, weights: Any = None) -> dict[str, Any]:
+    """The node half of :func:`dual_value` at given demands ``S = -D^T u`` (``(n, d)``) with a
+    bound ``rnd`` of their rounding (``(deg_i + 2) eps sum_{e at i} |u_e|``, entrywise, or 0
+    where they are exact): ``node_conj`` (n,), ``rho`` (n, d) (a bound of the part of ``s_i``
+    outside the domain, charged inside ``node_conj`` by :func:`residual_charge`), ``resid``
+    (n, d) (that part with its sign at the nodes of the CVXPY split, 0 elsewhere), ``charge``
+    (n,), ``conj_magnitude`` (n,), ``s`` and ``conic_tol``.  Separate so that the demands can
+    be formed where the flows are (device tensors,
+    :mod:`gtvmodel.primal_dual.device_certificate`)."""
     n, d = model.num_nodes, model.dim
     radii = radius if isinstance(radius, Radii) else Radii(n, radius)
     kinds = node_kinds(model)
     st = model.structure()
-    S = _demands(model, U)
     nb = _NodeBounds.start(n, d, weights)
-    if model.num_edges:
-        nb.rnd += _demand_rounding(model, U)
+    nb.rnd += rnd
     if kinds.zero.size:
         z = kinds.zero
         nb.conj[z], nb.rho[z], nb.cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
@@ -329,14 +347,9 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     node_conj = nb.conj + charge
     zero = _zero_demand(kinds, S, node_conj)
     node_conj[zero], charge[zero], nb.cmag[zero], nb.rho[zero] = 0.0, 0.0, 0.0, 0.0
-    edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
-                 if model.num_edges else np.zeros(0))
-    value = -float(node_conj.sum()) - float(edge_conj.sum()) - conic_tol
     nb.resid[zero] = 0.0
     return {"node_conj": node_conj, "rho": nb.rho, "resid": nb.resid, "charge": charge,
-            "edge_conj": edge_conj,
-            "conj_magnitude": nb.cmag,
-            "s": S, "conic_tol": conic_tol, "value": value}
+            "conj_magnitude": nb.cmag, "s": S, "conic_tol": conic_tol}
 
 
 # ===================================================================== certify

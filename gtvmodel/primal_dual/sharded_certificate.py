@@ -5,11 +5,12 @@ and edges once the flows are repaired: ``P(W) = sum_i L_i(w_i) + sum_e lambda A_
 and ``D(U') = -sum_i h_i*(s_i) - sum_e lambda A_e phi*(u'_e / (lambda A_e))`` (19) with the
 demands ``s_i = -(D^T U')_i`` needing only the flows of the edges at node ``i``.  Each shard
 holds those (its incident edges) and evaluates, with the package's own functions on its
-restricted declaration (:func:`~gtvmodel.certificates.value.dual_value`,
-``loss_values``, ``constraint_violations``), its nodes' terms and its owned edges' terms; the
-driver adds them.  The repair (steps 1 and 3 of :func:`~gtvmodel.certificates.repair.repair`)
-is row-wise once two global scalars are known, so every shard repairs its incident rows itself
-(a boundary edge is repaired, identically, by both its shards):
+restricted declaration (:func:`node_sums`, :func:`edge_sums`:
+:func:`~gtvmodel.certificates.value.node_bounds`, ``loss_values``, ``constraint_violations``),
+its nodes' terms and its owned edges' terms; the driver adds them.  The repair (steps 1 and 3
+of :func:`~gtvmodel.certificates.repair.repair`, :func:`repair_rows`) is row-wise once two
+global scalars are known, so every shard repairs its incident rows itself (a boundary edge is
+repaired, identically, by both its shards):
 
 * the decision to project onto the capacities (27): ``max_e |u_e|`` and the largest capacity
   excess, before and after the projection -- 4 floats per shard;
@@ -34,17 +35,20 @@ exactly the serial one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .. import _xp
 from ..certificates.certificate import Certificate, _dual_bad
 from ..certificates.kinds import EPS, capacities, max_rows, node_kinds
 from ..certificates.repair import PROJECT_NOTE, capacity_ratio, rescale_note, scale_flows
-from ..certificates.value import dual_value
+from ..certificates.value import demands, node_bounds
 from ..declaration import ModelDeclaration
 from ..results import Labels
 
-__all__ = ["ShardCertificate", "shard_scan", "shard_parts", "repair_plan", "combine_parts",
+__all__ = ["ShardCertificate", "shard_scan", "shard_parts", "repair_rows", "edge_sums",
+           "node_sums", "join_sums", "repair_plan", "combine_parts",
            "needs_gather", "make_certificate", "local_flows"]
 
 #: The threshold of the capacity projection, relative to ``max(1, max_e |u_e|)``, as in
@@ -80,20 +84,91 @@ def local_flows(model: ModelDeclaration, U_inc: np.ndarray, perm: np.ndarray,
     return sign[:, None] * U_inc[perm] if perm.size else np.zeros((0, model.dim))
 
 
-def shard_scan(model: ModelDeclaration, U: np.ndarray) -> tuple[float, float, float, float,
-                                                                float]:
+def shard_scan(model: ModelDeclaration, U: Any, rows: slice = slice(None)
+               ) -> tuple[float, float, float, float, float]:
     """A shard's scalars for the global decisions of the repair on its incident flows ``U``
-    (local order): ``max|u|``, the capacity excess before and after the row-wise projection,
-    and :func:`~gtvmodel.certificates.repair.capacity_ratio` without and with it."""
+    (local order; or the block ``rows`` of a model's flows, any array namespace,
+    :mod:`gtvmodel._xp`): ``max|u|``, the capacity excess before and after the row-wise
+    projection, and :func:`~gtvmodel.certificates.repair.capacity_ratio` without and with
+    it."""
     cap = capacities(model)
-    scale = float(np.abs(U).max(initial=0.0))
-    if cap is None or not U.size:
+    xp = _xp.namespace(U)
+    scale = float(xp.max(xp.abs(U))) if U.shape[0] * U.shape[1] else 0.0
+    if cap is None or not U.shape[0]:
         return scale, 0.0, 0.0, 1.0, 1.0
     pen = model.penalty
-    Up = pen.project_dual_ball(U, cap)
-    exc = float(np.max(pen.dual_norm(U) - cap, initial=0.0))
-    exc_p = float(np.max(pen.dual_norm(Up) - cap, initial=0.0))
-    return scale, exc, exc_p, capacity_ratio(model, U), capacity_ratio(model, Up)
+    c = _xp.like(cap[rows], U)
+    Up = pen.project_dual_ball(U, c)
+    exc = max(float(xp.max(pen.dual_norm(U) - c)), 0.0)
+    exc_p = max(float(xp.max(pen.dual_norm(Up) - c)), 0.0)
+    return (scale, exc, exc_p, capacity_ratio(model, U, rows),
+            capacity_ratio(model, Up, rows))
+
+
+def repair_rows(model: ModelDeclaration, U: Any, project: bool, theta: float,
+                rows: slice = slice(None)) -> Any:
+    """Steps 1 and 3 of the repair on rows of flows (a shard's incident flows, or the block
+    ``rows`` of a model's flows; any array namespace) with the driver's decisions
+    (:func:`repair_plan`): the projection onto the capacities (27), then the factor
+    ``theta``."""
+    if project:
+        U = model.penalty.project_dual_ball(U, _xp.like(capacities(model)[rows], U))
+    if theta < 1.0:
+        U = scale_flows(model, U, theta, rows)
+    return U
+
+
+def edge_sums(model: ModelDeclaration, U: Any, V: Any, cap: Any) -> tuple[list[float], Any]:
+    """The GTV terms of edge rows (any array namespace): repaired flows ``U``, differences
+    ``V = w_{e+} - w_{e-}`` and capacities ``lambda A_e`` (``cap``) give ``[P_E, edge_conj,
+    mag, finite]`` (the sums of ``lambda A_e phi(v_e)`` and of the edge conjugates, the
+    magnitudes of the summands and of ``u_e^T v_e`` for the rounding bound, whether every
+    conjugate is finite) and the per-edge Fenchel-Young gaps."""
+    xp = _xp.namespace(U)
+    penv = cap * model.penalty.rows_value(V)
+    ec = model.penalty.conjugate_rows(U, cap)
+    UV = U * V
+    edge_gaps = penv + ec - xp.sum(UV, axis=1)
+    fin = xp.isfinite(ec)
+    mag = (float(xp.sum(xp.abs(penv))) + float(xp.sum(xp.abs(xp.where(fin, ec, 0.0))))
+           + float(xp.sum(xp.abs(UV))))
+    return [float(xp.sum(penv)), float(xp.sum(ec)), mag, float(bool(xp.all(fin)))], edge_gaps
+
+
+def node_sums(model: ModelDeclaration, n_own: int, W: np.ndarray, S: np.ndarray,
+              rnd: np.ndarray, feas_tol: float) -> tuple[dict[str, Any], np.ndarray]:
+    """The node terms of a certificate at weights ``W`` and demands ``S`` (with their rounding
+    bound ``rnd``, :func:`~gtvmodel.certificates.value.demands`), rows ``< n_own`` counted
+    (a shard's ghosts are not its to count): the fields of :class:`ShardCertificate` but the
+    edges' (:func:`~gtvmodel.certificates.value.node_bounds` without radii: a residual that
+    needs one makes the node ``outside``) and the per-node Fenchel-Young gaps."""
+    own = slice(0, n_own)
+    lossv = model.loss_values(W)[own]
+    viol = model.constraint_violations(W)[own]
+    wscale = np.maximum(1.0, np.abs(W[own]).max(axis=1, initial=0.0))
+    bad_primal = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
+    dv = node_bounds(model, S, rnd, np.inf, None, W)
+    own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
+    outside = _dual_bad(own_dv, feas_tol, True).size
+    nc, ch = dv["node_conj"][own], dv["charge"][own]
+    fin = np.isfinite
+    with np.errstate(invalid="ignore"):
+        P = float(np.sum(lossv)) if fin(lossv).all() else np.inf
+        SW = dv["s"][own] * W[own]
+        node_gaps = lossv + nc - SW.sum(axis=1)
+    cm = dv["conj_magnitude"][own] + ch
+    mag = float(np.abs(lossv[fin(lossv)]).sum() + np.abs(cm[fin(cm)]).sum() + np.abs(SW).sum())
+    return {"P": P, "node_conj": float(nc.sum()), "conic_tol": float(dv["conic_tol"]),
+            "charge": float(ch[fin(ch)].sum()), "mag": mag, "bad_primal": bad_primal,
+            "outside": int(outside)}, node_gaps
+
+
+def join_sums(nodes: dict[str, Any], edges: list[float]) -> ShardCertificate:
+    """A :class:`ShardCertificate` from :func:`node_sums`' fields and the (added)
+    :func:`edge_sums` of the same edges."""
+    P_E, edge_conj, mag, finite = edges
+    return ShardCertificate(**{**nodes, "P": nodes["P"] + P_E, "mag": nodes["mag"] + mag},
+                            edge_conj=edge_conj, edges_finite=bool(finite))
 
 
 def shard_parts(model: ModelDeclaration, n_own: int, W: np.ndarray, U: np.ndarray,
@@ -102,44 +177,16 @@ def shard_parts(model: ModelDeclaration, n_own: int, W: np.ndarray, U: np.ndarra
     """A shard's partial sums at its local weights ``W`` (own rows first, then ghosts) and
     incident flows ``U`` (local order), repaired with the driver's ``project`` and ``theta``;
     also the repaired flows and the Fenchel-Young gaps of its nodes and owned edges (kept on
-    the shard).  The node terms are those of :func:`~gtvmodel.certificates.value.dual_value`
-    on the shard's declaration (rows ``< n_own``; the ghosts' rows are not its to count); the
-    owned edges' terms are taken in the serial orientation (``sign``), since a penalty need
-    not be symmetric (the demands do not depend on the orientation)."""
-    own = slice(0, n_own)
-    if project:
-        U = model.penalty.project_dual_ball(U, capacities(model))
-    if theta < 1.0:
-        U = scale_flows(model, U, theta)
-    lossv = model.loss_values(W)[own]
+    the shard).  The node terms are :func:`node_sums` on the shard's declaration; the owned
+    edges' terms (:func:`edge_sums`) are taken in the serial orientation (``sign``), since a
+    penalty need not be symmetric (the demands do not depend on the orientation)."""
+    U = repair_rows(model, U, project, theta)
+    S, rnd = demands(model, U)
+    nodes, node_gaps = node_sums(model, n_own, W, S, rnd, feas_tol)
     flip = sign[owned, None]
     V = flip * np.asarray(model.incidence[owned] @ W).reshape(-1, model.dim)
-    Uo, cap = flip * U[owned], model.capacities[owned]
-    penv = cap * model.penalty.rows_value(V) if owned.size else np.zeros(0)
-    viol = model.constraint_violations(W)[own]
-    wscale = np.maximum(1.0, np.abs(W[own]).max(axis=1, initial=0.0))
-    bad_primal = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
-    dv = dual_value(model, U, np.inf, None, W)
-    own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
-    outside = _dual_bad(own_dv, feas_tol, True).size
-    nc, ch = dv["node_conj"][own], dv["charge"][own]
-    ec = model.penalty.conjugate_rows(Uo, cap) if owned.size else np.zeros(0)
-    fin = np.isfinite
-    with np.errstate(invalid="ignore"):
-        P = float(np.sum(lossv) + np.sum(penv)) if fin(lossv).all() else np.inf
-        SW = dv["s"][own] * W[own]
-        UV = Uo * V
-        node_gaps = lossv + nc - SW.sum(axis=1)
-        edge_gaps = penv + ec - UV.sum(axis=1)
-    cm = dv["conj_magnitude"][own] + ch
-    mag = float(np.abs(lossv[fin(lossv)]).sum() + np.abs(penv).sum()
-                + np.abs(cm[fin(cm)]).sum() + np.abs(ec[fin(ec)]).sum()
-                + np.abs(SW).sum() + np.abs(UV).sum())
-    part = ShardCertificate(
-        P=P, node_conj=float(nc.sum()), edge_conj=float(ec.sum()),
-        conic_tol=float(dv["conic_tol"]), charge=float(ch[fin(ch)].sum()), mag=mag,
-        bad_primal=bad_primal, outside=int(outside), edges_finite=bool(fin(ec).all()))
-    return part, U, node_gaps, edge_gaps
+    edges, edge_gaps = edge_sums(model, flip * U[owned], V, model.capacities[owned])
+    return join_sums(nodes, edges), U, node_gaps, edge_gaps
 
 
 def needs_gather(model: ModelDeclaration) -> str:
