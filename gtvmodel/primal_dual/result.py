@@ -3,7 +3,7 @@ result (:class:`PrimalDualResult`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,7 +62,11 @@ class PrimalDualResult(Result):
     feasible ones), ``timings`` (seconds: ``setup``, ``node_updates``, ``edge_updates``,
     ``certificate``, ``total``), ``c`` (final step scale), ``paths`` (how many nodes used
     which PU path) and ``kernel`` (the edge update DU (33) that ran: ``"numpy"`` or
-    ``"numba"``, ``solve_primal_dual(kernel=...)``).
+    ``"numba"``, ``solve_primal_dual(kernel=...)``).  Runs on a device
+    (``solve_primal_dual(device=...)``): ``certificates_on_device`` (how many certificates
+    were computed there, :mod:`~gtvmodel.primal_dual.device_certificate`) and
+    ``host_reasons`` (why the others ran on host copies of the iterate); 0 and empty for the
+    numpy path.
     """
 
     weights: np.ndarray
@@ -74,6 +78,8 @@ class PrimalDualResult(Result):
     c: float | None
     paths: dict[str, int]
     kernel: str = "numpy"
+    certificates_on_device: int = 0
+    host_reasons: list[str] = field(default_factory=list)
 
     _BULKY: ClassVar[tuple[str, ...]] = ("history",)
 

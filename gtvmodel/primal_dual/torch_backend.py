@@ -14,8 +14,15 @@ are computed in float64 numpy on the CPU and moved back), the edge updates are t
 (residual balancing), the certificate schedule, the history, the status and the result -- is
 :class:`~gtvmodel.primal_dual.algorithm._Run`'s.
 
-**Certificates** are computed by :func:`~gtvmodel.certificates.certificate.certify` on a
-float64 numpy copy of the iterate (on the CPU): the same certificate as the numpy path.
+**Certificates** are computed where the iterate is
+(:class:`~gtvmodel.primal_dual.device_certificate.DeviceCertifier`): the edge half -- the repair
+of the flows, the GTV terms, the edge conjugates and the demands ``-D^T u'`` -- on the device,
+the node half (losses and node conjugates) in float64 numpy from ``n x d`` arrays: the same
+certificate as the numpy path's :func:`~gtvmodel.certificates.certificate.certify`.  Where that
+certificate needs a global step (subspace conditions, step 4 of the repair, certified radii,
+...) or the iterate is float32, :func:`certify` runs on float64 numpy copies of the iterate
+instead; :attr:`~gtvmodel.primal_dual.result.PrimalDualResult.certificates_on_device` and
+``host_reasons`` say how many certificates ran on the device and why the others did not.
 
 **Precision.**  ``dtype="float64"`` (default) gives the numpy path's iterates to about
 ``1e-12`` relative (sums in another order); ``dtype="float32"`` halves memory and traffic, its
@@ -45,12 +52,13 @@ from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, UnsupportedError
 from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_finite, _Run
+from .device_certificate import DeviceCertifier, to_host
 from .prox import NodeUpdates
 from .result import PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, make_step_rule
 from .updates import dual_argument, extrapolate, prox_point
 
-__all__ = ["solve_torch", "DTYPES"]
+__all__ = ["solve_torch", "DTYPES", "csr_tensor"]
 
 #: The ``dtype`` values of the backend by name (``None`` is float64).
 DTYPES = ("float64", "float32")
@@ -162,6 +170,19 @@ def _check_groups(model: ModelDeclaration, updates: NodeUpdates) -> None:
                 "tensor form; use the numpy path (device=None)")
 
 
+def csr_tensor(torch: Any, M: Any, device: Any, dtype: Any) -> Any:
+    """The scipy sparse matrix ``M`` as a sparse CSR tensor of ``dtype`` on ``device`` (never
+    dense; e.g. the incidence matrix ``D`` and ``D^T``)."""
+    M = M.tocsr()
+    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.as_tensor(M.indptr.astype(np.int64), device=device),
+            torch.as_tensor(M.indices.astype(np.int64), device=device),
+            torch.as_tensor(M.data, dtype=dtype, device=device), size=M.shape,
+            check_invariants=False)
+
+
 class _DeviceUpdates:
     """The node updates PU (32) of :class:`~gtvmodel.primal_dual.prox.NodeUpdates`' groups on
     device tensors: each group's rows gathered by a device index, its update scattered back."""
@@ -208,6 +229,8 @@ class _TorchRun(_Run):
         self.x = _Iterate(*(self._tensor(a) for a in (x.W, x.U, x.DTu)))
         self.Y = torch.empty_like(self.x.W)
         self.updates = _DeviceUpdates(updates, torch, device)
+        self.certifier = DeviceCertifier(model, torch, self.D, self.DT, EDGE_BLOCK_BYTES)
+        self.on_device, self.host_reasons = 0, []
         self.timings["setup"] = time.perf_counter() - t_start
 
     def _tensor(self, a: np.ndarray) -> Any:
@@ -215,15 +238,7 @@ class _TorchRun(_Run):
 
     def _csr(self, M: Any) -> Any:
         """A scipy sparse matrix as a sparse CSR tensor on the device (never dense)."""
-        M = M.tocsr()
-        torch = self.torch
-        with warnings.catch_warnings():  # "sparse CSR support is in beta state"
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(
-                torch.as_tensor(M.indptr.astype(np.int64), device=self.device),
-                torch.as_tensor(M.indices.astype(np.int64), device=self.device),
-                torch.as_tensor(M.data, dtype=self.dtype, device=self.device), size=M.shape,
-                check_invariants=False)
+        return csr_tensor(self.torch, M, self.device, self.dtype)
 
     def _set_steps(self, tau: np.ndarray, sigma: np.ndarray) -> None:
         """The steps ``tau_i``, ``sigma_e`` (numpy, from the step rule) as device tensors."""
@@ -269,16 +284,28 @@ class _TorchRun(_Run):
         return V
 
     def certificate(self) -> Any:
-        """The certificate of the current iterate, computed by
-        :func:`~gtvmodel.certificates.certificate.certify` on its float64 numpy copy."""
+        """The certificate of the current iterate on the device (:class:`DeviceCertifier`),
+        or :func:`~gtvmodel.certificates.certificate.certify` on its float64 numpy copy where
+        that one needs a global step (the reason is kept)."""
         x = self.x
+        cert = self.certifier(x.W, x.U)
+        if cert is not None:
+            self.on_device += 1
+            return cert
+        if self.certifier.reason not in self.host_reasons:
+            self.host_reasons.append(self.certifier.reason)
         return certify(self.model, _xp.to_numpy(x.W), _xp.to_numpy(x.U), fallback=False)
 
     def result(self, status: str) -> PrimalDualResult:
-        """The :class:`PrimalDualResult` with the iterate as float64 numpy arrays."""
+        """The :class:`PrimalDualResult` with the iterate and the last certificate's arrays
+        as float64 numpy arrays."""
         x = self.x
         self.x = _Iterate(_xp.to_numpy(x.W), _xp.to_numpy(x.U), None)
-        return super().result(status)
+        if self.cert is not None:
+            self.cert = to_host(self.cert)
+        res = super().result(status)
+        res.certificates_on_device, res.host_reasons = self.on_device, list(self.host_reasons)
+        return res
 
 
 BACKENDS["torch"] = solve_torch

@@ -1,0 +1,171 @@
+"""Certificates of Algorithm 1's iterate where it lies: on the device of the array backend.
+
+The certified gap (34) of :func:`~gtvmodel.certificates.certificate.certify` splits into an edge
+half and a node half once the flows are repaired (the decomposition of
+:mod:`~gtvmodel.primal_dual.sharded_certificate`, with the edge rows in blocks for shards):
+
+* **on the device** (``|E| x d`` work, blocks of
+  :data:`~gtvmodel.primal_dual.torch_backend.EDGE_BLOCK_BYTES` edge rows so that the temporaries
+  stay a block's size): steps 1 and 3 of the repair -- the decisions from every block's
+  :func:`~gtvmodel.primal_dual.sharded_certificate.shard_scan` scalars
+  (:func:`~gtvmodel.primal_dual.sharded_certificate.repair_plan`), then the projection onto the
+  capacities (27) and the factor ``theta`` row by row
+  (:func:`~gtvmodel.primal_dual.sharded_certificate.repair_rows`); the differences
+  ``v_e = (D w)_e``, the GTV terms ``lambda A_e phi(v_e)``, the edge conjugates, the
+  Fenchel-Young pairings ``u_e^T v_e`` and their magnitudes
+  (:func:`~gtvmodel.primal_dual.sharded_certificate.edge_sums`: the penalties' row
+  evaluations, written against the array API); the demands ``s = -D^T u'`` and
+  ``|D|^T |u'|`` for their rounding bound (sparse CSR products, never dense);
+* **on the host**, in float64 numpy, from the ``n x d`` arrays ``W``, ``s`` and ``|D|^T |u'|``
+  (``3 n d`` numbers moved instead of ``(n + |E|) d``): the losses, the node constraints and
+  the node conjugates with their residual charges
+  (:func:`~gtvmodel.primal_dual.sharded_certificate.node_sums`,
+  :func:`~gtvmodel.certificates.value.node_bounds`: closed forms, batched Newton, the cached
+  CVXPY split), then the gap with its rounding bound
+  (:func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts`).
+
+The result is the certificate that :func:`certify` (``fallback=False``) computes from host
+copies of the iterate -- the same repair, terms and rounding bound, so the same gap up to the
+order of the sums (``1e-15`` relative measured) -- or ``None`` where that certificate needs a
+global step this split does not take; the caller then certifies host copies (and says so):
+
+* subspace conditions (zero-loss nodes, squared losses with ``rank X_i < d``), ill-conditioned
+  nodes (the affine variant of the repair) or ``lambda = 0`` (decided once per model,
+  :func:`~gtvmodel.primal_dual.sharded_certificate.needs_gather`);
+* one projection that does not reach the capacities (the serial repair alternates more
+  rounds), nodes outside their conjugate domains or residuals that need a certified radius
+  (step 4 and the radii), weights that violate a node's constraints;
+* a float32 iterate (the certificate is computed in float64; on the host, from float64 copies);
+* a model without edges (nothing to do on the device).
+
+A certificate's ``timings["repair"]`` is the device half, ``timings["evaluate"]`` the host
+half; its ``flows`` and ``edge_gaps`` stay on the device until :func:`to_host` (the run's
+final certificate).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import _xp
+from ..certificates.certificate import Certificate
+from ..certificates.value import demand_rounding
+from ..declaration import ModelDeclaration
+from .sharded_certificate import (
+    combine_parts,
+    edge_sums,
+    join_sums,
+    make_certificate,
+    needs_gather,
+    node_sums,
+    repair_plan,
+    repair_rows,
+    shard_scan,
+)
+
+__all__ = ["DeviceCertifier", "to_host"]
+
+
+class DeviceCertifier:
+    """The certificates of one run on the device (module docstring): built with the run's
+    model, its incidence matrix ``D`` and ``D^T`` as sparse CSR tensors and the byte size of
+    an edge block; :meth:`__call__` certifies an iterate ``(W, U)`` of device tensors, or
+    returns None (``reason`` says why) where the host's :func:`certify` must.
+
+    Attributes
+    ----------
+    reason : str
+        Why the last call returned None (empty after a certificate on the device).
+    """
+
+    def __init__(self, model: ModelDeclaration, torch: Any, D: Any, DT: Any, block_bytes: int):
+        self.model, self.torch = model, torch
+        self.D, self.DT, self.block_bytes = D, DT, block_bytes
+        self.static_reason = needs_gather(model)
+        self.reason = ""
+        self._absDT: Any = None
+
+    def _blocks(self, U: Any) -> list[slice]:
+        """Slices of edge rows, each at most ``block_bytes`` of ``U``'s rows."""
+        E = U.shape[0]
+        rows = max(1, self.block_bytes // max(1, U.shape[1] * U.element_size()))
+        return [slice(a, min(a + rows, E)) for a in range(0, E, rows)] or [slice(0, 0)]
+
+    def _rows_of(self, M: Any, part: slice) -> Any:
+        """The rows ``part`` of the CSR tensor ``M`` (views of its index and value arrays)."""
+        crow = M.crow_indices()[part.start:part.stop + 1]
+        lo, hi = int(crow[0]), int(crow[-1])
+        return self.torch.sparse_csr_tensor(crow - lo, M.col_indices()[lo:hi],
+                                            M.values()[lo:hi],
+                                            size=(part.stop - part.start, M.shape[1]),
+                                            check_invariants=False)
+
+    def _abs_div(self, Up: Any, blocks: list[slice]) -> Any:
+        """``|D|^T |u'|`` (``(n, d)``), ``|u'|`` formed a block of columns at a time."""
+        torch = self.torch
+        if self._absDT is None:  # |D^T|: D^T's index arrays with the absolute values
+            DT = self.DT
+            self._absDT = torch.sparse_csr_tensor(DT.crow_indices(), DT.col_indices(),
+                                                  DT.values().abs(), size=DT.shape,
+                                                  check_invariants=False)
+        d = Up.shape[1]
+        cols = max(1, d * (blocks[0].stop - blocks[0].start) // max(1, Up.shape[0]))
+        out = torch.empty((self.DT.shape[0], d), dtype=Up.dtype, device=Up.device)
+        for j in range(0, d, cols):
+            out[:, j:j + cols] = self._absDT @ Up[:, j:j + cols].abs()
+        return out
+
+    def __call__(self, W: Any, U: Any, tol: float = 1e-6, feas_tol: float = 1e-8
+                 ) -> Certificate | None:
+        """The certificate of the device iterate ``(W, U)`` (float64 tensors), or None."""
+        t0 = time.perf_counter()
+        model, torch = self.model, self.torch
+        self.reason = self.static_reason or ("" if model.num_edges else "no edges")
+        if self.reason:
+            return None
+        if W.dtype != torch.float64:
+            self.reason = "a float32 iterate: certified in float64 from host copies"
+            return None
+        blocks = self._blocks(U)
+        plan = repair_plan([shard_scan(model, U[b], b) for b in blocks])
+        if plan is None:
+            self.reason = "one projection onto the capacities did not reach them"
+            return None
+        project, theta, repairs = plan
+        Up = torch.empty_like(U)
+        edge_gaps = torch.empty(U.shape[0], dtype=U.dtype, device=U.device)
+        totals = np.zeros(4)
+        finite = True
+        cap = model.capacities
+        for b in blocks:
+            Up[b] = repair_rows(model, U[b], project, theta, b)
+            sums, edge_gaps[b] = edge_sums(model, Up[b], self._rows_of(self.D, b) @ W,
+                                           _xp.like(cap[b], U))
+            totals[:3] += sums[:3]
+            finite &= bool(sums[3])
+        S = _xp.to_numpy(-(self.DT @ Up))
+        rnd = demand_rounding(model, _xp.to_numpy(self._abs_div(Up, blocks)))
+        Wn = _xp.to_numpy(W)
+        t1 = time.perf_counter()
+        nodes, node_gaps = node_sums(model, model.num_nodes, Wn, S, rnd, feas_tol)
+        values = combine_parts(model, [join_sums(nodes, [*totals[:3], float(finite)])], tol,
+                               feas_tol)
+        if values is None:
+            self.reason = ("nodes outside their conjugate domains, residuals that need a "
+                           "certified radius, or weights violating node constraints")
+            return None
+        cert = make_certificate(model, values, repairs, theta, Wn, Up, node_gaps, edge_gaps,
+                                tol, feas_tol)
+        t2 = time.perf_counter()
+        cert.timings = {"repair": t1 - t0, "evaluate": t2 - t1, "total": t2 - t0}
+        return cert
+
+
+def to_host(cert: Certificate) -> Certificate:
+    """``cert`` with its device arrays (repaired flows, edge gaps) as float64 numpy arrays."""
+    cert.flows = _xp.to_numpy(cert.flows)
+    cert.edge_gaps = _xp.to_numpy(cert.edge_gaps)
+    return cert
