@@ -20,7 +20,7 @@ from array_api_compat import array_namespace, is_array_api_obj
 from array_api_compat import device as _device
 
 __all__ = ["namespace", "is_numpy", "to_numpy", "like", "cached_like", "rows", "per_row",
-           "eps_of", "copy"]
+           "eps_of", "copy", "segment_sum", "device_of"]
 
 
 def namespace(*arrays: Any) -> Any:
@@ -97,3 +97,19 @@ def copy(A: Any) -> Any:
     if is_numpy(A):
         return np.array(A, dtype=float, copy=True)
     return namespace(A).asarray(A, copy=True)
+
+
+def segment_sum(owner: Any, A: Any, k: int) -> Any:
+    """``out[j] = sum_{r: owner_r = j} A[r]`` (``(k,)`` or ``(k, d)``) for a tensor ``A`` and
+    integer ``owner`` beside it: the array API has no scatter-add, so this is PyTorch's
+    ``index_add_`` (on a GPU the order of the sums is not fixed; callers' rounding bounds
+    hold for any order).  numpy arrays go through
+    :func:`gtvmodel.terms.losses.sum_rows_by`."""
+    xp = namespace(A)
+    out = xp.zeros((k, *tuple(A.shape[1:])), dtype=A.dtype, device=_device(A))
+    return out.index_add_(0, owner, A)
+
+
+def device_of(A: Any) -> Any:
+    """The device of ``A`` (``"cpu"`` for numpy arrays), for creating arrays beside it."""
+    return _device(A)

@@ -11,6 +11,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .. import _xp
 from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
@@ -167,15 +168,24 @@ def demand_rounding(model: ModelDeclaration, absdiv: np.ndarray) -> np.ndarray:
     return (model.degrees + 2)[:, None] * EPS * absdiv
 
 
-def _batch_bounds(kinds: NodeKinds, S: np.ndarray, nb: _NodeBounds) -> np.ndarray:
+def _batch_bounds(kinds: NodeKinds, S: np.ndarray, nb: _NodeBounds, near: Any = None
+                  ) -> np.ndarray:
     """The batches' numpy paths (closed forms, batched Newton; the loss hooks'
     :class:`~gtvmodel.terms.losses.ConjugateGroup`): fill ``nb`` where they converged and
-    return the mask of those nodes."""
+    return the mask of those nodes.  ``near``: the demands and weights as tensors where the
+    demands were formed; the groups written for them evaluate there (:func:`node_bounds`)."""
     done = np.zeros(nb.conj.size, dtype=bool)
     for grp in kinds.groups:
         idx = grp.nodes
-        val, r, r_rnd, vmag, wl, conv = grp.evaluate(S[idx], nb.W0[idx], nb.wloc[idx],
-                                                     nb.rnd[idx])
+        if near is not None and grp.array_api:
+            S_t, W_t = near
+            it = _xp.like(idx, S_t)
+            *out, conv = grp.evaluate(S_t[it], W_t[it], _xp.like(nb.wloc[idx], S_t),
+                                      _xp.like(nb.rnd[idx], S_t))
+            val, r, r_rnd, vmag, wl = (_xp.to_numpy(o) for o in out)
+        else:
+            val, r, r_rnd, vmag, wl, conv = grp.evaluate(S[idx], nb.W0[idx], nb.wloc[idx],
+                                                         nb.rnd[idx])
         ic = idx[conv]
         nb.conj[ic], nb.rho[ic], nb.cmag[ic] = val[conv], r[conv], vmag[conv]
         nb.rnd[ic] += r_rnd[conv]
@@ -319,7 +329,8 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
 
 
 def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius: Any,
-                solver: str | None = None, weights: Any = None) -> dict[str, Any]:
+                solver: str | None = None, weights: Any = None, near: Any = None
+                ) -> dict[str, Any]:
     """The node half of :func:`dual_value` at given demands ``S = -D^T u`` (``(n, d)``) with a
     bound ``rnd`` of their rounding (``(deg_i + 2) eps sum_{e at i} |u_e|``, entrywise, or 0
     where they are exact): ``node_conj`` (n,), ``rho`` (n, d) (a bound of the part of ``s_i``
@@ -327,7 +338,10 @@ def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius:
     (n, d) (that part with its sign at the nodes of the CVXPY split, 0 elsewhere), ``charge``
     (n,), ``conj_magnitude`` (n,), ``s`` and ``conic_tol``.  Separate so that the demands can
     be formed where the flows are (device tensors,
-    :mod:`gtvmodel.primal_dual.device_certificate`)."""
+    :mod:`gtvmodel.primal_dual.device_certificate`): ``near = (S_t, W_t)``, the demands and
+    the weights as tensors there, lets the conjugate groups written for them
+    (:attr:`~gtvmodel.terms.losses.ConjugateGroup.array_api`: the squared losses' split,
+    proportional to the samples) evaluate on the device; the rest runs on ``S`` in numpy."""
     n, d = model.num_nodes, model.dim
     radii = radius if isinstance(radius, Radii) else Radii(n, radius)
     kinds = node_kinds(model)
@@ -337,7 +351,7 @@ def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius:
     if kinds.zero.size:
         z = kinds.zero
         nb.conj[z], nb.rho[z], nb.cmag[z] = zero_conjugate_rows(st.l1[z], st.l2[z], S[z])
-    done = _batch_bounds(kinds, S, nb)
+    done = _batch_bounds(kinds, S, nb, near)
     g = kinds.general
     g = g[~done[g]]
     if g.size:  # the others (and Newton failures): the cached CVXPY problem of all of them

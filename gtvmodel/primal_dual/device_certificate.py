@@ -16,12 +16,18 @@ half and a node half once the flows are repaired (the decomposition of
   (:func:`~gtvmodel.primal_dual.sharded_certificate.edge_sums`: the penalties' row
   evaluations, written against the array API); the demands ``s = -D^T u'`` and
   ``|D|^T |u'|`` for their rounding bound (sparse CSR products, never dense);
+* **the squared losses' conjugates on the device too**: their split (work proportional to the
+  samples: :func:`~gtvmodel.terms.losses.squared_maximizers`,
+  :func:`~gtvmodel.terms.losses.datafit_conjugate_split` with its batched minimum-norm
+  correction of the row duals) is written against the array API
+  (:attr:`~gtvmodel.terms.losses.ConjugateGroup.array_api`) and runs on the demands where they
+  were formed; its ``n``-sized results move to the host;
 * **on the host**, in float64 numpy, from the ``n x d`` arrays ``W``, ``s`` and ``|D|^T |u'|``
-  (``3 n d`` numbers moved instead of ``(n + |E|) d``): the losses, the node constraints and
-  the node conjugates with their residual charges
+  (``3 n d`` numbers moved instead of ``(n + |E|) d``): the loss values, the node constraints,
+  the other node conjugates (closed forms of quadratic and zero losses, batched Newton of
+  logistic and Huber losses, the cached CVXPY split) and the residual charges
   (:func:`~gtvmodel.primal_dual.sharded_certificate.node_sums`,
-  :func:`~gtvmodel.certificates.value.node_bounds`: closed forms, batched Newton, the cached
-  CVXPY split), then the gap with its rounding bound
+  :func:`~gtvmodel.certificates.value.node_bounds`), then the gap with its rounding bound
   (:func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts`).
 
 The result is the certificate that :func:`certify` (``fallback=False``) computes from host
@@ -38,7 +44,7 @@ global step this split does not take; the caller then certifies host copies (and
 * a float32 iterate (the certificate is computed in float64; on the host, from float64 copies);
 * a model without edges (nothing to do on the device).
 
-A certificate's ``timings["repair"]`` is the device half, ``timings["evaluate"]`` the host
+A certificate's ``timings["repair"]`` is the edge half, ``timings["evaluate"]`` the node
 half; its ``flows`` and ``edge_gaps`` stay on the device until :func:`to_host` (the run's
 final certificate).
 """
@@ -146,11 +152,12 @@ class DeviceCertifier:
                                            _xp.like(cap[b], U))
             totals[:3] += sums[:3]
             finite &= bool(sums[3])
-        S = _xp.to_numpy(-(self.DT @ Up))
+        S_t = -(self.DT @ Up)
+        S = _xp.to_numpy(S_t)
         rnd = demand_rounding(model, _xp.to_numpy(self._abs_div(Up, blocks)))
         Wn = _xp.to_numpy(W)
         t1 = time.perf_counter()
-        nodes, node_gaps = node_sums(model, model.num_nodes, Wn, S, rnd, feas_tol)
+        nodes, node_gaps = node_sums(model, model.num_nodes, Wn, S, rnd, feas_tol, (S_t, W))
         values = combine_parts(model, [join_sums(nodes, [*totals[:3], float(finite)])], tol,
                                feas_tol)
         if values is None:

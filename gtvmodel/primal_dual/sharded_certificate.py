@@ -136,18 +136,20 @@ def edge_sums(model: ModelDeclaration, U: Any, V: Any, cap: Any) -> tuple[list[f
 
 
 def node_sums(model: ModelDeclaration, n_own: int, W: np.ndarray, S: np.ndarray,
-              rnd: np.ndarray, feas_tol: float) -> tuple[dict[str, Any], np.ndarray]:
+              rnd: np.ndarray, feas_tol: float, near: Any = None
+              ) -> tuple[dict[str, Any], np.ndarray]:
     """The node terms of a certificate at weights ``W`` and demands ``S`` (with their rounding
     bound ``rnd``, :func:`~gtvmodel.certificates.value.demands`), rows ``< n_own`` counted
     (a shard's ghosts are not its to count): the fields of :class:`ShardCertificate` but the
     edges' (:func:`~gtvmodel.certificates.value.node_bounds` without radii: a residual that
-    needs one makes the node ``outside``) and the per-node Fenchel-Young gaps."""
+    needs one makes the node ``outside``) and the per-node Fenchel-Young gaps.  ``near``: the
+    demands and weights as device tensors (:func:`~gtvmodel.certificates.value.node_bounds`)."""
     own = slice(0, n_own)
     lossv = model.loss_values(W)[own]
     viol = model.constraint_violations(W)[own]
     wscale = np.maximum(1.0, np.abs(W[own]).max(axis=1, initial=0.0))
     bad_primal = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
-    dv = node_bounds(model, S, rnd, np.inf, None, W)
+    dv = node_bounds(model, S, rnd, np.inf, None, W, near)
     own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
     outside = _dual_bad(own_dv, feas_tol, True).size
     nc, ch = dv["node_conj"][own], dv["charge"][own]

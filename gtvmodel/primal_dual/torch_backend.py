@@ -16,8 +16,9 @@ are computed in float64 numpy on the CPU and moved back), the edge updates are t
 
 **Certificates** are computed where the iterate is
 (:class:`~gtvmodel.primal_dual.device_certificate.DeviceCertifier`): the edge half -- the repair
-of the flows, the GTV terms, the edge conjugates and the demands ``-D^T u'`` -- on the device,
-the node half (losses and node conjugates) in float64 numpy from ``n x d`` arrays: the same
+of the flows, the GTV terms, the edge conjugates and the demands ``-D^T u'`` -- and the squared
+losses' conjugates on the device, the rest of the node half (loss values, other node
+conjugates, charges) in float64 numpy from ``n x d`` arrays: the same
 certificate as the numpy path's :func:`~gtvmodel.certificates.certificate.certify`.  Where that
 certificate needs a global step (subspace conditions, step 4 of the repair, certified radii,
 ...) or the iterate is float32, :func:`certify` runs on float64 numpy copies of the iterate

@@ -595,7 +595,8 @@ class DataFitLoss(Loss):
         rows (``v y + v^2/4``), which cancel, and the ``+ 1`` the entropy terms of the
         logistic rows (each at most ``log 2`` in absolute value)."""
         conj = cls.ell_conjugate(v, y, p)
-        return np.abs(conj) + np.abs(v * y) + 0.25 * v**2 + 1.0
+        xp = _xp.namespace(v)
+        return xp.abs(conj) + xp.abs(v * y) + 0.25 * v**2 + 1.0
 
     @classmethod
     def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
@@ -604,8 +605,11 @@ class DataFitLoss(Loss):
         The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
         (``mu_r = v_r / m`` in docs/conventions.md's table)."""
         lo, hi = cls._ell_conj_bounds(y, p)
-        out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
-        return np.where((v < lo) | (v > hi), np.inf, out)
+        if _xp.is_numpy(v):
+            out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
+            return np.where((v < lo) | (v > hi), np.inf, out)
+        # tensors (the squared rows' device certificate): _ell_conj written for both
+        return _xp.namespace(v).where((v < lo) | (v > hi), np.inf, cls._ell_conj(v, y, p))
 
     def _base_conjugate_cvx(self, d):
         v = cp.Variable(self.m, name="v_rows")
@@ -1304,23 +1308,26 @@ def squared_maximizers(e: np.ndarray, V: np.ndarray, q: np.ndarray, kappa: np.nd
     point only has to be *good*: soundness comes from :func:`datafit_conjugate_split`, which
     evaluates the conjugate exactly at whatever point it is given.  With ``base`` (e.g. the
     candidate weights) the step is taken from there: the components of ``base`` along the
-    numerically null directions are kept instead of set to zero.
+    numerically null directions are kept instead of set to zero.  Any array namespace
+    (:mod:`gtvmodel._xp`; ``d >= 1``).
     """
+    xp = _xp.namespace(S)
     den = e + kappa[:, None]
-    cut = e.shape[1] * _EPS * np.maximum(np.abs(e).max(axis=1, initial=0.0), 1e-300)
+    cut = e.shape[1] * _EPS * xp.clip(xp.max(xp.abs(e), axis=1), min=1e-300)
     ok = den > cut[:, None]
-    z = np.einsum("kji,kj->ki", V, q + 0.5 * S)  # V^T (q + s/2)
+    z = xp.einsum("kji,kj->ki", V, q + 0.5 * S)  # V^T (q + s/2)
     if base is None:
-        return np.einsum("kij,kj->ki", V, np.where(ok, z / np.where(ok, den, 1.0), 0.0))
-    zb = np.einsum("kji,kj->ki", V, base)  # V^T base
-    step = np.where(ok, (z - den * zb) / np.where(ok, den, 1.0), 0.0)
-    return base + np.einsum("kij,kj->ki", V, step)
+        return xp.einsum("kij,kj->ki", V, xp.where(ok, z / xp.where(ok, den, 1.0), 0.0))
+    zb = xp.einsum("kji,kj->ki", V, base)  # V^T base
+    step = xp.where(ok, (z - den * zb) / xp.where(ok, den, 1.0), 0.0)
+    return base + xp.einsum("kij,kj->ki", V, step)
 
 
 def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
                             p: np.ndarray | None, c: np.ndarray, rn: np.ndarray,
-                            kappa: np.ndarray, S: np.ndarray, W: np.ndarray
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            kappa: np.ndarray, S: np.ndarray, W: np.ndarray,
+                            m_max: int | None = None
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Upper bounds of ``h_k*(s_k)``, ``h = (1/m) sum_r ell(x_r^T w) + kappa ||w||^2``, for
     ``k`` smooth data-fit nodes at once, read off (approximate) maximizers ``W``.
 
@@ -1340,90 +1347,123 @@ def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray
     that the true residual is at most ``rho + rounding`` entrywise; ``magnitudes`` bound the
     sums of the absolute summands of each value (``ell*(v) = v y + v^2/4`` for squared rows
     cancels; the rounding bound of the value is taken relative to these).
+
+    Any array namespace for row losses whose formulas are written for it (squared rows: the
+    device certificate, :mod:`gtvmodel.primal_dual.device_certificate`), with ``m_max``
+    (the most rows of a node, for ``gamma``) given where counting them would cost a pass.
     """
+    xp = _xp.namespace(S)
     k = S.shape[0]
-    t = np.einsum("rj,rj->r", X, W[rn])
+    t = xp.einsum("rj,rj->r", X, W[rn])
+    if m_max is None:
+        m_max = int(np.bincount(rn, minlength=k).max(initial=0))
     with np.errstate(over="ignore", invalid="ignore"):
-        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0)
+        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max)
         contrib = sum_rows_by(rn, (c * v)[:, None] * X, k)
-        mag = np.abs(S) + sum_rows_by(rn, np.abs(c * v)[:, None] * np.abs(X), k)
+        mag = xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k)
         conj = cls.ell_conjugate(v, y, p)
-        val = np.bincount(rn, c * conj, minlength=k)
-        vmag = np.bincount(rn, c * cls.ell_conjugate_magnitude(v, y, p), minlength=k)
-    gamma = (np.bincount(rn, minlength=k).max(initial=0) + 4) * _EPS
+        val = sum_rows_by(rn, c * conj, k)
+        vmag = sum_rows_by(rn, c * cls.ell_conjugate_magnitude(v, y, p), k)
+    gamma = (m_max + 4) * _EPS
     rho = S - contrib
     pos = kappa > 0
     s2 = rho[pos]
-    val[pos] += (s2**2).sum(axis=1) / (4.0 * kappa[pos])
-    vmag[pos] += (s2**2).sum(axis=1) / (4.0 * kappa[pos])
-    rho = np.where(pos[:, None], 0.0, np.abs(rho))
+    val[pos] += xp.sum(s2**2, axis=1) / (4.0 * kappa[pos])
+    vmag[pos] += xp.sum(s2**2, axis=1) / (4.0 * kappa[pos])
+    rho = xp.where(pos[:, None], 0.0, xp.abs(rho))
     rounding = gamma * mag
-    bad = ~np.isfinite(val) | ~np.isfinite(rho + rounding).all(axis=1)
+    bad = ~xp.isfinite(val) | ~xp.all(xp.isfinite(rho + rounding), axis=1)
     val[bad] = np.inf
     return val, rho, rounding, vmag
 
 
 def _absorbed_row_duals(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray,
                         p: np.ndarray | None, c: np.ndarray, rn: np.ndarray, S: np.ndarray,
-                        v: np.ndarray, skip: np.ndarray) -> np.ndarray:
+                        v: np.ndarray, skip: np.ndarray, m_max: int) -> np.ndarray:
     """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one
     minimum-norm step ``X^T (c dv) = s - X^T (c v)`` (batched over the nodes), clipped to
     the rows' conjugate domains and kept node by node only where the residual shrinks.  (The
     duals ``ell'(x_r^T w)`` of a far-away maximizer carry the rounding of ``x_r^T w``; any
     ``v`` gives an exact split, so correcting it is free.)  Nodes in ``skip`` (``kappa > 0``:
-    their ``s_2`` slot takes the residual exactly) are left alone."""
+    their ``s_2`` slot takes the residual exactly) are left alone.  Any array namespace
+    (:func:`datafit_conjugate_split`)."""
+    xp = _xp.namespace(S)
     k, d = S.shape
-    if not np.isfinite(v).all() or X.shape[0] == 0:
+    if X.shape[0] == 0 or not bool(xp.all(xp.isfinite(v))):
         return v
     res = S - sum_rows_by(rn, (c * v)[:, None] * X, k)
     res[skip] = 0.0
-    gamma = (np.bincount(rn, minlength=k).max(initial=0) + 4) * _EPS
-    noise = gamma * (np.abs(S) + sum_rows_by(rn, np.abs(c * v)[:, None] * np.abs(X), k))
-    need = (np.abs(res) > noise).any(axis=1)
-    if not need.any():
+    gamma = (m_max + 4) * _EPS
+    noise = gamma * (xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k))
+    need = xp.any(xp.abs(res) > noise, axis=1)
+    if not bool(xp.any(need)):
         return v  # rounding-level already: nothing to gain
     res[~need] = 0.0
     # per node the minimum-norm dv with B^T dv = res, B = diag(c) X_k: dv = B (B^T B)^+ res,
     # batched (one d x d pseudo-inverse per node that needs it; no iterations)
-    sel = np.flatnonzero(need[rn])  # only the rows of the nodes that need it
+    sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
     B = c[sel, None] * X[sel]
-    nodes = np.flatnonzero(need)
-    local = np.full(k, -1)
-    local[nodes] = np.arange(nodes.size)
-    G = _grouped_grams(local[rn[sel]], B, nodes.size)
-    z = np.einsum("kij,kj->ki", np.linalg.pinv(G, rcond=1e-13, hermitian=True), res[nodes])
-    dv = np.zeros_like(v)
-    dv[sel] = np.einsum("rj,rj->r", B, z[local[rn[sel]]])
+    nodes = xp.nonzero(need)[0]
+    local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
+    local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
+    G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
+    z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
+    dv = xp.zeros_like(v)
+    dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
     lo, hi = cls._ell_conj_bounds(y, p)
-    v2 = np.clip(v + dv, lo, hi)
+    v2 = _clip(v + dv, lo, hi)
     res2 = S - sum_rows_by(rn, (c * v2)[:, None] * X, k)
     res2[skip] = 0.0
-    better = (np.abs(res2).max(axis=1) < np.abs(res).max(axis=1)) & ~skip
-    return np.where(better[rn], v2, v)
+    better = (xp.max(xp.abs(res2), axis=1) < xp.max(xp.abs(res), axis=1)) & ~skip
+    return xp.where(better[rn], v2, v)
+
+
+def _pinv_sym(G: Any) -> Any:
+    """Pseudo-inverses of the symmetric PSD ``(k, d, d)`` stack ``G`` (relative cut-off
+    ``1e-13``): numpy's eigen-decomposition form, another namespace's ``linalg.pinv``."""
+    if _xp.is_numpy(G):
+        return np.linalg.pinv(G, rcond=1e-13, hermitian=True)
+    return _xp.namespace(G).linalg.pinv(G, rtol=1e-13)
+
+
+def _clip(v: Any, lo: Any, hi: Any) -> Any:
+    """``v`` clipped to ``[lo, hi]`` (row bounds, or ``+-inf`` numbers: no clipping)."""
+    if _xp.is_numpy(v):
+        return np.clip(v, lo, hi)
+    if np.isscalar(lo) and np.isscalar(hi) and np.isinf(lo) and np.isinf(hi):
+        return v
+    xp = _xp.namespace(v)
+    return xp.clip(v, min=_xp.like(np.asarray(lo, dtype=float), v),
+                   max=_xp.like(np.asarray(hi, dtype=float), v))
 
 
 def _grouped_grams(owner: np.ndarray, B: np.ndarray, k: int) -> np.ndarray:
     """``G_j = sum_{r: owner_r = j} b_r b_r^T`` (``(k, d, d)``), summed over row chunks so that
     the ``(rows, d, d)`` outer products are never all held at once (issue 16: at 10^5 nodes they
-    were the certificate's peak memory)."""
+    were the certificate's peak memory).  Any array namespace (:func:`sum_rows_by`)."""
     M, d = B.shape
-    G = np.zeros((k, d * d))
+    xp = _xp.namespace(B)
+    G = xp.zeros((k, d * d), dtype=B.dtype, device=_xp.device_of(B))
     step = max(1, (1 << 21) // max(d * d, 1))
     for a in range(0, M, step):
         Bc = B[a:a + step]
         rows = Bc.shape[0]
-        owns = sp.csr_matrix((np.ones(rows), (owner[a:a + step], np.arange(rows))),
-                             shape=(k, rows))
-        G += owns @ (Bc[:, :, None] * Bc[:, None, :]).reshape(rows, d * d)
-    return G.reshape(k, d, d)
+        G += sum_rows_by(owner[a:a + step], xp.reshape(Bc[:, :, None] * Bc[:, None, :],
+                                                       (rows, d * d)), k)
+    return xp.reshape(G, (k, d, d))
 
 
 def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
     """Sum the rows of ``A`` (``(M, d)``) by owner ``rn``: a ``(k, d)`` array, as one sparse
     product ``R A`` with the ``k x M`` owner matrix ``R`` built in CSR form directly (each
     owner's rows in their order, so the sums are those of a sequential ``bincount``, bit for
-    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10)."""
+    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10).  A tensor ``A``
+    (with ``rn`` beside it; ``(M,)`` too) goes to :func:`gtvmodel._xp.segment_sum`."""
+    if not _xp.is_numpy(A):
+        return _xp.segment_sum(rn, A, k)
     A = np.asarray(A, dtype=float)
+    if A.ndim == 1:
+        return sum_rows_by(rn, A[:, None], k)[:, 0]
     M = A.shape[0]
     if M == 0:
         return np.zeros((k, A.shape[1]))
@@ -1876,6 +1916,10 @@ class ConjugateGroup:
     nodes: np.ndarray
     exact: bool
     evaluate: Callable[..., tuple[np.ndarray, ...]]
+    #: ``evaluate`` takes tensors of another array library too (``S``, ``W0``, ``wloc`` and
+    #: ``rnd`` on one device; its results are then there, but ``converged``): the device
+    #: certificate (:mod:`gtvmodel.primal_dual.device_certificate`) runs it where the demands are.
+    array_api: bool = False
 
 
 # =====================================================================  stacked batches
@@ -2516,32 +2560,45 @@ class SquaredBatch(DataFitBatch):
             return None
         rows, rn = self._rows_of(sel)
         data = self.squared_data()
-        e, V, q = data["e"][sel], data["B"][sel], data["q"][sel]
-        kappa = self.l2[sel]
-        grp = (SquaredLoss, self.Xs[rows], self.y[rows], None, self.c[rows], rn, kappa)
+        m_max = int(np.bincount(rn, minlength=sel.size).max(initial=0))
+        host = {"e": data["e"][sel], "V": data["B"][sel], "q": data["q"][sel],
+                "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
+                "c": self.c[rows], "rn": rn}
+        on: dict[tuple[str, str], dict[str, Any]] = {}  # the arrays per device and dtype
+
+        def arrays(ref: Any) -> dict[str, Any]:
+            if _xp.is_numpy(ref):
+                return host
+            key = (str(_xp.device_of(ref)), str(ref.dtype))
+            if key not in on:
+                on[key] = {k: _xp.like(a, ref) for k, a in host.items()}
+            return on[key]
 
         def evaluate(S, W0, wloc, rnd):
+            a = arrays(S)
+            xp = _xp.namespace(S)
             best = None
             for base in (W0, None):
-                if best is not None and (best[1][1] <= rnd + best[1][2]).all():
+                if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
                     break  # rounding-level residuals already: the second cannot do better
-                Wm = squared_maximizers(e, V, q, kappa, S, base)
-                out = datafit_conjugate_split(*grp, S, Wm)
-                wl = np.maximum(wloc, np.abs(Wm).max(axis=1, initial=0.0))
+                Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
+                out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
+                                              a["rn"], a["kappa"], S, Wm, m_max)
+                wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
                 # choose by the value plus a local-scale residual charge (both are valid)
-                total = out[0] + (wl[:, None] * (out[1] + out[2])).sum(axis=1)
+                total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
                 if best is None:
                     best = (total, out, wl)
                 else:
                     pick = total < best[0]
-                    best = (np.where(pick, total, best[0]),
-                            tuple(np.where(pick.reshape((-1,) + (1,) * (a.ndim - 1)), a, b_)
-                                  for a, b_ in zip(out, best[1], strict=True)),
-                            np.where(pick, wl, best[2]))
+                    best = (xp.where(pick, total, best[0]),
+                            tuple(xp.where(xp.reshape(pick, (-1,) + (1,) * (o.ndim - 1)), o, b_)
+                                  for o, b_ in zip(out, best[1], strict=True)),
+                            xp.where(pick, wl, best[2]))
             val, rho, r_rnd, mag = best[1]
             return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
 
-        return ConjugateGroup(self.nodes[sel], True, evaluate)
+        return ConjugateGroup(self.nodes[sel], True, evaluate, array_api=True)
 
 
 def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
