@@ -37,11 +37,11 @@ import numpy as np
 import gtvmodel as gm
 
 
-def random_model(n: int, edges_per_node: int, d: int, seed: int = 0, loss: str = "squared"
-                 ) -> gm.GTVModel:
+def random_model(n: int, edges_per_node: int, d: int, seed: int = 0, loss: str = "squared",
+                 samples: int = 5) -> gm.GTVModel:
     """``n`` nodes, about ``edges_per_node * n`` distinct random edges, ``Norm2``, ``lambda =
-    0.1`` (built from arrays); ``loss="squared"``: squared losses with 5 samples per node from
-    two centres; ``loss="zero"``: nodes without data (the zero loss)."""
+    0.1`` (built from arrays); ``loss="squared"``: squared losses with ``samples`` samples per
+    node from two centres; ``loss="zero"``: nodes without data (the zero loss)."""
     rng = np.random.default_rng(seed)
     m = int(edges_per_node * n * 1.02)
     a, b = rng.integers(0, n, m), rng.integers(0, n, m)
@@ -54,7 +54,7 @@ def random_model(n: int, edges_per_node: int, d: int, seed: int = 0, loss: str =
     model = gm.GTVModel.from_edges(n, pairs, dim=d, penalty=gm.Norm2(), lam=0.1)
     if loss == "zero":
         return model
-    X = rng.standard_normal((n, 5, d))
+    X = rng.standard_normal((n, samples, d))
     centres = rng.standard_normal((2, d))[np.arange(n) % 2]
     model.set_data(X, np.einsum("kmd,kd->km", X, centres), "squared")
     return model
