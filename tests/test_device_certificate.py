@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import gtvmodel as gm
 from gtvmodel.primal_dual.device_certificate import DeviceCertifier, to_host
 from gtvmodel.primal_dual.sharded_certificate import needs_gather
+from gtvmodel.primal_dual.torch_backend import csr_tensor
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)  # tiny tensors (tests/test_torch_backend.py)
@@ -57,10 +58,7 @@ def _tensor(a: np.ndarray, dtype=None):
 
 
 def _csr(M):
-    M = M.tocsr()
-    return torch.sparse_csr_tensor(torch.as_tensor(M.indptr.astype(np.int64), device=DEVICE),
-                                   torch.as_tensor(M.indices.astype(np.int64), device=DEVICE),
-                                   _tensor(M.data), size=M.shape, check_invariants=False)
+    return csr_tensor(torch, M, DEVICE, torch.float64)
 
 
 def _certifier(model: gm.GTVModel, block_rows: int | None = None) -> DeviceCertifier:

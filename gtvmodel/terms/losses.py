@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, ClassVar, TypeVar
 
 import cvxpy as cp
@@ -2564,18 +2565,10 @@ class SquaredBatch(DataFitBatch):
         host = {"e": data["e"][sel], "V": data["B"][sel], "q": data["q"][sel],
                 "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
                 "c": self.c[rows], "rn": rn}
-        on: dict[tuple[str, str], dict[str, Any]] = {}  # the arrays per device and dtype
-
-        def arrays(ref: Any) -> dict[str, Any]:
-            if _xp.is_numpy(ref):
-                return host
-            key = (str(_xp.device_of(ref)), str(ref.dtype))
-            if key not in on:
-                on[key] = {k: _xp.like(a, ref) for k, a in host.items()}
-            return on[key]
+        moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
 
         def evaluate(S, W0, wloc, rnd):
-            a = arrays(S)
+            a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
             xp = _xp.namespace(S)
             best = None
             for base in (W0, None):
