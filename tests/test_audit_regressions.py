@@ -261,3 +261,39 @@ def test_box_with_infinite_bounds_certifies():
     P = Box.support_domain_projection(S, lo, hi)
     assert P.tolist() == [[0.0, 0.2, 0.0]]
     assert Box.support_rows(P, lo, hi)[0] == pytest.approx(0.2)
+
+
+def test_zero_loss_l1_node_demand_below_minus_eta_is_charged():
+    """A zero-loss node with ``l1 = eta`` has ``h* = iota{||s||_inf <= eta}``.  A demand
+    leaving that box on the negative side (``s_j < -eta``) used to come back with a *signed*
+    residual, read as "inside" and never charged: the certificate then reported a dual value
+    above the primal (found by tests/test_certificate.py's property test, gap 0 against a
+    true suboptimality of 3.7e-4).  The residual must be charged (``+inf`` without a radius,
+    ``R |excess|`` with one) and the gap must bound the suboptimality against a reference
+    solved here."""
+    eta, lam, d = 0.05, 1.0, 2
+    G = nx.path_graph(3)
+    model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=lam)
+    model.set_loss(0, gm.QuadraticLoss([1.0, 1.0]))
+    model.set_loss(1, gm.ZeroLoss(l1=eta))
+    model.set_loss(2, gm.QuadraticLoss([-1.0, -1.0]))
+    U = np.zeros((model.num_edges, d))
+    U[0, 0] = 0.3  # one flow into node 1 ...
+    s1 = -(model.incidence.T @ U)[1]
+    U *= -np.sign(s1[0])  # ... oriented so that s_1 = (-0.3, 0): 0.25 below -eta
+    s1 = -(model.incidence.T @ U)[1]
+    assert s1[0] == pytest.approx(-0.3) and s1[1] == 0.0
+    uncharged = gm.certificates.dual_value(model, U, np.inf)
+    assert uncharged["rho"].min() >= 0.0
+    assert uncharged["node_conj"][1] == np.inf  # no radius: the excess cannot be charged
+    charged = gm.certificates.dual_value(model, U, 2.0)
+    assert charged["charge"][1] >= 2.0 * 0.25  # R |excess|
+
+    def quad(a):
+        return lambda x: cp.sum_squares(x - np.asarray(a))
+
+    p_star, _ = reference(G, lam, [quad([1.0, 1.0]), lambda x: eta * cp.norm1(x),
+                                   quad([-1.0, -1.0])], d)
+    W = np.array([[0.2, 0.5], [0.0, 0.0], [-0.4, -0.1]])
+    cert = gm.certify(model, W, U, fallback=False, project="never")
+    assert cert.gap >= model.objective(W) - p_star - 1e-9 * max(1.0, abs(p_star))

@@ -13,7 +13,7 @@ import json
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_dual import build  # tests/ is on sys.path (rootdir-relative import)
 
@@ -248,6 +248,10 @@ def test_no_edges_and_lambda_zero():
 
 
 @settings(deadline=None, max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+# found 2026-11-23: a zero-loss node with l1 whose demand left the l1 box on the negative side
+# was not charged (its residual came back signed), and the gap read 0 against 3.7e-4
+@example(seed=77, kind="squared", pen=1, con=0, scale=1e-3, flows="perturbed",
+         reg=(0.05, 0.0))
 @given(seed=st.integers(0, 10_000), kind=st.sampled_from(KINDS),
        pen=st.sampled_from(range(len(PENALTIES))), con=st.sampled_from(range(len(CONSTRAINTS))),
        scale=st.sampled_from([0.0, 1e-6, 1e-3, 1e-1, 1.0]),

@@ -1260,15 +1260,17 @@ def zero_conjugate_rows(eta: np.ndarray, kappa: np.ndarray, S: np.ndarray
     """Conjugate of ``eta ||.||_1 + kappa ||.||^2`` (a zero loss with regularizers) on rows.
 
     ``kappa > 0``: ``||soft(s, eta)||^2 / (4 kappa)`` (finite everywhere).  ``kappa = 0``: the
-    indicator of ``||s||_inf <= eta``; ``rho = soft(s, eta)`` is the part outside the domain.
-    Returns ``(values, rho, magnitudes)``: ``magnitudes`` bound the sum of the absolute
-    summands (for the rounding bound; here the values themselves, a sum of squares)."""
+    indicator of ``||s||_inf <= eta``; ``rho = |soft(s, eta)|`` is the size of the part outside
+    the domain, entrywise (nonnegative, like every ``rho`` the certificate charges: a signed
+    one would read as "inside" and go uncharged).  Returns ``(values, rho, magnitudes)``:
+    ``magnitudes`` bound the sum of the absolute summands (for the rounding bound; here the
+    values themselves, a sum of squares)."""
     soft = _soft(S, eta)
     val = np.zeros(S.shape[0])
     rho = np.zeros_like(S)
     pos = kappa > 0
     val[pos] = (soft[pos] ** 2).sum(axis=1) / (4.0 * kappa[pos])
-    rho[~pos] = soft[~pos]
+    rho[~pos] = np.abs(soft[~pos])
     return val, rho, val.copy()
 
 
