@@ -47,7 +47,8 @@ import numpy as np
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.certificates.kinds import MinNormSolver, divergence_rows, node_kinds
+from gtvmodel.certificates.kinds import node_kinds
+from gtvmodel.certificates.subspace import MinNormSolver, divergence_rows
 
 
 def table1_model(seed: int = 0) -> gm.GTVModel:

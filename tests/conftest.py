@@ -15,7 +15,7 @@ def _hypothesis_without_source_constants() -> None:
     module imported so far into the values it draws.  The examples of a
     ``derandomize=True`` test then depend on which modules happen to be in ``sys.modules``
     (test order) and change whenever a literal is added anywhere in the package: the
-    soundness tests drew ``seed = 3000`` from ``certificates/kinds.py``'s ``DENSE_MAX`` once a
+    soundness tests drew ``seed = 3000`` from a module constant (``DENSE_MAX``) once a
     new subpackage was imported.  The seeds of tests/test_soundness.py index instances of an
     adversarial generator, so the package's literals carry no meaning for them.  Hypothesis
     offers no switch for this, so the (private) hook that collects the constants is replaced

@@ -16,12 +16,14 @@ from _refs import reference_solve
 
 import gtvmodel as gm
 from gtvmodel import datasets
-from gtvmodel.certificates import kinds as kinds_mod
-from gtvmodel.certificates.kinds import (
+from gtvmodel.certificates import subspace as subspace_mod
+from gtvmodel.certificates.kinds import node_kinds
+from gtvmodel.certificates.subspace import (
     MinNormSolver,
+    PotentialSolver,
     RangeSolver,
+    SubspaceConditions,
     divergence_rows,
-    node_kinds,
     subspace_solver,
 )
 from gtvmodel.primal_dual.algorithm import DETECTION_DELAY
@@ -42,12 +44,25 @@ def _stacked_conditions(model):
     return k, A
 
 
+def _range_solver(model, k):
+    return RangeSolver(model.incidence, k.subspace, k.subspace_bases,
+                       model.structure().components)
+
+
+def _potential_solver(model, k):
+    return PotentialSolver(model.incidence,
+                           SubspaceConditions.build(model, k.subspace, k.subspace_bases))
+
+
 @pytest.mark.parametrize("rho", [1.0, 0.6])  # 0.6: zero-loss nodes (N_i = I) and others mixed
-def test_range_solver_is_the_minimum_norm_correction(rho):
+@pytest.mark.parametrize("build", [_range_solver, _potential_solver], ids=["range", "potential"])
+def test_solvers_give_the_minimum_norm_correction(rho, build):
+    """The complement solver and the conjugate gradients through node potentials (neither
+    forms ``A``) apply the stacked conditions ``A`` and give the minimum-norm correction, as a
+    dense least-squares solve of the formed ``A``."""
     _, model = _m_less_than_d(rho=rho)
     k, A = _stacked_conditions(model)
-    new = RangeSolver(model.incidence, k.subspace, k.subspace_bases,
-                      model.structure().components)
+    new = build(model, k)
     u = np.random.default_rng(2).standard_normal(A.shape[1])
     np.testing.assert_allclose(new.A @ u, A @ u, atol=1e-12 * np.abs(A @ u).max())
     rng = np.random.default_rng(0)
@@ -62,10 +77,10 @@ def test_subspace_solver_picks_the_complement_when_smaller(monkeypatch):
     _, model = _m_less_than_d()
     k, _ = _stacked_conditions(model)
     assert type(subspace_solver(model, k.subspace, k.subspace_bases)) is MinNormSolver
-    monkeypatch.setattr(kinds_mod, "DENSE_MAX", 10)  # 8 (30 - 10) = 160 rows > 10
+    monkeypatch.setattr(subspace_mod, "DENSE_MAX", 10)  # 8 (30 - 10) = 160 rows > 10
     assert isinstance(subspace_solver(model, k.subspace, k.subspace_bases), RangeSolver)
-    monkeypatch.setattr(kinds_mod, "RANGE_MAX", 10)  # complement system 8 * 10 + 30 > 10
-    assert type(subspace_solver(model, k.subspace, k.subspace_bases)) is MinNormSolver
+    monkeypatch.setattr(subspace_mod, "RANGE_MAX", 10)  # complement system 8 * 10 + 30 > 10
+    assert type(subspace_solver(model, k.subspace, k.subspace_bases)) is PotentialSolver
 
 
 def _certify_with(model, solver, W, U):
@@ -81,7 +96,7 @@ def test_range_certificates_no_larger_and_sound(monkeypatch, rho):
     sol = model.solve_exact(certify=False)
     k, A = _stacked_conditions(model)
     old = MinNormSolver(A)
-    monkeypatch.setattr(kinds_mod, "DENSE_MAX", 10)
+    monkeypatch.setattr(subspace_mod, "DENSE_MAX", 10)
     new = subspace_solver(model, k.subspace, k.subspace_bases)
     assert isinstance(new, RangeSolver)
     rng = np.random.default_rng(1)

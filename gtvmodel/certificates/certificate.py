@@ -50,9 +50,10 @@ feasible.  Before the dual value is taken:
 2. subspace conditions -- ``(D^T u)_i = 0`` at zero-loss nodes and ``(D^T u)_i in range(X_i^T)``
    at squared-loss nodes with ``rank X_i < d`` (no regularizers/constraints) -- by the
    minimum-norm correction ``delta = -A^T (A A^T)^+ A u`` of the stacked linear conditions
-   ``A u = 0`` (``A`` sparse; ``A A^T`` through one cached eigen-decomposition when small,
-   conjugate gradients otherwise, or through the complement of small ranges,
-   :class:`~gtvmodel.certificates.kinds.RangeSolver`; ``D`` is never formed dense).  Null
+   ``A u = 0`` (:mod:`~gtvmodel.certificates.subspace`: ``A A^T`` through one cached
+   eigen-decomposition when small, through the complement of small ranges, or by conjugate
+   gradients applied through node potentials and the Laplacian ``D^T D``, ``A`` and ``A A^T``
+   not formed; ``D`` is never formed dense).  Null
    directions come from the singular values of ``X_i``
    (:data:`~gtvmodel.certificates.kinds.NULL_SV_RTOL`).  At ill-conditioned smooth nodes
    (:data:`~gtvmodel.certificates.kinds.STIFF_RTOL`) an *affine variant* also matches the

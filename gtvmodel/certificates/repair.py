@@ -19,18 +19,12 @@ from ..declaration import ModelDeclaration
 from ..errors import GTVError, SolverError
 from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
-from .kinds import (
-    EPS,
-    MinNormSolver,
-    affine_conditions,
-    capacities,
-    divergence_rows,
-    node_kinds,
-    subspace_solver,
-)
+from .kinds import EPS, affine_conditions, capacities, node_kinds
+from .subspace import MinNormSolver, divergence_rows, subspace_solver
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
-           "shrink_flows", "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE"]
+           "shrink_flows", "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE",
+           "cached_subspace_solver", "subspace_note"]
 
 #: The repair note of step 1 (the row-wise projection onto the capacities).
 PROJECT_NOTE = "projected flows onto the capacities ||u_e||_* <= lambda A_e"
@@ -222,9 +216,7 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
     """``(solver, b, note)`` of step 2: the subspace conditions ``A u = 0`` (``b`` None), or
     with ``weights`` and stiff nodes the affine ones ``A u = b`` (``solver`` None: none)."""
     kinds = node_kinds(model)
-    note = (f"minimum-norm flow correction for the subspace conditions at "
-            f"{kinds.subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared loss "
-            "with rank X_i < d: (D^T u)_i in range(X_i^T))")
+    note = subspace_note(model)
     aff = affine_conditions(model) if weights is not None else None
     if aff is not None:
         st = model.structure()
@@ -235,8 +227,22 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
             f"{kinds.stiff.size} ill-conditioned node(s) set to the gradients at the weights")
     if kinds.subspace.size == 0:
         return None, None, note
+    return cached_subspace_solver(model), None, note
+
+
+def cached_subspace_solver(model: ModelDeclaration) -> MinNormSolver:
+    """The solver of step 2's subspace conditions (:func:`~gtvmodel.certificates.kinds.
+    subspace_solver`), built once per model (cache slot ``"cert_subspace"``)."""
+    kinds = node_kinds(model)
     return model.cache.get_or_build("cert_subspace", lambda: subspace_solver(
-        model, kinds.subspace, kinds.subspace_bases)), None, note
+        model, kinds.subspace, kinds.subspace_bases))
+
+
+def subspace_note(model: ModelDeclaration) -> str:
+    """The repair note of step 2's correction for the subspace conditions."""
+    return (f"minimum-norm flow correction for the subspace conditions at "
+            f"{node_kinds(model).subspace.size} node(s) (zero loss: (D^T u)_i = 0; squared "
+            "loss with rank X_i < d: (D^T u)_i in range(X_i^T))")
 
 
 def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,

@@ -1,0 +1,400 @@
+"""The linear conditions of repair step 2 and their minimum-norm solvers.
+
+Step 2 of the repair (:func:`~gtvmodel.certificates.repair.repair`) corrects the flows by the
+minimum-norm ``delta`` with ``A delta = A u``, where ``A vec(U) = [N_i^T (D^T U)_i]`` stacks the
+subspace conditions of the nodes ``i`` whose conjugate domain lies in a subspace (zero-loss
+nodes: ``N_i = I``, ``(D^T u)_i = 0``; squared losses with ``rank X_i < d``: ``N_i`` spans the
+null directions of ``X_i``; the affine variant adds the stiff directions).  That ``delta`` is
+``A^T z`` with ``(A A^T) z = A u``.  Three solvers (:func:`solver_kind`):
+
+* :class:`MinNormSolver` with the pseudo-inverse of ``A A^T`` (at most :data:`DENSE_MAX` rows);
+* :class:`RangeSolver`, through the complement of small allowed ranges (paper 001's Table I);
+* :class:`PotentialSolver`, conjugate gradients on ``A A^T`` applied through *node potentials*
+  (larger systems): ``A^T z = D Z`` with ``Z_i = N_i z_i`` at the conditioned nodes and ``Z_j =
+  0`` elsewhere, so ``A A^T z = [N_i^T (L Z)_i]`` with the graph Laplacian ``L = D^T D`` -- an
+  ``n x d`` sparse product per application; ``A`` and ``A A^T`` (``sum_i deg(i) d rank N_i``
+  and about ``rank N_i^2`` entries per edge) are never formed.  The diagonal of ``A A^T`` is
+  ``deg(i)`` on every row of node ``i`` (``N_i`` orthonormal, ``D`` with entries ``+-1``): the
+  Jacobi preconditioner.
+
+:class:`SubspaceConditions` (the products ``A``, ``A^T``, ``A A^T`` through potentials) and
+:func:`conjugate_gradients` are written against the array API (:mod:`gtvmodel._xp`), so that the
+certificate of a device iterate corrects its flows where they are
+(:mod:`gtvmodel.primal_dual.device_subspace`): scipy's ``cg``, which the host uses, takes numpy
+arrays only; :func:`conjugate_gradients` stops on the same criterion, ``||r|| <= rtol ||b||``,
+after at most as many iterations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .. import _xp
+from ..declaration import ModelDeclaration
+
+__all__ = ["DENSE_MAX", "RANGE_MAX", "CG_RTOL", "CG_MAXITER", "MinNormSolver", "RangeSolver",
+           "PotentialSolver", "SubspaceConditions", "conjugate_gradients", "solver_kind",
+           "subspace_solver", "divergence_rows"]
+
+#: Relative residual at which the conjugate gradients of step 2 stop.
+CG_RTOL = 1e-12
+
+#: Cap on the conjugate-gradient iterations of step 2 (at most ``10 rows + 100``).
+CG_MAXITER = 3000
+
+#: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
+DENSE_MAX = 3000
+
+class MinNormSolver:
+    """Minimum-norm solutions ``delta = A^T z`` of ``A delta = b`` (``b`` in ``range(A)``).
+
+    ``A A^T`` (sparse) may be singular (e.g. a component of zero-loss nodes).  With at most
+    :data:`DENSE_MAX` rows its pseudo-inverse is applied through one eigen-decomposition
+    (computed once; the solver is cached on the model, so repeated certificates, e.g. every
+    ``record_every`` iterations of Algorithm 1, reuse it); larger systems use
+    Jacobi-preconditioned conjugate gradients, which converge on consistent singular systems up
+    to rounding.  A few refinement rounds follow.  Whatever residual remains is not hidden: the
+    dual evaluation charges it (``R ||rho||_1``) or declares the node infeasible.
+    """
+
+    def __init__(self, A: sp.csr_matrix, maxiter: int = CG_MAXITER):
+        self.maxiter = min(10 * A.shape[0] + 100, maxiter)
+        self.A = A.tocsr()
+        self.AT = self.A.T.tocsr()
+        self.K = (self.A @ self.AT).tocsr()
+        diag = self.K.diagonal()
+        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+        self.eig: tuple[np.ndarray, np.ndarray] | None = None
+        if self.K.shape[0] <= DENSE_MAX:
+            ev, V = np.linalg.eigh(self.K.toarray())
+            keep = ev > 1e-12 * max(float(ev.max(initial=0.0)), 1e-300)
+            self.eig = (ev[keep], V[:, keep])
+
+    def multipliers(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
+        """``z`` with ``(A A^T) z = r`` (pseudo-inverse, or conjugate gradients to ``rtol``):
+        the correction is ``A^T z``."""
+        if self.eig is not None:
+            ev, V = self.eig
+            return V @ ((V.T @ r) / ev)
+        z, _info = spla.cg(self.K, r, rtol=rtol, atol=0.0, maxiter=self.maxiter, M=self.M)
+        return z
+
+    def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
+        """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
+        (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
+        residual ``b - A delta``; a residual that remains is left for the caller to charge."""
+        delta = np.zeros(self.A.shape[1])
+        r = b.copy()
+        nb = max(float(np.linalg.norm(b)), 1e-300)
+        for _ in range(rounds):
+            if np.linalg.norm(r) <= 1e-15 * nb:
+                break
+            delta += self._step(r)
+            r = b - self.A @ delta
+        return delta
+
+    def _step(self, r: np.ndarray) -> np.ndarray:
+        """One minimum-norm correction ``A^T (A A^T)^+ r``."""
+        return self.AT @ self.multipliers(r)
+
+
+class RangeSolver(MinNormSolver):
+    """The minimum-norm correction of the subspace conditions ``N_i^T (D^T delta)_i = b_i``
+    (repair step 2) through their complement, when the allowed ranges are small (paper 001's
+    Table I: ``m_i = 10 < d = 100``, so ``A A^T`` has ``sum_i (d - m_i) = 9,000`` rows but the
+    ranges ``range(X_i^T)`` only ``sum_i m_i = 1,000`` dimensions; issue 16).
+
+    The minimizer is ``delta = D P`` with node potentials ``p_i in range(N_i)``; with the
+    orthonormal complements ``B_i`` (``B_i = I`` at nodes without a condition, empty where
+    ``N_i = I``) and ``t_i = -N_i b_i``, the conditions read ``t + L P = B c`` and
+    ``B_i^T p_i = 0`` (``L = D^T D``).  Per connected component, ``P = L^+ (B c - t) + 1
+    kappa^T``, and ``(c, kappa)`` solve the symmetric system ``G c + C^T kappa = B^T L^+ t``,
+    ``C c = sum_i t_i`` of ``sum_i r_i + d (#components)`` rows, ``G_ij = (L^+)_ij B_i^T B_j``,
+    ``C c = sum_i B_i c_i`` per component: one dense eigen-decomposition of that system and the
+    dense ``L^+`` (``n`` nodes), computed once and cached with the solver.  ``A`` is applied
+    matrix-free (a ``LinearOperator``: ``N_i^T (D^T U)_i``), never formed.  The same ``delta``
+    as :class:`MinNormSolver` in exact arithmetic; the refinement rounds of :meth:`solve` and
+    the residual charges of the dual value are unchanged."""
+
+    def __init__(self, incidence: sp.spmatrix, nodes: np.ndarray,
+                 null_bases: list[np.ndarray], components: np.ndarray):
+        self.maxiter = 0
+        self.D = sp.csr_matrix(incidence)
+        self.DT = self.D.T.tocsr()
+        n, d = incidence.shape[1], null_bases[0].shape[0]
+        self.nodes = np.asarray(nodes)
+        # the bases N_i padded to a common width: (A u)_i = N_i^T (D^T U)_i, matrix-free
+        kmax = max(N.shape[1] for N in null_bases)
+        self.Npad = np.zeros((len(null_bases), d, kmax))
+        self.mask = np.zeros((len(null_bases), kmax), dtype=bool)
+        for j, N in enumerate(null_bases):
+            self.Npad[j, :, :N.shape[1]] = N
+            self.mask[j, :N.shape[1]] = True
+        rows = int(self.mask.sum())
+        self.A = spla.LinearOperator((rows, self.D.shape[0] * d), matvec=self._apply,
+                                     dtype=float)
+        self.Lp = np.linalg.pinv((self.DT @ self.D).toarray(), hermitian=True)
+        R, owner = _range_rows(n, d, self.nodes, null_bases)
+        self.R, self.owner = R, owner
+        self.owns = sp.csr_matrix((np.ones(owner.size), (owner, np.arange(owner.size))),
+                                  shape=(n, owner.size))
+        comp = np.asarray(components)[owner]
+        ncomp = int(components.max(initial=-1)) + 1
+        C = np.zeros((ncomp * d, R.shape[0]))
+        C[(comp[:, None] * d + np.arange(d)).ravel(), np.repeat(np.arange(R.shape[0]), d)] = \
+            R.ravel()
+        G = (R @ R.T) * self.Lp[np.ix_(owner, owner)]
+        K = np.block([[G, C.T], [C, np.zeros((C.shape[0], C.shape[0]))]])
+        ev, V = np.linalg.eigh(K)
+        keep = np.abs(ev) > 1e-12 * max(float(np.abs(ev).max(initial=0.0)), 1e-300)
+        self.eig = (ev[keep], V[:, keep])
+        self.C, self.shape, self.components = C, (n, d), np.asarray(components)
+
+    def _apply(self, u: np.ndarray) -> np.ndarray:
+        """``A vec(U)``: the stacked ``N_i^T (D^T U)_i`` (never formed as a matrix)."""
+        n, d = self.shape
+        g = np.asarray(self.DT @ np.asarray(u).reshape(-1, d))[self.nodes]
+        return np.einsum("sdk,sd->sk", self.Npad, g)[self.mask]
+
+    def _step(self, r: np.ndarray) -> np.ndarray:
+        """``delta = D L^+ (B c - t)`` for the right-hand side ``r`` (stacked ``b_i``)."""
+        return np.asarray(self.D @ self.potentials(r)).ravel()
+
+    def potentials(self, r: np.ndarray) -> np.ndarray:
+        """The node potentials ``P = L^+ (B c - t)`` (``(n, d)``) of the correction ``delta =
+        D P`` for the right-hand side ``r`` (stacked ``b_i``; class docstring)."""
+        n, d = self.shape
+        t = np.zeros((n, d))
+        rp = np.zeros(self.mask.shape)
+        rp[self.mask] = r
+        t[self.nodes] = -np.einsum("sdk,sk->sd", self.Npad, rp)
+        Lt = self.Lp @ t
+        sums = np.zeros((self.C.shape[0] // d, d))
+        np.add.at(sums, self.components, t)
+        rhs = np.concatenate([(self.R * Lt[self.owner]).sum(axis=1), sums.ravel()])
+        ev, V = self.eig
+        c = (V @ ((V.T @ rhs) / ev))[:self.R.shape[0]]
+        Bc = self.owns @ (c[:, None] * self.R)
+        return self.Lp @ (Bc - t)
+
+
+def _range_rows(n: int, d: int, nodes: np.ndarray, null_bases: list[np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``B_i^T`` (orthonormal bases of the allowed ranges, the complements of
+    ``range(N_i)``; ``I`` at nodes without a condition) stacked, and their node of each row."""
+    rows, owner = [], []
+    cond = dict(zip(nodes.tolist(), null_bases, strict=True))
+    for i in range(n):
+        N = cond.get(i)
+        Bt = np.eye(d) if N is None else _complement(N).T
+        rows.append(Bt)
+        owner.append(np.full(Bt.shape[0], i))
+    return np.vstack(rows), np.concatenate(owner)
+
+
+def _complement(N: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the orthogonal complement of ``range(N)`` (``N`` orthonormal)."""
+    d, k = N.shape
+    if k == d:
+        return np.zeros((d, 0))
+    Q, _ = np.linalg.qr(np.hstack([N, np.eye(d)]))
+    return Q[:, k:d]
+
+
+#: Largest number of nodes (dense ``L^+``) and of rows of the complement system for which the
+#: subspace conditions use :class:`RangeSolver`.
+RANGE_MAX = 2000
+
+
+def solver_kind(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]) -> str:
+    """Which solver :func:`subspace_solver` builds for the subspace conditions at ``nodes``:
+    ``"range"`` (:class:`RangeSolver`) where the complement system is smaller than ``A A^T``
+    and both it and the graph fit :data:`RANGE_MAX` (dense; the padded bases at most ``25
+    RANGE_MAX^2`` numbers), else ``"dense"`` (:class:`MinNormSolver`'s pseudo-inverse) up
+    to :data:`DENSE_MAX` rows, ``"cg"`` (:class:`PotentialSolver`) above."""
+    d, n = model.dim, model.num_nodes
+    rows = sum(B.shape[1] for B in bases)
+    ncomp = model.structure().component_count
+    small = d * (n - len(nodes)) + sum(d - B.shape[1] for B in bases) + d * ncomp
+    if (rows > DENSE_MAX and n <= RANGE_MAX and small <= min(RANGE_MAX, rows)
+            and len(nodes) * d * max(B.shape[1] for B in bases) <= RANGE_MAX ** 2 * 25):
+        return "range"
+    return "dense" if rows <= DENSE_MAX else "cg"
+
+
+def subspace_solver(model: ModelDeclaration, nodes: np.ndarray,
+                    bases: list[np.ndarray]) -> MinNormSolver:
+    """The solver of repair step 2 for the subspace conditions at ``nodes``
+    (:func:`solver_kind`)."""
+    kind = solver_kind(model, nodes, bases)
+    if kind == "range":
+        return RangeSolver(model.incidence, nodes, bases, model.structure().components)
+    if kind == "cg":
+        return PotentialSolver(model.incidence, SubspaceConditions.build(model, nodes, bases))
+    full = all(B.shape[1] == model.dim for B in bases)
+    A = divergence_rows(model, nodes, None if full else bases)
+    return MinNormSolver(A)
+
+
+def divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray] | None
+                     ) -> sp.csr_matrix:
+    """Sparse ``A`` with ``A vec(U) = [N_i^T (D^T U)_i]_{i in nodes}`` (``N_i = I`` if
+    ``bases`` is None), acting on the C-ordered flat flows."""
+    d = model.dim
+    Dt = model.incidence.T.tocsr()[nodes]  # (k, E)
+    A = sp.kron(Dt, sp.eye(d), format="csr")  # (k d, E d)
+    if bases is None:
+        return A
+    N = sp.block_diag([B.T for B in bases], format="csr")  # (sum r_i, k d)
+    return (N @ A).tocsr()
+
+
+@dataclass
+class SubspaceConditions:
+    """The stacked conditions ``A vec(U) = [N_i^T (D^T U)_i]`` at ``nodes`` (module
+    docstring), rows node by node in the order of ``nodes`` and, within a node, of the
+    columns of ``N_i`` (the row order of :func:`divergence_rows`).
+
+    Attributes
+    ----------
+    nodes : array (s,)
+        The conditioned nodes (positions).
+    Npad : array (s, d, k) or None
+        The bases ``N_i`` padded with zero columns to a common width ``k``; None where every
+        ``N_i = I`` (zero-loss nodes only).
+    mask : array (s, k) or None
+        The real columns of ``Npad``.
+    diag : array (rows,)
+        The diagonal of ``A A^T``: ``deg(i)`` on each row of node ``i``.
+    n, d : int
+        Nodes and dimension of the model.
+    """
+
+    nodes: Any
+    Npad: Any
+    mask: Any
+    diag: Any
+    n: int
+    d: int
+
+    @classmethod
+    def build(cls, model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
+              ) -> SubspaceConditions:
+        """The conditions at ``nodes`` with orthonormal bases ``bases`` (``N_i``, ``(d,
+        k_i)``), as numpy arrays."""
+        n, d = model.num_nodes, model.dim
+        widths = np.array([B.shape[1] for B in bases], dtype=np.int64)
+        deg = model.degrees[nodes].astype(float)
+        if (widths == d).all():
+            return cls(nodes, None, None, np.repeat(deg, d), n, d)
+        kmax = int(widths.max(initial=0))
+        Npad = np.zeros((len(bases), d, kmax))
+        for j, B in enumerate(bases):  # the bases as the node classification stores them
+            Npad[j, :, :B.shape[1]] = B
+        mask = np.arange(kmax)[None, :] < widths[:, None]
+        return cls(nodes, Npad, mask, np.repeat(deg, widths), n, d)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of ``A``: ``sum_i rank N_i``."""
+        return int(self.diag.shape[0])
+
+    def to(self, ref: Any) -> SubspaceConditions:
+        """The same conditions with arrays beside ``ref`` (its namespace and device)."""
+        return replace(self, nodes=_xp.like(self.nodes, ref), diag=_xp.like(self.diag, ref),
+                       Npad=None if self.Npad is None else _xp.like(self.Npad, ref),
+                       mask=None if self.mask is None else _xp.like(self.mask, ref))
+
+    def rows(self, G: Any) -> Any:
+        """``A vec(U)`` from ``G = D^T U`` (``(n, d)``): the stacked ``N_i^T G_i``."""
+        xp = _xp.namespace(G)
+        g = G[self.nodes]
+        if self.Npad is None:
+            return xp.reshape(g, (-1,))
+        return (g[:, None, :] @ self.Npad)[:, 0, :][self.mask]
+
+    def potentials(self, z: Any) -> Any:
+        """The node potentials ``Z`` (``(n, d)``) with ``A^T z = D Z``: ``Z_i = N_i z_i`` at
+        the conditioned nodes, 0 elsewhere."""
+        xp = _xp.namespace(z)
+        Z = xp.zeros((self.n, self.d), dtype=z.dtype, device=_xp.device_of(z))
+        if self.Npad is None:
+            Z[self.nodes] = xp.reshape(z, (-1, self.d))
+            return Z
+        zp = xp.zeros(self.mask.shape, dtype=z.dtype, device=_xp.device_of(z))
+        zp[self.mask] = z
+        Z[self.nodes] = (self.Npad @ zp[:, :, None])[:, :, 0]
+        return Z
+
+    def normal(self, z: Any, laplacian: Callable[[Any], Any]) -> Any:
+        """``A A^T z = [N_i^T (L Z)_i]`` through the Laplacian product ``laplacian(Z) = L Z``
+        (``L = D^T D``)."""
+        return self.rows(laplacian(self.potentials(z)))
+
+
+def conjugate_gradients(apply: Callable[[Any], Any], b: Any, diag: Any, rtol: float,
+                        maxiter: int) -> Any:
+    """Jacobi-preconditioned conjugate gradients for ``K z = b`` (``K = apply``, symmetric
+    positive semi-definite, ``b`` in its range; ``diag`` the diagonal of ``K``, zeros read as
+    1) from ``z = 0``, stopped when ``||b - K z|| <= rtol ||b||`` or after ``maxiter``
+    iterations.  On a consistent singular system the iterates stay in the range of ``K``
+    up to rounding, so ``A^T z`` is the minimum-norm correction; what remains of the residual
+    is charged by the certificate, never hidden."""
+    xp = _xp.namespace(b)
+    minv = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 1.0)
+    z = xp.zeros_like(b)
+    nb = float(xp.linalg.vector_norm(b))
+    if nb == 0.0:
+        return z
+    r = _xp.copy(b)
+    y = minv * r
+    p = _xp.copy(y)
+    ry = float(xp.sum(r * y))
+    for _ in range(maxiter):
+        Kp = apply(p)
+        pKp = float(xp.sum(p * Kp))
+        if not pKp > 0.0:  # p in the null space of K (rounding): nothing left to gain
+            break
+        alpha = ry / pKp
+        z = z + alpha * p
+        r = r - alpha * Kp
+        if float(xp.linalg.vector_norm(r)) <= rtol * nb:
+            break
+        y = minv * r
+        ry_new = float(xp.sum(r * y))
+        p = y + (ry_new / ry) * p
+        ry = ry_new
+    return z
+
+
+class PotentialSolver(MinNormSolver):
+    """:class:`MinNormSolver`'s conjugate gradients (Jacobi-preconditioned, :data:`CG_RTOL`,
+    at most ``min(10 rows + 100, CG_MAXITER)`` iterations) with ``A``, ``A^T`` and ``A A^T``
+    applied through node potentials (:class:`SubspaceConditions`, module docstring): the same
+    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``."""
+
+    def __init__(self, incidence: sp.spmatrix, conditions: SubspaceConditions,
+                 maxiter: int = CG_MAXITER):
+        self.conditions = cond = conditions
+        self.D = sp.csr_matrix(incidence)
+        self.L = (self.D.T @ self.D).tocsr()
+        rows, d = cond.num_rows, cond.d
+        self.A = spla.LinearOperator(
+            (rows, self.D.shape[0] * d), dtype=float,
+            matvec=lambda u: cond.rows(np.asarray(self.D.T @ np.reshape(u, (-1, d)))))
+        self.K = spla.LinearOperator((rows, rows), dtype=float,
+                                     matvec=lambda z: cond.normal(np.ravel(z), self.L.__matmul__))
+        diag = cond.diag
+        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+        self.maxiter = min(10 * rows + 100, maxiter)
+        self.eig = None
+
+    def _step(self, r: np.ndarray) -> np.ndarray:
+        """``delta = D Z``, ``Z`` the potentials of the multipliers of ``r``."""
+        return np.asarray(self.D @ self.conditions.potentials(self.multipliers(r))).ravel()
