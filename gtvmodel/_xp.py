@@ -13,6 +13,7 @@ iterative solver written with numpy's grouping primitives) runs on the CPU in fl
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from array_api_compat import array_namespace, is_array_api_obj
 from array_api_compat import device as _device
 
 __all__ = ["namespace", "is_numpy", "to_numpy", "like", "cached_like", "rows", "per_row",
-           "eps_of", "copy", "segment_sum", "device_of"]
+           "eps_of", "copy", "segment_sum", "device_of", "csr_tensor"]
 
 
 def namespace(*arrays: Any) -> Any:
@@ -113,3 +114,16 @@ def segment_sum(owner: Any, A: Any, k: int) -> Any:
 def device_of(A: Any) -> Any:
     """The device of ``A`` (``"cpu"`` for numpy arrays), for creating arrays beside it."""
     return _device(A)
+
+
+def csr_tensor(torch: Any, M: Any, device: Any, dtype: Any) -> Any:
+    """The scipy sparse matrix ``M`` as a sparse CSR tensor of ``dtype`` on ``device`` (never
+    dense; e.g. the incidence matrix ``D`` and ``D^T``)."""
+    M = M.tocsr()
+    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.as_tensor(M.indptr.astype(np.int64), device=device),
+            torch.as_tensor(M.indices.astype(np.int64), device=device),
+            torch.as_tensor(M.data, dtype=dtype, device=device), size=M.shape,
+            check_invariants=False)

@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
+import gtvmodel.certificates.subspace as subspace
+from gtvmodel.certificates.kinds import node_kinds
 from gtvmodel.primal_dual.device_certificate import DeviceCertifier, to_host
 from gtvmodel.primal_dual.sharded_certificate import needs_gather
 from gtvmodel.primal_dual.torch_backend import csr_tensor
@@ -172,9 +174,28 @@ def _boxed(model: gm.GTVModel) -> gm.GTVModel:
     return model
 
 
+def _stiff(model: gm.GTVModel) -> gm.GTVModel:
+    """A full-rank node with a Gram ratio of 1e-10 (below STIFF_RTOL, above null): the
+    host's affine variant of the repair."""
+    X = np.random.default_rng(1).normal(size=(6, D)) * np.array([1.0, 1.0, 1e-5])
+    model.set_loss(1, gm.SquaredLoss(X, X @ np.ones(D)))
+    return model
+
+
+@pytest.mark.parametrize("change", [_zero_node, _rank_deficient])
+def test_runs_with_subspace_conditions_certify_on_the_device(change):
+    model = change(_model(gm.Norm2(), seed=3))
+    kw = {"max_iter": 90, "tol": 0.0, "record_every": 30, "certificate_budget": None}
+    a = gm.solve_primal_dual(model, **kw)
+    b = gm.solve_primal_dual(model, device=DEVICE, **kw)
+    assert (b.certificates_on_device, b.host_reasons) == (3, [])
+    scale = max(1.0, float(np.abs(a.history.primal).max()))
+    np.testing.assert_allclose(b.history.gap, a.history.gap, rtol=0, atol=1e-9 * scale)
+    _assert_close(b.certificate, gm.certify(model, b.weights, b.flows, fallback=False))
+
+
 @pytest.mark.parametrize(("change", "reason"), [
-    (_zero_node, "subspace conditions"), (_rank_deficient, "subspace conditions"),
-    (_boxed, "violating node constraints")])
+    (_stiff, "ill-conditioned nodes"), (_boxed, "violating node constraints")])
 def test_certificates_that_need_a_global_step_run_on_host_copies(change, reason):
     model = change(_model(gm.Norm2(), seed=3))
     rng = np.random.default_rng(0)
@@ -185,8 +206,70 @@ def test_certificates_that_need_a_global_step_run_on_host_copies(change, reason)
                                certificate_budget=None)
     host = gm.certify(model, res.weights, res.flows, fallback=False)
     assert res.certificate.gap == pytest.approx(host.gap, rel=1e-12, abs=1e-12)
-    if reason == "subspace conditions":
+    if reason == "ill-conditioned nodes":
         assert res.certificates_on_device == 0 and reason in res.host_reasons[0]
+
+
+def _assert_close(dev: gm.Certificate, host: gm.Certificate) -> None:
+    """With subspace conditions both sides solve for the minimum-norm correction (the same
+    factorization on small systems; conjugate gradients to 1e-12 on large ones, on the
+    device and in scipy): the same certificate up to the solvers' tolerance."""
+    scale = max(1.0, abs(host.primal_value), abs(host.dual_value))
+    assert dev.gap == pytest.approx(host.gap, rel=0, abs=1e-11 * scale)
+    assert dev.primal_value == pytest.approx(host.primal_value, rel=1e-13, abs=1e-13)
+    assert dev.tolerance == pytest.approx(host.tolerance, rel=0.5, abs=1e-12 * scale)
+    assert dev.repairs == host.repairs
+    assert dev.flow_scale == pytest.approx(host.flow_scale, rel=1e-12)
+    assert (dev.status, dev.feasible, dev.dual_feasible) == (host.status, True, True)
+    np.testing.assert_allclose(dev.flows, host.flows, rtol=0, atol=1e-11 * max(
+        1.0, float(np.abs(host.flows).max(initial=0.0))))
+
+
+def _deficient(n: int, d: int, samples: int, zero: float, seed: int) -> gm.GTVModel:
+    """Squared losses with ``samples < d`` (rank-deficient: subspace conditions
+    ``(D^T u)_i in range(X_i^T)``) and a share ``zero`` of nodes without data (``(D^T u)_i =
+    0``)."""
+    rng = np.random.default_rng(seed)
+    G = nx.connected_watts_strogatz_graph(n, 6, 0.3, seed=seed)
+    model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=0.4)
+    for v in G.nodes:
+        if rng.random() >= zero:
+            X = rng.standard_normal((samples, d))
+            model.set_loss(v, gm.SquaredLoss(X, X @ rng.normal(size=d)))
+    return model
+
+
+# (model, the host solver of the subspace conditions): its pseudo-inverse on a host copy of the
+# residual; the complement of small ranges (n <= RANGE_MAX, d = 40, m_i = 4); conjugate
+# gradients through node potentials on the device (DENSE_MAX lowered)
+SUBSPACE_CASES = {"dense": (lambda: _deficient(40, D, 2, 0.3, 1), 3000, 2000),
+                  "range": (lambda: _deficient(100, 40, 4, 0.0, 2), 3000, 2000),
+                  "cg": (lambda: _deficient(60, D, 2, 0.3, 3), 10, 10)}
+
+
+@pytest.mark.parametrize("kind", list(SUBSPACE_CASES))
+@pytest.mark.parametrize("flow_scale", [0.3, 30.0])
+def test_subspace_conditions_are_corrected_on_the_device(kind, flow_scale, monkeypatch,
+                                                         no_numpy_conversion):
+    """Zero-loss and rank-deficient nodes: step 2's minimum-norm correction runs where the
+    flows are (:mod:`gtvmodel.primal_dual.device_subspace`), alternating with the projection
+    onto the capacities (flows 30x too large), in edge blocks of 7 rows or whole: the
+    certificate is the host's."""
+    build, dense_max, range_max = SUBSPACE_CASES[kind]
+    monkeypatch.setattr(subspace, "DENSE_MAX", dense_max)
+    monkeypatch.setattr(subspace, "RANGE_MAX", range_max)
+    model = build()
+    k = node_kinds(model)
+    assert subspace.solver_kind(model, k.subspace, k.subspace_bases) == kind
+    rng = np.random.default_rng(4)
+    W = rng.normal(size=(model.num_nodes, model.dim))
+    U = flow_scale * rng.normal(size=(model.num_edges, model.dim))
+    host = gm.certify(model, W, U, fallback=False)
+    assert any("subspace conditions" in r for r in host.repairs)
+    for rows in (None, 7):
+        dev = _certifier(model, rows)(_tensor(W), _tensor(U))
+        assert dev is not None, "the device certificate declined"
+        _assert_close(to_host(dev), host)
 
 
 def test_float32_runs_certify_float64_host_copies():
@@ -205,7 +288,8 @@ def _optimum(model: gm.GTVModel, data: dict, lam: float, penalty: str) -> float:
     W = cp.Variable((n, D))
     obj = 0
     for v, (X, y) in data.items():
-        obj += cp.sum_squares(X @ W[v] - y) / len(y)
+        if len(y):  # a node without data (the zero loss) adds nothing
+            obj += cp.sum_squares(X @ W[v] - y) / len(y)
     p = {"norm2": 2, "norm1": 1}[penalty]
     obj += lam * sum(cp.norm(W[i] - W[j], p) for i, j in model.edges)
     prob = cp.Problem(cp.Minimize(obj))
@@ -216,12 +300,14 @@ def _optimum(model: gm.GTVModel, data: dict, lam: float, penalty: str) -> float:
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scale=st.sampled_from([1e-4, 1.0, 1e4]), lam_exp=st.integers(-3, 1),
        cond=st.sampled_from([1.0, 100.0]), penalty=st.sampled_from(["norm2", "norm1"]),
-       seed=st.integers(0, 2**16))
-def test_converged_device_runs_are_sound_at_any_scale(scale, lam_exp, cond, penalty, seed):
+       deficient=st.booleans(), seed=st.integers(0, 2**16))
+def test_converged_device_runs_are_sound_at_any_scale(scale, lam_exp, cond, penalty, deficient,
+                                                      seed):
     """Data scaled by 1e-4 ... 1e4, lambda from 1e-3 to 10, badly scaled features (Gram
-    ratio 1e-4; below STIFF_RTOL the host's affine repair takes over): the device certificate
-    of Algorithm 1's iterate bounds the suboptimality against an independent CVXPY optimum,
-    and equals the host certificate."""
+    ratio 1e-4; below STIFF_RTOL the host's affine repair takes over), with ``deficient`` a
+    node without data and one with 2 samples (subspace conditions, corrected on the device):
+    the device certificate of Algorithm 1's iterate bounds the suboptimality against an
+    independent CVXPY optimum, and equals the host certificate."""
     rng = np.random.default_rng(seed)
     G = nx.path_graph(8)
     lam = 10.0 ** lam_exp * scale**2
@@ -229,20 +315,23 @@ def test_converged_device_runs_are_sound_at_any_scale(scale, lam_exp, cond, pena
                         lam=lam)
     data = {}
     for v in G.nodes:
-        X = rng.standard_normal((5, D)) * np.array([1.0, 1.0, 1.0 / cond])
+        m = 0 if deficient and v == 0 else 2 if deficient and v == 1 else 5
+        X = rng.standard_normal((m, D)) * np.array([1.0, 1.0, 1.0 / cond])
         y = scale * (X @ rng.normal(size=D))
         data[v] = (X, y)
-        model.set_loss(v, gm.SquaredLoss(X, y))
+        if m:
+            model.set_loss(v, gm.SquaredLoss(X, y))
     res = gm.solve_primal_dual(model, device=DEVICE, max_iter=400, tol=1e-7, record_every=50)
     # random rows can make a node ill-conditioned (the host's affine repair), and a residual
     # above its rounding bound needs a certified radius (the host's certificate)
-    static = needs_gather(model)
+    static = needs_gather(model, subspace=True)
     assert (static in res.host_reasons) if static else res.certificates_on_device >= 1
-    declines = {"nodes outside their conjugate domains, residuals that need a certified "
-                "radius, or weights violating node constraints"}
+    declines = {"nodes outside their conjugate domains, residuals whose radius could not be "
+                "certified, or weights violating node constraints"}
     assert set(res.host_reasons) - {static} <= declines
     p_star = _optimum(model, data, lam, penalty)
     cert = res.certificate
     # sound: gap >= P(W) - P* (the reference's own accuracy allowed for)
     assert cert.gap >= cert.primal_value - p_star - 1e-9 * max(1.0, abs(p_star))
-    _assert_same(cert, gm.certify(model, res.weights, res.flows, fallback=False))
+    host = gm.certify(model, res.weights, res.flows, fallback=False)
+    (_assert_close if deficient else _assert_same)(cert, host)

@@ -16,6 +16,13 @@ half and a node half once the flows are repaired (the decomposition of
   (:func:`~gtvmodel.primal_dual.sharded_certificate.edge_sums`: the penalties' row
   evaluations, written against the array API); the demands ``s = -D^T u'`` and
   ``|D|^T |u'|`` for their rounding bound (sparse CSR products, never dense);
+* **with subspace conditions** (zero-loss nodes, squared losses with ``rank X_i < d``), step 2
+  of the repair on the device too: the minimum-norm correction ``U - D Z`` through node
+  potentials (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`: conjugate
+  gradients with the Laplacian as a CSR tensor, or the host solver's small factorization on
+  a copy of the ``sum_i rank N_i`` residuals), alternated with the projection onto the
+  capacities as :func:`~gtvmodel.certificates.repair.repair` does (:meth:`DeviceCertifier.
+  _alternate`);
 * **the squared losses' conjugates on the device too**: their split (work proportional to the
   samples: :func:`~gtvmodel.terms.losses.squared_maximizers`,
   :func:`~gtvmodel.terms.losses.datafit_conjugate_split` with its batched minimum-norm
@@ -27,20 +34,21 @@ half and a node half once the flows are repaired (the decomposition of
   the other node conjugates (closed forms of quadratic and zero losses, batched Newton of
   logistic and Huber losses, the cached CVXPY split) and the residual charges
   (:func:`~gtvmodel.primal_dual.sharded_certificate.node_sums`,
-  :func:`~gtvmodel.certificates.value.node_bounds`), then the gap with its rounding bound
-  (:func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts`).
+  :func:`~gtvmodel.certificates.value.node_bounds`; residuals above rounding are charged
+  with radii certified from ``P(W)`` on first use, as :func:`certify` does), then the gap
+  with its rounding bound (:func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts`).
 
 The result is the certificate that :func:`certify` (``fallback=False``) computes from host
 copies of the iterate -- the same repair, terms and rounding bound, so the same gap up to the
 order of the sums (``1e-15`` relative measured) -- or ``None`` where that certificate needs a
 global step this split does not take; the caller then certifies host copies (and says so):
 
-* subspace conditions (zero-loss nodes, squared losses with ``rank X_i < d``), ill-conditioned
-  nodes (the affine variant of the repair) or ``lambda = 0`` (decided once per model,
-  :func:`~gtvmodel.primal_dual.sharded_certificate.needs_gather`);
-* one projection that does not reach the capacities (the serial repair alternates more
-  rounds), nodes outside their conjugate domains or residuals that need a certified radius
-  (step 4 and the radii), weights that violate a node's constraints;
+* ill-conditioned nodes (the affine variant of the repair) or ``lambda = 0`` (decided once
+  per model, :func:`~gtvmodel.primal_dual.sharded_certificate.needs_gather`);
+* without subspace conditions, one projection that does not reach the capacities (the
+  serial repair alternates more rounds); nodes outside their conjugate domains beyond
+  ``feas_tol`` (step 4 of the repair), residuals whose radius could not be certified,
+  weights that violate a node's constraints;
 * a float32 iterate (the certificate is computed in float64; on the host, from float64 copies);
 * a model without edges (nothing to do on the device).
 
@@ -58,9 +66,19 @@ import numpy as np
 
 from .. import _xp
 from ..certificates.certificate import Certificate
+from ..certificates.kinds import EPS, capacities, node_kinds
+from ..certificates.repair import (
+    PROJECT_NOTE,
+    capacity_ratio,
+    rescale_note,
+    scale_flows,
+    subspace_note,
+)
 from ..certificates.value import demand_rounding
 from ..declaration import ModelDeclaration
+from .device_subspace import DeviceSubspace
 from .sharded_certificate import (
+    CAP_RTOL,
     combine_parts,
     edge_sums,
     join_sums,
@@ -90,9 +108,10 @@ class DeviceCertifier:
     def __init__(self, model: ModelDeclaration, torch: Any, D: Any, DT: Any, block_bytes: int):
         self.model, self.torch = model, torch
         self.D, self.DT, self.block_bytes = D, DT, block_bytes
-        self.static_reason = needs_gather(model)
+        self.static_reason = needs_gather(model, subspace=True)
         self.reason = ""
         self._absDT: Any = None
+        self.subspace: DeviceSubspace | None = None
 
     def _blocks(self, U: Any) -> list[slice]:
         """Slices of edge rows, each at most ``block_bytes`` of ``U``'s rows."""
@@ -124,6 +143,77 @@ class DeviceCertifier:
             out[:, j:j + cols] = self._absDT @ Up[:, j:j + cols].abs()
         return out
 
+    def _excess(self, U: Any, blocks: list[slice]) -> float:
+        """The largest capacity excess ``max_e (||u_e||_* - lambda A_e)_+`` (27), by blocks."""
+        cap, pen = capacities(self.model), self.model.penalty
+        if cap is None:
+            return 0.0
+        return max(max(float(self.torch.max(pen.dual_norm(U[b]) - _xp.like(cap[b], U))), 0.0)
+                   for b in blocks)
+
+    def _correct(self, U: Any, blocks: list[slice]) -> bool:
+        """Step 2 in place: ``U - D Z``, the minimum-norm correction of the subspace conditions
+        (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`), refined for up to
+        3 rounds as :meth:`~gtvmodel.certificates.subspace.MinNormSolver.solve`; False (nothing
+        done) when the residual is within rounding (``64 eps max|u|``)."""
+        sub, torch = self.subspace, self.torch
+        r = sub.residual(U)
+        if float(r.abs().max()) <= 64 * EPS * float(U.abs().max()):
+            return False
+        nb = max(float(torch.linalg.vector_norm(r)), 1e-300)
+        for _ in range(3):
+            if float(torch.linalg.vector_norm(r)) <= 1e-15 * nb:
+                break
+            Z = sub.potentials(r)
+            for b in blocks:
+                U[b] -= self._rows_of(self.D, b) @ Z
+            r = sub.residual(U)
+        return True
+
+    def _alternate(self, U: Any, blocks: list[slice]) -> tuple[Any, float, list[str]]:
+        """Steps 1-3 of the repair with subspace conditions, as
+        :func:`~gtvmodel.certificates.repair.repair` takes them: up to 4 rounds of the
+        projection onto the capacities (27) (edge blocks) and the correction of the subspace
+        conditions (:meth:`_correct`, global), then the factor ``theta`` (edge blocks)."""
+        model = self.model
+        cap = capacities(model)
+        scale = max(1.0, float(U.abs().max()))
+        Up = U.clone()
+        did_cap = did_sub = False
+        for _ in range(4):
+            if cap is not None and self._excess(Up, blocks) > CAP_RTOL * scale:
+                for b in blocks:
+                    Up[b] = model.penalty.project_dual_ball(Up[b], _xp.like(cap[b], Up))
+                did_cap = True
+            did_sub |= self._correct(Up, blocks)
+            if self._excess(Up, blocks) <= CAP_RTOL * scale:
+                break
+        theta = min(capacity_ratio(model, Up[b], b) for b in blocks)
+        repairs = ([PROJECT_NOTE] if did_cap else []) + ([subspace_note(model)] if did_sub
+                                                          else [])
+        if theta < 1.0:
+            theta *= 1.0 - 4.0 * EPS
+            for b in blocks:
+                Up[b] = scale_flows(model, Up[b], theta, b)
+            repairs += rescale_note(theta)
+        return Up, theta, repairs
+
+    def _repair(self, U: Any, blocks: list[slice]) -> tuple[Any, float, list[str]] | None:
+        """The repaired flows, ``theta`` and the repair notes; None where the host must
+        repair (one projection that does not reach the capacities, without subspace
+        conditions: the decisions of :func:`~gtvmodel.primal_dual.sharded_certificate.
+        repair_plan`)."""
+        if self.subspace is not None:
+            return self._alternate(U, blocks)
+        plan = repair_plan([shard_scan(self.model, U[b], b) for b in blocks])
+        if plan is None:
+            return None
+        project, theta, repairs = plan
+        Up = self.torch.empty_like(U)
+        for b in blocks:
+            Up[b] = repair_rows(self.model, U[b], project, theta, b)
+        return Up, theta, repairs
+
     def __call__(self, W: Any, U: Any, tol: float = 1e-6, feas_tol: float = 1e-8
                  ) -> Certificate | None:
         """The certificate of the device iterate ``(W, U)`` (float64 tensors), or None."""
@@ -135,19 +225,19 @@ class DeviceCertifier:
         if W.dtype != torch.float64:
             self.reason = "a float32 iterate: certified in float64 from host copies"
             return None
+        if self.subspace is None and node_kinds(model).subspace.size:
+            self.subspace = DeviceSubspace(model, torch, self.DT, U)
         blocks = self._blocks(U)
-        plan = repair_plan([shard_scan(model, U[b], b) for b in blocks])
-        if plan is None:
+        repaired = self._repair(U, blocks)
+        if repaired is None:
             self.reason = "one projection onto the capacities did not reach them"
             return None
-        project, theta, repairs = plan
-        Up = torch.empty_like(U)
+        Up, theta, repairs = repaired
         edge_gaps = torch.empty(U.shape[0], dtype=U.dtype, device=U.device)
         totals = np.zeros(4)
         finite = True
         cap = model.capacities
         for b in blocks:
-            Up[b] = repair_rows(model, U[b], project, theta, b)
             sums, edge_gaps[b] = edge_sums(model, Up[b], self._rows_of(self.D, b) @ W,
                                            _xp.like(cap[b], U))
             totals[:3] += sums[:3]
@@ -157,12 +247,13 @@ class DeviceCertifier:
         rnd = demand_rounding(model, _xp.to_numpy(self._abs_div(Up, blocks)))
         Wn = _xp.to_numpy(W)
         t1 = time.perf_counter()
-        nodes, node_gaps = node_sums(model, model.num_nodes, Wn, S, rnd, feas_tol, (S_t, W))
+        nodes, node_gaps = node_sums(model, model.num_nodes, Wn, S, rnd, feas_tol, (S_t, W),
+                                     edge_P=float(totals[0]))
         values = combine_parts(model, [join_sums(nodes, [*totals[:3], float(finite)])], tol,
                                feas_tol)
         if values is None:
-            self.reason = ("nodes outside their conjugate domains, residuals that need a "
-                           "certified radius, or weights violating node constraints")
+            self.reason = ("nodes outside their conjugate domains, residuals whose radius "
+                           "could not be certified, or weights violating node constraints")
             return None
         cert = make_certificate(model, values, repairs, theta, Wn, Up, node_gaps, edge_gaps,
                                 tol, feas_tol)

@@ -42,6 +42,7 @@ import numpy as np
 from .. import _xp
 from ..certificates.certificate import Certificate, _dual_bad
 from ..certificates.kinds import EPS, capacities, max_rows, node_kinds
+from ..certificates.radii import Radii, candidate_radii
 from ..certificates.repair import PROJECT_NOTE, capacity_ratio, rescale_note, scale_flows
 from ..certificates.value import demands, node_bounds
 from ..declaration import ModelDeclaration
@@ -136,20 +137,28 @@ def edge_sums(model: ModelDeclaration, U: Any, V: Any, cap: Any) -> tuple[list[f
 
 
 def node_sums(model: ModelDeclaration, n_own: int, W: np.ndarray, S: np.ndarray,
-              rnd: np.ndarray, feas_tol: float, near: Any = None
+              rnd: np.ndarray, feas_tol: float, near: Any = None, edge_P: float | None = None
               ) -> tuple[dict[str, Any], np.ndarray]:
     """The node terms of a certificate at weights ``W`` and demands ``S`` (with their rounding
     bound ``rnd``, :func:`~gtvmodel.certificates.value.demands`), rows ``< n_own`` counted
     (a shard's ghosts are not its to count): the fields of :class:`ShardCertificate` but the
-    edges' (:func:`~gtvmodel.certificates.value.node_bounds` without radii: a residual that
-    needs one makes the node ``outside``) and the per-node Fenchel-Young gaps.  ``near``: the
-    demands and weights as device tensors (:func:`~gtvmodel.certificates.value.node_bounds`)."""
+    edges' (:func:`~gtvmodel.certificates.value.node_bounds`) and the per-node Fenchel-Young
+    gaps.  Residuals above rounding need radii: with ``edge_P`` (the sum of the GTV terms:
+    the caller sees the whole model, so ``P(W)`` is known) they are certified from it as
+    :func:`~gtvmodel.certificates.certificate.certify` does
+    (:func:`~gtvmodel.certificates.radii.candidate_radii`, on first use), else such a node
+    is ``outside``.  ``near``: the demands and weights as device tensors
+    (:func:`~gtvmodel.certificates.value.node_bounds`)."""
     own = slice(0, n_own)
     lossv = model.loss_values(W)[own]
     viol = model.constraint_violations(W)[own]
     wscale = np.maximum(1.0, np.abs(W[own]).max(axis=1, initial=0.0))
     bad_primal = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
-    dv = node_bounds(model, S, rnd, np.inf, None, W, near)
+    radii: Any = np.inf
+    if edge_P is not None and bad_primal.size == 0:
+        P_W = float(np.sum(lossv)) + edge_P
+        radii = Radii(model.num_nodes, lambda: candidate_radii(model, W, P_W, viol, None, None))
+    dv = node_bounds(model, S, rnd, radii, None, W, near)
     own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
     outside = _dual_bad(own_dv, feas_tol, True).size
     nc, ch = dv["node_conj"][own], dv["charge"][own]
@@ -191,13 +200,14 @@ def shard_parts(model: ModelDeclaration, n_own: int, W: np.ndarray, U: np.ndarra
     return join_sums(nodes, edges), U, node_gaps, edge_gaps
 
 
-def needs_gather(model: ModelDeclaration) -> str:
+def needs_gather(model: ModelDeclaration, subspace: bool = False) -> str:
     """Why a certificate of ``model`` cannot be split into shard sums whatever the iterate
-    (empty when it can): subspace conditions, ill-conditioned nodes (the affine variant of
-    the repair, :data:`~gtvmodel.certificates.kinds.STIFF_RTOL`) or ``lambda = 0``."""
+    (empty when it can): subspace conditions (unless ``subspace``: the caller holds every
+    flow and corrects them itself), ill-conditioned nodes (the affine variant of the repair,
+    :data:`~gtvmodel.certificates.kinds.STIFF_RTOL`) or ``lambda = 0``."""
     if model.num_edges and model.lam == 0:
         return "lambda = 0"
-    if node_kinds(model).subspace.size:
+    if node_kinds(model).subspace.size and not subspace:
         return "subspace conditions (zero-loss or rank-deficient squared-loss nodes)"
     if node_kinds(model).stiff.size:
         return "ill-conditioned nodes (the affine variant of the repair)"

@@ -42,13 +42,13 @@ only when this backend runs (``pip install 'gtvmodel[gpu]'``).
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import _xp
+from .._xp import csr_tensor
 from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, UnsupportedError
@@ -169,19 +169,6 @@ def _check_groups(model: ModelDeclaration, updates: NodeUpdates) -> None:
                 f"need the general CVXPY node update ({grp.kind!r} path: symbolic losses or "
                 "constraints, data fits with l1 or constraints, or prox='cvxpy'), which has no "
                 "tensor form; use the numpy path (device=None)")
-
-
-def csr_tensor(torch: Any, M: Any, device: Any, dtype: Any) -> Any:
-    """The scipy sparse matrix ``M`` as a sparse CSR tensor of ``dtype`` on ``device`` (never
-    dense; e.g. the incidence matrix ``D`` and ``D^T``)."""
-    M = M.tocsr()
-    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.as_tensor(M.indptr.astype(np.int64), device=device),
-            torch.as_tensor(M.indices.astype(np.int64), device=device),
-            torch.as_tensor(M.data, dtype=dtype, device=device), size=M.shape,
-            check_invariants=False)
 
 
 class _DeviceUpdates:
