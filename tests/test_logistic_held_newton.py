@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
-from gtvmodel.terms.composite import SmoothCompositeProxBatch
+from gtvmodel.terms.composite import SmoothCompositeProxBatch, _spd_solve, kkt_certified
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
 
@@ -138,3 +138,95 @@ def test_nonneg_coordinate_with_l1_zero_is_exact():
         _assert_exact(data, V, tau, lo, hi, Z)
     assert np.all(Z[:, 0] == 0.0)
     assert batch.fallbacks == 0
+
+
+def _padded_kkt(batch, Z, a, mu, g):
+    """The true KKT check written on :meth:`_padded`'s rows (its definition): the data rows
+    ``P_r = c_r x_r`` with their duals ``ell'(x_r^T z)`` held (``lo = hi``), the ``l1`` and box
+    rows with the duals ``a``, by :func:`kkt_certified`."""
+    pad = batch._padded()
+    P, cq, a = pad["P"].copy(), pad["cq"].copy(), a.copy()
+    slot = batch._slot()
+    P[batch.local, slot] = batch.c[:, None] * batch.Xs
+    cq[:, :batch.max_rows()] = 0.0
+    a[batch.local, slot] = batch.cls._ell_d1(np.einsum("rd,rd->r", batch.Xs, Z[batch.local]),
+                                             batch.y, batch.p)
+    data = np.zeros(a.shape, dtype=bool)
+    data[batch.local, slot] = True
+    lo, hi = np.where(data, a, pad["lo"]), np.where(data, a, pad["hi"])
+    return kkt_certified(P, pad["cs"], cq, lo, hi, pad["fixed"], mu, g, Z, a)
+
+
+def test_true_kkt_is_kkt_certified_on_the_padded_rows():
+    """``_true_kkt`` (the structured check: data rows through their sums, unit rows directly)
+    decides as :func:`kkt_certified` on the padded rows: at exact answers (all certified), at
+    points moved by ``1e-9`` to ``1e-3`` relative, with a held dual's sign flipped, and at a
+    point with a ``nan``."""
+    rng = np.random.default_rng(21)
+    k, d = 60, 3
+    lo, hi = np.full((k, d), -0.4), np.full((k, d), 0.4)
+    data, batch = _batch(rng, k, d, 0.3, lo, hi)
+    V, tau = 2.0 * rng.standard_normal((k, d)), np.full(k, 3.0)
+    Z = batch.prox(V, tau)
+    mu, g = 2.0 * batch.l2 + 1.0 / tau, V / tau[:, None]
+    a = batch._dual_start[1]
+    um, S = batch._unit_map(batch._padded()), np.arange(k)
+    rw = batch._rows_of(S)
+    seen = set()
+    for scale in (0.0, 1e-9, 1e-6, 1e-3):
+        Zp = Z * (1 + scale * rng.standard_normal(Z.shape))
+        ap = a.copy()
+        if scale == 1e-6:  # a held l1 dual with the wrong sign at some nodes
+            U = um["U"][0]
+            ap[:10, U] = -ap[:10, U]
+        if scale == 1e-3:
+            Zp[3, 1] = np.nan
+        ours = batch._certified_at(um, rw, S, S, Zp, ap, mu, g)
+        np.testing.assert_array_equal(ours, _padded_kkt(batch, Zp, ap, mu, g))
+        seen.update(ours.tolist())
+        if scale == 0.0:
+            assert ours.all()
+    assert seen == {True, False}
+
+
+def test_many_nodes_with_changing_active_sets_equal_cvxpy(monkeypatch):
+    """A few hundred logistic + ``l1`` + box nodes over Algorithm 1-like calls whose ``v``
+    moves far enough that active sets change at many nodes: the later held Newton steps run
+    on the uncertified nodes only (compact arrays), the general steps on a few nodes only;
+    every answer (a sample of nodes per call, all of them in the last) equals CVXPY to 1e-8;
+    no fallback."""
+    rng = np.random.default_rng(3)
+    k, d = 300, 3
+    lo, hi = np.full((k, d), -0.5), np.full((k, d), 0.5)
+    data, batch = _batch(rng, k, d, 0.2, lo, hi)
+    calls = _spy_general_steps(monkeypatch)
+    held = []
+    orig = SmoothCompositeProxBatch._held_states
+
+    def spy(self, Z, aU, stU, pad, nodes):
+        held.append(nodes.size)
+        return orig(self, Z, aU, stU, pad, nodes)
+
+    monkeypatch.setattr(SmoothCompositeProxBatch, "_held_states", spy)
+    V, tau = rng.standard_normal((k, d)), np.full(k, 2.0)
+    Z = batch.prox(V, tau)
+    for it in range(6):
+        V = V + (0.4 if it % 2 else 0.05) * rng.standard_normal(V.shape)
+        Z = batch.prox(V, tau, Z)
+        part = np.arange(k) if it == 5 else rng.choice(k, 25, replace=False)
+        _assert_exact([data[j] for j in part], V[part], tau[part], lo[part], hi[part], Z[part])
+    assert batch.fallbacks == 0
+    assert held and max(held) < k  # held steps after the first: uncertified nodes only
+    assert calls[0] == k and any(0 < c < k for c in calls[1:])
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
+def test_spd_solve_equals_lapack(d):
+    """``_spd_solve`` (Cholesky written out over the entries for ``d <= 4``) solves batched
+    positive definite systems as ``numpy.linalg.solve`` does, to rounding."""
+    rng = np.random.default_rng(d)
+    A = rng.standard_normal((50, d, d)) * np.logspace(0, 2, d)
+    H = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+    b = rng.standard_normal((50, d))
+    ref = np.linalg.solve(H, b[:, :, None])[:, :, 0]
+    np.testing.assert_allclose(_spd_solve(H, b), ref, rtol=1e-9, atol=1e-12)

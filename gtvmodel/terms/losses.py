@@ -556,6 +556,13 @@ class DataFitLoss(Loss):
         """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
         raise UnsupportedError("row loss is not twice differentiable")
 
+    @classmethod
+    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """``(ell'(t), ell''(t))`` at once (:meth:`_ell_d1`, :meth:`_ell_d2`; a row loss whose
+        two derivatives share their costly part computes it once)."""
+        return cls._ell_d1(t, y, p), cls._ell_d2(t, y, p)
+
     # --- the row conjugate ell*(v) (docs/conventions.md table, unscaled row loss), one place each
     @staticmethod
     @abstractmethod
@@ -810,6 +817,11 @@ class LogisticLoss(DataFitLoss):
     def _ell_d2(t, y, p):
         s = expit(-y * t)
         return s * (1.0 - s)
+
+    @classmethod
+    def _ell_d12(cls, t, y, p):
+        s = expit(-y * t)  # ell' = -y s, ell'' = s (1 - s): one sigmoid for both
+        return -y * s, s * (1.0 - s)
 
     # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
     @staticmethod
