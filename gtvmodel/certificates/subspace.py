@@ -263,13 +263,15 @@ class SubspaceConditions:
 
     Attributes
     ----------
-    nodes : array (s,)
-        The conditioned nodes (positions).
+    nodes : array (s,) or None
+        The conditioned nodes (positions); None when every node is.
     Npad : array (s, d, k) or None
         The bases ``N_i`` padded with zero columns to a common width ``k``; None where every
         ``N_i = I`` (zero-loss nodes only).
-    mask : array (s, k) or None
-        The real columns of ``Npad``.
+    cols : array or None
+        The positions of the real columns of ``Npad`` in its flattened ``(s, k)`` products
+        (an index, not a boolean mask: a gather, cheaper on tensors); None when every basis
+        has ``k`` columns.
     diag : array (rows,)
         The diagonal of ``A A^T``: ``deg(i)`` on each row of node ``i``.
     n, d : int
@@ -278,7 +280,7 @@ class SubspaceConditions:
 
     nodes: Any
     Npad: Any
-    mask: Any
+    cols: Any
     diag: Any
     n: int
     d: int
@@ -286,19 +288,21 @@ class SubspaceConditions:
     @classmethod
     def build(cls, model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
               ) -> SubspaceConditions:
-        """The conditions at ``nodes`` with orthonormal bases ``bases`` (``N_i``, ``(d,
-        k_i)``), as numpy arrays."""
+        """The conditions at ``nodes`` (sorted positions) with orthonormal bases ``bases``
+        (``N_i``, ``(d, k_i)``), as numpy arrays."""
         n, d = model.num_nodes, model.dim
         widths = np.array([B.shape[1] for B in bases], dtype=np.int64)
-        deg = model.degrees[nodes].astype(float)
+        diag = np.repeat(model.degrees[nodes].astype(float), widths)
+        at = None if len(nodes) == n else np.asarray(nodes, dtype=np.int64)
         if (widths == d).all():
-            return cls(nodes, None, None, np.repeat(deg, d), n, d)
+            return cls(at, None, None, diag, n, d)
         kmax = int(widths.max(initial=0))
         Npad = np.zeros((len(bases), d, kmax))
         for j, B in enumerate(bases):  # the bases as the node classification stores them
             Npad[j, :, :B.shape[1]] = B
         mask = np.arange(kmax)[None, :] < widths[:, None]
-        return cls(nodes, Npad, mask, np.repeat(deg, widths), n, d)
+        cols = None if mask.all() else np.flatnonzero(mask.ravel())
+        return cls(at, Npad, cols, diag, n, d)
 
     @property
     def num_rows(self) -> int:
@@ -307,29 +311,38 @@ class SubspaceConditions:
 
     def to(self, ref: Any) -> SubspaceConditions:
         """The same conditions with arrays beside ``ref`` (its namespace and device)."""
-        return replace(self, nodes=_xp.like(self.nodes, ref), diag=_xp.like(self.diag, ref),
-                       Npad=None if self.Npad is None else _xp.like(self.Npad, ref),
-                       mask=None if self.mask is None else _xp.like(self.mask, ref))
+        def move(a: Any) -> Any:
+            return None if a is None else _xp.like(a, ref)
+
+        return replace(self, nodes=move(self.nodes), Npad=move(self.Npad), cols=move(self.cols),
+                       diag=move(self.diag))
 
     def rows(self, G: Any) -> Any:
         """``A vec(U)`` from ``G = D^T U`` (``(n, d)``): the stacked ``N_i^T G_i``."""
         xp = _xp.namespace(G)
-        g = G[self.nodes]
+        g = G if self.nodes is None else xp.take(G, self.nodes, axis=0)
         if self.Npad is None:
             return xp.reshape(g, (-1,))
-        return (g[:, None, :] @ self.Npad)[:, 0, :][self.mask]
+        r = xp.reshape((g[:, None, :] @ self.Npad)[:, 0, :], (-1,))
+        return r if self.cols is None else xp.take(r, self.cols, axis=0)
 
     def potentials(self, z: Any) -> Any:
         """The node potentials ``Z`` (``(n, d)``) with ``A^T z = D Z``: ``Z_i = N_i z_i`` at
         the conditioned nodes, 0 elsewhere."""
         xp = _xp.namespace(z)
-        Z = xp.zeros((self.n, self.d), dtype=z.dtype, device=_xp.device_of(z))
         if self.Npad is None:
-            Z[self.nodes] = xp.reshape(z, (-1, self.d))
-            return Z
-        zp = xp.zeros(self.mask.shape, dtype=z.dtype, device=_xp.device_of(z))
-        zp[self.mask] = z
-        Z[self.nodes] = (self.Npad @ zp[:, :, None])[:, :, 0]
+            P = xp.reshape(z, (-1, self.d))
+        else:
+            s, _, k = self.Npad.shape
+            if self.cols is not None:
+                zp = xp.zeros((s * k,), dtype=z.dtype, device=_xp.device_of(z))
+                zp[self.cols] = z
+                z = zp
+            P = (self.Npad @ xp.reshape(z, (s, k, 1)))[:, :, 0]
+        if self.nodes is None:
+            return P
+        Z = xp.zeros((self.n, self.d), dtype=z.dtype, device=_xp.device_of(z))
+        Z[self.nodes] = P
         return Z
 
     def normal(self, z: Any, laplacian: Callable[[Any], Any]) -> Any:
