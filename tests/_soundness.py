@@ -60,7 +60,9 @@ FAMILIES = ("mixed", "illcond", "extreme_p", "symbolic", "feas_scale", "radius")
 #: Families drawn by their own property tests (not by the default ones over :data:`FAMILIES`,
 #: whose examples stay as they were): ``"stiff"`` -- ill-conditioned data nodes whose Gram
 #: ratios ``e_min/e_max`` span 1e-6 ... 1e-13, beside rank-deficient and data-less nodes.
-EXTRA_FAMILIES = ("stiff",)
+#: ``"zero_reg"`` -- nodes without data but with ``l1``/``l2`` regularizers (conjugate domain a
+#: box ``|s_j| <= eta``, or finite everywhere), whose demands leave the box on both sides.
+EXTRA_FAMILIES = ("stiff", "zero_reg")
 ALL_FAMILIES = FAMILIES + EXTRA_FAMILIES
 #: Relative gap the exact solution must certify to, per family (default 1e-6): the stiff
 #: family's certificates are held to 1e-9 (issue 16, item 4: tight on ill-conditioned data).
@@ -285,6 +287,8 @@ def random_instance(seed: int, family: str = "mixed") -> Instance:
     rng = np.random.default_rng([seed, ALL_FAMILIES.index(family)])
     if family == "stiff":
         return _stiff_instance(rng, seed)
+    if family == "zero_reg":
+        return _zero_reg_instance(rng, seed)
     d = int(rng.integers(1, 4))
     n = int(rng.integers(1, 9))
     lam = 0.0 if rng.random() < 0.1 else _loguniform(rng, 1e-6, 1e6)
@@ -415,6 +419,37 @@ def _stiff_instance(rng: np.random.Generator, seed: int) -> Instance:
                                   + rng.normal(scale=0.1, size=X.shape[0])))
     penalty = _penalty(rng, d, ("norm2", "norm1", "norminf", "sq"))
     return Instance("stiff", seed, n, d, edges, _loguniform(rng, 1e-3, 10.0), penalty, nodes)
+
+
+def _zero_reg_instance(rng: np.random.Generator, seed: int) -> Instance:
+    """Family ``"zero_reg"``: a connected graph (a path plus random chords) of 3-8 nodes, d =
+    1-4, half or more of the nodes without data but with an ``l1`` weight ``eta`` (often) and
+    an ``l2`` weight (sometimes), 1e-4 ... 10, so that ``h_i* `` is the box ``|s_j| <= eta``
+    (``l1`` only: a demand outside it, below ``-eta`` as well as above ``eta``, must be
+    charged), a smooth penalty of the excess (both) or ``||s||^2 / (4 l2)`` (``l2`` only);
+    the others squared or quadratic losses whose anchors of both signs pull the regularized
+    nodes' demands to either side of the box."""
+    d, n = int(rng.integers(1, 5)), int(rng.integers(3, 9))
+    scale = _loguniform(rng, 1e-2, 1e2)
+    anchors = [scale * _anchor(rng, d) * rng.choice((-1.0, 1.0)) for _ in range(n)]
+    pairs = {(i, i + 1) for i in range(n - 1)} | {
+        (i, j) for i in range(n) for j in range(i + 2, n) if rng.random() < 0.3}
+    edges = [(i, j, _loguniform(rng, 0.1, 10.0)) for i, j in sorted(pairs)]
+    zero = set(rng.choice(n, size=int(rng.integers((n + 1) // 2, n)), replace=False).tolist())
+    nodes = []
+    for i in range(n):
+        if i in zero:
+            l1 = _loguniform(rng, 1e-4, 10.0) if rng.random() < 0.8 else 0.0
+            l2 = _loguniform(rng, 1e-4, 10.0) if rng.random() < 0.3 or not l1 else 0.0
+            nodes.append(NodeSpec("zero", l1=l1, l2=l2))
+        elif rng.random() < 0.3:
+            nodes.append(NodeSpec("quadratic", a=anchors[i]))
+        else:
+            X = rng.normal(size=(int(rng.integers(1, d + 4)), d))
+            nodes.append(NodeSpec("squared", X=X, y=X @ anchors[i]
+                                  + rng.normal(scale=0.1 * scale, size=X.shape[0])))
+    penalty = _penalty(rng, d, ALL_PENALTIES)
+    return Instance("zero_reg", seed, n, d, edges, _loguniform(rng, 1e-3, 10.0), penalty, nodes)
 
 
 # --------------------------------------------------------------------------- numpy evaluation
@@ -954,7 +989,7 @@ def classify(inst: Instance, fails: list[str]) -> list[str]:
                    "symbolic": "3 unsound gap: symbolic family",
                    "feas_scale": "4 unsound gap: feas_scale family",
                    "radius": "5 unsound gap: radius family"}.get(
-                       inst.family, "unsound gap: mixed family")
+                       inst.family, f"unsound gap: {inst.family} family")
             out.append(cls if f == "unsound" else "certifies() on unsound")
         elif f == "symbolic_domain":
             out.append("3 finite gap outside a symbolic domain")

@@ -19,7 +19,10 @@ broke:
   apart too and asserted only on the fixed known instances;
 * ``test_stiff_nodes_sound_and_tight`` -- the family ``"stiff"`` (ill-conditioned data nodes,
   Gram ratios 1e-6 ... 1e-13; drawn by this test only, so the examples of the tests above stay
-  as they were): sound, and exact solutions certified to 1e-9 (issue 16 item 4).
+  as they were): sound, and exact solutions certified to 1e-9 (issue 16 item 4);
+* ``test_regularized_zero_loss_nodes_sound`` -- the family ``"zero_reg"`` (nodes without data
+  but with ``l1``/``l2`` weights, demands on both sides of their boxes; drawn by this test
+  only): sound, exact solutions certified.
 
 Environment switches:
 
@@ -131,6 +134,21 @@ def test_stiff_nodes_sound_and_tight(seed: int) -> None:
     assert not out.skipped, out.skipped
     assert out.checked >= 10 and out.exact_gaps, out
     bad = _report(seed, "stiff", out, lambda c: True)
+    assert not bad, f"seed={seed}: {bad} {out.messages}"
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, database=None,
+          phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=SEEDS)
+def test_regularized_zero_loss_nodes_sound(seed: int) -> None:
+    """Family ``"zero_reg"`` (nodes without data but with ``l1``/``l2`` weights, demands on
+    both sides of the box ``|s_j| <= eta``; a demand below ``-eta`` once went uncharged and a
+    certificate reported ``D > P``): every certificate sound, the exact solution certified."""
+    out = S.run_instance(S.random_instance(seed, "zero_reg"), seed)
+    assert not out.skipped, out.skipped
+    assert out.checked >= 10 and out.exact_gaps, out
+    bad = _report(seed, "zero_reg", out, lambda c: True)
     assert not bad, f"seed={seed}: {bad} {out.messages}"
 
 
