@@ -1,8 +1,10 @@
 """Certificates on the device vs on host copies (issue 16 item 6), side by side in one run.
 
 The model of ``bench_torch.py`` (``n`` nodes, ``10 n`` random edges, ``d = 10``, ``Norm2``,
-``lambda = 0.1``) with ``--samples`` samples per squared loss (default 20 >= d: full rank, so
-no subspace conditions and the certificate can run on the device).  The iterate is that of
+``lambda = 0.1``) with ``--samples`` samples per squared loss (default 20 >= d: full rank; 5,
+``bench_torch.py``'s default, makes every node rank-deficient: subspace conditions, whose
+minimum-norm flow correction, conjugate gradients through node potentials, runs on the device
+too).  The iterate is that of
 ``--iters`` iterations of ``solve_primal_dual(model, device=DEVICE)``; then, interleaved
 ``--repeats`` times, medians reported:
 
