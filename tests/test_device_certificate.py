@@ -217,6 +217,9 @@ def _assert_close(dev: gm.Certificate, host: gm.Certificate) -> None:
     scale = max(1.0, abs(host.primal_value), abs(host.dual_value))
     assert dev.gap == pytest.approx(host.gap, rel=0, abs=1e-11 * scale)
     assert dev.primal_value == pytest.approx(host.primal_value, rel=1e-13, abs=1e-13)
+    # the tolerance's residual charges move with the solvers' last digits: a residual near
+    # its rounding bound is charged at the local scale on one side and at the certified radius
+    # on the other (measured: 5.5e-11 against 9.2e-11); both are inside the gaps compared above
     assert dev.tolerance == pytest.approx(host.tolerance, rel=0.5, abs=1e-12 * scale)
     assert dev.repairs == host.repairs
     assert dev.flow_scale == pytest.approx(host.flow_scale, rel=1e-12)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +25,15 @@ from .subspace import MinNormSolver, divergence_rows, subspace_solver
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
            "shrink_flows", "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE",
-           "cached_subspace_solver", "subspace_note"]
+           "cached_subspace_solver", "subspace_note", "CAP_RTOL", "within_rounding",
+           "alternate_rounds"]
 
 #: The repair note of step 1 (the row-wise projection onto the capacities).
 PROJECT_NOTE = "projected flows onto the capacities ||u_e||_* <= lambda A_e"
+
+#: The capacity excess ``max_e (||u_e||_* - lambda A_e)_+`` (27) that the repair treats as
+#: rounding, relative to ``max(1, max_e |u_e|)`` of the flows before it.
+CAP_RTOL = 1e-12
 
 
 def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
@@ -151,7 +157,7 @@ def _match_nodes(model: ModelDeclaration, flat: np.ndarray, target: np.ndarray,
         if cap is None:
             break
         Uc = flat.reshape(E, d)
-        if np.max(pen.dual_norm(Uc) - cap, initial=0.0) <= 1e-12 * scale:
+        if np.max(pen.dual_norm(Uc) - cap, initial=0.0) <= CAP_RTOL * scale:
             break
         flat = pen.project_dual_ball(Uc, cap).ravel()
     return flat
@@ -205,7 +211,8 @@ def _settle(model: ModelDeclaration, U: np.ndarray, solver: Any, b: np.ndarray, 
             U = scale_flows(model, U, t)
             theta *= t
         r = solver.A @ U.ravel() - b
-        if np.abs(r).max(initial=0.0) <= 64 * EPS * max(np.abs(U).max(initial=0.0), bmax):
+        if within_rounding(float(np.abs(r).max(initial=0.0)),
+                           max(float(np.abs(U).max(initial=0.0)), bmax)):
             break
         U = U - solver.solve(r).reshape(E, d)
     return U, theta
@@ -245,6 +252,33 @@ def subspace_note(model: ModelDeclaration) -> str:
             "loss with rank X_i < d: (D^T u)_i in range(X_i^T))")
 
 
+def within_rounding(r_max: float, scale: float) -> bool:
+    """Whether a residual of the linear conditions of step 2 (largest entry ``r_max``) is
+    rounding of flows and right-hand side of largest entry ``scale``: ``r_max <= 64 eps
+    scale`` (nothing to correct)."""
+    return r_max <= 64 * EPS * scale
+
+
+def alternate_rounds(U: Any, excess: Callable[[Any], float], project: Callable[[Any], Any],
+                     correct: Callable[[Any], tuple[Any, bool]], scale: float, rounds: int
+                     ) -> tuple[Any, bool, bool]:
+    """Steps 1-2 alternated, at most ``rounds`` times (the caller's operations on its flows:
+    numpy arrays, or device tensors in edge blocks): the projection onto the capacities (27)
+    where ``excess(U)`` is above ``CAP_RTOL scale``, then ``correct(U) -> (U, done)`` (the
+    minimum-norm correction of the linear conditions), until the capacities hold.  Returns the
+    flows and whether each step changed them."""
+    did_cap = did_sub = False
+    for _ in range(rounds):
+        if excess(U) > CAP_RTOL * scale:
+            U = project(U)
+            did_cap = True
+        U, done = correct(U)
+        did_sub |= done
+        if excess(U) <= CAP_RTOL * scale:
+            break
+    return U, did_cap, did_sub
+
+
 def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
                weights: np.ndarray | None = None
                ) -> tuple[np.ndarray, list[str], Any, np.ndarray | None]:
@@ -268,18 +302,17 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         r = A @ U_.ravel()
         return r if b is None else r - b
 
-    did_cap = did_sub = False
-    for _ in range(rounds):
-        if cap is not None and cap_excess(U) > 1e-12 * scale:
-            U = pen.project_dual_ball(U, cap)
-            did_cap = True
-        if A is not None:
-            r = residual(U)
-            if np.abs(r).max(initial=0.0) > 64 * EPS * max(np.abs(U).max(initial=0.0), bmax):
-                U = U - solver.solve(r).reshape(E, d)  # > rounding
-                did_sub = True
-        if cap_excess(U) <= 1e-12 * scale:
-            break
+    def correct(U_: np.ndarray) -> tuple[np.ndarray, bool]:
+        if A is None:
+            return U_, False
+        r = residual(U_)
+        if within_rounding(float(np.abs(r).max(initial=0.0)),
+                           max(float(np.abs(U_).max(initial=0.0)), bmax)):
+            return U_, False
+        return U_ - solver.solve(r).reshape(E, d), True
+
+    U, did_cap, did_sub = alternate_rounds(
+        U, cap_excess, lambda U_: pen.project_dual_ball(U_, cap), correct, scale, rounds)
     repairs: list[str] = []
     if did_cap:
         repairs.append(PROJECT_NOTE)

@@ -39,7 +39,7 @@ from .. import _xp
 from ..declaration import ModelDeclaration
 
 __all__ = ["DENSE_MAX", "RANGE_MAX", "CG_RTOL", "CG_MAXITER", "MinNormSolver", "RangeSolver",
-           "PotentialSolver", "SubspaceConditions", "conjugate_gradients", "solver_kind",
+           "PotentialSolver", "SubspaceConditions", "conjugate_gradients", "refine", "solver_kind",
            "subspace_solver", "divergence_rows"]
 
 #: Relative residual at which the conjugate gradients of step 2 stop.
@@ -90,13 +90,11 @@ class MinNormSolver:
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
         residual ``b - A delta``; a residual that remains is left for the caller to charge."""
         delta = np.zeros(self.A.shape[1])
-        r = b.copy()
-        nb = max(float(np.linalg.norm(b)), 1e-300)
-        for _ in range(rounds):
-            if np.linalg.norm(r) <= 1e-15 * nb:
-                break
-            delta += self._step(r)
-            r = b - self.A @ delta
+
+        def step(r: np.ndarray) -> None:
+            delta[:] += self._step(r)
+
+        refine(b, step, lambda: b - self.A @ delta, rounds)
         return delta
 
     def _step(self, r: np.ndarray) -> np.ndarray:
@@ -349,6 +347,22 @@ class SubspaceConditions:
         """``A A^T z = [N_i^T (L Z)_i]`` through the Laplacian product ``laplacian(Z) = L Z``
         (``L = D^T D``)."""
         return self.rows(laplacian(self.potentials(z)))
+
+
+def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int
+           ) -> None:
+    """The refinement rounds of the minimum-norm correction (any array namespace): up to
+    ``rounds`` times, ``step(r)`` (apply the correction of the residual ``r``, starting from
+    ``b``), then ``r = residual()``, until ``||r|| <= 1e-15 ||b||``; what remains is left for
+    the certificate to charge."""
+    xp = _xp.namespace(b)
+    nb = max(float(xp.linalg.vector_norm(b)), 1e-300)
+    r = b
+    for _ in range(rounds):
+        if float(xp.linalg.vector_norm(r)) <= 1e-15 * nb:
+            break
+        step(r)
+        r = residual()
 
 
 def conjugate_gradients(apply: Callable[[Any], Any], b: Any, diag: Any, rtol: float,

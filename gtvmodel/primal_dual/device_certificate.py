@@ -69,16 +69,18 @@ from ..certificates.certificate import Certificate
 from ..certificates.kinds import EPS, capacities, node_kinds
 from ..certificates.repair import (
     PROJECT_NOTE,
+    alternate_rounds,
     capacity_ratio,
     rescale_note,
     scale_flows,
     subspace_note,
+    within_rounding,
 )
+from ..certificates.subspace import refine
 from ..certificates.value import demand_rounding
 from ..declaration import ModelDeclaration
 from .device_subspace import DeviceSubspace
 from .sharded_certificate import (
-    CAP_RTOL,
     combine_parts,
     edge_sums,
     join_sums,
@@ -151,43 +153,41 @@ class DeviceCertifier:
         return max(max(float(self.torch.max(pen.dual_norm(U[b]) - _xp.like(cap[b], U))), 0.0)
                    for b in blocks)
 
-    def _correct(self, U: Any, blocks: list[slice]) -> bool:
+    def _correct(self, U: Any, blocks: list[slice]) -> tuple[Any, bool]:
         """Step 2 in place: ``U - D Z``, the minimum-norm correction of the subspace conditions
-        (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`), refined for up to
-        3 rounds as :meth:`~gtvmodel.certificates.subspace.MinNormSolver.solve`; False (nothing
-        done) when the residual is within rounding (``64 eps max|u|``)."""
-        sub, torch = self.subspace, self.torch
+        (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`) with the host
+        solver's refinement rounds (:func:`~gtvmodel.certificates.subspace.refine`); not done
+        when the residual is rounding (:func:`~gtvmodel.certificates.repair.within_rounding`)."""
+        sub = self.subspace
         r = sub.residual(U)
-        if float(r.abs().max()) <= 64 * EPS * float(U.abs().max()):
-            return False
-        nb = max(float(torch.linalg.vector_norm(r)), 1e-300)
-        for _ in range(3):
-            if float(torch.linalg.vector_norm(r)) <= 1e-15 * nb:
-                break
-            Z = sub.potentials(r)
+        if within_rounding(float(r.abs().max()), float(U.abs().max())):
+            return U, False
+
+        def step(r_: Any) -> None:
+            Z = sub.potentials(r_)
             for b in blocks:
                 U[b] -= self._rows_of(self.D, b) @ Z
-            r = sub.residual(U)
-        return True
+
+        refine(r, step, lambda: sub.residual(U), 3)
+        return U, True
 
     def _alternate(self, U: Any, blocks: list[slice]) -> tuple[Any, float, list[str]]:
         """Steps 1-3 of the repair with subspace conditions, as
-        :func:`~gtvmodel.certificates.repair.repair` takes them: up to 4 rounds of the
-        projection onto the capacities (27) (edge blocks) and the correction of the subspace
-        conditions (:meth:`_correct`, global), then the factor ``theta`` (edge blocks)."""
+        :func:`~gtvmodel.certificates.repair.repair` takes them
+        (:func:`~gtvmodel.certificates.repair.alternate_rounds`, 4 rounds): the projection onto
+        the capacities (27) and the factor ``theta`` by edge blocks, the correction of the
+        subspace conditions (:meth:`_correct`) on all flows."""
         model = self.model
         cap = capacities(model)
-        scale = max(1.0, float(U.abs().max()))
-        Up = U.clone()
-        did_cap = did_sub = False
-        for _ in range(4):
-            if cap is not None and self._excess(Up, blocks) > CAP_RTOL * scale:
-                for b in blocks:
-                    Up[b] = model.penalty.project_dual_ball(Up[b], _xp.like(cap[b], Up))
-                did_cap = True
-            did_sub |= self._correct(Up, blocks)
-            if self._excess(Up, blocks) <= CAP_RTOL * scale:
-                break
+
+        def project(U_: Any) -> Any:
+            for b in blocks:
+                U_[b] = model.penalty.project_dual_ball(U_[b], _xp.like(cap[b], U_))
+            return U_
+
+        Up, did_cap, did_sub = alternate_rounds(
+            U.clone(), lambda U_: self._excess(U_, blocks), project,
+            lambda U_: self._correct(U_, blocks), max(1.0, float(U.abs().max())), 4)
         theta = min(capacity_ratio(model, Up[b], b) for b in blocks)
         repairs = ([PROJECT_NOTE] if did_cap else []) + ([subspace_note(model)] if did_sub
                                                           else [])

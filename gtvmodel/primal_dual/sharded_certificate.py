@@ -43,7 +43,13 @@ from .. import _xp
 from ..certificates.certificate import Certificate, _dual_bad
 from ..certificates.kinds import EPS, capacities, max_rows, node_kinds
 from ..certificates.radii import Radii, candidate_radii
-from ..certificates.repair import PROJECT_NOTE, capacity_ratio, rescale_note, scale_flows
+from ..certificates.repair import (
+    CAP_RTOL,
+    PROJECT_NOTE,
+    capacity_ratio,
+    rescale_note,
+    scale_flows,
+)
 from ..certificates.value import demands, node_bounds
 from ..declaration import ModelDeclaration
 from ..results import Labels
@@ -51,10 +57,6 @@ from ..results import Labels
 __all__ = ["ShardCertificate", "shard_scan", "shard_parts", "repair_rows", "edge_sums",
            "node_sums", "join_sums", "repair_plan", "combine_parts",
            "needs_gather", "make_certificate", "local_flows"]
-
-#: The threshold of the capacity projection, relative to ``max(1, max_e |u_e|)``, as in
-#: :func:`~gtvmodel.certificates.repair.repair` (step 1).
-CAP_RTOL = 1e-12
 
 
 @dataclass

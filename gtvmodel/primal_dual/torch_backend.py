@@ -19,10 +19,13 @@ are computed in float64 numpy on the CPU and moved back), the edge updates are t
 of the flows, the GTV terms, the edge conjugates and the demands ``-D^T u'`` -- and the squared
 losses' conjugates on the device, the rest of the node half (loss values, other node
 conjugates, charges) in float64 numpy from ``n x d`` arrays: the same
-certificate as the numpy path's :func:`~gtvmodel.certificates.certificate.certify`.  Where that
-certificate needs a global step (subspace conditions, step 4 of the repair, certified radii,
-...) or the iterate is float32, :func:`certify` runs on float64 numpy copies of the iterate
-instead; :attr:`~gtvmodel.primal_dual.result.PrimalDualResult.certificates_on_device` and
+certificate as the numpy path's :func:`~gtvmodel.certificates.certificate.certify` (with
+subspace conditions, the minimum-norm flow correction runs on the device too,
+:mod:`~gtvmodel.primal_dual.device_subspace`).  Where that certificate needs another global
+step (the affine repair at ill-conditioned nodes, step 4 of the repair, radii that cannot be
+certified, ...) or the iterate is float32, :func:`certify` runs on float64 numpy copies of
+the iterate instead;
+:attr:`~gtvmodel.primal_dual.result.PrimalDualResult.certificates_on_device` and
 ``host_reasons`` say how many certificates ran on the device and why the others did not.
 
 **Precision.**  ``dtype="float64"`` (default) gives the numpy path's iterates to about
