@@ -3,12 +3,14 @@
 #   make test   -- creates .venv, installs gtvmodel with test extras, runs the test suite
 #   make notebooks -- the teaching notebooks (docs/teaching.md): opens Jupyter if installed,
 #                     otherwise executes them all and writes the results to out/notebooks/
+#   make release-lessons -- student notebooks, solutions and autograders in out/lessons/
+#   make grade -- grades every solution (full marks) and student notebook (zero) with Otter
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench notebooks clean
+.PHONY: demo test test-all lint bench notebooks grade release-lessons clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +44,16 @@ notebooks: $(STAMP)
 		echo "executing every notebook with nbclient instead:"; \
 		$(PY) examples/notebooks/_run.py out/notebooks; \
 	fi
+
+$(VENV)/.teaching: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[teaching]'
+	touch $(VENV)/.teaching
+
+release-lessons: $(VENV)/.teaching
+	$(PY) examples/notebooks/_release.py out/lessons
+
+grade: $(VENV)/.teaching
+	$(PY) examples/notebooks/_grade.py out/lessons
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -7,7 +7,9 @@ executed copy, outputs and figures included, to ``OUTDIR`` (default ``out/notebo
 ``solutions/`` below it for the solutions).  It prints the wall-clock time of each notebook
 (kernel start-up included; the times listed in ``docs/teaching.md``).  Exercise check cells
 tagged ``raises-exception`` may fail in the student versions (their answers are
-placeholders); any other error stops with a non-zero exit code.
+placeholders); any other error stops with a non-zero exit code.  The kernels' messages are
+encrypted (CurveZMQ) where pyzmq and jupyter_client support it (:func:`kernel_config`), so
+that no kernel warns that it "is running over TCP without encryption".
 """
 
 from __future__ import annotations
@@ -19,11 +21,24 @@ import time
 from pathlib import Path
 
 import nbformat
+import zmq
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from traitlets.config import Config
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+
+
+def kernel_config() -> Config:
+    """The configuration of the kernel managers: ``transport_encryption = "auto"`` (CurveZMQ
+    keys provisioned for kernels whose specification supports them, as ipykernel's does) where
+    jupyter_client has that option and pyzmq was built with CurveZMQ; otherwise the defaults,
+    and the kernels warn about plain TCP as before."""
+    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
+        return Config({"KernelManager": {"transport_encryption": "auto"}})
+    return Config()
 
 
 def run(path: Path, outdir: Path) -> float:
@@ -32,7 +47,7 @@ def run(path: Path, outdir: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
+        NotebookClient(nb, timeout=600, kernel_name="python3", config=kernel_config(),
                        resources={"metadata": {"path": tmp}}).execute()
     seconds = time.perf_counter() - start
     target = outdir / path.relative_to(HERE)

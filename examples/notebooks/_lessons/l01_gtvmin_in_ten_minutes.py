@@ -13,6 +13,10 @@ CELLS = [
    global model (large `λ`) — and solve GTV minimization (GTVMin) exactly with
    `gm.solve_exact`.
 
+**Time.** About 45 minutes in class (reading and four exercises); the notebook runs in under
+half a minute. **Prerequisites.** Python and numpy (arrays, broadcasting), linear
+least squares, the Euclidean norm; no earlier lesson.
+
 **Reading.** Lecture notes *CS-E4740 Federated Learning* (A. Jung), chapter 6 "Networked Data
 and Models" (6.1 The Empirical Graph, 6.2 Networked Models, 6.3 Clustering Assumption) and
 chapter 7 "Generalized Total Variation Minimization" (7.1 Generalized Total Variation, 7.2 The
@@ -137,15 +141,26 @@ for lam in lams:
     mse.append(np.mean(np.sum((W - w_bar) ** 2, axis=1)))
     spread.append(np.max(np.linalg.norm(W - W.mean(axis=0), axis=1)))
 
-fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-ax.loglog(lams, mse, "o-", lw=2, label="error (1/n) Σ ‖ŵ_i − w̄_i‖²")
-ax.loglog(lams, np.maximum(spread, 1e-9), "s--", lw=2, label="spread max ‖ŵ_i − mean‖")
-ax.set_xlabel("λ", fontsize=14)
-ax.set_title("From local training to one global model", fontsize=15)
-ax.legend(fontsize=12)
-ax.grid(alpha=0.3, which="both")
+fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
+left.loglog(lams, mse, "o-", lw=2, color="C0")
+left.axhline(np.mean(np.sum((w_local - w_bar) ** 2, axis=1)), color="k", ls="--", lw=1.5,
+             label="local training (λ = 0)")
+left.set_ylabel("error (1/n) Σ ‖ŵ_i − w̄_i‖²", fontsize=14)
+left.set_title("Error of the learnt weights", fontsize=15)
+left.legend(fontsize=12)
+right.semilogx(lams, spread, "s-", lw=2, color="C1")
+right.set_ylim(bottom=0)
+right.set_ylabel("spread max_i ‖ŵ_i − mean‖", fontsize=14)
+right.set_title("Spread: 0 means one global model", fontsize=15)
+for ax in (left, right):
+    ax.set_xlabel("λ", fontsize=14)
+    ax.tick_params(labelsize=12)
+    ax.grid(alpha=0.3, which="both")
 """),
     ("md", """
+Left, the error on a log scale; right, the spread on a linear scale, so that "exactly one
+model" (spread 0) shows as 0.
+
 * **Small λ**: every node keeps its noisy local fit (high error, large spread).
 * **Medium λ**: nodes of one cluster pool their data and agree; the two clusters stay apart
   — the error drops well below that of local training. This is *clustered FL*.
@@ -164,7 +179,8 @@ for ax, k in zip(axes, picks, strict=True):
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1.** Compute the *total variation* `Σ_e A_e ‖w_{e+} − w_{e−}‖₂` of the local
 fits `w_local` yourself with numpy, from `model.edges` (pairs of node positions) and
 `model.edge_weights`. Store it in `tv`.
@@ -181,7 +197,12 @@ assert tv is not None, "compute tv first"
 assert np.isclose(tv, model.penalty_value(w_local), rtol=1e-10), "not the GTV of w_local at λ = 1"
 print("correct:", tv)
 """),
-    ("md", """
+    ("hidden", """
+assert isinstance(tv, float | np.floating), "tv must be one number"
+by_hand = sum(G[i][j]["weight"] * np.linalg.norm(w_local[i] - w_local[j]) for i, j in G.edges)
+assert np.isclose(tv, by_hand, rtol=1e-10)
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2.** From the sweep above, find the smallest `λ` in `lams` at which all nodes
 agree, i.e. `spread < 1e-3`. Store it in `lam_consensus`. (The check compares it with the exact
 consensus threshold `gm.consensus_threshold(model)` of the theory lesson.)
@@ -199,7 +220,13 @@ assert lam_consensus >= lam_crit * (1 - 1e-6), "at this λ the nodes do not all 
 assert k == 0 or lams[k - 1] < lam_crit, "a smaller λ of the grid already gives consensus"
 print(f"correct: {lam_consensus:.4g} (threshold {lam_crit:.4g})")
 """),
-    ("md", """
+    ("hidden", """
+assert lam_consensus in lams, "pick a value of the grid lams"
+model.lam = float(lam_consensus)
+W_check = gm.solve_exact(model).weights
+assert np.max(np.linalg.norm(W_check - W_check.mean(axis=0), axis=1)) < 1e-3
+""", 1),
+    ("exercise", "q3", """
 **Exercise 3.** Centralized FL (notes 8.1) trains one model on all data pooled. Use GTVMin
 with a large `λ` to compute it, and store the common weight vector (shape `(2,)`) in
 `w_global`. The check compares it with the least-squares fit of all 80 samples pooled.
@@ -217,4 +244,75 @@ assert w_global is not None and np.shape(w_global) == (2,), "w_global must be a 
 assert np.allclose(w_global, w_pooled, atol=1e-5), f"expected {w_pooled}"
 print("correct:", np.round(w_global, 4))
 """),
+    ("hidden", """
+X_all, y_all = X.reshape(-1, d), y.reshape(-1)
+residual = X_all.T @ (X_all @ np.asarray(w_global, dtype=float) - y_all)   # normal equations
+assert np.linalg.norm(residual) <= 1e-4 * np.linalg.norm(X_all.T @ y_all)
+""", 1),
+    ("md", """
+### Real data: ten clinics
+
+scikit-learn ships the *diabetes* dataset (`load_diabetes`, offline): 442 patients, ten
+standardized measurements, and a measure of disease progression one year later. Think of ten
+clinics, each treating one age group (deciles of age), each fitting its own linear model of
+progression on body-mass index and blood pressure (and an intercept). Neighbouring age groups
+should have similar models: the empirical graph is the chain of age groups. Each clinic keeps
+half of its patients for validation.
+"""),
+    ("code", """
+from sklearn.datasets import load_diabetes
+
+Xd, yd = load_diabetes(return_X_y=True)
+age = Xd[:, 0]
+clinic = np.searchsorted(np.quantile(age, np.linspace(0.1, 0.9, 9)), age, side="right")
+feats = np.column_stack([Xd[:, 2:4] / Xd[:, 2:4].std(axis=0), np.ones(len(yd))])  # bmi, bp, 1
+target = (yd - yd.mean()) / yd.std()
+split = np.random.default_rng(1).random(len(yd)) < 0.5          # True: training half
+train = {c: (feats[(clinic == c) & split], target[(clinic == c) & split]) for c in range(10)}
+valid = {c: (feats[(clinic == c) & ~split], target[(clinic == c) & ~split]) for c in range(10)}
+clinics = gm.GTVModel(nx.path_graph(10), dim=3, penalty=gm.Norm2(), lam=0.0)
+for c in range(10):
+    clinics.set_loss(c, gm.SquaredLoss(*train[c]))
+print("patients per clinic (train, validation):",
+      [(len(train[c][1]), len(valid[c][1])) for c in range(10)])
+lams_real = np.array([0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0])
+"""),
+    ("exercise", "q4", """
+**Exercise 4 — real data.** For every `λ` in `lams_real`, solve GTVMin on the clinics
+(`clinics.lam = ...`, `gm.solve_exact`) and compute the *validation error*: the mean over the
+ten clinics of each clinic's mean squared error `mean((y − X w_c)²)` on its validation half
+(`valid[c]` holds `(X, y)`). Store the eight errors as an array `val_real` and the `λ` with the
+smallest one in `lam_real`. Is sharing between neighbouring age groups worth it here?
+"""),
+    ("answer", """
+val_real, lam_real = None, None  # your code here
+""", """
+val_real = []
+for lam in lams_real:
+    clinics.lam = lam
+    W = gm.solve_exact(clinics).weights
+    val_real.append(np.mean([np.mean((valid[c][1] - valid[c][0] @ W[c]) ** 2)
+                             for c in range(10)]))
+val_real = np.array(val_real)
+lam_real = float(lams_real[np.argmin(val_real)])
+"""),
+    ("check", """
+assert val_real is not None and lam_real is not None, "compute val_real and lam_real first"
+assert np.shape(val_real) == (len(lams_real),), "one validation error per λ of lams_real"
+assert lam_real == lams_real[int(np.argmin(val_real))], "lam_real must minimize val_real"
+local_fits = [np.linalg.lstsq(*train[c], rcond=None)[0] for c in range(10)]   # λ = 0
+local_err = np.mean([np.mean((valid[c][1] - valid[c][0] @ local_fits[c]) ** 2)
+                     for c in range(10)])
+assert np.isclose(val_real[0], local_err, rtol=1e-5), f"at λ = 0 expected {local_err:.5f}"
+print(f"correct: best λ = {lam_real}, validation MSE {min(val_real):.4f} "
+      f"(local training: {val_real[0]:.4f})")
+""", 2),
+    ("hidden", """
+for k in (3, len(lams_real) - 1):
+    clinics.lam = float(lams_real[k])
+    W = gm.solve_exact(clinics).weights
+    err_k = np.mean([np.mean((valid[c][1] - valid[c][0] @ W[c]) ** 2) for c in range(10)])
+    assert np.isclose(val_real[k], err_k, rtol=1e-4), f"validation error at λ = {lams_real[k]}"
+assert np.all(np.isfinite(val_real)) and np.all(np.asarray(val_real) > 0)
+""", 2),
 ]

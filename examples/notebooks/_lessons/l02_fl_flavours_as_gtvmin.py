@@ -15,6 +15,10 @@ CELLS = [
    and a *certified gap* wherever the target problem is convex — and say what each gap
    certifies.
 
+**Time.** About 60 minutes in class (four exercises); the notebook runs in about half a
+minute. **Prerequisites.** Lesson 1 (GTVMin, `λ`, `gm.solve_exact`); gradient descent; the
+idea of a validation set.
+
 **Reading.** Lecture notes *CS-E4740 Federated Learning* (A. Jung), chapter 8 "FL Main
 Flavours as GTVMin" (8.1 Centralized FL, 8.2 Decentralized FL, 8.3 Clustered FL, 8.6
 Personalized FL) and chapter 9 "Some FL Algorithms" (9.1 FedRelax, 9.2 FedSGD, 9.3 FedAvg);
@@ -139,16 +143,23 @@ mse = {name: data.mse(res.weights) for name, res in table.results.items()}
 print("\\nMSE to the true w̄:", {k: round(v, 4) for k, v in mse.items()})
 """),
     ("code", """
-fig, ax = plt.subplots(figsize=(13, 5.5), layout="constrained")
-table.plot(ax=ax)
-ax.set_yscale("log")
-ax.set_ylabel("validation MSE (log scale)")
-ax.set_title("Seven methods on one dataset (certified gap on its own target above each bar)")
-ax.set_xticks(range(len(table.rows)),
-              [f"{name}\\n({target or 'not convex'})"
-               for name, target in zip(table.rows, table.column("target"), strict=True)])
-for text in ax.texts:
-    text.set_fontsize(12)
+val_mse = np.asarray(table.column("validation"), dtype=float)
+gaps = np.asarray(table.column("gap"), dtype=float)
+targets = table.column("target")
+rows = np.arange(len(table.rows))[::-1]                # first method on top
+fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
+ax.hlines(rows, val_mse.min() / 1.5, val_mse, color="0.85", lw=1)
+ax.plot(val_mse, rows, "o", ms=11, color="C0")
+for r, v, g, t in zip(rows, val_mse, gaps, targets, strict=True):
+    note = f"gap {g:.1e} on {t}" if np.isfinite(g) else "no certificate: not convex"
+    ax.annotate(note, (v, r), xytext=(12, 0), textcoords="offset points", va="center",
+                fontsize=12, color="0.25")
+ax.set_yticks(rows, table.rows, fontsize=13)
+ax.set_xscale("log")
+ax.set_xlim(val_mse.min() / 1.5, val_mse.max() * 10)
+ax.set_xlabel("validation MSE (log scale; left is better)")
+ax.set_title("Seven methods on one dataset, with each one's certified gap")
+ax.grid(alpha=0.3, axis="x", which="both")
 """),
     ("md", """
 What each certified gap says:
@@ -175,7 +186,8 @@ clusters.
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1 — what FedAvg's gap certifies.** FedAvg's target is the consensus problem
 `min_w Σ_i L_i(w)`. Compute its *true* suboptimality yourself: `true_gap = Σ_i L_i(w_avg) −
 min_w Σ_i L_i(w)`, where `w_avg` is FedAvg's common model (`table.results["FedAvg"].weight(0)`).
@@ -211,7 +223,15 @@ assert np.isclose(true_gap, expected, rtol=1e-6), f"expected {expected:.6g}"
 assert 0 <= true_gap <= fedavg_run.gap, "a certificate is never smaller than the true gap"
 print(f"correct: true gap {true_gap:.4g} <= certified gap {fedavg_run.gap:.4g}")
 """),
-    ("md", """
+    ("hidden", """
+assert isinstance(true_gap, float | np.floating), "true_gap must be one number"
+w_fedavg = table.results["FedAvg"].weights
+assert np.ptp(w_fedavg, axis=0).max() < 1e-12          # FedAvg: one common model
+pooled_value = table.results["pooled"]
+P = model.loss_values(w_fedavg).sum() - model.loss_values(pooled_value.weights).sum()
+assert np.isclose(true_gap, P, rtol=1e-5), "P(w_avg) - P(w_pooled) on the consensus problem"
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2 — FedRelax's target.** Build the GTVMin problem that FedRelax solves: the same
 data (`data.model(...)`), penalty `gm.SquaredNorm2()` (`½‖·‖²`) and `λ = 1`; solve it exactly
 and store its weights in `W_sq`. The check compares them with FedRelax's weights and with the
@@ -241,7 +261,17 @@ assert np.allclose(table.results["FedRelax"].weights, W_lin, atol=1e-4)
 print("correct: FedRelax converged to GTVMin with ½‖·‖²; max |W_sq − W_lin| =",
       f"{np.abs(W_sq - W_lin).max():.1e}")
 """),
-    ("md", """
+    ("hidden", """
+import networkx as nx
+
+W_sq_arr = np.asarray(W_sq, dtype=float)
+assert W_sq_arr.shape == (model.num_nodes, model.dim)
+model_check = data.model(penalty=gm.SquaredNorm2(), lam=1.0)
+G_sq = model_check.loss_gradients(W_sq_arr) + 1.0 * (
+    nx.laplacian_matrix(data.graph, nodelist=data.nodes) @ W_sq_arr)
+assert np.abs(G_sq).max() < 1e-5, "the gradient of GTVMin with ½‖·‖² must vanish"
+""", 2),
+    ("exercise", "q3", """
 **Exercise 3 — choosing λ.** Among the grid `path.lams` of section 2, find the `λ` whose
 GTVMin solution has *exactly two* clusters (`path.clusters`) and the lowest mean validation
 error (`path.validation_error`). Store it in `lam_clustered`.
@@ -264,5 +294,29 @@ assert path.clusters[k] == 2 and split > 1, "this λ does not give the two clust
 others = [e for c, e in zip(path.clusters, path.validation_error, strict=True) if c == 2]
 assert path.validation_error[k] <= min(others), "another two-cluster λ validates better"
 print(f"correct: λ = {lam_clustered:.3g}, validation MSE {err:.4f}")
+"""),
+    ("hidden", """
+assert lam_clustered in path.lams, "pick a value of the grid path.lams"
+two = np.flatnonzero(path.clusters == 2)
+assert lam_clustered == path.lams[two[np.argmin(path.validation_error[two])]]
+""", 1),
+    ("exercise", "q4", """
+**Exercise 4 — open question.** IFCA matched the oracle on this dataset, with `k = 2` given
+and three restarts. Design a small experiment that shows how much of that is luck: what would
+you vary (the seed, the number of restarts, `k`, the distance between the clusters), what
+would you measure, and what would convince you that GTVMin is the safer choice — or not?
+Write your plan in the cell below (a few sentences); run it if you have time.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* Run IFCA over many seeds (say 50) with `restarts=1` and with `restarts=3`,
+and record the validation MSE of each run and whether it found the true clusters (compare
+its cluster assignment with `data.clusters`). A histogram shows whether bad local minima
+occur and how often restarts avoid them. Then move the clusters closer (`w̄` nearer to each
+other) and give IFCA a wrong `k` (3): GTVMin needs neither `k` nor a start, and its
+certified gap says it solved its (convex) problem. GTVMin is the safer choice when IFCA's
+failures are frequent or costly; IFCA can be better when the graph is poor (many edges
+between clusters) but `k` is known.
 """),
 ]

@@ -14,6 +14,10 @@ CELLS = [
 4. use a *certified duality gap* (`gm.certify`) to bound how far a stopped solver is from
    optimal — without knowing the optimum.
 
+**Time.** About 50 minutes in class (four exercises); the notebook runs in about 15 s.
+**Prerequisites.** Lesson 1; convex conjugates and Lagrange duality at the level of a first
+course in convex optimization (weak duality, `P* ≥ D*`).
+
 **Reading.** Lecture notes *CS-E4740 Federated Learning* (A. Jung), 7.3 "The Dual Problem"
 and 7.4.3 "Network Flow Optimization"; *Networked Federated Learning* (SarcheshmehPour, Tian,
 Zhang, Jung, 2022), Section III-B "The Dual Problem" (equations (19), (24), (27)) and the
@@ -118,22 +122,34 @@ for k in [1, 2, 5, 10, 20, 50, 100]:
     print(f"{k:4d} iterations: true P(w) - P* = {rows[-1][1]:.3e}   certified gap = {cert.gap:.3e}")
 
 k, true_gap, cert_gap = map(np.array, zip(*rows, strict=True))
-fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-ax.loglog(k, cert_gap, "o-", lw=2, label="certified gap P(w) − D(u')")
-ax.loglog(k, np.maximum(true_gap, 1e-16), "s--", lw=2, label="true suboptimality P(w) − P*")
-ax.set_xlabel("iterations of Algorithm 1", fontsize=14)
-ax.set_ylabel("gap", fontsize=14)
-ax.set_title("A certificate is never smaller than the true gap", fontsize=15)
-ax.legend(fontsize=12)
-ax.grid(alpha=0.3, which="both")
+fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
+left.loglog(k, cert_gap, "o-", lw=2, label="certified gap P(w) − D(u')")
+left.loglog(k, true_gap, "s--", lw=2, label="true suboptimality P(w) − P*")
+left.set_ylabel("gap", fontsize=14)
+left.set_title("Both fall together ...", fontsize=15)
+left.legend(fontsize=12)
+assert np.all(cert_gap >= true_gap), "a certificate is never below the true gap"
+excess = (cert_gap - true_gap) / true_gap              # 0.01 = the certificate is 1 % larger
+right.loglog(k, excess, "o-", lw=2, color="C2")
+right.set_ylabel("(certified − true) / true", fontsize=14)
+right.set_title("... the certificate is larger by this fraction", fontsize=15)
+for ax in (left, right):
+    ax.set_xlabel("iterations of Algorithm 1", fontsize=14)
+    ax.tick_params(labelsize=12)
+    ax.grid(alpha=0.3, which="both")
 """),
     ("md", """
-The certified gap is always above the true suboptimality and falls with it. In practice you
-do not know `P*`: the certificate is what tells you when to stop (lesson 4 uses exactly this as
-Algorithm 1's stopping rule, lesson 6 certifies a solver you write yourself).
+On the left the two curves lie on top of each other. The right panel shows by how much the
+certificate exceeds the true suboptimality, as a fraction of it: always positive (the
+certificate is sound, never below the truth) and a few percent at most (it is tight).
+
+In practice you do not know `P*`: the certificate is what tells you when to stop (lesson 4
+uses exactly this as Algorithm 1's stopping rule, lesson 6 certifies a solver you write
+yourself).
 
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1.** Evaluate the dual objective `D(u) = − Σ_i L_i*(−(Dᵀu)_i)` yourself for the
 flows `u = dual.flows`, with `L_i*(s) = s a_i + s²/4`. Store the number in `dual_value`.
 """),
@@ -149,7 +165,13 @@ assert abs(dual_value - dual.objective) <= 1e-6 * max(1.0, abs(dual.objective)),
     f"expected {dual.objective}"
 print("correct:", dual_value)
 """),
-    ("md", """
+    ("hidden", """
+assert isinstance(dual_value, float | np.floating), "dual_value must be one number"
+s_i = model.loss_gradients(primal.weights)[:, 0]      # at the optimum s_i = ∇L_i(ŵ_i)
+assert np.isclose(dual_value, -np.sum(s_i * a + s_i**2 / 4), rtol=1e-5)
+assert dual_value <= primal.objective + 1e-7          # weak duality
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2.** Which edges are saturated (`|u_e| ≥ λ A_e (1 − 10⁻⁶)`) in the optimal flows
 `dual.flows`? Store them as a list of node-label pairs `(e+, e−)` in `saturated`. (The check
 compares with the edges across which the learnt weights differ.)
@@ -167,7 +189,11 @@ differ = [(int(p), int(q)) for p, q in model.edges
 assert sorted(map(tuple, saturated)) == differ, f"expected {differ}"
 print("correct:", saturated)
 """),
-    ("md", """
+    ("hidden", """
+assert all(len(e) == 2 for e in saturated), "a list of (e+, e-) pairs"
+assert sorted(map(tuple, saturated)) == [(3, 4)], "only the bridge is saturated"
+""", 1),
+    ("exercise", "q3", """
 **Exercise 3.** Raise `λ` until the bridge is no longer saturated. Then all devices agree on
 one model. Find the smallest capacity `λ` (to 3 digits, `lam_merge`) at which this happens.
 *Hint:* once merged, the common weight is the mean of `a`, and the bridge must carry the
@@ -187,5 +213,26 @@ model.lam = 1.01 * lam_merge
 assert np.ptp(gm.solve_exact(model).weights) < 1e-6      # all agree just above it
 model.lam = 0.3
 print("correct:", round(lam_merge, 4))
+"""),
+    ("hidden", """
+lam_before = model.lam
+model.lam = 0.99 * float(lam_merge)
+assert np.ptp(gm.solve_exact(model).weights) > 1e-6, "just below lam_merge they still differ"
+model.lam = lam_before
+""", 1),
+    ("exercise", "q4", """
+**Exercise 4 — open question.** The flows `u_e` are *messages* between devices. What does a
+flow reveal about the two devices' data (think of the node condition
+`−(Dᵀu)_i = ∇L_i(ŵ_i)`)? Would you be comfortable if the flows of a medical network were
+published? Answer in a few sentences.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* A node's net flow equals the gradient of its own loss at the learnt
+weights, `∇L_i(ŵ_i) = 2(ŵ_i − a_i)` here: knowing `ŵ_i` and the flows on the edges of node
+`i` reveals `a_i`, the node's data. With local datasets of several samples the gradient
+reveals a summary of them (for the squared loss, a combination of `X_iᵀX_i` and `X_iᵀy_i`).
+Publishing flows is therefore a privacy leak; lesson 7 shows how noise blurs such messages.
 """),
 ]

@@ -13,6 +13,11 @@ CELLS = [
 3. read the convergence of Algorithm 1 through its *certified* duality gap;
 4. explain why the step scale `c` matters (`c = 1` against the package's default rule).
 
+**Time.** About 60 minutes in class (three exercises, one of them writing code); the notebook
+runs in about 20 s. **Prerequisites.** Lessons 1 and 3 (the flows `u_e`, capacities `λA_e`,
+the certified gap); sparse matrix–vector products in numpy/scipy; proximal operators help but
+are explained here.
+
 **Reading.** *Networked Federated Learning* (SarcheshmehPour, Tian, Zhang, Jung, 2022),
 Section IV "A Primal Dual Method for GTV Minimization", Algorithm 1 with the primal update (32)
 and the dual update (33), and the duality gap (34). Lecture notes *CS-E4740 Federated
@@ -95,17 +100,34 @@ for k in (1, 3, 40):
     ("md", """
 The package runs exactly this iteration (vectorized over all nodes and edges, with a fast exact
 node update for every library loss). Here are the messages at a few iterations: node colour is
-`w_i`, arrows show the flows `u_e` (direction and size), on one colour scale.
+`w_i`, arrows show the flows `u_e` (direction; width and colour: size). Both colour scales are
+the same in all four panels: the flows start at 0 and grow towards the capacity, and the
+bridge `2 — 3` fills up first.
 """),
     ("code", """
-fig, axes = plt.subplots(1, 4, figsize=(20, 5), layout="constrained")
-pos = None
-for ax, k in zip(axes, (1, 2, 5, 40), strict=True):
+node_scale = plt.Normalize(-1.2, 1.2)                  # w_i, the same in every panel
+flow_scale = plt.Normalize(0.0, model.capacities.max())  # |u_e| from 0 to the capacity λA_e
+pos = nx.spring_layout(G, seed=4)
+fig, axes = plt.subplots(2, 2, figsize=(12, 9), layout="constrained")
+for ax, k in zip(axes.flat, (1, 2, 5, 40), strict=True):
     Wk, Uk = snapshots[k]
-    ax = plot.graph(model, node_color=Wk, edge_values=Uk, arrows=True, pos=pos, seed=4,
-                    node_range=(-1.2, 1.2), with_labels=True, ax=ax, node_label="w_i",
-                    edge_label="|u_e|", title=f"iteration {k}")
-    pos = ax.pos
+    u = Uk[:, 0]
+    arrows = [(int(p), int(q)) if f >= 0 else (int(q), int(p))      # along the flow
+              for (p, q), f in zip(model.edges, u, strict=True)]
+    nx.draw_networkx_edges(nx.DiGraph(arrows), pos, ax=ax, arrowsize=20, node_size=700,
+                           width=1 + 6 * np.abs(u) / flow_scale.vmax,
+                           edge_color=np.abs(u), edge_cmap=plt.cm.plasma,
+                           edge_vmin=flow_scale.vmin, edge_vmax=flow_scale.vmax)
+    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=700, node_color=Wk[:, 0],
+                           cmap="viridis", vmin=node_scale.vmin, vmax=node_scale.vmax,
+                           edgecolors="k")
+    nx.draw_networkx_labels(G, pos, ax=ax, font_color="w", font_size=13)
+    ax.set_title(f"after iteration {k}", fontsize=15)
+    ax.set_axis_off()
+bar = fig.colorbar(plt.cm.ScalarMappable(node_scale, "viridis"), ax=axes, shrink=0.6)
+bar.set_label("node weight w_i", fontsize=14)
+bar = fig.colorbar(plt.cm.ScalarMappable(flow_scale, "plasma"), ax=axes, shrink=0.6)
+bar.set_label("flow |u_e| (capacity λA_e = 0.4 at the top)", fontsize=14)
 """),
     ("md", """
 ## 3. Convergence, certified
@@ -154,7 +176,8 @@ heuristic, not a guarantee: on other instances a hand-picked `c` can beat it.
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1.** Change the penalty to `φ(v) = ½ v²` (`gm.SquaredNorm2()`, the smooth penalty
 of FedRelax). Only the edge update changes: it becomes `DU_e(v) = v · λA_e / (λA_e + σ_e)`
 (no clipping). Write `edge_step_sq(U, W_new, W_old)` for it. The check runs your
@@ -170,6 +193,8 @@ def edge_step_sq(U, W_new, W_old):
     return U_bar * cap / (cap + sigma)
 """),
     ("check", """
+first = edge_step_sq(np.zeros((7, 1)), np.ones((6, 1)), np.zeros((6, 1)))
+assert first is not None, "write edge_step_sq first"
 model_sq = gm.GTVModel(G, dim=1, penalty=gm.SquaredNorm2(), lam=0.4)
 for i in model_sq.nodes:
     model_sq.set_loss(i, gm.QuadraticLoss([a[i]]))
@@ -179,11 +204,18 @@ for _ in range(10):
     U = edge_step_sq(U, W_new, W)
     W = W_new
 ref = gm.solve_primal_dual(model_sq, max_iter=10, tol=0, step=1.0, record_every=None)
-assert U is not None and np.allclose(U, ref.flows, atol=1e-12), "flows differ from Algorithm 1"
+assert np.allclose(U, ref.flows, atol=1e-12), "flows differ from Algorithm 1"
 assert np.allclose(W, ref.weights, atol=1e-12)
 print("correct")
 """),
-    ("md", """
+    ("hidden", """
+rng_h = np.random.default_rng(5)
+U0, W0, W1 = (rng_h.standard_normal(shape) for shape in ((7, 1), (6, 1), (6, 1)))
+U_bar = U0 + sigma * (D @ (2 * W1 - W0))
+expected = U_bar * cap / (cap + sigma)          # prox of σ·(λA_e ½‖·‖²)* at U_bar
+assert np.allclose(edge_step_sq(U0, W1, W0), expected, atol=1e-12)
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2.** Implement the stopping rule yourself: run your `node_step` / `edge_step` loop
 (penalty `Norm2`, `model`), certify `(W, U)` with `gm.certify(model, W, U)` every 10
 iterations, and stop as soon as `cert.relative_gap <= 1e-6`. Store the weights in `W_stop` and
@@ -208,5 +240,36 @@ p = model.objective(W_stop)
 assert model.objective(W_stop) - exact.objective <= 1e-6 * max(1.0, abs(p)) + 1e-9
 assert k_stop % 10 == 0 and k_stop <= 1000, "certify every 10 iterations"
 print(f"correct: stopped after {k_stop} iterations, certified gap {cert.gap:.1e}")
+"""),
+    ("hidden", """
+W_h, U_h = np.zeros((6, 1)), np.zeros((7, 1))
+k_first = None
+for k_h in range(1, 10_001):
+    W_new_h = (2 * tau * a[:, None] + W_h - tau * (D.T @ U_h)) / (1 + 2 * tau)
+    U_h = np.clip(U_h + sigma * (D @ (2 * W_new_h - W_h)), -cap, cap)
+    W_h = W_new_h
+    if k_h % 10 == 0 and gm.certify(model, W_h, U_h).relative_gap <= 1e-6:
+        k_first = k_h
+        break
+assert k_stop == k_first, f"the first certified checkpoint is iteration {k_first}"
+assert np.allclose(W_stop, W_h, atol=1e-12)
+""", 2),
+    ("exercise", "q3", """
+**Exercise 3 — open question.** The default step rule (`gm.ResidualBalancing`) adapts `c`
+along the run. Why can adapting the steps *during* a run be dangerous for a primal-dual method,
+and what could a safeguard look like? (Hint: what does the convergence proof of Algorithm 1
+assume about `τ_i` and `σ_e`?) Answer in a few sentences.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* The convergence proof (Chambolle–Pock, the basis of Algorithm 1) assumes
+fixed steps with `τ_i σ_e` small enough for the graph (here `τ_i = c/deg(i)`,
+`σ_e = 1/(2c)`); changing `c` at every iteration can make the iterates cycle or diverge,
+because each change restarts the method from a different "metric". Safeguards: change `c`
+only finitely often, or less and less often (e.g. only when the primal and dual residuals
+differ by a large factor, and with a growing interval between changes), keep `τσ` within the
+bound at every change, and — as the package does — judge the result by the certified gap,
+which is valid whatever the steps were.
 """),
 ]

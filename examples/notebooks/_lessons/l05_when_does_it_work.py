@@ -13,6 +13,10 @@ CELLS = [
    of paper 001, Fig. 7);
 4. see on a chain with a weak boundary edge where recovery breaks as the boundary gets stronger.
 
+**Time.** About 50 minutes in class (three exercises); the notebook runs in about 20 s.
+**Prerequisites.** Lessons 1 and 3 (capacities `λA_e`, the consensus threshold); max-flow /
+min-cut from an algorithms course; strong convexity.
+
 **Reading.** *Networked Federated Learning* (SarcheshmehPour, Tian, Zhang, Jung, 2022),
 Section V "When Does It Work?" (Definition 1, Theorem 2, the bound (37)), Section VI-B "Chain
 Graph" and VI-C "Star Graph" (Fig. 7). Lecture notes *CS-E4740 Federated Learning* (A. Jung),
@@ -134,7 +138,8 @@ for ax, f in zip(axes, (0.05, 0.5, 1.05), strict=True):
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1.** Compute the bound (37) for cluster 0 of the chain at `λ = 1` yourself:
 `2 |∂C| λ / α_C`, where `|∂C| = 0.05` is the boundary weight and, for the squared loss,
 `α_C = 2 λ_min(Σ_{i∈C} X_iᵀX_i / m_i)` (smallest eigenvalue; `chain.X[i]` holds node `i`'s
@@ -153,7 +158,14 @@ ref = gm.check_well_connected(model, part, lam=1.0)[0].bound
 assert np.isclose(bound0, ref, rtol=1e-8), f"expected {ref}"
 print("correct:", bound0)
 """),
-    ("md", """
+    ("hidden", """
+assert isinstance(bound0, float | np.floating), "bound0 must be one number"
+Q_h = np.zeros((2, 2))
+for i in part[0]:
+    Q_h += chain.X[i].T @ chain.X[i] / chain.X[i].shape[0]
+assert np.isclose(bound0, 0.1 / (2 * np.linalg.eigvalsh(Q_h).min()), rtol=1e-8)
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2.** Derive the consensus threshold of the star yourself. At consensus every node
 has the weights `w̄ = argmin_w Σ_i L_i(w)` (all data pooled). The edge to leaf `j` is the
 leaf's only edge, so it must carry the leaf's whole demand `∇L_j(w̄)`; its capacity is `λ`
@@ -174,5 +186,32 @@ lam_star = float(np.linalg.norm(grads[1:], axis=1).max())  # node 0 is the centr
 assert lam_star is not None, "compute lam_star first"
 assert np.isclose(lam_star, lam_crit, rtol=1e-6), f"expected {lam_crit}"
 print("correct:", lam_star)
+"""),
+    ("hidden", """
+lam_before = smodel.lam
+smodel.lam = 1.001 * float(lam_star)
+W_above = gm.solve_exact(smodel).weights
+smodel.lam = 0.99 * float(lam_star)
+W_below = gm.solve_exact(smodel).weights
+smodel.lam = lam_before
+assert np.ptp(W_above, axis=0).max() < 1e-5, "just above lam_star all nodes agree"
+assert np.ptp(W_below, axis=0).max() > 1e-5, "just below lam_star they do not"
+""", 2),
+    ("exercise", "q3", """
+**Exercise 3 — open question.** Theorem 2 needs the true clusters and `w̄_C` to state its
+condition, which a practitioner never has. What *can* you check on your own data to gain
+confidence that the clusters GTVMin returns are real (think of the boundary weights, of
+`λ_min` computed for the *returned* clusters, of held-out data)? Answer in a few sentences.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* Take the clusters of the solution as a hypothesis: compute their boundary
+weights and `λ_min` with `gm.check_well_connected(model, found_partition)` using the pooled
+fit of each found cluster in place of `w̄_C`; if the chosen `λ` is well above `λ_min` and
+below the consensus threshold, the clustering is self-consistent. Check stability: the same
+clusters over a range of `λ` (the plateau of `gm.lam_path`), over bootstrap resamples of the
+local data and with a few edges dropped. Finally, validation error on held-out samples must
+be lower than for local training and for one global model.
 """),
 ]

@@ -14,6 +14,10 @@ CELLS = [
 4. check an answer from the command line with `gtvmodel certify`, for solvers written in any
    language.
 
+**Time.** About 45 minutes in class (three exercises); the notebook runs in about 20 s.
+**Prerequisites.** Lessons 1 and 3 (the certified gap); gradient descent and its step size
+`1/β`; a terminal (exit codes).
+
 **Reading.** *Networked Federated Learning* (SarcheshmehPour, Tian, Zhang, Jung, 2022): the
 primal problem (16), the dual (24) and the duality gap (34) of Section IV. Lecture notes
 *CS-E4740 Federated Learning* (A. Jung), 5.1 "Gradient Descent" and 9.1 "FedRelax". The
@@ -117,7 +121,8 @@ print("exit code:", out.returncode)
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1.** Make your solver faster: Nesterov's accelerated gradient descent
 (`V = W + (k − 1)/(k + 2) · (W − W_prev)`, then `W_new = V − grad(V)/β`). Run it from zero,
 certify every 10 steps with `gm.certify(model, W)`, and stop as soon as
@@ -142,7 +147,18 @@ assert model.objective(W_acc) - p_star <= cert.gap + 1e-9          # and truly t
 assert k_acc % 10 == 0 and k_acc < 200, "should need fewer than 200 steps"
 print(f"correct: certified after {k_acc} accelerated steps")
 """),
-    ("md", """
+    ("hidden", """
+W_h = W_prev_h = np.zeros((model.num_nodes, model.dim))
+k_first = None
+for k_h in range(1, 5001):
+    V_h = W_h + (k_h - 1) / (k_h + 2) * (W_h - W_prev_h)
+    W_prev_h, W_h = W_h, V_h - grad(V_h) / beta
+    if k_h % 10 == 0 and gm.certify(model, W_h).relative_gap <= 1e-6:
+        k_first = k_h
+        break
+assert k_acc == k_first, f"Nesterov's method is first certified at step {k_first}"
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2.** Certify the weights after only 10 plain gradient steps from the command line
 at `--tol 1e-6` (as in section 4; recompute the weights) and store the exit code in
 `exit_code_early`. *Tip:* `gtvmodel.cli.main(["certify", ...])` is the command's own entry
@@ -165,5 +181,25 @@ for _ in range(10):
 assert not gm.certify(model, W10_ref).success_at(1e-6)      # 10 steps are not enough
 assert exit_code_early == 1, "the command's verdict 'not certified' is exit code 1"
 print("correct")
+"""),
+    ("hidden", """
+assert isinstance(exit_code_early, int | np.integer), "an exit code is an integer"
+assert exit_code_early not in (0, 2), "0 is 'certified', 2 is 'bad input'"
+""", 1),
+    ("exercise", "q3", """
+**Exercise 3 — open question.** The certificate needed no knowledge of `P*`. A colleague
+proposes to stop gradient descent instead when `‖W_k − W_{k−1}‖` is below `10⁻⁶`. Give a
+reason why this stopping rule can stop far from the optimum, and say what the certificate
+guarantees that it does not. Answer in a few sentences.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* A small step only says that the method moves slowly: with a small step size
+`1/β` on an ill-conditioned problem (a weak edge, a flat loss) gradient descent creeps along a
+valley while still far from the optimum, so `‖W_k − W_{k−1}‖` is tiny but `P(W_k) − P*` is
+large; how large cannot be read from the step. The certified gap is a bound on exactly that
+difference, `P(W) − P* ≤ gap`, valid for any `W` from any method, so stopping at
+`gap ≤ tol·max(1, |P(W)|)` guarantees the accuracy asked for.
 """),
 ]

@@ -16,6 +16,10 @@ CELLS = [
    result on the problem noise-free FedRelax solves, and check that `σ = 0` gives plain FedRelax
    back exactly.
 
+**Time.** About 50 minutes in class (three exercises); the notebook runs in about 30 s.
+**Prerequisites.** Lesson 2 (FedRelax and its target, GTVMin with `½‖·‖²`); Gaussian noise,
+mean and standard deviation over repeated runs.
+
 **Reading.** Lecture notes *CS-E4740 Federated Learning* (A. Jung), chapter 13 "Privacy
 Protection": 13.1 "Adding Noise" ((61), (62), Algorithm 5 "FedRelax with Perturbed Updates") and
 13.2 "Feature Perturbation" ((63)–(65), Algorithm 6 "FedRelax with Perturbed Features");
@@ -110,8 +114,9 @@ for p, marker in (("updates", "o"), ("features", "s")):
     right.errorbar(sigmas, gap[p].mean(1), yerr=gap[p].std(1), fmt=marker + "-", lw=2,
                    capsize=5, label=f"perturbed {p}")
 left.axhline(val_mse(clean), color="k", ls="--", label="no noise (σ = 0)")
-right.plot(sigmas, gap["updates"][0].mean() * (sigmas / sigmas[0]) ** 2, "k:", lw=2,
-           label="slope 2 (∝ σ²)")
+top = max(gap["updates"][0].mean(), gap["features"][0].mean())
+right.plot(sigmas, 10 * top * (sigmas / sigmas[0]) ** 2, color="0.4", ls=(0, (6, 3)), lw=2.5,
+           label="reference slope 2 (∝ σ²)")
 for ax, ylabel, title in (
         (left, "validation MSE", "Accuracy: validation MSE against σ"),
         (right, "certified gap on GTVMin with ½‖·‖²", "Optimization: certified gap against σ")):
@@ -124,8 +129,9 @@ for ax, ylabel, title in (
     ax.legend(fontsize=12)
 """),
     ("md", """
-Mean ± standard deviation over 5 seeds. (The noise-free certified gap, about `1e-12`, is off
-the right panel's scale.)
+Mean ± standard deviation over 5 seeds. The grey dashed line is a reference of slope 2, drawn
+a factor 10 above the data so that it does not hide them: parallel lines mean the same slope.
+(The noise-free certified gap, about `1e-12`, is off the right panel's scale.)
 
 * **Accuracy.** Up to `σ ≈ 0.03` neither kind of noise changes the error much; at `σ = 0.3`
   it is more than twice the noise-free error, and at `σ = 1` more than fifteen times: a noise
@@ -141,7 +147,8 @@ the right panel's scale.)
 """),
     ("md", """
 ## Exercises
-
+"""),
+    ("exercise", "q1", """
 **Exercise 1 — the true cost, and the certificate.** Take the first perturbed-updates run at
 `σ = 0.1` (`runs["updates"][2][0]`). Compute its *true* suboptimality on FedRelax's problem,
 `excess = P(W) − P*`, where `P` is the objective of GTVMin with `gm.SquaredNorm2()` at
@@ -182,7 +189,14 @@ assert 0 < excess <= run.gap, "the certified gap bounds the true suboptimality"
 print(f"correct: true cost {excess:.4g}, certified gap {run.gap:.4g} "
       f"({run.gap / excess:.1f} times the true cost)")
 """),
-    ("md", """
+    ("hidden", """
+assert isinstance(excess, float | np.floating), "excess must be one number"
+model_h = data.model(penalty=gm.SquaredNorm2(), lam=0.1)
+p_star_h = gm.solve_dual(model_h).objective              # P* = D* (strong duality)
+expected_h = model_h.objective(runs["updates"][2][0].weights) - p_star_h
+assert np.isclose(excess, expected_h, rtol=1e-4)
+""", 2),
+    ("exercise", "q2", """
 **Exercise 2 — a privacy budget.** Suppose the devices accept at most 50 % more validation
 error than noise-free FedRelax. From the sweep above (`err["updates"]`, mean over the seeds),
 find the largest `σ` in `sigmas` whose mean validation MSE with perturbed updates is at most
@@ -208,5 +222,29 @@ k = int(np.flatnonzero(np.isclose(sigmas, sigma_max))[0])
 assert mean_err(sigma_max) <= budget, "this σ costs more than the budget"
 assert k == len(sigmas) - 1 or mean_err(sigmas[k + 1]) > budget, "a larger σ still fits"
 print(f"correct: σ up to {sigma_max} keeps the validation MSE below {budget:.4f}")
+"""),
+    ("hidden", """
+assert sigma_max in sigmas, "pick a value of the grid sigmas"
+means = err["updates"].mean(axis=1)
+assert means[np.flatnonzero(sigmas == sigma_max)[0]] <= 1.5 * val_mse(clean)
+larger = sigmas > sigma_max
+assert np.all(means[larger] > 1.5 * val_mse(clean)), "a larger σ still fits the budget"
+""", 1),
+    ("exercise", "q3", """
+**Exercise 3 — open question.** Adding noise with a larger `σ` protects more and costs more
+accuracy. But *how much* protection does `σ = 0.1` give? Name one way to quantify it (what an
+attacker who sees all shared models could learn about a device's data), and say why the
+certified gap of section 3 does *not* measure privacy. Answer in a few sentences.
+"""),
+    ("open", """
+*Your answer here.*
+""", """
+*A model answer.* One way is differential privacy: Gaussian noise of standard deviation `σ`
+added to a quantity whose sensitivity to one sample is `Δ` gives (ε, δ)-differential privacy
+with `ε ≈ Δ √(2 ln(1.25/δ)) / σ` per release, and the privacy loss adds up over the rounds
+(composition), so 50 rounds leak more than one. Another is empirical: run an attack that
+reconstructs a device's data (or tells whether a sample was used) from its shared models, and
+measure its success against `σ`. The certified gap measures how far the returned models are
+from the optimum of FedRelax's problem — an accuracy cost, not what an attacker can infer.
 """),
 ]
