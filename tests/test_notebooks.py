@@ -159,6 +159,12 @@ def test_notebook_executes(path, executed):
         silent = [c.source.splitlines()[0] for c in tagged
                   if not any(o.get("output_type") == "error" for o in c.outputs)]
         assert not silent, f"{_name(path)}: check cells passed on the placeholder: {silent}"
+        errors = [(c.source.splitlines()[0], o) for c in tagged for o in c.outputs
+                  if o.get("output_type") == "error"]
+        raw = [(first, f"{o.ename}: {o.evalue}") for first, o in errors
+               if o.ename != "AssertionError" or not o.evalue.strip()]
+        assert not raw, (f"{_name(path)}: a check must stop on the placeholder with an "
+                         f"AssertionError saying what to do first, not: {raw}")
     else:
         assert not tagged, f"{_name(path)}: a solution must not tag cells {CHECK_TAG!r}"
 
