@@ -20,6 +20,7 @@ marks, a student version zero.  The kernels run with ``_run.kernel_config()``
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ LIMIT_S = 60.0
 HAVE_OTTER = importlib.util.find_spec("otter") is not None
 
 
+@functools.cache
 def _script(name: str) -> ModuleType:
     """One of the scripts next to the notebooks (``_build``, ``_run``, ``_grade``)."""
     spec = importlib.util.spec_from_file_location(name, FOLDER / f"{name}.py")

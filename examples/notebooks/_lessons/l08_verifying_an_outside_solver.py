@@ -155,7 +155,7 @@ the accuracy you need — on *your* problem, without knowing `P*`.
 """),
     ("exercise", "q1", """
 **Exercise 1 — the sign convention.** Store in `U_scs` the flows in the package's convention
-(`u_e > 0` flows from `e+` to `e−`) obtained from the dual variables of SCS's *default* solve
+(`u_e > 0` flows from `e+` to `e−`) obtained from the dual variables of SCS's quick solve
 of section 2. Re-solve first with the quick tolerances of section 2
 (`problem.solve(solver="SCS", eps_abs=1e-3, eps_rel=1e-3, warm_start=False)`), since section 5
 solved the problem again (the same call gives the same `W_scs`).
