@@ -18,6 +18,7 @@ in :class:`SymbolicLoss` by :meth:`gtvmodel.GTVModel.set_loss`.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -2580,32 +2581,37 @@ class SquaredBatch(DataFitBatch):
                 "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
                 "c": self.c[rows], "rn": rn}
         moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
-
-        def evaluate(S, W0, wloc, rnd):
-            a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
-            xp = _xp.namespace(S)
-            best = None
-            for base in (W0, None):
-                if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
-                    break  # rounding-level residuals already: the second cannot do better
-                Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
-                out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
-                                              a["rn"], a["kappa"], S, Wm, m_max)
-                wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
-                # choose by the value plus a local-scale residual charge (both are valid)
-                total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
-                if best is None:
-                    best = (total, out, wl)
-                else:
-                    pick = total < best[0]
-                    best = (xp.where(pick, total, best[0]),
-                            tuple(xp.where(xp.reshape(pick, (-1,) + (1,) * (o.ndim - 1)), o, b_)
-                                  for o, b_ in zip(out, best[1], strict=True)),
-                            xp.where(pick, wl, best[2]))
-            val, rho, r_rnd, mag = best[1]
-            return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
-
+        # a module-level function (not a closure), so a batch can be pickled and deep-copied
+        evaluate = functools.partial(_squared_conjugate_split, host, moved, m_max)
         return ConjugateGroup(self.nodes[sel], True, evaluate, array_api=True)
+
+
+def _squared_conjugate_split(host: dict, moved: SimpleNamespace, m_max: int, S: Any, W0: Any,
+                             wloc: Any, rnd: Any) -> tuple:
+    """``ConjugateGroup.evaluate`` of :meth:`SquaredBatch.conjugate_group` (``host``: the
+    group's arrays, copied to ``S``'s device once into ``moved``)."""
+    a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
+    xp = _xp.namespace(S)
+    best = None
+    for base in (W0, None):
+        if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
+            break  # rounding-level residuals already: the second cannot do better
+        Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
+        out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
+                                      a["rn"], a["kappa"], S, Wm, m_max)
+        wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
+        # choose by the value plus a local-scale residual charge (both are valid)
+        total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
+        if best is None:
+            best = (total, out, wl)
+        else:
+            pick = total < best[0]
+            best = (xp.where(pick, total, best[0]),
+                    tuple(xp.where(xp.reshape(pick, (-1,) + (1,) * (o.ndim - 1)), o, b_)
+                          for o, b_ in zip(out, best[1], strict=True)),
+                    xp.where(pick, wl, best[2]))
+    val, rho, r_rnd, mag = best[1]
+    return val, rho, r_rnd, mag, best[2], np.ones(len(host["q"]), dtype=bool)
 
 
 def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
