@@ -33,7 +33,7 @@ __all__ = ["CVXPY_RANGE", "cvxpy_version", "Atom", "Pnorm", "CLARABEL", "dims_to
            "pow_cone_3d", "reserve_ids"]
 
 #: ``(lowest supported, first unsupported)`` CVXPY release, as declared in ``pyproject.toml``.
-CVXPY_RANGE: tuple[tuple[int, int, int], tuple[int, int, int]] = ((1, 6, 0), (1, 10, 0))
+CVXPY_RANGE: tuple[tuple[int, int, int], tuple[int, int, int]] = ((1, 7, 0), (1, 10, 0))
 
 
 def _release(version: str) -> tuple[int, int, int]:
