@@ -23,14 +23,19 @@ from typing import Any
 import cvxpy
 import cvxpy.settings as cps
 import numpy as np
-from cvxpy.atoms.atom import Atom
-from cvxpy.atoms.pnorm import Pnorm
+from cvxpy.atoms.atom import Atom as Atom
+from cvxpy.atoms.pnorm import Pnorm as Pnorm
 from cvxpy.lin_ops import lin_utils
-from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL, dims_to_solver_cones
+from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL as CLARABEL
+from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import (
+    dims_to_solver_cones as dims_to_solver_cones,
+)
 
-__all__ = ["CVXPY_RANGE", "cvxpy_version", "Atom", "Pnorm", "CLARABEL", "dims_to_solver_cones",
-           "conic_program", "conic_offset", "variable_column", "has_variable_bounds",
-           "pow_cone_3d", "reserve_ids"]
+# also re-exported, as CVXPY defines them: Atom, Pnorm (isinstance tests in gtvmodel._cvx),
+# CLARABEL (CVXPY's Clarabel interface, subclassed in gtvmodel._solver) and
+# dims_to_solver_cones (CVXPY's cone dimensions -> Clarabel's cones)
+__all__ = ["CVXPY_RANGE", "cvxpy_version", "conic_program", "conic_offset", "variable_column",
+           "has_variable_bounds", "pow_cone_3d", "reserve_ids"]
 
 #: ``(lowest supported, first unsupported)`` CVXPY release, as declared in ``pyproject.toml``.
 CVXPY_RANGE: tuple[tuple[int, int, int], tuple[int, int, int]] = ((1, 7, 0), (1, 10, 0))
