@@ -1,6 +1,9 @@
 # Two commands get a newcomer from a fresh clone to a result:
 #   make demo   -- creates .venv, installs gtvmodel, runs the main demo (paper 001 VI-A SBM)
 #   make test   -- creates .venv, installs gtvmodel with test extras, runs the test suite
+#   make docs   -- the documentation site (Sphinx, warnings are errors) in out/docs/index.html
+#   make test-min -- the suite on the lowest supported Python and dependency floors
+#                    (ci/min-versions.txt) in out/venv-min
 #   make notebooks -- the teaching notebooks (docs/teaching.md): opens Jupyter if installed,
 #                     otherwise executes them all and writes the results to out/notebooks/
 #   make release-lessons -- student notebooks, solutions and autograders in out/lessons/
@@ -9,8 +12,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
+# the lowest supported Python (requires-python) for test-min; override with MIN_PYTHON=path
+MIN_PYTHON ?= python3.10
+MIN_VENV   ?= out/venv-min
 
-.PHONY: demo test test-all lint bench notebooks grade release-lessons clean
+.PHONY: demo test test-all test-min lint bench docs notebooks grade release-lessons clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +34,21 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow"
+
+test-min:
+	$(MIN_PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -c ci/min-versions.txt -e '.[test]'
+	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(cvxpy|clarabel|numpy|scipy|networkx|matplotlib|tqdm|scikit-learn|array-api-compat)=='
+	$(MIN_VENV)/bin/python -m pytest -q
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html docs out/docs
+	@echo "documentation: out/docs/index.html"
 
 lint: $(STAMP)
 	$(PY) -m ruff check gtvmodel tests examples benchmarks

@@ -116,7 +116,10 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+    """The public names, the public subpackages and the module's dunders (``__version__``):
+    not the helpers this file imports (``Any``, ``import_module``) nor the private modules."""
+    dunders = {k for k in globals() if k.startswith("__") and k.endswith("__")}
+    return sorted(set(__all__) | _SUBMODULES | dunders)
 
 
 __all__ = [

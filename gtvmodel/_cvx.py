@@ -8,9 +8,8 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
-from cvxpy.atoms.atom import Atom
-from cvxpy.atoms.pnorm import Pnorm
 
+from ._compat import Atom, Pnorm
 from ._norms import norm_rows_upper
 
 __all__ = ["ScaleParameter", "DPP_MAX_ENTRIES", "dpp_sized", "pnorm_rows_le", "norm_rows_le",

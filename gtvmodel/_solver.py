@@ -4,7 +4,8 @@
 (:data:`DEFAULT_SOLVER_OPTIONS`), its tolerance fallback ladder
 (:data:`FALLBACK_SOLVER_OPTIONS`) and its status policy (inaccurate statuses raise
 :class:`~gtvmodel.errors.SolverError` unless accepted, unbounded raises, infeasible is returned
-to the caller).  This module imports only cvxpy, numpy and :mod:`gtvmodel.errors`, so every other
+to the caller).  This module imports only cvxpy, numpy, :mod:`gtvmodel._compat` (CVXPY's Clarabel
+interface) and :mod:`gtvmodel.errors`, so every other
 module can import it at top level without an import cycle.
 """
 
@@ -21,8 +22,8 @@ import cvxpy as cp
 import cvxpy.settings as cps
 import numpy as np
 import scipy.sparse as sp
-from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL, dims_to_solver_cones
 
+from ._compat import CLARABEL, dims_to_solver_cones
 from .errors import ParameterError, SolverError
 
 __all__ = ["DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS", "check_solver", "run_solver",

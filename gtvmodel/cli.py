@@ -1,5 +1,6 @@
 """Command line interface: ``gtvmodel certify PROBLEM WEIGHTS [--flows FLOWS] [--tol T] [--json]``
-and ``gtvmodel reproduce NAME [--seeds K] [--quick] [--out DIR] [--json]``.
+and ``gtvmodel reproduce NAME [--seeds K] [--quick] [--out DIR] [--json]`` and
+``gtvmodel lessons DIR [--force]``.
 
 Checks a candidate solution produced anywhere (any language) against a problem file
 (:mod:`gtvmodel.io`, ``docs/file_format.md``) and prints its certificate
@@ -27,6 +28,10 @@ outcomes (``--json``: the results as JSON instead), and writes each figure as PN
 :data:`gtvmodel.experiments.DPI` dots per inch) and the numbers as JSON into ``--out``
 (default ``out``).  Exit ``0`` when every check holds, ``1`` when one fails, ``2`` on bad input.
 
+``lessons`` writes the teaching notebooks (``docs/teaching.md``), shipped in the wheel, and
+their worked solutions (``DIR/solutions/``) into ``DIR``; it refuses to overwrite a file unless
+``--force`` (exit ``2``).
+
 Start-up: ``--help`` and ``--version`` import only the exceptions and numpy (the package's
 names load on first use); ``certify`` imports the engines (CVXPY, SciPy, networkx: about 1 s)
 and never matplotlib; ``reproduce`` imports the experiments (and matplotlib).
@@ -36,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from pathlib import Path
 
 from . import __version__
 from ._validate import check_option, check_scalar
@@ -138,7 +145,42 @@ def _parser() -> argparse.ArgumentParser:
                    "(default: out)")
     r.add_argument("--json", action="store_true", help="print the results as JSON instead of "
                    "the tables")
+    le = sub.add_parser("lessons", help="write the teaching notebooks into a directory",
+                        description="Write the teaching notebooks (and their solutions, in "
+                        "DIR/solutions) into DIR; open them with Jupyter.  Exit 0 on success, "
+                        "2 if a file exists (without --force) or DIR cannot be written.")
+    le.add_argument("dir", help="target directory (created if missing)")
+    le.add_argument("--force", action="store_true", help="overwrite existing notebooks")
     return p
+
+
+def _lessons_source() -> Path:
+    """Where the teaching notebooks are: ``gtvmodel/_lessons`` in an installed wheel (package
+    data, see setup.py), ``examples/notebooks`` in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for where in (here / "_lessons", here.parent / "examples" / "notebooks"):
+        if any(where.glob("*.ipynb")):
+            return where
+    raise GTVError("the teaching notebooks are not installed with this copy of gtvmodel")
+
+
+def _lessons(args: argparse.Namespace) -> int:
+    src = _lessons_source()
+    files = sorted(src.glob("*.ipynb")) + sorted(src.glob("solutions/*.ipynb"))
+    out = Path(args.dir)
+    targets = [out / f.relative_to(src) for f in files]
+    clash = [str(t) for t in targets if t.exists()]
+    if clash and not args.force:
+        raise ParameterError(f"lessons: {clash[0]} exists ({len(clash)} of the "
+                             f"{len(targets)} notebooks do); pass --force to overwrite")
+    try:
+        for f, t in zip(files, targets, strict=True):
+            t.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, t)
+    except OSError as exc:
+        raise ParameterError(f"lessons: cannot write into {out}: {exc}") from None
+    print(f"wrote {len(targets)} notebooks into {out} (solutions in {out / 'solutions'})")
+    return 0
 
 
 def _count(name: str) -> Callable[[str], int]:
@@ -226,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _certify(args)
         if args.command == "reproduce":
             return _reproduce(args)
+        if args.command == "lessons":
+            return _lessons(args)
     except SolverError as exc:
         print(f"gtvmodel: solver failure: {_one_line(exc)}", file=sys.stderr)
         return 3

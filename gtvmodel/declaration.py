@@ -11,6 +11,7 @@ shortcut methods on top (so no engine imports the class that calls it).  Every r
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -22,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._compat import reserve_ids
 from ._norms import norm_rows_upper
 from ._validate import as_finite_array, check_int, check_option, check_rows, check_scalar
 from .errors import (
@@ -736,6 +738,34 @@ class ModelDeclaration:
     def cache(self) -> ModelCache:
         """The compiled artefacts of this version of the model (:class:`ModelCache`)."""
         return self._cache
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and ``copy.deepcopy`` keep the declaration and drop what is rebuilt on
+        first use: the :class:`ModelStructure` and the :class:`ModelCache` of compiled
+        artefacts (CVXPY problems, solver handles, closures), so a copy answers as the
+        original does after its own recompilation."""
+        state = self.__dict__.copy()
+        state["_cache"] = ModelCache()
+        state["_structure"] = None
+        return state
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ModelDeclaration:
+        """``copy.deepcopy`` goes through :mod:`pickle`: CVXPY's own deep copy gives the copied
+        variables new ids but keeps the canonical forms cached on the expressions of a solved
+        model, which name the old ones (its next solve would fail inside CVXPY).  The copy's
+        symbolic terms keep the original's ids; the two models never share a problem."""
+        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled declaration; CVXPY's id counter is moved past the ids of the
+        restored symbolic terms (:func:`gtvmodel._compat.reserve_ids`), so no variable built
+        afterwards in this process shares an id with one of them."""
+        self.__dict__.update(state)
+        reserve_ids([*self._vars.values(),
+                     *(loss.expr for loss in self._losses.values()
+                       if isinstance(loss, SymbolicLoss)),
+                     *(c.constraint for cs in self._constraints.values() for c in cs
+                       if isinstance(c, SymbolicConstraint))])
 
     def structure(self) -> ModelStructure:
         """The model's :class:`ModelStructure` (built once per version of the model)."""

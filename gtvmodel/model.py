@@ -32,6 +32,30 @@ class GTVModel(ModelDeclaration):
     ``penalty`` ``phi``, ``lam`` ``lambda``, ``weight`` the edge attribute of ``A_e``) plus
     shortcut methods to the engines and to problem files.
 
+    Parameters
+    ----------
+    graph : networkx.Graph
+        The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
+    dim : int
+        Dimension ``d >= 1`` of every local parameter ``w_i``.
+    penalty : Penalty, default Norm2()
+        The GTV penalty ``phi``.
+    lam : float, default 1.0
+        The GTV regularization strength ``lambda >= 0``.
+    weight : hashable or None, default "weight"
+        The edge attribute holding ``A_e`` (``None``: every ``A_e = 1``).
+
+    Raises
+    ------
+    GraphError
+        The graph is empty, or an edge weight is negative or not finite.
+    DataError
+        ``dim`` is not an integer ``>= 1``.
+    PenaltyError
+        ``penalty`` is not a :class:`~gtvmodel.terms.penalties.Penalty` or does not fit ``dim``.
+    ParameterError
+        ``lam`` negative, infinite or NaN.
+
     Examples
     --------
     >>> import networkx as nx, numpy as np, gtvmodel as gm

@@ -87,6 +87,36 @@ def predict(model: ModelDeclaration, result_or_weights: Any, node: Hashable, X: 
     softmax); ``proba=True``: probabilities (``P(y = +1 | x)`` for the logistic loss, ``(m, K)``
     for softmax).  ``result_or_weights``: a result with ``weights`` or an ``(n, d)`` array.
 
+    Parameters
+    ----------
+    model : GTVModel
+        The model the weights belong to; node ``node``'s loss decides how it predicts.
+    result_or_weights : Result or array (n, d)
+        A result with ``weights`` or the weights themselves.
+    node : hashable
+        The node's label.
+    X : array_like, shape (m, p)
+        The samples (``p = d``; softmax: ``d = p K``).
+    proba : bool, default False
+        Probabilities instead of labels (classifiers only).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(m,)`` predictions, or ``(m, K)`` softmax probabilities.
+
+    Raises
+    ------
+    UnknownNodeError
+        ``node`` is not a node of the model.
+    DataError
+        ``X`` or the weights have the wrong shape or are not finite.
+    UnsupportedError
+        The node's loss does not predict (a symbolic or zero loss) and the model has not
+        exactly one data-fit loss class to predict with.
+    ParameterError
+        ``proba`` is not a bool.
+
     Examples
     --------
     >>> import networkx as nx, numpy as np, gtvmodel as gm
@@ -234,6 +264,18 @@ def node_scores(model: ModelDeclaration, result_or_weights: Any, data: Any = Non
         ``y_hat_r == y_r`` (labels compared in the loss's convention, so ``{0, 1}`` labels of
         a logistic node are fine); a callable ``metric(y_true, y_pred) -> float`` is called
         once per node with data.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n,)`` scores in model node order, NaN at nodes without samples.
+
+    Raises
+    ------
+    DataError
+        Weights or samples of the wrong shape, not finite, or for unknown nodes.
+    ParameterError
+        An unknown ``metric``.
 
     Examples
     --------

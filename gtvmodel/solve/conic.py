@@ -66,8 +66,14 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from cvxpy.cvxcore.python.canonInterface import get_parameter_vector
 
+from .._compat import (
+    conic_offset,
+    conic_program,
+    has_variable_bounds,
+    pow_cone_3d,
+    variable_column,
+)
 from .._cvx import dpp_sized
 from .._solver import gap_tolerance, run_solver, separable_gap_tolerance
 from .._validate import check_int, check_rows, check_vector
@@ -91,8 +97,6 @@ __all__ = [
 
 #: The solver whose conic standard form (row order, cone conventions, PSD svec) is used.
 _CANON_SOLVER = "CLARABEL"
-#: Tolerance of the check that the applied ``c`` agrees with the one read from the tensor.
-_AFFINE_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -298,7 +302,7 @@ def conic_data(model: ModelDeclaration, nodes: list[int]) -> ConicData:
     where = (f"node {model.nodes[nodes_t[0]]!r}" if k == 1 else
              f"nodes {[model.nodes[i] for i in nodes_t[:5]]}{'...' if k > 5 else ''}")
     try:
-        data, _, _ = entry.problem.get_problem_data(
+        data, _, inverse_data = entry.problem.get_problem_data(
             _CANON_SOLVER, solver_opts={"use_quad_obj": False})
     except cp.error.SolverError as exc:
         raise UnsupportedError(
@@ -306,30 +310,22 @@ def conic_data(model: ModelDeclaration, nodes: list[int]) -> ConicData:
             f"{exc}") from None
     if "P" in data:  # pragma: no cover - use_quad_obj=False rules it out
         raise UnsupportedError(f"{where}: conic form has a quadratic objective term")
-    prog = data["param_prob"]
-    if getattr(prog, "lower_bounds", None) is not None or getattr(
-            prog, "upper_bounds", None) is not None:  # pragma: no cover - not for Clarabel
+    if has_variable_bounds(data):  # pragma: no cover - not for Clarabel
         raise UnsupportedError(f"{where}: conic form has variable bounds")
-    nv = int(prog.x.size)
-    # c0 and the constant d0 from CVXPY's objective tensor q (acting on the stacked parameter
-    # values with a trailing 1); the applied data's c must agree with it.
-    q = sp.csc_matrix(prog.q)
-    values = {pid: np.asarray(p.value, dtype=float) for pid, p in prog.id_to_param.items()}
-    pvec = get_parameter_vector(prog.total_param_size, prog.param_id_to_col,
-                                prog.param_id_to_size, values.__getitem__)
-    cd0 = np.asarray(q @ (np.ones(1) if pvec is None else pvec), dtype=float).ravel()
-    c0, d0 = cd0[:nv], float(cd0[nv])
-    if np.abs(np.asarray(data["c"], dtype=float).ravel() - c0).max(initial=0.0) > \
-            _AFFINE_TOL * (1.0 + np.abs(c0).max(initial=0.0)):  # pragma: no cover
-        raise UnsupportedError(f"{where}: unexpected layout of CVXPY's objective tensor")
+    # the objective c0^T x + d0 with the current Parameter values applied
+    c0 = np.asarray(data["c"], dtype=float).ravel()
+    d0 = conic_offset(inverse_data)
+    nv = int(conic_program(data).x.size)
+    if c0.size != nv:  # pragma: no cover - guards against a CVXPY format change
+        raise UnsupportedError(f"{where}: unexpected layout of CVXPY's conic objective")
     # Clarabel's form A x + r = b, r in K (CVXPY's own is A_cvx x + b in K, A = -A_cvx)
     A = sp.csr_matrix(data["A"])
     b = np.asarray(data["b"], dtype=float).ravel()
     x_cols = np.full((k, d), -1, dtype=np.int64)
     for j, x in enumerate(entry.xs):
-        col = prog.var_id_to_col.get(x.id)
+        col = variable_column(data, x)
         if col is not None:
-            x_cols[j] = int(col) + np.arange(d)
+            x_cols[j] = col + np.arange(d)
     present = (x_cols[:, 0] >= 0)
     rows = x_cols[present].ravel()
     cols = (np.flatnonzero(present)[:, None] * d + np.arange(d)[None, :]).ravel()
@@ -429,8 +425,8 @@ def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
     if p3d_rows:
         R = np.vstack(p3d_rows)
         a = np.array(p3d_alpha)
-        out.append(cp.PowCone3D(cp.multiply(1.0 / a, z[R[:, 0]]),
-                                cp.multiply(1.0 / (1.0 - a), z[R[:, 1]]), z[R[:, 2]], a))
+        out.append(pow_cone_3d(cp.multiply(1.0 / a, z[R[:, 0]]),
+                               cp.multiply(1.0 / (1.0 - a), z[R[:, 1]]), z[R[:, 2]], a))
     for al, starts in pnd.items():
         a = np.array(al)
         st = np.array(starts)

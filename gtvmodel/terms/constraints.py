@@ -26,7 +26,17 @@ __all__ = ["Constraint", "Box", "NonNeg", "NormBall", "SymbolicConstraint"]
 
 
 class Constraint:
-    """Base class of node constraints ``w in C`` (``C`` convex, closed)."""
+    """Base class of node constraints ``w in C`` (``C`` convex, closed).
+
+    Examples
+    --------
+    Every library constraint is a ``Constraint``; ``project`` is ``P_C``:
+
+    >>> import gtvmodel as gm
+    >>> c = gm.NonNeg()
+    >>> isinstance(c, gm.Constraint), c.project([1.0, -2.0])
+    (True, array([1., 0.]))
+    """
 
     #: The name of the constraint in problem files and the registry :data:`~.spec.CONSTRAINTS`.
     kind: ClassVar[str] = "constraint"
@@ -122,6 +132,17 @@ class Box(Constraint):
 
     Support function (the conjugate of ``iota_C`` in the dual (24), docs/conventions.md):
     ``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)``.
+
+    Parameters
+    ----------
+    lo, hi : float or array_like, shape (d,)
+        Lower and upper bounds (``-inf``/``+inf`` for none), scalars or one per coordinate.
+
+    Raises
+    ------
+    DataError
+        A bound is not numeric, contains NaN, is not a scalar or a vector, ``lo`` is ``+inf``
+        or ``hi`` is ``-inf``, or ``lo`` and ``hi`` have different shapes.
 
     Examples
     --------
@@ -369,6 +390,20 @@ class NonNeg(ParameterFree, Constraint):
 class NormBall(Constraint):
     """``||w||_p <= radius`` for ``p in [1, inf]``; the support function is ``radius ||s||_q``.
 
+    Parameters
+    ----------
+    radius : float
+        The radius ``r >= 0``.
+    p : float, default 2
+        The norm's exponent ``p >= 1`` (``numpy.inf`` allowed).
+
+    Raises
+    ------
+    ParameterError
+        ``radius`` negative, infinite or NaN.
+    DataError
+        ``p`` is NaN or below 1.
+
     Examples
     --------
     >>> import numpy as np, gtvmodel as gm
@@ -491,6 +526,22 @@ class SymbolicConstraint(Constraint):
     Created by :meth:`gtvmodel.GTVModel.add_constraint`; it has no closed-form projection or
     support function (the dual and the certificate conjugate it through CVXPY's conic form,
     :mod:`gtvmodel.solve.conic`).
+
+    Parameters
+    ----------
+    constraint : cvxpy.Constraint
+        A DCP constraint on ``w_i``.
+    variable : cvxpy.Variable
+        The node's variable ``w_i`` (``model.var(node)``); the constraint may involve no other
+        variable.
+    node : hashable, optional
+        The node's label, named in error messages.
+
+    Raises
+    ------
+    ConstraintError
+        ``constraint`` is not a CVXPY constraint, not DCP, or does not involve ``variable``
+        alone.
 
     Examples
     --------

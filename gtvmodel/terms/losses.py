@@ -18,6 +18,7 @@ in :class:`SymbolicLoss` by :meth:`gtvmodel.GTVModel.set_loss`.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,27 @@ class Loss(ABC):
     without any change to the codec (:mod:`gtvmodel._files`).  A data-fit loss subclassing
     :class:`DataFitLoss` inherits both hooks and only adds its own parameters (see
     :class:`HuberLoss`).
+
+    Parameters
+    ----------
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
+    Examples
+    --------
+    Every library loss is a ``Loss``; the regularizers are added by the base class:
+
+    >>> import gtvmodel as gm
+    >>> loss = gm.QuadraticLoss([1.0, 0.0], l1=0.5, l2=1.0)
+    >>> isinstance(loss, gm.Loss), loss.value([1.0, 1.0])  # 1 + 0.5 * 2 + 1 * 2
+    (True, 4.0)
     """
 
     #: True when the unregularized loss is differentiable with Lipschitz gradient.
@@ -675,6 +697,25 @@ class SquaredLoss(DataFitLoss):
     :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
     finite term and under-estimate the conjugate (docs/conventions.md).
 
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        The node's samples ``x_r^T`` as rows: finite, at least one row.
+    y : array_like, shape (m,)
+        The targets ``y_r``.
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
+        length ``m``.
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
     Examples
     --------
     ``L(w)``, ``grad L(w)``, the conjugate ``L*(s)`` (docs/conventions.md) and the node update PU
@@ -770,6 +811,26 @@ class LogisticLoss(DataFitLoss):
     Its Hessian is ``X^T diag(s(1-s)) X / m <= X^T X / (4m)``; it has no global strong convexity
     (add ``l2=`` for one).
 
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        The node's samples ``x_r^T`` as rows: finite, at least one row.
+    y : array_like, shape (m,)
+        Binary labels ``y_r``: ``-1``/``+1`` (``0``/``1`` and other two-valued labels are
+        mapped to ``-1``/``+1``).
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
+        length ``m`` (or does not hold two label values).
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
     Examples
     --------
     >>> import numpy as np, gtvmodel as gm
@@ -848,6 +909,26 @@ class HingeLoss(DataFitLoss):
 
     Not differentiable: no gradient or smoothness constant.
 
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        The node's samples ``x_r^T`` as rows: finite, at least one row.
+    y : array_like, shape (m,)
+        Binary labels ``y_r``: ``-1``/``+1`` (``0``/``1`` and other two-valued labels are
+        mapped to ``-1``/``+1``).
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
+        length ``m`` (or does not hold two label values).
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
     Examples
     --------
     >>> import numpy as np, gtvmodel as gm
@@ -898,6 +979,25 @@ class AbsoluteLoss(DataFitLoss):
     """Absolute error ``(1/m) ||y - X w||_1`` (non-smooth).
 
     Conjugate (docs/conventions.md): ``L*(s) = min { sum_r mu_r y_r : X^T mu = s, |mu_r| <= 1/m }``.
+
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        The node's samples ``x_r^T`` as rows: finite, at least one row.
+    y : array_like, shape (m,)
+        The targets ``y_r``.
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
+        length ``m``.
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
 
     Examples
     --------
@@ -950,6 +1050,29 @@ class AbsoluteLoss(DataFitLoss):
 class HuberLoss(DataFitLoss):
     """Huber loss ``(1/m) sum_r huber(x_r^T w - y_r, M)`` with CVXPY's ``huber``:
     ``r^2`` for ``|r| <= M``, ``2 M |r| - M^2`` beyond.  Smooth with ``ell'' <= 2``.
+
+    Parameters
+    ----------
+    X : array_like, shape (m, d)
+        The node's samples ``x_r^T`` as rows: finite, at least one row.
+    y : array_like, shape (m,)
+        The targets ``y_r``.
+    M : float, default 1.0
+        The threshold ``M > 0`` between the quadratic and the linear part.
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
+        length ``m``.
+    ParameterError
+        ``M`` not positive and finite.
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
 
     Examples
     --------
@@ -1040,6 +1163,18 @@ class ZeroLoss(Loss):
     Its conjugate is ``iota{s = 0}``; with ``l2 = kappa`` it is ``||s||^2 / (4 kappa)``
     (docs/conventions.md).
 
+    Parameters
+    ----------
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
     Examples
     --------
     >>> import gtvmodel as gm
@@ -1100,6 +1235,22 @@ class QuadraticLoss(Loss):
 
     Conjugate ``L*(s) = s^T a + ||s||^2 / 4`` (docs/conventions.md); prox ``(v + 2 tau a) / (1 + 2
     tau)``.
+
+    Parameters
+    ----------
+    a : array_like, shape (d,)
+        The centre ``a`` of ``||w - a||_2^2``: finite.
+    l1 : float, default 0.0
+        ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
+    l2 : float, default 0.0
+        ``kappa >= 0``: adds ``kappa ||w||_2^2`` to the loss.
+
+    Raises
+    ------
+    DataError
+        ``a`` is not a finite non-empty vector.
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
 
     Examples
     --------
@@ -1179,6 +1330,22 @@ class SymbolicLoss(Loss):
     Numeric evaluation assigns ``variable.value`` and reads the expression's value.  Its
     conjugate has no formula: the dual and the certificate derive it from CVXPY's conic form
     (:mod:`gtvmodel.solve.conic`, docs/conventions.md).
+
+    Parameters
+    ----------
+    expr : cvxpy.Expression
+        A scalar convex (DCP) expression ``L_i(w_i)``.
+    variable : cvxpy.Variable
+        The node's variable ``w_i`` (``model.var(node)``); ``expr`` may involve no other
+        variable.
+    node : hashable, optional
+        The node's label, named in error messages.
+
+    Raises
+    ------
+    LossError
+        ``expr`` is not a CVXPY expression, not scalar, not DCP or not convex, or involves a
+        variable other than ``variable``.
 
     Examples
     --------
@@ -2580,32 +2747,37 @@ class SquaredBatch(DataFitBatch):
                 "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
                 "c": self.c[rows], "rn": rn}
         moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
-
-        def evaluate(S, W0, wloc, rnd):
-            a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
-            xp = _xp.namespace(S)
-            best = None
-            for base in (W0, None):
-                if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
-                    break  # rounding-level residuals already: the second cannot do better
-                Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
-                out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
-                                              a["rn"], a["kappa"], S, Wm, m_max)
-                wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
-                # choose by the value plus a local-scale residual charge (both are valid)
-                total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
-                if best is None:
-                    best = (total, out, wl)
-                else:
-                    pick = total < best[0]
-                    best = (xp.where(pick, total, best[0]),
-                            tuple(xp.where(xp.reshape(pick, (-1,) + (1,) * (o.ndim - 1)), o, b_)
-                                  for o, b_ in zip(out, best[1], strict=True)),
-                            xp.where(pick, wl, best[2]))
-            val, rho, r_rnd, mag = best[1]
-            return val, rho, r_rnd, mag, best[2], np.ones(sel.size, dtype=bool)
-
+        # a module-level function (not a closure), so a batch can be pickled and deep-copied
+        evaluate = functools.partial(_squared_conjugate_split, host, moved, m_max)
         return ConjugateGroup(self.nodes[sel], True, evaluate, array_api=True)
+
+
+def _squared_conjugate_split(host: dict, moved: SimpleNamespace, m_max: int, S: Any, W0: Any,
+                             wloc: Any, rnd: Any) -> tuple:
+    """``ConjugateGroup.evaluate`` of :meth:`SquaredBatch.conjugate_group` (``host``: the
+    group's arrays, copied to ``S``'s device once into ``moved``)."""
+    a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
+    xp = _xp.namespace(S)
+    best = None
+    for base in (W0, None):
+        if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
+            break  # rounding-level residuals already: the second cannot do better
+        Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
+        out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
+                                      a["rn"], a["kappa"], S, Wm, m_max)
+        wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
+        # choose by the value plus a local-scale residual charge (both are valid)
+        total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
+        if best is None:
+            best = (total, out, wl)
+        else:
+            pick = total < best[0]
+            best = (xp.where(pick, total, best[0]),
+                    tuple(xp.where(xp.reshape(pick, (-1,) + (1,) * (o.ndim - 1)), o, b_)
+                          for o, b_ in zip(out, best[1], strict=True)),
+                    xp.where(pick, wl, best[2]))
+    val, rho, r_rnd, mag = best[1]
+    return val, rho, r_rnd, mag, best[2], np.ones(len(host["q"]), dtype=bool)
 
 
 def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40

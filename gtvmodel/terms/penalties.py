@@ -33,7 +33,17 @@ def _col(x: np.ndarray) -> np.ndarray:
 
 
 class Penalty:
-    """Base class of edge penalties ``phi: R^d -> R``, convex with ``phi(0) = 0``."""
+    """Base class of edge penalties ``phi: R^d -> R``, convex with ``phi(0) = 0``.
+
+    Examples
+    --------
+    Every library penalty is a ``Penalty``; its rows ``phi(V_e)`` of edge differences:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> phi = gm.Norm1()
+    >>> isinstance(phi, gm.Penalty), phi.rows_value(np.array([[3.0, -4.0]]))
+    (True, array([7.]))
+    """
 
     #: True for norms (the dual becomes a capacitated flow problem).
     is_norm: ClassVar[bool] = False
@@ -465,6 +475,16 @@ def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
 class NormP(_NormPenalty):
     """``phi(v) = ||v||_p`` for ``1 <= p <= inf``; capacities ``||u_e||_q <= lambda A_e``.
 
+    Parameters
+    ----------
+    p : float
+        The exponent ``p >= 1`` (``numpy.inf`` allowed); ``q = p / (p - 1)`` is the dual one.
+
+    Raises
+    ------
+    PenaltyError
+        ``p`` is NaN or below 1.
+
     Examples
     --------
     Rows ``phi(V_e)``, the scaled conjugate ``lambda A_e phi*(u_e / (lambda A_e))`` of the dual
@@ -638,6 +658,16 @@ class QuadForm(Penalty):
     The CVXPY form uses the Cholesky factor ``Q = L L^T``: ``v^T Q v = ||L^T v||^2``.
     Scaled conjugate ``u^T Q^{-1} u / (2 lambda A)``; DU (33) is
     ``(I + (sigma / (lambda A)) Q^{-1})^{-1} v`` (docs/conventions.md).
+
+    Parameters
+    ----------
+    Q : array_like, shape (d, d)
+        A symmetric positive definite matrix ``Q``.
+
+    Raises
+    ------
+    PenaltyError
+        ``Q`` is not square, not symmetric, or not (numerically) positive definite.
 
     Examples
     --------

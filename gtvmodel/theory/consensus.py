@@ -160,6 +160,33 @@ def consensus_threshold(model: ModelDeclaration, *, method: str = "auto", solver
     convex pooled loss (a unique ``w_bar``).  ``flow_func`` is a networkx max-flow function
     for ``method="flow"`` (default None: ``preflow_push``, see :func:`check_well_connected`).
 
+    Parameters
+    ----------
+    model : ModelDeclaration
+        Smooth library losses without node constraints (as for
+        :func:`check_well_connected`), a norm penalty, a strongly convex pooled loss.
+    method : {"auto", "flow", "convex"}, default "auto"
+        ``"flow"`` (``d = 1`` only): Dinkelbach's iteration on max-flows; ``"convex"``: the
+        convex program above; ``"auto"``: ``"flow"`` for ``d = 1``, ``"convex"`` otherwise.
+    solver : str or None, default None
+        CVXPY solver of ``method="convex"`` (None: Clarabel).
+    flow_func : callable or None, default None
+        networkx max-flow function of ``method="flow"``.
+
+    Returns
+    -------
+    float
+        ``lambda_crit >= 0`` (``inf`` if no finite ``lambda`` makes the consensus optimal).
+
+    Raises
+    ------
+    UnsupportedError
+        A loss, node constraint or penalty outside the supported ones (named).
+    ParameterError
+        An unknown ``method``, or ``"flow"`` with ``d > 1``.
+    SolverError
+        The convex program could not be solved accurately.
+
     Examples
     --------
     >>> import networkx as nx, gtvmodel as gm

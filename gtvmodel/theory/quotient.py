@@ -40,6 +40,26 @@ def cluster_graph(model: ModelDeclaration, partition: Any) -> ModelDeclaration:
     constraints cannot be moved to another variable and raise
     :class:`~gtvmodel.errors.UnsupportedError`.
 
+    Parameters
+    ----------
+    model : ModelDeclaration
+        Library losses and library node constraints.
+    partition : partition
+        The clusters ``C`` (any form
+        :func:`~gtvmodel.theory.partition.normalize_partition` reads).
+
+    Returns
+    -------
+    ModelDeclaration
+        A model of ``type(model)`` with one node per cluster.
+
+    Raises
+    ------
+    UnsupportedError
+        A symbolic loss or constraint in a cluster.
+    PartitionError
+        ``partition`` is not a partition of the model's nodes.
+
     Examples
     --------
     >>> import networkx as nx, gtvmodel as gm

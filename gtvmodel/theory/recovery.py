@@ -44,6 +44,37 @@ def verify_recovery(model: ModelDeclaration, partition: Any, lam: float, *, tol:
     any form :func:`~gtvmodel.theory.partition.normalize_partition` reads (list of clusters,
     networkx community output, dict cluster id -> nodes, dict node -> cluster id, label array).
 
+    Parameters
+    ----------
+    model : ModelDeclaration
+        As for :func:`check_well_connected`.
+    partition : partition
+        The clusters ``C`` (any form
+        :func:`~gtvmodel.theory.partition.normalize_partition` reads).
+    lam : float
+        The ``lambda`` of the solve.
+    tol : float, default 1e-6
+        Relative tolerance of "constant on a cluster" and of the congestion ``<= 1``.
+    constant : {"corrected", "printed"}, default "corrected"
+        Which constant of (37) the deviation is compared with (docs/theory.md).
+    solver : str or None, default None
+        CVXPY solver (None: Clarabel).
+
+    Returns
+    -------
+    RecoveryReport
+        The per-cluster spreads and deviations, the bound (37), the congestion and
+        ``success``.
+
+    Raises
+    ------
+    UnsupportedError
+        A loss, node constraint or penalty outside the supported ones (named).
+    PartitionError
+        ``partition`` is not a partition of the model's nodes.
+    SolverError
+        The exact solve or the flow program failed.
+
     Examples
     --------
     >>> import networkx as nx, gtvmodel as gm

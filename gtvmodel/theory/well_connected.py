@@ -76,6 +76,15 @@ def check_well_connected(model: ModelDeclaration, partition: Any, lam: float | N
     minimizing set ``A`` (any ``i0' notin A`` is no better), which keeps the search exact and
     usually ends after one or two ``i0``.
 
+    Raises
+    ------
+    UnsupportedError
+        A loss, node constraint or penalty outside the supported ones (named).
+    PartitionError
+        ``partition`` is not a partition of the model's nodes.
+    ParameterError
+        ``lam`` or ``constant`` out of range.
+
     Examples
     --------
     >>> import networkx as nx, gtvmodel as gm
