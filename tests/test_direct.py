@@ -306,3 +306,23 @@ def test_kernels_on_arrays():
     child = parent >= 0
     assert np.all(pos[parent[child]] < pos[child])
     assert tv.forest_order(3, np.array([[0, 1], [1, 2], [0, 2]]))[3]  # a cycle is reported
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_path_algorithms_agree(seed):
+    """Condat's algorithm, the dynamic programming on a deque and the tree algorithm give the
+    same weights on forests of paths (node weights q > 0, edge weights, no l1)."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    edges = random_forest(rng, n, trees=4, path=True)
+    order, parent, pedge, _ = tv.forest_order(n, edges)
+    w = rng.uniform(0.1, 3.0, len(edges))
+    t = np.where(parent >= 0, w[pedge] * [0.1, 1.0, 10.0][seed], 0.0)
+    q = rng.uniform(0.1, 2.0, (n, 2))
+    p = q * np.cumsum(rng.normal(size=(n, 2)), axis=0)
+    eta = np.zeros(n)
+    xs = [tv.tv_path(order, parent, t, q, p, eta, method=m) for m in ("condat", "dp")]
+    xs.append(tv.tv_tree(order, parent, t, q, p, eta))
+    scale = np.abs(xs[0]).max()
+    assert np.abs(xs[1] - xs[0]).max() <= 1e-12 * scale
+    assert np.abs(xs[2] - xs[0]).max() <= 1e-12 * scale
