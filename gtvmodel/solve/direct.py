@@ -127,16 +127,23 @@ def direct_method(model: ModelDeclaration) -> tuple[str | None, str]:
     >>> gm.direct_method(model.variant(penalty=gm.Norm2()))
     (None, 'penalty Norm2 is not separable per coordinate (the direct solvers need Norm1)')
     """
+    method, reason, _ = _plan(model)
+    return method, reason
+
+
+def _plan(model: ModelDeclaration) -> tuple[str | None, str, _ScalarTerms | None]:
+    """:func:`direct_method`'s answer and the scalar node terms (None if not applicable)."""
     reason = _penalty_reason(model)
+    terms = None
     if reason is None:
-        terms = _scalar_terms(model)
-        reason = terms if isinstance(terms, str) else None
+        found = _scalar_terms(model)
+        terms, reason = (None, found) if isinstance(found, str) else (found, None)
     if reason is not None:
-        return None, reason
+        return None, reason, None
     method, why = _graph_method(model)
     if method is None:
-        return None, why
-    return method, f"Norm1 penalty, diagonal quadratic node terms; {why}"
+        return None, why, None
+    return method, f"Norm1 penalty, diagonal quadratic node terms; {why}", terms
 
 
 def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool = True,
@@ -182,14 +189,13 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     certify = check_bool(certify, "certify", "solve_direct")
     accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
                             where="solve_direct")
-    chosen, reason = direct_method(model)
+    chosen, reason, terms = _plan(model)
     if chosen is None:
         raise UnsupportedError(f"solve_direct: no direct algorithm applies: {reason}")
     if method == "path" and chosen != "path":
         raise UnsupportedError(f"solve_direct: method='path' needs a forest of paths, but {reason}")
     if method == "tree":
         chosen = "tree"
-    terms = _scalar_terms(model)
     st = model.structure()
     order, parent, pedge, _ = tv.forest_order(model.num_nodes, st.edges)
     child = np.flatnonzero(parent >= 0)
