@@ -326,3 +326,8 @@ def test_path_algorithms_agree(seed):
     scale = np.abs(xs[0]).max()
     assert np.abs(xs[1] - xs[0]).max() <= 1e-12 * scale
     assert np.abs(xs[2] - xs[0]).max() <= 1e-12 * scale
+    # lambda = 0: every node on its own, x = p / q (the dynamic programming's lines are
+    # anchored at the last crossing: rounding of order eps |x|)
+    for m, tol in (("condat", 0.0), ("dp", 1e-13)):
+        x0 = tv.tv_path(order, parent, 0.0 * t, q, p, eta, method=m)
+        assert np.abs(x0 - p / q).max() <= tol * scale

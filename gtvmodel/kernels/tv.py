@@ -351,7 +351,7 @@ def _condat_paths(order, parent, t, q, p):
                         kplus = k
                     value = vmin
                 for i in range(k0, close + 1):
-                    x[order[first + i], j] = value
+                    x[order[first + i], j] = value + 0.0  # no -0.0
                 k0 = close + 1
             first += m
     return x
