@@ -33,8 +33,13 @@ sum_{i in subtree(c)} g_i``, optimality is ``sigma_c in t_c d|.|(x_parent - x_c)
 edge and ``sigma_r = 0`` at the roots.  The admissible subtree sums form intervals
 ``I_c = dh_c(x_c) + sum_{children} J_c'``, ``J_c = {t_c sign(x_parent - x_c)}`` off fused
 edges and ``I_c cap [-t_c, t_c]`` on them (leaves first); roots take 0 and every node splits
-its target among its own subgradient and its children's intervals (top down).  Every value
-is exact up to rounding, so the node and edge conditions hold to rounding.
+its target among its own subgradient and its children's intervals (top down).  The weights
+carry rounding, so the conditions can miss by it; at a node that is not "stiff" (no ``q >
+0``: a data-less node, whose conjugate is finite only at its subgradients) a fused child
+whose fused subtree holds a stiff node takes exactly what the others leave, so that its
+conservation holds up to one rounding and the mismatch ends at a stiff node (a certificate
+then has nothing to correct at data-less nodes).  Every value is exact up to rounding, so the
+node and edge conditions hold to rounding.
 
 The functions are pure (arrays in, arrays out) and know nothing of models.
 """
@@ -443,17 +448,31 @@ def node_subgradients(q: np.ndarray, p: np.ndarray, eta: np.ndarray,
 
 
 @numba.njit(**_NB)
-def _tree_flows(order, parent, t, glo, ghi, x):
+def _tree_flows(order, parent, t, glo, ghi, x, stiff):
     n, d = x.shape
     sigma = np.zeros((n, d))
     acc_lo = np.empty(n)
     acc_hi = np.empty(n)
     jl = np.empty(n)
     jh = np.empty(n)
-    rem = np.empty(n)
+    target = np.empty(n)
+    soft = np.empty(n, dtype=np.bool_)  # a node of the fused subtree below has stiff[i]
+    ptr = np.zeros(n + 1, dtype=np.int64)  # the children of each node, in order
+    for k in range(n):
+        if parent[order[k]] >= 0:
+            ptr[parent[order[k]] + 1] += 1
+    ptr = np.cumsum(ptr)
+    fill = ptr[:-1].copy()
+    kids = np.empty(max(ptr[-1], 1), dtype=np.int64)
+    for k in range(n):
+        c = order[k]
+        if parent[c] >= 0:
+            kids[fill[parent[c]]] = c
+            fill[parent[c]] += 1
     for j in range(d):
         acc_lo[:] = glo[:, j]
         acc_hi[:] = ghi[:, j]
+        soft[:] = stiff[:, j]
         for k in range(n - 1, -1, -1):  # leaves first: the admissible subtree sums
             c = order[k]
             pc = parent[c]
@@ -468,29 +487,49 @@ def _tree_flows(order, parent, t, glo, ghi, x):
                 jh[c] = min(acc_hi[c], t[c])
                 if jl[c] > jh[c]:  # empty only by rounding: the nearer capacity
                     jl[c] = jh[c] = t[c] if acc_lo[c] > t[c] else -t[c]
+                soft[pc] |= soft[c]
             acc_lo[pc] += jl[c]
             acc_hi[pc] += jh[c]
-        for k in range(n):  # roots first: split each target
+        for k in range(n):  # roots first: split each node's target
             c = order[k]
-            pc = parent[c]
-            if pc < 0:
-                target = min(max(0.0, acc_lo[c]), acc_hi[c])
-            else:
-                take = min(max(rem[pc], 0.0), jh[c] - jl[c])
-                rem[pc] -= take
-                target = jl[c] + take
-                sigma[c, j] = target
-            rem[c] = target - acc_lo[c]
-            rem[c] -= min(max(rem[c], 0.0), ghi[c, j] - glo[c, j])  # the node's own share
+            if parent[c] < 0:
+                target[c] = 0.0
+            rem = target[c] - acc_lo[c]
+            own = min(max(rem, 0.0), ghi[c, j] - glo[c, j])
+            rem -= own
+            absorber = -1
+            for m in range(ptr[c], ptr[c + 1]):
+                ch = kids[m]
+                take = min(max(rem, 0.0), jh[ch] - jl[ch])
+                rem -= take
+                target[ch] = jl[ch] + take
+                if soft[ch] and x[ch, j] == x[c, j]:
+                    absorber = ch
+            if not stiff[c, j] and absorber >= 0:
+                # what rounding leaves over goes to a fused child whose fused subtree has a
+                # stiff node (its subgradient may move by it: its conjugate is finite);
+                # exactly what the others leave, so that conservation at c holds up to one
+                # rounding
+                rest = glo[c, j] + own
+                for m in range(ptr[c], ptr[c + 1]):
+                    if kids[m] != absorber:
+                        rest += target[kids[m]]
+                target[absorber] = min(max(target[c] - rest, -t[absorber]), t[absorber])
+        for k in range(n):
+            c = order[k]
+            if parent[c] >= 0:
+                sigma[c, j] = target[c]
     return sigma
 
 
 def tree_flows(order: np.ndarray, parent: np.ndarray, t: np.ndarray, glo: np.ndarray,
-               ghi: np.ndarray, x: np.ndarray) -> np.ndarray:
+               ghi: np.ndarray, x: np.ndarray, stiff: np.ndarray | None = None) -> np.ndarray:
     """``sigma`` (``(n, d)``): for every non-root ``c`` the sum over its subtree of node
     subgradients ``g_i in [glo_i, ghi_i]`` (:func:`node_subgradients` at the minimizer
     ``x``) such that ``sigma_c in t_c d|.|(x_parent - x_c)`` on every edge and the sum is 0
-    over every tree (module docstring); 0 at roots.
+    over every tree (module docstring); 0 at roots.  ``stiff`` (``(n, d)`` booleans, default
+    none): nodes whose subgradient may absorb what rounding leaves unbalanced at a node that
+    is not stiff (nodes with ``q > 0``, whose conjugates are finite everywhere).
 
     >>> import numpy as np
     >>> order, parent, t = np.arange(3), np.array([-1, 0, 1]), np.full(3, 1.0)
@@ -505,4 +544,6 @@ def tree_flows(order: np.ndarray, parent: np.ndarray, t: np.ndarray, glo: np.nda
                        np.ascontiguousarray(t, dtype=float),
                        np.ascontiguousarray(glo, dtype=float),
                        np.ascontiguousarray(ghi, dtype=float),
-                       np.ascontiguousarray(x, dtype=float))
+                       np.ascontiguousarray(x, dtype=float),
+                       np.ascontiguousarray(np.broadcast_to(
+                           False if stiff is None else stiff, np.shape(x)), dtype=np.bool_))

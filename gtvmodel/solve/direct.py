@@ -234,7 +234,7 @@ def _flows(model: ModelDeclaration, terms: _ScalarTerms, order: np.ndarray,
     its parent is ``-(D^T u)`` summed over the subtree, that is ``-u_e`` when ``c`` is the
     head ``e+`` (docs/conventions.md) and ``u_e`` when it is the tail."""
     lo, hi = tv.node_subgradients(terms.q, terms.p, terms.eta, W)
-    sigma = tv.tree_flows(order, parent, t, lo, hi, W)
+    sigma = tv.tree_flows(order, parent, t, lo, hi, W, terms.q > 0)
     child = np.flatnonzero(parent >= 0)
     U = np.zeros((model.num_edges, model.dim))
     sign = np.where(child < parent[child], -1.0, 1.0)
