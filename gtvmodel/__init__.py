@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "DualSolution": "gtvmodel.solve.dual",
     "solve_dual": "gtvmodel.solve.dual",
     "solve_exact": "gtvmodel.solve.exact",
+    "solve_direct": "gtvmodel.solve.direct",
+    "direct_method": "gtvmodel.solve.direct",
     "Box": "gtvmodel.terms.constraints",
     "Constraint": "gtvmodel.terms.constraints",
     "NonNeg": "gtvmodel.terms.constraints",
@@ -131,6 +133,8 @@ __all__ = [
     "Result",
     "Solution",
     "solve_exact",
+    "solve_direct",
+    "direct_method",
     "solve_dual",
     # Algorithm 1 (primal-dual message passing)
     "solve_primal_dual",

@@ -112,3 +112,29 @@ def test_failures_can_be_read_as_a_status_like_cvxpy():
     assert sol.status.startswith("unbounded") and "unbounded" in sol.info["error"]
     with pytest.raises(gm.ParameterError, match="raise_on_failure"):
         free.solve_exact(raise_on_failure="no")
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1()])
+def test_uniqueness_verdict_does_not_depend_on_the_data_scale(penalty):
+    """Issue 28 item 5: the flatness test is relative to each group's largest eigenvalue, so
+    multiplying every X by 1e-7 or 1e7 keeps the verdict (an absolute floor called the
+    strictly convex node with X = 1e-7 I flat and the minimizer "not unique")."""
+    rng = np.random.default_rng(5)
+    X = [np.eye(2), rng.normal(size=(4, 2)), rng.normal(size=(1, 2))]  # node 2: m < d
+    y = [rng.normal(size=len(x)) for x in X]
+
+    def verdicts(scale):
+        out = []
+        for graph, data in ((nx.path_graph(2), [0]),         # data node beside a data-less one
+                            (nx.path_graph(3), [0, 1, 2]),   # all strongly convex but node 2
+                            (nx.path_graph(2), [2]),         # m < d beside a data-less node
+                            (nx.path_graph(1), [0])):        # one strongly convex node
+            model = gm.GTVModel(graph, dim=2, penalty=penalty, lam=0.3)
+            for node, k in enumerate(data):
+                model.set_loss(node, gm.SquaredLoss(scale * X[k], y[k]))
+            out.append(model.uniqueness().unique)
+        return out
+
+    base = verdicts(1.0)
+    assert base == [None, None, False, True]
+    assert verdicts(1e-7) == base and verdicts(1e7) == base

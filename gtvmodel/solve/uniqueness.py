@@ -33,9 +33,11 @@ from ..errors import UnsupportedError
 
 __all__ = ["Uniqueness", "uniqueness"]
 
-#: Eigenvalues below ``SINGULAR * max(1, lambda_max)`` count as zero (an exact null direction
-#: of sums of ``X_i^T X_i / m_i``); above ``DEFINITE * lambda_max`` as positive.  In between
-#: the answer is ``None``.
+#: Eigenvalues below ``SINGULAR * lambda_max`` count as zero (an exact null direction of sums
+#: of ``X_i^T X_i / m_i``: rounding leaves ~``eps lambda_max``); above ``DEFINITE *
+#: lambda_max`` as positive.  In between the answer is ``None``.  Both are relative to the
+#: largest eigenvalue of the same matrix, so the verdict does not change when the data are
+#: rescaled (an absolute floor called ``X = 1e-7 I`` flat, issue 28 item 5).
 SINGULAR = 1e-12
 DEFINITE = 1e-8
 
@@ -108,7 +110,7 @@ def uniqueness(model: ModelDeclaration) -> Uniqueness:
     member = sp.csr_matrix((np.ones(n), (groups, np.arange(n))), shape=(k, n))
     S = np.asarray(member @ H.reshape(n, -1)).reshape((k,) + H.shape[1:])  # sum per group
     evs = np.linalg.eigvalsh(S)
-    flat = movable & (evs[:, 0] <= SINGULAR * np.maximum(1.0, evs[:, -1]))
+    flat = movable & (evs[:, 0] <= SINGULAR * np.maximum(evs[:, -1], 0.0))
     if flat.any():
         c = int(np.flatnonzero(flat)[0])
         members = [model.nodes[i] for i in np.flatnonzero(groups == c)]

@@ -2298,6 +2298,15 @@ class LossBatch:
         None when the domain has none this way."""
         return None
 
+    # ------------------------------------------------------------ direct solvers
+    def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(c, b)``, ``(k, d)`` each in batch order, with ``L_i(w) = sum_j (c_ij w_j^2 - 2
+        b_ij w_j) + const`` (unregularized; ``c >= 0``, ``b_ij = 0`` where ``c_ij = 0``): the
+        node term of the direct solvers of :mod:`gtvmodel.solve.direct`, separable per
+        coordinate.  Rows are NaN at nodes whose loss has no such form; None (the default)
+        when no loss of the batch has one."""
+        return None
+
 
 class ZeroBatch(LossBatch):
     """Zero losses (with regularizers): only the isotropic prox."""
@@ -2358,6 +2367,10 @@ class QuadraticBatch(LossBatch):
         s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V) + 2.0 * tau
         return _soft((V + 2.0 * tau[:, None] * self._on("a", self.a, V)) / s[:, None],
                      tau * self._on("l1", self.l1, V) / s)
+
+    def diagonal_quadratic(self):
+        """``c = 1``, ``b = a``: ``||w - a||^2 = sum_j (w_j^2 - 2 a_j w_j) + ||a||^2``."""
+        return np.ones_like(self.a), self.a
 
     def dual_part(self, inset, row_of, k):
         """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
@@ -2716,6 +2729,20 @@ class SquaredBatch(DataFitBatch):
         namespace)."""
         M, b = self._squared_operator(tau)
         return _xp.namespace(V).einsum("kij,kj->ki", M, V + b)
+
+    def diagonal_quadratic(self):
+        """Where ``Q_i = X_i^T X_i / m_i`` is diagonal (off-diagonal entries exactly 0):
+        ``c_i = diag(Q_i)``, ``b_i = q_i = X_i^T y_i / m_i`` (``(1/m) ||y - X w||^2 = w^T Q w
+        - 2 q^T w + ||y||^2 / m``); NaN rows elsewhere."""
+        G = self.gram()
+        d = G.shape[1]
+        c = np.diagonal(G, axis1=1, axis2=2) / self.ms[:, None]
+        diagonal = np.count_nonzero(G.reshape(len(G), -1), axis=1) == np.count_nonzero(c, axis=1)
+        c[~diagonal] = np.nan
+        b = np.full_like(c, np.nan)
+        if diagonal.any():
+            b[diagonal] = self.squared_data()["q"].reshape(-1, d)[diagonal]
+        return c, b
 
     def _squared_operator(self, tau: Any) -> tuple[Any, Any]:
         """``(I (1 + 2 tau kappa) + 2 tau Q)^{-1} = B diag(1/(1 + 2 tau (kappa + e))) B^T`` and
