@@ -30,7 +30,7 @@ from gtvmodel.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 RUNTIME = ["cvxpy", "clarabel", "numpy", "scipy", "networkx", "matplotlib", "tqdm",
-           "scikit-learn", "array-api-compat"]
+           "scikit-learn", "array-api-compat", "numba"]
 
 needs_sources = pytest.mark.skipif(not PYPROJECT.exists(), reason="not a source tree")
 

@@ -113,6 +113,24 @@ def direct_method(model: ModelDeclaration) -> tuple[str | None, str]:
     any ``l1``/``l2`` regularizers, no node constraints, and a forest (``"path"`` when every
     node has at most two edges).
 
+    Parameters
+    ----------
+    model : ModelDeclaration
+        The declared problem (16) (a :class:`~gtvmodel.model.GTVModel`).
+
+    Returns
+    -------
+    method : str or None
+        ``"path"``, ``"tree"``, or None when no direct algorithm applies.
+    reason : str
+        Why (the penalty, node or graph property that rules it out, or what makes it apply).
+
+    Raises
+    ------
+    GTVError
+        Only for a model that cannot be evaluated at all (a bad declaration); a model the
+        direct algorithms do not solve gives ``(None, reason)``, not an error.
+
     Examples
     --------
     >>> import networkx as nx, gtvmodel as gm
@@ -168,6 +186,31 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     ``info["route"] = "direct"``, ``info["direct_method"]`` the algorithm and
     ``info["route_reason"]`` why; ``timings``: ``"setup"`` (node terms and the forest's
     order), ``"kernel"`` (the weights), ``"flows"`` and ``"certificate"``.
+
+    Parameters
+    ----------
+    model : ModelDeclaration
+        The declared problem (16) (a :class:`~gtvmodel.model.GTVModel`).
+    method : {"auto", "path", "tree"}, default "auto"
+        The algorithm: the one :func:`direct_method` names, the tree dynamic programming on
+        any forest, or the path algorithm (a forest of paths only).
+    certify : bool, default True
+        Certify the answer (34) with :func:`~gtvmodel.certificates.certificate.certify`.
+    accuracy : float, default 1e-9
+        The certified relative gap at or below which :attr:`Solution.success` is True.
+
+    Returns
+    -------
+    Solution
+        ``weights`` ``(n, d)``, exact ``flows`` ``(|E|, d)``, ``objective``, ``certificate``,
+        ``info`` and ``timings`` as above.
+
+    Raises
+    ------
+    UnsupportedError
+        The model is not one the direct algorithms solve (the message gives the reason).
+    ParameterError
+        A bad ``method``, ``certify`` or ``accuracy``.
 
     Examples
     --------
