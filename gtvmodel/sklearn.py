@@ -355,16 +355,20 @@ def _by_node(ids: np.ndarray, F: np.ndarray, y: np.ndarray) -> dict[Any, tuple[A
 def lam_scale(model: GTVModel) -> float:
     """A scale of ``lambda`` for ``model`` (the top of the CV estimators' default grid): the
     consensus threshold ``lambda_crit`` (:func:`gtvmodel.theory.consensus_threshold`) where
-    it is defined (a strongly convex pooled loss); otherwise (logistic and softmax losses)
+    it is defined and finite (a strongly convex pooled loss; a connected graph, or components
+    whose gradients balance); otherwise (logistic and softmax losses, disconnected graphs)
     ``sum_i ||grad L_i(0)||_2 / min_e A_e``, a scale of the gradients the flows must carry (it
     bounds ``lambda_crit`` from above when the pooled minimizer is ``w_bar = 0`` and the
     penalty is ``||.||_2``; a grid end, not a threshold)."""
     try:
-        return float(consensus_threshold(model))
+        crit = float(consensus_threshold(model))
     except UnsupportedError:
-        G = model.loss_gradients(np.zeros((model.num_nodes, model.dim)))
-        weights = model.edge_weights
-        return float(np.linalg.norm(G, axis=1).sum() / (weights.min() if weights.size else 1.0))
+        crit = np.inf
+    if np.isfinite(crit):
+        return crit
+    G = model.loss_gradients(np.zeros((model.num_nodes, model.dim)))
+    weights = model.edge_weights
+    return float(np.linalg.norm(G, axis=1).sum() / (weights.min() if weights.size else 1.0))
 
 
 class _GTVCVMixin:
