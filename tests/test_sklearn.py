@@ -22,6 +22,7 @@ from gtvmodel.sklearn import (
     GTVRegressor,
     GTVRegressorCV,
     _folds,
+    lam_scale,
 )
 
 
@@ -183,3 +184,19 @@ def test_sklearn_estimator_checks(estimator, check):
     own node of the default chain; the certificate is switched off (its subspace correction on
     200 nodes x d = 10 took > 90 s under load), everything else runs as users run it."""
     check(estimator)
+
+
+def test_lam_scale_falls_back_to_the_gradient_scale():
+    """Logistic losses (no strongly convex pooled loss) and disconnected graphs whose
+    components' gradients do not balance (lambda_crit = inf) get the gradient scale
+    ``sum_i ||grad L_i(0)||_2 / min_e A_e`` as the grid's top."""
+    graph, X, y = _rows(classify=True)
+    model = GTVClassifier(graph, lam=1.0).fit(X, y).model_
+    G = model.loss_gradients(np.zeros((8, 3)))
+    assert lam_scale(model) == pytest.approx(np.linalg.norm(G, axis=1).sum(), rel=1e-12)
+    two = nx.Graph([(0, 1), (2, 3)])  # two components with different data
+    graph, X, y = _rows(n=4)
+    model = GTVRegressor(two, lam=1.0).fit(X, y).model_
+    assert gm.consensus_threshold(model) == np.inf
+    G = model.loss_gradients(np.zeros((4, 3)))
+    assert lam_scale(model) == pytest.approx(np.linalg.norm(G, axis=1).sum(), rel=1e-12)
