@@ -98,6 +98,11 @@ _EXPORTS: dict[str, str] = {
     "DistributedResult": "gtvmodel.primal_dual.distributed",
     "Checkpoint": "gtvmodel.primal_dual.distributed",
     "solve_torch": "gtvmodel.primal_dual.torch_backend",
+    "GTVRegressor": "gtvmodel.sklearn",
+    "GTVClassifier": "gtvmodel.sklearn",
+    "GTVRegressorCV": "gtvmodel.sklearn",
+    "GTVClassifierCV": "gtvmodel.sklearn",
+    "CertifiedEvaluator": "gtvmodel.flower",
 }
 
 _SUBMODULES = frozenset({"baselines", "certificates", "datasets", "experiments", "graphs", "io",
@@ -207,4 +212,10 @@ __all__ = [
     "WorkerLostError",
     # Algorithm 1 on PyTorch tensors (issue 16 item 6)
     "solve_torch",
+    # scikit-learn estimators and Flower's server-side evaluation (issue 32)
+    "GTVRegressor",
+    "GTVClassifier",
+    "GTVRegressorCV",
+    "GTVClassifierCV",
+    "CertifiedEvaluator",
 ]

@@ -37,6 +37,7 @@ from .._solver import run_solver
 from .._validate import (
     as_finite_array,
     check_binary_labels,
+    check_option,
     check_own_variable,
     check_scalar,
     check_vector,
@@ -688,7 +689,9 @@ def _rows_sum_cvx(cls: type[DataFitLoss], t: cp.Expression, y: np.ndarray, c: np
 
 
 class SquaredLoss(DataFitLoss):
-    """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``).
+    """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``); ``scaling="sum"``,
+    ``"half"``, ``"half_mean"``: ``||y - X w||^2``, ``1/2 ||y - X w||^2``, ``1/(2m) ||y - X
+    w||^2`` (an exact rescaling of the samples, :meth:`__init__`; docs/conventions.md).
 
     Conjugate (without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``, ``q = X^T y / m``,
     ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa)) - ||y||^2 / m``, finite
@@ -737,6 +740,45 @@ class SquaredLoss(DataFitLoss):
     ell_curvature_min = 2.0
     exact_prox = True
     piecewise_quadratic = True
+    #: ``scaling`` -> the factor ``s(m)`` of ``L(w) = s ||y - X w||^2`` (docs/conventions.md,
+    #: "Conventions users bring"): the mean (default), the sum, half the sum (prox-tv, SnapVX
+    #: examples), half the mean (scikit-learn's Lasso and ElasticNet).
+    SCALINGS: ClassVar[dict[str, Callable[[int], float]]] = {
+        "mean": lambda m: 1.0 / m, "sum": lambda m: 1.0, "half": lambda m: 0.5,
+        "half_mean": lambda m: 0.5 / m}
+
+    def __init__(self, X: Any, y: Any, *, scaling: str = "mean", l1: float = 0.0,
+                 l2: float = 0.0):
+        """``scaling`` other than ``"mean"`` is applied exactly at construction: the samples
+        are stored multiplied by ``c = sqrt(m s(m))``, so ``(1/m) ||c y - c X w||^2 = s ||y -
+        X w||^2`` and every hook (value, gradient, expression, conjugate, prox, batches,
+        certificates) sees that one function.  :meth:`samples` returns the samples as given;
+        ``X``/``y`` and a saved file hold the rescaled ones (the file loads as the same
+        function, with ``scaling="mean"``)."""
+        super().__init__(X, y, l1=l1, l2=l2)
+        self.scaling = check_option(scaling, "scaling", self.SCALINGS, where="SquaredLoss")
+        if self.scaling != "mean":
+            c = float(np.sqrt(self.m * self.SCALINGS[self.scaling](self.m)))
+            self.given = (self.X, self.y)
+            self.X, self.y = self.X * c, self.y * c
+
+    @classmethod
+    def from_groups(cls, X: np.ndarray, y: np.ndarray, ms: np.ndarray,
+                    **options: Any) -> list[Loss]:
+        """:meth:`DataFitLoss.from_groups`; with a ``scaling`` other than ``"mean"`` one
+        constructor call per group (the factor depends on each group's ``m``)."""
+        if options.get("scaling", "mean") == "mean":
+            return super().from_groups(X, y, ms, **options)
+        return Loss.from_groups.__func__(cls, X, y, ms, **options)
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """The node's samples ``(X, y)`` as given (before a ``scaling``'s factor)."""
+        return self.__dict__.get("given", (self.X, self.y))
+
+    def __repr__(self) -> str:
+        scaling = self.__dict__.get("scaling", "mean")
+        extra = "" if scaling == "mean" else f", scaling={scaling!r}"
+        return f"SquaredLoss(m={self.m}, d={self.dim}{extra}{self._reg_repr()})"
 
     def squared_rows(self, d):
         """``(X, y, m)``: the loss is ``||y - X w||^2 / m`` itself."""

@@ -1,0 +1,1 @@
+"""FedAvg/FedProx on a gtvmodel networked dataset with certified server-side evaluation."""
