@@ -66,7 +66,8 @@ from .terms.spec import CONSTRAINTS, LOSSES, PENALTIES
 
 __all__ = [
     "TermExample", "term_examples", "parametrize_terms", "check_loss", "check_penalty",
-    "check_constraint", "run_check", "LOSS_CHECKS", "PENALTY_CHECKS", "CONSTRAINT_CHECKS",
+    "check_constraint", "run_check", "library_losses", "LOSS_CHECKS", "PENALTY_CHECKS",
+    "CONSTRAINT_CHECKS",
 ]
 
 #: Tight CVXPY options of every reference solve of the battery (Clarabel).
@@ -94,29 +95,35 @@ class TermExample:
         return f"{self.family}:{self.name}"
 
 
-def _samples(rng: np.random.Generator, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(X, y, labels)``: ``m in [4, 8]`` rows, real targets and ``+-1`` labels."""
-    m = int(rng.integers(4, 9))
+def library_losses(rng: np.random.Generator, d: int = 3, m: int = 7, **reg: float
+                   ) -> dict[str, Loss]:
+    """One loss of every library kind (the keys of :data:`gtvmodel.terms.spec.LOSSES`) on
+    data drawn from ``rng``: ``m`` samples of ``d`` features (real targets, ``+-1`` labels
+    with both signs, ``3`` classes of :class:`SoftmaxLoss` on ``d / 3`` features, or ``2`` on
+    ``d / 2`` when ``3`` does not divide ``d``), Huber threshold ``M = 0.7``, regularization
+    ``reg`` (``l1``, ``l2``) on every loss."""
     X = rng.normal(size=(m, d))
-    y = X @ rng.normal(size=d) + 0.3 * rng.normal(size=m)
+    y = X @ rng.normal(size=d) + 0.5 * rng.normal(size=m)
     lab = np.where(rng.random(m) < 0.5, -1.0, 1.0)
     lab[:2] = [-1.0, 1.0]
-    return X, y, lab
+    k = 3 if d % 3 == 0 else 2
+    if d % k:
+        raise ValueError(f"library_losses needs d divisible by 2 or 3 (SoftmaxLoss), got {d}")
+    classes = rng.integers(0, k, size=m)
+    classes[:k] = np.arange(k)
+    out = {"squared": SquaredLoss(X, y, **reg), "logistic": LogisticLoss(X, lab, **reg),
+           "hinge": HingeLoss(X, lab, **reg), "huber": HuberLoss(X, y, M=0.7, **reg),
+           "absolute": AbsoluteLoss(X, y, **reg), "zero": ZeroLoss(**reg),
+           "quadratic": QuadraticLoss(rng.normal(size=d), **reg),
+           "softmax": SoftmaxLoss(rng.normal(size=(m, d // k)), classes, k, **reg)}
+    return out
 
 
-def _datafit(cls: type[Loss], binary: bool = False, **kw: Any
-             ) -> Callable[[np.random.Generator], Loss]:
+def _library(kind: str, **reg: float) -> Callable[[np.random.Generator], Loss]:
+    """Factory of the ``kind`` loss of :func:`library_losses` (``d = 3``, ``m in [4, 8]``)."""
     def build(rng: np.random.Generator) -> Loss:
-        X, y, lab = _samples(rng, 3)
-        return cls(X, lab if binary else y, **kw)
+        return library_losses(rng, 3, int(rng.integers(4, 9)), **reg)[kind]
     return build
-
-
-def _softmax(rng: np.random.Generator) -> Loss:
-    m = int(rng.integers(4, 8))
-    y = rng.integers(0, 3, size=m)
-    y[:3] = [0, 1, 2]
-    return SoftmaxLoss(rng.normal(size=(m, 2)), y, 3, l2=0.05)
 
 
 def _box_mixed(rng: np.random.Generator) -> Constraint:
@@ -126,20 +133,20 @@ def _box_mixed(rng: np.random.Generator) -> Constraint:
 
 
 _EXAMPLES: tuple[TermExample, ...] = (
-    TermExample("squared", "loss", _datafit(SquaredLoss), 3),
-    TermExample("squared-l1-l2", "loss", _datafit(SquaredLoss, l1=0.05, l2=0.1), 3),
-    TermExample("logistic-l2", "loss", _datafit(LogisticLoss, True, l2=0.05), 3),
-    TermExample("logistic-l1-l2", "loss", _datafit(LogisticLoss, True, l1=0.02, l2=0.05), 3),
-    TermExample("hinge-l2", "loss", _datafit(HingeLoss, True, l2=0.1), 3),
-    TermExample("absolute-l2", "loss", _datafit(AbsoluteLoss, l2=0.1), 3),
-    TermExample("huber", "loss", _datafit(HuberLoss, M=0.5), 3),
-    TermExample("huber-l1", "loss", _datafit(HuberLoss, M=0.5, l1=0.05, l2=0.02), 3),
-    TermExample("zero-l2", "loss", lambda rng: ZeroLoss(l2=0.5), 3),
-    TermExample("zero-l1-l2", "loss", lambda rng: ZeroLoss(l1=0.2, l2=0.3), 3),
-    TermExample("quadratic", "loss", lambda rng: QuadraticLoss(rng.normal(size=3)), 3),
-    TermExample("quadratic-l1", "loss",
-                lambda rng: QuadraticLoss(rng.normal(size=3), l1=0.1), 3),
-    TermExample("softmax-l2", "loss", _softmax, 6),
+    TermExample("squared", "loss", _library("squared"), 3),
+    TermExample("squared-l1-l2", "loss", _library("squared", l1=0.05, l2=0.1), 3),
+    TermExample("logistic-l2", "loss", _library("logistic", l2=0.05), 3),
+    TermExample("logistic-l1-l2", "loss", _library("logistic", l1=0.02, l2=0.05), 3),
+    TermExample("hinge-l2", "loss", _library("hinge", l2=0.1), 3),
+    TermExample("absolute-l2", "loss", _library("absolute", l2=0.1), 3),
+    TermExample("huber", "loss", _library("huber"), 3),
+    TermExample("huber-l1", "loss", _library("huber", l1=0.05, l2=0.02), 3),
+    TermExample("zero-l2", "loss", _library("zero", l2=0.5), 3),
+    TermExample("zero-l1-l2", "loss", _library("zero", l1=0.2, l2=0.3), 3),
+    TermExample("quadratic", "loss", _library("quadratic"), 3),
+    TermExample("quadratic-l1", "loss", _library("quadratic", l1=0.1), 3),
+    TermExample("softmax-l2", "loss", _library("softmax", l2=0.05), 3),
+    TermExample("softmax-l1-l2", "loss", _library("softmax", l1=0.02, l2=0.05), 3),
     TermExample("norm2", "penalty", lambda rng: Norm2(), 3),
     TermExample("norm1", "penalty", lambda rng: Norm1(), 3),
     TermExample("norminf", "penalty", lambda rng: NormInf(), 3),
@@ -245,6 +252,30 @@ def _loss_gradient(loss: Loss, rng: np.random.Generator) -> None:
         fd = np.array([(loss.value(w + h * e) - loss.value(w - h * e)) / (2 * h)
                        for e in np.eye(d)])
         _close(loss.gradient(w), fd, 1e-6, 1e-6, f"{loss!r}: gradient vs finite differences")
+
+
+def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
+    """Theorem 2's constants: ``H_lo <= hess L(w) <= H_hi`` (finite differences of the
+    gradient), ``beta = lambda_max(H_hi)``, ``alpha <= lambda_min(H_lo)``."""
+    d = loss.dim or 3
+    if not loss.smooth:
+        if loss.smoothness != np.inf:
+            _fail(f"{loss!r}", f"not smooth but smoothness = {loss.smoothness}")
+        return
+    lo, hi = loss.hessian_bounds(d)
+    _close(loss.smoothness, np.linalg.eigvalsh(hi)[-1], 1e-12, 0.0,
+           f"{loss!r}: smoothness vs lambda_max(H_hi)")
+    if not loss.strong_convexity <= np.linalg.eigvalsh(lo)[0] + 1e-12:
+        _fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(H_lo)")
+    h = 1e-5
+    for w in 2 * rng.normal(size=(3, d)):
+        H = np.array([(loss.gradient(w + h * e) - loss.gradient(w - h * e)) / (2 * h)
+                      for e in np.eye(d)])
+        H = 0.5 * (H + H.T)
+        for low, high, what in ((lo, H, "H_lo <= hess L"), (H, hi, "hess L <= H_hi")):
+            gap = np.linalg.eigvalsh(high - low)[0]
+            if gap < -1e-5:
+                _fail(f"{loss!r}", f"{what} fails at w = {w} (eigenvalue {gap:.3g})")
 
 
 def _cvx_conjugate(loss: Loss, s: np.ndarray) -> float:
@@ -376,6 +407,15 @@ def _loss_model(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
     return model, reference
 
 
+def _file_terms(model: ModelDeclaration) -> bool:
+    """Whether every term of ``model`` is a library term of problem files (registered)."""
+    losses = [model.loss_at(i) for i in range(model.num_nodes)]
+    cons = [c for i in range(model.num_nodes) for c in model.constraints_at(i)]
+    return (all(type(ls) is LOSSES.get(ls.kind) for ls in losses)
+            and type(model.penalty) is PENALTIES.get(model.penalty.kind)
+            and all(type(c) is CONSTRAINTS.get(c.kind) for c in cons))
+
+
 def _check_engines(model: ModelDeclaration, reference: Callable[[list[cp.Variable]], tuple],
                    rng: np.random.Generator, project: Callable[[np.ndarray], np.ndarray],
                    max_iter: int, name: str) -> None:
@@ -408,11 +448,10 @@ def _check_engines(model: ModelDeclaration, reference: Callable[[list[cp.Variabl
         _fail(name, f"Algorithm 1's certified gap did not decrease: {gaps.tolist()}")
     if not gaps[-1] >= model.objective(res.weights) - p_star - 1e-7 * scale:
         _fail(name, f"Algorithm 1's certified gap {gaps[-1]} < P(w) - P*")
+    if not _file_terms(model):
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            save_model(model, Path(tmp) / "model.npz")
-        except UnsupportedError:
-            return
+        save_model(model, Path(tmp) / "model.npz")
         back = load_model(Path(tmp) / "model.npz")
     for W in rng.normal(size=(2, *sol.weights.shape)):
         W = project(W)
@@ -429,7 +468,8 @@ def _loss_engines(factory: Callable[[np.random.Generator], Loss], rng: np.random
 
 
 _LOSS_TERM_CHECKS: dict[str, Callable[[Loss, np.random.Generator], None]] = {
-    "value": _loss_value, "gradient": _loss_gradient, "conjugate": _loss_conjugate,
+    "value": _loss_value, "gradient": _loss_gradient, "curvature": _loss_curvature,
+    "conjugate": _loss_conjugate,
     "prox": _loss_prox, "spec": _loss_spec}
 _LOSS_FACTORY_CHECKS = {"batch": _loss_batch, "engines": _loss_engines}
 #: The checks of :func:`check_loss` by name.
@@ -455,7 +495,7 @@ def check_loss(loss_factory: Callable[[np.random.Generator], Loss],
         give the mixed data of the batch and model checks).
     checks : iterable of str, optional
         A subset of :data:`LOSS_CHECKS` (default: all): ``"value"``, ``"gradient"``,
-        ``"conjugate"``, ``"prox"``, ``"spec"``, ``"batch"``, ``"engines"``.
+        ``"curvature"``, ``"conjugate"``, ``"prox"``, ``"spec"``, ``"batch"``, ``"engines"``.
     seed : int
         Seed of the random points.
 
@@ -551,8 +591,8 @@ def _squared_nodes(model: ModelDeclaration, rng: np.random.Generator, shift: flo
                    ) -> list[Loss]:
     losses = []
     for i in range(model.num_nodes):
-        X, y, _ = _samples(rng, model.dim)
-        losses.append(SquaredLoss(X, y + shift * (i - 1.5), l2=0.01))
+        base = library_losses(rng, model.dim, 6)["squared"]
+        losses.append(SquaredLoss(base.X, base.y + shift * (i - 1.5), l2=0.01))
     model.set_losses(dict(enumerate(losses)))
     return losses
 

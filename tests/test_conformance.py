@@ -9,6 +9,8 @@ example factory in ``gtvmodel.testing``'s registry.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -33,13 +35,20 @@ def test_constraint(example, check):
     testing.run_check(example, check)
 
 
-@pytest.mark.parametrize("family, registry", [
-    ("loss", LOSSES), ("penalty", PENALTIES), ("constraint", CONSTRAINTS)])
-def test_every_library_term_has_an_example(family, registry):
+@pytest.mark.parametrize("family, base", [
+    ("loss", gm.Loss), ("penalty", gm.Penalty), ("constraint", gm.Constraint)])
+def test_every_library_term_has_an_example(family, base):
+    """Every exported concrete term class (symbolic terms aside) and every registered kind
+    has an example factory in the registry."""
     rng = np.random.default_rng(0)
-    covered = {ex.build(rng).kind for ex in testing.term_examples(family)}
-    missing = set(registry.kinds()) - covered - {"symbolic"}
-    assert not missing, f"{family} kinds without an example factory: {sorted(missing)}"
+    covered = {type(ex.build(rng)) for ex in testing.term_examples(family)}
+    exported = {obj for name in gm.__all__ if isinstance(obj := getattr(gm, name), type)
+                and issubclass(obj, base) and not inspect.isabstract(obj)
+                and not name.startswith("Symbolic") and obj is not base}
+    registry = {"loss": LOSSES, "penalty": PENALTIES, "constraint": CONSTRAINTS}[family]
+    exported |= {registry.get(kind) for kind in registry.kinds()}
+    missing = exported - covered
+    assert not missing, f"{family} classes without an example factory: {missing}"
 
 
 def test_battery_reports_a_wrong_value():
@@ -69,3 +78,9 @@ def test_battery_reports_a_silent_zero_batch():
 def test_unknown_check_is_refused():
     with pytest.raises(ValueError, match="unknown loss checks"):
         testing.check_loss(lambda rng: gm.ZeroLoss(l2=1.0), ["nope"])
+
+
+def test_library_losses_cover_every_kind():
+    losses = testing.library_losses(np.random.default_rng(0), d=2, m=5, l2=0.1)
+    assert set(LOSSES.kinds()) <= set(losses)
+    assert all(ls.kind == kind and ls.l2 == 0.1 for kind, ls in losses.items())
