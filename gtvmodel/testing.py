@@ -345,6 +345,29 @@ def _mixed_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.
     return LossBatch(type(losses[0]), pos, losses, n, d), losses, pos, d
 
 
+def _batch_conjugates(batch: LossBatch, losses: list[Loss], pos: np.ndarray,
+                      rng: np.random.Generator, name: str) -> None:
+    """The certificate's numpy conjugates (:meth:`LossBatch.conjugate_group`) against the
+    per-node :meth:`Loss.conjugate` at subgradients ``s = v - prox(v)`` (in ``dom h*``):
+    upper bounds of ``h*(s - rho)``, equal where the group says it converged."""
+    group = batch.conjugate_group(np.ones(pos.size, dtype=bool))
+    if group is None:
+        return
+    at = np.searchsorted(pos, group.nodes)
+    d = batch.d
+    V = 1.5 * rng.normal(size=(at.size, d))
+    S = np.array([V[j] - _cvx_prox(losses[k], V[j], 1.0) for j, k in enumerate(at)])
+    W0 = rng.normal(size=S.shape)
+    val, rho, _, _, _, conv = group.evaluate(S, W0, np.zeros(at.size), np.zeros(at.size))
+    ref = np.array([losses[k].conjugate(S[j] - rho[j]) for j, k in enumerate(at)])
+    if np.any(np.abs(rho).max(axis=1) > 1e-6 * (1 + np.abs(S).max(axis=1))):
+        _fail(name, f"conjugate_group moved subgradients out of the domain: rho = {rho}")
+    if np.any(val < ref - 1e-7 * (1 + np.abs(ref))):
+        _fail(name, f"conjugate_group values {val} below the conjugates {ref} (unsound)")
+    conv = np.asarray(conv, dtype=bool)
+    _close(val[conv], ref[conv], REL, 1e-7, f"{name}: conjugate_group vs per-node conjugate")
+
+
 def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.Generator
                 ) -> None:
     batch, losses, pos, d = _mixed_batch(factory, rng)
@@ -371,6 +394,7 @@ def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
                     for e in np.eye(d)]
         _close(batch.gradients(W), G, 1e-6, 1e-6,
                f"{name}: gradients vs finite differences of the per-node values")
+    _batch_conjugates(batch, losses, pos, rng, name)
     ok = batch.prox_supported()
     if ok.all():
         V, tau = rng.normal(size=(pos.size, d)), np.array([0.3, 1.0, 2.5])
@@ -439,6 +463,8 @@ def _check_engines(model: ModelDeclaration, reference: Callable[[list[cp.Variabl
             g = certify(model, W, flows).gap
             if not g >= sub - 1e-7 * scale:
                 _fail(name, f"unsound certificate at noise {s}: gap {g} < P(W) - P* = {sub}")
+            if not np.isfinite(g):
+                _fail(name, f"infinite certificate at noise {s} (P(W) - P* = {sub})")
     start = project(sol.weights + 0.3 * rng.normal(size=sol.weights.shape))
     res = solve_primal_dual(model, max_iter=max_iter, tol=0.0, record_every=max_iter // 4,
                             certificate_budget=None,
