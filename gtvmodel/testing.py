@@ -74,6 +74,7 @@ __all__ = [
 REFERENCE_OPTIONS: dict[str, Any] = {
     "solver": "CLARABEL", "tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10,
     "max_iter": 400}
+_LOOSER = {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8}
 #: Relative tolerance of objective comparisons with a reference solve.
 REL = 1e-6
 _UNBOUNDED = (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)
@@ -212,6 +213,8 @@ def _reference(objective: cp.Expression, constraints: Sequence[cp.Constraint] = 
     sense = cp.Maximize if maximize else cp.Minimize
     prob = cp.Problem(sense(objective), list(constraints))
     prob.solve(**REFERENCE_OPTIONS)
+    if prob.status == cp.OPTIMAL_INACCURATE:  # Clarabel stalled short of 1e-10: ask 1e-8
+        prob.solve(**{**REFERENCE_OPTIONS, **_LOOSER})
     if prob.status in _UNBOUNDED:
         return (np.inf if maximize else -np.inf), prob.status
     if prob.status != cp.OPTIMAL:
@@ -286,10 +289,7 @@ def _cvx_conjugate(loss: Loss, s: np.ndarray) -> float:
 
 def _cvx_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
     z = cp.Variable(v.size)
-    prob = cp.Problem(cp.Minimize(loss.expression(z) + cp.sum_squares(z - v) / (2 * tau)))
-    prob.solve(**REFERENCE_OPTIONS)
-    if prob.status != cp.OPTIMAL:
-        _fail("reference prox", f"status {prob.status}")
+    _reference(loss.expression(z) + cp.sum_squares(z - v) / (2 * tau))
     return z.value
 
 
@@ -345,6 +345,25 @@ def _mixed_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.
     return LossBatch(type(losses[0]), pos, losses, n, d), losses, pos, d
 
 
+def _batch_radii(batch: LossBatch, losses: list[Loss], pos: np.ndarray, base: np.ndarray,
+                 name: str) -> None:
+    """The certified radii's input: ``sublevel_radii(level)[k] >= max ||w||_inf`` over
+    ``{L_k <= level_k}`` (the unregularized loss; CVXPY maximizes each ``+-w_j``)."""
+    level = np.zeros(batch.n)
+    level[pos] = base[pos] + 0.5
+    radii = batch.sublevel_radii(level)
+    for k, ls in enumerate(losses):
+        if not np.isfinite(radii[k]):
+            continue
+        x = cp.Variable(batch.d)
+        cons = [ls._base_expression(x) <= level[pos[k]]]
+        top = max(_reference(sign * x[j], cons, maximize=True)[0]
+                  for j in range(batch.d) for sign in (1.0, -1.0))
+        if not radii[k] >= top - 1e-7 * (1 + top):
+            _fail(name, f"sublevel_radii {radii[k]} < max ||w||_inf = {top} on "
+                        f"{{L <= {level[pos[k]]}}} at batch position {k} (unsound radius)")
+
+
 def _batch_conjugates(batch: LossBatch, losses: list[Loss], pos: np.ndarray,
                       rng: np.random.Generator, name: str) -> None:
     """The certificate's numpy conjugates (:meth:`LossBatch.conjugate_group`) against the
@@ -395,6 +414,14 @@ def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
         _close(batch.gradients(W), G, 1e-6, 1e-6,
                f"{name}: gradients vs finite differences of the per-node values")
     _batch_conjugates(batch, losses, pos, rng, name)
+    _batch_radii(batch, losses, pos, base, name)
+    if losses[0].base_smooth:
+        lo, hi = batch.hessian_bounds()
+        for j, ls in enumerate(losses):
+            reg = 2.0 * ls.l2 * np.eye(d)
+            ref_lo, ref_hi = ls.hessian_bounds(d) if ls.smooth else (lo[j] + reg, hi[j] + reg)
+            _close(lo[j] + reg, ref_lo, 1e-12, 1e-14, f"{name}: hessian_bounds (lower)")
+            _close(hi[j] + reg, ref_hi, 1e-12, 1e-14, f"{name}: hessian_bounds (upper)")
     ok = batch.prox_supported()
     if ok.all():
         V, tau = rng.normal(size=(pos.size, d)), np.array([0.3, 1.0, 2.5])
@@ -411,8 +438,17 @@ def _loss_spec(loss: Loss, rng: np.random.Generator) -> None:
         _fail(f"{loss!r}", f"from_spec built a {type(back).__name__}")
     for w in rng.normal(size=(3, loss.dim or 3)):
         _close(back.value(w), loss.value(w), 0.0, 0.0, f"{loss!r}: value after to/from_spec")
-    _close(back.l1, loss.l1, 0, 0, f"{loss!r}: l1 after spec")
-    _close(back.l2, loss.l2, 0, 0, f"{loss!r}: l2 after spec")
+    _same_spec(back.to_spec(), spec, f"{loss!r}")
+
+
+def _same_spec(got: Any, spec: Any, name: str) -> None:
+    """Two :class:`~gtvmodel.terms.spec.TermSpec` agree in kind, parameters and arrays."""
+    if (got.kind, dict(got.params)) != (spec.kind, dict(spec.params)):
+        _fail(name, f"spec {got.kind} {dict(got.params)} after a round trip, was "
+                    f"{spec.kind} {dict(spec.params)}")
+    for key, arr in spec.arrays.items():
+        if key not in got.arrays or not np.array_equal(got.arrays[key], arr):
+            _fail(name, f"spec array {key!r} changed in a round trip")
 
 
 def _loss_model(factory: Callable[[np.random.Generator], Loss], rng: np.random.Generator
@@ -555,11 +591,7 @@ def _pen_value(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
 
 def _cvx_pen_prox(penalty: Penalty, v: np.ndarray, t: float) -> np.ndarray:
     z = cp.Variable((1, v.size))
-    prob = cp.Problem(cp.Minimize(t * cp.sum(penalty.rows_expression(z))
-                                  + cp.sum_squares(z[0] - v) / 2))
-    prob.solve(**REFERENCE_OPTIONS)
-    if prob.status != cp.OPTIMAL:
-        _fail("reference penalty prox", f"status {prob.status}")
+    _reference(t * cp.sum(penalty.rows_expression(z)) + cp.sum_squares(z[0] - v) / 2)
     return z.value[0]
 
 
@@ -606,7 +638,9 @@ def _pen_prox(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
 
 
 def _pen_spec(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
-    back = type(penalty).from_spec(PENALTIES.describe(penalty))
+    spec = PENALTIES.describe(penalty)
+    back = type(penalty).from_spec(spec)
+    _same_spec(back.to_spec(), spec, f"{penalty!r}")
     if back != penalty:
         _fail(f"{penalty!r}", f"from_spec(to_spec) gave {back!r}")
     V = rng.normal(size=(3, d))
@@ -713,7 +747,9 @@ def _con_support(c: Constraint, rng: np.random.Generator, d: int) -> None:
 def _con_spec(c: Constraint, rng: np.random.Generator, d: int) -> None:
     if c.kind not in CONSTRAINTS:
         return
-    back = type(c).from_spec(CONSTRAINTS.describe(c))
+    spec = CONSTRAINTS.describe(c)
+    back = type(c).from_spec(spec)
+    _same_spec(back.to_spec(), spec, f"{c!r}")
     for w in 2 * rng.normal(size=(3, d)):
         _close(back.project(w), c.project(w), 0.0, 0.0, f"{c!r}: project after spec")
 
