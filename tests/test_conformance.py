@@ -16,7 +16,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import testing
-from gtvmodel.terms.losses import LossBatch
+from gtvmodel.terms.losses import LossBatch, QuadraticBatch
 from gtvmodel.terms.spec import CONSTRAINTS, LOSSES, PENALTIES
 
 
@@ -84,3 +84,55 @@ def test_library_losses_cover_every_kind():
     losses = testing.library_losses(np.random.default_rng(0), d=2, m=5, l2=0.1)
     assert set(LOSSES.kinds()) <= set(losses)
     assert all(ls.kind == kind and ls.l2 == 0.1 for kind, ls in losses.items())
+
+
+class _SteepGradient(gm.QuadraticLoss):
+    def _base_gradient(self, w):
+        return 1.01 * super()._base_gradient(w)
+
+
+class _LowConjugate(gm.QuadraticLoss):
+    def conjugate(self, s):
+        return super().conjugate(s) - 0.01
+
+
+class _ShortRadiiBatch(QuadraticBatch):
+    def sublevel_radii(self, level):
+        return 0.5 * super().sublevel_radii(level)
+
+
+class _ShortRadii(gm.QuadraticLoss):
+    batch_class = _ShortRadiiBatch
+
+
+class _LazyDualUpdate(gm.Norm2):
+    def dual_update(self, V, sigma, lamA):
+        return np.asarray(V, dtype=float)
+
+
+class _HalfSupport(gm.Box):
+    def support(self, s):
+        return 0.5 * super().support(s)
+
+
+@pytest.mark.parametrize("run, message", [
+    (lambda: testing.check_loss(lambda rng: _SteepGradient(rng.normal(size=3)), ["gradient"]),
+     "gradient vs finite differences"),
+    (lambda: testing.check_loss(lambda rng: _LowConjugate(rng.normal(size=3)), ["conjugate"]),
+     "conjugate at s="),
+    (lambda: testing.check_loss(lambda rng: _ShortRadii(rng.normal(size=3)), ["batch"]),
+     "unsound radius"),
+    (lambda: testing.check_penalty(_LazyDualUpdate(), ["prox"]), r"dual_update \(DU \(33\)\)"),
+    (lambda: testing.check_constraint(lambda rng: _HalfSupport(-1.0, 0.5), ["support"]),
+     "support"),
+], ids=["gradient", "conjugate", "radii", "dual-update", "support"])
+def test_battery_catches_broken_hooks(run, message):
+    """Each family of checks fails, with its message, on a term with one broken hook."""
+    with pytest.raises(AssertionError, match=message):
+        run()
+
+
+@testing.parametrize_terms("penalty", checks=False)
+def test_check_penalty_whole_battery_entry_point(example):
+    """The public one-call form (all named checks of a family but the model ones)."""
+    testing.check_penalty(example.build(np.random.default_rng(1)), ["value", "spec"], seed=1)
