@@ -5,14 +5,17 @@ Like scikit-learn's ``utils.estimator_checks``, this module tests a term by what
 and :class:`~gtvmodel.terms.constraints.Constraint`) against references written *here* in plain
 CVXPY, never the package's compiler or conjugate code:
 
-* values against the term's CVXPY expression evaluated by CVXPY; gradients by central finite
-  differences (only where the term says it is differentiable, :attr:`Loss.smooth`);
+* values against the term's CVXPY expression evaluated by CVXPY; gradients and the curvature
+  bounds of Theorem 2 by central finite differences (only where the term says it is
+  differentiable, :attr:`Loss.smooth`);
 * the conjugate (the ``h*`` of (19)/(24), docs/conventions.md) against ``sup_w s^T w - h(w)``
   solved by CVXPY, and the Fenchel--Young inequality ``h(w) + h*(s) >= s^T w`` with equality at
   ``s = (v - prox(v)) / tau`` (a subgradient at the prox point);
 * the proximal maps (PU (32), DU (33)) against CVXPY solves of their defining problems;
-* the stacked batch hooks against the per-node methods, on a few nodes of mixed data placed
-  among nodes outside the batch;
+* the stacked batch hooks (``values``, ``expression``, ``gradients``, ``hessian_bounds``,
+  ``conjugate_group``, ``prox``) against the per-node methods, on a few nodes of mixed data
+  placed among nodes outside the batch, and ``sublevel_radii`` (the certified radii's input)
+  against CVXPY maximizations of ``||w||_inf`` over the sublevel sets;
 * the file spec (``to_spec``/``from_spec``) and a problem-file round trip of a small model;
 * on a small model (4 nodes, 5 edges): ``solve_exact`` against one CVXPY problem written per
   node and per edge here, certificates (34) sound at perturbed points
