@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import gtvmodel as gm
 from gtvmodel.terms.losses import DataFitLoss
+from gtvmodel.testing import library_losses
 
 D = 3
 RTOL = 1e-6
@@ -37,15 +38,11 @@ def close(a: float, b: float, rtol: float = RTOL) -> bool:
 
 
 def make_losses(rng):
-    X = rng.normal(size=(5, D))
-    y = rng.normal(size=5)
-    yb = np.where(rng.normal(size=5) > 0, 1.0, -1.0)
-    a = rng.normal(size=D)
+    """Every library loss with data (gtvmodel.testing's registry) under four regularizations,
+    and the zero loss's three."""
     out = []
     for reg in ({}, {"l2": 0.3}, {"l1": 0.2}, {"l1": 0.1, "l2": 0.2}):
-        out += [gm.SquaredLoss(X, y, **reg), gm.LogisticLoss(X, yb, **reg),
-                gm.HingeLoss(X, yb, **reg), gm.AbsoluteLoss(X, y, **reg),
-                gm.HuberLoss(X, y, M=0.5, **reg), gm.QuadraticLoss(a, **reg)]
+        out += [ls for ls in library_losses(rng, D, 5, **reg).values() if ls.has_data]
     out += [gm.ZeroLoss(l1=0.4), gm.ZeroLoss(l2=0.5), gm.ZeroLoss(l1=0.3, l2=0.2)]
     return out
 
@@ -60,8 +57,8 @@ def interior_point(loss, rng) -> np.ndarray:
         s = loss.X.T @ v / loss.m
     elif isinstance(loss, gm.ZeroLoss):
         s = np.zeros(D)
-    else:
-        s = rng.normal(size=D)
+    else:  # a gradient of the (smooth) unregularized part at a random point
+        s = loss._base_gradient(rng.normal(size=D))
     return s + 0.5 * loss.l1 * rng.uniform(-1, 1, size=D) + loss.l2 * rng.normal(size=D)
 
 

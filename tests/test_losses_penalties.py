@@ -15,27 +15,23 @@ from hypothesis import strategies as st
 
 import gtvmodel as gm
 from gtvmodel.terms.losses import LossBatch
+from gtvmodel.testing import library_losses
 
 D = 3
 
 
 def all_losses(rng: np.random.Generator, reg: dict) -> list[gm.Loss]:
-    X = rng.normal(size=(7, D))
-    y = X @ rng.normal(size=D) + 0.5 * rng.normal(size=7)
-    lab = np.where(rng.random(7) < 0.5, -1.0, 1.0)
-    return [
-        gm.SquaredLoss(X, y, **reg),
-        gm.LogisticLoss(X, lab, **reg),
-        gm.HingeLoss(X, lab, **reg),
-        gm.HuberLoss(X, y, M=0.7, **reg),
-        gm.AbsoluteLoss(X, y, **reg),
-        gm.ZeroLoss(**reg),
-        gm.QuadraticLoss(rng.normal(size=D), **reg),
-    ]
+    """One loss of every library kind (gtvmodel.testing's registry), in ``IDS`` order."""
+    return list(library_losses(rng, D, 7, **reg).values())
 
 
 REGS = [{}, {"l1": 0.3}, {"l2": 0.4}, {"l1": 0.1, "l2": 0.2}]
-IDS = ["squared", "logistic", "hinge", "huber", "absolute", "zero", "quadratic"]
+IDS = list(library_losses(np.random.default_rng(0), D, 7))
+_PROBE = dict(zip(IDS, all_losses(np.random.default_rng(0), {}), strict=True))
+#: The kinds by the losses' own facts: differentiable, not, and with data (batched).
+SMOOTH = [k for k, ls in _PROBE.items() if ls.base_smooth]
+NONSMOOTH = [k for k, ls in _PROBE.items() if not ls.base_smooth]
+WITH_DATA = [k for k, ls in _PROBE.items() if ls.has_data]
 
 
 def cvx_value(loss: gm.Loss, w: np.ndarray) -> float:
@@ -54,7 +50,7 @@ def num_grad(f, w, h=1e-6):
 
 
 @pytest.mark.parametrize("reg", REGS, ids=["plain", "l1", "l2", "l1l2"])
-@pytest.mark.parametrize("k", range(7), ids=IDS)
+@pytest.mark.parametrize("k", range(len(IDS)), ids=IDS)
 def test_value_matches_cvxpy_expression(k, reg):
     rng = np.random.default_rng(k)
     loss = all_losses(rng, reg)[k]
@@ -64,8 +60,7 @@ def test_value_matches_cvxpy_expression(k, reg):
 
 
 @pytest.mark.parametrize("reg", [{}, {"l2": 0.4}], ids=["plain", "l2"])
-@pytest.mark.parametrize("k", [0, 1, 3, 5, 6], ids=["squared", "logistic", "huber", "zero",
-                                                    "quadratic"])
+@pytest.mark.parametrize("k", [IDS.index(k) for k in SMOOTH], ids=SMOOTH)
 def test_gradient_matches_finite_differences(k, reg):
     rng = np.random.default_rng(10 + k)
     loss = all_losses(rng, reg)[k]
@@ -76,7 +71,7 @@ def test_gradient_matches_finite_differences(k, reg):
                                    atol=1e-6)
 
 
-@pytest.mark.parametrize("k", [2, 4], ids=["hinge", "absolute"])
+@pytest.mark.parametrize("k", [IDS.index(k) for k in NONSMOOTH], ids=NONSMOOTH)
 def test_nonsmooth_losses_have_no_gradient(k):
     loss = all_losses(np.random.default_rng(0), {})[k]
     assert not loss.smooth and loss.smoothness == float("inf")
@@ -89,8 +84,7 @@ def test_nonsmooth_losses_have_no_gradient(k):
 
 
 @pytest.mark.parametrize("reg", [{}, {"l2": 0.4}], ids=["plain", "l2"])
-@pytest.mark.parametrize("k", [0, 1, 3, 5, 6], ids=["squared", "logistic", "huber", "zero",
-                                                    "quadratic"])
+@pytest.mark.parametrize("k", [IDS.index(k) for k in SMOOTH], ids=SMOOTH)
 def test_constants_bound_the_hessian(k, reg):
     """alpha I <= H_lo <= hess L(w) <= H_hi <= beta I at random points (finite differences),
     with equality where the Hessian is constant."""
@@ -111,15 +105,15 @@ def test_constants_bound_the_hessian(k, reg):
         assert np.linalg.eigvalsh(H)[0] >= alpha - 1e-5
     kappa = reg.get("l2", 0.0)
     X = getattr(loss, "X", None)
-    if k == 0:  # squared: constant Hessian 2 X^T X / m + 2 kappa I
+    if IDS[k] == "squared":  # constant Hessian 2 X^T X / m + 2 kappa I
         H = 2 * X.T @ X / X.shape[0] + 2 * kappa * np.eye(D)
         assert beta == pytest.approx(np.linalg.eigvalsh(H)[-1], rel=1e-10)
         assert alpha == pytest.approx(np.linalg.eigvalsh(H)[0], rel=1e-10)
-    if k == 1:  # logistic: beta = lambda_max(X^T X) / (4 m) (+ 2 kappa); alpha = 2 kappa
+    if IDS[k] == "logistic":  # beta = lambda_max(X^T X) / (4 m) (+ 2 kappa); alpha = 2 kappa
         assert beta == pytest.approx(np.linalg.eigvalsh(X.T @ X)[-1] / (4 * X.shape[0])
                                      + 2 * kappa, rel=1e-10)
         assert alpha == pytest.approx(2 * kappa)
-    if k == 6:
+    if IDS[k] == "quadratic":
         assert beta == pytest.approx(2 + 2 * kappa) and alpha == pytest.approx(2 + 2 * kappa)
 
 
@@ -135,7 +129,7 @@ def test_huber_matches_cvxpy_huber_with_M():
                                               rel=1e-12)
 
 
-@pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 6], ids=[i for i in IDS if i != "zero"])
+@pytest.mark.parametrize("k", [IDS.index(k) for k in WITH_DATA], ids=WITH_DATA)
 def test_batch_values_and_gradients_match_single_losses(k):
     """LossBatch (the vectorized path) reuses the row formulas: same numbers as each loss."""
     rng = np.random.default_rng(30 + k)
@@ -157,7 +151,7 @@ def test_batch_values_and_gradients_match_single_losses(k):
 @settings(deadline=None, max_examples=25)
 @given(
     w=st.lists(st.floats(-50, 50), min_size=D, max_size=D),
-    k=st.integers(0, 6),
+    k=st.integers(0, len(IDS) - 1),
     l1=st.sampled_from([0.0, 0.5]),
     l2=st.sampled_from([0.0, 0.25]),
 )

@@ -15,6 +15,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.terms.spec import CONSTRAINTS, LOSSES, PENALTIES, TermSpec
+from gtvmodel.testing import library_losses, term_examples
 
 
 # ---------------------------------------------------------------- a new penalty, defined here
@@ -142,10 +143,12 @@ def test_new_terms_roundtrip_through_files_and_solve_the_same(tmp_path: Path):
 
 def _library_terms() -> list[Any]:
     rng = np.random.default_rng(1)
-    X, y = rng.normal(size=(3, 2)), np.array([1.0, -1.0, 1.0])
-    return [gm.SquaredLoss(X, y, l2=0.1), gm.LogisticLoss(X, y, l1=0.2), gm.HingeLoss(X, y),
-            gm.AbsoluteLoss(X, y), gm.HuberLoss(X, y, M=0.4, l2=0.3), gm.ZeroLoss(l1=0.5),
-            gm.QuadraticLoss([1.0, -1.0], l2=0.2),
+    # every file-registered loss of gtvmodel.testing's registry, plain and regularized
+    losses = [ls for reg in ({}, {"l1": 0.2, "l2": 0.1})
+              for ls in library_losses(rng, 2, 3, **reg).values() if ls.kind in LOSSES]
+    return [*losses, gm.HuberLoss(rng.normal(size=(3, 2)), [1.0, -1.0, 1.0], M=0.4, l2=0.3),
+            gm.ZeroLoss(l1=0.5), gm.QuadraticLoss([1.0, -1.0], l2=0.2),
+            *[ex.build(rng) for ex in term_examples() if ex.family != "loss"],
             gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.NormP(3), gm.NormP(np.inf),
             gm.SquaredNorm2(), gm.QuadForm([[2.0, 0.5], [0.5, 1.0]]),
             gm.Box([0.0, -np.inf], [1.0, 2.0]), gm.NonNeg(), gm.NormBall(1.5, p=np.inf)]
