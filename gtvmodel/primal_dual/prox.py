@@ -616,7 +616,9 @@ def _group_template(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndar
     if ckind == "none":
         whole = _whole_batch(model, nodes)
         if whole is not None:  # every node of the structure batch: no new stacking
-            return BatchProxGroup(whole)
+            twin = whole.sibling()
+            twin.prox_supported()  # a data-derived mask: kept by the template's siblings
+            return BatchProxGroup(twin.seal())
     losses = [model.loss_at(i) for i in idx.tolist()]
     if ckind in ("composite", "smooth-composite"):
         parts = [_box_ball(model.constraints_at(i), d) for i in idx.tolist()]
@@ -630,9 +632,13 @@ def _group_template(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndar
                                       box=(lo[part], hi[part]), radius=radius[part],
                                       radius1=radius1[part])
 
-        return BatchProxGroup(subset(slice(None)).seal(), subset=subset)
-    batch = LossBatch(cls, nodes, losses, n, d).seal()
+        batch = subset(slice(None))
+        batch.prox_supported()
+        return BatchProxGroup(batch.seal(), subset=subset)
+    batch = LossBatch(cls, nodes, losses, n, d)
     batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
+    batch.prox_supported()
+    batch.seal()
     box = ball = None
     if ckind == "box":
         lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx.tolist()]
