@@ -33,7 +33,7 @@ import numpy as np
 from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
-           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "node_pass"]
+           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass"]
 
 
 def available() -> bool:
@@ -246,6 +246,51 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
     return nf, rsq
 
 
+def pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray,
+              sigma: np.ndarray, out: np.ndarray, params: Any, e0: int, e1: int,
+              DTu: np.ndarray, scatter: bool, flagged: np.ndarray, dW: np.ndarray,
+              residual: bool) -> tuple[int, float]:
+    """:func:`edge_pass` for an incidence matrix whose every row is ``+1`` at ``heads[e]``
+    and ``-1`` at ``tails[e]`` (every unweighted ``D``: the weights are in the capacities):
+    the endpoints read from two arrays instead of the CSR arrays.  The same operations as
+    :func:`edge_pass` on such rows (``0.0 + 1.0 y = 0.0 + y``, ``x + (-1.0) y = x - y``
+    exactly), so the same flows and sums bit for bit; the same arguments but ``D``'s CSR
+    arrays, the same returns."""
+    d = U.shape[1]
+    nf = 0
+    rsq = 0.0
+    if scatter:
+        DTu[:, :] = 0.0
+    old = np.empty((BLOCK_ROWS if residual else 0, d))
+    for b0 in range(e0, e1, BLOCK_ROWS):
+        b1 = min(b0 + BLOCK_ROWS, e1)
+        if residual:
+            for e in range(b0, b1):
+                for j in range(d):
+                    old[e - b0, j] = U[e, j]
+        for e in range(b0, b1):
+            h, t = heads[e], tails[e]
+            s = sigma[e]
+            for j in range(d):
+                out[e, j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
+        nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
+        if residual:
+            for e in range(b0, b1):
+                h, t = heads[e], tails[e]
+                s = sigma[e]
+                for j in range(d):
+                    r = (old[e - b0, j] - out[e, j]) / s - ((0.0 + dW[h, j]) - dW[t, j])
+                    rsq += r * r
+        if scatter:
+            for e in range(b0, b1):
+                h, t = heads[e], tails[e]
+                for j in range(d):
+                    DTu[h, j] += out[e, j]
+                for j in range(d):
+                    DTu[t, j] -= out[e, j]
+    return nf, rsq
+
+
 def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.ndarray,
               out: np.ndarray, i0: int, i1: int) -> None:
     """Rows ``i0 <= i < i1`` of ``D^T U`` into ``out`` from ``D^T``'s CSR arrays (the
@@ -292,10 +337,12 @@ class Compiled:
 
 
 class Kernels(NamedTuple):
-    """The compiled :func:`edge_pass` and :func:`node_pass` (:func:`kernels`)."""
+    """The compiled :func:`edge_pass`, :func:`pair_pass` and :func:`node_pass`
+    (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
+    pair_pass: Compiled
 
 
 @functools.cache
@@ -310,4 +357,5 @@ def kernels() -> Kernels:
     def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names
         return ROW_KERNELS.get(getattr(params, "instance_class", None))
 
-    return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass))
+    return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
+                   Compiled(numba, pair_pass))

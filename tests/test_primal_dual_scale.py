@@ -10,6 +10,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import _compiled
+from gtvmodel.primal_dual.compiled import CompiledEdgeUpdates
 from gtvmodel.terms.losses import SquaredBatch
 
 KERNELS = ["numpy"] + (["numba"] if _compiled.available() else [])
@@ -154,3 +155,31 @@ def test_edgeless_graph(backend):
     assert res.flows.shape == (0, 2)
     np.testing.assert_allclose(res.weights, np.array(sols), atol=1e-7)
     assert 0.0 <= res.gap <= 1e-8 * max(1.0, abs(res.objective))
+
+
+@pytest.mark.skipif(not _compiled.available(), reason="needs numba")
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1(), gm.SquaredNorm2()])
+def test_pair_pass_equals_csr_pass(penalty):
+    """The compiled edge pass on the endpoints (``pair_pass``) gives the flows, the sums
+    ``D^T u`` and the dual residual of the CSR pass (``edge_pass``) bit for bit, in place
+    and not."""
+    edges, _, _ = _instance(80, 400, 3, 2, 0, seed=7)
+    model = gm.GTVModel.from_edges(80, edges, dim=3, penalty=penalty, lam=0.3)
+    D, lamA = model.incidence, model.capacities
+    row = penalty.compiled_dual_row(lamA, 3)
+    pair = CompiledEdgeUpdates(D, penalty, lamA, 3, row)
+    csr = CompiledEdgeUpdates(D, penalty, lamA, 3, row)
+    assert pair._pass is pair.kernels.pair_pass
+    csr._pass, csr._ends = csr.kernels.edge_pass, csr._csr
+    rng = np.random.default_rng(1)
+    Y, W, Wn = (rng.standard_normal((80, 3)) for _ in range(3))
+    U = 0.2 * rng.standard_normal((len(edges), 3))
+    sigma = rng.uniform(0.2, 2.0, len(edges))
+    a = pair(Y, U, sigma, sigma[:, None], np.empty_like(U), W, Wn)
+    b = csr(Y, U, sigma, sigma[:, None], np.empty_like(U), W, Wn)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(pair.node_sums(a), csr.node_sums(b))
+    assert pair.dual_residual == csr.dual_residual
+    U1, U2 = U.copy(), U.copy()
+    np.testing.assert_array_equal(pair(Y, U1, sigma, sigma[:, None], U1),
+                                  csr(Y, U2, sigma, sigma[:, None], U2))

@@ -55,6 +55,13 @@ class CompiledEdgeUpdates:
         self.penalty, self.lamA, self.row = penalty, lamA, row
         self.D = D
         self._csr = (D.indptr, D.indices, np.ascontiguousarray(D.data, dtype=float))
+        # rows (+1 at e+, -1 at e-): the one-sweep pass on the endpoints (the same flows)
+        pairs = bool(D.shape[0]) and bool(np.all(np.diff(D.indptr) == 2)) and bool(
+            np.all(D.data[0::2] == 1.0)) and bool(np.all(D.data[1::2] == -1.0))
+        self._pass, self._ends = ((self.kernels.pair_pass,
+                                   (np.ascontiguousarray(D.indices[0::2], dtype=np.int64),
+                                    np.ascontiguousarray(D.indices[1::2], dtype=np.int64)))
+                                  if pairs else (self.kernels.edge_pass, self._csr))
         self.DT = D.T.tocsr() if DT is None else DT
         self._csr_T = (self.DT.indptr, self.DT.indices,
                        np.ascontiguousarray(self.DT.data, dtype=float))
@@ -83,17 +90,17 @@ class CompiledEdgeUpdates:
         Y, sigma = np.ascontiguousarray(Y), np.ascontiguousarray(sigma, dtype=float)
         sums = self._sums[1] if self._fresh is not None and \
             self._fresh[1] is self._sums[0] else self._sums[0]
-        edge_pass = self.kernels.edge_pass
+        edge_pass = self._pass
         want = W is not None
         dW = W - W_new if want else Y  # (a node-sized array: fewer rows to gather)
         if self._pool is None:
-            nf, rsq = edge_pass(*self._csr, Y, U, sigma, out, self.row, 0, out.shape[0], sums,
+            nf, rsq = edge_pass(*self._ends, Y, U, sigma, out, self.row, 0, out.shape[0], sums,
                                 True, self._flagged, dW, want)
             flagged = self._flagged[:nf]
         else:
             parts = [(a, b, np.empty(b - a, dtype=np.int64)) for a, b in self._edge_cuts]
             got = self._parallel(
-                lambda a, b, fl: edge_pass(*self._csr, Y, U, sigma, out, self.row, a, b, sums,
+                lambda a, b, fl: edge_pass(*self._ends, Y, U, sigma, out, self.row, a, b, sums,
                                            False, fl, dW, want), parts)
             flagged = np.concatenate([fl[:c] for (_, _, fl), (c, _) in zip(parts, got,
                                                                            strict=True)] or
