@@ -13,6 +13,7 @@ one of them alone (five iterations after the set-up) and prints the process's pe
 
     PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --rounds 7
     PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --memory plain
+    PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --setup-calls 3
 """
 
 import argparse
@@ -88,7 +89,14 @@ def main() -> None:
     ap.add_argument("--lam", type=float, default=0.1)
     ap.add_argument("--c", type=float, default=1.0)
     ap.add_argument("--memory", choices=("plain", "package"), default=None)
+    ap.add_argument("--setup-calls", type=int, default=0,
+                    help="instead: this many calls with --isolated extra isolated nodes, "
+                         "each call's set-up (cached factorizations reused)")
+    ap.add_argument("--isolated", type=int, default=2)
     a = ap.parse_args()
+    if a.setup_calls:
+        setup_calls(a)
+        return
     print(f"measuring {gm.__file__}; n={a.n} |E|={a.E} d={a.d} m={a.m} iters/round={a.iters} "
           f"rounds={a.rounds}; load {os.getloadavg()[0]:.2f}", flush=True)
     edges, X, y = random_instance(a.n, a.E, a.d, a.m)
@@ -135,6 +143,27 @@ def main() -> None:
           f"{np.median(s[:, 0]):.2f}x ({s[:, 0].min():.2f}-{s[:, 0].max():.2f}), CPU "
           f"{np.median(s[:, 1]):.2f}x ({s[:, 1].min():.2f}-{s[:, 1].max():.2f}) over "
           f"{len(s)} rounds")
+
+
+def setup_calls(a: argparse.Namespace) -> None:
+    """Each call's set-up on a model with ``a.isolated`` isolated nodes beside the coupled
+    ones (the node-update group is then not the whole structure batch)."""
+    edges, X, y = random_instance(a.n, a.E, a.d, a.m)
+    Xi, yi = random_instance(a.isolated + 2, 1, a.d, a.m, seed=1)[1:]
+    model = gm.GTVModel.from_edges(a.n + a.isolated, edges, dim=a.d, penalty=gm.Norm2(),
+                                   lam=a.lam)
+    model.set_data(np.concatenate([X, Xi[:a.isolated]]), np.concatenate([y, yi[:a.isolated]]),
+                   "squared")
+    print(f"model with {a.isolated} isolated nodes; load {os.getloadavg()[0]:.2f}", flush=True)
+    first = None
+    for call in range(a.setup_calls):
+        t = time.perf_counter()
+        r = model.solve_primal_dual(max_iter=2, tol=0, step=a.c, record_every=None)
+        setup = r.timings["setup"]
+        first = setup if first is None else first
+        print(f"call {call + 1}: set-up {setup:.2f} s ({setup / first:.1%} of the first), "
+              f"wall {time.perf_counter() - t:.2f} s, paths {r.paths}; load "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":
