@@ -346,12 +346,11 @@ class _Run:
         t1 = time.perf_counter()
         # the dual residual of advance(k + 1), when due, in the edge pass (no |E| x d arrays)
         due = self._residuals_due(k + 1)
-        if not due and self.opts.callback is None and x.U is not self._seen:
-            out = x.U  # nobody else holds u^k and no residual needs it: DU in place
-        else:
-            out, self._spare = self._spare, None
-            if out is None:
-                out = np.empty_like(x.U)
+        # u^{k+1} goes into u^{k-1}'s array (not over u^k: the compiled pass is about 9 %
+        # faster with distinct arrays, and the residual's iterations need u^k anyway)
+        out, self._spare = self._spare, None
+        if out is None:
+            out = np.empty_like(x.U)
         U_new = self.edges(extrapolate(W_new, x.W, self.Y), x.U, self.sigma, self.sigma_col,
                            out, *((x.W, W_new) if due else ()))
         DTu_new = self.edges.node_sums(U_new)
@@ -370,8 +369,8 @@ class _Run:
         if self._residuals_due(k):
             self.p_res = primal_residual(x.W, new.W, x.DTu, new.DTu, self.tau_col)
             self.d_res = self.dual_residual(x, new)
-        if self.opts.callback is None and x.U is not self._seen and x.U is not new.U:
-            self._spare = x.U  # nobody else holds u^{k-1}: its array takes a later u
+        if self.opts.callback is None and x.U is not self._seen:
+            self._spare = x.U  # nobody else holds u^{k-1}: its array takes u^{k+1}
         self.x = new
         if adapt and rule.update(k - 1, self.p_res, self.d_res):
             self._set_steps(*steps_from_scale(self.deg, self.model.num_edges, rule.c))
