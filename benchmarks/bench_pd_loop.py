@@ -14,6 +14,7 @@ one of them alone (five iterations after the set-up) and prints the process's pe
     PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --rounds 7
     PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --memory plain
     PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 100000 --E 1000000 --setup-calls 3
+    PYTHONPATH=. python benchmarks/bench_pd_loop.py --n 20000 --E 200000 --certificate-cost 5,12
 """
 
 import argparse
@@ -93,9 +94,15 @@ def main() -> None:
                     help="instead: this many calls with --isolated extra isolated nodes, "
                          "each call's set-up (cached factorizations reused)")
     ap.add_argument("--isolated", type=int, default=2)
+    ap.add_argument("--certificate-cost", default="",
+                    help="instead: comma-separated m values; one certificate of a 30-iteration "
+                         "iterate, in iterations, for each")
     a = ap.parse_args()
     if a.setup_calls:
         setup_calls(a)
+        return
+    if a.certificate_cost:
+        certificate_cost(a, [int(v) for v in a.certificate_cost.split(",")])
         return
     print(f"measuring {gm.__file__}; n={a.n} |E|={a.E} d={a.d} m={a.m} iters/round={a.iters} "
           f"rounds={a.rounds}; load {os.getloadavg()[0]:.2f}", flush=True)
@@ -164,6 +171,28 @@ def setup_calls(a: argparse.Namespace) -> None:
         print(f"call {call + 1}: set-up {setup:.2f} s ({setup / first:.1%} of the first), "
               f"wall {time.perf_counter() - t:.2f} s, paths {r.paths}; load "
               f"{os.getloadavg()[0]:.2f}", flush=True)
+
+
+def certificate_cost(a: argparse.Namespace, ms: list[int]) -> None:
+    """One certificate (``gm.certify(..., fallback=False)``, three repeats) of the iterate after
+    30 iterations of the default step rule, in seconds and in iterations of the same run, for
+    each number of samples ``m`` (``m < d``: the subspace conditions of repair step 2)."""
+    for m in ms:
+        edges, X, y = random_instance(a.n, a.E, a.d, m)
+        model = gm.GTVModel.from_edges(a.n, edges, dim=a.d, penalty=gm.Norm2(), lam=a.lam)
+        model.set_data(X, y, "squared")
+        model.solve_primal_dual(max_iter=30, tol=0, record_every=None)
+        r = model.solve_primal_dual(max_iter=30, tol=0, record_every=None)
+        it = (r.timings["node_updates"] + r.timings["edge_updates"]) / 30
+        cs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            cert = gm.certify(model, r.weights, r.flows, fallback=False)
+            cs.append(time.perf_counter() - t)
+        print(f"m={m} d={a.d}: iteration {it * 1e3:.0f} ms; certificate "
+              + "/".join(f"{c:.2f}" for c in cs) + " s = "
+              + "/".join(f"{c / it:.0f}" for c in cs) + f" iterations (first/second/third); "
+              f"relative gap {cert.relative_gap:.2e}; load {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":
