@@ -33,7 +33,7 @@ import numpy as np
 from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
-           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "node_pass"]
+           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass"]
 
 
 def available() -> bool:
@@ -178,25 +178,45 @@ BLOCK_ROWS = 256
 
 def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.ndarray,
               U: np.ndarray, sigma: np.ndarray, out: np.ndarray, params: Any, e0: int, e1: int,
-              DTu: np.ndarray, scatter: bool, flagged: np.ndarray) -> int:
+              DTu: np.ndarray, scatter: bool, flagged: np.ndarray, dW: np.ndarray,
+              residual: bool) -> tuple[int, float]:
     """DU (33) on the edges ``e0 <= e < e1`` in one pass, :data:`BLOCK_ROWS` edges at a time:
     ``(D Y)_e`` from the rows of ``Y = 2 w^{k+1} - w^k`` of the edge's endpoints (``D``'s CSR
     arrays, the entries in CSR order, as scipy's product), the argument ``u_e + sigma_e (D
     Y)_e`` (the operations of :func:`~gtvmodel.primal_dual.updates.dual_argument`) written
     into ``out[e]``, then the row kernel of ``params`` on the block.  With ``scatter``:
     ``DTu`` is zeroed and receives ``D^T u^{k+1}``, each edge's row added to its endpoints'
-    rows in edge order (the order of the product with ``D^T``'s CSR rows).  The rows the
-    kernel declines go to ``flagged`` (returned: their number), left holding the argument
-    (and added to ``DTu`` as such: the caller recomputes it when there are any)."""
+    rows in edge order (the order of the product with ``D^T``'s CSR rows).  ``out`` may be
+    ``U`` (DU in place: each row is read before it is written).  The rows the
+    kernel declines go to ``flagged``, left holding the argument (and added to ``DTu`` as
+    such: the caller recomputes it when there are any).  With ``residual``: the sum of squares
+    of the dual residual ``(u^k - u^{k+1}) / sigma - D (w^k - w^{k+1})``
+    (:func:`gtvmodel.primal_dual.steps.residuals`, the same operations per entry; ``dW =
+    w^k - w^{k+1}``), read while the block is in cache (wrong for flagged rows:
+    the caller recomputes it when there are any); else 0.  Returns ``(number of flagged
+    rows, sum of squares)``."""
     d = U.shape[1]
     nf = 0
+    rsq = 0.0
     if scatter:
         DTu[:, :] = 0.0
+    # with the residual: the block's u^k rows (``out`` may be ``U``: DU in place) and its rows
+    # of D dW, read in the same sweep as the rows of Y
+    old = np.empty((BLOCK_ROWS if residual else 0, d))
+    ddw = np.empty((BLOCK_ROWS if residual else 0, d))
     for b0 in range(e0, e1, BLOCK_ROWS):
         b1 = min(b0 + BLOCK_ROWS, e1)
         for e in range(b0, b1):
             k0, k1 = indptr[e], indptr[e + 1]
             s = sigma[e]
+            if residual:
+                for j in range(d):
+                    old[e - b0, j] = U[e, j]
+                    ddw[e - b0, j] = 0.0
+                for k in range(k0, k1):
+                    c, a = indices[k], data[k]
+                    for j in range(d):
+                        ddw[e - b0, j] += a * dW[c, j]
             if k1 - k0 == 2:  # an edge (two endpoints): its rows of Y read once, vectorized
                 c0, c1, a0, a1 = indices[k0], indices[k0 + 1], data[k0], data[k0 + 1]
                 for j in range(d):
@@ -211,13 +231,64 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
                 for j in range(d):
                     out[e, j] = s * out[e, j] + U[e, j]
         nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
+        if residual:
+            for e in range(b0, b1):
+                s = sigma[e]
+                for j in range(d):
+                    r = (old[e - b0, j] - out[e, j]) / s - ddw[e - b0, j]
+                    rsq += r * r
         if scatter:
             for e in range(b0, b1):
                 for k in range(indptr[e], indptr[e + 1]):
                     c, a = indices[k], data[k]
                     for j in range(d):
                         DTu[c, j] += a * out[e, j]
-    return nf
+    return nf, rsq
+
+
+def pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray,
+              sigma: np.ndarray, out: np.ndarray, params: Any, e0: int, e1: int,
+              DTu: np.ndarray, scatter: bool, flagged: np.ndarray, dW: np.ndarray,
+              residual: bool) -> tuple[int, float]:
+    """:func:`edge_pass` for an incidence matrix whose every row is ``+1`` at ``heads[e]``
+    and ``-1`` at ``tails[e]`` (every unweighted ``D``: the weights are in the capacities):
+    the endpoints read from two arrays instead of the CSR arrays.  The same operations as
+    :func:`edge_pass` on such rows (``0.0 + 1.0 y = 0.0 + y``, ``x + (-1.0) y = x - y``
+    exactly), so the same flows and sums bit for bit; the same arguments but ``D``'s CSR
+    arrays, the same returns."""
+    d = U.shape[1]
+    nf = 0
+    rsq = 0.0
+    if scatter:
+        DTu[:, :] = 0.0
+    old = np.empty((BLOCK_ROWS if residual else 0, d))
+    for b0 in range(e0, e1, BLOCK_ROWS):
+        b1 = min(b0 + BLOCK_ROWS, e1)
+        if residual:
+            for e in range(b0, b1):
+                for j in range(d):
+                    old[e - b0, j] = U[e, j]
+        for e in range(b0, b1):
+            h, t = heads[e], tails[e]
+            s = sigma[e]
+            for j in range(d):
+                out[e, j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
+        nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
+        if residual:
+            for e in range(b0, b1):
+                h, t = heads[e], tails[e]
+                s = sigma[e]
+                for j in range(d):
+                    r = (old[e - b0, j] - out[e, j]) / s - ((0.0 + dW[h, j]) - dW[t, j])
+                    rsq += r * r
+        if scatter:
+            for e in range(b0, b1):
+                h, t = heads[e], tails[e]
+                for j in range(d):
+                    DTu[h, j] += out[e, j]
+                for j in range(d):
+                    DTu[t, j] -= out[e, j]
+    return nf, rsq
 
 
 def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.ndarray,
@@ -266,10 +337,12 @@ class Compiled:
 
 
 class Kernels(NamedTuple):
-    """The compiled :func:`edge_pass` and :func:`node_pass` (:func:`kernels`)."""
+    """The compiled :func:`edge_pass`, :func:`pair_pass` and :func:`node_pass`
+    (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
+    pair_pass: Compiled
 
 
 @functools.cache
@@ -284,4 +357,5 @@ def kernels() -> Kernels:
     def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names
         return ROW_KERNELS.get(getattr(params, "instance_class", None))
 
-    return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass))
+    return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
+                   Compiled(numba, pair_pass))

@@ -393,7 +393,7 @@ def _check_ball_args(U: Any, radii: Any) -> tuple[Any, Any]:
     if bad.size:
         raise PenaltyError(f"project_dual_ball: radius of edge {bad[0]} is {r[bad[0]]!r}; "
                            "radii must be finite and >= 0")
-    return U, r
+    return U, _xp.like(r, U)  # checked on the host: back beside U (e.g. no rows at all)
 
 
 def _project_l2_fast(U: Any, r: Any, d: int) -> Any:

@@ -159,6 +159,8 @@ CacheSlot = Literal[
     "cert_conic_sublevel",  # certificates.radii: {position: sublevel-radius problem}
     "cert_conic_sublevel_stacked",  # certificates.radii: {node tuple: stacked sublevel problem}
     "pd_plan",              # primal_dual.prox: {prox option: node partition of plan()}
+    "pd_groups",            # primal_dual.prox: {(loss class, constraint kind): group template}
+    "pd_incidence_T",       # primal_dual.algorithm: D^T as CSR
 ]
 _SLOTS = frozenset(CacheSlot.__args__)
 

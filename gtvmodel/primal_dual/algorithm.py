@@ -50,7 +50,7 @@ from ..solve.compile import data_overflow_message
 from .compiled import KERNELS, make_edge_updates
 from .prox import PROX_OPTIONS, NodeUpdates
 from .result import History, PrimalDualResult
-from .steps import FixedSteps, ResidualBalancing, make_step_rule, residuals, steps_from_scale
+from .steps import FixedSteps, ResidualBalancing, make_step_rule, primal_residual, steps_from_scale
 from .updates import extrapolate, prox_point
 
 __all__ = ["solve_primal_dual", "BACKENDS", "DETECTION_DELAY"]
@@ -271,7 +271,7 @@ class _Run:
         self.model, self.opts, self.rule, self.updates = model, opts, rule, updates
         self.t_start = t_start
         self.D = model.incidence
-        self.DT = self.D.T.tocsr()
+        self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
                                                     DT=self.DT)
@@ -284,7 +284,8 @@ class _Run:
         W, U = _initial(model, warm_start)
         self.timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0,
                         "certificate": 0.0}
-        self.x = _Iterate(W, U, self.DT @ U)
+        # D^T u^0: zero without a warm start (no product)
+        self.x = _Iterate(W, U, np.zeros_like(W) if warm_start is None else self.DT @ U)
         self.Y = np.empty_like(W)  # 2 w^{k+1} - w^k, rewritten every iteration
         # u^{k-1}'s array, reused for u^{k+1} unless a callback or a certificate saw it
         self._spare: np.ndarray | None = None
@@ -343,11 +344,15 @@ class _Run:
         if not np.isfinite(W_new).all():
             _raise_non_finite(self.model, W_new, V, self.tau, k)
         t1 = time.perf_counter()
+        # the dual residual of advance(k + 1), when due, in the edge pass (no |E| x d arrays)
+        due = self._residuals_due(k + 1)
+        # u^{k+1} goes into u^{k-1}'s array (not over u^k: the compiled pass is about 9 %
+        # faster with distinct arrays, and the residual's iterations need u^k anyway)
         out, self._spare = self._spare, None
         if out is None:
             out = np.empty_like(x.U)
         U_new = self.edges(extrapolate(W_new, x.W, self.Y), x.U, self.sigma, self.sigma_col,
-                           out)
+                           out, *((x.W, W_new) if due else ()))
         DTu_new = self.edges.node_sums(U_new)
         t2 = time.perf_counter()
         timings = self.timings
@@ -361,14 +366,27 @@ class _Run:
         history needs them, then the step rule (``tau_i sigma_e`` never changes)."""
         rule, x = self.rule, self.x
         adapt = rule.active and k % rule.every == 0
-        if adapt or k % self.opts.record_every == 0 or k == self.opts.max_iter:
-            self.p_res, self.d_res = residuals(x.W, new.W, x.U, new.U, self.D @ (x.W - new.W),
-                                               x.DTu, new.DTu, self.tau_col, self.sigma_col)
+        if self._residuals_due(k):
+            self.p_res = primal_residual(x.W, new.W, x.DTu, new.DTu, self.tau_col)
+            self.d_res = self.dual_residual(x, new)
         if self.opts.callback is None and x.U is not self._seen:
             self._spare = x.U  # nobody else holds u^{k-1}: its array takes u^{k+1}
         self.x = new
         if adapt and rule.update(k - 1, self.p_res, self.d_res):
             self._set_steps(*steps_from_scale(self.deg, self.model.num_edges, rule.c))
+
+    def dual_residual(self, x: _Iterate, new: _Iterate) -> float:
+        """``d_k`` of :func:`~gtvmodel.primal_dual.steps.residuals` from ``x`` to ``new``:
+        computed by the edge pass of the iteration (asked for by :meth:`iterate`)."""
+        return self.edges.dual_residual
+
+    def _residuals_due(self, k: int) -> bool:
+        """Whether :meth:`advance` after ``k`` iterations needs the residuals (the step rule
+        adapts, or the history records them); the rule's state does not change between the
+        iteration and its :meth:`advance`."""
+        rule = self.rule
+        return ((rule.active and k % rule.every == 0) or k % self.opts.record_every == 0
+                or k == self.opts.max_iter)
 
     def certificate_due(self, k: int) -> bool:
         """A certificate is scheduled at multiples of ``record_every`` and postponed until the

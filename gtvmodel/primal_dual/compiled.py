@@ -25,6 +25,7 @@ from .. import _compiled
 from .._validate import check_option
 from ..errors import UnsupportedError
 from ..terms.penalties import Penalty
+from .steps import dual_residual
 from .updates import EdgeUpdates
 
 __all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_updates"]
@@ -54,6 +55,13 @@ class CompiledEdgeUpdates:
         self.penalty, self.lamA, self.row = penalty, lamA, row
         self.D = D
         self._csr = (D.indptr, D.indices, np.ascontiguousarray(D.data, dtype=float))
+        # rows (+1 at e+, -1 at e-): the one-sweep pass on the endpoints (the same flows)
+        pairs = bool(D.shape[0]) and bool(np.all(np.diff(D.indptr) == 2)) and bool(
+            np.all(D.data[0::2] == 1.0)) and bool(np.all(D.data[1::2] == -1.0))
+        self._pass, self._ends = ((self.kernels.pair_pass,
+                                   (np.ascontiguousarray(D.indices[0::2], dtype=np.int64),
+                                    np.ascontiguousarray(D.indices[1::2], dtype=np.int64)))
+                                  if pairs else (self.kernels.edge_pass, self._csr))
         self.DT = D.T.tocsr() if DT is None else DT
         self._csr_T = (self.DT.indptr, self.DT.indices,
                        np.ascontiguousarray(self.DT.data, dtype=float))
@@ -63,6 +71,8 @@ class CompiledEdgeUpdates:
         self._sums = [np.empty((n, dim)), np.empty((n, dim))]
         self._fresh: tuple[np.ndarray, np.ndarray] | None = None  # (u^{k+1}, its D^T u)
         self.threads = threads
+        #: The dual residual's norm computed by the last call (None: not asked for).
+        self.dual_residual: float | None = None
         self._pool: ThreadPoolExecutor | None = None
         if threads > 1:
             self._edge_cuts = _cuts(E, threads)
@@ -70,29 +80,38 @@ class CompiledEdgeUpdates:
             self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="gtv-numba")
 
     def __call__(self, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
-                 out: np.ndarray) -> np.ndarray:
+                 out: np.ndarray, W: np.ndarray | None = None,
+                 W_new: np.ndarray | None = None) -> np.ndarray:
         """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``, not ``U``) from ``Y = 2 w^{k+1}
         - w^k``, ``u^k = U`` and the steps ``sigma`` (``sigma_col`` unused: the interface of
-        :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`)."""
+        :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`); with ``W = w^k`` and ``W_new =
+        w^{k+1}`` also the dual residual's norm in the same pass (:attr:`dual_residual`).
+        ``out`` may be ``U`` (in place) when the residual is not asked for."""
         Y, sigma = np.ascontiguousarray(Y), np.ascontiguousarray(sigma, dtype=float)
         sums = self._sums[1] if self._fresh is not None and \
             self._fresh[1] is self._sums[0] else self._sums[0]
-        edge_pass = self.kernels.edge_pass
+        edge_pass = self._pass
+        want = W is not None
+        dW = W - W_new if want else Y  # (a node-sized array: fewer rows to gather)
         if self._pool is None:
-            nf = edge_pass(*self._csr, Y, U, sigma, out, self.row, 0, out.shape[0], sums, True,
-                           self._flagged)
+            nf, rsq = edge_pass(*self._ends, Y, U, sigma, out, self.row, 0, out.shape[0], sums,
+                                True, self._flagged, dW, want)
             flagged = self._flagged[:nf]
         else:
             parts = [(a, b, np.empty(b - a, dtype=np.int64)) for a, b in self._edge_cuts]
-            counts = self._parallel(
-                lambda a, b, fl: edge_pass(*self._csr, Y, U, sigma, out, self.row, a, b, sums,
-                                           False, fl), parts)
-            flagged = np.concatenate([fl[:c] for (_, _, fl), c in zip(parts, counts,
-                                                                      strict=True)] or
+            got = self._parallel(
+                lambda a, b, fl: edge_pass(*self._ends, Y, U, sigma, out, self.row, a, b, sums,
+                                           False, fl, dW, want), parts)
+            flagged = np.concatenate([fl[:c] for (_, _, fl), (c, _) in zip(parts, got,
+                                                                           strict=True)] or
                                      [np.empty(0, dtype=np.int64)])
-        if flagged.size:  # rows the kernel declined: the penalty's numpy DU on the argument
+            rsq = sum(r for _, r in got)
+        if flagged.size:  # rows the kernel declines: the penalty's numpy DU on the argument
             out[flagged] = self.penalty.dual_update(out[flagged], sigma[flagged],
                                                     self.lamA[flagged])
+        self.dual_residual = (None if not want else
+                              dual_residual(self.D, W, W_new, U, out, sigma[:, None])
+                              if flagged.size else float(np.sqrt(rsq)))
         if self._pool is not None or flagged.size:
             self._node_sums(out, sums)
         self._fresh = (out, sums)

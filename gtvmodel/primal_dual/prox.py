@@ -437,11 +437,19 @@ class IsolatedGroup(NodeGroup):
         """``argmin_{C_i} L_i`` for the group's nodes (``V``, ``tau`` are ignored: the nodes are
         not coupled), solved on the first call (in numpy; moved beside a tensor ``V``)."""
         if self.values is None:
-            group = CvxpyProxGroup(self.model, self.nodes, prox=False)
-            # the reference tolerances with the fallback ladder (a fixed 1e-13 failed on
-            # badly scaled isolated nodes instead of falling back)
-            self.values = group._solve(None)
-        return self.values if V is None else _xp.cached_like(self, "values", self.values, V)
+            # once per model version (model cache slot "pd_groups"), not once per run
+            done = self.model.cache.get_or_build("pd_groups", dict)
+            key = ("isolated", self.nodes.tobytes())
+            if key not in done:
+                group = CvxpyProxGroup(self.model, self.nodes, prox=False)
+                # the reference tolerances with the fallback ladder (a fixed 1e-13 failed on
+                # badly scaled isolated nodes instead of falling back)
+                done[key] = group._solve(None)
+                done[key].setflags(write=False)
+            self.values = done[key]
+        if V is None or _xp.is_numpy(V):
+            return self.values.copy()  # the model's cached array stays unseen by the run
+        return _xp.cached_like(self, "values", np.array(self.values), V)  # (writable)
 
 
 def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
@@ -583,13 +591,34 @@ def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float, float]
 def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
                  ) -> BatchProxGroup:
     """The fast-path group of the nodes ``idx`` (loss class ``cls``, constraint kind
-    ``ckind`` of :func:`_fast_key`): their losses stacked, their boxes or ball radii too."""
+    ``ckind`` of :func:`_fast_key`): a new group (its own run state) over the group template
+    of this model version, built once by :func:`_group_template` (model cache slot
+    ``"pd_groups"``): the stacked losses and their data-derived factorizations
+    (:meth:`~gtvmodel.terms.losses.LossBatch.shared`: Gram matrices, eigen-decompositions)
+    are computed once per model version even when the group is not a whole structure batch
+    (isolated nodes, nodes with constraints or of other loss classes beside it)."""
+    templates = model.cache.get_or_build("pd_groups", dict)
+    key = (cls, ckind)
+    entry = templates.get(key)
+    if entry is None or not (entry[0] is idx or np.array_equal(entry[0], idx)):
+        entry = templates[key] = (idx, _group_template(model, cls, ckind, idx))
+    tmpl = entry[1]
+    return BatchProxGroup(tmpl.batch.sibling(), tmpl.box, tmpl.ball, subset=tmpl.subset)
+
+
+def _group_template(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
+                    ) -> BatchProxGroup:
+    """The group of :func:`_batch_group` with its batch sealed
+    (:meth:`~gtvmodel.terms.losses.LossBatch.seal`): its losses stacked, their boxes or ball
+    radii too; never run itself (each run takes a sibling of its batch)."""
     n, d = model.num_nodes, model.dim
     nodes = idx
     if ckind == "none":
         whole = _whole_batch(model, nodes)
         if whole is not None:  # every node of the structure batch: no new stacking
-            return BatchProxGroup(whole.sibling())
+            twin = whole.sibling()
+            twin.prox_supported()  # a data-derived mask: kept by the template's siblings
+            return BatchProxGroup(twin.seal())
     losses = [model.loss_at(i) for i in idx.tolist()]
     if ckind in ("composite", "smooth-composite"):
         parts = [_box_ball(model.constraints_at(i), d) for i in idx.tolist()]
@@ -603,9 +632,13 @@ def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
                                       box=(lo[part], hi[part]), radius=radius[part],
                                       radius1=radius1[part])
 
-        return BatchProxGroup(subset(slice(None)), subset=subset)
+        batch = subset(slice(None))
+        batch.prox_supported()
+        return BatchProxGroup(batch.seal(), subset=subset)
     batch = LossBatch(cls, nodes, losses, n, d)
     batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
+    batch.prox_supported()
+    batch.seal()
     box = ball = None
     if ckind == "box":
         lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx.tolist()]

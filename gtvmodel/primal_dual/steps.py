@@ -255,9 +255,21 @@ def residuals(W: np.ndarray, W_new: np.ndarray, U: np.ndarray, U_new: np.ndarray
 
     from the iterates, ``DdW = D (w^k - w^{k+1})`` (formed only on the iterations that need
     the residuals), the products ``D^T u`` and the steps as columns."""
-    p_res = _norm((W - W_new) / tau_col - (DTu - DTu_new))
-    d_res = _norm((U - U_new) / sigma_col - DdW)
-    return p_res, d_res
+    return primal_residual(W, W_new, DTu, DTu_new, tau_col), _norm((U - U_new) / sigma_col
+                                                                   - DdW)
+
+
+def primal_residual(W: np.ndarray, W_new: np.ndarray, DTu: np.ndarray, DTu_new: np.ndarray,
+                    tau_col: np.ndarray) -> float:
+    """``p_k`` of :func:`residuals` (node rows only)."""
+    return _norm((W - W_new) / tau_col - (DTu - DTu_new))
+
+
+def dual_residual(D: Any, W: np.ndarray, W_new: np.ndarray, U: np.ndarray, U_new: np.ndarray,
+                  sigma_col: np.ndarray) -> float:
+    """``d_k`` of :func:`residuals` with ``D (w^k - w^{k+1})`` formed here (the edge updates
+    fold it into their pass instead, :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`)."""
+    return _norm((U - U_new) / sigma_col - D @ (W - W_new))
 
 
 def make_step_rule(model: ModelDeclaration, step: Any) -> FixedSteps | ResidualBalancing:

@@ -59,7 +59,7 @@ from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_
 from .device_certificate import DeviceCertifier, to_host
 from .prox import NodeUpdates
 from .result import PrimalDualResult
-from .steps import FixedSteps, ResidualBalancing, make_step_rule
+from .steps import FixedSteps, ResidualBalancing, dual_residual, make_step_rule
 from .updates import dual_argument, extrapolate, prox_point
 
 __all__ = ["solve_torch", "DTYPES", "csr_tensor"]
@@ -260,6 +260,11 @@ class _TorchRun(_Run):
         self.timings["node_updates"] += t1 - t0
         self.since_cert += t2 - t0
         return _Iterate(W_new, U_new, DTu_new)
+
+    def dual_residual(self, x: _Iterate, new: _Iterate) -> float:
+        """``d_k`` from the device tensors (:func:`~gtvmodel.primal_dual.steps.dual_residual`:
+        the iteration keeps ``u^k``)."""
+        return dual_residual(self.D, x.W, new.W, x.U, new.U, self.sigma_col)
 
     def _dual_update(self, V: Any) -> Any:
         """DU (33) of every edge row of ``V`` (the argument ``u_e + sigma_e (D Y)_e``, a fresh

@@ -115,31 +115,49 @@ class EdgeUpdates:
             self._node_parts = [(a, b, self.DT[a:b]) for a, b in zip(cuts[:-1], cuts[1:],
                                                                       strict=True) if b > a]
             self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="gtv-edges")
+        #: The dual residual's norm computed by the last call (None: not asked for).
+        self.dual_residual: float | None = None
         self._sigma: np.ndarray | None = None  # the steps last seen, and
         self._uniform: float | None = None     # their common value if they are all equal
 
     def __call__(self, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
-                 out: np.ndarray) -> np.ndarray:
+                 out: np.ndarray, W: np.ndarray | None = None,
+                 W_new: np.ndarray | None = None) -> np.ndarray:
         """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``, not ``U``) from ``Y = 2 w^{k+1} -
         w^k`` and ``u^k = U`` with the steps ``sigma`` (and as a column ``sigma_col``).  Equal
         steps (the default rule's ``sigma_e = 1/(2c)``) scale by one number: the same products,
-        about 2x cheaper than a column broadcast over rows of ``d`` entries."""
+        about 2x cheaper than a column broadcast over rows of ``d`` entries.  With ``W = w^k``
+        and ``W_new = w^{k+1}``: also the dual residual's norm ``d_k``
+        (:func:`~gtvmodel.primal_dual.steps.residuals`), block by block while the block's
+        flows are in cache (:attr:`dual_residual`; no ``(|E|, d)`` temporary).  ``out`` may
+        be ``U`` (in place) when the residual is not asked for."""
         uniform = self._uniform_step(sigma)
+        dW = None if W is None else W - W_new
         if self._pool is None:
-            self._run(zip(self.blocks, self.updaters, strict=True), Y, U, sigma, sigma_col,
-                      uniform, out)
+            rsq = [self._run(zip(self.blocks, self.updaters, strict=True), Y, U, sigma,
+                             sigma_col, uniform, out, dW)]
         else:
-            self._parallel([(self._run, part, Y, U, sigma, sigma_col, uniform, out)
-                            for part in self._parts])
+            rsq = self._parallel([(self._run, part, Y, U, sigma, sigma_col, uniform, out, dW)
+                                  for part in self._parts])
+        self.dual_residual = None if dW is None else float(np.sqrt(sum(rsq)))
         return out
 
     @staticmethod
     def _run(part: Any, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
-             uniform: float | None, out: np.ndarray) -> None:
-        """DU (33) on the blocks ``part`` (pairs of a block and its updater) into ``out``."""
+             uniform: float | None, out: np.ndarray, dW: np.ndarray | None = None) -> float:
+        """DU (33) on the blocks ``part`` (pairs of a block and its updater) into ``out``;
+        with ``dW = w^k - w^{k+1}`` returns the blocks' sum of squares of the dual residual
+        ``(u^k - u^{k+1}) / sigma - D dW`` (the operations of
+        :func:`~gtvmodel.primal_dual.steps.residuals`), else 0."""
+        rsq = 0.0
         for (a, b, Db), update in part:
             col = sigma_col[a:b] if uniform is None else uniform
             update(dual_argument(U[a:b], Db @ Y, col), sigma[a:b], out[a:b])
+            if dW is not None:
+                R = (U[a:b] - out[a:b]) / sigma_col[a:b]
+                R -= Db @ dW
+                rsq += float(np.einsum("ij,ij->", R, R))
+        return rsq
 
     @property
     def DT(self) -> sp.csr_matrix:
@@ -160,18 +178,18 @@ class EdgeUpdates:
         self._parallel([(rows, a, b, DTp) for a, b, DTp in self._node_parts])
         return out
 
-    def _parallel(self, calls: list[tuple]) -> None:
+    def _parallel(self, calls: list[tuple]) -> list:
         """Run the calls ``(f, *args)``: the first in this thread, the others on the pool
-        (their exceptions re-raised here)."""
+        (their exceptions re-raised here); returns their results."""
         assert self._pool is not None
         if not calls:  # no edges (or no nodes): nothing to run
-            return
+            return []
         futures = [self._pool.submit(*call) for call in calls[1:]]
         try:
-            calls[0][0](*calls[0][1:])
+            first = calls[0][0](*calls[0][1:])
         finally:
-            for f in futures:
-                f.result()
+            rest = [f.result() for f in futures]
+        return [first, *rest]
 
     def close(self) -> None:
         """Shut the thread pool down (no-op without one)."""
