@@ -706,6 +706,10 @@ class SquaredLoss(DataFitLoss):
         The node's samples ``x_r^T`` as rows: finite, at least one row.
     y : array_like, shape (m,)
         The targets ``y_r``.
+    scaling : {"mean", "sum", "half", "half_mean"}, default "mean"
+        The factor ``s(m)`` of ``L(w) = s(m) ||y - X w||^2``: ``1/m``, ``1``, ``1/2``,
+        ``1/(2m)`` (:attr:`SCALINGS`); applied exactly by storing the samples multiplied by
+        ``sqrt(m s(m))`` (:meth:`samples` returns them as given).
     l1 : float, default 0.0
         ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
     l2 : float, default 0.0
@@ -717,7 +721,7 @@ class SquaredLoss(DataFitLoss):
         ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
         length ``m``.
     ParameterError
-        ``l1`` or ``l2`` negative, infinite or NaN.
+        ``l1`` or ``l2`` negative, infinite or NaN; ``scaling`` not one of the names above.
 
     Examples
     --------
@@ -733,6 +737,8 @@ class SquaredLoss(DataFitLoss):
     -0.1481
     >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
     array([0.641 , 0.7949])
+    >>> float(gm.SquaredLoss(X, [1.0, 2.0, 3.0], scaling="sum").value([0.0, 0.0]))  # ||y||^2
+    14.0
     """
 
     kind = "squared"
