@@ -63,12 +63,12 @@ def global_weights(parameters: Sequence[Any], n: int, d: int) -> np.ndarray:
 @dataclass
 class CertifiedEvaluator:
     """Flower ``evaluate_fn``: certified gaps of the global model on the GTV and consensus
-    targets of a networked dataset, one row of :attr:`history` per call.
+    targets of a networked dataset, one row of ``history`` per call.
 
     Parameters
     ----------
     model : GTVModel or NetworkedData
-        The GTV problem (16) (a dataset: its :meth:`~gtvmodel.datasets.NetworkedData.model`
+        The GTV problem (16) (a dataset: its ``NetworkedData.model``
         at ``lam``).
     lam : float or None
         ``lambda`` for a dataset (default 1e-2, the dataset's); ignored for a model.
@@ -78,7 +78,7 @@ class CertifiedEvaluator:
         Also solve each target exactly once (``solve_exact``) and report the true
         suboptimality ``subopt_<target>`` beside the certified gap (small problems).
     history : list of dict
-        The rows of :meth:`metrics` (``round``, ``loss``, ``objective_<target>``,
+        The rows of ``metrics`` (``round``, ``loss``, ``objective_<target>``,
         ``gap_<target>``, ...), one appended per call; default a new empty list.
 
     Each call returns ``(loss, metrics)``: ``loss`` is ``sum_i L_i(w)`` (the consensus
@@ -89,7 +89,7 @@ class CertifiedEvaluator:
     ------
     DataError
         ``model`` is neither a :class:`~gtvmodel.GTVModel` (a ``ModelDeclaration``) nor a
-        :class:`~gtvmodel.datasets.NetworkedData`; in a call, the global model's arrays hold
+        ``gtvmodel.datasets.NetworkedData``; in a call, the global model's arrays hold
         other than ``d`` numbers in all, or NaN or inf entries.
     ParameterError
         An entry of ``targets`` is not ``"gtv"`` or ``"consensus"``.

@@ -241,7 +241,7 @@ class GTVRegressor(RegressorMixin, _GTVBase):
     ParameterError
         In ``fit``: ``lam`` negative, infinite or NaN; ``penalty``, ``loss`` or ``method`` not
         one of the names above; ``node_column`` not an integer ``>= 0``; ``graph`` neither a
-        :class:`networkx.Graph` nor None.
+        ``networkx.Graph`` nor None.
     DataError
         In ``fit``: ``node_column`` not a column of ``X``; no feature column left (only the
         node column and ``fit_intercept=False``).  In ``predict``: ``X`` with another number
@@ -324,7 +324,7 @@ class GTVClassifier(ClassifierMixin, _GTVBase):
     ParameterError
         In ``fit``: ``lam`` negative, infinite or NaN; ``penalty`` or ``method`` not one of
         the names above; ``node_column`` not an integer ``>= 0``; ``graph`` neither a
-        :class:`networkx.Graph` nor None.
+        ``networkx.Graph`` nor None.
     DataError
         In ``fit``: ``y`` with a single class; ``node_column`` not a column of ``X``; no
         feature column left (only the node column and ``fit_intercept=False``).  In
@@ -502,15 +502,15 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
         through the sorted node labels of the training rows.
     lams : int or sequence of float
         An int ``L``: ``L`` log-spaced values from ``lam_min_ratio * lambda_crit`` to
-        ``lambda_crit`` (:func:`lam_scale` of the full data: the consensus threshold of
-        :func:`gtvmodel.theory.consensus_threshold`, above which the consensus solution is
+        ``lambda_crit`` (``lam_scale`` of the full data: the consensus threshold of
+        :func:`~gtvmodel.consensus_threshold`, above which the consensus solution is
         optimal, where it is finite); a sequence: the ``lambda >= 0`` values.
     lam_min_ratio : float
         The smallest grid value as a fraction of ``lambda_crit``, in ``(0, 1]``.
     cv : int
         Number of folds (``>= 2``).
     random_state : int, numpy Generator or None
-        Seed of the per-node fold assignment (:func:`numpy.random.default_rng`).
+        Seed of the per-node fold assignment (``numpy.random.default_rng``).
     penalty : {"norm2", "norm1", "norminf", "squared"} or Penalty
         ``phi`` (``"squared"``: ``||.||_2^2``, graph Laplacian smoothing).
     loss : {"squared", "huber", "absolute"}
@@ -534,7 +534,7 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
         non-empty 1-D sequence of finite values ``>= 0``; ``lam_min_ratio`` outside ``(0,
         1]``; ``penalty``, ``loss`` or ``method`` not one of the names above;
         ``node_column`` not an integer ``>= 0``; ``graph`` neither a
-        :class:`networkx.Graph` nor None.
+        ``networkx.Graph`` nor None.
     DataError
         In ``fit``: ``node_column`` not a column of ``X``; no feature column left;
         no fold with both training and held-out rows (e.g. fewer rows than needed).  In
@@ -588,15 +588,15 @@ class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
         through the sorted node labels of the training rows.
     lams : int or sequence of float
         An int ``L``: ``L`` log-spaced values from ``lam_min_ratio * lambda_crit`` to
-        ``lambda_crit`` (:func:`lam_scale` of the full data: the consensus threshold of
-        :func:`gtvmodel.theory.consensus_threshold`, above which the consensus solution is
+        ``lambda_crit`` (``lam_scale`` of the full data: the consensus threshold of
+        :func:`~gtvmodel.consensus_threshold`, above which the consensus solution is
         optimal, where it is finite); a sequence: the ``lambda >= 0`` values.
     lam_min_ratio : float
         The smallest grid value as a fraction of ``lambda_crit``, in ``(0, 1]``.
     cv : int
         Number of folds (``>= 2``).
     random_state : int, numpy Generator or None
-        Seed of the per-node fold assignment (:func:`numpy.random.default_rng`).
+        Seed of the per-node fold assignment (``numpy.random.default_rng``).
     penalty : {"norm2", "norm1", "norminf", "squared"} or Penalty
         ``phi`` (``"squared"``: ``||.||_2^2``, graph Laplacian smoothing).
     fit_intercept : bool
@@ -617,7 +617,7 @@ class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
         In ``fit``: ``cv`` not an integer ``>= 2``; ``lams`` neither an int ``>= 1`` nor a
         non-empty 1-D sequence of finite values ``>= 0``; ``lam_min_ratio`` outside ``(0,
         1]``; ``penalty`` or ``method`` not one of the names above; ``node_column``
-        not an integer ``>= 0``; ``graph`` neither a :class:`networkx.Graph` nor None.
+        not an integer ``>= 0``; ``graph`` neither a ``networkx.Graph`` nor None.
     DataError
         In ``fit``: ``y`` with a single class; ``node_column`` not a column of ``X``; no
         feature column left; no fold with both training and held-out rows (e.g. fewer rows
