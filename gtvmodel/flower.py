@@ -65,6 +65,10 @@ class CertifiedEvaluator:
     """Flower ``evaluate_fn``: certified gaps of the global model on the GTV and consensus
     targets of a networked dataset, one row of ``history`` per call.
 
+    Each call returns ``(loss, metrics)``: ``loss`` is ``sum_i L_i(w)`` (the consensus
+    objective), ``metrics`` has ``gap_<target>`` (certified), ``objective_<target>`` and,
+    where the dataset has true weights, ``mse`` (40).
+
     Parameters
     ----------
     model : GTVModel or NetworkedData
@@ -80,10 +84,6 @@ class CertifiedEvaluator:
     history : list of dict
         The rows of ``metrics`` (``round``, ``loss``, ``objective_<target>``,
         ``gap_<target>``, ...), one appended per call; default a new empty list.
-
-    Each call returns ``(loss, metrics)``: ``loss`` is ``sum_i L_i(w)`` (the consensus
-    objective), ``metrics`` has ``gap_<target>`` (certified), ``objective_<target>`` and,
-    where the dataset has true weights, ``mse`` (40).
 
     Raises
     ------

@@ -251,9 +251,9 @@ class GTVRegressor(RegressorMixin, _GTVBase):
         fitted model (``predict``).
     SolverError
         The solver rejects ``solver_options`` or fails (:func:`~gtvmodel.solve_exact`).
-
-    Rows with NaN or inf entries raise scikit-learn's ``ValueError`` (``check_X_y``); ``predict``
-    before ``fit`` raises its ``NotFittedError``.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        ``predict`` before ``fit`` (``NotFittedError``).
 
     Examples
     --------
@@ -334,10 +334,10 @@ class GTVClassifier(ClassifierMixin, _GTVBase):
         fitted model (``predict``).
     SolverError
         The solver rejects ``solver_options`` or fails (:func:`~gtvmodel.solve_exact`).
-
-    Rows with NaN or inf entries raise scikit-learn's ``ValueError`` (``check_X_y``), as do
-    continuous targets (``check_classification_targets``); ``predict`` before ``fit`` raises
-    its ``NotFittedError``.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        continuous targets (``check_classification_targets``); ``predict`` before ``fit``
+        (``NotFittedError``).
 
     Examples
     --------
@@ -493,7 +493,8 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
 
     Each node's rows are split into ``cv`` folds (every node keeps training rows where it has
     more than one); each fold solves one :func:`~gtvmodel.lam_path` (compiled once, ``lambda``
-    a Parameter), and the refit at the selected ``lam_`` reuses nothing but the data.
+    a Parameter), and the refit at the selected ``lam_`` reuses nothing but the data.  ``lam``
+    is not a parameter: it is chosen (``lam_``).
 
     Parameters
     ----------
@@ -525,8 +526,6 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
     solver_options : dict or None
         Keyword arguments of that solver.
 
-    ``lam`` is not a parameter: it is chosen (``lam_``).
-
     Raises
     ------
     ParameterError
@@ -544,6 +543,9 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
         fitted model (``predict``).
     SolverError
         The solver rejects ``solver_options`` or fails.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        ``predict`` before ``fit`` (``NotFittedError``).
 
     Examples
     --------
@@ -579,7 +581,8 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
 
 class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
     """:class:`GTVClassifier` with ``lam`` selected by K-fold cross-validation (validation
-    error ``1 - accuracy``), folds and grid as in :class:`GTVRegressorCV`.
+    error ``1 - accuracy``), folds and grid as in :class:`GTVRegressorCV`; ``lam`` is not a
+    parameter: it is chosen (``lam_``).
 
     Parameters
     ----------
@@ -609,8 +612,6 @@ class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
     solver_options : dict or None
         Keyword arguments of that solver.
 
-    ``lam`` is not a parameter: it is chosen (``lam_``).
-
     Raises
     ------
     ParameterError
@@ -627,6 +628,10 @@ class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
         fitted model (``predict``).
     SolverError
         The solver rejects ``solver_options`` or fails.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        continuous targets (``check_classification_targets``); ``predict`` before ``fit``
+        (``NotFittedError``).
 
     Examples
     --------
