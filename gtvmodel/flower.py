@@ -63,12 +63,16 @@ def global_weights(parameters: Sequence[Any], n: int, d: int) -> np.ndarray:
 @dataclass
 class CertifiedEvaluator:
     """Flower ``evaluate_fn``: certified gaps of the global model on the GTV and consensus
-    targets of a networked dataset, one row of :attr:`history` per call.
+    targets of a networked dataset, one row of ``history`` per call.
+
+    Each call returns ``(loss, metrics)``: ``loss`` is ``sum_i L_i(w)`` (the consensus
+    objective), ``metrics`` has ``gap_<target>`` (certified), ``objective_<target>`` and,
+    where the dataset has true weights, ``mse`` (40).
 
     Parameters
     ----------
     model : GTVModel or NetworkedData
-        The GTV problem (16) (a dataset: its :meth:`~gtvmodel.datasets.NetworkedData.model`
+        The GTV problem (16) (a dataset: its ``NetworkedData.model``
         at ``lam``).
     lam : float or None
         ``lambda`` for a dataset (default 1e-2, the dataset's); ignored for a model.
@@ -77,10 +81,38 @@ class CertifiedEvaluator:
     reference : bool
         Also solve each target exactly once (``solve_exact``) and report the true
         suboptimality ``subopt_<target>`` beside the certified gap (small problems).
+    history : list of dict
+        The rows of ``metrics`` (``round``, ``loss``, ``objective_<target>``,
+        ``gap_<target>``, ...), one appended per call; default a new empty list.
 
-    Each call returns ``(loss, metrics)``: ``loss`` is ``sum_i L_i(w)`` (the consensus
-    objective), ``metrics`` has ``gap_<target>`` (certified), ``objective_<target>`` and,
-    where the dataset has true weights, ``mse`` (40).
+    Raises
+    ------
+    DataError
+        ``model`` is neither a :class:`~gtvmodel.GTVModel` (a ``ModelDeclaration``) nor a
+        ``gtvmodel.datasets.NetworkedData``; in a call, the global model's arrays hold
+        other than ``d`` numbers in all, or NaN or inf entries.
+    ParameterError
+        An entry of ``targets`` is not ``"gtv"`` or ``"consensus"``.
+
+    Examples
+    --------
+    Two nodes with the means 1 and 3 (squared loss, ``d = 1``): the global model ``w = 2``
+    is optimal for the consensus target, not for GTV at ``lambda = 0.1``; each certified
+    gap is at least the true suboptimality:
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> from gtvmodel.flower import CertifiedEvaluator
+    >>> model = gm.GTVModel(nx.path_graph(2), 1, lam=0.1)
+    >>> model.set_data(np.ones((4, 1)), np.array([1.0, 1.0, 3.0, 3.0]), "squared",
+    ...                node_index=[0, 0, 1, 1])
+    >>> ev = CertifiedEvaluator(model, reference=True)
+    >>> loss, metrics = ev(1, [np.array([2.0])])  # Flower's evaluate_fn call
+    >>> loss, {k: round(v, 3) for k, v in sorted(metrics.items())}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    (2.0, {'gap_consensus': 0.0, 'gap_gtv': 1.805, 'objective_consensus': 2.0,
+           'objective_gtv': 2.0, 'subopt_consensus': 0.0, 'subopt_gtv': 1.805})
+    >>> len(ev.history)
+    1
     """
 
     model: Any

@@ -236,6 +236,25 @@ class GTVRegressor(RegressorMixin, _GTVBase):
     solver_options : dict or None
         Keyword arguments of that solver.
 
+    Raises
+    ------
+    ParameterError
+        In ``fit``: ``lam`` negative, infinite or NaN; ``penalty``, ``loss`` or ``method`` not
+        one of the names above; ``node_column`` not an integer ``>= 0``; ``graph`` neither a
+        ``networkx.Graph`` nor None.
+    DataError
+        In ``fit``: ``node_column`` not a column of ``X``; no feature column left (only the
+        node column and ``fit_intercept=False``).  In ``predict``: ``X`` with another number
+        of columns than in ``fit``.
+    UnknownNodeError
+        A row of ``X`` names a node label that is not a node of ``graph`` (``fit``) or of the
+        fitted model (``predict``).
+    SolverError
+        The solver rejects ``solver_options`` or fails (:func:`~gtvmodel.solve_exact`).
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        ``predict`` before ``fit`` (``NotFittedError``).
+
     Examples
     --------
     Two nodes on an edge, each with its own line ``y = a x``; column 0 is the node:
@@ -278,8 +297,47 @@ class GTVClassifier(ClassifierMixin, _GTVBase):
     """Networked linear classification by GTV minimization (16): the logistic loss for two
     classes, the softmax loss (:class:`~gtvmodel.SoftmaxLoss`) for more (module docstring).
 
-    Parameters are those of :class:`GTVRegressor` without ``loss``.  ``classes_`` holds the
-    sorted class labels; the binary model's ``w_i`` scores ``classes_[1]`` positive.
+    ``classes_`` holds the sorted class labels; the binary model's ``w_i`` scores
+    ``classes_[1]`` positive.
+
+    Parameters
+    ----------
+    graph : networkx.Graph or None
+        The empirical graph (``A_e`` from the edge attribute ``weight``); None: the chain
+        through the sorted node labels of the training rows.
+    lam : float
+        ``lambda >= 0`` of (16).
+    penalty : {"norm2", "norm1", "norminf", "squared"} or Penalty
+        ``phi`` (``"squared"``: ``||.||_2^2``, graph Laplacian smoothing).
+    fit_intercept : bool
+        Append a constant feature (one intercept per node, coupled by ``phi``); with ``K > 2``
+        classes one intercept per node and class.
+    node_column : int
+        The column of ``X`` holding each row's node label.
+    method : {"exact", "primal_dual"}
+        :func:`~gtvmodel.solve_exact` or Algorithm 1 (:func:`~gtvmodel.solve_primal_dual`).
+    solver_options : dict or None
+        Keyword arguments of that solver.
+
+    Raises
+    ------
+    ParameterError
+        In ``fit``: ``lam`` negative, infinite or NaN; ``penalty`` or ``method`` not one of
+        the names above; ``node_column`` not an integer ``>= 0``; ``graph`` neither a
+        ``networkx.Graph`` nor None.
+    DataError
+        In ``fit``: ``y`` with a single class; ``node_column`` not a column of ``X``; no
+        feature column left (only the node column and ``fit_intercept=False``).  In
+        ``predict``: ``X`` with another number of columns than in ``fit``.
+    UnknownNodeError
+        A row of ``X`` names a node label that is not a node of ``graph`` (``fit``) or of the
+        fitted model (``predict``).
+    SolverError
+        The solver rejects ``solver_options`` or fails (:func:`~gtvmodel.solve_exact`).
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        continuous targets (``check_classification_targets``); ``predict`` before ``fit``
+        (``NotFittedError``).
 
     Examples
     --------
@@ -435,22 +493,74 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
 
     Each node's rows are split into ``cv`` folds (every node keeps training rows where it has
     more than one); each fold solves one :func:`~gtvmodel.lam_path` (compiled once, ``lambda``
-    a Parameter), and the refit at the selected ``lam_`` reuses nothing but the data.
+    a Parameter), and the refit at the selected ``lam_`` reuses nothing but the data.  ``lam``
+    is not a parameter: it is chosen (``lam_``).
 
     Parameters
     ----------
+    graph : networkx.Graph or None
+        The empirical graph (``A_e`` from the edge attribute ``weight``); None: the chain
+        through the sorted node labels of the training rows.
     lams : int or sequence of float
         An int ``L``: ``L`` log-spaced values from ``lam_min_ratio * lambda_crit`` to
-        ``lambda_crit`` (:func:`gtvmodel.theory.consensus_threshold` of the training data, above
-        which the consensus solution is optimal); a sequence: the ``lambda`` values.
+        ``lambda_crit`` (``lam_scale`` of the full data: the consensus threshold of
+        :func:`~gtvmodel.consensus_threshold`, above which the consensus solution is
+        optimal, where it is finite); a sequence: the ``lambda >= 0`` values.
     lam_min_ratio : float
-        The smallest grid value as a fraction of ``lambda_crit``.
+        The smallest grid value as a fraction of ``lambda_crit``, in ``(0, 1]``.
     cv : int
         Number of folds (``>= 2``).
-    random_state : int or None
-        Seed of the per-node fold assignment.
+    random_state : int, numpy Generator or None
+        Seed of the per-node fold assignment (``numpy.random.default_rng``).
+    penalty : {"norm2", "norm1", "norminf", "squared"} or Penalty
+        ``phi`` (``"squared"``: ``||.||_2^2``, graph Laplacian smoothing).
+    loss : {"squared", "huber", "absolute"}
+        The node loss ``L_i`` as a mean over the node's rows (``"squared"``: (39)).
+    fit_intercept : bool
+        Append a constant feature (one intercept per node, coupled by ``phi``).
+    node_column : int
+        The column of ``X`` holding each row's node label.
+    method : {"exact", "primal_dual"}
+        The solver of every path point and of the refit: :func:`~gtvmodel.solve_exact` or
+        Algorithm 1 (:func:`~gtvmodel.solve_primal_dual`).
+    solver_options : dict or None
+        Keyword arguments of that solver.
 
-    The other parameters are :class:`GTVRegressor`'s (``lam`` is not one: it is chosen).
+    Raises
+    ------
+    ParameterError
+        In ``fit``: ``cv`` not an integer ``>= 2``; ``lams`` neither an int ``>= 1`` nor a
+        non-empty 1-D sequence of finite values ``>= 0``; ``lam_min_ratio`` outside ``(0,
+        1]``; ``penalty``, ``loss`` or ``method`` not one of the names above;
+        ``node_column`` not an integer ``>= 0``; ``graph`` neither a
+        ``networkx.Graph`` nor None.
+    DataError
+        In ``fit``: ``node_column`` not a column of ``X``; no feature column left;
+        no fold with both training and held-out rows (e.g. fewer rows than needed).  In
+        ``predict``: ``X`` with another number of columns than in ``fit``.
+    UnknownNodeError
+        A row of ``X`` names a node label that is not a node of ``graph`` (``fit``) or of the
+        fitted model (``predict``).
+    SolverError
+        The solver rejects ``solver_options`` or fails.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        ``predict`` before ``fit`` (``NotFittedError``).
+
+    Examples
+    --------
+    Two nodes with the lines ``y = x`` and ``y = 3 x``: a small ``lambda`` predicts the
+    held-out rows better than consensus:
+
+    >>> import networkx as nx, numpy as np
+    >>> from gtvmodel.sklearn import GTVRegressorCV
+    >>> X = np.array([[0, 1.0], [0, 2.0], [0, 3.0], [0, 4.0],
+    ...               [1, 1.0], [1, 2.0], [1, 3.0], [1, 4.0]])
+    >>> y = np.array([1.0, 2.0, 3.0, 4.0, 3.0, 6.0, 9.0, 12.0])
+    >>> est = GTVRegressorCV(nx.path_graph(2), lams=[1e-3, 10.0], cv=2,
+    ...                      fit_intercept=False).fit(X, y)
+    >>> est.lam_, np.round(est.coef_, 2).tolist()
+    (0.001, [[1.0], [3.0]])
     """
 
     def __init__(self, graph: nx.Graph | None = None, *, lams: Any = 8,
@@ -471,7 +581,71 @@ class GTVRegressorCV(_GTVCVMixin, GTVRegressor):
 
 class GTVClassifierCV(_GTVCVMixin, GTVClassifier):
     """:class:`GTVClassifier` with ``lam`` selected by K-fold cross-validation (validation
-    error ``1 - accuracy``); parameters as :class:`GTVRegressorCV` without ``loss``."""
+    error ``1 - accuracy``), folds and grid as in :class:`GTVRegressorCV`; ``lam`` is not a
+    parameter: it is chosen (``lam_``).
+
+    Parameters
+    ----------
+    graph : networkx.Graph or None
+        The empirical graph (``A_e`` from the edge attribute ``weight``); None: the chain
+        through the sorted node labels of the training rows.
+    lams : int or sequence of float
+        An int ``L``: ``L`` log-spaced values from ``lam_min_ratio * lambda_crit`` to
+        ``lambda_crit`` (``lam_scale`` of the full data: the consensus threshold of
+        :func:`~gtvmodel.consensus_threshold`, above which the consensus solution is
+        optimal, where it is finite); a sequence: the ``lambda >= 0`` values.
+    lam_min_ratio : float
+        The smallest grid value as a fraction of ``lambda_crit``, in ``(0, 1]``.
+    cv : int
+        Number of folds (``>= 2``).
+    random_state : int, numpy Generator or None
+        Seed of the per-node fold assignment (``numpy.random.default_rng``).
+    penalty : {"norm2", "norm1", "norminf", "squared"} or Penalty
+        ``phi`` (``"squared"``: ``||.||_2^2``, graph Laplacian smoothing).
+    fit_intercept : bool
+        Append a constant feature (one intercept per node, coupled by ``phi``).
+    node_column : int
+        The column of ``X`` holding each row's node label.
+    method : {"exact", "primal_dual"}
+        The solver of every path point and of the refit: :func:`~gtvmodel.solve_exact` or
+        Algorithm 1 (:func:`~gtvmodel.solve_primal_dual`).
+    solver_options : dict or None
+        Keyword arguments of that solver.
+
+    Raises
+    ------
+    ParameterError
+        In ``fit``: ``cv`` not an integer ``>= 2``; ``lams`` neither an int ``>= 1`` nor a
+        non-empty 1-D sequence of finite values ``>= 0``; ``lam_min_ratio`` outside ``(0,
+        1]``; ``penalty`` or ``method`` not one of the names above; ``node_column``
+        not an integer ``>= 0``; ``graph`` neither a ``networkx.Graph`` nor None.
+    DataError
+        In ``fit``: ``y`` with a single class; ``node_column`` not a column of ``X``; no
+        feature column left; no fold with both training and held-out rows (e.g. fewer rows
+        than needed).  In ``predict``: ``X`` with another number of columns than in ``fit``.
+    UnknownNodeError
+        A row of ``X`` names a node label that is not a node of ``graph`` (``fit``) or of the
+        fitted model (``predict``).
+    SolverError
+        The solver rejects ``solver_options`` or fails.
+    ValueError
+        scikit-learn's checks: ``X`` or ``y`` with NaN or inf entries (``check_X_y``);
+        continuous targets (``check_classification_targets``); ``predict`` before ``fit``
+        (``NotFittedError``).
+
+    Examples
+    --------
+    Node 1's labels are node 0's flipped: a small ``lambda`` keeps the two rules apart:
+
+    >>> import networkx as nx, numpy as np
+    >>> from gtvmodel.sklearn import GTVClassifierCV
+    >>> X = np.array([[0, -2.0], [0, -1.0], [0, 1.0], [0, 2.0],
+    ...               [1, -2.0], [1, -1.0], [1, 1.0], [1, 2.0]])
+    >>> y = ["a", "a", "b", "b", "b", "b", "a", "a"]
+    >>> clf = GTVClassifierCV(nx.path_graph(2), lams=[1e-2, 100.0], cv=2).fit(X, y)
+    >>> clf.lam_, clf.predict(X).tolist()
+    (0.01, ['a', 'a', 'b', 'b', 'b', 'b', 'a', 'a'])
+    """
 
     def __init__(self, graph: nx.Graph | None = None, *, lams: Any = 8,
                  lam_min_ratio: float = 1e-3, cv: int = 5, random_state: Any = 0,

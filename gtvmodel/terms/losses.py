@@ -691,13 +691,13 @@ def _rows_sum_cvx(cls: type[DataFitLoss], t: cp.Expression, y: np.ndarray, c: np
 class SquaredLoss(DataFitLoss):
     """Squared error ``(1/m) ||y - X w||^2`` (row loss ``(t - y)^2``); ``scaling="sum"``,
     ``"half"``, ``"half_mean"``: ``||y - X w||^2``, ``1/2 ||y - X w||^2``, ``1/(2m) ||y - X
-    w||^2`` (an exact rescaling of the samples, :meth:`__init__`; docs/conventions.md).
+    w||^2`` (an exact rescaling of the samples, ``__init__``; docs/conventions.md).
 
     Conjugate (without ``l1``): with ``Q = X^T X / m = V diag(e) V^T``, ``q = X^T y / m``,
     ``t = s + 2 q``: ``h*(s) = sum_j (V^T t)_j^2 / (4 (e_j + kappa)) - ||y||^2 / m``, finite
     iff ``s in range(X^T)`` when ``kappa = 0`` (docs/conventions.md).  It is *evaluated* in the
-    sample form (:func:`datafit_conjugate_split` at the maximizer of
-    :func:`squared_maximizers`), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
+    sample form (``datafit_conjugate_split`` at the maximizer of
+    ``squared_maximizers``), never through ``1/e_j``: dropping a tiny ``e_j`` would drop a
     finite term and under-estimate the conjugate (docs/conventions.md).
 
     Parameters
@@ -706,6 +706,10 @@ class SquaredLoss(DataFitLoss):
         The node's samples ``x_r^T`` as rows: finite, at least one row.
     y : array_like, shape (m,)
         The targets ``y_r``.
+    scaling : {"mean", "sum", "half", "half_mean"}, default "mean"
+        The factor ``s(m)`` of ``L(w) = s(m) ||y - X w||^2``: ``1/m``, ``1``, ``1/2``,
+        ``1/(2m)`` (``SCALINGS``); applied exactly by storing the samples multiplied by
+        ``sqrt(m s(m))`` (``samples()`` returns them as given).
     l1 : float, default 0.0
         ``eta >= 0``: adds ``eta ||w||_1`` to the loss.
     l2 : float, default 0.0
@@ -717,7 +721,7 @@ class SquaredLoss(DataFitLoss):
         ``X`` is not a finite non-empty ``(m, d)`` matrix, or ``y`` is not finite or not of
         length ``m``.
     ParameterError
-        ``l1`` or ``l2`` negative, infinite or NaN.
+        ``l1`` or ``l2`` negative, infinite or NaN; ``scaling`` not one of the names above.
 
     Examples
     --------
@@ -733,6 +737,8 @@ class SquaredLoss(DataFitLoss):
     -0.1481
     >>> np.round(loss.prox([0.0, 0.0], 0.5), 4)
     array([0.641 , 0.7949])
+    >>> float(gm.SquaredLoss(X, [1.0, 2.0, 3.0], scaling="sum").value([0.0, 0.0]))  # ||y||^2
+    14.0
     """
 
     kind = "squared"
