@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +49,9 @@ from .polish import polish as polish_fn
 from .polish import unsupported_reason
 from .uniqueness import uniqueness
 
-__all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes",
-           "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "POLISH_AIM", "SCS_AIM", "RESOLVE_OPTIONS",
+__all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
+           "scs_accepts", "SCS_MIN_DEGREE",
+           "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
            "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
 
@@ -77,23 +78,21 @@ DEFAULT_ACCURACY = 1e-10
 #: ``accuracy`` is both the aim and this threshold.
 SUCCESS_ACCURACY = 1e-6
 
-#: Where the polish applies, Clarabel aims first at this duality-gap tolerance (its own
-#: default) instead of the ladder's 1e-13: the polish (Newton on the fused clusters) turns the
-#: answer into one certified to about 1e-12, and the last interior-point iterations are saved.
-#: Measured on the SBMs of ``benchmarks/bench_exact_routes.py`` (300-2,000 nodes, ``Norm2``
-#: and ``Norm1``): certified relative gaps 5e-13-6e-13 after the polish from 1e-8, as from
-#: 1e-13; from 1e-4 and 1e-5 the polish misread the fused edges on the 1,000-node ``Norm1``
-#: SBM (certified 1.4e-6).
-POLISH_AIM = 1e-8
 
 #: SCS's first run where the polish applies (the route then re-runs SCS warm-started at
-#: :data:`DEFAULT_SOLVER_OPTIONS`'s 1e-9 if the polished answer misses the accuracy).
-#: Measured on the same SBMs: the polish from SCS at 1e-6 certified 5.5e-13-6.2e-13, as from
-#: 1e-9, in 20-30 % fewer SCS iterations (1,000 nodes: 125 against 150).
-SCS_AIM: dict[str, Any] = {"eps_abs": 1e-6, "eps_rel": 1e-6}
+#: :data:`DEFAULT_SOLVER_OPTIONS`'s 1e-9 if the polished answer misses the accuracy).  SCS's
+#: iterates are projections onto the cones, so fused edge differences are exactly 0 long
+#: before its residuals are small, and the polish reads the structure from them.  Measured on
+#: the SBMs of ``benchmarks/bench_exact_routes.py`` (``Norm2``, load 15-16 on 2 cores): at
+#: 1,000 nodes the polish certified 5.5e-13 from SCS at 1e-3 to 1e-6 alike (SCS solver time
+#: 0.37 s at 1e-4, 0.94-1.00 s at 1e-5, 1.40-1.60 s at 1e-6, plus 0.7-0.9 s of SCS setup);
+#: at 2,000 nodes the polish was rejected from 1e-4 (certified 1.7e-5) and certified 5.7e-13
+#: from 1e-5 and 1e-6 (SCS 5.9 s and 7.5 s).  Every SCS run pays its setup again (CVXPY
+#: starts SCS afresh, warm start or not), so a missed aim is costly: 1e-5.
+SCS_AIM: dict[str, Any] = {"eps_abs": 1e-5, "eps_rel": 1e-5}
 
 
-@dataclass(frozen=True)
+@dataclass
 class RouteRequest:
     """:func:`solve_exact`'s checked arguments, as every :class:`Route` reads them:
     ``accuracy`` is the certified relative gap aimed at, ``required`` the one ``success``
@@ -112,6 +111,16 @@ class RouteRequest:
     polish: bool
     opts: dict[str, Any] = field(default_factory=dict)
     aimed: bool = True
+    _facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def polish_reason(self, model: ModelDeclaration) -> str | None:
+        """Why the polish does not apply (:func:`gtvmodel.solve.polish.unsupported_reason`,
+        or ``polish=False``/``certify=False``); None if it does.  Computed once per call."""
+        if "polish" not in self._facts:
+            self._facts["polish"] = (
+                "polish=False" if not self.polish else "certify=False" if not self.certify
+                else unsupported_reason(model))
+        return self._facts["polish"]
 
 
 @dataclass(frozen=True)
@@ -154,8 +163,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        constraints) and the graph is not grid-like (mean degree above
        :data:`SCS_MIN_DEGREE`): measured faster than Clarabel there (see
        :func:`scs_accepts`).
-    5. ``"clarabel"`` -- Clarabel, aiming at :data:`POLISH_AIM` where the polish applies and at
-       ``accuracy`` otherwise, then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
+    5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
+       at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
@@ -172,10 +181,11 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     **Accuracy.**  ``accuracy`` (default :data:`DEFAULT_ACCURACY` = 1e-10; 1e-9 on the
     first-order route, :data:`gtvmodel.solve.first_order.FIRST_ORDER_ACCURACY`) is the
     certified relative gap (34) the routes aim at: a conic route's first run is aimed at it
-    (or at the polish's start, :data:`POLISH_AIM`), and if its certificate misses it the route
-    escalates to the full ladder.  A given ``accuracy`` is also what ``success`` needs; with
-    the default, ``success`` needs :data:`SUCCESS_ACCURACY` (1e-6), so that problems whose
-    solvers stall above 1e-10 (logistic losses) are not flagged.
+    (SCS's at :data:`SCS_AIM`, from which the polish starts), and if its certificate misses it
+    the route escalates (SCS to 1e-9, Clarabel to its full ladder).  A given ``accuracy`` is
+    also what ``success`` needs; with the default, ``success`` needs
+    :data:`SUCCESS_ACCURACY` (1e-6), so that problems whose solvers stall above 1e-10
+    (logistic losses) are not flagged.
 
     **Failures.**  An inaccurate solver status raises :class:`~gtvmodel.errors.SolverError`
     unless ``accept_inaccurate=True``; infeasible node constraints raise
@@ -251,26 +261,27 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                            required=aim if given else max(aim, SUCCESS_ACCURACY), given=given,
                            raise_on_failure=raise_on_failure, threshold=auto_threshold,
                            polish=polish, opts=dict(opts), aimed=method == "auto")
-    routes = select_routes(model, request, method)
     failures: list[str] = []
-    for k, (route, reason) in enumerate(routes):
+    error: GTVError | None = None
+    for route, reason in iter_routes(model, request, method):  # lazily: only what runs
         try:
             sol = route.run(model, request, reason)
         except (InfeasibleError, SolverError) as exc:
-            if k + 1 < len(routes) and _hand_over(model, exc):
+            error = exc
+            if _hand_over(model, exc):
                 failures.append(f"{route.name}: {exc}")
                 continue
-            if raise_on_failure:
-                raise
-            return failed_result(Solution, Labels(model.nodes, model.edges), exc,
-                                 check_solver(solver), objective=math.nan, success=False)
+            break
         if sol is None:  # declined after all
             continue
         if failures:
             sol.info["route_failures"] = failures
         return sol
-    raise SolverError("solve_exact: no route answered", status="solver_error",
-                      solver=None)  # pragma: no cover - the last route never declines
+    assert error is not None  # the last route (Clarabel) never declines
+    if raise_on_failure:
+        raise error
+    return failed_result(Solution, Labels(model.nodes, model.edges), error,
+                         check_solver(solver), objective=math.nan, success=False)
 
 
 def select_routes(model: ModelDeclaration, request: RouteRequest,
@@ -294,25 +305,32 @@ def select_routes(model: ModelDeclaration, request: RouteRequest,
     >>> [route.name for route, _ in select_routes(model, request)]
     ['clarabel']
     """
+    return list(iter_routes(model, request, method))
+
+
+def iter_routes(model: ModelDeclaration, request: RouteRequest,
+                method: str = "auto") -> Iterator[tuple[Route, str]]:
+    """:func:`select_routes` lazily: a route's ``accepts`` is asked only once the routes
+    before it declined or failed."""
     if method == "first_order":
-        return [(FIRST_ORDER_ROUTE, "method='first_order' requested")]
+        yield FIRST_ORDER_ROUTE, "method='first_order' requested"
+        return
     if request.solver is not None or method == "interior":
         name = check_solver(request.solver, "solve_exact")
-        why = (f"solver={request.solver!r} requested" if request.solver is not None
-               else "method='interior' requested")
-        return [(_conic_route(name), why)]
-    out = []
+        yield _conic_route(name), (f"solver={request.solver!r} requested"
+                                   if request.solver is not None
+                                   else "method='interior' requested")
+        return
     for route in ROUTES:
         reason = route.accepts(model, request)
         if reason is not None:
-            out.append((route, reason))
-    return out
+            yield route, reason
 
 
 def _hand_over(model: ModelDeclaration, exc: GTVError) -> bool:
     """Whether a failed route hands over to the next one: not when the failure is explained
-    by the model (infeasible constraints, losses unbounded below)."""
-    if isinstance(exc, InfeasibleError):
+    by the model (infeasible constraints, losses unbounded below, overflowing data)."""
+    if isinstance(exc, (InfeasibleError, DataError)):
         return False
     return not (exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE) and unbounded_nodes(model))
 
@@ -379,19 +397,27 @@ FIRST_ORDER_ROUTE = Route("first_order", _first_order_accepts, _first_order_run)
 
 # ------------------------------------------------------------------ the conic routes
 #: The mean degree ``2 |E| / n`` up to which :func:`scs_accepts` leaves a graph to Clarabel
-#: (grids and chains: mean degree <= 4).  Measured (``benchmarks/bench_exact_routes.py``):
-#: SEE_BENCHMARK.
+#: (grids and chains: mean degree <= 4).  Measured through ``solve_exact`` on a 50 x 50 grid
+#: (mean degree 3.92, ``Norm2``, the data of ``benchmarks/bench_exact_routes.py``, load 12-16
+#: on 2 cores, one run each): SCS took 55.7 s to 1e-6 and the polish was rejected (certified
+#: 1.5e-6), Clarabel 13.4 s; on grids SCS needs thousands of iterations.
 SCS_MIN_DEGREE = 4.5
 
 
 def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     """SCS's rule: the polish applies (:func:`gtvmodel.solve.polish.unsupported_reason`) and
     the graph's mean degree exceeds :data:`SCS_MIN_DEGREE`, with no solver options given.
-    Measured (``benchmarks/bench_exact_routes.py``): SEE_BENCHMARK."""
-    if request.opts or not request.polish or not request.certify:
-        return None
-    why = unsupported_reason(model)
-    if why is not None:
+
+    Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
+    d = 2, interleaved repeats, load 15-20 on 2 cores; time to a certified relative gap
+    <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
+    and by SCS): 0.88x and 0.94x at 1,000 nodes (``Norm2``, ``Norm1``), 0.66x at 2,000
+    (``Norm1``), 1.5x at 2,000 (``Norm2``, repeats spread 8-33 s) and 1.5-1.8x at 300
+    (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``).
+    SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
+    each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
+    ~5e-13."""
+    if request.opts or request.polish_reason(model) is not None:
         return None
     degree = 2.0 * model.num_edges / max(model.num_nodes, 1)
     if degree <= SCS_MIN_DEGREE:
@@ -402,9 +428,7 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
 
 def _clarabel_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     """Clarabel takes every model (the last route)."""
-    why = unsupported_reason(model)
-    return ("Clarabel, aimed at the polish's start" if why is None and request.polish
-            else f"Clarabel, aimed at accuracy {request.accuracy:g}")
+    return f"Clarabel, aimed at accuracy {request.accuracy:g}"
 
 
 def _conic_route(name: str) -> Route:
@@ -448,7 +472,7 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
     chosen = any(set(level) & set(opts) for level in FALLBACK_SOLVER_OPTIONS.get(name, [])) \
         or bool(set(opts) & set(DEFAULT_SOLVER_OPTIONS.get(name, {})) - {"max_iter",
                                                                           "max_iters"})
-    polishable = request.polish and request.certify and unsupported_reason(model) is None
+    polishable = request.polish_reason(model) is None
     full = _Pass(dict(opts))
     if chosen or not request.aimed:
         return [full]
@@ -459,9 +483,13 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
     if name == "CLARABEL":
         levels = [DEFAULT_SOLVER_OPTIONS[name]["tol_gap_rel"]] + [
             level["tol_gap_rel"] for level in FALLBACK_SOLVER_OPTIONS[name]]
-        # the loosest level of the ladder at most as loose as the aim
-        start = max((t for t in levels if t <= (POLISH_AIM if polishable
-                                                else request.accuracy)), default=levels[0])
+        # the loosest level of the ladder at most as loose as the aim.  Not looser where the
+        # polish applies: from Clarabel at 1e-8 the polish was rejected on a 50 x 50 grid
+        # (certified 2.7e-9 before it) and misread the fused edges of the 1,000-node Norm1
+        # SBM from 1e-4 and 1e-5 (certified 1.4e-6): an interior point's slacks are all
+        # positive; aiming at 1e-10 costs 1-2 more iterations (1,000-node SBM: 3.7-4.0 s
+        # against 3.6 s at 1e-8, load 12)
+        start = max((t for t in levels if t <= request.accuracy), default=levels[0])
         if start > levels[0]:
             return [_Pass(dict(opts), start=start, aimed=True), full]
     return [full]
