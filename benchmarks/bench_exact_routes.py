@@ -18,13 +18,20 @@ route and the phases of gtvmodel's last run.  BLAS, OpenMP and Clarabel threads 
 
 Run:  python benchmarks/bench_exact_routes.py --anchor PATH/exact_vectorized.py
           [--sizes 300 1000 2000 5000] [--penalties norm2 norm1] [--grid 100] [--reps 3]
+          [--routes clarabel scs] [--phases 300]
+
+``--phases N`` only profiles ``solve_exact`` on the ``N``-node SBM (``Norm2``), the default
+route against ``method="interior"`` (the full Clarabel ladder): seconds per call in each phase
+(cProfile's cumulative times, so the phases overlap where one calls another).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib.util
 import os
+import pstats
 import time
 import warnings
 
@@ -86,7 +93,8 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
                "scs": ("SCS", dict(eps_abs=1e-9, eps_rel=1e-9, max_iters=100_000))}
     if not scs:
         del solvers["scs"]
-    times: dict[str, list[float]] = {k: [] for k in (*solvers, "gtvmodel", *routes)}
+    times: dict[str, list[float]] = {k: [] for k in (*solvers, "gtvmodel",
+                                                     *(f"gtvmodel {r}" for r in routes))}
     weights: dict[str, np.ndarray] = {}
     loads = []
     for _ in range(reps):
@@ -100,9 +108,10 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
         t, model, sol = run_gtv(n, edges, X, y, penalty)
         times["gtvmodel"].append(t)
         for route in routes:
-            t, _, other = run_gtv(n, edges, X, y, penalty, solver=route.upper())
+            kw = {"method": "interior"} if route == "interior" else {"solver": route.upper()}
+            t, _, other = run_gtv(n, edges, X, y, penalty, **kw)
             assert other.certificate.relative_gap <= TARGET, (route, other.info)
-            times[route].append(t)
+            times[f"gtvmodel {route}"].append(t)
     gaps = {name: gm.certify(model, W).relative_gap for name, W in weights.items()}
     gaps.setdefault("scs", float("nan"))
     times.setdefault("scs", [float("nan")])
@@ -112,6 +121,47 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
             "aimed_failures": len(sol.info.get("aimed_failures", [])),
             "polish": sol.info.get("polish", {}).get("status"), "load": (min(loads),
                                                                             max(loads))}
+
+
+#: The phases of one ``solve_exact`` call that :func:`phases` reports: a label and the
+#: functions (file suffix, name) whose cumulative time it is.
+PHASES = (
+    ("model build (from_edges, set_data)", (("model.py", "from_edges"),
+                                            ("declaration.py", "set_data"))),
+    ("route choice", (("exact.py", "_zero_accepts"), ("exact.py", "scs_accepts"),
+                      ("exact.py", "_first_order_accepts"))),
+    ("compile (CVXPY expressions)", (("compile.py", "compile_primal"),)),
+    ("CVXPY canonicalization", (("problem.py", "get_problem_data"),)),
+    ("SCS setup (factorization)", (("scs/__init__.py", "__init__"),)),
+    ("SCS iterations", (("~", "<method 'solve' of 'scs.SCS' objects>"),)),
+    ("Clarabel (setup and iterations)", (("_solver.py", "solve_via_data"),
+                                         ("clarabel_conif.py", "solve_via_data"))),
+    ("certificates", (("certificate.py", "certify"),)),
+    ("polish", (("polish.py", "polish"),)),
+    ("uniqueness", (("uniqueness.py", "uniqueness"),)),
+)
+
+
+def profile_phases(anchor, n: int, calls: int, kw: dict) -> dict[str, float]:  # noqa: ANN001
+    """Seconds per call of each of :data:`PHASES` (cProfile, cumulative, ``calls`` calls of
+    ``run_gtv`` on the ``n``-node SBM with ``Norm2``), plus the total."""
+    data = problem(anchor, "sbm", n)
+    run_gtv(*data, "norm2", **kw)
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(calls):
+        run_gtv(*data, "norm2", **kw)
+    prof.disable()
+    total = (time.perf_counter() - t0) / calls
+    stats = pstats.Stats(prof).stats
+    out = {}
+    for label, funcs in PHASES:
+        out[label] = sum(v[3] for (f, _, name), v in stats.items()
+                         if any(f.endswith(suffix) and name == fn for suffix, fn in funcs)
+                         ) / calls
+    out["total (profiled)"] = total
+    return out
 
 
 def fmt(ts: list[float]) -> str:
@@ -125,8 +175,12 @@ def main() -> None:
     ap.add_argument("--penalties", nargs="*", default=["norm2", "norm1"])
     ap.add_argument("--grid", type=int, nargs="*", default=[100], help="grid side k")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--routes", nargs="*", default=[], choices=["clarabel", "scs"],
-                    help="also time gtvmodel's route of these solvers (solver=...)")
+    ap.add_argument("--routes", nargs="*", default=[], choices=["clarabel", "scs", "interior"],
+                    help="also time gtvmodel's route of these solvers (solver=...), or "
+                         "method='interior' (the full Clarabel ladder of earlier versions)")
+    ap.add_argument("--phases", type=int, default=0, metavar="N",
+                    help="only profile solve_exact on the N-node SBM (auto against "
+                         "method='interior'): seconds per phase")
     ap.add_argument("--grid-scs", action="store_true",
                     help="also run the anchor's SCS on grids (slow there: off by default)")
     ap.add_argument("--big-reps", type=int, default=None,
@@ -134,6 +188,15 @@ def main() -> None:
     a = ap.parse_args()
     anchor = load_anchor(a.anchor)
     run_gtv(*problem(anchor, "sbm", 50)[:4], "norm2")  # lazy imports out of the timings
+    if a.phases:
+        rows = {name: profile_phases(anchor, a.phases, a.reps, kw) for name, kw in (
+            ("auto", {}), ("method='interior'", {"method": "interior"}))}
+        print(f"| phase (s per call, n = {a.phases}, load {os.getloadavg()[0]:.1f}) | "
+              + " | ".join(rows) + " |")
+        print("|---|" + "---|" * len(rows))
+        for label in next(iter(rows.values())):
+            print(f"| {label} | " + " | ".join(f"{r[label]:.3f}" for r in rows.values()) + " |")
+        return
     cases = [("sbm", n, pen) for n in a.sizes for pen in a.penalties] + [
         ("grid", k, pen) for k in a.grid for pen in a.penalties[:1]]
     print("| problem | n | E | load | anchor Clarabel 1e-10 | anchor SCS 1e-9 | gtvmodel "
@@ -151,7 +214,7 @@ def main() -> None:
         ratio = np.median(t["gtvmodel"]) / best
         phases = ", ".join(f"{k} {v:.2f}" for k, v in r["timings"].items())
         note = f"; {r['aimed_failures']} aimed run(s) missed" if r["aimed_failures"] else ""
-        note += "".join(f"; solver={k}: {fmt(t[k])}" for k in a.routes)
+        note += "".join(f"; {k}: {fmt(t[f'gtvmodel {k}'])}" for k in a.routes)
         print(f"| {kind} {pen} | {r['n']} | {r['E']} | {r['load'][0]:.1f}-{r['load'][1]:.1f} | "
               f"{fmt(t['clarabel'])} | {fmt(t['scs'])} | {fmt(t['gtvmodel'])} | {r['route']}"
               f" (polish {r['polish']}{note}) | {ratio:.2f} | {g['clarabel']:.1e} / "

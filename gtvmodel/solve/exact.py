@@ -587,6 +587,9 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
         if answer.cert is not None:
             info["certified_gap"] = answer.cert.gap
             info["certified_relative_gap"] = answer.cert.relative_gap
+            if np.isfinite(answer.cert.primal_value):
+                # P(W) evaluated in numpy: a loose run's own objective value can be ~eps off
+                answer.objective = float(answer.cert.primal_value)
         _check_certified(name, answer, info, request.accept_inaccurate, request.required)
     elif request.polish:
         info["polish"] = {"status": "skipped", "reason": "certify=False"}
