@@ -444,9 +444,12 @@ def _conic_route(name: str) -> Route:
 #: docstring, "Routes").
 ROUTES: list[Route] = [
     Route("zero", _zero_accepts, _zero_run),
-    # --- the "direct" route goes here: Route("direct", accepts=<the reason of
-    # --- gtvmodel.solve.direct.direct_method(model) when it names a method>,
-    # --- run=<gtvmodel.solve.direct.solve_direct>) (exact path and tree TV solvers)
+    # DIRECT ROUTE SLOT (exact path and tree TV solvers, gtvmodel.solve.direct, not on this
+    # branch): Route("direct", accepts, run) goes here, second, with
+    #   accepts(model, request): direct_method(model)'s reason when its method is not None
+    #       (and request.opts is empty), else None;
+    #   run(model, request, reason): solve_direct(model), with info["route"] = "direct" and
+    #       info["route_reason"] = reason (None to decline: the next route is tried).
     FIRST_ORDER_ROUTE,
     _conic_route("SCS"),
     _conic_route("CLARABEL"),
