@@ -26,9 +26,11 @@
   smaller than the iterate's (a 60-node chain, strongly convex losses) and far larger on the
   SBMs (5,000 nodes: 1e-6..9e-4 against the iterate's 8e-13..6e-9; nearly flat losses turn
   small flow errors into large weight errors), so the iterate is certified as it is.
-* ``"auto"`` -- :func:`choose_route`: the first-order route when the problem's size
-  (:func:`problem_size`, the number of scalar unknowns ``(n + |E|) d`` of the conic form) is
-  above :data:`AUTO_THRESHOLD`, the interior route below it.
+* ``"auto"`` (the default since issue 28) -- the first accepting strategy of
+  :data:`gtvmodel.solve.exact.ROUTES`; the first-order one accepts by :func:`choose_route`'s
+  size rule: when the problem's size (:func:`problem_size`, the number of scalar unknowns
+  ``(n + |E|) d`` of the conic form) is above :data:`AUTO_THRESHOLD` (below it the conic routes,
+  SCS or Clarabel, answer).
 
 This module sits in the engine layer beside :mod:`gtvmodel.primal_dual` (which imports only
 :mod:`gtvmodel.solve.compile` from this package), so :mod:`gtvmodel.solve.exact` dispatches to
@@ -109,9 +111,10 @@ def problem_size(model: ModelDeclaration) -> int:
 
 def choose_route(model: ModelDeclaration, method: str = "auto",
                  threshold: int | None = None) -> tuple[str, str]:
-    """The route ``solve_exact(method=...)`` takes and why: ``("interior" | "first_order",
-    reason)``.  ``"auto"`` compares :func:`problem_size` with ``threshold`` (default
-    :data:`AUTO_THRESHOLD`).
+    """The size rule between the conic routes and Algorithm 1, and why: ``("interior" |
+    "first_order", reason)``.  ``"auto"`` compares :func:`problem_size` with ``threshold``
+    (default :data:`AUTO_THRESHOLD`); :func:`gtvmodel.solve_exact`'s first-order strategy
+    accepts a model where it says ``"first_order"`` (:data:`gtvmodel.solve.exact.ROUTES`).
 
     Examples
     --------
