@@ -150,6 +150,13 @@ def test_a_failed_route_hands_over_to_the_next(monkeypatch):
         gm.solve_exact(model, solver="SCS")  # a named solver: no other route
     failed = gm.solve_exact(model, solver="SCS", raise_on_failure=False)
     assert not failed.success and failed.weights is None
+    # an SCS answer not certified to the required accuracy hands over too
+    monkeypatch.setattr(exact, "run_solver", real)
+    monkeypatch.setattr(exact, "_polished", lambda *args: None)  # no polish: SCS at 1e-5...
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gm.AccuracyWarning)  # Clarabel misses 1e-14 too
+        sol = gm.solve_exact(model, accuracy=1e-14)  # ...and at 1e-9 misses 1e-14
+    assert sol.info["route"] == "clarabel" and "certified only" in sol.info["route_failures"][0]
 
 
 # ---------------------------------------------------------------- the zero-loss problem

@@ -97,7 +97,9 @@ class RouteRequest:
     """:func:`solve_exact`'s checked arguments, as every :class:`Route` reads them:
     ``accuracy`` is the certified relative gap aimed at, ``required`` the one ``success``
     needs (:data:`SUCCESS_ACCURACY` unless ``accuracy`` was given), ``given`` whether it was;
-    ``aimed`` False (``method="interior"``) runs the conic solver's full ladder at once."""
+    ``aimed`` False (``method="interior"``) runs the conic solver's full ladder at once;
+    ``handover`` (``method="auto"`` without a named solver) lets a route whose answer is not
+    certified to ``required`` hand over to the next one instead of warning."""
 
     solver: str | None
     accept_inaccurate: bool
@@ -111,6 +113,7 @@ class RouteRequest:
     polish: bool
     opts: dict[str, Any] = field(default_factory=dict)
     aimed: bool = True
+    handover: bool = False
     _facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def polish_reason(self, model: ModelDeclaration) -> str | None:
@@ -150,9 +153,10 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
 
     1. ``"zero"`` -- every node loss is stationary at ``w = 0`` (nodes without data) and there
        are no node constraints: ``W = 0`` with zero flows, kept when its certificate (34)
-       proves it (then ``P* = 0``).  Interior-point solvers fail on such problems when the
-       capacities ``lambda A_e`` are large (measured: Clarabel raised on 7 data-less nodes with
-       ``NormP(1.5)`` and ``lambda A_e`` up to 2.5e10).
+       proves it (then ``P* = 0``; ``Solution.solver`` is ``"ZERO"``).  Interior-point
+       solvers fail on such problems when the capacities ``lambda A_e`` are large (measured:
+       Clarabel raised on 7 data-less nodes with ``NormP(1.5)`` and ``lambda A_e`` up to
+       2.5e10).
     2. (the exact path and tree solvers of ``gtvmodel.solve.direct`` take their place here.)
     3. ``"first_order"`` -- Algorithm 1 (:mod:`gtvmodel.solve.first_order`) when the problem's
        size ``(n + |E|) d`` exceeds ``auto_threshold`` (default
@@ -260,7 +264,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                            certify=certify, accuracy=aim,
                            required=aim if given else max(aim, SUCCESS_ACCURACY), given=given,
                            raise_on_failure=raise_on_failure, threshold=auto_threshold,
-                           polish=polish, opts=dict(opts), aimed=method == "auto")
+                           polish=polish, opts=dict(opts), aimed=method == "auto",
+                           handover=method == "auto" and solver is None)
     failures: list[str] = []
     error: GTVError | None = None
     for route, reason in iter_routes(model, request, method):  # lazily: only what runs
@@ -586,6 +591,13 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     if degraded is not None and not (request.aimed and answer.cert is not None
                                      and answer.cert.success_at(request.accuracy)):
         _warn_default_accuracy(name, *degraded)
+    if request.certify and request.handover and name != "CLARABEL" and not (
+            answer.cert is not None and answer.cert.success_at(request.required)):
+        # Clarabel, the last route, re-solves with RESOLVE_OPTIONS where this one cannot
+        raise SolverError(
+            f"solve_exact: {name}'s answer is certified only to a relative gap of "
+            f"{_relative_gap(answer.cert):.3g} (required {request.required:g})",
+            status="not_certified", solver=name)
     if request.certify:
         if answer.cert is not None:
             info["certified_gap"] = answer.cert.gap
