@@ -43,11 +43,11 @@ from .first_order import (
     FIRST_ORDER_OPTIONS,
     METHODS,
     choose_route,
+    route_solution,
     solve_first_order,
 )
 from .polish import polish as polish_fn
 from .polish import unsupported_reason
-from .uniqueness import uniqueness
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
            "scs_accepts", "SCS_MIN_DEGREE",
@@ -370,9 +370,9 @@ def _zero_run(model: ModelDeclaration, request: RouteRequest, reason: str) -> So
             "certified_gap": cert.gap, "certified_relative_gap": cert.relative_gap,
             "accuracy": request.accuracy,
             "polish": {"status": "skipped", "reason": "the zero route is exact"}}
-    return _solution(model, W, U, float(cert.primal_value), cp.OPTIMAL, True, "ZERO",
-                     {"compile": 0.0, "solve": 0.0, "certificate": time.perf_counter() - t0},
-                     info, cert)
+    return route_solution(model, W, U, float(cert.primal_value), cp.OPTIMAL, True, "ZERO",
+                          {"compile": 0.0, "solve": 0.0,
+                           "certificate": time.perf_counter() - t0}, info, cert)
 
 
 # ------------------------------------------------------------------ route "first_order"
@@ -615,8 +615,8 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     if "time" in info.get("polish", {}):
         timings["polish"] = info["polish"]["time"]
     success = bool(info.pop("certified", answer.status == cp.OPTIMAL))
-    return _solution(model, answer.W, answer.U, answer.objective, answer.status, success, name,
-                     timings, info, answer.cert)
+    return route_solution(model, answer.W, answer.U, answer.objective, answer.status, success,
+                          name, timings, info, answer.cert)
 
 
 def _stalled(record: dict[str, Any], run: _Pass) -> bool:
@@ -628,18 +628,6 @@ def _stalled(record: dict[str, Any], run: _Pass) -> bool:
 def _relative_gap(cert: Any) -> float:
     """A certificate's relative gap (inf without one)."""
     return math.inf if cert is None else float(cert.relative_gap)
-
-
-def _solution(model: ModelDeclaration, W: np.ndarray, U: np.ndarray, objective: float,
-              status: str, success: bool, solver: str, timings: dict[str, float],
-              info: dict[str, Any], cert: Any) -> Solution:
-    """The :class:`Solution` of a route (the weights are set on the model)."""
-    uniq = uniqueness(model)
-    model.set_variable_values(W)
-    return Solution(weights=W, flows=U, objective=objective, status=status, success=success,
-                    solver=solver, timings=timings, labels=Labels(model.nodes, model.edges),
-                    info=info, certificate=cert, unique=uniq.unique,
-                    unique_reason=uniq.reason)
 
 
 @dataclass

@@ -55,7 +55,8 @@ from .uniqueness import uniqueness
 
 __all__ = ["METHODS", "AUTO_THRESHOLD", "FIRST_ORDER_ACCURACY", "FIRST_ORDER_MAX_ITER",
            "FIRST_ORDER_OPTIONS", "FIRST_STAGE", "STAGE_FACTOR", "REBALANCE_MAX", "problem_size",
-           "choose_route", "solve_first_order", "stage_tolerances", "rebalanced"]
+           "choose_route", "solve_first_order", "stage_tolerances", "rebalanced",
+           "route_solution"]
 
 #: The routes of :func:`gtvmodel.solve_exact` (``method``).
 METHODS = ("interior", "first_order", "auto")
@@ -243,14 +244,23 @@ def rebalanced(run: Any) -> float:
 
 def _solution(model: ModelDeclaration, run: Any, cert: Any, status: str, certified: bool,
               info: dict[str, Any]) -> Solution:
-    """The :class:`Solution` of a first-order run (the weights are set on the model)."""
+    """The :class:`Solution` of a first-order run."""
     timings = {"compile": 0.0,
                "solve": run.timings["total"] - run.timings["certificate"],
                "certificate": run.timings["certificate"]}
+    return route_solution(model, np.asarray(run.weights), run.flows,
+                          float(cert.primal_value), status, certified, SOLVER_NAME, timings,
+                          info, cert)
+
+
+def route_solution(model: ModelDeclaration, W: np.ndarray, U: np.ndarray, objective: float,
+                   status: str, success: bool, solver: str, timings: dict[str, float],
+                   info: dict[str, Any], cert: Any) -> Solution:
+    """The :class:`Solution` of any route of :func:`gtvmodel.solve_exact` (its uniqueness
+    report attached; the weights are set on the model)."""
     uniq = uniqueness(model)
-    model.set_variable_values(np.asarray(run.weights))
-    return Solution(
-        weights=run.weights, flows=run.flows, objective=float(cert.primal_value),
-        status=status, success=certified, solver=SOLVER_NAME, timings=timings,
-        labels=Labels(model.nodes, model.edges), info=info, certificate=cert,
-        unique=uniq.unique, unique_reason=uniq.reason)
+    model.set_variable_values(W)
+    return Solution(weights=W, flows=U, objective=objective, status=status, success=success,
+                    solver=solver, timings=timings, labels=Labels(model.nodes, model.edges),
+                    info=info, certificate=cert, unique=uniq.unique,
+                    unique_reason=uniq.reason)
