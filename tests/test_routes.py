@@ -50,10 +50,13 @@ def _reference(model: gm.GTVModel, p: float) -> tuple[np.ndarray, float]:
 
 
 # ---------------------------------------------------------------- the strategy list
-def test_strategies_are_an_ordered_list_with_reasons():
+def test_strategies_are_an_ordered_list_with_reasons(monkeypatch):
     names = [route.name for route in ROUTES]
     assert names == ["zero", "first_order", "scs", "clarabel"]
     model = _sbm()
+    # small problems go to Clarabel (fixed costs), larger ones to SCS
+    assert [r.name for r, _ in select_routes(model, _request())] == ["clarabel"]
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
     chosen = select_routes(model, _request())
     assert [r.name for r, _ in chosen] == ["scs", "clarabel"]
     assert all(isinstance(reason, str) and reason for _, reason in chosen)
@@ -73,7 +76,8 @@ def test_strategies_are_an_ordered_list_with_reasons():
 
 
 @pytest.mark.parametrize("penalty, p", [(gm.Norm2(), 2), (gm.Norm1(), 1)])
-def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p):
+def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkeypatch):
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
     model = _sbm(penalty=penalty)
     W_ref, P_ref = _reference(model, p)
     sol = gm.solve_exact(model)
@@ -134,6 +138,7 @@ def _worse(certify):
 
 
 def test_a_failed_route_hands_over_to_the_next(monkeypatch):
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
     model = _sbm(n_per=15)
     real = _solver.run_solver
 

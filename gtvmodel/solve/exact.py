@@ -43,6 +43,7 @@ from .first_order import (
     FIRST_ORDER_OPTIONS,
     METHODS,
     choose_route,
+    problem_size,
     route_solution,
     solve_first_order,
 )
@@ -50,7 +51,7 @@ from .polish import polish as polish_fn
 from .polish import unsupported_reason
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
-           "scs_accepts", "SCS_MIN_DEGREE",
+           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE",
            "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
            "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
@@ -164,9 +165,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        factorization takes minutes and gigabytes.
     4. ``"scs"`` -- SCS (:data:`SCS_AIM` first, then warm-started at 1e-9) where the polish
        applies (library losses with a Hessian, ``Norm2``/``Norm1``/``SquaredNorm2``, no node
-       constraints) and the graph is not grid-like (mean degree above
-       :data:`SCS_MIN_DEGREE`): measured faster than Clarabel there (see
-       :func:`scs_accepts`).
+       constraints), the graph is not grid-like (mean degree above :data:`SCS_MIN_DEGREE`)
+       and not small (``(n + |E|) d >= SCS_MIN_SIZE``): measured faster than Clarabel there
+       (see :func:`scs_accepts`).
     5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
@@ -408,27 +409,39 @@ FIRST_ORDER_ROUTE = Route("first_order", _first_order_accepts, _first_order_run)
 #: 1.5e-6), Clarabel 13.4 s; on grids SCS needs thousands of iterations.
 SCS_MIN_DEGREE = 4.5
 
+#: The problem size ``(n + |E|) d`` (:func:`gtvmodel.solve.first_order.problem_size`) below
+#: which :func:`scs_accepts` leaves a model to Clarabel, whose fixed costs are smaller.
+#: Measured (``benchmarks/bench_exact_routes.py --routes interior``, load 3.6-3.9, medians of
+#: 3): on the 300-node SBM (size 3,668) the SCS route took 0.17-0.18 s and ``method="interior"``
+#: (the full Clarabel ladder) 0.12-0.14 s; on the 1,000-node SBM (12,326) 0.92-0.93 s against
+#: 2.24-3.47 s.
+SCS_MIN_SIZE = 6_000
+
 
 def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
-    """SCS's rule: the polish applies (:func:`gtvmodel.solve.polish.unsupported_reason`) and
-    the graph's mean degree exceeds :data:`SCS_MIN_DEGREE`, with no solver options given.
+    """SCS's rule: the polish applies (:func:`gtvmodel.solve.polish.unsupported_reason`),
+    the graph's mean degree exceeds :data:`SCS_MIN_DEGREE`, the size is at least
+    :data:`SCS_MIN_SIZE`, and no solver options are given.
 
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
     d = 2, interleaved repeats, load 15-20 on 2 cores; time to a certified relative gap
     <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
     and by SCS): 0.88x and 0.94x at 1,000 nodes (``Norm2``, ``Norm1``), 0.66x at 2,000
     (``Norm1``), 1.5x at 2,000 (``Norm2``, repeats spread 8-33 s) and 1.5-1.8x at 300
-    (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``).
+    (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``);
+    at load 3.6-4.5: 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
+    ``method="interior"``'s 2.4x-6.6x of the SCS route's time.
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""
-    if request.opts or request.polish_reason(model) is not None:
+    if request.opts or problem_size(model) < SCS_MIN_SIZE:
         return None
     degree = 2.0 * model.num_edges / max(model.num_nodes, 1)
-    if degree <= SCS_MIN_DEGREE:
+    if degree <= SCS_MIN_DEGREE or request.polish_reason(model) is not None:
         return None
-    return (f"the polish applies and the mean degree {degree:.3g} > {SCS_MIN_DEGREE}: "
-            "SCS (then the polish) measured faster than Clarabel")
+    return (f"the polish applies, the mean degree {degree:.3g} > {SCS_MIN_DEGREE} and the "
+            f"size (n + |E|) d = {problem_size(model):,} >= {SCS_MIN_SIZE:,}: SCS (then the "
+            "polish) measured faster than Clarabel")
 
 
 def _clarabel_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
