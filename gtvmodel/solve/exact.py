@@ -430,7 +430,7 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     (``Norm1``), 1.5x at 2,000 (``Norm2``, repeats spread 8-33 s) and 1.5-1.8x at 300
     (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``);
     at load 3.6-4.5: 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
-    ``method="interior"``'s 2.4x-6.6x of the SCS route's time.
+    ``method="interior"``'s 2.2x-6.6x of the SCS route's time.
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""
