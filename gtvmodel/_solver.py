@@ -307,7 +307,8 @@ def check_solver(solver: Any, where: str | None = None) -> str:
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
                accept_inaccurate: bool, what: str,
                record: dict[str, Any] | None = None, *,
-               shortcuts: bool = True) -> tuple[str, float, float]:
+               shortcuts: bool = True, start: float | None = None,
+               warm_start: bool = False) -> tuple[str, float, float]:
     """Solve a CVXPY problem with gtvmodel's accuracy defaults and status policy.
 
     Returns ``(solver_name, cvxpy_compile_seconds, solver_seconds)``.  Raises
@@ -322,6 +323,13 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     and ``record["shortcut"]`` whether the answer came by a shortcut.  ``shortcuts=False`` runs
     the plain ladder (every level a fresh run to its end, no early stop at a looser level):
     what a caller uses when an answer of the shortcuts was not accurate enough.
+
+    ``start`` (a ``tol_gap_rel``) starts the ladder at its loosest level whose ``tol_gap_rel``
+    is at most ``start`` (at its last level if none is), skipping the tighter ones: what
+    :func:`gtvmodel.solve_exact` aims at first (``start`` is ignored where the solver has no
+    ladder or the caller chose the tolerances).  ``warm_start=True`` lets CVXPY start the
+    solver from the problem's previous solution (SCS only; Clarabel always starts afresh,
+    see :func:`_attempt`).
     """
     name = check_solver(solver)
     if name == "OSQP" and not problem.is_qp():
@@ -340,6 +348,11 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     cumulative = [dict(options)]  # the levels as the ladder applies them, tightest first
     for level in levels:
         cumulative.append({**cumulative[-1], **level})
+    if start is not None and levels:
+        aimed = [k for k, c in enumerate(cumulative) if c["tol_gap_rel"] <= start]
+        cumulative = cumulative[aimed[-1] if aimed else -1:]
+    if warm_start and name == "SCS":
+        cumulative = [{**c, "warm_start": True} for c in cumulative]
     try:
         comp, solve_time, shortcut = _ladder(problem, name, cumulative, verbose,
                                              accept_inaccurate, what, record, shortcuts)
@@ -429,14 +442,17 @@ def _attempt(problem: cp.Problem, name: str, options: dict[str, Any], verbose: b
         options = {**options, "accept": [{k: level[k] for k in
                                           ("tol_gap_abs", "tol_gap_rel", "tol_feas")}
                                          for level in looser]}
+    options = dict(options)
+    warm = bool(options.pop("warm_start", False))
     t0 = time.perf_counter()
     try:
-        # warm_start=False: cvxpy would otherwise re-use the cached Clarabel solver through
-        # update(), which stalls at a worse accuracy than a fresh solve (seen on exp cones).
+        # warm_start=False (unless asked, for SCS): cvxpy would otherwise re-use the cached
+        # Clarabel solver through update(), which stalls at a worse accuracy than a fresh
+        # solve (seen on exp cones).
         with warnings.catch_warnings():
             # the status is checked below; CVXPY's generic warning would only add noise
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=solver, verbose=verbose, warm_start=False, **options)
+            problem.solve(solver=solver, verbose=verbose, warm_start=warm, **options)
     except cp.error.SolverError as exc:
         err = SolverError(f"{what}: solver {name} failed: {exc}", status="solver_error",
                           solver=name)

@@ -432,7 +432,7 @@ def test_fallback_levels_are_used_and_recorded():
     model, losses = build("logistic", PENALTIES["squarednorm2"], 0.4, {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        sol = model.solve_exact()
+        sol = model.solve_exact(method="interior")  # the full ladder (auto aims lower)
     used = sol.info["tolerances"]
     last = FALLBACK_SOLVER_OPTIONS["CLARABEL"][-1]
     warned = any(issubclass(w.category, gm.AccuracyWarning) for w in caught)
@@ -456,7 +456,7 @@ def test_fallback_levels_are_used_and_recorded():
 
 def test_defaults_reached_on_well_conditioned_problems():
     model, _ = build("squared", gm.Norm2(), 0.4)
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")  # the full ladder (auto aims lower)
     assert sol.info["tolerances"]["tol_gap_rel"] == DEFAULT_SOLVER_OPTIONS["CLARABEL"][
         "tol_gap_rel"]
 
@@ -495,7 +495,7 @@ def test_problem_reaching_the_first_level_is_solved_once(monkeypatch):
     the primal problem once (the certificate's own conic problems aside)."""
     model, _ = build("squared", gm.Norm2(), 0.4)
     calls = _count_solves(monkeypatch)
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")  # the full ladder (auto aims lower)
     assert sum(p is model.cache.get("primal").problem for p in calls) == 1
     assert sol.info["tolerances"]["tol_gap_rel"] == DEFAULT_SOLVER_OPTIONS["CLARABEL"][
         "tol_gap_rel"]
@@ -514,7 +514,7 @@ def test_problem_missing_the_first_level_does_not_pay_twice(monkeypatch):
     with pytest.raises(gm.SolverError):  # the first level is out of reach
         model.solve_exact(certify=False, **DEFAULT_SOLVER_OPTIONS["CLARABEL"])
     calls = _count_solves(monkeypatch)
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")  # the full ladder (auto aims lower)
     assert sum(p is model.cache.get("primal").problem for p in calls) == 1
     assert sol.status == "optimal" and sol.success
     assert sol.info["tolerances"].items() >= first.items()

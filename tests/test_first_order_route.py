@@ -117,12 +117,13 @@ def test_auto_takes_the_interior_route_below_the_threshold_and_first_order_above
     assert choose_route(model, "first_order")[0] == "first_order"
     assert choose_route(model, "interior", threshold=0)[0] == "interior"
     small = gm.solve_exact(model, method="auto")
-    assert small.info["route"] == "interior" and small.solver == "CLARABEL"
+    # the conic routes are named by their solver (issue 28: "clarabel", "scs")
+    assert small.info["route"] == "clarabel" and small.solver == "CLARABEL"
     big = gm.solve_exact(model, method="auto", auto_threshold=10)
     assert big.info["route"] == "first_order" and big.solver == "ALGORITHM1"
     assert big.info["certified_relative_gap"] <= 1e-9
     assert np.abs(big.weights - small.weights).max() < 1e-4
-    assert gm.solve_exact(model).info["route"] == "interior"  # the default is unchanged
+    assert gm.solve_exact(model).info["route"] == "clarabel"  # the default is "auto"
 
 
 def test_bad_method_and_options_raise_naming_the_argument():

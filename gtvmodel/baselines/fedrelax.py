@@ -27,6 +27,13 @@ sigma eps`` (one draw per sample, before the first round) of every node whose lo
 
 Communication: every round each node sends its ``d`` weights to each neighbour, ``2 |E| d``
 values per round.
+
+**Flows.**  (54) is a primal method, but its target has a smooth penalty, so the flows that
+its weights determine, ``u_e = lambda A_e grad phi(w_{e+} - w_{e-}) = lambda A_e (w_{e+} -
+w_{e-})`` (docs/conventions.md's orientation and sign), meet the target's edge condition exactly
+and its node condition ``-(D^T u)_i = grad L_i(w_i)`` at a fixed point of (54).  They are the
+result's ``flows`` (:func:`target_flows`); ``certify_target(model, res.weights,
+"gtv-squared", flows=res.flows)`` certifies with them.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from ._rounds import RoundRecorder, Schedule, check_rounds, result
 from .result import BaselineResult
 from .target import TargetCertifier
 
-__all__ = ["fedrelax", "PERTURB_OPTIONS", "adjacency", "perturbed_features"]
+__all__ = ["fedrelax", "PERTURB_OPTIONS", "adjacency", "perturbed_features",
+           "target_flows"]
 
 #: The privacy variants of :func:`fedrelax`.
 PERTURB_OPTIONS = ("none", "updates", "features")
@@ -59,6 +67,14 @@ def adjacency(model: ModelDeclaration) -> sp.csr_matrix:
     n = model.num_nodes
     return sp.csr_matrix((np.concatenate([a, a]), (np.concatenate([h, t]),
                                                    np.concatenate([t, h]))), shape=(n, n))
+
+
+def target_flows(model: ModelDeclaration, weights: np.ndarray) -> np.ndarray:
+    """The flows ``u_e = lambda A_e grad phi(w_{e+} - w_{e-})`` (``(|E|, d)``, model edge order)
+    that ``weights`` determine on a model with a differentiable penalty (module docstring,
+    "Flows"; for FedRelax's target ``phi = 1/2 ||.||_2^2``: ``lambda A_e (w_{e+} - w_{e-})``)."""
+    st = model.structure()
+    return model.capacities[:, None] * model.penalty.rows_gradient(st.incidence @ weights)
 
 
 def perturbed_features(model: ModelDeclaration, noise: float, rng: np.random.Generator
@@ -113,6 +129,7 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
     ``certify_every`` rounds (0: only the final weights); ``certify_kwargs`` go to
     :func:`gtvmodel.certify`.  The history has a row every ``record_every`` rounds (and at
     round 0, every certified round and the last).  ``values_sent``: ``2 |E| d`` per round.
+    ``flows``: the target's flows of the final weights (:func:`target_flows`).
 
     Examples
     --------
@@ -126,6 +143,8 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
     ('converged', 'gtv-squared', True)
     >>> np.round(res.weights.ravel(), 6).tolist()  # 2 (w_0 - 1) + (w_0 - w_1) = 0, ...
     [0.666667, 0.0, -0.666667]
+    >>> np.round(res.flows.ravel(), 6).tolist()  # lambda A_e (w_{e+} - w_{e-})
+    [0.666667, 0.666667]
     """
     model = as_model(data, "fedrelax", lam=lam)
     sched, tol, noise = _check(model, rounds, tol, noise, perturb, record_every, certify_every)
@@ -160,6 +179,6 @@ def fedrelax(data: Any, *, rounds: int = 200, tol: float = 1e-8, noise: float = 
             status = "converged"
             break
     return result(model, "fedrelax", W, status, k, recorder.finish(k, W), setup,
-                  target="gtv-squared",
+                  target="gtv-squared", flows=target_flows(target.model, W),
                   info={"lam": model.lam, "perturb": perturb, "noise": noise,
                         "node_updates": updates.describe()})

@@ -13,6 +13,15 @@ model's own problem, ``"local"`` for λ = 0, ``"consensus"`` for one shared mode
 holds the package's certified gap of the returned weights on that problem and ``gap`` is its
 value; ``convex=False`` (IFCA, Fed-HT) means the method is non-convex and never certified
 (``gap`` is NaN, ``certificate`` None).
+
+Where the method holds dual information, ``flows`` are its edge flows ``u`` ``(|E|, d)`` in the
+package's convention (docs/conventions.md: model edge order, orientation ``e+ < e-``,
+``-(D^T u)_i in dL_i(w_i)``, ``u_e in lambda A_e dphi(w_{e+} - w_{e-})``) *on the method's
+target problem*, so that ``certify`` of ``(weights, flows)`` on that problem is the method's own
+certificate: ADMM's unscaled duals (target ``"gtv"``: ``gm.certify(model, r.weights,
+r.flows)``), FedRelax's ``lambda A_e (w_{e+} - w_{e-})`` (target ``"gtv-squared"``:
+``certify_target(model, r.weights, "gtv-squared", flows=r.flows)``); None for every other
+method (no duals).
 """
 
 from __future__ import annotations
@@ -79,6 +88,9 @@ class BaselineResult(Result):
         where it has none.
     certificate : Certificate or None
         The certified gap of :attr:`weights` on :attr:`target` (None where not certified).
+    flows : ndarray (|E|, d) or None
+        The method's edge flows on :attr:`target` in the package's convention (module
+        docstring), None for methods without dual information.
     info : dict
         Method-specific extras (e.g. IFCA's cluster assignment, ADMM's residuals, the support
         found by Fed-HT).
@@ -93,6 +105,7 @@ class BaselineResult(Result):
     convex: bool = True
     target: str | None = None
     certificate: Any = None
+    flows: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     _BULKY: ClassVar[tuple[str, ...]] = ("history", "certificate", "info")

@@ -1,6 +1,8 @@
-"""``solve_exact``: the primal problem (16) solved exactly as one vectorized CVXPY problem
-(compiled by :mod:`gtvmodel.solve.compile`), with its flows (the multipliers of ``Z = D W``) and
-a self-certificate (34) of the answer.
+"""``solve_exact``: the primal problem (16) solved exactly and certified, by the first route of
+an ordered list of strategies (:data:`ROUTES`) that accepts the model: the trivial answer, the
+first-order route (Algorithm 1), SCS or Clarabel on one vectorized CVXPY problem (compiled by
+:mod:`gtvmodel.solve.compile`), each with its flows (the multipliers of ``Z = D W``) and a
+self-certificate (34) of the answer.
 """
 
 from __future__ import annotations
@@ -8,14 +10,15 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
 from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_solver, run_solver
-from .._validate import check_bool, check_scalar
+from .._validate import check_bool, check_option, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
 from ..errors import (
@@ -35,11 +38,22 @@ from .compile import (
     find_infeasible_nodes,
     unbounded_nodes,
 )
-from .first_order import FIRST_ORDER_ACCURACY, choose_route, solve_first_order
+from .first_order import (
+    FIRST_ORDER_ACCURACY,
+    FIRST_ORDER_OPTIONS,
+    METHODS,
+    choose_route,
+    problem_size,
+    route_solution,
+    solve_first_order,
+)
 from .polish import polish as polish_fn
-from .uniqueness import uniqueness
+from .polish import unsupported_reason
 
-__all__ = ["solve_exact", "RESOLVE_OPTIONS", "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
+__all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
+           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE",
+           "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
+           "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
 
 #: Options of the re-solve that :func:`solve_exact` runs when its self-certificate misses the
@@ -53,77 +67,166 @@ RESOLVE_OPTIONS: dict[str, dict[str, Any]] = {
     "CLARABEL": {"static_regularization_constant": 1e-10, "max_iter": 1000},
 }
 
+#: The certified relative gap (34) that :func:`solve_exact` aims at by default
+#: (``accuracy=None``): every route escalates (tighter tolerances, the full ladder) until its
+#: certificate meets it or no tighter run is left.
+DEFAULT_ACCURACY = 1e-10
+
+#: The certified relative gap a call with the default ``accuracy`` needs for ``success``, the
+#: re-solve with :data:`RESOLVE_OPTIONS` and the absence of an :class:`AccuracyWarning` (the
+#: default of these before the routes aimed at :data:`DEFAULT_ACCURACY`; problems whose conic
+#: solves stall, e.g. logistic losses near a relative gap of 1e-9, are not flagged).  A given
+#: ``accuracy`` is both the aim and this threshold.
+SUCCESS_ACCURACY = 1e-6
+
+
+#: SCS's first run where the polish applies (the route then re-runs SCS warm-started at
+#: :data:`DEFAULT_SOLVER_OPTIONS`'s 1e-9 if the polished answer misses the accuracy).  SCS's
+#: iterates are projections onto the cones, so fused edge differences are exactly 0 long
+#: before its residuals are small, and the polish reads the structure from them.  Measured on
+#: the SBMs of ``benchmarks/bench_exact_routes.py`` (``Norm2``, load 15-16 on 2 cores): at
+#: 1,000 nodes the polish certified 5.5e-13 from SCS at 1e-3 to 1e-6 alike (SCS solver time
+#: 0.37 s at 1e-4, 0.94-1.00 s at 1e-5, 1.40-1.60 s at 1e-6, plus 0.7-0.9 s of SCS setup);
+#: at 2,000 nodes the polish was rejected from 1e-4 (certified 1.7e-5) and certified 5.7e-13
+#: from 1e-5 and 1e-6 (SCS 5.9 s and 7.5 s).  Every SCS run pays its setup again (CVXPY
+#: starts SCS afresh, warm start or not), so a missed aim is costly: 1e-5.
+SCS_AIM: dict[str, Any] = {"eps_abs": 1e-5, "eps_rel": 1e-5}
+
+
+@dataclass
+class RouteRequest:
+    """:func:`solve_exact`'s checked arguments, as every :class:`Route` reads them:
+    ``accuracy`` is the certified relative gap aimed at, ``required`` the one ``success``
+    needs (:data:`SUCCESS_ACCURACY` unless ``accuracy`` was given), ``given`` whether it was;
+    ``aimed`` False (``method="interior"``) runs the conic solver's full ladder at once;
+    ``handover`` (``method="auto"`` without a named solver) lets a route whose answer is not
+    certified to ``required`` hand over to the next one instead of warning."""
+
+    solver: str | None
+    accept_inaccurate: bool
+    verbose: bool
+    certify: bool
+    accuracy: float
+    required: float
+    given: bool
+    raise_on_failure: bool
+    threshold: int | None
+    polish: bool
+    opts: dict[str, Any] = field(default_factory=dict)
+    aimed: bool = True
+    handover: bool = False
+    _facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def polish_reason(self, model: ModelDeclaration) -> str | None:
+        """Why the polish does not apply (:func:`gtvmodel.solve.polish.unsupported_reason`,
+        or ``polish=False``/``certify=False``); None if it does.  Computed once per call."""
+        if "polish" not in self._facts:
+            self._facts["polish"] = (
+                "polish=False" if not self.polish else "certify=False" if not self.certify
+                else unsupported_reason(model))
+        return self._facts["polish"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One strategy of :func:`solve_exact`: ``accepts(model, request)`` says why it applies
+    (a reason) or None; ``run(model, request, reason)`` returns the :class:`Solution`, or
+    None to decline after all (the next accepting route is tried)."""
+
+    name: str
+    accepts: Callable[[ModelDeclaration, RouteRequest], str | None]
+    run: Callable[[ModelDeclaration, RouteRequest, str], Solution | None]
+
 
 def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                 accept_inaccurate: bool = False,
                 verbose: bool = False, certify: bool = True, accuracy: float | None = None,
-                raise_on_failure: bool = True, method: str = "interior",
+                raise_on_failure: bool = True, method: str = "auto",
                 auto_threshold: int | None = None, polish: bool = True,
                 **opts: Any) -> Solution:
-    """Solve (16) to high accuracy; returns weights, flows ``u`` and timings.
+    """Solve (16) to a certified accuracy; returns weights, flows ``u``, the certificate and
+    timings.
 
-    ``solver`` is ``"CLARABEL"`` (default), ``"OSQP"`` (quadratic programs only: squared or
-    quadratic losses with ``SquaredNorm2``/``QuadForm``/``Norm1``/``NormInf`` penalties) or
-    ``"SCS"``; ``opts`` override :data:`DEFAULT_SOLVER_OPTIONS` (Clarabel falls back to
-    :data:`FALLBACK_SOLVER_OPTIONS` when it cannot reach them; ``Solution.info["tolerances"]``
-    holds the options of the accepted run).  An inaccurate solver status
-    raises :class:`~gtvmodel.errors.SolverError` unless ``accept_inaccurate=True``; infeasible
-    node constraints raise :class:`~gtvmodel.errors.InfeasibleError` naming the nodes; an
-    unbounded problem raises :class:`~gtvmodel.errors.SolverError` naming the nodes whose
-    losses are unbounded below.  With ``raise_on_failure=False`` these outcomes are returned
-    instead, as CVXPY users read them: a :class:`~gtvmodel.solution.Solution` whose ``status``
-    is the failure's (``"infeasible"``, ``"unbounded"``, ``"solver_error"``, ...), ``success``
-    False, ``weights``/``flows`` None and ``info["error"]`` the message (bad arguments and
-    bad data still raise).
+    **Routes** (issues 16 and 28; :data:`ROUTES`, :func:`select_routes`).  With
+    ``method="auto"`` (default) and no ``solver``, the answer comes from the first of these
+    strategies that accepts the model (each says why in ``info["route_reason"]``; a conic
+    route that fails hands over to the next accepting one, ``info["route_failures"]``):
+
+    1. ``"zero"`` -- every node loss is stationary at ``w = 0`` (nodes without data) and there
+       are no node constraints: ``W = 0`` with zero flows, kept when its certificate (34)
+       proves it (then ``P* = 0``; ``Solution.solver`` is ``"ZERO"``).  Interior-point
+       solvers fail on such problems when the capacities ``lambda A_e`` are large (measured:
+       Clarabel raised on 7 data-less nodes with ``NormP(1.5)`` and ``lambda A_e`` up to
+       2.5e10).
+    2. (the exact path and tree solvers of ``gtvmodel.solve.direct`` take their place here.)
+    3. ``"first_order"`` -- Algorithm 1 (:mod:`gtvmodel.solve.first_order`) when the problem's
+       size ``(n + |E|) d`` exceeds ``auto_threshold`` (default
+       :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`), where the interior-point
+       factorization takes minutes and gigabytes.
+    4. ``"scs"`` -- SCS (:data:`SCS_AIM` first, then warm-started at 1e-9) where the polish
+       applies (library losses with a Hessian, ``Norm2``/``Norm1``/``SquaredNorm2``, no node
+       constraints), the graph is not grid-like (mean degree above :data:`SCS_MIN_DEGREE`)
+       and not small (``(n + |E|) d >= SCS_MIN_SIZE``): measured faster than Clarabel there
+       (see :func:`scs_accepts`).
+    5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
+       at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
+       first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
+
+    ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
+    (1e-13 first: the reference solve of earlier versions), ``method="first_order"``
+    Algorithm 1 alone; a named ``solver`` (``"CLARABEL"``, ``"SCS"``, ``"OSQP"``: quadratic
+    programs only) takes that solver's route alone; ``opts`` then override
+    :data:`DEFAULT_SOLVER_OPTIONS` (for the first-order route they are Algorithm 1's:
+    ``max_iter``, ``warm_start``, ``step``, ...).  Tolerances given in ``opts`` are used as
+    given (one run, Clarabel's fallback ladder off).  ``info["route"]`` (``"zero"``,
+    ``"first_order"``, ``"scs"``, ``"clarabel"``, or the named solver's name in lower case)
+    and ``info["route_reason"]`` say which route answered and why; ``info["tolerances"]``
+    holds the options of the accepted solver run.
+
+    **Accuracy.**  ``accuracy`` (default :data:`DEFAULT_ACCURACY` = 1e-10; 1e-9 on the
+    first-order route, :data:`gtvmodel.solve.first_order.FIRST_ORDER_ACCURACY`) is the
+    certified relative gap (34) the routes aim at: a conic route's first run is aimed at it
+    (SCS's at :data:`SCS_AIM`, from which the polish starts), and if its certificate misses it
+    the route escalates (SCS to 1e-9, Clarabel to its full ladder).  A given ``accuracy`` is
+    also what ``success`` needs; with the default, ``success`` needs
+    :data:`SUCCESS_ACCURACY` (1e-6), so that problems whose solvers stall above 1e-10
+    (logistic losses) are not flagged.
+
+    **Failures.**  An inaccurate solver status raises :class:`~gtvmodel.errors.SolverError`
+    unless ``accept_inaccurate=True``; infeasible node constraints raise
+    :class:`~gtvmodel.errors.InfeasibleError` naming the nodes; an unbounded problem raises
+    :class:`~gtvmodel.errors.SolverError` naming the nodes whose losses are unbounded below.
+    With ``raise_on_failure=False`` these outcomes are returned instead, as CVXPY users read
+    them: a :class:`~gtvmodel.solution.Solution` whose ``status`` is the failure's
+    (``"infeasible"``, ``"unbounded"``, ``"solver_error"``, ...), ``success`` False,
+    ``weights``/``flows`` None and ``info["error"]`` the message (bad arguments and bad data
+    still raise).
 
     **Self-certificate.**  A solver's "optimal" is not proof: on badly scaled problems Clarabel
     reported "optimal" with the objective 4e-8 relative above the optimum and a certified gap
-    of ~1e-3 (``tests/test_robustness.py``).  With ``certify=True``
-    (default) the answer is certified with :func:`gtvmodel.certificates.certificate.certify`
-    (the solver's flows, repaired to a dual-feasible point) and the
-    :class:`~gtvmodel.certificates.certificate.Certificate`
-    is ``Solution.certificate`` (``info["certified_gap"]``, ``info["certified_relative_gap"]``).
-    If the certified relative gap exceeds ``accuracy`` (default 1e-6), the problem is re-solved
-    once with :data:`RESOLVE_OPTIONS` (the better certified answer is kept), and if it still
-    exceeds it while the status is ``"optimal"``, an :class:`~gtvmodel.errors.AccuracyWarning`
-    says to what the solution is certified (an accepted ``"optimal_inaccurate"`` status already
-    says the answer is inaccurate; ``Solution.success`` is False then too).  Measured cost
-    (``timings["certificate"]``): 0.3-0.9 % of one ``solve_exact`` warm and 0.8-3.9 % on the
-    first call on a model (which builds the repair's caches), on a 200-node SBM with 40 %
-    zero-loss nodes (squared and logistic losses) and a 10,000-node ring
-    (``python benchmarks/bench_certify.py --repeats 3``, 2026-11-22; 1.1 % cold on paper 001
-    Table I's setting, ``benchmarks/bench_certify_scale.py --table1``, 2026-11-23).
-    ``certify=False`` skips it.
+    of ~1e-3 (``tests/test_robustness.py``).  With ``certify=True`` (default) the answer is
+    certified with :func:`gtvmodel.certificates.certificate.certify` (the solver's flows,
+    repaired to a dual-feasible point) and the
+    :class:`~gtvmodel.certificates.certificate.Certificate` is ``Solution.certificate``
+    (``info["certified_gap"]``, ``info["certified_relative_gap"]``).  If the certified relative
+    gap exceeds the required accuracy, Clarabel's answer is re-solved once with
+    :data:`RESOLVE_OPTIONS` (the better certified answer is kept), and if it still exceeds it
+    while the status is ``"optimal"``, an :class:`~gtvmodel.errors.AccuracyWarning` says to
+    what the solution is certified (an accepted ``"optimal_inaccurate"`` status already says
+    the answer is inaccurate; ``Solution.success`` is False then too).  ``certify=False``
+    skips it (and the polish, and the escalation: one run at the aimed tolerances, or the full
+    ladder where nothing else is aimed at).
 
     **Polish** (issue 17; :mod:`gtvmodel.solve.polish`).  With ``polish=True`` (default) the
-    certified interior-point answer is polished: Newton's method on (16) restricted to its
-    fused clusters (and ``l1`` zeros), with flows meeting the node optimality conditions on
-    them; the polished point replaces the answer only when its certified gap (34) is at most
-    the interior-point one's and its objective is not larger.  Interior-point weights are
-    accurate only to ~1e-7 in flat directions; polished ones agree with an independent Newton
-    oracle to 1e-14-4e-12, at 1-2 % of the solve's time on a 1000-node SBM and 15-23 % on a
-    32 x 32 grid (``python benchmarks/bench_polish.py``, 2026-11-23).  It applies to library
-    losses with a Hessian (squared, quadratic, logistic, Huber, zero; ``l1``/``l2``
-    regularizers), ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node
-    constraints, and is skipped otherwise (and with ``certify=False``, since only a
-    certificate can accept it, or a status other than ``"optimal"``); ``info["polish"]`` says
-    what happened (``status`` ``"applied"``, ``"rejected"`` or
-    ``"skipped"``, ``reason``, ``newton_iterations``, ``gap_before``/``gap_after``) and
-    ``timings["polish"]`` what it cost.  ``polish=False`` turns it off.
-
-    **Routes** (issue 16; :mod:`gtvmodel.solve.first_order`).  ``method="interior"``
-    (default) is the conic solve above.  ``method="first_order"`` runs Algorithm 1 of paper 001
-    (PU (32), DU (33), :func:`gtvmodel.solve_primal_dual`) until the certified relative gap
-    (34) is at most ``accuracy`` (default 1e-9 for this route, 1e-6 for the interior one);
-    ``opts`` are then Algorithm 1's (``max_iter``, ``warm_start``, ``step``, ...), ``solver``
-    must be None, ``certify`` does not apply (the route stops on a certificate), and a run
-    that ends before its certificate meets ``accuracy`` raises
-    :class:`~gtvmodel.errors.SolverError` with the gap reached (or returns it with ``success``
-    False under ``accept_inaccurate`` or ``raise_on_failure=False``).  ``method="auto"``
-    takes the first-order route when ``(n + |E|) d`` exceeds ``auto_threshold`` (default
-    :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`, where Clarabel's factorization was
-    measured to take minutes and gigabytes on random graphs).  ``info["route"]`` and
-    ``info["route_reason"]`` say which route ran and why.
+    certified conic answer is polished: Newton's method on (16) restricted to its fused
+    clusters (and ``l1`` zeros), with flows meeting the node optimality conditions on them;
+    the polished point replaces the answer only when its certified gap (34) is at most the
+    solver's and its objective is not larger.  It applies to library losses with a Hessian
+    (squared, quadratic, logistic, Huber, zero; ``l1``/``l2`` regularizers),
+    ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node constraints, and
+    is skipped otherwise; ``info["polish"]`` says what happened (``status`` ``"applied"``,
+    ``"rejected"`` or ``"skipped"``, ``reason``, ``newton_iterations``,
+    ``gap_before``/``gap_after``) and ``timings["polish"]`` what it cost.
 
     Examples
     --------
@@ -139,6 +242,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     ('optimal', True, 0.875)
     >>> np.allclose(sol.weights.ravel(), [0.75, 0.0, -0.75], atol=1e-6)
     True
+    >>> sol.info["route"], sol.info["certified_relative_gap"] <= 1e-10
+    ('clarabel', True)
 
     The flows ``u_e`` (the multipliers of ``Z = D W``) sit at the capacity ``lambda A_e = 0.5``,
     and ``-(D^T u)_0 = -0.5 = grad L_0(0.75)`` (optimality (23)); the self-certificate (34)
@@ -150,91 +255,392 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     (True, True)
     """
     polish = check_bool(polish, "polish", "solve_exact")
-    route, reason = choose_route(model, method, auto_threshold)
-    if route == "first_order":
-        return _first_order(model, solver, accept_inaccurate, verbose, certify, accuracy,
-                            raise_on_failure, reason, opts)
-    accuracy = _check_args(solver, accept_inaccurate, verbose, certify,
-                           1e-6 if accuracy is None else accuracy)
+    method = check_option(method, "method", METHODS, where="solve_exact")
     check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
-    try:
-        sol = _solve(model, solver, accept_inaccurate, verbose, certify, accuracy, opts,
-                     polish)
-        sol.info.update(route="interior", route_reason=reason)
+    given = accuracy is not None
+    aim = accuracy if given else (FIRST_ORDER_ACCURACY if method == "first_order"
+                                  else DEFAULT_ACCURACY)
+    aim = _check_args(solver, accept_inaccurate, verbose, certify, aim)
+    request = RouteRequest(solver=solver, accept_inaccurate=accept_inaccurate, verbose=verbose,
+                           certify=certify, accuracy=aim,
+                           required=aim if given else max(aim, SUCCESS_ACCURACY), given=given,
+                           raise_on_failure=raise_on_failure, threshold=auto_threshold,
+                           polish=polish, opts=dict(opts), aimed=method == "auto",
+                           handover=method == "auto" and solver is None)
+    failures: list[str] = []
+    error: GTVError | None = None
+    for route, reason in iter_routes(model, request, method):  # lazily: only what runs
+        try:
+            sol = route.run(model, request, reason)
+        except (InfeasibleError, SolverError) as exc:
+            error = exc
+            if _hand_over(model, exc):
+                failures.append(f"{route.name}: {exc}")
+                continue
+            break
+        if sol is None:  # declined after all
+            continue
+        if failures:
+            sol.info["route_failures"] = failures
         return sol
-    except (InfeasibleError, SolverError) as exc:
-        if raise_on_failure:
-            raise
-        return failed_result(Solution, Labels(model.nodes, model.edges), exc,
-                             check_solver(solver), objective=math.nan, success=False)
+    assert error is not None  # the last route (Clarabel) never declines
+    if raise_on_failure:
+        raise error
+    return failed_result(Solution, Labels(model.nodes, model.edges), error,
+                         check_solver(solver), objective=math.nan, success=False)
 
 
-def _solve(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
-           verbose: bool, certify: bool, accuracy: float, opts: dict[str, Any],
-           polish: bool = False) -> Solution:
-    """The body of :func:`solve_exact` once its arguments are checked."""
+def select_routes(model: ModelDeclaration, request: RouteRequest,
+                  method: str = "auto") -> list[tuple[Route, str]]:
+    """The routes :func:`solve_exact` tries, in order, with the reason each accepts the model
+    (its docstring, "Routes"): ``method="first_order"`` Algorithm 1 alone,
+    ``method="interior"`` or a named ``solver`` that solver's conic route alone, ``"auto"``
+    every route of :data:`ROUTES` that accepts the model.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from gtvmodel.solve.exact import RouteRequest, select_routes
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> request = RouteRequest(solver=None, accept_inaccurate=False, verbose=False,
+    ...                        certify=True, accuracy=1e-10, required=1e-6, given=False,
+    ...                        raise_on_failure=True, threshold=None, polish=True)
+    >>> [route.name for route, _ in select_routes(model, request)]  # no data: W = 0
+    ['zero', 'clarabel']
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> [route.name for route, _ in select_routes(model, request)]
+    ['clarabel']
+    """
+    return list(iter_routes(model, request, method))
+
+
+def iter_routes(model: ModelDeclaration, request: RouteRequest,
+                method: str = "auto") -> Iterator[tuple[Route, str]]:
+    """:func:`select_routes` lazily: a route's ``accepts`` is asked only once the routes
+    before it declined or failed."""
+    if method == "first_order":
+        yield FIRST_ORDER_ROUTE, "method='first_order' requested"
+        return
+    if request.solver is not None or method == "interior":
+        name = check_solver(request.solver, "solve_exact")
+        yield _conic_route(name), (f"solver={request.solver!r} requested"
+                                   if request.solver is not None
+                                   else "method='interior' requested")
+        return
+    for route in ROUTES:
+        reason = route.accepts(model, request)
+        if reason is not None:
+            yield route, reason
+
+
+def _hand_over(model: ModelDeclaration, exc: GTVError) -> bool:
+    """Whether a failed route hands over to the next one: not when the failure is explained
+    by the model (infeasible constraints, losses unbounded below, overflowing data)."""
+    if isinstance(exc, (InfeasibleError, DataError)):
+        return False
+    return not (exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE) and unbounded_nodes(model))
+
+
+# ------------------------------------------------------------------ route "zero"
+def _zero_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
+    """Every node loss stationary at 0 (its batch gradient is exactly 0 there), no symbolic
+    losses, no node constraints, no ``l1`` regularizers (not differentiable at 0)."""
+    st = model.structure()
+    if st.symbolic or st.constrained.size or st.l1.any():
+        return None
+    zero = np.zeros((model.num_nodes, model.dim))
+    try:
+        if any(np.any(b.gradients(zero) != 0.0) for b in st.batches):
+            return None
+    except (GTVError, ValueError, FloatingPointError):
+        return None
+    return ("every node loss is stationary at w = 0 and there are no node constraints: "
+            "W = 0 with zero flows, if certified")
+
+
+def _zero_run(model: ModelDeclaration, request: RouteRequest, reason: str) -> Solution | None:
+    """``W = 0``, ``U = 0`` with its certificate (34); None (declined) unless it meets the
+    accuracy."""
+    t0 = time.perf_counter()
+    W = np.zeros((model.num_nodes, model.dim))
+    U = np.zeros((model.num_edges, model.dim))
+    cert = certify_fn(model, W, U, tol=request.accuracy, project="never")
+    if not cert.success_at(request.accuracy):
+        return None
+    info = {"lam": model.lam, "route": "zero", "route_reason": reason, "tolerances": None,
+            "certified_gap": cert.gap, "certified_relative_gap": cert.relative_gap,
+            "accuracy": request.accuracy,
+            "polish": {"status": "skipped", "reason": "the zero route is exact"}}
+    return route_solution(model, W, U, float(cert.primal_value), cp.OPTIMAL, True, "ZERO",
+                          {"compile": 0.0, "solve": 0.0,
+                           "certificate": time.perf_counter() - t0}, info, cert)
+
+
+# ------------------------------------------------------------------ route "first_order"
+def _first_order_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
+    """The size rule of :func:`gtvmodel.solve.first_order.choose_route` (above the
+    threshold), for options Algorithm 1 takes."""
+    if set(request.opts) - set(FIRST_ORDER_OPTIONS):
+        return None
+    route, reason = choose_route(model, "auto", request.threshold)
+    return reason if route == "first_order" else None
+
+
+def _first_order_run(model: ModelDeclaration, request: RouteRequest, reason: str) -> Solution:
+    """The first-order route (:func:`gtvmodel.solve.first_order.solve_first_order`): it names
+    no solver and always certifies."""
+    if request.solver is not None:
+        raise ParameterError(f"solve_exact: solver={request.solver!r} is an option of the "
+                             f"conic routes, but the first-order route was taken ({reason})")
+    return solve_first_order(model, request.accuracy,
+                             accept_inaccurate=request.accept_inaccurate,
+                             raise_on_failure=request.raise_on_failure, reason=reason,
+                             **request.opts)
+
+
+FIRST_ORDER_ROUTE = Route("first_order", _first_order_accepts, _first_order_run)
+
+
+# ------------------------------------------------------------------ the conic routes
+#: The mean degree ``2 |E| / n`` up to which :func:`scs_accepts` leaves a graph to Clarabel
+#: (grids and chains: mean degree <= 4).  Measured through ``solve_exact`` on a 50 x 50 grid
+#: (mean degree 3.92, ``Norm2``, the data of ``benchmarks/bench_exact_routes.py``, load 12-16
+#: on 2 cores, one run each): SCS took 55.7 s to 1e-6 and the polish was rejected (certified
+#: 1.5e-6), Clarabel 13.4 s; on grids SCS needs thousands of iterations.
+SCS_MIN_DEGREE = 4.5
+
+#: The problem size ``(n + |E|) d`` (:func:`gtvmodel.solve.first_order.problem_size`) below
+#: which :func:`scs_accepts` leaves a model to Clarabel, whose fixed costs are smaller.
+#: Measured (``benchmarks/bench_exact_routes.py --routes interior``, load 3.6-3.9, medians of
+#: 3): on the 300-node SBM (size 3,668) the SCS route took 0.17-0.18 s and ``method="interior"``
+#: (the full Clarabel ladder) 0.12-0.14 s; on the 1,000-node SBM (12,326) 0.92-0.93 s against
+#: 2.24-3.47 s.
+SCS_MIN_SIZE = 6_000
+
+
+def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
+    """SCS's rule: the polish applies (:func:`gtvmodel.solve.polish.unsupported_reason`),
+    the graph's mean degree exceeds :data:`SCS_MIN_DEGREE`, the size is at least
+    :data:`SCS_MIN_SIZE`, and no solver options are given.
+
+    Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
+    d = 2, interleaved repeats, load 15-20 on 2 cores; time to a certified relative gap
+    <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
+    and by SCS): 0.88x and 0.94x at 1,000 nodes (``Norm2``, ``Norm1``), 0.66x at 2,000
+    (``Norm1``), 1.5x at 2,000 (``Norm2``, repeats spread 8-33 s) and 1.5-1.8x at 300
+    (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``);
+    at load 3.6-4.5: 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
+    ``method="interior"``'s 2.2x-6.6x of the SCS route's time.
+    SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
+    each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
+    ~5e-13."""
+    if request.opts or problem_size(model) < SCS_MIN_SIZE:
+        return None
+    degree = 2.0 * model.num_edges / max(model.num_nodes, 1)
+    if degree <= SCS_MIN_DEGREE or request.polish_reason(model) is not None:
+        return None
+    return (f"the polish applies, the mean degree {degree:.3g} > {SCS_MIN_DEGREE} and the "
+            f"size (n + |E|) d = {problem_size(model):,} >= {SCS_MIN_SIZE:,}: SCS (then the "
+            "polish) measured faster than Clarabel")
+
+
+def _clarabel_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
+    """Clarabel takes every model (the last route)."""
+    return f"Clarabel, aimed at accuracy {request.accuracy:g}"
+
+
+def _conic_route(name: str) -> Route:
+    """The conic route of one CVXPY solver (``"CLARABEL"``, ``"SCS"``, ...)."""
+    def run(model: ModelDeclaration, request: RouteRequest, reason: str) -> Solution:
+        return _solve(model, name, request, reason)
+    accepts = {"SCS": scs_accepts, "CLARABEL": _clarabel_accepts}.get(
+        name, lambda model, request: f"solver {name}")
+    return Route(name.lower(), accepts, run)
+
+
+#: The strategies of ``solve_exact(method="auto")``, in the order they are tried (its
+#: docstring, "Routes").
+ROUTES: list[Route] = [
+    Route("zero", _zero_accepts, _zero_run),
+    # DIRECT ROUTE SLOT (exact path and tree TV solvers, gtvmodel.solve.direct, not on this
+    # branch): Route("direct", accepts, run) goes here, second, with
+    #   accepts(model, request): direct_method(model)'s reason when its method is not None
+    #       (and request.opts is empty), else None;
+    #   run(model, request, reason): solve_direct(model), with info["route"] = "direct" and
+    #       info["route_reason"] = reason (None to decline: the next route is tried).
+    FIRST_ORDER_ROUTE,
+    _conic_route("SCS"),
+    _conic_route("CLARABEL"),
+]
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One solver run of a conic route: ``options`` over the defaults, ``start`` (the ladder's
+    first ``tol_gap_rel``, :func:`gtvmodel._solver.run_solver`), ``warm`` (SCS warm start),
+    ``aimed`` (a run before the full one: cheap certificate, kept only if it meets the
+    accuracy)."""
+
+    options: dict[str, Any]
+    start: float | None = None
+    warm: bool = False
+    aimed: bool = False
+
+
+def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_Pass]:
+    """The runs of a conic route, aimed first (docstring of :func:`solve_exact`)."""
+    opts = request.opts
+    chosen = any(set(level) & set(opts) for level in FALLBACK_SOLVER_OPTIONS.get(name, [])) \
+        or bool(set(opts) & set(DEFAULT_SOLVER_OPTIONS.get(name, {})) - {"max_iter",
+                                                                          "max_iters"})
+    polishable = request.polish_reason(model) is None
+    full = _Pass(dict(opts))
+    if chosen or not request.aimed:
+        return [full]
+    if name == "SCS":
+        if polishable:
+            return [_Pass({**opts, **SCS_AIM}, aimed=True), _Pass(dict(opts), warm=True)]
+        return [full]
+    if name == "CLARABEL":
+        levels = [DEFAULT_SOLVER_OPTIONS[name]["tol_gap_rel"]] + [
+            level["tol_gap_rel"] for level in FALLBACK_SOLVER_OPTIONS[name]]
+        # the loosest level of the ladder at most as loose as the aim.  Not looser where the
+        # polish applies: from Clarabel at 1e-8 the polish was rejected on a 50 x 50 grid
+        # (certified 2.7e-9 before it) and misread the fused edges of the 1,000-node Norm1
+        # SBM from 1e-4 and 1e-5 (certified 1.4e-6): an interior point's slacks are all
+        # positive; aiming at 1e-10 costs 1-2 more iterations (1,000-node SBM: 3.7-4.0 s
+        # against 3.6 s at 1e-8, load 12)
+        start = max((t for t in levels if t <= request.accuracy), default=levels[0])
+        if start > levels[0]:
+            return [_Pass(dict(opts), start=start, aimed=True), full]
+    return [full]
+
+
+def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: str) -> Solution:
+    """A conic route: its runs (:func:`_passes`), each certified; an aimed run is kept when its
+    certificate (cheap, then polished) meets the accuracy, else the next run goes on (the
+    full one: self-certificate with its alternatives and Clarabel's re-solve,
+    :func:`_certified`), keeping the better certified answer."""
     fresh = model.cache.get("primal") is None
     compiled = compile_primal(model)
-    record: dict[str, Any] = {}
+    passes = _passes(name, model, request)
+    if not request.certify:  # nothing can judge an aimed run: it is the answer
+        passes = [_Pass(passes[0].options, passes[0].start, passes[0].warm)]
+    info: dict[str, Any] = {"lam": model.lam, "route": name.lower(), "route_reason": reason,
+                            "accuracy": request.accuracy}
     # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
     # its certificate proves the requested accuracy (below)
-    lenient = accept_inaccurate or certify
-    try:
-        name, comp, solve_time = run_solver(compiled.problem, solver, opts, verbose,
-                                            lenient, "solve_exact", record)
-    except SolverError as exc:
-        raise _explain(model, exc) from None
-    _warn_default_accuracy(name, record, opts)
-    _check_feasible(model, compiled, name)
-    W, U = _read(model, compiled, name)
-    info: dict[str, Any] = {"lam": model.lam, "tolerances": record.get("options")}
-    answer = _Answer(W, U, compiled.problem.status, float(compiled.problem.value), None,
-                     comp, solve_time)
-    if certify:
-        answer = _certified(model, compiled, name, answer, info, opts, verbose, lenient,
-                            accuracy, bool(record.get("shortcut")))
-        if polish:
-            _polished(model, answer, info, accuracy)
-        _check_certified(name, answer, info, accept_inaccurate, accuracy)
-    elif polish:
+    lenient = request.accept_inaccurate or request.certify
+    spent = [0.0, 0.0, 0.0]  # compile, solve and certificate seconds of all runs
+    kept: _Answer | None = None  # the best aimed answer
+    kept_info: dict[str, Any] = {}
+    answer: _Answer | None = None
+    degraded: tuple[dict[str, Any], dict[str, Any]] | None = None  # the full run's record
+    for run in passes:
+        record: dict[str, Any] = {}
+        try:
+            _, comp, solve_time = run_solver(compiled.problem, name, run.options,
+                                             request.verbose, lenient, "solve_exact", record,
+                                             start=run.start, warm_start=run.warm)
+        except SolverError as exc:
+            if run.aimed:
+                info.setdefault("aimed_failures", []).append(str(exc))
+                continue
+            if kept is not None and kept.cert.success_at(request.required):
+                answer = kept
+                info.update(kept_info)
+                break
+            raise _explain(model, exc) from None
+        spent[0] += comp
+        spent[1] += solve_time
+        if run.aimed and compiled.problem.status != cp.OPTIMAL:
+            continue  # a loose run's infeasible or inaccurate answer: the full run decides
+        if not run.aimed:
+            _check_feasible(model, compiled, name)
+        W, U = _read(model, compiled, name)
+        answer = _Answer(W, U, compiled.problem.status, float(compiled.problem.value), None,
+                         0.0, 0.0)
+        info["tolerances"] = record.get("options")
+        if not request.certify:
+            degraded = (record, run.options)
+            break
+        if run.aimed:
+            scratch: dict[str, Any] = {"tolerances": record.get("options")}
+            t0 = time.perf_counter()
+            try:
+                answer.cert = certify_fn(model, W, U, tol=request.accuracy, project="never")
+            except GTVError:  # the full run's self-certificate records why
+                continue
+            finally:
+                spent[2] += time.perf_counter() - t0
+            if request.polish:
+                _polished(model, answer, scratch, request.accuracy)
+            if answer.cert.success_at(request.accuracy):
+                info.update(scratch)
+                info["certified"] = True
+                break
+            if kept is None or answer.cert.relative_gap < kept.cert.relative_gap:
+                kept, kept_info = answer, scratch
+            if not _stalled(record, run):
+                continue
+            # the solver could not reach the aimed level: a tighter run would stall there
+            # too, so this answer gets the full certificate instead of another run
+            info["stalled"] = True
+            kept = None
+        degraded = (record, run.options)
+        answer = _certified(model, compiled, name, answer, info, run.options,
+                            request.verbose, lenient, request.required,
+                            bool(record.get("shortcut")))
+        spent[0] += answer.compile_time
+        spent[1] += answer.solve_time
+        if request.polish:
+            _polished(model, answer, info, request.accuracy)
+        if kept is not None and kept.cert.relative_gap < _relative_gap(answer.cert):
+            answer = kept
+            info.update(kept_info)
+            info["certified"] = kept.cert.success_at(request.required)
+        break
+    assert answer is not None
+    if degraded is not None and not (request.aimed and answer.cert is not None
+                                     and answer.cert.success_at(request.accuracy)):
+        _warn_default_accuracy(name, *degraded)
+    if request.certify and request.handover and name != "CLARABEL" and not (
+            answer.cert is not None and answer.cert.success_at(request.required)):
+        # Clarabel, the last route, re-solves with RESOLVE_OPTIONS where this one cannot
+        raise SolverError(
+            f"solve_exact: {name}'s answer is certified only to a relative gap of "
+            f"{_relative_gap(answer.cert):.3g} (required {request.required:g})",
+            status="not_certified", solver=name)
+    if request.certify:
+        if answer.cert is not None:
+            info["certified_gap"] = answer.cert.gap
+            info["certified_relative_gap"] = answer.cert.relative_gap
+            if np.isfinite(answer.cert.primal_value):
+                # P(W) evaluated in numpy: a loose run's own objective value can be ~eps off
+                answer.objective = float(answer.cert.primal_value)
+        _check_certified(name, answer, info, request.accept_inaccurate, request.required)
+    elif request.polish:
         info["polish"] = {"status": "skipped", "reason": "certify=False"}
-    timings = {"compile": (compiled.build_time if fresh else 0.0) + answer.compile_time,
-               "solve": answer.solve_time}
-    if "certificate_time" in info:
-        timings["certificate"] = info.pop("certificate_time")
+    timings = {"compile": (compiled.build_time if fresh else 0.0) + spent[0],
+               "solve": spent[1]}
+    if request.certify:
+        timings["certificate"] = spent[2] + info.pop("certificate_time", 0.0)
     if "time" in info.get("polish", {}):
         timings["polish"] = info["polish"]["time"]
-    uniq = uniqueness(model)
-    model.set_variable_values(answer.W)
-    return Solution(
-        weights=answer.W,
-        flows=answer.U,
-        objective=answer.objective,
-        status=answer.status,
-        success=bool(info.pop("certified", answer.status == cp.OPTIMAL)),
-        solver=name,
-        timings=timings,
-        labels=Labels(model.nodes, model.edges),
-        info=info,
-        certificate=answer.cert,
-        unique=uniq.unique,
-        unique_reason=uniq.reason,
-    )
+    success = bool(info.pop("certified", answer.status == cp.OPTIMAL))
+    return route_solution(model, answer.W, answer.U, answer.objective, answer.status, success,
+                          name, timings, info, answer.cert)
 
 
-def _first_order(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,
-                 verbose: bool, certify: bool, accuracy: float | None, raise_on_failure: bool,
-                 reason: str, opts: dict[str, Any]) -> Solution:
-    """The first-order route (:func:`gtvmodel.solve.first_order.solve_first_order`) once
-    :func:`solve_exact`'s arguments are checked: it names no solver and always certifies."""
-    accuracy = _check_args(solver, accept_inaccurate, verbose, certify,
-                           FIRST_ORDER_ACCURACY if accuracy is None else accuracy)
-    check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
-    if solver is not None:
-        raise ParameterError(f"solve_exact: solver={solver!r} is an option of the interior "
-                             f"route, but the first-order route was taken ({reason})")
-    return solve_first_order(model, accuracy, accept_inaccurate=accept_inaccurate,
-                             raise_on_failure=raise_on_failure, reason=reason, **opts)
+def _stalled(record: dict[str, Any], run: _Pass) -> bool:
+    """Whether an aimed run was accepted at a looser level of the ladder than it aimed at."""
+    used = (record.get("options") or {}).get("tol_gap_rel")
+    return run.start is not None and used is not None and used > run.start
+
+
+def _relative_gap(cert: Any) -> float:
+    """A certificate's relative gap (inf without one)."""
+    return math.inf if cert is None else float(cert.relative_gap)
 
 
 @dataclass
@@ -271,7 +677,7 @@ def _warn_default_accuracy(name: str, record: dict[str, Any], opts: dict[str, An
         warnings.warn(
             f"solve_exact: {name} could not reach gtvmodel's reference tolerances and was "
             f"accepted at its own default accuracy {levels[-1]}; the weights may be accurate to "
-            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=4)
+            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=5)
 
 
 def _check_feasible(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> None:
@@ -381,7 +787,7 @@ def _check_certified(name: str, answer: _Answer, info: dict[str, Any],
             f"{accuracy:g}; gtvmodel.certify with the solver's flows"
             + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
             + "): the weights may be that far from optimal (see Solution.certificate)",
-            AccuracyWarning, stacklevel=4)
+            AccuracyWarning, stacklevel=5)
 
 
 def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U: np.ndarray,

@@ -26,9 +26,11 @@
   smaller than the iterate's (a 60-node chain, strongly convex losses) and far larger on the
   SBMs (5,000 nodes: 1e-6..9e-4 against the iterate's 8e-13..6e-9; nearly flat losses turn
   small flow errors into large weight errors), so the iterate is certified as it is.
-* ``"auto"`` -- :func:`choose_route`: the first-order route when the problem's size
-  (:func:`problem_size`, the number of scalar unknowns ``(n + |E|) d`` of the conic form) is
-  above :data:`AUTO_THRESHOLD`, the interior route below it.
+* ``"auto"`` (the default since issue 28) -- the first accepting strategy of
+  :data:`gtvmodel.solve.exact.ROUTES`; the first-order one accepts by :func:`choose_route`'s
+  size rule: when the problem's size (:func:`problem_size`, the number of scalar unknowns
+  ``(n + |E|) d`` of the conic form) is above :data:`AUTO_THRESHOLD` (below it the conic routes,
+  SCS or Clarabel, answer).
 
 This module sits in the engine layer beside :mod:`gtvmodel.primal_dual` (which imports only
 :mod:`gtvmodel.solve.compile` from this package), so :mod:`gtvmodel.solve.exact` dispatches to
@@ -53,7 +55,8 @@ from .uniqueness import uniqueness
 
 __all__ = ["METHODS", "AUTO_THRESHOLD", "FIRST_ORDER_ACCURACY", "FIRST_ORDER_MAX_ITER",
            "FIRST_ORDER_OPTIONS", "FIRST_STAGE", "STAGE_FACTOR", "REBALANCE_MAX", "problem_size",
-           "choose_route", "solve_first_order", "stage_tolerances", "rebalanced"]
+           "choose_route", "solve_first_order", "stage_tolerances", "rebalanced",
+           "route_solution"]
 
 #: The routes of :func:`gtvmodel.solve_exact` (``method``).
 METHODS = ("interior", "first_order", "auto")
@@ -109,9 +112,10 @@ def problem_size(model: ModelDeclaration) -> int:
 
 def choose_route(model: ModelDeclaration, method: str = "auto",
                  threshold: int | None = None) -> tuple[str, str]:
-    """The route ``solve_exact(method=...)`` takes and why: ``("interior" | "first_order",
-    reason)``.  ``"auto"`` compares :func:`problem_size` with ``threshold`` (default
-    :data:`AUTO_THRESHOLD`).
+    """The size rule between the conic routes and Algorithm 1, and why: ``("interior" |
+    "first_order", reason)``.  ``"auto"`` compares :func:`problem_size` with ``threshold``
+    (default :data:`AUTO_THRESHOLD`); :func:`gtvmodel.solve_exact`'s first-order strategy
+    accepts a model where it says ``"first_order"`` (:data:`gtvmodel.solve.exact.ROUTES`).
 
     Examples
     --------
@@ -240,14 +244,23 @@ def rebalanced(run: Any) -> float:
 
 def _solution(model: ModelDeclaration, run: Any, cert: Any, status: str, certified: bool,
               info: dict[str, Any]) -> Solution:
-    """The :class:`Solution` of a first-order run (the weights are set on the model)."""
+    """The :class:`Solution` of a first-order run."""
     timings = {"compile": 0.0,
                "solve": run.timings["total"] - run.timings["certificate"],
                "certificate": run.timings["certificate"]}
+    return route_solution(model, np.asarray(run.weights), run.flows,
+                          float(cert.primal_value), status, certified, SOLVER_NAME, timings,
+                          info, cert)
+
+
+def route_solution(model: ModelDeclaration, W: np.ndarray, U: np.ndarray, objective: float,
+                   status: str, success: bool, solver: str, timings: dict[str, float],
+                   info: dict[str, Any], cert: Any) -> Solution:
+    """The :class:`Solution` of any route of :func:`gtvmodel.solve_exact` (its uniqueness
+    report attached; the weights are set on the model)."""
     uniq = uniqueness(model)
-    model.set_variable_values(np.asarray(run.weights))
-    return Solution(
-        weights=run.weights, flows=run.flows, objective=float(cert.primal_value),
-        status=status, success=certified, solver=SOLVER_NAME, timings=timings,
-        labels=Labels(model.nodes, model.edges), info=info, certificate=cert,
-        unique=uniq.unique, unique_reason=uniq.reason)
+    model.set_variable_values(W)
+    return Solution(weights=W, flows=U, objective=objective, status=status, success=success,
+                    solver=solver, timings=timings, labels=Labels(model.nodes, model.edges),
+                    info=info, certificate=cert, unique=uniq.unique,
+                    unique_reason=uniq.reason)

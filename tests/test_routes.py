@@ -1,0 +1,246 @@
+"""Issue 28: the routes of ``solve_exact`` (the strategy list, the certified accuracy aimed at,
+the hand-over of a failed route), the zero-loss problem Clarabel fails on, and the flows of the
+baselines that hold dual information.  References are plain CVXPY problems written here."""
+
+from __future__ import annotations
+
+import warnings
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+import pytest
+
+import gtvmodel as gm
+from gtvmodel import _solver
+from gtvmodel.baselines import admm, certify_target, fedavg, fedrelax, local
+from gtvmodel.solve import exact
+from gtvmodel.solve.exact import ROUTES, RouteRequest, select_routes
+
+
+def _request(**kw) -> RouteRequest:
+    base = dict(solver=None, accept_inaccurate=False, verbose=False, certify=True,
+                accuracy=1e-10, required=1e-6, given=False, raise_on_failure=True,
+                threshold=None, polish=True)
+    return RouteRequest(**{**base, **kw})
+
+
+def _sbm(n_per: int = 40, penalty=None, lam: float = 0.1, seed: int = 0) -> gm.GTVModel:
+    """A two-block SBM (mean degree about 8), squared losses, d = 2, m = 5."""
+    data = gm.datasets.sbm(sizes=(n_per, n_per), p_in=8.0 / n_per, p_out=0.25 / n_per, m=5,
+                           sigma=0.1, seed=seed)
+    return data.model(lam=lam, penalty=penalty)
+
+
+def _reference(model: gm.GTVModel, p: float) -> tuple[np.ndarray, float]:
+    """Plain CVXPY: sum_i (1/m_i) ||y_i - X_i w_i||^2 + lam sum_e A_e ||w_e+ - w_e-||_p,
+    solved by Clarabel at 1e-12."""
+    n, d = model.num_nodes, model.dim
+    W = cp.Variable((n, d))
+    terms = []
+    for i in range(n):
+        loss = model.loss(model.nodes[i])
+        terms.append(cp.sum_squares(loss.y - loss.X @ W[i]) / loss.X.shape[0])
+    h, t = model.edges[:, 0], model.edges[:, 1]
+    A = model.capacities / model.lam
+    pen = cp.sum(cp.multiply(A, cp.norm(W[h] - W[t], p, axis=1)))
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms)) + model.lam * pen))
+    prob.solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-10)
+    return W.value, float(prob.value)
+
+
+# ---------------------------------------------------------------- the strategy list
+def test_strategies_are_an_ordered_list_with_reasons(monkeypatch):
+    names = [route.name for route in ROUTES]
+    assert names == ["zero", "first_order", "scs", "clarabel"]
+    model = _sbm()
+    # small problems go to Clarabel (fixed costs), larger ones to SCS
+    assert [r.name for r, _ in select_routes(model, _request())] == ["clarabel"]
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    chosen = select_routes(model, _request())
+    assert [r.name for r, _ in chosen] == ["scs", "clarabel"]
+    assert all(isinstance(reason, str) and reason for _, reason in chosen)
+    grid = gm.GTVModel(nx.grid_2d_graph(4, 4), dim=1, lam=0.1)
+    for v in grid.nodes:
+        grid.set_loss(v, gm.QuadraticLoss([float(v[0])]))
+    assert [r.name for r, _ in select_routes(grid, _request())] == ["clarabel"]
+    # the size rule puts the first-order route first; a method or a solver picks one route
+    assert select_routes(model, _request(threshold=10))[0][0].name == "first_order"
+    assert [r.name for r, _ in select_routes(model, _request(), "interior")] == ["clarabel"]
+    assert [r.name for r, _ in select_routes(model, _request(solver="SCS"))] == ["scs"]
+    assert [r.name for r, _ in select_routes(model, _request(), "first_order")] == [
+        "first_order"]
+    # solver options go to Clarabel (the default solver), not to SCS
+    assert [r.name for r, _ in select_routes(model, _request(opts={"max_iter": 50}))] == [
+        "clarabel"]
+
+
+@pytest.mark.parametrize("penalty, p", [(gm.Norm2(), 2), (gm.Norm1(), 1)])
+def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkeypatch):
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
+    model = _sbm(penalty=penalty)
+    W_ref, P_ref = _reference(model, p)
+    sol = gm.solve_exact(model)
+    assert sol.success and sol.status == "optimal"
+    assert sol.info["route"] == "scs" and "mean degree" in sol.info["route_reason"]
+    assert sol.info["certified_relative_gap"] <= 1e-10
+    assert sol.certificate.relative_gap == sol.info["certified_relative_gap"]
+    P = model.objective(sol.weights)
+    assert P - P_ref <= 1e-10 * max(1.0, P_ref) and P_ref - P <= 1e-9 * P_ref
+    assert sol.certificate.gap >= P - P_ref - 1e-12 * P_ref  # sound
+    np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
+    # Clarabel's route aims at the accuracy and is certified as tightly
+    clar = gm.solve_exact(model, solver="CLARABEL")
+    assert clar.info["route"] == "clarabel"
+    assert clar.info["tolerances"]["tol_gap_rel"] == 1e-10
+    assert clar.info["certified_relative_gap"] <= 1e-10
+    np.testing.assert_allclose(clar.weights, sol.weights, atol=1e-8)
+
+
+def test_accuracy_not_met_by_the_aimed_run_escalates_to_the_full_ladder(monkeypatch):
+    """Without the polish Clarabel aims at the accuracy (1e-10); with a certificate that
+    cannot meet it the route runs the full ladder (1e-13 first) and keeps the better answer."""
+    model = _sbm(n_per=15)
+    runs = []
+    real = _solver.run_solver
+
+    def counted(*args, **kwargs):
+        runs.append(kwargs.get("start"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "run_solver", counted)
+    sol = gm.solve_exact(model, polish=False, solver="CLARABEL")
+    assert runs[0] == 1e-10 and sol.success
+    if sol.certificate.relative_gap <= 1e-10:
+        assert runs == [1e-10] and sol.info["tolerances"]["tol_gap_rel"] >= 1e-10
+    else:
+        assert runs[1] is None  # the full ladder
+    runs.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gm.AccuracyWarning)  # 1e-14 may be out of reach
+        gm.solve_exact(model, polish=False, solver="CLARABEL", accuracy=1e-12)
+    assert runs[0] is None  # no ladder level between 1e-12 and 1e-13: the full run at once
+    # an aimed answer whose certificate misses the accuracy is followed by the full run
+    runs.clear()
+    monkeypatch.setattr(exact, "certify_fn", _worse(exact.certify_fn))
+    sol = gm.solve_exact(model, polish=False, solver="CLARABEL")
+    assert runs[:2] == [1e-10, None] and sol.success
+
+
+def _worse(certify):
+    """``certify`` with the project="never" certificates (the aimed runs') made useless."""
+    def wrapped(model, W, U=None, **kw):
+        cert = certify(model, W, U, **kw)
+        if kw.get("project") == "never":
+            cert.gap = cert.relative_gap = float("inf")
+        return cert
+    return wrapped
+
+
+def test_a_failed_route_hands_over_to_the_next(monkeypatch):
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
+    model = _sbm(n_per=15)
+    real = _solver.run_solver
+
+    def scs_fails(problem, solver, *args, **kwargs):
+        if solver == "SCS":
+            raise gm.SolverError("SCS failed here", status="solver_error", solver="SCS")
+        return real(problem, solver, *args, **kwargs)
+
+    monkeypatch.setattr(exact, "run_solver", scs_fails)
+    sol = gm.solve_exact(model)
+    assert sol.success and sol.info["route"] == "clarabel"
+    assert sol.info["route_failures"] and "SCS failed here" in sol.info["route_failures"][0]
+    with pytest.raises(gm.SolverError, match="SCS failed here"):
+        gm.solve_exact(model, solver="SCS")  # a named solver: no other route
+    failed = gm.solve_exact(model, solver="SCS", raise_on_failure=False)
+    assert not failed.success and failed.weights is None
+    # an SCS answer not certified to the required accuracy hands over too
+    monkeypatch.setattr(exact, "run_solver", real)
+    monkeypatch.setattr(exact, "_polished", lambda *args: None)  # no polish: SCS at 1e-5...
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gm.AccuracyWarning)  # Clarabel misses 1e-14 too
+        sol = gm.solve_exact(model, accuracy=1e-14)  # ...and at 1e-9 misses 1e-14
+    assert sol.info["route"] == "clarabel" and "certified only" in sol.info["route_failures"][0]
+
+
+# ---------------------------------------------------------------- the zero-loss problem
+_WEIGHTED = [(0, 1, 219.43), (0, 2, 9.4937), (0, 3, 8159.8), (0, 5, 0.005278),
+             (0, 6, 0.0019129), (1, 4, 7.9491), (1, 5, 0.00022467), (2, 4, 0.00019295),
+             (2, 5, 1.3156), (2, 6, 0.5366), (3, 4, 2174.4), (3, 5, 10.81), (3, 6, 1.297),
+             (4, 5, 0.94403)]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_zero_loss_normp_problem_solves_to_zero(weighted):
+    """7 nodes without data, NormP(1.5), lambda = 2.5e6: W = 0, P* = 0.  With these edge
+    weights (lambda A_e up to 2e10) Clarabel fails, through gtvmodel and through plain
+    CVXPY; the plain CVXPY reference is solved by SCS there."""
+    G = nx.Graph()
+    G.add_nodes_from(range(7))
+    edges = _WEIGHTED if weighted else [(i, i + 1, 1.0) for i in range(6)] + [(0, 6, 1.0)]
+    for i, j, A in edges:
+        G.add_edge(i, j, weight=A)
+    model = gm.GTVModel(G, dim=2, lam=2.5e6, penalty=gm.NormP(1.5))
+    sol = gm.solve_exact(model)
+    assert sol.success and sol.info["route"] == "zero"
+    assert np.all(sol.weights == 0.0) and sol.objective == 0.0 and sol.certificate.gap == 0.0
+    assert sol.flows.shape == (len(edges), 2)
+    W = cp.Variable((7, 2))
+    obj = cp.sum(cp.hstack([2.5e6 * A * cp.pnorm(W[i] - W[j], 1.5) for i, j, A in edges]))
+    prob = cp.Problem(cp.Minimize(obj))
+    prob.solve(solver="SCS" if weighted else "CLARABEL")
+    assert abs(prob.value) <= 1e-6 and sol.objective <= prob.value + 1e-6
+    if weighted:
+        with pytest.raises(gm.SolverError):
+            gm.solve_exact(model, method="interior")  # what the zero route avoids
+
+
+def test_zero_route_declines_where_zero_is_not_optimal():
+    G = nx.path_graph(3)
+    model = gm.GTVModel(G, dim=1, lam=1.0)
+    model.set_loss(0, gm.QuadraticLoss([0.0]))  # minimized at 0: accepted, and certified
+    assert select_routes(model, _request())[0][0].name == "zero"
+    assert gm.solve_exact(model).info["route"] == "zero"
+    model.set_loss(2, gm.QuadraticLoss([1.0]))
+    assert select_routes(model, _request())[0][0].name != "zero"
+    sol = gm.solve_exact(model)
+    assert sol.info["route"] == "clarabel" and abs(sol.objective - 0.5 * 0.5 - 2 * 0.25) < 1
+    model.set_loss(2, gm.ZeroLoss())
+    model.add_constraint(1, gm.Box([1.0], [2.0]))  # 0 infeasible: not the zero route
+    assert select_routes(model, _request())[0][0].name == "clarabel"
+
+
+# ---------------------------------------------------------------- baseline flows
+def test_admm_flows_give_its_own_certificate_and_beat_weights_only():
+    model = _sbm(n_per=15, lam=0.2)
+    res = admm(model, rho=1.0, rounds=400, abs_tol=1e-7, rel_tol=1e-7)
+    assert res.flows is not None and res.flows.shape == (model.num_edges, model.dim)
+    assert res.flows is res.info["flows"]
+    with_flows = gm.certify(model, res.weights, res.flows)
+    weights_only = gm.certify(model, res.weights)
+    assert with_flows.gap == res.certificate.gap  # ADMM's own certificate
+    assert with_flows.gap <= weights_only.gap
+    P_ref = _reference(model, 2)[1]
+    assert with_flows.gap >= model.objective(res.weights) - P_ref - 1e-9 * P_ref  # sound
+    # the flows follow docs/conventions.md: -(D^T u)_i = grad L_i(w_i) near convergence
+    grad = model.loss_gradients(res.weights)
+    resid = np.abs(-(model.incidence.T @ res.flows) - grad).max()
+    assert resid <= 1e-3 * max(1.0, np.abs(grad).max())
+
+
+def test_fedrelax_flows_are_its_targets_and_other_baselines_have_none():
+    model = _sbm(n_per=10, lam=0.5)
+    res = fedrelax(model, rounds=2000, tol=1e-12)
+    W = res.weights
+    h, t = model.edges[:, 0], model.edges[:, 1]
+    np.testing.assert_allclose(res.flows, model.capacities[:, None] * (W[h] - W[t]),
+                               rtol=1e-12, atol=0)
+    with_flows = certify_target(model, W, "gtv-squared", flows=res.flows)
+    # at convergence both certificates sit at their numerical floor (~1e-12 relative)
+    assert with_flows.gap <= res.certificate.gap + 1e-12 * max(1.0, with_flows.primal_value)
+    early = fedrelax(model, rounds=8)
+    own = certify_target(model, early.weights, "gtv-squared", flows=early.flows)
+    assert own.gap <= early.gap
+    assert local(model).flows is None
+    assert fedavg(model, rounds=2, local_steps=1, step=0.1, seed=0).flows is None
