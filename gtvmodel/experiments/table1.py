@@ -32,7 +32,7 @@ PAPER = {"alg1_c1": "8.74e-07", "ifca": "8.04e-07", "fedavg": "117.09"}
 TARGET = 1e-5
 #: The lambdas at which Algorithm 1 with the paper's steps (c = 1) is also run: its MSE (40)
 #: after R iterations is reported at the best of them (per seed) next to the shared lambda.
-PAPER_STEP_LAMS = (3e-3, 1e-2, 3e-2, 0.1)
+PAPER_STEP_LAMS = (3e-3, 1e-2, 3e-2, 0.05, 0.1)
 FULL = {"sizes": (50, 50), "d": 100, "m": 10, "sigma": 1e-3, "lam": 3e-3, "R": 1000,
         "rounds": 1000, "local_steps": 5, "step": 0.02, "restarts": 3,
         "paper_step_lams": PAPER_STEP_LAMS}
