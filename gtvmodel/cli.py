@@ -132,12 +132,14 @@ def _parser() -> argparse.ArgumentParser:
                    "charges instead of the radii certify() chooses")
     c.add_argument("--json", action="store_true", help="print the certificate as JSON")
     r = sub.add_parser("reproduce", help="run an experiment of the papers: table, figures, "
-                       "JSON", description="Run a registered experiment (001-sbm, 001-chain, "
-                       "001-star, 000-table1, ... or all), print the paper's numbers next to "
+                       "JSON", description="Run a registered experiment (one of "
+                       f"{', '.join(EXPERIMENTS)}, or all), print the paper's numbers next to "
                        "ours and the checks of the expected outcomes, and write the figures "
-                       "(PNG) and numbers (JSON) into --out.  Exit 0 when every check holds, 1 "
+                       "(PNG) and numbers (JSON) into --out; each completed stage is reported "
+                       "on stderr (a bar on a terminal, else one line) and its numbers written "
+                       "to --out/NAME.partial.json.  Exit 0 when every check holds, 1 "
                        "otherwise, 2 on bad input.")
-    r.add_argument("name", help="experiment name (gtvmodel.experiments.names()) or 'all'")
+    r.add_argument("name", help=f"experiment name ({', '.join(EXPERIMENTS)}) or 'all'")
     r.add_argument("--seeds", type=_count("--seeds"), default=3,
                    help="number of seeds (data draws), seeds 0..K-1 (default 3)")
     r.add_argument("--quick", action="store_true", help="shrunk sizes: seconds per experiment")
@@ -183,6 +185,13 @@ def _lessons(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The experiments' names for ``reproduce --help``, written here so that the help does not
+#: import the experiments (``tests/test_experiments.py`` checks them against the registry,
+#: :func:`gtvmodel.experiments.names`).
+EXPERIMENTS = ("001-sbm", "001-chain", "001-star", "000-table1", "001-table1", "001-digits",
+               "001-weather")
+
+
 def _count(name: str) -> Callable[[str], int]:
     """argparse type: an integer ``>= 1``."""
 
@@ -207,14 +216,16 @@ def _reproduce(args: argparse.Namespace) -> int:
     names = experiments.names() if args.name == "all" else [
         check_option(args.name, "NAME", experiments.names() + ["all"], where="reproduce")]
     results = []
+    progress = experiments.Progress(out=Path(args.out))
     for name in names:
-        res = experiments.run(name, seeds=args.seeds, quick=args.quick)
+        res = experiments.run(name, seeds=args.seeds, quick=args.quick, progress=progress)
         paths = res.save(args.out, dpi=experiments.DPI)
+        (Path(args.out) / f"{name}.partial.json").unlink(missing_ok=True)  # now complete
         results.append(res)
         if not args.json:
             print(res.table())
             print(f"wrote {', '.join(str(p) for p in paths)} (PNG at {experiments.DPI} dpi)")
-            print()
+            print(flush=True)
     if args.json:
         out = [r.to_dict() for r in results]
         print(json.dumps(out[0] if args.name != "all" else out, indent=2))

@@ -29,7 +29,7 @@ from .datasets import NetworkedData
 from .declaration import ModelDeclaration
 from .errors import ParameterError, UnsupportedError
 from .primal_dual.algorithm import solve_primal_dual
-from .results import jsonable
+from .results import brief, jsonable
 from .scores import node_samples, weights_of
 from .solve.exact import solve_exact
 from .theory.constants import node_hessian_bounds
@@ -133,6 +133,14 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.to_text()
+
+    def __repr__(self) -> str:
+        """A few lines (as :class:`~gtvmodel.results.Result`'s): the problem, the methods and
+        the columns; :meth:`to_text` (``str``) is the table."""
+        lines = [f"Comparison(metric={self.metric!r}, lam={brief(self.lam)}, "
+                 f"penalty={self.penalty!r}) of {len(self.rows)} methods",
+                 f"  rows: {brief(self.rows)}", f"  columns: {brief(self.columns)}"]
+        return "\n".join(lines)
 
     def plot(self, ax: Any = None, column: str | None = None) -> Any:
         """Bar chart of a score column (default: validation if present, else train) with the

@@ -6,7 +6,10 @@ each node, and (where the paper has them) per-node validation sets ``X_val``/``y
 :meth:`NetworkedData.model` turns it into a :class:`~gtvmodel.GTVModel` with the squared loss
 (39) (zero loss where a node has no data) or the logistic loss, :meth:`NetworkedData.mse`
 evaluates (40), :meth:`NetworkedData.validation_error` (44) and :meth:`NetworkedData.split`
-draws a random train/validation split of every local dataset.  All generators are seeded.
+draws a random train/validation split of every local dataset.  All generators are seeded and
+sample with numpy's :class:`~numpy.random.Generator` only (vectorized; no networkx or Python
+``random`` generators), so a seed gives the same dataset whatever the networkx version
+(``tests/test_datasets.py`` pins a SHA-256 of each dataset).
 
 =================  ==========================================================================
 generator          paper setting
@@ -44,6 +47,7 @@ __all__ = [
     "NetworkedData",
     "linear_data",
     "sbm",
+    "sbm_graph",
     "chain",
     "star",
     "table1",
@@ -140,7 +144,7 @@ class NetworkedData:
                             include_boundaries="neither", where="split", error=DataError)
         rng = np.random.default_rng(seed)
         X, y, X_val, y_val = {}, {}, {}, {}
-        for v, Xv in self.X.items():
+        for v, Xv in self.X.items():  # one permutation per node (Generator.permutation)
             m = len(Xv)
             k = min(max(int(round(frac * m)), 1), m - 1) if m > 1 else 0
             perm = rng.permutation(m)
@@ -195,11 +199,13 @@ def linear_data(graph: nx.Graph, true_weights: np.ndarray, clusters: np.ndarray,
     k = int(round(rho * len(nodes))) if n_data is None else int(n_data)
     with_data = np.sort(rng.choice(len(nodes), size=k, replace=False))
     d = W.shape[1]
-    X, y = {}, {}
-    for i in with_data:
-        Xi = rng.standard_normal((m, d))
-        X[nodes[i]] = Xi
-        y[nodes[i]] = Xi @ W[i] + sigma * rng.standard_normal(m)
+    # one draw, row r = node r's m x d features then its m noise terms: the stream of drawing
+    # them node by node (numpy fills arrays variate by variate), in one vectorized call
+    draws = rng.standard_normal((k, m * d + m))
+    Xs = draws[:, :m * d].reshape(k, m, d)
+    ys = (Xs @ W[with_data][:, :, None])[:, :, 0] + sigma * draws[:, m * d:]
+    keys = [nodes[i] for i in with_data]
+    X, y = dict(zip(keys, Xs, strict=True)), dict(zip(keys, ys, strict=True))
     return NetworkedData(graph, X, y, W, np.asarray(clusters),
                          info={"m": m, "sigma": sigma, "rho": rho})
 
@@ -222,13 +228,69 @@ def _check_probability(p: float, name: str, where: str) -> float:
     return check_scalar(p, name, min_val=0.0, max_val=1.0, where=where, error=ParameterError)
 
 
+def _triangle_pairs(index: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``(i, j)``, ``i < j < size``, at positions ``index`` of the row-major list of
+    the strict upper triangle (row ``i`` starts at ``S(i) = i (2 size - i - 1) / 2``)."""
+    index = np.asarray(index, dtype=np.int64)
+    b = 2 * size - 1
+    i = np.floor((b - np.sqrt(np.maximum(b * b - 8.0 * index, 0.0))) / 2).astype(np.int64)
+    i = np.clip(i, 0, max(size - 2, 0))
+
+    def start(r):
+        return r * (2 * size - r - 1) // 2
+
+    i += start(i + 1) <= index  # one integer correction each way absorbs the float rounding
+    i -= start(i) > index
+    return i, index - start(i) + i + 1
+
+
+def sbm_graph(sizes: Sequence[int], probs: np.ndarray, seed: Seed = 0) -> nx.Graph:
+    """A stochastic block model: nodes ``0..n-1`` in blocks of ``sizes`` (in order), each pair
+    of nodes of blocks ``a``, ``b`` joined independently with probability ``probs[a, b]``.
+
+    Sampled with numpy's :class:`~numpy.random.Generator` only (not
+    :func:`networkx.stochastic_block_model`, whose draws change with the networkx version): for
+    each block pair, the number of edges ``~ Binomial(#pairs, p)`` and then that many distinct
+    pairs uniformly, which is the same distribution as independent coin flips, in
+    ``O(k^2 + |E|)`` draws.  Edges are added in sorted order.
+
+    Examples
+    --------
+    >>> from gtvmodel import datasets
+    >>> G = datasets.sbm_graph((3, 3), [[1.0, 0.0], [0.0, 1.0]], seed=0)
+    >>> sorted(G.edges)
+    [(0, 1), (0, 2), (1, 2), (3, 4), (3, 5), (4, 5)]
+    """
+    sizes = _check_sizes(sizes, "sbm_graph")
+    k = len(sizes)
+    P = as_finite_array(probs, "probs", ndim=2)
+    if P.shape != (k, k) or not np.allclose(P, P.T) or (P < 0).any() or (P > 1).any():
+        raise ParameterError(f"sbm_graph: probs must be a symmetric {k} x {k} matrix of "
+                             f"probabilities in [0, 1], got shape {P.shape}")
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts = []
+    for a in range(k):  # block pairs (k^2 of them), each sampled in one vectorized draw
+        for b in range(a, k):
+            pairs = sizes[a] * (sizes[a] - 1) // 2 if a == b else sizes[a] * sizes[b]
+            count = int(rng.binomial(pairs, P[a, b])) if pairs else 0
+            idx = np.sort(rng.choice(pairs, size=count, replace=False)) if count else \
+                np.zeros(0, dtype=np.int64)
+            i, j = _triangle_pairs(idx, sizes[a]) if a == b else np.divmod(idx, sizes[b])
+            parts.append(np.column_stack([i + offsets[a], j + offsets[b]]))
+    G = nx.Graph()
+    G.add_nodes_from(range(int(offsets[-1])))
+    G.add_edges_from(np.concatenate(parts).tolist())
+    return G
+
+
 def sbm(sizes: Sequence[int] = (100, 100), p_in: float = 0.5, p_out: float = 1e-2, m: int = 5,
         cluster_weights: Sequence[Sequence[float]] = ((2.0, 2.0), (-2.0, 2.0)),
         sigma: float = 0.0, rho: float = 1.0,
         seed: Seed = 0) -> NetworkedData:
     """Paper 001 VI-A: a stochastic block model with one true weight vector per cluster.
 
-    The graph is drawn with :func:`networkx.stochastic_block_model` (unit weights ``A_e = 1``);
+    The graph is drawn by :func:`sbm_graph` (unit weights ``A_e = 1``);
     labels follow the noisy linear model (38) with noise ``sigma``; a uniformly random fraction
     ``rho`` in ``(0, 1]`` of the nodes holds data (the set ``M`` of (39)).  Defaults are the
     VI-A setting (clusters 100 + 100, ``p_in = 0.5``, ``m_i = 5``, ``d = 2``, ``w_bar = (2, 2)``
@@ -258,8 +320,8 @@ def sbm(sizes: Sequence[int] = (100, 100), p_in: float = 0.5, p_out: float = 1e-
     cw = as_finite_array(cluster_weights, "cluster_weights", ndim=2)
     if cw.shape[0] != k:
         raise DataError(f"{k} clusters but {cw.shape[0]} cluster weight vectors")
-    probs = [[p_in if a == b else p_out for b in range(k)] for a in range(k)]
-    G = nx.stochastic_block_model(list(sizes), probs, seed=int(rng.integers(2**31)))
+    probs = np.where(np.eye(k, dtype=bool), p_in, p_out)
+    G = sbm_graph(sizes, probs, seed=rng)
     clusters = np.repeat(np.arange(k), sizes)
     data = linear_data(G, cw[clusters], clusters, m, sigma, rho, seed=rng)
     data.info.update(p_in=p_in, p_out=p_out, sizes=tuple(sizes))
@@ -493,8 +555,8 @@ def paper000_sbm(seed: Seed = 0, p_out: float = 1e-3, *, sizes: Sequence[int] = 
     n_data = check_int(n_data, "n_data", min_val=1, max_val=sum(sizes), where="paper000_sbm",
                        error=DataError)
     rng = np.random.default_rng(seed)
-    probs = [[0.5 if a == b else p_out for b in range(len(sizes))] for a in range(len(sizes))]
-    G = nx.stochastic_block_model(list(sizes), probs, seed=int(rng.integers(2**31)))
+    probs = np.where(np.eye(len(sizes), dtype=bool), 0.5, p_out)
+    G = sbm_graph(sizes, probs, seed=rng)
     clusters = np.repeat(np.arange(len(sizes)), sizes)
     W = np.array([[2.0, 2.0], [-2.0, 2.0]])[clusters % 2]
     data = linear_data(G, W, clusters, 5, 0.0, n_data=n_data, seed=rng)

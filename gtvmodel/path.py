@@ -43,7 +43,7 @@ from .declaration import ModelDeclaration
 from .errors import DataError, ParameterError
 from .primal_dual import solve_primal_dual
 from .results import Labels, Result
-from .scores import NodeSamples, node_samples
+from .scores import METRICS, NodeSamples, node_samples
 from .solve.exact import solve_exact
 from .theory import consensus_threshold
 
@@ -235,6 +235,8 @@ def lam_path(model: ModelDeclaration, lams: Sequence[float], *, method: str = "e
                        (warm_start, "warm_start")):
         check_bool(flag, name, where="lam_path")
     cluster_tol = check_scalar(cluster_tol, "cluster_tol", min_val=0.0, where="lam_path")
+    if not callable(metric):  # also without validation data: a typo is not silently kept
+        check_option(metric, "metric", ("auto", *METRICS), where="lam_path")
     samples = (None if validation is None
                else node_samples(model, validation, metric, where="validation"))
     timings: dict[str, float] = {}

@@ -41,7 +41,7 @@ import numpy as np
 
 from .errors import GraphError, UnknownNodeError, UnsupportedError
 
-__all__ = ["ColumnTable", "Labels", "Result", "jsonable", "failed_result"]
+__all__ = ["ColumnTable", "Labels", "Result", "brief", "jsonable", "failed_result"]
 
 
 class Labels:
@@ -137,6 +137,43 @@ class Result:
 
     #: Fields that :meth:`to_dict` leaves out unless ``arrays=True`` (arrays always are).
     _BULKY: ClassVar[tuple[str, ...]] = ()
+    #: Properties :meth:`__repr__` shows after the fields, where a subclass has them.
+    _REPR_PROPERTIES: ClassVar[tuple[str, ...]] = ("objective", "gap", "relative_gap")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give every subclass :meth:`__repr__` below unless it writes its own: ``@dataclass``
+        adds a field-by-field ``__repr__`` only to a class that does not define one, and that
+        one prints every array and per-node dict in full (tens of thousands of characters on
+        a large graph)."""
+        super().__init_subclass__(**kwargs)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = Result.__repr__  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        """A few lines whatever the graph size, as ``scipy.optimize.OptimizeResult`` prints:
+        the class, ``status`` and ``success``, the graph's size, then one line per field
+        (numbers in full, arrays as their shape, long lists and dicts as their length); the
+        data stay attributes.
+
+        Examples
+        --------
+        >>> import networkx as nx, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(["a", "b", "c"]), dim=1, lam=0.5)
+        >>> model.set_loss("a", gm.QuadraticLoss([1.0]))
+        >>> sol = gm.solve_exact(model)
+        >>> print(repr(sol).splitlines()[0])
+        Solution(status='optimal', success=True) on 3 nodes, 2 edges
+        >>> print([line for line in repr(sol).splitlines() if "weights" in line][0])
+          weights: array (3, 1) float64
+        """
+        head = f"{type(self).__name__}(status={self.status!r}, success={bool(self.success)})"
+        if len(self.labels.nodes):
+            head += f" on {len(self.labels.nodes)} nodes, {len(self.labels.edges)} edges"
+        names = [f.name for f in dataclasses.fields(self)
+                 if f.repr and f.name not in ("labels", "status", "success")]
+        names += [p for p in self._REPR_PROPERTIES  # key numbers that are properties
+                  if isinstance(getattr(type(self), p, None), property)]
+        return "\n".join([head] + [f"  {name}: {brief(getattr(self, name))}" for name in names])
 
     # ------------------------------------------------------------------ lookups
     def _array(self, name: str) -> np.ndarray:
@@ -256,6 +293,40 @@ def jsonable(x: Any, arrays: bool = False) -> Any:
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {f.name: jsonable(getattr(x, f.name), arrays) for f in dataclasses.fields(x)}
     return repr(x)
+
+
+#: The longest line :func:`brief` writes (characters).
+BRIEF_WIDTH = 96
+
+
+def brief(x: Any, width: int = BRIEF_WIDTH) -> str:
+    """``x`` in one short line for :meth:`Result.__repr__`: numbers and strings as they are
+    (floats to 6 digits), arrays as ``array (shape) dtype`` (vectors of up to 6 in full), results
+    as ``Class(status=...)``, lists and dicts in full when short, else their length and first
+    entries; at most ``width`` characters."""
+    if isinstance(x, Result):
+        text = f"{type(x).__name__}(status={x.status!r})"
+    elif isinstance(x, (float, np.floating)):
+        text = f"{float(x):.6g}"
+    elif isinstance(x, np.ndarray):
+        text = (np.array2string(x, precision=4, separator=", ") if x.ndim <= 1 and x.size <= 6
+                else f"array {x.shape} {x.dtype}")
+    elif isinstance(x, Mapping):
+        shown = list(x.items())[:6 if len(x) <= 6 else 4]
+        items = [f"{k!r}: {brief(v, width)}" for k, v in shown]
+        text = "{" + ", ".join(items + ["..."] * (len(x) > 6)) + "}"
+        if len(x) > 6 or len(text) > width:
+            text = f"dict of {len(x)}: " + text
+    elif isinstance(x, (list, tuple)):
+        items = [brief(v, width) for v in x[:6 if len(x) <= 6 else 4]] + ["..."] * (len(x) > 6)
+        text = ("[" if isinstance(x, list) else "(") + ", ".join(items) + (
+            "]" if isinstance(x, list) else ")")
+        if len(x) > 6 or len(text) > width:
+            text = f"{type(x).__name__} of {len(x)}: " + text
+    else:
+        text = repr(x)
+    text = " ".join(text.split())  # one line
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _key(k: Any) -> str:

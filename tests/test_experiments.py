@@ -13,13 +13,19 @@ from scipy.linalg import sqrtm
 
 from gtvmodel import cli, datasets, experiments
 from gtvmodel.errors import ParameterError
-from gtvmodel.experiments import digits, paper000, star, table1, weather
+from gtvmodel.experiments import Progress, digits, paper000, star, table1, weather
+from gtvmodel.experiments._common import stages
+
+#: The seeds of the quick runs: ``reproduce all --quick`` must pass its checks on every seed
+#: the docs mention, not on seed 0 alone.
+QUICK_SEEDS = 3
 
 
 @pytest.fixture(scope="module")
 def quick():
-    """Every registered experiment in quick mode, one seed (about 10 s in all)."""
-    return {name: experiments.run(name, seeds=1, quick=True, progress=False)
+    """Every registered experiment in quick mode, seeds 0, 1, 2 (docs/experiments.md gives
+    the time)."""
+    return {name: experiments.run(name, seeds=QUICK_SEEDS, quick=True, progress=False)
             for name in experiments.names()}
 
 
@@ -27,15 +33,46 @@ NAMES = ["001-sbm", "001-chain", "001-star", "000-table1", "001-table1", "001-di
          "001-weather"]
 
 
-def test_registry_names():
+def test_registry_names(capsys):
+    """The registry, and ``reproduce --help``, which names every experiment without importing
+    them (``cli.EXPERIMENTS``)."""
     assert experiments.names() == NAMES
+    assert list(cli.EXPERIMENTS) == NAMES
+    assert cli.main(["reproduce", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in NAMES), text
+
+
+def test_stages_report_lines_and_write_partial_results(tmp_path, capsys):
+    """Off a terminal, one line per completed stage on stderr; with ``out``, the runs so far in
+    ``NAME.partial.json`` after every stage, so a run stopped by an error (or killed) leaves
+    them."""
+    def run(k):
+        if k == 2:
+            raise RuntimeError("stopped")
+        return {"seed": k, "mse": 0.5 ** k}
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        stages(run, [0, 1, 2], "demo", Progress(out=tmp_path), label=lambda k: f"seed {k}",
+               summary=lambda r: f"MSE {r['mse']:g}")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" done in ")[0] for line in lines] == [
+        "demo: stage 1/3 (seed 0)", "demo: stage 2/3 (seed 1)"]
+    assert lines[1].endswith("s CPU: MSE 0.5")
+    saved = json.loads((tmp_path / "demo.partial.json").read_text())
+    assert saved["completed"] == 2 and saved["stages"] == 3
+    assert saved["runs"] == [{"seed": 0, "mse": 1.0}, {"seed": 1, "mse": 0.5}]
+    assert stages(run, [0, 1], "demo", False) == [{"seed": 0, "mse": 1.0},
+                                                   {"seed": 1, "mse": 0.5}]
+    assert capsys.readouterr().err == ""  # progress=False: silent
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_quick_run_meets_its_expected_outcomes(quick, name):
     res = quick[name]
     assert res.checks and res.success, res.table()
-    assert res.status == "checks passed" and res.quick and res.seeds == [0]
+    assert res.status == "checks passed" and res.quick
+    assert res.seeds == list(range(QUICK_SEEDS))
     assert res.figures and all(isinstance(f, Figure) for f in res.figures.values())
     assert res.rows and all(np.isfinite(r.mean) for r in res.rows)
     assert "certificates_sound" in res.checks or name == "001-star"
@@ -74,7 +111,9 @@ def test_001_table1_numbers(quick):
     res = quick["001-table1"]
     run = res.data["runs"][0]
     assert max(run["exact_mse"], run["alg1_adaptive_mse"], run["ifca_mse"]) <= 1e-5
-    assert run["fedavg_mse"] >= 10 * table1.QUICK["d"] / 100
+    assert run["fedavg_mse"] >= run["one_model_floor"] >= 0.5 * table1.QUICK["d"] / 8
+    assert run["alg1_c1_best_mse"] == min(run["alg1_c1_sweep_mse"])
+    assert run["alg1_c1_best_mse"] <= run["alg1_c1_mse"]
     cfg = table1.QUICK
     data = datasets.table1(sizes=cfg["sizes"], d=cfg["d"], m=cfg["m"], seed=0)
     X = np.vstack([data.X[v] for v in data.nodes])
@@ -169,13 +208,14 @@ def test_cli_reproduce_writes_png_and_json_deterministically(quick, tmp_path, ca
     """``reproduce 001-star --quick --out tmp --json`` writes the PNG and the JSON, and its
     numbers are those of the same run through the function (deterministic for the seeds)."""
     out = tmp_path / "tmp"
-    code = cli.main(["reproduce", "001-star", "--quick", "--seeds", "1", "--out", str(out),
-                     "--json"])
+    code = cli.main(["reproduce", "001-star", "--quick", "--seeds", str(QUICK_SEEDS), "--out",
+                     str(out), "--json"])
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["name"] == "001-star" and printed["success"] is True
     assert (out / "001-star_lambda_sweep.png").stat().st_size > 1000
     assert json.loads((out / "001-star.json").read_text()) == printed
+    assert not (out / "001-star.partial.json").exists()  # removed once complete
     assert printed == json.loads(json.dumps(quick["001-star"].to_dict()))
 
 

@@ -164,3 +164,11 @@ def test_bad_path_arguments(chain, rng):
         gm.lam_path(model, [1.0], validation=chain[1], metric="auc")
     with pytest.raises(gm.ParameterError, match="threshold must be True or False"):
         gm.lam_path(model, [1.0], threshold="yes")
+
+
+def test_lam_path_refuses_an_unknown_metric_without_validation_data():
+    """``metric`` is checked whether or not validation data are given (as :func:`compare`)."""
+    data = datasets.chain(n=2, seed=0)
+    with pytest.raises(gm.ParameterError, match="lam_path: metric must be one of"):
+        gm.lam_path(data.model(), [1.0, 0.1], metric="bogus")
+    assert gm.lam_path(data.model(), [1.0], metric="mse").metric == "mse"

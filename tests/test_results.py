@@ -6,6 +6,7 @@ label (reversed edges with the opposite sign), ``status``, ``success``, ``timing
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 
@@ -15,8 +16,9 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.cli import main
+from gtvmodel.comparison import Comparison
 from gtvmodel.datasets import chain
-from gtvmodel.results import Labels
+from gtvmodel.results import BRIEF_WIDTH, Labels, brief
 
 COMMON_KEYS = {"result", "status", "success", "timings"}
 
@@ -221,3 +223,68 @@ def test_success_is_the_old_criterion(labelled, results, reports):
         assert c.status == ("well_connected" if c.success else "not_well_connected")
     assert rec.success == (rec.congestion <= 1.0 + rec.tol)
     assert rec.status == ("recovered" if rec.success else "not_recovered")
+
+
+# ------------------------------------------------------------------ short reprs
+@pytest.fixture(scope="module")
+def big():
+    """A 10,000-node chain with two clusters (squared losses, two samples per node) and the
+    results of its engines that are cheap at this size; the theory reports are small ones
+    with their per-node fields replaced by 10,000 entries."""
+    n, rng = 10_000, np.random.default_rng(0)
+    model = gm.GTVModel(nx.path_graph(n), dim=2, lam=0.1)
+    W = np.where(np.arange(n)[:, None] < n // 2, 1.0, -1.0) * np.ones((1, 2))
+    X = rng.standard_normal((n, 2, 2))
+    model.set_data(X, np.einsum("nmd,nd->nm", X, W))
+    run = gm.solve_primal_dual(model, max_iter=2, tol=0.0)
+    path = gm.lam_path(model, [1.0, 0.1], method="primal_dual", max_iter=2, tol=0.0)
+    small = chain(n=3, eps=0.05, m=5, sigma=0.1, seed=2)
+    report = gm.check_well_connected(small.model(), small.partition(), lam=1.0)[0]
+    nodes = list(range(n))
+    per_node = dict.fromkeys(nodes, 1.0)
+    report = dataclasses.replace(report, nodes=nodes, violating_set=nodes, budgets=per_node,
+                                 beta=per_node, delta=per_node)
+    rec = gm.verify_recovery(small.model(), small.partition(), lam=1.0)
+    rec = dataclasses.replace(rec, weights=W, lifted=W, spread=per_node, deviation=per_node,
+                              bound=per_node, well_connected=[report, report])
+    return {"PrimalDualResult": run, "Certificate": run.certificate, "LamPath": path,
+            "ClusterReport": report, "RecoveryReport": rec}
+
+
+def test_reprs_are_a_few_lines_on_10000_nodes(big):
+    """``repr`` (and ``str`` where not overridden) is a few short lines whatever the graph
+    size, as scipy's ``OptimizeResult``: status, key numbers, sizes; the data stay
+    attributes."""
+    for name, res in big.items():
+        text = repr(res)
+        lines = text.splitlines()
+        assert lines[0].startswith(f"{name}(status={res.status!r}, success="), lines[0]
+        assert len(text) <= 3000 and len(lines) <= 30, (name, len(text), len(lines))
+        assert max(map(len, lines)) <= 120, name
+    run = big["PrimalDualResult"]
+    assert "on 10000 nodes, 9999 edges" in repr(run).splitlines()[0]
+    assert "  weights: array (10000, 2) float64" in repr(run).splitlines()
+    assert "  iterations: 2" in repr(run).splitlines()
+    assert "nodes: list of 10000: [0, 1, 2, 3, ...]" in repr(big["ClusterReport"])
+    assert len(str(big["ClusterReport"])) <= 3000
+    assert big["ClusterReport"].budgets[9999] == 1.0  # the data stay attributes
+    assert len(repr([big["ClusterReport"]] * 2)) <= 6000
+
+
+def test_brief_formats_one_short_line():
+    assert brief(0.1 + 0.2) == "0.3" and brief(np.float32(2.5)) == "2.5"
+    assert brief(np.arange(3.0)) == "[0., 1., 2.]"
+    assert brief(np.zeros((7, 2))) == "array (7, 2) float64"
+    assert brief(list(range(100))) == "list of 100: [0, 1, 2, 3, ...]"
+    assert brief({"a": 1.0, "b": 2}) == "{'a': 1, 'b': 2}"
+    assert len(brief("x" * 500)) == BRIEF_WIDTH and brief("x" * 500).endswith("...")
+
+
+def test_comparison_repr_names_the_problem_and_sizes():
+    table = Comparison(rows=["exact", "pooled"], columns=["train", "gap"],
+                       values={"train": np.array([0.1, 0.2]), "gap": np.array([0.0, 1e-9])},
+                       metric="mse", lam=0.1, penalty="Norm2()")
+    assert repr(table).splitlines() == [
+        "Comparison(metric='mse', lam=0.1, penalty='Norm2()') of 2 methods",
+        "  rows: ['exact', 'pooled']", "  columns: ['train', 'gap']"]
+    assert str(table) == table.to_text()

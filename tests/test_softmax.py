@@ -216,3 +216,33 @@ def test_engines_ask_the_losses_no_type_switches():
                                           for o in node.ops):
                     found.append(f"{f.name}:{node.lineno} kind test")
     assert not found, found
+
+
+def test_saved_and_loaded_through_the_problem_file(tmp_path, rng):
+    """The problem-file round trip (docs/file_format.md): samples in the data-fit place, ``X``
+    padded to ``d = p K`` columns; the identical losses come back (same values and gradients),
+    and a file whose padding is not zero or whose ``n_classes`` does not divide ``d`` is
+    refused naming the field."""
+    G = nx.path_graph(3)
+    model = gtv.GTVModel(G, P_FEAT * K, lam=0.3)
+    for i in G:
+        model.set_loss(i, gtv.SoftmaxLoss(*_data(rng, 4 + i), K, l1=0.01 * i, l2=0.1))
+    path = tmp_path / "softmax.npz"
+    model.save(path)
+    back = gtv.GTVModel.load(path)
+    w = rng.normal(size=P_FEAT * K)
+    for i in G:
+        a, b = model.loss(i), back.loss(i)
+        assert type(b) is gtv.SoftmaxLoss and b.n_classes == K and (b.l1, b.l2) == (a.l1, a.l2)
+        np.testing.assert_array_equal(b.X, a.X)
+        np.testing.assert_array_equal(b.y, a.y)
+        assert b.value(w) == a.value(w)
+    np.testing.assert_array_equal(back.loss(0).gradient(w), model.loss(0).gradient(w))
+    spec = model.loss(0).to_spec()
+    bad = spec._replace(arrays={**spec.arrays, "X": spec.arrays["X"] + 1.0})
+    with pytest.raises(gtv.FileFormatError, match="must be zero"):
+        gtv.SoftmaxLoss.from_spec(bad)
+    with pytest.raises(gtv.FileFormatError, match="does not divide"):
+        gtv.SoftmaxLoss.from_spec(spec._replace(params={**spec.params, "n_classes": 4}))
+    with pytest.raises(gtv.FileFormatError, match="n_classes"):
+        gtv.SoftmaxLoss.from_spec(spec._replace(params={**spec.params, "n_classes": 1.5}))

@@ -319,3 +319,14 @@ def test_carried_flows_bound_the_gap_by_the_omitted_edges(penalty):
     for method, kw in [("uniform", {"budget": 25}), ("mst", {})]:
         cost = sparsification_cost(model, sparsify(G, method, seed=0, **kw))
         assert cost.gap <= cost.full_value - cost.sparse_objective + 1e-6 * abs(cost.full_value)
+
+
+def test_graph_diagnostics_refuses_different_node_sets():
+    """A sparsifier keeps every node: ``full`` with other nodes is an error naming a node (as
+    :func:`sparsification_cost` refuses a graph without the model's nodes)."""
+    with pytest.raises(GraphError, match=r"node 4 is only in G"):
+        graph_diagnostics(nx.path_graph(5), nx.path_graph(4))
+    with pytest.raises(GraphError, match=r"node 'x' is only in full"):
+        graph_diagnostics(nx.path_graph(3), nx.path_graph([0, 1, 2, "x"]))
+    with pytest.raises(GraphError, match="full must be a networkx.Graph"):
+        graph_diagnostics(nx.path_graph(3), [(0, 1)])

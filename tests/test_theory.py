@@ -409,7 +409,7 @@ def test_chain_paper_setting():
 def test_sbm_paper_setting_small():
     """SBM of paper 001 VI-A at a smaller size (30 + 30, p_in = 0.5, m_i = 5, d = 2, w_bar (2,2)
     and (-2,2), unit weights) with a sparse boundary (p_out = 0.002, as paper 000's 1e-3)."""
-    for seed in (0, 2, 4):
+    for seed in (0, 3, 4):
         data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=seed)
         model, part = data.model(), data.partition()
         reps = th.check_well_connected(model, part, 1.0)
@@ -426,7 +426,7 @@ def test_sbm_paper_setting_small():
 def test_condition_is_not_necessary_sbm():
     """Five boundary edges: the condition never holds (lam_min = inf: the cluster's budget
     cannot fit through one witness), yet the exact solution is clustered and certified."""
-    data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=3)
+    data = sbm(sizes=(30, 30), p_in=0.5, p_out=0.002, m=5, sigma=0.01, seed=2)
     model, part = data.model(), data.partition()
     reps = th.check_well_connected(model, part, 0.1)
     assert all(r.lam_min == math.inf and not r.success for r in reps)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._validate import check_option
+from ._common import Progress
 from .chain import chain_experiment
 from .digits import digits_experiment
 from .paper000 import table1_000_experiment
@@ -31,7 +32,7 @@ from .star import star_experiment
 from .table1 import table1_001_experiment
 from .weather import weather_experiment
 
-__all__ = ["REGISTRY", "run", "names", "ExperimentResult", "Row", "Check", "DPI",
+__all__ = ["REGISTRY", "run", "names", "ExperimentResult", "Row", "Check", "DPI", "Progress",
            "sbm_experiment", "chain_experiment", "star_experiment", "table1_000_experiment",
            "table1_001_experiment", "weather_experiment",
            "digits_experiment"]
@@ -54,9 +55,11 @@ def names() -> list[str]:
 
 
 def run(name: str, seeds: int | Sequence[int] = 3, quick: bool = False,
-        progress: bool | None = None) -> ExperimentResult:
+        progress: bool | Progress | None = None) -> ExperimentResult:
     """Run the registered experiment ``name`` over ``seeds`` (a count ``K``: seeds
     ``0..K-1``, or the seeds themselves); ``quick`` shrinks the sizes to seconds;
-    ``progress`` shows a tqdm bar (default: only on a terminal)."""
+    ``progress`` reports each completed stage (:class:`Progress`: by default a tqdm bar on a
+    terminal, one line per stage on stderr otherwise; ``False``: nothing;
+    ``Progress(out=DIR)`` also writes the numbers so far to ``DIR/NAME.partial.json``)."""
     check_option(name, "name", REGISTRY, where="experiments.run")
     return REGISTRY[name](seeds=seeds, quick=quick, progress=progress)

@@ -3,8 +3,12 @@ Algorithm 1 as the papers did, scoring a solution with its certified gap, figure
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,10 +20,11 @@ from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError
 from ..primal_dual import solve_primal_dual
+from ..results import jsonable
 from ..solve.exact import solve_exact
 from .result import Check, Row
 
-__all__ = ["seed_list", "progress_bar", "mean_std", "row", "score", "exact_scored",
+__all__ = ["seed_list", "Progress", "stages", "mean_std", "row", "score", "exact_scored",
            "paper_algorithm1", "gaps_sound", "setting", "new_figure"]
 
 
@@ -33,11 +38,63 @@ def seed_list(seeds: int | Sequence[int]) -> list[int]:
     return [check_int(s, "seeds", min_val=0, where="experiments") for s in seeds]
 
 
-def progress_bar(items: Iterable[Any], total: int, desc: str, progress: bool | None) -> Any:
-    """``tqdm``'s text bar over ``items`` on stderr; ``progress=None`` shows it only when
-    stderr is a terminal."""
-    show = sys.stderr.isatty() if progress is None else check_bool(progress, "progress")
-    return tqdm(items, total=total, desc=desc, disable=not show, leave=False)
+@dataclass(frozen=True)
+class Progress:
+    """How an experiment reports its stages (:func:`stages`).
+
+    ``show``: ``None`` (default) a tqdm bar on a terminal and otherwise one line per stage on
+    stderr (a piped or logged run shows where it is), ``True`` the same, ``False`` nothing.
+    ``out``: a folder to write ``NAME.partial.json`` into after every stage (the runs
+    completed so far, so a stopped run leaves its numbers); ``None``: none.
+    """
+
+    show: bool | None = None
+    out: Path | None = None
+
+    @classmethod
+    def of(cls, progress: Any) -> Progress:
+        """``progress`` as given to an experiment: a :class:`Progress`, or ``show``."""
+        if isinstance(progress, Progress):
+            return progress
+        return cls(None if progress is None else check_bool(progress, "progress"))
+
+
+def stages(run: Callable[[Any], dict[str, Any]], items: Sequence[Any], name: str,
+           progress: Any, label: Callable[[Any], str] = str,
+           summary: Callable[[dict[str, Any]], str] | None = None) -> list[dict[str, Any]]:
+    """``[run(item) for item in items]``, reporting each stage as it completes
+    (:class:`Progress`): a tqdm bar on a terminal, else one line per stage on stderr
+    (``name: stage k/K (label) done in W s wall, C s CPU`` and ``summary(result)``), and the
+    results so far as ``NAME.partial.json`` in ``progress.out``."""
+    prog = Progress.of(progress)
+    bar = prog.show is not False and sys.stderr.isatty()
+    lines = prog.show is not False and not bar
+    done: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    for k, item in enumerate(tqdm(items, total=len(items), desc=name, disable=not bar,
+                                  leave=False)):
+        wall, cpu = time.perf_counter(), time.process_time()
+        done.append(run(item))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if lines:
+            extra = f": {summary(done[-1])}" if summary is not None else ""
+            print(f"{name}: stage {k + 1}/{len(items)} ({label(item)}) done in {wall:.1f} s "
+                  f"wall, {cpu:.1f} s CPU{extra}", file=sys.stderr, flush=True)
+        if prog.out is not None:
+            _write_partial(prog.out, name, done, len(items), time.perf_counter() - t_start)
+    return done
+
+
+def _write_partial(out: Path, name: str, done: list[dict[str, Any]], total: int,
+                   elapsed: float) -> None:
+    """``NAME.partial.json``: the stages completed so far (replaced atomically)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.partial.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"name": name, "completed": len(done), "stages": total,
+                               "seconds": elapsed, "runs": jsonable(done)}, indent=1) + "\n",
+                   encoding="utf-8")
+    tmp.replace(path)
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -59,11 +116,16 @@ def score(model: ModelDeclaration, weights: np.ndarray, flows: Any = None) -> di
     return {"objective": float(cert.primal_value), "gap": float(cert.gap)}
 
 
-def exact_scored(model: ModelDeclaration) -> tuple[np.ndarray, dict[str, float]]:
-    """The exact solution (ground truth, :func:`~gtvmodel.solve.exact.solve_exact`) and its
-    score."""
-    sol = solve_exact(model)
-    return sol.weights, score(model, sol.weights, sol.flows)
+def exact_scored(model: ModelDeclaration, method: str = "interior"
+                 ) -> tuple[np.ndarray, dict[str, float]]:
+    """The exact solution (ground truth, :func:`~gtvmodel.solve.exact.solve_exact` by
+    ``method``: ``"first_order"`` runs Algorithm 1 to a certified relative gap of 1e-9) and
+    its score."""
+    sol = solve_exact(model, method=method)
+    cert = sol.certificate  # the solve's self-certificate: certify(model, W, U)
+    if cert is None:
+        return sol.weights, score(model, sol.weights, sol.flows)
+    return sol.weights, {"objective": float(cert.primal_value), "gap": float(cert.gap)}
 
 
 def paper_algorithm1(model: ModelDeclaration, iterations: int, step: float | None = 1.0,

@@ -19,10 +19,10 @@ from ._common import (
     mean_std,
     new_figure,
     paper_algorithm1,
-    progress_bar,
     row,
     seed_list,
     setting,
+    stages,
 )
 from .result import Check, ExperimentResult
 
@@ -54,7 +54,7 @@ def _run(seed: int, n: int, eps: float, rho: float, sigma: float, lam: float, it
 
 
 def chain_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
-                     progress: bool | None = None) -> ExperimentResult:
+                     progress: Any = None) -> ExperimentResult:
     """Paper 001 VI-B (Figs. 4-5): chain of ``2n = 20`` nodes, two clusters of ``n``, weight 1
     inside and ``eps`` on the boundary edge, ``m_i = 5``, ``d = 2``, ``w_bar = (2, 2)`` and
     ``(-2, 2)``, network Lasso; exact solution and Algorithm 1 (``R = 2000``, paper's steps)
@@ -65,9 +65,11 @@ def chain_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
     jobs = list(product(cfg["curves"], cfg["eps"], seeds))
-    runs = [dict(_run(s, cfg["n"], eps, rho, sig, LAMS[panel], cfg["R"]), panel=panel)
-            for (panel, rho, sig), eps, s in progress_bar(jobs, len(jobs), "001-chain",
-                                                          progress)]
+    runs = stages(lambda job: dict(_run(job[2], cfg["n"], job[1], job[0][1], job[0][2],
+                                        LAMS[job[0][0]], cfg["R"]), panel=job[0][0]),
+                  jobs, "001-chain", progress,
+                  label=lambda job: f"{job[0][0]}, rho={job[0][1]:g}, sigma={job[0][2]:g}, "
+                  f"eps={job[1]:g}, seed {job[2]}")
     result = ExperimentResult(
         name="001-chain", title="paper 001 VI-B, Figs. 4-5 (chain)", seeds=seeds, quick=quick,
         data={"setting": setting(cfg), "lam": LAMS, "runs": runs},

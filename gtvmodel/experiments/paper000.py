@@ -16,10 +16,10 @@ from ._common import (
     gaps_sound,
     new_figure,
     paper_algorithm1,
-    progress_bar,
     row,
     seed_list,
     setting,
+    stages,
 )
 from .result import Check, ExperimentResult
 
@@ -79,7 +79,7 @@ def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def table1_000_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
-                          progress: bool | None = None) -> ExperimentResult:
+                          progress: Any = None) -> ExperimentResult:
     """Paper 000 Sec. 5 (Table 1): SBM 150 + 150, ``p_in = 0.5``, ``p_out = 1e-3``,
     ``m_i = 5``, ``d = 2``, noiseless, 30 labelled nodes, ``l1`` TV, ``lambda = 1e-3``.
     Scored: the exact solution, Algorithm 1 for ``R = 500`` iterations with the paper's steps
@@ -88,7 +88,10 @@ def table1_000_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     40 + 40 with 10 labelled nodes."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = [_run(s, cfg) for s in progress_bar(seeds, len(seeds), "000-table1", progress)]
+    runs = stages(lambda s: _run(s, cfg), seeds, "000-table1", progress,
+                  label=lambda s: f"seed {s}",
+                  summary=lambda r: ", ".join(f"{k} test MSE {r[k + '_mse'][1]:.3g}" for k in
+                                              ("exact", "alg1_adaptive", "alg1_c1", "pooled")))
     result = ExperimentResult(
         name="000-table1", title="paper 000 Sec. 5, Table 1 (SBM, 30 labelled nodes)",
         seeds=seeds, quick=quick,

@@ -13,7 +13,7 @@ from .. import datasets
 from ..primal_dual import solve_primal_dual
 from ..terms.penalties import Norm2
 from ..theory import consensus_threshold
-from ._common import new_figure, progress_bar, row, score, seed_list, setting
+from ._common import new_figure, row, score, seed_list, setting, stages
 from .result import Check, ExperimentResult
 
 __all__ = ["star_experiment", "spread", "COLLAPSE_TOL"]
@@ -61,8 +61,17 @@ def _collapse(data: datasets.NetworkedData, grid: Sequence[float], bisections: i
     return float(hi), sweep
 
 
+def _seed(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One data draw: ``lambda^(crit)`` and the collapse ``lambda`` of Algorithm 1."""
+    data = datasets.star(leaves=cfg["leaves"], m=5, d=2, seed=seed)
+    lam_crit = consensus_threshold(data.model(Norm2(), lam=1.0))
+    lam_col, sweep = _collapse(data, cfg["grid"], cfg["bisections"])
+    return {"seed": seed, "lam_crit": lam_crit, "lam_collapse": lam_col,
+            "relative_difference": lam_col / lam_crit - 1.0, "sweep": sweep}
+
+
 def star_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
-                    progress: bool | None = None) -> ExperimentResult:
+                    progress: Any = None) -> ExperimentResult:
     """Paper 001 VI-C (Fig. 7): star with 49 leaves, ``A = 1``, ``m_i = 5``, ``d = 2``,
     ``w_bar_i ~ N(0, I)``, network Lasso.  For each seed: Algorithm 1 on a ``lambda`` grid from
     0.1 to 316 and bisection between the last grid point that does not collapse and the first
@@ -71,13 +80,9 @@ def star_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     points, 8 bisections."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = []
-    for s in progress_bar(seeds, len(seeds), "001-star", progress):
-        data = datasets.star(leaves=cfg["leaves"], m=5, d=2, seed=s)
-        lam_crit = consensus_threshold(data.model(Norm2(), lam=1.0))
-        lam_col, sweep = _collapse(data, cfg["grid"], cfg["bisections"])
-        runs.append({"seed": s, "lam_crit": lam_crit, "lam_collapse": lam_col,
-                     "relative_difference": lam_col / lam_crit - 1.0, "sweep": sweep})
+    runs = stages(lambda s: _seed(s, cfg), seeds, "001-star", progress,
+                  label=lambda s: f"seed {s}",
+                  summary=lambda r: f"relative difference {r['relative_difference']:.3g}")
     data0 = datasets.star(leaves=cfg["leaves"], m=5, d=2, seed=seeds[0])
     scatter = [_algorithm1(data0, f * runs[0]["lam_crit"]) for f in cfg["scatter"]]
     result = ExperimentResult(

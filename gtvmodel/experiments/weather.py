@@ -16,10 +16,10 @@ from ._common import (
     gaps_sound,
     new_figure,
     paper_algorithm1,
-    progress_bar,
     row,
     seed_list,
     setting,
+    stages,
 )
 from .result import Check, ExperimentResult
 
@@ -97,7 +97,7 @@ def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def weather_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
-                       progress: bool | None = None) -> ExperimentResult:
+                       progress: Any = None) -> ExperimentResult:
     """Paper 001 VI-E on the synthetic stand-in :func:`gtvmodel.datasets.weather` (203
     stations, ``m_i = 28`` days, features (min today, max yesterday) -> max today): the graph
     (43) from the Gaussian Wasserstein distance (42) thresholded at ``eta``, linear models with
@@ -109,7 +109,8 @@ def weather_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
     beats ``lambda = 0`` on validation error over the 5 splits.  ``quick``: 24 stations."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = [_run(s, cfg) for s in progress_bar(seeds, len(seeds), "001-weather", progress)]
+    runs = stages(lambda s: _run(s, cfg), seeds, "001-weather", progress,
+                  label=lambda s: f"seed {s}")
     result = ExperimentResult(
         name="001-weather", title="paper 001 VI-E, Table III, Figs. 8-9 (weather, synthetic)",
         seeds=seeds, quick=quick,

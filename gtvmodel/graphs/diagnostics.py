@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from .._validate import check_bool, check_int
 from ..certificates.certificate import Certificate, certify
 from ..declaration import ModelDeclaration
-from ..errors import ParameterError
+from ..errors import GraphError, ParameterError
 from ..results import Labels, Result
 from ..solve.exact import solve_exact
 from ._laplacian import LaplacianSolver, edge_arrays, incidence_columns
@@ -81,12 +81,27 @@ def graph_diagnostics(G: nx.Graph, full: nx.Graph | None = None, *,
     c = LaplacianSolver(E.n, E.i, E.j, E.w).count
     kept = created = frac = None
     if full is not None:
+        _check_same_nodes(G, full)
         F = edge_arrays(full, None, "graph_diagnostics(full)")
         kept = sum(1 for a, b in G.edges() if full.has_edge(a, b))
         created, frac = E.m - kept, E.m / max(F.m, 1)
     M = incidence_constant(G) if constant and E.m <= max_edges else None
     return GraphDiagnostics(nodes=E.n, edges=E.m, components=c, edges_kept=kept,
                             edges_created=created, fraction_kept=frac, M=M)
+
+
+def _check_same_nodes(G: nx.Graph, full: nx.Graph) -> None:
+    """A sparsifier keeps the full graph's nodes: :class:`GraphError` naming a node that only
+    one of ``G`` and ``full`` has (as :func:`sparsification_cost` does for its model)."""
+    if not isinstance(full, nx.Graph):
+        raise GraphError(f"graph_diagnostics: full must be a networkx.Graph, got "
+                         f"{type(full).__name__}")
+    if G.number_of_nodes() == full.number_of_nodes() and all(v in full for v in G):
+        return
+    node = next(iter(set(G.nodes).symmetric_difference(full.nodes)))
+    side = "G" if node in G else "full"
+    raise GraphError(f"graph_diagnostics: node {node!r} is only in {side}; G and full must "
+                     "have the same nodes (a sparsifier keeps every node)")
 
 
 def incidence_constant(G: nx.Graph, chunk: int = 256) -> float:

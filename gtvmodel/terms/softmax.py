@@ -33,8 +33,9 @@ import scipy.sparse.linalg as spla
 from scipy.special import logsumexp, softmax, xlogy
 
 from .._validate import as_finite_array, check_vector
-from ..errors import DataError, UnsupportedError
+from ..errors import DataError, FileFormatError, UnsupportedError
 from .losses import Loss, NodePart, SampleBatch
+from .spec import TermSpec, header_int
 
 __all__ = ["SoftmaxLoss", "SoftmaxBatch"]
 
@@ -103,6 +104,36 @@ class SoftmaxLoss(Loss):
         self.X = X
         self.y = y.astype(np.int64)
         self.n_classes = int(n_classes)
+
+    # --- file spec (docs/file_format.md): the data-fit place, X padded to d = p K columns
+    #: Samples stored as a data-fit loss's: ``X`` with ``d`` columns, ``y`` the class labels.
+    spec_arrays = {"X": ("m", "d"), "y": ("m",)}
+
+    def to_spec(self) -> TermSpec:
+        """``kind``, ``n_classes`` and the regularizers; arrays in the format's samples place:
+        ``X`` as the ``(m, d)`` block ``[X, 0]`` (its ``p = d / K`` feature columns, then
+        zeros: the format's rows have ``d`` columns) and ``y`` the labels as numbers."""
+        pad = np.zeros((self.m, self.dim - self.X.shape[1]))
+        return TermSpec(self.kind, {"n_classes": self.n_classes, **self._regularizer_spec()},
+                        {"X": np.hstack([self.X, pad]), "y": self.y.astype(float)})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> SoftmaxLoss:
+        """The loss :meth:`to_spec` wrote: ``n_classes`` an integer ``>= 2`` dividing ``d``,
+        the columns after the first ``p = d / K`` of ``X`` zero (:class:`FileFormatError`
+        naming the field otherwise)."""
+        spec.check_keys(required=("n_classes",), optional=("l1", "l2"))
+        at = str(spec.at) or spec.kind
+        K = header_int(spec.params["n_classes"], f"{at}.n_classes", spec.where, 2)
+        X = spec.array("X")
+        if X.shape[1] % K:
+            raise FileFormatError(f"{spec.where}: {at}: n_classes = {K} does not divide "
+                                  f"d = {X.shape[1]}")
+        p = X.shape[1] // K
+        if np.any(X[:, p:]):
+            raise FileFormatError(f"{spec.where}: {at}: columns {p}..{X.shape[1] - 1} of X "
+                                  f"must be zero (a softmax loss has p = d / K = {p} features)")
+        return cls(X[:, :p], spec.array("y"), K, **spec.regularizers())
 
     @property
     def m(self) -> int:
