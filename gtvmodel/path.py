@@ -265,15 +265,20 @@ def lam_path(model: ModelDeclaration, lams: Sequence[float], *, method: str = "e
         ``lams`` is not a non-empty 1-D sequence of finite ``lambda >= 0`` (naming the first
         bad entry); ``method`` or ``metric`` is not one of the options; ``certify``,
         ``threshold`` or ``warm_start`` is not a bool; ``cluster_tol`` is negative or not
-        finite; ``validation`` is not a mapping or dataset; a solver option is rejected by
-        the solver.
+        finite; ``validation`` is not a mapping or dataset; the solver rejects a value of
+        ``solver_options`` (e.g. a negative ``tol`` for Algorithm 1).
     DataError
         Validation samples that do not fit the node's loss (features, labels; naming the
         node), or a solve that returned no weights.
     UnknownNodeError
         A node of ``validation`` is not in the graph.
     SolverError, InfeasibleError
-        From :func:`~gtvmodel.solve_exact` when a solve fails (``model.lam`` is restored).
+        From :func:`~gtvmodel.solve_exact` when a solve fails, the solver named is not
+        installed or Clarabel rejects a setting in ``solver_options`` (``model.lam`` is
+        restored).
+    TypeError
+        ``method="primal_dual"`` with a keyword :func:`~gtvmodel.solve_primal_dual` does
+        not take.
 
     Examples
     --------
