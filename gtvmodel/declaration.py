@@ -114,6 +114,78 @@ class ModelStructure:
     i} A_e`` and ``components``/``component_count`` the connected components.  ``lambda`` is
     not part of the structure (it changes without recompiling anything): the capacities
     ``lambda A_e`` are :attr:`ModelDeclaration.capacities`.
+
+    :meth:`ModelDeclaration.structure` builds it (once per version of the model); the
+    constructor takes the fields below and checks nothing.
+
+    Parameters
+    ----------
+    batches : tuple of LossBatch
+        One :class:`~gtvmodel.terms.losses.LossBatch` per library loss class, holding its
+        nodes' positions and stacked data.
+    symbolic : list of int
+        Positions of the nodes with a :class:`SymbolicLoss`.
+    l1, l2 : ndarray (n,)
+        The per-node regularization weights ``eta_i`` (of ``||w_i||_1``) and ``kappa_i``
+        (of ``||w_i||_2^2``).
+    box : (ndarray (k,), ndarray (k, d), ndarray (k, d)) or None
+        The box constraints stacked: positions, lower and upper bounds (None: no box).
+    nonneg : ndarray (k,)
+        Positions of the nodes constrained to ``w_i >= 0``.
+    normball : mapping float -> (ndarray (k,), ndarray (k,))
+        ``{p: (positions, radii)}`` of the norm-ball constraints ``||w_i||_p <= r_i``.
+    symbolic_constraints : list of int
+        Positions of the nodes with symbolic (CVXPY) constraints.
+    constrained : ndarray (k,)
+        Positions of the nodes with any constraint.
+    conic : ndarray (k,)
+        The conic nodes (a symbolic loss or a symbolic constraint), sorted.
+    edges : ndarray (|E|, 2)
+        The oriented edges ``(e+, e-)``, ``e+ < e-``, as position pairs.
+    incidence : scipy.sparse.csr_matrix (|E|, n)
+        The incidence matrix ``D``, ``(D w)_e = w_{e+} - w_{e-}``.
+    edge_weights : ndarray (|E|,)
+        The edge weights ``A_e``.
+    degrees : ndarray (n,)
+        ``deg(i)``, the number of edges at node ``i`` (Algorithm 1's steps).
+    weighted_degrees : ndarray (n,)
+        ``sum_{e at i} A_e``.
+    component_count : int
+        The number of connected components of the graph.
+    components : ndarray (n,)
+        The component label of each node (0 .. ``component_count - 1``).
+
+    Attributes
+    ----------
+    num_nodes : int
+        ``n``, the number of nodes the structure was built for.
+
+    Raises
+    ------
+    TypeError
+        A field is missing or an unknown keyword is given (the dataclass constructor; no
+        value is validated).
+    dataclasses.FrozenInstanceError
+        On an attempt to assign a field (the structure is immutable).
+
+    Examples
+    --------
+    Two quadratic losses and a box constraint on a path of three nodes (node 2 has no loss):
+
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0], l2=0.5))
+    >>> model.set_loss(1, gm.QuadraticLoss([2.0]))
+    >>> model.add_constraint(2, gm.Box(0.0, 1.0))
+    >>> s = model.structure()
+    >>> [(type(b).__name__, b.nodes.tolist()) for b in s.batches], s.l2.tolist()
+    ([('QuadraticBatch', [0, 1])], [0.5, 0.0, 0.0])
+    >>> s.box[0].tolist(), s.constrained.tolist(), s.conic.tolist()
+    ([2], [2], [])
+    >>> s.edges.tolist(), s.incidence.toarray().tolist()
+    ([[0, 1], [1, 2]], [[1.0, -1.0, 0.0], [0.0, 1.0, -1.0]])
+    >>> s.degrees.tolist(), s.component_count, s.num_nodes
+    ([1, 2, 1], 1, 3)
     """
 
     batches: tuple[LossBatch, ...]
@@ -284,6 +356,36 @@ class ModelDeclaration:
         The edge attribute holding ``A_e``, as networkx functions take it
         (``weight="similarity"``); an edge without it has ``A_e = 1``; ``None``: every
         ``A_e = 1``.  The model stores the ``A_e`` themselves (files keep them).
+
+    Raises
+    ------
+    GraphError
+        ``graph`` is not an undirected simple ``networkx.Graph`` with at least one node, has a
+        self-loop, or an edge whose ``A_e`` is not a real number, finite and ``> 0`` (naming
+        the edge and the attribute); ``weight`` is not a hashable attribute name or None.
+    DataError
+        ``dim`` is not an integer ``>= 1``.
+    PenaltyError
+        ``penalty`` is not a gtvmodel :class:`~gtvmodel.terms.penalties.Penalty` or cannot act
+        on ``R^dim`` (e.g. a ``QuadForm`` whose ``Q`` is not ``(dim, dim)``).
+    ParameterError
+        ``lam`` is negative, infinite or NaN.
+
+    Examples
+    --------
+    A path of three nodes, the edge ``(1, 2)`` twice as heavy; no losses set yet:
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> G = nx.path_graph(3)
+    >>> G.edges[1, 2]["weight"] = 2.0
+    >>> model = gm.ModelDeclaration(G, dim=2, lam=0.5)
+    >>> model.num_nodes, model.num_edges, model.penalty
+    (3, 2, Norm2())
+    >>> model.edge_weights.tolist(), model.capacities.tolist()  # A_e and lambda A_e
+    ([1.0, 2.0], [0.5, 1.0])
+    >>> W = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]])
+    >>> model.penalty_value(W)  # lambda sum_e A_e ||w_{e+} - w_{e-}||_2 = 0.5 * 5
+    2.5
     """
 
     def __init__(self, graph: nx.Graph, dim: int, penalty: Penalty | None = None,

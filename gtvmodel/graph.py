@@ -90,6 +90,18 @@ def _edge_weights(weights: Any, m: int, nodes: list[Hashable], ia: np.ndarray,
 class EmpiricalGraph:
     """An immutable, validated view of a ``networkx.Graph`` in gtvmodel's conventions.
 
+    The view keeps a frozen snapshot of ``graph`` (module docstring): later changes of the
+    caller's graph are not seen.  :meth:`from_arrays` builds one from an edge array.
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        The graph.
+    weight : hashable or None, default "weight"
+        The edge attribute holding ``A_e``, as networkx functions take it
+        (``weight="similarity"``); edges without it have ``A_e = 1``; ``None`` sets every
+        ``A_e = 1``.
+
     Attributes
     ----------
     nodes : list
@@ -105,14 +117,30 @@ class EmpiricalGraph:
     weight : str or None
         The edge attribute the weights were read from (``None``: all ``A_e = 1``).
 
-    Parameters
-    ----------
-    graph : networkx.Graph
-        The graph.
-    weight : hashable or None, default "weight"
-        The edge attribute holding ``A_e``, as networkx functions take it
-        (``weight="similarity"``); edges without it have ``A_e = 1``; ``None`` sets every
-        ``A_e = 1``.
+    Raises
+    ------
+    GraphError
+        ``graph`` is not a ``networkx.Graph``, is directed, a multigraph or has no nodes, or
+        has a self-loop (naming the node); an edge's ``A_e`` is not a real number, finite and
+        ``> 0`` (naming the edge and the attribute); ``weight`` is a bool or not hashable.
+
+    Examples
+    --------
+    Edges are oriented from the earlier to the later node of ``list(G.nodes)`` and sorted:
+
+    >>> import networkx as nx
+    >>> from gtvmodel import EmpiricalGraph
+    >>> G = nx.Graph()
+    >>> G.add_edge("b", "a", similarity=2.0)
+    >>> G.add_edge("b", "c")
+    >>> g = EmpiricalGraph(G, weight="similarity")
+    >>> g.nodes, g.edges.tolist(), g.edge_weights.tolist()  # edge (b, c) lacks it: A_e = 1
+    (['b', 'a', 'c'], [[0, 1], [0, 2]], [2.0, 1.0])
+    >>> g.incidence.toarray().tolist(), g.degrees.tolist()  # (D w)_e = w_{e+} - w_{e-}
+    ([[1.0, -1.0, 0.0], [1.0, 0.0, -1.0]], [2, 1, 1])
+    >>> G.add_edge("a", "c")  # the snapshot does not change
+    >>> g.num_edges
+    2
     """
 
     def __init__(self, graph: nx.Graph, weight: Hashable | None = "weight"):

@@ -54,8 +54,17 @@ __all__ = ["LamPath", "lam_path", "count_clusters"]
 class LamPath(Result):
     """The result of :func:`lam_path`: one row per ``lambda``, in the order solved.
 
-    Attributes
+    :func:`lam_path` builds it; the constructor takes the fields below as keywords and checks
+    nothing.  The shared vocabulary (:meth:`to_dict`, ...) is
+    :class:`gtvmodel.results.Result`'s, with :meth:`weight` giving a node's path.
+
+    Parameters
     ----------
+    timings : dict
+        Seconds: ``solve`` (all solves), ``validation``, ``threshold``, ``total``.
+    labels : Labels
+        The model's node labels and edges (:class:`~gtvmodel.results.Labels`), for
+        :meth:`weight`.
     lams : ndarray (L,)
         The ``lambda`` values, as given.
     weights : ndarray (L, n, d)
@@ -87,13 +96,44 @@ class LamPath(Result):
         :func:`gtvmodel.theory.consensus_threshold` of the model (NaN unless ``threshold=True``).
     method : str
         ``"exact"`` or ``"primal_dual"``.
+    metric : {"auto", "mse", "accuracy"} or callable
+        The validation score :func:`lam_path` was given (``metric``).
     results : list
         The per-``lambda`` results (:class:`~gtvmodel.Solution` or
         :class:`~gtvmodel.PrimalDualResult`).
     status : str
         ``"completed"`` when every solve succeeded, ``"not_all_successful"`` otherwise.
-    timings : dict
-        Seconds: ``solve`` (all solves), ``validation``, ``threshold``, ``total``.
+
+    Attributes
+    ----------
+    success : bool
+        ``status == "completed"``: every solve on the path succeeded.
+    selected_weights : ndarray (n, d)
+        ``weights[selected]`` (:class:`ParameterError` without validation samples).
+
+    Raises
+    ------
+    TypeError
+        A required field is missing or an unknown keyword is given (the dataclass
+        constructor; no value is validated).
+
+    Examples
+    --------
+    Algorithm 1 along two ``lambda`` on paper 001 VI-B's chain (2 x 4 nodes), each run
+    warm-started from the previous one; no validation samples, so nothing is selected:
+
+    >>> import numpy as np, gtvmodel as gm
+    >>> from gtvmodel import datasets
+    >>> model = datasets.chain(n=4, eps=0.1, m=5, sigma=0.5, seed=0).model()
+    >>> path = gm.lam_path(model, [2.0, 0.5], method="primal_dual", tol=1e-6)
+    >>> path.status, path.method, path.lams.tolist(), path.clusters.tolist()
+    ('completed', 'primal_dual', [2.0, 0.5], [2, 5])
+    >>> path.weights.shape, path.iterations.shape  # (L, n, d), one count per lambda
+    ((2, 8, 2), (2,))
+    >>> bool((path.gap <= 1e-6 * np.maximum(1, np.abs(path.objective))).all())  # (34)
+    True
+    >>> path.selected, path.weight(0).shape  # node 0's path w_0(lambda): (L, d)
+    (None, (2, 2))
     """
 
     lams: np.ndarray
@@ -210,6 +250,35 @@ def lam_path(model: ModelDeclaration, lams: Sequence[float], *, method: str = "e
         Relative tolerance of :func:`count_clusters`.
     **solver_options
         Passed to the solver at every ``lambda`` (e.g. ``tol``, ``max_iter`` for Algorithm 1).
+
+    Returns
+    -------
+    LamPath
+        One row per ``lambda`` in the order given: weights, objective ``P(w)`` (16),
+        certified gap (34), cluster count and, with ``validation``, per-node scores, the
+        mean validation error and the selected ``lambda``; its ``status`` is
+        ``"not_all_successful"`` when a solve did not succeed.
+
+    Raises
+    ------
+    ParameterError
+        ``lams`` is not a non-empty 1-D sequence of finite ``lambda >= 0`` (naming the first
+        bad entry); ``method`` or ``metric`` is not one of the options; ``certify``,
+        ``threshold`` or ``warm_start`` is not a bool; ``cluster_tol`` is negative or not
+        finite; ``validation`` is not a mapping or dataset; the solver rejects a value of
+        ``solver_options`` (e.g. a negative ``tol`` for Algorithm 1).
+    DataError
+        Validation samples that do not fit the node's loss (features, labels; naming the
+        node), or a solve that returned no weights.
+    UnknownNodeError
+        A node of ``validation`` is not in the graph.
+    SolverError, InfeasibleError
+        From :func:`~gtvmodel.solve_exact` when a solve fails, the solver named is not
+        installed or Clarabel rejects a setting in ``solver_options`` (``model.lam`` is
+        restored).
+    TypeError
+        ``method="primal_dual"`` with a keyword :func:`~gtvmodel.solve_primal_dual` does
+        not take.
 
     Examples
     --------

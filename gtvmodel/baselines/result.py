@@ -63,8 +63,17 @@ class RoundHistory(ColumnTable):
 class BaselineResult(Result):
     """The result of one FL baseline run (module docstring).
 
-    Attributes
+    The baselines build it; the constructor takes the fields below as keywords and checks
+    nothing.  The shared vocabulary (:meth:`weight`, :meth:`to_dict`, ...) is
+    :class:`gtvmodel.results.Result`'s.
+
+    Parameters
     ----------
+    timings : dict
+        Seconds per phase of the run (e.g. ``"setup"``, ``"rounds"``, ``"certificate"``).
+    labels : Labels
+        The model's node labels and edges (:class:`~gtvmodel.results.Labels`), for
+        :meth:`weight`.
     method : str
         The method's name (``"fedavg"``, ``"admm"``, ...).
     weights : ndarray (n, d)
@@ -94,6 +103,37 @@ class BaselineResult(Result):
     info : dict
         Method-specific extras (e.g. IFCA's cluster assignment, ADMM's residuals, the support
         found by Fed-HT).
+
+    Attributes
+    ----------
+    success : bool
+        ``status`` is ``"converged"`` or ``"completed"``.
+    gap : float
+        ``certificate.gap``, the certified gap on :attr:`target`; NaN when not certified.
+
+    Raises
+    ------
+    TypeError
+        A required field is missing or an unknown keyword is given (the dataclass
+        constructor; no value is validated).
+
+    Examples
+    --------
+    ADMM for the network Lasso targets the model's own GTV problem (16); its flows certify
+    its weights there:
+
+    >>> import gtvmodel as gm
+    >>> from gtvmodel import baselines, datasets
+    >>> model = datasets.chain(n=3, eps=0.1, m=5, sigma=0.1, seed=0).model()
+    >>> r = baselines.admm(model, rounds=50)
+    >>> r.method, r.status, r.success, r.target, r.convex
+    ('admm', 'converged', True, 'gtv', True)
+    >>> r.weights.shape, r.flows.shape, bool(r.gap < 1e-8)  # (n, d), (|E|, d)
+    ((6, 2), (5, 2), True)
+    >>> bool(gm.certify(model, r.weights, r.flows).gap == r.gap)
+    True
+    >>> r.history.columns().keys()
+    dict_keys(['round', 'objective', 'gap', 'values_sent', 'time'])
     """
 
     method: str

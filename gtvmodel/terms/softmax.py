@@ -62,6 +62,15 @@ class SoftmaxLoss(Loss):
     l1, l2 : float
         Optional regularizers ``eta ||w||_1`` and ``kappa ||w||^2``.
 
+    Raises
+    ------
+    DataError
+        ``n_classes`` is not an integer ``>= 2``; ``X`` is not a finite non-empty ``(m, p)``
+        matrix; ``y`` is not finite, not of length ``m``, or holds a label that is not an
+        integer in ``0 .. n_classes - 1`` (the message names the first bad entry).
+    ParameterError
+        ``l1`` or ``l2`` negative, infinite or NaN.
+
     Examples
     --------
     >>> import numpy as np, gtvmodel as gm

@@ -19,18 +19,21 @@ __all__ = ["ClusterReport", "RecoveryReport"]
 class ClusterReport(Result):
     """Definition 1 / Theorem 2 for one cluster ``C`` (see :func:`check_well_connected`); the
     shared vocabulary (:meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s (a report
-    has no ``weights`` or ``flows``; ``timings`` is empty).
+    has no ``weights`` or ``flows``; ``timings`` is empty).  The engine builds it; the
+    constructor takes the fields below as keywords and checks nothing.
 
-    Attributes
+    Parameters
     ----------
+    timings : dict
+        Seconds per phase (:class:`~gtvmodel.results.Result`); empty for a report.
+    labels : Labels
+        The model's node labels and edges (:class:`~gtvmodel.results.Labels`).
     cluster : hashable
         The cluster's label (its index for a list partition).
     nodes : list
         The member node labels, in model order.
     success : bool
         The strict condition (35) (with the budgets below) holds for some ``i0``.
-    status : str
-        ``"well_connected"`` or ``"not_well_connected"``.
     witness : node label or None
         An ``i0`` for which it holds (None when it fails).
     margin : float
@@ -66,6 +69,34 @@ class ClusterReport(Result):
         ``"corrected"`` (factor 2) or ``"printed"`` (factor 1).
     norm_factor : float
         ``rho = d^|1/p - 1/2|`` of the penalty norm.
+
+    Attributes
+    ----------
+    status : str
+        ``"well_connected"`` (:attr:`success`) or ``"not_well_connected"``.
+
+    Raises
+    ------
+    TypeError
+        A required field is missing or an unknown keyword is given (the dataclass
+        constructor; no value is validated).
+
+    Examples
+    --------
+    Two triangles joined by the edge ``(2, 3)``, quadratic losses ``(w - a_i)^2`` near
+    ``+1`` and ``-1``: cluster ``{0, 1, 2}`` is well-connected at ``lambda = 1``
+    (``lambda_min(C) = 0.6``), with the bound (37) on ``||w_hat_i - w_bar_C||_2``:
+
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from gtvmodel import theory
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> r = theory.check_well_connected(model, [[0, 1, 2], [3, 4, 5]], lam=1.0)[0]
+    >>> r.cluster, r.nodes, r.status, r.witness, round(r.lam_min, 6)
+    (0, [0, 1, 2], 'well_connected', 2, 0.6)
+    >>> round(r.margin, 4), r.alpha, r.boundary, round(r.bound, 4)  # theta*, alpha_C, |dC|, (37)
+    (1.1538, 6.0, 1.0, 0.3333)
     """
 
     cluster: Hashable
@@ -113,11 +144,18 @@ class ClusterReport(Result):
 class RecoveryReport(Result):
     """What actually happened at ``lam`` (see :func:`verify_recovery`); the shared vocabulary
     (:meth:`weight`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s (no
-    ``flows``; ``timings`` is empty).
+    ``flows``; ``timings`` is empty).  The engine builds it; the constructor takes the fields
+    below as keywords and checks nothing.
 
-    Attributes
+    Parameters
     ----------
+    timings : dict
+        Seconds per phase (:class:`~gtvmodel.results.Result`); empty for a report.
+    labels : Labels
+        The model's node labels and edges (:class:`~gtvmodel.results.Labels`), for
+        :meth:`weight`.
     lam : float
+        The ``lambda`` of (16) the instance was solved and checked at.
     weights : ndarray (n, d)
         The exact GTV solution ``w_hat`` (:func:`gtvmodel.solve.exact.solve_exact`).
     lifted : ndarray (n, d)
@@ -140,8 +178,6 @@ class RecoveryReport(Result):
         ``min_u max_e ||u_e||_* / (lam A_e)`` subject to ``-(D^T u)_i = grad L_i(lifted_i)``.
     success : bool
         ``congestion <= 1 + tol``: the lifted solution is optimal for (16) (exact criterion).
-    status : str
-        ``"recovered"`` (:attr:`success`) or ``"not_recovered"``.
     lifted_gap : float
         ``max_i ||w_hat_i - lifted_i||_2``.
     well_connected : list of ClusterReport or None
@@ -149,6 +185,34 @@ class RecoveryReport(Result):
         condition cannot hold).
     tol : float
         The relative tolerance used; ``scale = max(1, max |w_hat|)``.
+
+    Attributes
+    ----------
+    status : str
+        ``"recovered"`` (:attr:`success`) or ``"not_recovered"``.
+
+    Raises
+    ------
+    TypeError
+        A required field is missing or an unknown keyword is given (the dataclass
+        constructor; no value is validated).
+
+    Examples
+    --------
+    Two triangles joined by the edge ``(2, 3)``, quadratic losses ``(w - a_i)^2`` near
+    ``+1`` and ``-1``: at ``lambda = 1`` the exact solution is constant on each triangle and
+    the lifted cluster-graph solution (54) is optimal (congestion ``<= 1``):
+
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from gtvmodel import theory
+    >>> model = gm.GTVModel(nx.barbell_graph(3, 0), dim=1)
+    >>> for i, a in enumerate([1.0, 1.2, 0.8, -1.0, -1.1, -0.9]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> rep = theory.verify_recovery(model, [[0, 1, 2], [3, 4, 5]], lam=1.0)
+    >>> rep.status, rep.clustered, rep.within_bound, bool(rep.congestion <= 1 + rep.tol)
+    ('recovered', True, True, True)
+    >>> rep.weight(0).round(3).tolist(), round(rep.deviation[0], 4), round(rep.bound[0], 4)
+    ([0.833], 0.1667, 0.3333)
     """
 
     lam: float
