@@ -327,8 +327,7 @@ class Checkpoint:
 
     Examples
     --------
-    A run stopped after 20 iterations resumes from its checkpoint to the same result as a
-    run without the stop:
+    A run stopped after 20 iterations resumes from its checkpoint and converges:
 
     >>> import networkx as nx, numpy as np, gtvmodel as gm
     >>> model = gm.GTVModel(nx.path_graph(3), 1, penalty=gm.Norm2(), lam=1.0)

@@ -277,7 +277,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     ParameterError
         A bad option, named (``solver`` not a string, ``accept_inaccurate``, ``verbose``,
         ``certify``, ``raise_on_failure`` or ``polish`` not a bool, ``accuracy`` not
-        positive, an unknown ``method``, a negative ``auto_threshold``).
+        positive, an unknown ``method``, a negative ``auto_threshold`` once the size rule
+        is consulted: ``method="auto"``, no ``solver``).
     SolverError
         ``solver`` not installed; the solver failed, stopped inaccurate (without
         ``accept_inaccurate``) or found the problem unbounded (naming the nodes whose
