@@ -124,12 +124,35 @@ class Result:
     ``(n, d)`` and ``flows`` ``(|E|, d)``; the engine that builds one passes
     ``labels=Labels(model.nodes, model.edges)``.
 
-    Attributes
+    Parameters
     ----------
     timings : dict
         Seconds per phase (keys listed by each result; empty where nothing was timed).
+        Keyword-only, as every field of a result; each is also the attribute of that name.
     labels : Labels
-        The model's node labels and edges, for :meth:`weight` and :meth:`flow`.
+        The model's node labels and edges, for :meth:`weight` and :meth:`flow` (default:
+        empty, then those lookups find nothing).
+
+    Raises
+    ------
+    TypeError
+        An unknown or positional argument (the dataclass constructor); the values are stored
+        as given, unchecked: the engines build results.
+
+    Examples
+    --------
+    Results come from the engines; every one answers the same questions by node label and
+    edge:
+
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(["a", "b", "c"]), dim=1, lam=0.5)
+    >>> model.set_loss("a", gm.QuadraticLoss([1.0]))
+    >>> model.set_loss("c", gm.QuadraticLoss([-1.0]))
+    >>> sol = gm.solve_exact(model)
+    >>> isinstance(sol, gm.Result), "solve" in sol.timings
+    (True, True)
+    >>> round(float(sol.weight("a")[0]), 4), round(float(sol.flow(("a", "b"))[0]), 4)
+    (0.75, 0.5)
     """
 
     timings: dict[str, float] = dataclasses.field(default_factory=dict)

@@ -17,8 +17,18 @@ class Solution(Result):
     """An exact (reference) solution of GTV minimization (16); the shared vocabulary
     (:meth:`weight`, :meth:`flow`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
 
-    Attributes
+    The fields are keyword-only, as :func:`~gtvmodel.solve.exact.solve_exact` fills them;
+    each is also the attribute of that name.
+
+    Parameters
     ----------
+    timings : dict
+        Seconds: ``"compile"`` (building the CVXPY problem and canonicalizing it for the
+        solver; no build time when the cached problem is re-solved), ``"solve"`` (the solver's
+        own time) and, with the self-certificate, ``"certificate"``.
+    labels : Labels
+        The model's node labels and edges (:class:`gtvmodel.results.Labels`), for
+        :meth:`weight` and :meth:`flow`.
     weights : ndarray (n, d) or None
         ``w_i`` in ``model.nodes`` order (None only for a failed solve returned with
         ``raise_on_failure=False``; then ``status`` says why and ``info["error"]`` how).
@@ -34,10 +44,6 @@ class Solution(Result):
         ``accuracy``; with ``certify=False``: the solver reports ``"optimal"``.
     solver : str
         The solver's name.
-    timings : dict
-        Seconds: ``"compile"`` (building the CVXPY problem and canonicalizing it for the
-        solver; no build time when the cached problem is re-solved), ``"solve"`` (the solver's
-        own time) and, with the self-certificate, ``"certificate"``.
     info : dict
         ``"lam"``: the lambda solved for; ``"tolerances"``: the solver options of the accepted
         run (Clarabel may fall back to looser levels, see
@@ -56,6 +62,24 @@ class Solution(Result):
         otherwise compare objective values (or certificates).
     unique_reason : str
         Why (names the nodes concerned).
+
+    Raises
+    ------
+    TypeError
+        A required field missing, or an unknown or positional argument (the dataclass
+        constructor); the values are stored as given, unchecked.
+
+    Examples
+    --------
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+    >>> sol = gm.solve_exact(model)
+    >>> type(sol).__name__, sol.status, sol.success
+    ('Solution', 'optimal', True)
+    >>> sol.weights.shape, sol.flows.shape, sol.certificate.gap >= 0
+    ((3, 1), (2, 1), True)
     """
 
     weights: np.ndarray | None

@@ -81,6 +81,9 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
 
     Parameters
     ----------
+    model : ModelDeclaration
+        The GTV minimization problem (a :class:`~gtvmodel.GTVModel` or any declaration of
+        losses ``L_i``, penalty ``phi``, edge weights ``A_e`` and ``lambda``).
     max_iter : int
         Maximum number of iterations.
     tol : float
@@ -157,6 +160,26 @@ def solve_primal_dual(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         ``status``: ``"converged"`` only when a certificate met ``tol`` (detected, never
         assumed: not with ``tol=0`` or ``record_every=None``); ``"max_iter"`` when ``max_iter``
         iterations ran without that; ``"stopped"`` when the callback returned True.
+
+    Raises
+    ------
+    ParameterError
+        A bad option, named (``max_iter``, ``tol``, ``prox``, ``step`` — including
+        explicit steps that violate ``||Sigma^{1/2} D T^{1/2}|| <= 1`` — ``record_every``,
+        ``certificate_budget``, ``backend``, ``threads``, ``kernel``, ``warm_start``), or
+        options of one backend given to another (``client``/``shards`` without
+        ``backend="dask"``, ``device``/``dtype`` without the array backend, ``threads`` or
+        ``kernel`` off the numpy path).
+    DataError
+        A ``warm_start`` of the wrong shape or not finite, or node data that overflow double
+        precision in the node update PU (32).
+    UnsupportedError
+        ``kernel="numba"`` without numba installed; the other backends raise it for what
+        they do not run (see their functions).
+    InfeasibleError
+        A node's constraints have no feasible point (found by the node update PU (32)).
+    SolverError
+        A node update PU (32) failed numerically or returned non-finite weights.
 
     Examples
     --------

@@ -298,7 +298,48 @@ class Shard:
 class Checkpoint:
     """A restart point of a distributed run: after ``iteration`` iterations the iterate
     ``(weights, flows)`` (``(n, d)``, ``(|E|, d)``) and the step ``rule`` (its state:
-    ``c``, ``alpha``, ...).  ``warm_start=checkpoint`` with ``step=checkpoint.rule`` resumes."""
+    ``c``, ``alpha``, ...).  ``warm_start=checkpoint`` with ``step=checkpoint.rule`` resumes.
+
+    A distributed run keeps one every ``checkpoint_every`` iterations to rebuild lost shards
+    from; :class:`~gtvmodel.errors.WorkerLostError` carries the last one as ``.checkpoint``.
+
+    Parameters
+    ----------
+    iteration : int
+        The number of iterations the iterate is after.
+    weights : ndarray (n, d)
+        ``w^k`` in ``model.nodes`` order.
+    flows : ndarray (|E|, d)
+        ``u^k`` in ``model.edges`` order.
+    rule : step rule
+        A copy of the step rule in its state after iteration ``iteration`` (a
+        :class:`~gtvmodel.primal_dual.steps.ResidualBalancing` or fixed steps).
+    p_res, d_res : float
+        The last primal and dual residuals ``p_k``, ``d_k`` the rule balanced (NaN before
+        the first evaluation).
+
+    Raises
+    ------
+    TypeError
+        A required field missing or an unknown argument (the dataclass constructor); the
+        values are stored as given, unchecked (``solve_primal_dual`` checks a warm start's
+        shapes).
+
+    Examples
+    --------
+    A run stopped after 20 iterations resumes from its checkpoint and converges:
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> rule = gm.ResidualBalancing()
+    >>> first = gm.solve_primal_dual(model, max_iter=20, tol=0.0, step=rule)
+    >>> ck = gm.Checkpoint(first.iterations, first.weights, first.flows, rule)
+    >>> res = gm.solve_primal_dual(model, tol=1e-8, warm_start=ck, step=ck.rule)
+    >>> res.status, np.round(res.weights.ravel(), 4).tolist()
+    ('converged', [0.5, 1.0, 4.5])
+    """
 
     iteration: int
     weights: np.ndarray
@@ -323,7 +364,63 @@ class DistributedResult(PrimalDualResult):
     shards (sent and received), ``certificates_gathered``: how many of them gathered the
     iterate and ran :func:`~gtvmodel.certificates.certificate.certify` at the driver (the
     others were summed from the shards' partial sums, :mod:`~gtvmodel.primal_dual.
-    sharded_certificate`), ``gather_reasons``: why (each reason once)."""
+    sharded_certificate`), ``gather_reasons``: why (each reason once).
+
+    The fields are keyword-only, as :func:`solve_distributed` fills them; each is also the
+    attribute of that name.
+
+    Parameters
+    ----------
+    timings, labels, weights, flows, iterations, status, history, certificate, c, paths
+        As :class:`~gtvmodel.primal_dual.result.PrimalDualResult`'s (``timings`` adds
+        ``shard_compute_max`` and ``checkpoints``, above).
+    kernel, certificates_on_device, host_reasons
+        As :class:`~gtvmodel.primal_dual.result.PrimalDualResult`'s (``"numpy"``, 0 and
+        empty: the shards run the numpy updates).
+    shard_of : ndarray (n,) of int
+        The shard of every node.
+    cut_edges : int
+        The number of edges between shards.
+    cut_weight : float
+        The sum of their weights ``A_e``.
+    boundary_nodes, boundary_edges : int
+        How many nodes and edges have rows that cross shards.
+    bytes_sent : ndarray of int
+        The driver's pickled bytes sent per iteration (replays included).
+    setup_bytes : int
+        The pickled bytes of the shards' data sent at setup (and at rebuilds).
+    recoveries : int
+        Worker losses survived.
+    workers : list of str
+        The address of the worker of every shard.
+    certificate_bytes : ndarray of int
+        The pickled bytes each certificate moved between the driver and the shards.
+    certificates_gathered : int
+        How many certificates gathered the iterate to the driver.
+    gather_reasons : list of str
+        Why they did (each reason once).
+
+    Raises
+    ------
+    TypeError
+        A required field missing, or an unknown or positional argument (the dataclass
+        constructor); the values are stored as given, unchecked.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> from distributed import Client
+    >>> model = gm.GTVModel(nx.path_graph(4), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0, 5.5]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     res = gm.solve_primal_dual(model, tol=1e-8, backend="dask", client=client,
+    ...                                shards=[0, 0, 1, 1])
+    >>> type(res).__name__, res.status, res.shard_of.tolist(), res.cut_edges
+    ('DistributedResult', 'converged', [0, 0, 1, 1], 1)
+    >>> len(res.bytes_sent) == res.iterations, res.recoveries
+    (True, 0)
+    """
 
     shard_of: np.ndarray
     cut_edges: int
@@ -793,6 +890,15 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
 
     Parameters
     ----------
+    model : ModelDeclaration
+        The GTV minimization problem.
+    max_iter, tol, prox, step, warm_start, record_every, progress, batch_cvxpy
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s.
+    callback : callable, optional
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s, called at the driver
+        with the gathered iterate (module docstring).
+    certificate_budget : float or None
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s.
     client : distributed.Client, optional
         The cluster's client; None starts a ``LocalCluster`` (2 worker processes, one thread
         each) for the run and closes it afterwards.
@@ -814,6 +920,46 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     Returns
     -------
     DistributedResult
+        The :class:`~gtvmodel.primal_dual.result.PrimalDualResult` of the run with the
+        partition, the bytes moved and the recoveries.
+
+    Raises
+    ------
+    ParameterError
+        A bad option, named (as :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s;
+        ``shards`` out of ``1..n`` or not an integer array of shape ``(n,)``,
+        ``checkpoint_every``, ``recover_timeout``, ``certificates``), or ``client`` not a
+        running ``distributed.Client``.
+    PartitionError
+        An explicit shard array with a negative label or an empty shard.
+    UnsupportedError
+        ``client=None`` without ``dask.distributed`` installed.
+    DistributedError
+        A worker could not build its shard (e.g. gtvmodel missing on the worker).
+    WorkerLostError
+        Every worker is gone for ``recover_timeout`` seconds (or the rebuilds kept failing);
+        ``.checkpoint`` holds the last :class:`Checkpoint`.
+    InfeasibleError, SolverError
+        From the node updates PU (32), as in the numpy path.
+
+    Examples
+    --------
+    Four scalars on a path in two shards of an in-process cluster: the same iterates as the
+    numpy path.
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> from distributed import Client
+    >>> from gtvmodel.primal_dual.distributed import solve_distributed
+    >>> model = gm.GTVModel(nx.path_graph(4), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0, 5.5]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     res = solve_distributed(model, tol=1e-8, client=client, shards=2)
+    >>> res.status, np.round(res.weights.ravel(), 4).tolist()
+    ('converged', [0.5, 1.0, 5.0, 5.0])
+    >>> ref = gm.solve_primal_dual(model, tol=1e-8)
+    >>> res.iterations == ref.iterations, np.allclose(res.weights, ref.weights)
+    (True, True)
     """
     t_start = time.perf_counter()
     where = "solve_primal_dual(backend='dask')"

@@ -54,19 +54,74 @@ class PrimalDualResult(Result):
     """Result of :func:`solve_primal_dual`; the shared vocabulary (:meth:`weight`,
     :meth:`flow`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
 
-    ``weights`` ``(n, d)`` (node order), ``flows`` ``(|E|, d)`` (the raw iterate ``u^k``),
-    ``iterations``, ``status`` (``"converged"``: certified relative gap ``<= tol``;
-    ``"max_iter"``; ``"stopped"``: the callback returned True), ``success`` (``status ==
-    "converged"``), ``history`` (:class:`History`; in :meth:`to_dict` only with
-    ``arrays=True``), ``certificate`` (the last one; its ``flows`` are the repaired, dual
-    feasible ones), ``timings`` (seconds: ``setup``, ``node_updates``, ``edge_updates``,
-    ``certificate``, ``total``), ``c`` (final step scale), ``paths`` (how many nodes used
-    which PU path) and ``kernel`` (the edge update DU (33) that ran: ``"numpy"`` or
-    ``"numba"``, ``solve_primal_dual(kernel=...)``).  Runs on a device
-    (``solve_primal_dual(device=...)``): ``certificates_on_device`` (how many certificates
-    were computed there, :mod:`~gtvmodel.primal_dual.device_certificate`) and
-    ``host_reasons`` (why the others ran on host copies of the iterate); 0 and empty for the
-    numpy path.
+    The fields are keyword-only, as :func:`solve_primal_dual` fills them; each is also the
+    attribute of that name.
+
+    Parameters
+    ----------
+    timings : dict
+        Seconds: ``setup``, ``node_updates``, ``edge_updates``, ``certificate``, ``total``.
+    labels : Labels
+        The model's node labels and edges (:class:`gtvmodel.results.Labels`), for
+        :meth:`weight` and :meth:`flow`.
+    weights : ndarray (n, d)
+        The last iterate ``w^k`` (node order).
+    flows : ndarray (|E|, d)
+        The raw iterate ``u^k`` (the certificate's ``flows`` are the repaired, dual feasible
+        ones).
+    iterations : int
+        The number of iterations run.
+    status : str
+        ``"converged"``: certified relative gap ``<= tol``; ``"max_iter"``; ``"stopped"``:
+        the callback returned True.
+    history : History
+        The certificates recorded along the run (in :meth:`to_dict` only with
+        ``arrays=True``).
+    certificate : Certificate or None
+        The last one (:class:`~gtvmodel.certificates.certificate.Certificate`; None when the
+        run did not certify, ``record_every=None``).
+    c : float or None
+        The final step scale.
+    paths : dict
+        How many nodes used which PU path.
+    kernel : str
+        The edge update DU (33) that ran: ``"numpy"`` or ``"numba"``
+        (``solve_primal_dual(kernel=...)``).
+    certificates_on_device : int
+        Runs on a device (``solve_primal_dual(device=...)``): how many certificates were
+        computed there (:mod:`~gtvmodel.primal_dual.device_certificate`); 0 for the numpy
+        path.
+    host_reasons : list of str
+        Runs on a device: why the other certificates ran on host copies of the iterate;
+        empty for the numpy path.
+
+    Attributes
+    ----------
+    success : bool
+        ``status == "converged"``.
+    objective : float
+        The primal objective ``P(w)`` of the returned weights (the history's last row; NaN
+        when nothing was recorded).
+    gap : float
+        The last certified duality gap (inf when nothing was recorded).
+
+    Raises
+    ------
+    TypeError
+        A required field missing, or an unknown or positional argument (the dataclass
+        constructor); the values are stored as given, unchecked.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> res = gm.solve_primal_dual(model, tol=1e-8)
+    >>> type(res).__name__, res.status, res.success, res.kernel
+    ('PrimalDualResult', 'converged', True, 'numpy')
+    >>> res.weights.shape, res.flows.shape, int(res.history.iteration[-1]) == res.iterations
+    ((3, 1), (2, 1), True)
     """
 
     weights: np.ndarray

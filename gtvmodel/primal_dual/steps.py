@@ -129,6 +129,66 @@ class ResidualBalancing:
     often (at most 31 + 30 times), by a bounded total factor (``|log c_end - log c_0| <=
     0.53 + 30 log 10``), so the safeguard of adaptive PDHG holds and ``tau_i sigma_e`` (hence
     the step condition) never changes.
+
+    Parameters
+    ----------
+    c0 : float, optional
+        The initial scale ``c_0 > 0``; None (default): the estimate ``gain * |w| / |u|``
+        above, fixed when the run starts.
+    gain : float
+        The factor of that estimate (``> 0``, default 0.1).
+    alpha0 : float
+        The initial relative change ``alpha`` of ``c`` per balancing move (in ``(0, 1)``,
+        default 0.1).
+    eta : float
+        The factor of ``alpha`` after every change (in ``(0, 1)``, default 0.8).
+    delta : float
+        The imbalance ``p_k / d_k`` (or ``d_k / p_k``) that triggers a move (``> 1``,
+        default 1.5).
+    every : int
+        Evaluate the residuals every this many iterations (``>= 1``, default 10).
+    alpha_min : float
+        The rule stops once ``alpha < alpha_min`` (default 1e-4).
+    far : float
+        The imbalance beyond which a far move rescales ``c`` by ``sqrt(p_k / d_k)``
+        (``> delta``, default 100).
+    far_factor : float
+        The clip of a far move's factor to ``[1/far_factor, far_factor]`` (``> 1``,
+        default 10).
+    max_far_moves : int
+        At most this many far moves per run (``>= 0``, default 30).
+
+    Attributes
+    ----------
+    c : float
+        The current scale (NaN until the run starts when ``c0`` is None).
+    alpha : float
+        The current relative change of a balancing move.
+    changes, far_moves : int
+        How many balancing and far moves changed ``c`` so far.
+
+    Raises
+    ------
+    ParameterError
+        A parameter outside its range above (named), or ``far <= delta``.
+
+    Examples
+    --------
+    The rule is ``solve_primal_dual``'s default (``step=None``); a rule with other constants
+    is passed as ``step``, and its state after the run says what it did:
+
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> rule = gm.ResidualBalancing(every=5)
+    >>> res = gm.solve_primal_dual(model, tol=1e-8, step=rule)
+    >>> res.status, res.c == rule.c, rule.c > 0
+    ('converged', True, True)
+    >>> gm.ResidualBalancing(far=1.2)
+    Traceback (most recent call last):
+    ...
+    gtvmodel.errors.ParameterError: ResidualBalancing: need far > delta, got far=1.2, delta=1.5
     """
 
     c0: float | None = None

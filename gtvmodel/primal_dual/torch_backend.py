@@ -87,6 +87,17 @@ def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e
 
     Parameters
     ----------
+    model : ModelDeclaration
+        The GTV minimization problem; its penalty's dual update and every node's update PU
+        (32) must have a tensor form (library losses on the fast paths, no symbolic losses
+        or constraints).
+    max_iter, tol, prox, step, warm_start, record_every, progress, batch_cvxpy
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s.
+    callback : callable, optional
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s, called with the
+        device tensors ``(k, weights, flows)``.
+    certificate_budget : float or None
+        As :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s.
     device : str or torch.device
         ``"cpu"``, ``"cuda"``, ``"cuda:0"``, ... (a CUDA device must be available).
     dtype : None, "float64", "float32", torch.float64 or torch.float32
@@ -97,6 +108,31 @@ def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e
     PrimalDualResult
         As the numpy path's, with numpy (float64) weights and flows; ``callback(k, weights,
         flows)`` receives the device tensors.
+
+    Raises
+    ------
+    UnsupportedError
+        PyTorch is not installed; the penalty has a numpy-only dual update; or nodes need the
+        general CVXPY node update (named), which has no tensor form.
+    ParameterError
+        ``device`` not a torch device, a CUDA device without CUDA or beyond the device count,
+        a ``dtype`` other than those above, or a bad option of
+        :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual` (named).
+    DataError
+        A ``warm_start`` of the wrong shape or not finite.
+
+    Examples
+    --------
+    The numpy path's example on CPU tensors (PyTorch is an optional dependency:
+    ``pip install 'gtvmodel[torch]'``):
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), 1, penalty=gm.Norm2(), lam=1.0)
+    >>> for i, a in enumerate([0.0, 1.0, 5.0]):
+    ...     model.set_loss(i, gm.QuadraticLoss([a]))
+    >>> res = gm.solve_torch(model, tol=1e-8, device="cpu")  # doctest: +SKIP
+    >>> res.status, np.round(res.weights.ravel(), 4).tolist()  # doctest: +SKIP
+    ('converged', [0.5, 1.0, 4.5])
     """
     t_start = time.perf_counter()
     torch = _import_torch()

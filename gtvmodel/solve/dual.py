@@ -67,24 +67,52 @@ class DualSolution(Result):
     """A solution of the dual flow problem (24); the shared vocabulary (:meth:`flow`,
     :meth:`weight`, :meth:`to_dict`, ...) is :class:`gtvmodel.results.Result`'s.
 
-    Attributes
+    The fields are keyword-only, as :func:`solve_dual` fills them; each is also the
+    attribute of that name.
+
+    Parameters
     ----------
-    flows : ndarray (|E|, d)
+    timings : dict
+        Seconds: ``"compile"`` (building/canonicalizing; no build time when the cached problem
+        is re-solved) and ``"solve"`` (inside the solver).
+    labels : Labels
+        The model's node labels and edges (:class:`gtvmodel.results.Labels`), for
+        :meth:`flow` and :meth:`weight`.
+    flows : ndarray (|E|, d) or None
         Edge flows ``u_e`` in ``model.edges`` order (docs/conventions.md's sign convention, the
-        same as :attr:`gtvmodel.solution.Solution.flows`).
+        same as :attr:`gtvmodel.solution.Solution.flows`); None for a failed solve returned
+        with ``raise_on_failure=False``.
     objective : float
         The dual value ``D(u)`` as the solver reports it.
     status, solver : str
         CVXPY's status string and the solver's name.
-    success : bool
-        The solver reports ``"optimal"`` (an accepted inaccurate answer is not a success).
-    timings : dict
-        Seconds: ``"compile"`` (building/canonicalizing; no build time when the cached problem
-        is re-solved) and ``"solve"`` (inside the solver).
     weights : ndarray (n, d) or None
         Primal weights recovered from the multipliers of the node-balance constraints, only when
         they verify (feasible, ``P(w)`` equal to the dual value within relative 1e-6); else None
         (then :meth:`weight` raises :class:`~gtvmodel.errors.UnsupportedError`).
+    info : dict
+        ``"lam"``: the lambda solved for; ``"error"``: the message of a failed solve returned
+        with ``raise_on_failure=False``.
+
+    Attributes
+    ----------
+    success : bool
+        The solver reports ``"optimal"`` (an accepted inaccurate answer is not a success).
+
+    Raises
+    ------
+    TypeError
+        A required field missing, or an unknown or positional argument (the dataclass
+        constructor); the values are stored as given, unchecked.
+
+    Examples
+    --------
+    >>> import networkx as nx, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(2), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> dual = gm.solve_dual(model)
+    >>> type(dual).__name__, dual.status, dual.success, dual.flows.shape
+    ('DualSolution', 'optimal', True, (1, 1))
     """
 
     flows: np.ndarray | None
@@ -320,6 +348,59 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     :class:`~gtvmodel.errors.InfeasibleError`.  With ``raise_on_failure=False`` such outcomes
     are returned as a :class:`DualSolution` whose ``status`` is the failure's, with no flows
     and ``info["error"]`` the message (as :func:`gtvmodel.solve_exact` does).
+
+    Parameters
+    ----------
+    model : ModelDeclaration
+        The GTV minimization problem whose dual (24) is solved (a
+        :class:`~gtvmodel.GTVModel` or any declaration of losses, penalty and ``lambda``).
+    solver : str, optional
+        A CVXPY solver name; None (default): Clarabel.
+    accept_inaccurate : bool
+        Accept an ``"optimal_inaccurate"`` status (``success`` is then False) instead of
+        raising :class:`~gtvmodel.errors.SolverError`.
+    verbose : bool
+        Pass ``verbose=True`` to the solver.
+    raise_on_failure : bool
+        True (default): infeasible or failed solves raise; False: they are returned as a
+        failed :class:`DualSolution`.
+
+    Returns
+    -------
+    DualSolution
+        The flows ``u`` ``(|E|, d)``, the dual value ``D(u)``, the status, the timings and
+        the primal weights recovered from the multipliers where they verify (else None).
+
+    Raises
+    ------
+    ParameterError
+        ``solver`` not None or a string; ``accept_inaccurate``, ``verbose`` or
+        ``raise_on_failure`` not a bool.
+    SolverError
+        ``solver`` not installed; the solver failed, stopped inaccurate (without
+        ``accept_inaccurate``), reported the dual infeasible (the primal unbounded below) or
+        returned non-finite flows -- unless ``raise_on_failure=False``.
+    InfeasibleError
+        The dual is unbounded above, so the primal is infeasible (naming the nodes with
+        infeasible constraints), unless ``raise_on_failure=False``.
+
+    Examples
+    --------
+    The dual of two nodes with data ``L_i(w) = (w - a_i)^2`` joined through a node without
+    data at ``lambda = 0.5``: strong duality, ``D(u*) = P(w*)``, and the flows at the
+    capacity ``lambda A_e``:
+
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+    >>> dual = gm.solve_dual(model)
+    >>> dual.success, round(dual.objective, 6)
+    (True, 0.875)
+    >>> np.round(dual.flows.ravel(), 4)
+    array([0.5, 0.5])
+    >>> np.allclose(dual.weights.ravel(), [0.75, 0.0, -0.75], atol=1e-6)
+    True
     """
     name = check_solver(solver, "solve_dual")
     check_bool(accept_inaccurate, "accept_inaccurate", "solve_dual")

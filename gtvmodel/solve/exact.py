@@ -232,6 +232,67 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     ``"rejected"`` or ``"skipped"``, ``reason``, ``newton_iterations``,
     ``gap_before``/``gap_after``) and ``timings["polish"]`` what it cost.
 
+    Parameters
+    ----------
+    model : ModelDeclaration
+        The GTV minimization problem (16) (a :class:`~gtvmodel.GTVModel` or any declaration
+        of losses ``L_i``, constraints, penalty ``phi``, edge weights ``A_e`` and ``lambda``).
+    solver : str, optional
+        A CVXPY solver name (``"CLARABEL"``, ``"SCS"``, ``"OSQP"``) to take that solver's
+        route alone; None (default): the routes above.
+    accept_inaccurate : bool
+        Accept an ``"optimal_inaccurate"`` status (``success`` is then False) instead of
+        raising :class:`~gtvmodel.errors.SolverError`.
+    verbose : bool
+        Pass ``verbose=True`` to the solver.
+    certify : bool
+        Certify the answer (34) and re-solve or escalate when it misses ``accuracy``
+        ("Self-certificate" above); False: one run, no certificate, no polish.
+    accuracy : float, optional
+        The certified relative gap (34) to aim at and to require for ``success`` (> 0);
+        None: :data:`DEFAULT_ACCURACY` aimed at, :data:`SUCCESS_ACCURACY` required
+        ("Accuracy" above).
+    raise_on_failure : bool
+        True (default): infeasible, unbounded or failed solves raise; False: they are
+        returned as a failed :class:`~gtvmodel.solution.Solution` ("Failures" above).
+    method : {"auto", "interior", "first_order"}
+        ``"auto"``: the routes above; ``"interior"``: Clarabel (or ``solver``) with its full
+        ladder; ``"first_order"``: Algorithm 1 alone.
+    auto_threshold : int, optional
+        Size ``(n + |E|) d`` above which ``"auto"`` takes the first-order route (``>= 0``;
+        None: :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`).
+    polish : bool
+        Polish the certified conic answer by Newton's method on its fused clusters
+        ("Polish" above).
+
+    Returns
+    -------
+    Solution
+        Weights ``w`` ``(n, d)``, flows ``u`` ``(|E|, d)``, the objective ``P(w)``, the
+        :class:`~gtvmodel.certificates.certificate.Certificate` (with ``certify=True``),
+        timings and ``info`` (``route``, ``route_reason``, ``tolerances``, ``polish``, ...).
+
+    Raises
+    ------
+    ParameterError
+        A bad option, named (``solver`` not a string, ``accept_inaccurate``, ``verbose``,
+        ``certify``, ``raise_on_failure`` or ``polish`` not a bool, ``accuracy`` not
+        positive, an unknown ``method``, a negative ``auto_threshold`` once the size rule
+        is consulted: ``method="auto"``, no ``solver``).
+    SolverError
+        ``solver`` not installed; the solver failed, stopped inaccurate (without
+        ``accept_inaccurate``) or found the problem unbounded (naming the nodes whose
+        losses are unbounded below) -- unless ``raise_on_failure=False``.
+    InfeasibleError
+        Node constraints without a feasible point (naming the nodes), unless
+        ``raise_on_failure=False``.
+
+    Warns
+    -----
+    AccuracyWarning
+        The answer is certified only to a looser accuracy than required, or Clarabel was
+        accepted only at its own default tolerances.
+
     Examples
     --------
     Two nodes with data, ``L_i(w) = ||w - a_i||^2``, joined through a node without data by the
