@@ -867,7 +867,7 @@ class ModelDeclaration:
         self.__dict__.update(state)
         reserve_ids([*self._vars.values(),
                      *(loss.expr for loss in self._losses.values()
-                       if isinstance(loss, SymbolicLoss)),
+                       if loss.variable is not None),  # symbolic losses (Loss.variable)
                      *(c.constraint for cs in self._constraints.values() for c in cs
                        if isinstance(c, SymbolicConstraint))])
 
