@@ -115,6 +115,7 @@ from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
+from .recovery import recover_flows
 from .repair import (
     domain_scale,
     flows_from_weights,
@@ -353,6 +354,62 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     True
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project, fallback, solver)
+    opts = (tol, feas_tol, radius, solver, project)
+    if flows is None:
+        # flows recovered through the optimality conditions first (recovery.py): at (or near)
+        # an optimum they certify alone; otherwise the built flows too, the smaller gap kept
+        rec = _recovered(model, weights, opts)
+        if rec is not None and rec.success_at(tol):
+            return rec
+        return _smaller(_certify_given(model, weights, None, fallback, opts), rec,
+                        "flows recovered from the optimality conditions")
+    cert = _certify_given(model, weights, flows, fallback, opts)
+    if fallback and cert.feasible and not cert.success_at(tol):
+        cert = _smaller(cert, _recovered(model, weights, opts),
+                        "flows recovered from the optimality conditions of the weights")
+    return cert
+
+
+def _smaller(cert: Certificate, alt: Certificate | None, what: str) -> Certificate:
+    """The certificate with the smaller gap (each is a valid bound); a note in ``repairs``
+    when ``alt`` (built from ``what``) replaces ``cert``."""
+    if alt is None:
+        return cert
+    alt.timings["total"] += cert.timings["total"]
+    if not alt.gap < cert.gap:
+        cert.timings["total"] = alt.timings["total"]
+        return cert
+    alt.repairs.append(f"the first flows gave a larger gap ({cert.gap:.3g}): {what} were "
+                       "used instead")
+    alt.repaired = True
+    return alt
+
+
+def _recovered(model: ModelDeclaration, weights: Any, opts: tuple) -> Certificate | None:
+    """The certificate of the flows recovered from the weights through the optimality
+    conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`, then the usual repair
+    and sound evaluation); None where the recovery does not apply."""
+    t0 = time.perf_counter()
+    W = model.check_weights(weights)
+    if not np.isfinite(W).all():
+        return None
+    U = recover_flows(model, W)
+    if U is None:
+        return None
+    t1 = time.perf_counter()
+    cert = _certify_once(model, W, U, *opts)
+    cert, _ = _stiff_variant(model, cert, U, *opts)
+    cert.flows_from_weights = True
+    cert.timings["recovery"] = t1 - t0
+    cert.timings["total"] += t1 - t0
+    return cert
+
+
+def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: bool,
+                   opts: tuple) -> Certificate:
+    """:func:`certify` with the given flows (or those built by :func:`flows_from_weights`),
+    the stiff variant and the escalation of ``fallback``."""
+    tol, feas_tol, radius, solver, project = opts
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
     cert, affine = _stiff_variant(model, cert, flows, tol, feas_tol, radius, solver, project)
     # more work only where it can matter: an infinite gap, or one within three orders of
