@@ -193,13 +193,13 @@ def _certify(args: argparse.Namespace) -> int:
     text = {"skip_header": args.skip_header, "index_col": args.index_col}
     W = io.load_weights(args.weights, model, **text)
     U = io.load_flows(args.flows, model, **text) if args.flows else None
-    options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius}
+    # with --flows the verdict is on the flows given: no flows recovered from W replace them
+    options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius,
+               "recover": U is None}
     cert = model.certify(W, U, **options)
     ok = cert.success  # certified at --tol (the tol given to certify)
-    # given flows that fail (or that certify replaced by flows recovered from W) while their
-    # negation certifies on its own: a sign convention mismatch
-    failed = U is not None and (not ok or cert.flows_from_weights)
-    flip = bool(failed and model.certify(W, -U, **options, fallback=False).success)
+    # given flows that fail while their negation certifies: a sign convention mismatch
+    flip = bool(U is not None and not ok and model.certify(W, -U, **options).success)
     if args.json and U is None:
         print(cert.to_json())  # exactly Certificate.to_dict()
     elif args.json:  # given flows: plus whether their negation would certify

@@ -305,12 +305,10 @@ def test_cli_reports_a_flow_sign_flip_and_no_empty_repair(tmp_path: Path, capsys
     save_flows(tmp_path / "tight.npy", sol.flows / dn[:, None] * model.capacities[:, None]
                * (1 + 1e-14))  # an ulp above capacity, as another solver may write them
     args = ("certify", str(tmp_path / "p.npz"), str(tmp_path / "w.npy"), "--flows")
-    # W is optimal: flows recovered from W certify it (exit 0), and the note still names the
-    # given flows' sign
     code, out, err = call_main(capsys, *args, str(tmp_path / "neg.npy"))
-    assert code == 0 and "probable flow sign flip: the negated flows certify" in out, out
+    assert code == 1 and "probable flow sign flip: the negated flows certify" in out, out
     code, out, err = call_main(capsys, *args, str(tmp_path / "neg.npy"), "--json")
-    assert code == 0 and json.loads(out)["probable_flow_sign_flip"] is True
+    assert code == 1 and json.loads(out)["probable_flow_sign_flip"] is True
     code, out, err = call_main(capsys, *args, str(tmp_path / "tight.npy"), "--json")
     assert code == 0 and json.loads(out)["probable_flow_sign_flip"] is False
     code, out, err = call_main(capsys, *args, str(tmp_path / "tight.npy"))

@@ -84,7 +84,16 @@ infinite) is tried again with 16 projection rounds and with flows built from the
 whose repair rescaled all flows by ``theta < 0.999`` also with the convex projection of the
 given flows; the smallest bound is returned.
 
-**Flows from weights** (``flows=None``, :func:`flows_from_weights`): start from the edge
+**Flows recovered from weights** (``flows=None``, :mod:`~gtvmodel.certificates.recovery`):
+the flows minimizing the linearized sum of the edge and node Fenchel-Young gaps at ``W``
+subject to the node conditions ``-(D^T u)_i in dh_i(w_i)`` (an LP on HiGHS for the ``l1`` and
+``l_inf`` penalties and every norm at ``d = 1``, a conic program on Clarabel for ``Norm2`` and
+differentiable penalties): at an optimum they meet every optimality condition, fused edges and
+``l_inf`` ties included, without a threshold.  They are certified first; where they do not
+certify ``W`` at ``tol`` (or the model is outside :func:`~gtvmodel.certificates.recovery.
+recovery_scope`), the flows built as follows are certified too and the smaller gap is kept.
+
+**Flows built from weights** (:func:`flows_from_weights`): start from the edge
 optimality condition ``u_e in lambda A_e dphi(v_e)`` (the penalty's dual update applied to
 ``v_e/eps``), then add the minimum-norm correction that matches the node condition
 ``-(D^T u)_i = grad h_i(w_i)`` at every node with a gradient (smooth loss, no ``l1``, no
@@ -115,7 +124,7 @@ from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
-from .recovery import recover_flows
+from .recovery import recover_flows, uses_lp
 from .repair import (
     domain_scale,
     flows_from_weights,
@@ -308,7 +317,7 @@ def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
 
 def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: float = 1e-6,
             feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
-            project: str = "auto", fallback: bool = True) -> Certificate:
+            project: str = "auto", fallback: bool = True, recover: bool = True) -> Certificate:
     """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
 
     Returns a :class:`Certificate` whose ``gap >= P(W) - P*`` (module docstring for the
@@ -330,6 +339,11 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     by ``theta < 0.999``, also the convex projection of the given flows onto the dual-feasible
     set (``project="auto"``); the smallest (valid) bound is returned (pass False where
     certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
+    ``recover``: without flows, first certify the flows recovered from ``W`` through the
+    optimality conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`; when they do
+    not certify ``W`` at ``tol``, the flows built by :func:`flows_from_weights` too), and with
+    given flows that do not certify ``W`` at ``tol`` (and ``fallback``), also the recovered
+    ones; the smaller gap is kept.  False: the given (or built) flows only.
 
     Examples
     --------
@@ -344,8 +358,8 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     >>> cert.status, cert.success, cert.gap < 1e-6
     ('certified', True, True)
 
-    Any candidate gets a sound bound ``gap >= P(W) - P*`` (34); without flows they are built
-    from ``W`` and repaired to a dual-feasible point:
+    Any candidate gets a sound bound ``gap >= P(W) - P*`` (34); without flows they are
+    recovered from ``W`` (or built from it) and repaired to a dual-feasible point:
 
     >>> cert = gm.certify(model, np.zeros((3, 1)))
     >>> cert.status, round(cert.primal_value, 4), round(cert.gap, 4)
@@ -354,7 +368,10 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     True
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project, fallback, solver)
+    check_bool(recover, "recover", where="certify")
     opts = (tol, feas_tol, radius, solver, project)
+    if not recover:
+        return _certify_given(model, weights, flows, fallback, opts)
     if flows is None:
         # flows recovered through the optimality conditions first (recovery.py): at (or near)
         # an optimum they certify alone; otherwise the built flows too, the smaller gap kept
@@ -379,30 +396,44 @@ def _smaller(cert: Certificate, alt: Certificate | None, what: str) -> Certifica
     if not alt.gap < cert.gap:
         cert.timings["total"] = alt.timings["total"]
         return cert
-    alt.repairs.append(f"the first flows gave a larger gap ({cert.gap:.3g}): {what} were "
-                       "used instead")
+    done = f"; repaired: {'; '.join(cert.repairs)}" if cert.repairs else ""
+    alt.repairs.append(f"the first flows gave a larger gap ({cert.gap:.3g}{done}): {what} "
+                       "were used instead")
     alt.repaired = True
     return alt
+
+
+#: :func:`certify` stops after the recovery LP when its relative gap is at most this share of
+#: ``tol`` (an optimum, up to rounding); otherwise the variant with curvature is tried too.
+EXACT_SHARE = 1e-3
 
 
 def _recovered(model: ModelDeclaration, weights: Any, opts: tuple) -> Certificate | None:
     """The certificate of the flows recovered from the weights through the optimality
     conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`, then the usual repair
-    and sound evaluation); None where the recovery does not apply."""
-    t0 = time.perf_counter()
+    and sound evaluation); where the LP's flows do not certify at :data:`EXACT_SHARE` ``tol``,
+    also those of its
+    variant with curvature (demands of smooth nodes free to leave their gradients at a
+    second-order cost), the smaller gap kept.  None where the recovery does not apply."""
     W = model.check_weights(weights)
     if not np.isfinite(W).all():
         return None
-    U = recover_flows(model, W)
-    if U is None:
-        return None
-    t1 = time.perf_counter()
-    cert = _certify_once(model, W, U, *opts)
-    cert, _ = _stiff_variant(model, cert, U, *opts)
-    cert.flows_from_weights = True
-    cert.timings["recovery"] = t1 - t0
-    cert.timings["total"] += t1 - t0
-    return cert
+    best = None
+    for curvature in (False, True):
+        t0 = time.perf_counter()
+        U = recover_flows(model, W, curvature)
+        t1 = time.perf_counter()
+        if U is not None:
+            cert = _certify_once(model, W, U, *opts)
+            cert, _ = _stiff_variant(model, cert, U, *opts)
+            cert.flows_from_weights = True
+            cert.timings["recovery"] = t1 - t0
+            cert.timings["total"] += t1 - t0
+            best = cert if best is None else _smaller(best, cert, "flows recovered with "
+                                                      "curvature at the smooth nodes")
+        if best is None or best.success_at(EXACT_SHARE * opts[0]) or not uses_lp(model):
+            break
+    return best
 
 
 def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: bool,

@@ -33,13 +33,21 @@ optimum.
 The problem is an LP for the polyhedral dual balls (the ``l1`` penalty's box
 ``||u_e||_inf <= lambda A_e``, the ``l_inf`` penalty's cross-polytope ``||u_e||_1 <= lambda
 A_e``, every norm at ``d = 1``), solved by HiGHS (:func:`scipy.optimize.linprog`, sparse
-matrices, a vertex: conservation exact up to the rounding of its basis solves), and a
+matrices; a vertex: conservation exact up to the rounding of its basis solves), and a
 second-order cone program for ``Norm2`` at ``d > 1``, solved by Clarabel called directly with
-sparse matrices.  Differentiable penalties (``SquaredNorm2``) fix every flow,
-``u_e = lambda A_e grad phi(v_e)``.  The recovery applies to nodes whose subdifferential it
-can describe: zero losses and smooth library losses, with ``l1``/``l2`` regularizers and box
-(``Box``, ``NonNeg``) constraints; other models get no recovered flows (:func:`recovery_scope`
-says why).
+sparse matrices.  Differentiable penalties (``SquaredNorm2``) take ``u_e = lambda A_e grad
+phi(v_e)`` plus the correction of least ``sum_e ||delta_e||^2 / (2 lambda A_e)`` (their edge
+gap) that meets the node conditions, a QP on Clarabel.
+
+Away from the optimum the exact gradients over-constrain the flows (the optimal demands are
+the gradients at ``W*``, not at ``W``): with ``curvature`` the demand of a smooth node may
+leave its gradient along the curvature of ``f_i``, ``s_i - grad f_i(w_i) = H_i z_i`` at the cost
+``z_i^T H_i z_i / 2``, the second-order term of its Fenchel-Young gap (always so in the conic
+and QP forms; the LP's variant is a QP on Clarabel).
+
+The recovery applies to nodes whose subdifferential it can describe: zero losses and smooth
+library losses, with ``l1``/``l2`` regularizers and box (``Box``, ``NonNeg``) constraints;
+other models get no recovered flows (:func:`recovery_scope` says why).
 
 Nothing here needs to be exact for soundness: :func:`~gtvmodel.certificates.certificate.certify`
 repairs the recovered flows and evaluates them by the unchanged sound dual evaluation, and
@@ -66,7 +74,7 @@ from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
 from ..terms.losses import smooth_gradients
 
-__all__ = ["recover_flows", "recovery_scope", "NodeConditions", "node_conditions",
+__all__ = ["recover_flows", "uses_lp", "recovery_scope", "NodeConditions", "node_conditions",
            "fused_components", "cluster_sums", "balance_flows", "SLACK_WEIGHT", "LP_TOL"]
 
 #: The slack weight ``M = SLACK_WEIGHT (1 + ||W||_inf)`` of the node conditions.
@@ -209,7 +217,7 @@ def _solve_lp(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions, W: n
     nodes = _node_columns(cond, W, M)
     K = _flow_block(model)
     v = V.ravel()
-    box = d == 1 or getattr(model.penalty, "q", None) == np.inf
+    box = _dual_ball(model) == "box"
     if box:
         capf = np.repeat(cap, d)
         A_eq = sp.hstack([K, nodes.A], format="csr")
@@ -273,19 +281,54 @@ def _clarabel(P: sp.spmatrix, q: np.ndarray, K: sp.csr_matrix, rhs: np.ndarray,
     return np.asarray(sol.x[:nf])
 
 
-def _solve_socp(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions, W: np.ndarray,
-                M: float) -> np.ndarray | None:
-    """The recovery problem for ``Norm2`` (``||u_e||_2 <= lambda A_e``, one second-order cone
-    ``(lambda A_e, u_e)`` per edge), by Clarabel with sparse matrices.  None if it fails."""
+def _dual_ball(model: ModelDeclaration) -> str:
+    """The shape of the dual ball ``||u_e||_* <= lambda A_e``: ``"box"`` (the ``l1``
+    penalty, and every norm at ``d = 1``), ``"cross"`` (``l_inf``: the ``l1`` ball) or
+    ``"l2"``."""
+    q = getattr(model.penalty, "q", None)
+    if model.dim == 1 or q == np.inf:
+        return "box"
+    return "cross" if q == 1.0 else "l2"
+
+
+def _solve_conic(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions, W: np.ndarray,
+                 M: float) -> np.ndarray | None:
+    """The recovery problem for norm penalties with the curvature columns of the smooth nodes
+    (:func:`_with_curvature`), by Clarabel with sparse matrices: the dual balls as one
+    second-order cone ``(lambda A_e, u_e)`` per edge (``Norm2``), or linear inequalities
+    (``l1``: the box; ``l_inf``: ``u = p - q``, ``p, q >= 0``, ``sum_j p_ej + q_ej <= lambda
+    A_e``).  None if it fails."""
     E, d = V.shape
-    rows = (np.arange(E)[:, None] * (d + 1) + 1 + np.arange(d)).ravel()
-    Ac = sp.csr_matrix((-np.ones(E * d), (rows, np.arange(E * d))), shape=(E * (d + 1), E * d))
-    bc = np.zeros(E * (d + 1))
-    bc[np.arange(E) * (d + 1)] = model.capacities
-    u = _clarabel(sp.csr_matrix((E * d, E * d)), -V.ravel(), _flow_block(model),
-                  cond.G.ravel(), _node_columns(cond, W, M),
-                  (Ac, bc, [clarabel.SecondOrderConeT(d + 1)] * E))
-    return None if u is None else u.reshape(E, d)
+    cap = model.capacities
+    K = _flow_block(model)
+    ball = _dual_ball(model)
+    if ball == "l2":
+        rows = (np.arange(E)[:, None] * (d + 1) + 1 + np.arange(d)).ravel()
+        Ac = sp.csr_matrix((-np.ones(E * d), (rows, np.arange(E * d))),
+                           shape=(E * (d + 1), E * d))
+        bc = np.zeros(E * (d + 1))
+        bc[np.arange(E) * (d + 1)] = cap
+        cone = (Ac, bc, [clarabel.SecondOrderConeT(d + 1)] * E)
+        q = -V.ravel()
+    elif ball == "box":
+        capf = np.repeat(cap, d)
+        eye = sp.identity(E * d, format="csr")
+        cone = (sp.vstack([eye, -eye]), np.concatenate([capf, capf]),
+                [clarabel.NonnegativeConeT(2 * E * d)])
+        q = -V.ravel()
+    else:
+        ones = sp.kron(sp.identity(E), np.ones((1, d)), format="csr")
+        cone = (sp.vstack([-sp.identity(2 * E * d), sp.hstack([ones, ones])]),
+                np.concatenate([np.zeros(2 * E * d), cap]),
+                [clarabel.NonnegativeConeT(2 * E * d + E)])
+        K = sp.hstack([K, -K], format="csr")
+        q = np.concatenate([-V.ravel(), V.ravel()])
+    x = _clarabel(sp.csr_matrix((q.size, q.size)), q, K, cond.G.ravel(),
+                  _with_curvature(model, _node_columns(cond, W, M), W), cone)
+    if x is None:
+        return None
+    u = x[:E * d] if ball != "cross" else x[:E * d] - x[E * d:]
+    return u.reshape(E, d)
 
 
 def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
@@ -306,23 +349,33 @@ def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
     return U0 if delta is None else U0 + delta.reshape(E, d)
 
 
-def recover_flows(model: ModelDeclaration, weights: np.ndarray) -> np.ndarray | None:
+def uses_lp(model: ModelDeclaration) -> bool:
+    """Whether :func:`recover_flows` without ``curvature`` solves the LP (a norm penalty
+    with a polyhedral dual ball), so that the ``curvature`` variant is a different problem."""
+    return model.penalty.is_norm and _dual_ball(model) != "l2"
+
+
+def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool = False
+                  ) -> np.ndarray | None:
     """Flows ``U`` (``(|E|, d)``) recovered from the weights ``W`` (checked ``(n, d)``) by the
     optimality conditions (module docstring): at an exact minimizer they satisfy the edge
     and node conditions of (16) exactly (up to the solver's rounding), elsewhere they
-    minimize the linearized gap.  None when the model is outside :func:`recovery_scope` or the
-    solver fails (the caller keeps its other flows)."""
+    minimize the linearized gap.  ``curvature``: the demands of the smooth nodes may also
+    leave their gradients along the curvature of the loss, at the second-order cost of their
+    Fenchel-Young gaps (:func:`_with_curvature`; a QP/SOCP on Clarabel: better away from the
+    optimum, where the exact gradients over-constrain the flows); always so for ``Norm2`` at
+    ``d > 1`` and differentiable penalties.  None when the model is outside
+    :func:`recovery_scope` or the solver fails (the caller keeps its other flows)."""
     if recovery_scope(model) is not None:
         return None
     W = np.asarray(weights, dtype=float)
     V = model.empirical_graph.diff(W)
-    pen = model.penalty
     M = SLACK_WEIGHT * (1.0 + float(np.abs(W).max(initial=0.0)))
     cond = node_conditions(model, W)
-    if not pen.is_norm:
+    if not model.penalty.is_norm:
         return _solve_smooth(model, V, cond, W, M)
-    if model.dim > 1 and getattr(pen, "q", None) == 2.0:
-        return _solve_socp(model, V, cond, W, M)
+    if curvature or _dual_ball(model) == "l2":
+        return _solve_conic(model, V, cond, W, M)
     return _solve_lp(model, V, cond, W, M)
 
 
