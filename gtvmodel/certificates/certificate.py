@@ -124,7 +124,7 @@ from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
-from .recovery import recover_flows, uses_lp
+from .recovery import FULL_SIZE, fused_thresholds, recover_flows, uses_lp
 from .repair import (
     domain_scale,
     flows_from_weights,
@@ -411,29 +411,46 @@ EXACT_SHARE = 1e-3
 def _recovered(model: ModelDeclaration, weights: Any, opts: tuple) -> Certificate | None:
     """The certificate of the flows recovered from the weights through the optimality
     conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`, then the usual repair
-    and sound evaluation); where the LP's flows do not certify at :data:`EXACT_SHARE` ``tol``,
-    also those of its
-    variant with curvature (demands of smooth nodes free to leave their gradients at a
-    second-order cost), the smaller gap kept.  None where the recovery does not apply."""
+    and sound evaluation), over :func:`_recovery_candidates` until one certifies ``W`` at
+    :data:`EXACT_SHARE` ``tol``; the smallest gap is kept (each is a valid bound).  None
+    where the recovery does not apply."""
     W = model.check_weights(weights)
     if not np.isfinite(W).all():
         return None
     best = None
-    for curvature in (False, True):
+    for curvature, tau in _recovery_candidates(model, W):
         t0 = time.perf_counter()
-        U = recover_flows(model, W, curvature)
+        U = recover_flows(model, W, curvature, tau)
         t1 = time.perf_counter()
-        if U is not None:
-            cert = _certify_once(model, W, U, *opts)
-            cert, _ = _stiff_variant(model, cert, U, *opts)
-            cert.flows_from_weights = True
-            cert.timings["recovery"] = t1 - t0
-            cert.timings["total"] += t1 - t0
-            best = cert if best is None else _smaller(best, cert, "flows recovered with "
-                                                      "curvature at the smooth nodes")
-        if best is None or best.success_at(EXACT_SHARE * opts[0]) or not uses_lp(model):
+        if U is None:
+            continue
+        cert = _certify_once(model, W, U, *opts)
+        cert, _ = _stiff_variant(model, cert, U, *opts)
+        cert.flows_from_weights = True
+        cert.timings["recovery"] = t1 - t0
+        cert.timings["total"] += t1 - t0
+        best = cert if best is None else _smaller(best, cert, "flows recovered by another "
+                                                  "variant of the recovery")
+        if best.success_at(EXACT_SHARE * opts[0]):
             break
     return best
+
+
+def _recovery_candidates(model: ModelDeclaration, W: np.ndarray
+                         ) -> list[tuple[bool, float]]:
+    """``(curvature, threshold)`` of the recoveries :func:`certify` tries, cheapest first: the
+    fused edges of :func:`~gtvmodel.certificates.recovery.fused_thresholds` (the LP or the
+    electrical flow), for the polyhedral norms the first of them with curvature, then, up to
+    :data:`~gtvmodel.certificates.recovery.FULL_SIZE` flow entries, the threshold-free
+    problem (and its curvature variant)."""
+    if not model.penalty.is_norm:
+        return [(False, np.inf)]
+    taus = fused_thresholds(model, W)
+    lp = uses_lp(model)
+    out = [(False, t) for t in taus] + ([(True, taus[0])] if lp else [])
+    if model.num_edges * model.dim <= FULL_SIZE:
+        out += [(False, np.inf)] + ([(True, np.inf)] if lp else [])
+    return out
 
 
 def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: bool,

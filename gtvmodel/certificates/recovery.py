@@ -74,14 +74,16 @@ from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
 from ..terms.losses import smooth_gradients
 
-__all__ = ["recover_flows", "uses_lp", "recovery_scope", "NodeConditions", "node_conditions",
-           "fused_components", "cluster_sums", "balance_flows", "SLACK_WEIGHT", "LP_TOL"]
+__all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
+           "node_conditions", "fused_components", "cluster_sums", "balance_flows",
+           "SLACK_WEIGHT", "LP_TOL", "FULL_SIZE", "FUSED_RTOL"]
 
 #: The slack weight ``M = SLACK_WEIGHT (1 + ||W||_inf)`` of the node conditions.
 SLACK_WEIGHT = 10.0
 #: Primal and dual feasibility tolerances given to HiGHS and Clarabel (absolute, on data
 #: scaled to ``max(1, ||W||_inf)``).
 LP_TOL = 1e-10
+
 
 
 # ===================================================================== node conditions
@@ -207,78 +209,23 @@ def _flow_block(model: ModelDeclaration) -> sp.csr_matrix:
     return sp.kron(-model.incidence.T, sp.identity(model.dim), format="csr")
 
 
-def _solve_lp(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions, W: np.ndarray,
-              M: float) -> np.ndarray | None:
-    """The recovery LP for polyhedral dual balls: ``||u_e||_inf <= lambda A_e`` (the ``l1``
-    penalty, and every norm at ``d = 1``), or ``||u_e||_1 <= lambda A_e`` (``l_inf``), with
-    ``u = p - q``, ``p, q >= 0``, ``sum_j p_ej + q_ej <= lambda A_e``.  None if HiGHS fails."""
-    E, d = V.shape
-    cap = model.capacities
-    nodes = _node_columns(cond, W, M)
-    K = _flow_block(model)
-    v = V.ravel()
-    box = _dual_ball(model) == "box"
-    if box:
-        capf = np.repeat(cap, d)
-        A_eq = sp.hstack([K, nodes.A], format="csr")
-        cost = np.concatenate([-v, nodes.c])
-        lb, ub = np.concatenate([-capf, nodes.lb]), np.concatenate([capf, nodes.ub])
-        A_ub = b_ub = None
-    else:
-        A_eq = sp.hstack([K, -K, nodes.A], format="csr")
-        cost = np.concatenate([-v, v, nodes.c])
-        lb = np.concatenate([np.zeros(2 * E * d), nodes.lb])
-        ub = np.concatenate([np.full(2 * E * d, np.inf), nodes.ub])
-        ones = sp.kron(sp.identity(E), np.ones((1, d)), format="csr")
-        A_ub = sp.hstack([ones, ones, sp.csr_matrix((E, nodes.c.size))], format="csr")
-        b_ub = cap
-    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=cond.G.ravel(),
-                  bounds=np.column_stack([lb, ub]), method="highs",
-                  options={"primal_feasibility_tolerance": LP_TOL,
-                           "dual_feasibility_tolerance": LP_TOL})
-    if res.status != 0 or res.x is None:
-        return None
-    x = res.x
-    u = x[:E * d] if box else x[:E * d] - x[E * d:2 * E * d]
-    return u.reshape(E, d)
+@dataclass
+class _Flows:
+    """The flows of a recovery problem as ``vec(U) = u0 + T x`` in free variables ``x`` with
+    bounds ``lb <= x <= ub``, cost ``cost^T x``, and the linear constraints ``A_ub x <= b_ub``,
+    ``A_eq x = b_eq`` (their dual balls and edge faces); ``cones``: Clarabel's second-order
+    cones ``(lambda A_e, u_e)`` of the free ``Norm2`` rows (``(A, b, cones)``, or None)."""
 
-
-def _clarabel(P: sp.spmatrix, q: np.ndarray, K: sp.csr_matrix, rhs: np.ndarray,
-              nodes: _Columns, cone: tuple[sp.spmatrix, np.ndarray, list] | None
-              ) -> np.ndarray | None:
-    """Clarabel on ``min x^T P x / 2 + q^T x`` over ``x = (flows, node columns)`` subject to
-    the node rows ``[K, A_nodes] x = rhs``, the node columns' bounds and the edge cones
-    ``cone = (A_c, b_c, cones)`` (``b_c - A_c x`` in the cones); the flow part of ``x``, or
-    None if it fails."""
-    nf = K.shape[1]
-    nx_ = nf + nodes.c.size
-    fin_lb, fin_ub = np.flatnonzero(np.isfinite(nodes.lb)), np.flatnonzero(np.isfinite(nodes.ub))
-    Ab = sp.vstack([
-        sp.csr_matrix((-np.ones(fin_lb.size), (np.arange(fin_lb.size), nf + fin_lb)),
-                      shape=(fin_lb.size, nx_)),
-        sp.csr_matrix((np.ones(fin_ub.size), (np.arange(fin_ub.size), nf + fin_ub)),
-                      shape=(fin_ub.size, nx_))])
-    bb = np.concatenate([-nodes.lb[fin_lb], nodes.ub[fin_ub]])
-    blocks, rhs_all = [sp.hstack([K, nodes.A]), Ab], [rhs, bb]
-    cones = [clarabel.ZeroConeT(K.shape[0]), clarabel.NonnegativeConeT(bb.size)]
-    if cone is not None:
-        blocks.append(sp.hstack([cone[0], sp.csr_matrix((cone[0].shape[0], nodes.c.size))]))
-        rhs_all.append(cone[1])
-        cones += cone[2]
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = settings.tol_gap_rel = LP_TOL
-    settings.tol_feas = LP_TOL
-    settings.tol_ktratio = 1e-8
-    Pn = sp.csr_matrix((nodes.c.size, nodes.c.size)) if nodes.P is None else nodes.P
-    Pf = sp.block_diag([P, Pn], format="csc")
-    solver = clarabel.DefaultSolver(sp.triu(Pf, format="csc"), np.concatenate([q, nodes.c]),
-                                    sp.vstack(blocks, format="csc"), np.concatenate(rhs_all),
-                                    cones, settings)
-    sol = solver.solve()
-    if str(sol.status) not in ("Solved", "AlmostSolved"):
-        return None
-    return np.asarray(sol.x[:nf])
+    u0: np.ndarray
+    T: sp.csr_matrix
+    lb: np.ndarray
+    ub: np.ndarray
+    cost: np.ndarray
+    A_ub: sp.csr_matrix
+    b_ub: np.ndarray
+    A_eq: sp.csr_matrix
+    b_eq: np.ndarray
+    soc: tuple | None = None
 
 
 def _dual_ball(model: ModelDeclaration) -> str:
@@ -291,92 +238,275 @@ def _dual_ball(model: ModelDeclaration) -> str:
     return "cross" if q == 1.0 else "l2"
 
 
-def _solve_conic(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions, W: np.ndarray,
-                 M: float) -> np.ndarray | None:
-    """The recovery problem for norm penalties with the curvature columns of the smooth nodes
-    (:func:`_with_curvature`), by Clarabel with sparse matrices: the dual balls as one
-    second-order cone ``(lambda A_e, u_e)`` per edge (``Norm2``), or linear inequalities
-    (``l1``: the box; ``l_inf``: ``u = p - q``, ``p, q >= 0``, ``sum_j p_ej + q_ej <= lambda
-    A_e``).  None if it fails."""
+def _select(rows: np.ndarray, m: int, values: np.ndarray | None = None) -> sp.csr_matrix:
+    """``(m, rows.size)`` with ``values`` (default 1) at ``(rows[k], k)``."""
+    vals = np.ones(rows.size) if values is None else values
+    return sp.csr_matrix((vals, (rows, np.arange(rows.size))), shape=(m, rows.size))
+
+
+def _flows(model: ModelDeclaration, V: np.ndarray, tau: float) -> _Flows:
+    """The edge condition ``u_e in lambda A_e dphi(v_e)`` with the edges (``l1``: the
+    coordinates) whose difference is at most ``tau`` *free* in their dual ball (``tau = inf``:
+    every edge, the threshold-free problem of the module docstring) and the others on the face
+    of the ball that ``v_e`` selects: ``lambda A_e sign(v_ej)`` (``l1``, ``d = 1``), ``lambda A_e
+    v_e / ||v_e||_2`` (``Norm2``), ``conv{lambda A_e sign(v_ej) e_j}`` over the coordinates
+    within ``tau`` of ``||v_e||_inf`` (``l_inf``: a tie of several is a set of variables
+    ``t >= 0`` with ``sum_j t_ej = lambda A_e``)."""
     E, d = V.shape
     cap = model.capacities
-    K = _flow_block(model)
+    capf = np.repeat(cap, d)
+    v = V.ravel()
     ball = _dual_ball(model)
+    if ball == "box":
+        free = np.abs(v) <= tau
+        u0 = np.where(free, 0.0, capf * np.sign(v))
+        cols = np.flatnonzero(free)
+        return _Flows(u0, _select(cols, E * d), -capf[cols], capf[cols], -v[cols],
+                      sp.csr_matrix((0, cols.size)), np.zeros(0),
+                      sp.csr_matrix((0, cols.size)), np.zeros(0))
+    r = model.penalty.rows_value(V)
+    fused = r <= tau
     if ball == "l2":
-        rows = (np.arange(E)[:, None] * (d + 1) + 1 + np.arange(d)).ravel()
-        Ac = sp.csr_matrix((-np.ones(E * d), (rows, np.arange(E * d))),
-                           shape=(E * (d + 1), E * d))
-        bc = np.zeros(E * (d + 1))
-        bc[np.arange(E) * (d + 1)] = cap
-        cone = (Ac, bc, [clarabel.SecondOrderConeT(d + 1)] * E)
-        q = -V.ravel()
-    elif ball == "box":
-        capf = np.repeat(cap, d)
-        eye = sp.identity(E * d, format="csr")
-        cone = (sp.vstack([eye, -eye]), np.concatenate([capf, capf]),
-                [clarabel.NonnegativeConeT(2 * E * d)])
-        q = -V.ravel()
-    else:
-        ones = sp.kron(sp.identity(E), np.ones((1, d)), format="csr")
-        cone = (sp.vstack([-sp.identity(2 * E * d), sp.hstack([ones, ones])]),
-                np.concatenate([np.zeros(2 * E * d), cap]),
-                [clarabel.NonnegativeConeT(2 * E * d + E)])
-        K = sp.hstack([K, -K], format="csr")
-        q = np.concatenate([-V.ravel(), V.ravel()])
-    x = _clarabel(sp.csr_matrix((q.size, q.size)), q, K, cond.G.ravel(),
-                  _with_curvature(model, _node_columns(cond, W, M), W), cone)
-    if x is None:
+        u0 = np.where(fused[:, None], 0.0, cap[:, None] * V / np.where(fused, 1.0, r)[:, None])
+        rows = np.flatnonzero(fused)
+        k = rows.size
+        cols = (rows[:, None] * d + np.arange(d)).ravel()
+        crow = (np.arange(k)[:, None] * (d + 1) + 1 + np.arange(d)).ravel()
+        Ac = sp.csr_matrix((-np.ones(k * d), (crow, np.arange(k * d))), shape=(k * (d + 1), k * d))
+        bc = np.zeros(k * (d + 1))
+        bc[np.arange(k) * (d + 1)] = cap[rows]
+        none = sp.csr_matrix((0, k * d))
+        return _Flows(u0.ravel(), _select(cols, E * d), np.full(k * d, -np.inf),
+                      np.full(k * d, np.inf), -v[cols], none, np.zeros(0), none, np.zeros(0),
+                        (Ac, bc, [clarabel.SecondOrderConeT(d + 1)] * k))
+    # l_inf: fused rows as u = p - q in the cross-polytope; ties on the others
+    A = np.abs(V)
+    tie = (A >= (r - tau)[:, None]) & ~fused[:, None]
+    single = tie.sum(axis=1) == 1
+    u0 = np.where(tie & single[:, None], cap[:, None] * np.sign(V), 0.0).ravel()
+    frows = np.flatnonzero(fused)
+    fcols = (frows[:, None] * d + np.arange(d)).ravel()
+    tmask = tie & ~single[:, None]
+    tcols = np.flatnonzero(tmask.ravel())
+    ncols = 2 * fcols.size + tcols.size
+    T = sp.hstack([_select(fcols, E * d), _select(fcols, E * d, -np.ones(fcols.size)),
+                   _select(tcols, E * d, np.sign(v[tcols]))], format="csr")
+    ub_rows = sp.hstack([sp.kron(sp.identity(frows.size), np.ones((1, d))),
+                         sp.kron(sp.identity(frows.size), np.ones((1, d))),
+                         sp.csr_matrix((frows.size, tcols.size))], format="csr")
+    trows = np.flatnonzero(tmask.any(axis=1))
+    owner = np.searchsorted(trows, tcols // d)
+    eq_rows = sp.hstack([sp.csr_matrix((trows.size, 2 * fcols.size)),
+                         sp.csr_matrix((np.ones(tcols.size), (owner, np.arange(tcols.size))),
+                                       shape=(trows.size, tcols.size))], format="csr")
+    cost = np.concatenate([-v[fcols], v[fcols], -np.abs(v[tcols])])
+    return _Flows(u0, T, np.zeros(ncols), np.full(ncols, np.inf), cost, ub_rows, cap[frows],
+                  eq_rows, cap[trows])
+
+
+def _solve_lp(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
+              ) -> np.ndarray | None:
+    """The recovery LP (polyhedral balls), by HiGHS: ``vec(U)``, or None if it fails."""
+    K = _flow_block(model)
+    k = fl.T.shape[1]
+    A_eq = sp.vstack([sp.hstack([K @ fl.T, nodes.A]),
+                      sp.hstack([fl.A_eq, sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))])],
+                     format="csr")
+    b_eq = np.concatenate([cond.G.ravel() - K @ fl.u0, fl.b_eq])
+    A_ub = b_ub = None
+    if fl.A_ub.shape[0]:
+        A_ub = sp.hstack([fl.A_ub, sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))],
+                         format="csr")
+        b_ub = fl.b_ub
+    res = linprog(np.concatenate([fl.cost, nodes.c]), A_ub=A_ub, b_ub=b_ub, A_eq=A_eq,
+                  b_eq=b_eq, bounds=np.column_stack([np.concatenate([fl.lb, nodes.lb]),
+                                                     np.concatenate([fl.ub, nodes.ub])]),
+                  method="highs-ipm", options={"primal_feasibility_tolerance": LP_TOL,
+                                           "dual_feasibility_tolerance": LP_TOL})
+    if res.status != 0 or res.x is None:
         return None
-    u = x[:E * d] if ball != "cross" else x[:E * d] - x[E * d:]
-    return u.reshape(E, d)
+    return fl.u0 + fl.T @ res.x[:k]
+
+
+def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
+                    nodes: _Columns, P: sp.spmatrix | None = None) -> np.ndarray | None:
+    """The recovery problem by Clarabel (sparse matrices): the flows' bounds, linear
+    constraints and cones of ``fl``, a quadratic cost ``P`` of ``x`` (None: 0), and the node
+    columns with their bounds and curvature; ``vec(U)``, or None if it fails."""
+    K = _flow_block(model)
+    k = fl.T.shape[1]
+    nx_ = k + nodes.c.size
+    lb, ub = np.concatenate([fl.lb, nodes.lb]), np.concatenate([fl.ub, nodes.ub])
+    il, iu = np.flatnonzero(np.isfinite(lb)), np.flatnonzero(np.isfinite(ub))
+    pad = sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))
+    padq = sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))
+    blocks = [sp.hstack([K @ fl.T, nodes.A]), sp.hstack([fl.A_eq, padq]),
+              -_select(il, nx_).T, _select(iu, nx_).T, sp.hstack([fl.A_ub, pad])]
+    rhs = [cond.G.ravel() - K @ fl.u0, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
+    cones = [clarabel.ZeroConeT(K.shape[0] + fl.A_eq.shape[0]),
+             clarabel.NonnegativeConeT(il.size + iu.size + fl.A_ub.shape[0])]
+    if fl.soc is not None and fl.soc[0].shape[0]:
+        blocks.append(sp.hstack([fl.soc[0], sp.csr_matrix((fl.soc[0].shape[0],
+                                                           nodes.c.size))]))
+        rhs.append(fl.soc[1])
+        cones += fl.soc[2]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = LP_TOL
+    settings.tol_feas = LP_TOL
+    settings.tol_ktratio = 1e-8
+    Pk = sp.csr_matrix((k, k)) if P is None else P
+    Pn = sp.csr_matrix((nodes.c.size, nodes.c.size)) if nodes.P is None else nodes.P
+    Pf = sp.block_diag([Pk, Pn], format="csc")
+    solver = clarabel.DefaultSolver(sp.triu(Pf, format="csc"), np.concatenate([fl.cost, nodes.c]),
+                                    sp.vstack(blocks, format="csc"), np.concatenate(rhs),
+                                    cones, settings)
+    sol = solver.solve()
+    if str(sol.status) not in ("Solved", "AlmostSolved"):
+        return None
+    return fl.u0 + fl.T @ np.asarray(sol.x[:k])
+
+
+#: Rounds of :func:`_electrical`'s reweighting.
+ELECTRICAL_ROUNDS = 20
+
+
+def _electrical(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, V: np.ndarray,
+                tau: float) -> np.ndarray | None:
+    """Row norms (``Norm2``, ``l_inf`` without ties on the other edges) with equality node
+    conditions (no ``l1``, no bounds): the minimum of ``sum_F ||u_e||_2^2 / c_e`` over the
+    fused rows ``F`` that balances the nodes (:func:`balance_flows`, a grounded Laplacian
+    solve per cluster), ``c_e = lambda A_e`` at first; while a row exceeds its capacity its
+    weight is divided by ``(||u_e||_* / lambda A_e)^2`` (a few rounds: the balance moves flow
+    to the edges with slack).  None if the capacities are not met (the caller solves the
+    conic problem)."""
+    if (cond.eta > 0).any() or np.isfinite(cond.lo).any() or np.isfinite(cond.hi).any():
+        return None
+    if fl.A_eq.shape[0]:  # ties of the l_inf norm: variables, not a fixed face
+        return None
+    E, d = V.shape
+    st = model.structure()
+    fused = model.penalty.rows_value(V) <= tau
+    U = fl.u0.reshape(E, d).copy()
+    if not fused.any():
+        return U.ravel()
+    R = -(cond.G + np.asarray(st.incidence.T @ U))  # D_F^T U_F = R
+    _, labels = next(fused_components(st.edges, fused[:, None], model.num_nodes))
+    F = np.flatnonzero(fused)
+    DF = st.incidence[F]
+    cap = model.capacities[F]
+    c = cap.copy()
+    for _ in range(ELECTRICAL_ROUNDS):
+        UF = balance_flows(DF, c, labels, R)
+        ratio = model.penalty.dual_norm(UF) / cap
+        if np.all(ratio <= 1.0):
+            U[F] = UF
+            return U.ravel()
+        c = c / np.maximum(ratio, 1.0) ** 2
+    return None
 
 
 def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
-                  W: np.ndarray, M: float) -> np.ndarray | None:
+                  nodes: _Columns) -> np.ndarray | None:
     """Differentiable penalties: ``u = lambda A_e grad phi(v_e) + delta`` with the correction
     ``delta`` of least ``sum_e ||delta_e||^2 / (2 lambda A_e)`` (the edge Fenchel-Young gap of
     ``SquaredNorm2``, its second-order term for others) meeting the node conditions (a QP,
-    Clarabel); the gradient flows alone where it fails."""
+    Clarabel); the gradient flows alone where they already do or the solver fails."""
     E, d = V.shape
     cap = model.capacities
-    U0 = cap[:, None] * model.penalty.rows_gradient(V)
-    K = _flow_block(model)
-    rhs = cond.G.ravel() - K @ U0.ravel()
-    if not np.abs(rhs).max(initial=0.0) > 0:
-        return U0
-    delta = _clarabel(sp.diags(np.repeat(1.0 / cap, d)), np.zeros(E * d), K, rhs,
-                      _with_curvature(model, _node_columns(cond, W, M), W), None)
-    return U0 if delta is None else U0 + delta.reshape(E, d)
+    u0 = (cap[:, None] * model.penalty.rows_gradient(V)).ravel()
+    if not np.abs(cond.G.ravel() - _flow_block(model) @ u0).max(initial=0.0) > 0:
+        return u0
+    none = sp.csr_matrix((0, E * d))
+    fl = _Flows(u0, sp.identity(E * d, format="csr"), np.full(E * d, -np.inf),
+                np.full(E * d, np.inf), np.zeros(E * d), none, np.zeros(0), none, np.zeros(0))
+    u = _solve_clarabel(model, fl, cond, nodes, sp.diags(np.repeat(1.0 / cap, d)))
+    return u0 if u is None else u
+
+
+#: The largest ``|E| d`` for which :func:`~gtvmodel.certificates.certificate.certify` also
+#: solves the threshold-free problem (every edge free in its ball) when the problems with
+#: fused edges detected by thresholds (:func:`fused_thresholds`) do not certify ``W``.
+FULL_SIZE = 4000
+#: The default threshold of :func:`fused_thresholds`, relative to ``max(1, ||W||_inf)``.
+FUSED_RTOL = 1e-8
+
+
+def fused_thresholds(model: ModelDeclaration, weights: np.ndarray) -> list[float]:
+    """Thresholds ``tau`` on the edge differences (``l1``: coordinates; other norms: rows)
+    below which edges count as fused: the widest gap (at least two decades) in the sorted
+    differences between ``1e-14`` and ``1e-2`` times ``max(1, ||W||_inf)`` (rounding-level
+    differences below it, genuine ones above: its geometric middle), then
+    :data:`FUSED_RTOL` ``max(1, ||W||_inf)``; duplicates (the same fused set) dropped."""
+    W = np.asarray(weights, dtype=float)
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    V = model.empirical_graph.diff(W)
+    pen = model.penalty
+    r = np.abs(V).ravel() if _dual_ball(model) == "box" or not pen.is_norm \
+        else pen.rows_value(V)
+    x = np.sort(r[(r > 1e-14 * scale) & (r < 1e-2 * scale)])
+    taus = []
+    if x.size:
+        pts = np.concatenate([[1e-14 * scale], x, [1e-2 * scale]])
+        ratio = pts[1:] / pts[:-1]
+        k = int(np.argmax(ratio))
+        if ratio[k] >= 100.0:
+            taus.append(float(np.sqrt(pts[k] * pts[k + 1])))
+    taus.append(FUSED_RTOL * scale)
+    out: list[float] = []
+    seen: set[int] = set()
+    for t in taus:
+        key = int((r <= t).sum())
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
 
 
 def uses_lp(model: ModelDeclaration) -> bool:
-    """Whether :func:`recover_flows` without ``curvature`` solves the LP (a norm penalty
-    with a polyhedral dual ball), so that the ``curvature`` variant is a different problem."""
+    """Whether :func:`recover_flows` without ``curvature`` solves an LP (a norm penalty with a
+    polyhedral dual ball), so that the ``curvature`` variant is a different problem."""
     return model.penalty.is_norm and _dual_ball(model) != "l2"
 
 
-def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool = False
-                  ) -> np.ndarray | None:
+def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool = False,
+                  threshold: float = np.inf) -> np.ndarray | None:
     """Flows ``U`` (``(|E|, d)``) recovered from the weights ``W`` (checked ``(n, d)``) by the
     optimality conditions (module docstring): at an exact minimizer they satisfy the edge
     and node conditions of (16) exactly (up to the solver's rounding), elsewhere they
-    minimize the linearized gap.  ``curvature``: the demands of the smooth nodes may also
-    leave their gradients along the curvature of the loss, at the second-order cost of their
-    Fenchel-Young gaps (:func:`_with_curvature`; a QP/SOCP on Clarabel: better away from the
-    optimum, where the exact gradients over-constrain the flows); always so for ``Norm2`` at
-    ``d > 1`` and differentiable penalties.  None when the model is outside
+    minimize the linearized gap.
+
+    ``threshold``: edges (``l1``: coordinates) with differences above it are held on the face
+    of their dual ball that the difference selects, only the others are free (a smaller
+    problem; :func:`fused_thresholds`); ``inf`` (default): every edge is free, no threshold.
+    For ``Norm2`` with a finite threshold and equality node conditions, the electrical flow on
+    the fused edges is tried first (:func:`balance_flows`).  ``curvature``: the demands of
+    the smooth nodes may also leave their gradients along the curvature of the loss, at the
+    second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`; Clarabel: better
+    away from the optimum, where the exact gradients over-constrain the flows); always so for
+    ``Norm2`` and differentiable penalties.  None when the model is outside
     :func:`recovery_scope` or the solver fails (the caller keeps its other flows)."""
     if recovery_scope(model) is not None:
         return None
     W = np.asarray(weights, dtype=float)
+    E, d = model.num_edges, model.dim
     V = model.empirical_graph.diff(W)
     M = SLACK_WEIGHT * (1.0 + float(np.abs(W).max(initial=0.0)))
     cond = node_conditions(model, W)
+    nodes = _node_columns(cond, W, M)
     if not model.penalty.is_norm:
-        return _solve_smooth(model, V, cond, W, M)
-    if curvature or _dual_ball(model) == "l2":
-        return _solve_conic(model, V, cond, W, M)
-    return _solve_lp(model, V, cond, W, M)
+        u = _solve_smooth(model, V, cond, _with_curvature(model, nodes, W))
+        return None if u is None else u.reshape(E, d)
+    fl = _flows(model, V, threshold)
+    ball = _dual_ball(model)
+    u = None
+    if ball != "box" and np.isfinite(threshold) and not curvature:
+        u = _electrical(model, fl, cond, V, threshold)
+    if u is None and (ball == "l2" or curvature):
+        u = _solve_clarabel(model, fl, cond, _with_curvature(model, nodes, W))
+    elif u is None:
+        u = _solve_lp(model, fl, cond, nodes)
+    return None if u is None else u.reshape(E, d)
 
 
 # ===================================================================== clusters (shared)
