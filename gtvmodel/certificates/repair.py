@@ -234,9 +234,7 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
             f"{kinds.stiff.size} ill-conditioned node(s) set to the gradients at the weights")
     if kinds.subspace.size == 0:
         return None, None, note
-    if model.cache.get("cert_subspace") is None:
-        return _LazySubspace(model), None, note
-    return cached_subspace_solver(model), None, note
+    return _LazySubspace(model), None, note
 
 
 class _LazySubspace:
