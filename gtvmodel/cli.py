@@ -246,7 +246,9 @@ def _certify(args: argparse.Namespace) -> int:
     text = {"skip_header": args.skip_header, "index_col": args.index_col}
     W = io.load_weights(args.weights, model, **text)
     U = io.load_flows(args.flows, model, **text) if args.flows else None
-    options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius}
+    # with --flows the verdict is on the flows given: no flows recovered from W replace them
+    options = {"tol": args.tol, "feas_tol": args.feas_tol, "radius": args.radius,
+               "recover": U is None}
     cert = model.certify(W, U, **options)
     ok = cert.success  # certified at --tol (the tol given to certify)
     # given flows that fail while their negation certifies: a sign convention mismatch

@@ -84,7 +84,16 @@ infinite) is tried again with 16 projection rounds and with flows built from the
 whose repair rescaled all flows by ``theta < 0.999`` also with the convex projection of the
 given flows; the smallest bound is returned.
 
-**Flows from weights** (``flows=None``, :func:`flows_from_weights`): start from the edge
+**Flows recovered from weights** (``flows=None``, :mod:`~gtvmodel.certificates.recovery`):
+the flows minimizing the linearized sum of the edge and node Fenchel-Young gaps at ``W``
+subject to the node conditions ``-(D^T u)_i in dh_i(w_i)`` (an LP on HiGHS for the ``l1`` and
+``l_inf`` penalties and every norm at ``d = 1``, a conic program on Clarabel for ``Norm2`` and
+differentiable penalties): at an optimum they meet every optimality condition, fused edges and
+``l_inf`` ties included, without a threshold.  They are certified first; where they do not
+certify ``W`` at ``tol`` (or the model is outside :func:`~gtvmodel.certificates.recovery.
+recovery_scope`), the flows built as follows are certified too and the smaller gap is kept.
+
+**Flows built from weights** (:func:`flows_from_weights`): start from the edge
 optimality condition ``u_e in lambda A_e dphi(v_e)`` (the penalty's dual update applied to
 ``v_e/eps``), then add the minimum-norm correction that matches the node condition
 ``-(D^T u)_i = grad h_i(w_i)`` at every node with a gradient (smooth loss, no ``l1``, no
@@ -115,6 +124,7 @@ from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, capacities, max_rows, node_kinds
 from .radii import Radii, candidate_radii, radius_assumption
+from .recovery import FULL_SIZE, fused_thresholds, recover_flows, uses_lp
 from .repair import (
     domain_scale,
     flows_from_weights,
@@ -307,7 +317,7 @@ def _dual_bad(dv: dict[str, Any], feas_tol: float, strict: bool) -> np.ndarray:
 
 def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: float = 1e-6,
             feas_tol: float = 1e-8, radius: float | None = None, solver: str | None = None,
-            project: str = "auto", fallback: bool = True) -> Certificate:
+            project: str = "auto", fallback: bool = True, recover: bool = True) -> Certificate:
     """Certify candidate ``weights`` (``(n, d)``) with optional ``flows`` (``(|E|, d)``).
 
     Returns a :class:`Certificate` whose ``gap >= P(W) - P*`` (module docstring for the
@@ -329,6 +339,11 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     by ``theta < 0.999``, also the convex projection of the given flows onto the dual-feasible
     set (``project="auto"``); the smallest (valid) bound is returned (pass False where
     certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
+    ``recover``: without flows, first certify the flows recovered from ``W`` through the
+    optimality conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`; when they do
+    not certify ``W`` at ``tol``, the flows built by :func:`flows_from_weights` too), and with
+    given flows that do not certify ``W`` at ``tol`` (and ``fallback``), also the recovered
+    ones; the smaller gap is kept.  False: the given (or built) flows only.
 
     Examples
     --------
@@ -343,8 +358,8 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     >>> cert.status, cert.success, cert.gap < 1e-6
     ('certified', True, True)
 
-    Any candidate gets a sound bound ``gap >= P(W) - P*`` (34); without flows they are built
-    from ``W`` and repaired to a dual-feasible point:
+    Any candidate gets a sound bound ``gap >= P(W) - P*`` (34); without flows they are
+    recovered from ``W`` (or built from it) and repaired to a dual-feasible point:
 
     >>> cert = gm.certify(model, np.zeros((3, 1)))
     >>> cert.status, round(cert.primal_value, 4), round(cert.gap, 4)
@@ -353,6 +368,96 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
     True
     """
     tol, feas_tol, radius = _check_args(tol, feas_tol, radius, project, fallback, solver)
+    check_bool(recover, "recover", where="certify")
+    opts = (tol, feas_tol, radius, solver, project)
+    if not recover:
+        return _certify_given(model, weights, flows, fallback, opts)
+    if flows is None:
+        # flows recovered through the optimality conditions first (recovery.py): at (or near)
+        # an optimum they certify alone; otherwise the built flows too, the smaller gap kept
+        rec = _recovered(model, weights, opts)
+        if rec is not None and rec.success_at(tol):
+            return rec
+        return _smaller(_certify_given(model, weights, None, fallback, opts), rec,
+                        "flows recovered from the optimality conditions")
+    cert = _certify_given(model, weights, flows, fallback, opts)
+    if fallback and cert.feasible and not cert.success_at(tol):
+        cert = _smaller(cert, _recovered(model, weights, opts),
+                        "flows recovered from the optimality conditions of the weights")
+    return cert
+
+
+def _smaller(cert: Certificate, alt: Certificate | None, what: str) -> Certificate:
+    """The certificate with the smaller gap (each is a valid bound); a note in ``repairs``
+    when ``alt`` (built from ``what``) replaces ``cert``."""
+    if alt is None:
+        return cert
+    alt.timings["total"] += cert.timings["total"]
+    if not alt.gap < cert.gap:
+        cert.timings["total"] = alt.timings["total"]
+        return cert
+    done = f"; repaired: {'; '.join(cert.repairs)}" if cert.repairs else ""
+    alt.repairs.append(f"the first flows gave a larger gap ({cert.gap:.3g}{done}): {what} "
+                       "were used instead")
+    alt.repaired = True
+    return alt
+
+
+#: :func:`certify` stops after the recovery LP when its relative gap is at most this share of
+#: ``tol`` (an optimum, up to rounding); otherwise the variant with curvature is tried too.
+EXACT_SHARE = 1e-3
+
+
+def _recovered(model: ModelDeclaration, weights: Any, opts: tuple) -> Certificate | None:
+    """The certificate of the flows recovered from the weights through the optimality
+    conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`, then the usual repair
+    and sound evaluation), over :func:`_recovery_candidates` until one certifies ``W`` at
+    :data:`EXACT_SHARE` ``tol``; the smallest gap is kept (each is a valid bound).  None
+    where the recovery does not apply."""
+    W = model.check_weights(weights)
+    if not np.isfinite(W).all():
+        return None
+    best = None
+    for curvature, tau in _recovery_candidates(model, W):
+        t0 = time.perf_counter()
+        U = recover_flows(model, W, curvature, tau)
+        t1 = time.perf_counter()
+        if U is None:
+            continue
+        cert = _certify_once(model, W, U, *opts)
+        cert, _ = _stiff_variant(model, cert, U, *opts)
+        cert.flows_from_weights = True
+        cert.timings["recovery"] = t1 - t0
+        cert.timings["total"] += t1 - t0
+        best = cert if best is None else _smaller(best, cert, "flows recovered by another "
+                                                  "variant of the recovery")
+        if best.success_at(EXACT_SHARE * opts[0]):
+            break
+    return best
+
+
+def _recovery_candidates(model: ModelDeclaration, W: np.ndarray
+                         ) -> list[tuple[bool, float]]:
+    """``(curvature, threshold)`` of the recoveries :func:`certify` tries, cheapest first: the
+    fused edges of :func:`~gtvmodel.certificates.recovery.fused_thresholds` (the LP or the
+    electrical flow), for the polyhedral norms the first of them with curvature, then, up to
+    :data:`~gtvmodel.certificates.recovery.FULL_SIZE` flow entries, the threshold-free
+    problem (and its curvature variant)."""
+    if not model.penalty.is_norm:
+        return [(False, np.inf)]
+    taus = fused_thresholds(model, W)
+    lp = uses_lp(model)
+    out = [(False, t) for t in taus] + ([(True, taus[0])] if lp else [])
+    if model.num_edges * model.dim <= FULL_SIZE:
+        out += [(False, np.inf)] + ([(True, np.inf)] if lp else [])
+    return out
+
+
+def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: bool,
+                   opts: tuple) -> Certificate:
+    """:func:`certify` with the given flows (or those built by :func:`flows_from_weights`),
+    the stiff variant and the escalation of ``fallback``."""
+    tol, feas_tol, radius, solver, project = opts
     cert = _certify_once(model, weights, flows, tol, feas_tol, radius, solver, project)
     cert, affine = _stiff_variant(model, cert, flows, tol, feas_tol, radius, solver, project)
     # more work only where it can matter: an infinite gap, or one within three orders of

@@ -234,7 +234,27 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
             f"{kinds.stiff.size} ill-conditioned node(s) set to the gradients at the weights")
     if kinds.subspace.size == 0:
         return None, None, note
-    return cached_subspace_solver(model), None, note
+    return _LazySubspace(model), None, note
+
+
+class _LazySubspace:
+    """Step 2's subspace solver built only when a correction is needed: ``A`` is the cheap
+    sparse ``divergence_rows`` of the conditions (the rows of the solver's own ``A`` up to
+    their order), enough to see that flows already meet them within rounding (flows
+    recovered from the weights, :mod:`~gtvmodel.certificates.recovery`, usually do: building
+    the solver, e.g. an eigen-decomposition of ``A A^T``, then costs more than the rest of the
+    certificate); :meth:`solver` builds (and caches) it."""
+
+    def __init__(self, model: ModelDeclaration):
+        kinds = node_kinds(model)
+        d = model.dim
+        bases = kinds.subspace_bases
+        full = bases is None or all(B.shape[1] == d for B in bases)
+        self.model = model
+        self.A = divergence_rows(model, kinds.subspace, None if full else bases)
+
+    def solver(self) -> MinNormSolver:
+        return cached_subspace_solver(self.model)
 
 
 def cached_subspace_solver(model: ModelDeclaration) -> MinNormSolver:
@@ -303,12 +323,17 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         return r if b is None else r - b
 
     def correct(U_: np.ndarray) -> tuple[np.ndarray, bool]:
+        nonlocal solver, A
         if A is None:
             return U_, False
         r = residual(U_)
         if within_rounding(float(np.abs(r).max(initial=0.0)),
                            max(float(np.abs(U_).max(initial=0.0)), bmax)):
             return U_, False
+        if isinstance(solver, _LazySubspace):  # a correction is needed: build the solver
+            solver = solver.solver()
+            A = solver.A
+            r = residual(U_)
         return U_ - solver.solve(r).reshape(E, d), True
 
     U, did_cap, did_sub = alternate_rounds(

@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spl
 
 from ..certificates.certificate import Certificate, certify
+from ..certificates.recovery import balance_flows, cluster_sums, fused_components
 from ..declaration import ModelDeclaration, ModelStructure
 from ..errors import GTVError
 from ..terms.losses import smooth_gradients
@@ -166,12 +166,12 @@ def find_structure(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
              if model.num_edges else np.zeros((0, d), dtype=bool))
     labels = np.empty((n, d), dtype=np.int64)
     K = 0
-    for j, (count, lab) in enumerate(_components(st.edges, fused, n)):
+    for j, (count, lab) in enumerate(fused_components(st.edges, fused, n)):
         labels[:, j] = lab + K  # cluster numbers distinct across coordinates
         K += int(count)
-    means = _cluster_sums(labels, W, K) / np.maximum(_cluster_sums(labels, np.ones_like(W), K),
+    means = cluster_sums(labels, W, K) / np.maximum(cluster_sums(labels, np.ones_like(W), K),
                                                      1.0)
-    eta = _cluster_sums(labels, np.repeat(st.l1[:, None], d, axis=1), K)
+    eta = cluster_sums(labels, np.repeat(st.l1[:, None], d, axis=1), K)
     zero_c = (eta > 0) & (np.abs(means) <= ZERO_TOL * scale)
     zero = zero_c[labels]
     free_c = np.flatnonzero(~zero_c)
@@ -181,24 +181,6 @@ def find_structure(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
     P = sp.csr_matrix((np.ones(rows.size), (rows, col[labels.ravel()[rows]])),
                       shape=(n * d, free_c.size))
     return _Structure(fused, labels, zero, P)
-
-
-def _components(edges: np.ndarray, fused: np.ndarray, n: int):  # noqa: ANN202 - generator
-    """``(count, labels)`` of the graph of the fused edges, per coordinate (computed once per
-    distinct column of ``fused``)."""
-    seen: dict[bytes, tuple[int, np.ndarray]] = {}
-    for j in range(fused.shape[1]):
-        key = np.packbits(fused[:, j]).tobytes()
-        if key not in seen:
-            e = edges[fused[:, j]]
-            adj = sp.csr_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
-            seen[key] = csgraph.connected_components(adj, directed=False)
-        yield seen[key]
-
-
-def _cluster_sums(labels: np.ndarray, A: np.ndarray, K: int) -> np.ndarray:
-    """``sum_{(i, j): labels_ij = c} A_ij`` for every cluster coordinate ``c``."""
-    return np.bincount(labels.ravel(), weights=A.ravel(), minlength=K)
 
 
 def gradient(model: ModelDeclaration, st: ModelStructure, W: np.ndarray) -> np.ndarray:
@@ -306,7 +288,7 @@ def polished_flows(model: ModelDeclaration, st: ModelStructure, structure: _Stru
     for js in patterns.values():
         F = np.flatnonzero(structure.fused[:, js[0]])
         if F.size:
-            U[np.ix_(F, js)] += _balance_flows(st.incidence[F], cap[F],
+            U[np.ix_(F, js)] += balance_flows(st.incidence[F], cap[F],
                                                structure.labels[:, js[0]], R[:, js])
     return U
 
@@ -316,25 +298,7 @@ def _l1_share(st: ModelStructure, structure: _Structure, R: np.ndarray) -> np.nd
     ``eta_i`` (so that what is left sums to 0 on every cluster); 0 elsewhere."""
     K = int(structure.labels.max(initial=-1)) + 1
     eta = np.repeat(st.l1[:, None], R.shape[1], axis=1) * structure.zero
-    total = _cluster_sums(structure.labels, R * structure.zero, K)
-    share = _cluster_sums(structure.labels, eta, K)
+    total = cluster_sums(structure.labels, R * structure.zero, K)
+    share = cluster_sums(structure.labels, eta, K)
     frac = np.divide(total, share, out=np.zeros(K), where=share > 0)
     return eta * frac[structure.labels]
-
-
-def _balance_flows(DF: sp.csr_matrix, c: np.ndarray, labels: np.ndarray,
-                   R: np.ndarray) -> np.ndarray:
-    """``U = C D_F X`` with ``D_F^T C D_F X = R`` (``(n, k)``, one column per coordinate): the
-    minimum of ``sum_e ||u_e||^2 / c_e`` subject to ``D_F^T U = R``; the Laplacian is grounded
-    at one node per cluster (``R`` sums to 0 on every cluster at an optimum of the reduced
-    problem)."""
-    n = DF.shape[1]
-    L = (DF.T @ sp.diags(c) @ DF).tocsr()
-    roots = np.unique(labels, return_index=True)[1]
-    keep = np.setdiff1d(np.arange(n), roots)
-    X = np.zeros(R.shape)
-    if keep.size:
-        lu = spl.splu(sp.csc_matrix(L[keep][:, keep]), permc_spec="MMD_AT_PLUS_A",
-                      options={"SymmetricMode": True})
-        X[keep] = lu.solve(np.ascontiguousarray(R[keep]))
-    return c[:, None] * (DF @ X)

@@ -1,0 +1,567 @@
+"""Dual flows recovered from weights alone, through the optimality conditions of (16).
+
+At a minimizer ``W*`` of (16) the optimal flows ``U*`` of the dual (19)/(24)/(27) satisfy
+
+- the edge condition ``u_e in lambda A_e dphi(v_e)``, ``v_e = w_{e+} - w_{e-}``
+  (docs/conventions.md), and
+- the node condition ``s_i = -(D^T u)_i in dh_i(w_i)``, ``h_i = L_i + eta_i ||.||_1 +
+  kappa_i ||.||^2 + iota_{C_i}``.
+
+The duality gap of any dual-feasible ``U`` at ``W`` is the sum of the Fenchel-Young gaps
+``FY_e = lambda A_e phi(v_e) - u_e^T v_e`` (capacities ``||u_e||_* <= lambda A_e`` (27) met)
+and ``FY_i = h_i(w_i) + h_i*(s_i) - s_i^T w_i``.  :func:`recover_flows` chooses ``U`` by the
+*linearized* problem
+
+    minimize   sum_e (lambda A_e phi(v_e) - u_e^T v_e) + sum_ij (eta_i |w_ij| - tau_ij w_ij)
+               + sum_ij nu+_ij (hi_ij - w_ij) + nu-_ij (w_ij - lo_ij) + M sum |sigma_ij|
+    subject to s_i = grad f_i(w_i) + tau_i + nu+_i - nu-_i + sigma_i   (every node),
+               ||u_e||_* <= lambda A_e, |tau_ij| <= eta_i, nu+-_ij >= 0,
+
+with ``f_i = L_i + kappa_i ||.||^2`` the smooth part (0 at data-less nodes) and ``lo, hi``
+the coordinate bounds of a box constraint (``nu+-`` only where they are finite).  Each term
+of the objective is a Fenchel-Young gap, or an upper bound of one (``h_i*`` is at most the
+infimal convolution of its parts' conjugates), so the objective bounds the gap of ``U`` from
+above, and at an exact minimizer its optimal value is 0 (``U*`` is feasible with ``sigma = 0``):
+the recovered flows then satisfy every optimality condition, on fused edges, on ties of the
+``l_inf`` norm and on ``l1`` zeros and active bounds alike, *without a threshold* deciding
+which edges are fused -- the objective makes that choice (a flow on an edge with a
+rounding-level ``v_e`` costs nothing; one on a genuine difference pays its gap).  The slack
+``sigma`` (weight ``M = 10 (1 + ||W||_inf)``, above what moving demand along any path can save:
+the edge terms telescope to ``(w_a - w_b)^T delta``) keeps the problem feasible away from the
+optimum.
+
+The problem is an LP for the polyhedral dual balls (the ``l1`` penalty's box
+``||u_e||_inf <= lambda A_e``, the ``l_inf`` penalty's cross-polytope ``||u_e||_1 <= lambda
+A_e``, every norm at ``d = 1``), solved by HiGHS (:func:`scipy.optimize.linprog`, sparse
+matrices; the simplex method for boxes, the interior point with crossover for cross-polytopes,
+where it was 3x faster on a 1,000-node SBM; a vertex: conservation exact up to the rounding of its
+basis solves), and a second-order cone program for ``Norm2`` at ``d > 1``, solved by Clarabel
+called directly with sparse matrices.  Differentiable penalties (``SquaredNorm2``) take ``u_e
+= lambda A_e grad phi(v_e)`` plus the correction of least ``sum_e ||delta_e||^2 / (2 lambda
+A_e)`` (their edge gap) that meets the node conditions, a QP on Clarabel.
+
+**Smaller problems.**  With a ``threshold`` (:func:`fused_thresholds`: the widest gap of at
+least two decades in the distribution of the differences, else ``1e-8 max(1, ||W||_inf)``),
+only the edges (``l1``: coordinates) whose difference is below it stay free; the others are
+held on the face of their ball that the difference selects (``lambda A_e sign(v_ej)``,
+``lambda A_e v_e / ||v_e||_2``, or for ``l_inf`` the ties ``|v_ej| >= ||v_e||_inf - tau`` as
+variables ``t_ej >= 0`` summing to ``lambda A_e``).  For row norms with equality node
+conditions the fused rows first get the capacity-weighted electrical flow that balances the
+nodes (:func:`balance_flows`, reweighted a few rounds where it exceeds a capacity).
+:func:`~gtvmodel.certificates.certificate.certify` tries these first and the threshold-free
+problem only up to :data:`FULL_SIZE` flow entries: a threshold only decides which problem is
+solved, and every answer is evaluated soundly.
+
+Away from the optimum the exact gradients over-constrain the flows (the optimal demands are
+the gradients at ``W*``, not at ``W``): with ``curvature`` the demand of a smooth node may
+leave its gradient along the curvature of ``f_i``, ``s_i - grad f_i(w_i) = H_i z_i`` at the cost
+``z_i^T H_i z_i / 2``, the second-order term of its Fenchel-Young gap (always so in the conic
+and QP forms; the LP's variant is a QP on Clarabel).
+
+The recovery applies to nodes whose subdifferential it can describe: zero losses and smooth
+library losses, with ``l1``/``l2`` regularizers and box (``Box``, ``NonNeg``) constraints;
+other models get no recovered flows (:func:`recovery_scope` says why).
+
+Nothing here needs to be exact for soundness: :func:`~gtvmodel.certificates.certificate.certify`
+repairs the recovered flows and evaluates them by the unchanged sound dual evaluation, and
+keeps the smallest of its candidates' gaps.
+
+The module also holds the cluster linear algebra shared with the polish of
+:func:`~gtvmodel.solve.exact.solve_exact` (:func:`fused_components`, :func:`cluster_sums`,
+:func:`balance_flows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spl
+from scipy.optimize import linprog
+
+from ..declaration import ModelDeclaration
+from ..errors import UnsupportedError
+from ..terms.losses import smooth_gradients
+
+__all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
+           "node_conditions", "fused_components", "cluster_sums", "balance_flows",
+           "SLACK_WEIGHT", "LP_TOL", "FULL_SIZE", "FUSED_RTOL"]
+
+#: The slack weight ``M = SLACK_WEIGHT (1 + ||W||_inf)`` of the node conditions.
+SLACK_WEIGHT = 10.0
+#: Primal and dual feasibility tolerances given to HiGHS and Clarabel (absolute, on data
+#: scaled to ``max(1, ||W||_inf)``).
+LP_TOL = 1e-10
+
+
+
+# ===================================================================== node conditions
+
+@dataclass
+class NodeConditions:
+    """The node condition ``s_i in grad f_i(w_i) + eta_i d||.||_1(w_i) + N_{C_i}(w_i)`` in
+    the form of the recovery problem (module docstring): ``G`` the smooth gradients ``grad
+    f_i(w_i)`` (``(n, d)``), ``eta`` the ``l1`` weights (``(n,)``), ``lo``/``hi`` the
+    coordinate bounds (``(n, d)``, infinite where there are none)."""
+
+    G: np.ndarray
+    eta: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def recovery_scope(model: ModelDeclaration) -> str | None:
+    """Why :func:`recover_flows` does not apply to ``model`` (None: it does)."""
+    st = model.structure()
+    if model.num_edges == 0 or model.lam <= 0:
+        return "no edge carries a flow (no edges, or lambda = 0)"
+    if st.conic.size:
+        return "symbolic losses or constraints"
+    if any(pos.size for pos, _ in st.normball.values()):
+        return "norm-ball constraints"
+    for b in st.batches:
+        if not b.cls.base_smooth:
+            return f"the non-smooth loss {b.cls.__name__}"
+    pen = model.penalty
+    if pen.is_norm:
+        q = getattr(pen, "q", None)
+        if model.dim > 1 and q not in (1.0, 2.0, np.inf):
+            return f"the penalty {pen!r} (recovery covers l1, l2 and l_inf norms)"
+        return None
+    try:
+        pen.rows_gradient(np.zeros((1, model.dim)))
+    except UnsupportedError:
+        return f"the penalty {pen!r} has no row gradient"
+    return None
+
+
+def node_conditions(model: ModelDeclaration, W: np.ndarray) -> NodeConditions:
+    """The node conditions of :func:`recover_flows` at ``W`` (in :func:`recovery_scope`)."""
+    st = model.structure()
+    n, d = W.shape
+    lo, hi = np.full((n, d), -np.inf), np.full((n, d), np.inf)
+    if st.box is not None:
+        pos, blo, bhi = st.box
+        lo[pos] = np.maximum(lo[pos], blo)
+        hi[pos] = np.minimum(hi[pos], bhi)
+    if st.nonneg.size:
+        lo[st.nonneg] = np.maximum(lo[st.nonneg], 0.0)
+    return NodeConditions(smooth_gradients(st.batches, st.l2, W), np.asarray(st.l1, float),
+                          lo, hi)
+
+
+# ===================================================================== the recovery problem
+
+@dataclass
+class _Columns:
+    """Columns of the recovery problem besides the flows: the node-row matrix block, the
+    objective, and the bounds (``lb``, ``ub``)."""
+
+    A: sp.csr_matrix
+    c: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    #: the quadratic cost of the columns (None: linear only)
+    P: sp.spmatrix | None = None
+
+
+def _node_columns(cond: NodeConditions, W: np.ndarray, M: float) -> _Columns:
+    """The columns ``tau`` (``l1``), ``nu+``/``nu-`` (finite bounds) and the slacks
+    ``sigma+``/``sigma-`` of the node rows ``-(D^T u)_ij - tau - nu+ + nu- - sigma+ + sigma-
+    = g_ij`` (module docstring), as one sparse block with its costs and bounds."""
+    n, d = W.shape
+    eta = np.repeat(cond.eta, d)
+    w = W.ravel()
+    lo, hi = cond.lo.ravel(), cond.hi.ravel()
+    rows_t = np.flatnonzero(eta > 0)
+    rows_u = np.flatnonzero(np.isfinite(hi))
+    rows_l = np.flatnonzero(np.isfinite(lo))
+    rows_s = np.arange(n * d)
+    rows = np.concatenate([rows_t, rows_u, rows_l, rows_s, rows_s])
+    sign = np.concatenate([-np.ones(rows_t.size), -np.ones(rows_u.size), np.ones(rows_l.size),
+                           -np.ones(n * d), np.ones(n * d)])
+    c = np.concatenate([-w[rows_t], np.maximum(hi[rows_u] - w[rows_u], 0.0),
+                        np.maximum(w[rows_l] - lo[rows_l], 0.0), np.full(2 * n * d, M)])
+    lb = np.concatenate([-eta[rows_t], np.zeros(rows.size - rows_t.size)])
+    ub = np.concatenate([eta[rows_t], np.full(rows.size - rows_t.size, np.inf)])
+    A = sp.csr_matrix((sign, (rows, np.arange(rows.size))), shape=(n * d, rows.size))
+    return _Columns(A, c, lb, ub)
+
+
+def _with_curvature(model: ModelDeclaration, nodes: _Columns, W: np.ndarray) -> _Columns:
+    """``nodes`` plus columns ``z_i`` that let the demand leave the gradient along the
+    curvature of the smooth part, ``s_i - grad f_i(w_i) = H_i z_i`` at the cost ``z_i^T H_i
+    z_i / 2`` (``H_i`` the Hessian of ``f_i`` at ``w_i``: the second-order term of the node's
+    Fenchel-Young gap ``(s_i - g_i)^T H_i^+ (s_i - g_i) / 2``, exact for quadratic and squared
+    losses; a singular ``H_i`` keeps ``s_i - g_i`` in its range, as the conjugate's domain
+    asks).  Nodes whose batch has no Hessian get none."""
+    st = model.structure()
+    n, d = W.shape
+    H = np.zeros((n, d, d))
+    for b in st.batches:
+        Hb = b.hessians(W)
+        if Hb is not None:
+            H[b.nodes] += Hb
+    H[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
+    B = sp.bsr_matrix((H, np.arange(n), np.arange(n + 1)), shape=(n * d, n * d)).tocsr()
+    k = nodes.c.size
+    Pn = sp.block_diag([sp.csr_matrix((k, k)) if nodes.P is None else nodes.P, B],
+                       format="csr")
+    return _Columns(sp.hstack([nodes.A, -B], format="csr"),
+                    np.concatenate([nodes.c, np.zeros(n * d)]),
+                    np.concatenate([nodes.lb, np.full(n * d, -np.inf)]),
+                    np.concatenate([nodes.ub, np.full(n * d, np.inf)]), Pn)
+
+
+def _flow_block(model: ModelDeclaration) -> sp.csr_matrix:
+    """``vec(U) -> vec(-D^T U)`` (``(n d, |E| d)``, row-major vectorization)."""
+    return sp.kron(-model.incidence.T, sp.identity(model.dim), format="csr")
+
+
+@dataclass
+class _Flows:
+    """The flows of a recovery problem as ``vec(U) = u0 + T x`` in free variables ``x`` with
+    bounds ``lb <= x <= ub``, cost ``cost^T x``, and the linear constraints ``A_ub x <= b_ub``,
+    ``A_eq x = b_eq`` (their dual balls and edge faces); ``cones``: Clarabel's second-order
+    cones ``(lambda A_e, u_e)`` of the free ``Norm2`` rows (``(A, b, cones)``, or None)."""
+
+    u0: np.ndarray
+    T: sp.csr_matrix
+    lb: np.ndarray
+    ub: np.ndarray
+    cost: np.ndarray
+    A_ub: sp.csr_matrix
+    b_ub: np.ndarray
+    A_eq: sp.csr_matrix
+    b_eq: np.ndarray
+    soc: tuple | None = None
+
+
+def _dual_ball(model: ModelDeclaration) -> str:
+    """The shape of the dual ball ``||u_e||_* <= lambda A_e``: ``"box"`` (the ``l1``
+    penalty, and every norm at ``d = 1``), ``"cross"`` (``l_inf``: the ``l1`` ball) or
+    ``"l2"``."""
+    q = getattr(model.penalty, "q", None)
+    if model.dim == 1 or q == np.inf:
+        return "box"
+    return "cross" if q == 1.0 else "l2"
+
+
+def _select(rows: np.ndarray, m: int, values: np.ndarray | None = None) -> sp.csr_matrix:
+    """``(m, rows.size)`` with ``values`` (default 1) at ``(rows[k], k)``."""
+    vals = np.ones(rows.size) if values is None else values
+    return sp.csr_matrix((vals, (rows, np.arange(rows.size))), shape=(m, rows.size))
+
+
+def _flows(model: ModelDeclaration, V: np.ndarray, tau: float) -> _Flows:
+    """The edge condition ``u_e in lambda A_e dphi(v_e)`` with the edges (``l1``: the
+    coordinates) whose difference is at most ``tau`` *free* in their dual ball (``tau = inf``:
+    every edge, the threshold-free problem of the module docstring) and the others on the face
+    of the ball that ``v_e`` selects: ``lambda A_e sign(v_ej)`` (``l1``, ``d = 1``), ``lambda A_e
+    v_e / ||v_e||_2`` (``Norm2``), ``conv{lambda A_e sign(v_ej) e_j}`` over the coordinates
+    within ``tau`` of ``||v_e||_inf`` (``l_inf``: a tie of several is a set of variables
+    ``t >= 0`` with ``sum_j t_ej = lambda A_e``)."""
+    E, d = V.shape
+    cap = model.capacities
+    capf = np.repeat(cap, d)
+    v = V.ravel()
+    ball = _dual_ball(model)
+    if ball == "box":
+        free = np.abs(v) <= tau
+        u0 = np.where(free, 0.0, capf * np.sign(v))
+        cols = np.flatnonzero(free)
+        return _Flows(u0, _select(cols, E * d), -capf[cols], capf[cols], -v[cols],
+                      sp.csr_matrix((0, cols.size)), np.zeros(0),
+                      sp.csr_matrix((0, cols.size)), np.zeros(0))
+    r = model.penalty.rows_value(V)
+    fused = r <= tau
+    if ball == "l2":
+        u0 = np.where(fused[:, None], 0.0, cap[:, None] * V / np.where(fused, 1.0, r)[:, None])
+        rows = np.flatnonzero(fused)
+        k = rows.size
+        cols = (rows[:, None] * d + np.arange(d)).ravel()
+        crow = (np.arange(k)[:, None] * (d + 1) + 1 + np.arange(d)).ravel()
+        Ac = sp.csr_matrix((-np.ones(k * d), (crow, np.arange(k * d))), shape=(k * (d + 1), k * d))
+        bc = np.zeros(k * (d + 1))
+        bc[np.arange(k) * (d + 1)] = cap[rows]
+        none = sp.csr_matrix((0, k * d))
+        return _Flows(u0.ravel(), _select(cols, E * d), np.full(k * d, -np.inf),
+                      np.full(k * d, np.inf), -v[cols], none, np.zeros(0), none, np.zeros(0),
+                        (Ac, bc, [clarabel.SecondOrderConeT(d + 1)] * k))
+    # l_inf: fused rows as u = p - q in the cross-polytope; ties on the others
+    A = np.abs(V)
+    tie = (A >= (r - tau)[:, None]) & ~fused[:, None]
+    single = tie.sum(axis=1) == 1
+    u0 = np.where(tie & single[:, None], cap[:, None] * np.sign(V), 0.0).ravel()
+    frows = np.flatnonzero(fused)
+    fcols = (frows[:, None] * d + np.arange(d)).ravel()
+    tmask = tie & ~single[:, None]
+    tcols = np.flatnonzero(tmask.ravel())
+    ncols = 2 * fcols.size + tcols.size
+    T = sp.hstack([_select(fcols, E * d), _select(fcols, E * d, -np.ones(fcols.size)),
+                   _select(tcols, E * d, np.sign(v[tcols]))], format="csr")
+    ub_rows = sp.hstack([sp.kron(sp.identity(frows.size), np.ones((1, d))),
+                         sp.kron(sp.identity(frows.size), np.ones((1, d))),
+                         sp.csr_matrix((frows.size, tcols.size))], format="csr")
+    trows = np.flatnonzero(tmask.any(axis=1))
+    owner = np.searchsorted(trows, tcols // d)
+    eq_rows = sp.hstack([sp.csr_matrix((trows.size, 2 * fcols.size)),
+                         sp.csr_matrix((np.ones(tcols.size), (owner, np.arange(tcols.size))),
+                                       shape=(trows.size, tcols.size))], format="csr")
+    cost = np.concatenate([-v[fcols], v[fcols], -np.abs(v[tcols])])
+    return _Flows(u0, T, np.zeros(ncols), np.full(ncols, np.inf), cost, ub_rows, cap[frows],
+                  eq_rows, cap[trows])
+
+
+def _solve_lp(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
+              ) -> np.ndarray | None:
+    """The recovery LP (polyhedral balls), by HiGHS: ``vec(U)``, or None if it fails."""
+    K = _flow_block(model)
+    k = fl.T.shape[1]
+    A_eq = sp.vstack([sp.hstack([K @ fl.T, nodes.A]),
+                      sp.hstack([fl.A_eq, sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))])],
+                     format="csr")
+    b_eq = np.concatenate([cond.G.ravel() - K @ fl.u0, fl.b_eq])
+    A_ub = b_ub = None
+    if fl.A_ub.shape[0]:
+        A_ub = sp.hstack([fl.A_ub, sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))],
+                         format="csr")
+        b_ub = fl.b_ub
+    res = linprog(np.concatenate([fl.cost, nodes.c]), A_ub=A_ub, b_ub=b_ub, A_eq=A_eq,
+                  b_eq=b_eq, bounds=np.column_stack([np.concatenate([fl.lb, nodes.lb]),
+                                                     np.concatenate([fl.ub, nodes.ub])]),
+                  method="highs" if fl.A_ub.shape[0] == 0 else "highs-ipm",
+                  options={"primal_feasibility_tolerance": LP_TOL,
+                           "dual_feasibility_tolerance": LP_TOL})
+    if res.status != 0 or res.x is None:
+        return None
+    return fl.u0 + fl.T @ res.x[:k]
+
+
+def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
+                    nodes: _Columns, P: sp.spmatrix | None = None) -> np.ndarray | None:
+    """The recovery problem by Clarabel (sparse matrices): the flows' bounds, linear
+    constraints and cones of ``fl``, a quadratic cost ``P`` of ``x`` (None: 0), and the node
+    columns with their bounds and curvature; ``vec(U)``, or None if it fails."""
+    K = _flow_block(model)
+    k = fl.T.shape[1]
+    nx_ = k + nodes.c.size
+    lb, ub = np.concatenate([fl.lb, nodes.lb]), np.concatenate([fl.ub, nodes.ub])
+    il, iu = np.flatnonzero(np.isfinite(lb)), np.flatnonzero(np.isfinite(ub))
+    pad = sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))
+    padq = sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))
+    blocks = [sp.hstack([K @ fl.T, nodes.A]), sp.hstack([fl.A_eq, padq]),
+              -_select(il, nx_).T, _select(iu, nx_).T, sp.hstack([fl.A_ub, pad])]
+    rhs = [cond.G.ravel() - K @ fl.u0, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
+    cones = [clarabel.ZeroConeT(K.shape[0] + fl.A_eq.shape[0]),
+             clarabel.NonnegativeConeT(il.size + iu.size + fl.A_ub.shape[0])]
+    if fl.soc is not None and fl.soc[0].shape[0]:
+        blocks.append(sp.hstack([fl.soc[0], sp.csr_matrix((fl.soc[0].shape[0],
+                                                           nodes.c.size))]))
+        rhs.append(fl.soc[1])
+        cones += fl.soc[2]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = LP_TOL
+    settings.tol_feas = LP_TOL
+    settings.tol_ktratio = 1e-8
+    Pk = sp.csr_matrix((k, k)) if P is None else P
+    Pn = sp.csr_matrix((nodes.c.size, nodes.c.size)) if nodes.P is None else nodes.P
+    Pf = sp.block_diag([Pk, Pn], format="csc")
+    solver = clarabel.DefaultSolver(sp.triu(Pf, format="csc"), np.concatenate([fl.cost, nodes.c]),
+                                    sp.vstack(blocks, format="csc"), np.concatenate(rhs),
+                                    cones, settings)
+    sol = solver.solve()
+    if str(sol.status) not in ("Solved", "AlmostSolved"):
+        return None
+    return fl.u0 + fl.T @ np.asarray(sol.x[:k])
+
+
+#: Rounds of :func:`_electrical`'s reweighting.
+ELECTRICAL_ROUNDS = 20
+
+
+def _electrical(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, V: np.ndarray,
+                tau: float) -> np.ndarray | None:
+    """Row norms (``Norm2``, ``l_inf`` without ties on the other edges) with equality node
+    conditions (no ``l1``, no bounds): the minimum of ``sum_F ||u_e||_2^2 / c_e`` over the
+    fused rows ``F`` that balances the nodes (:func:`balance_flows`, a grounded Laplacian
+    solve per cluster), ``c_e = lambda A_e`` at first; while a row exceeds its capacity its
+    weight is divided by ``(||u_e||_* / lambda A_e)^2`` (a few rounds: the balance moves flow
+    to the edges with slack).  None if the capacities are not met (the caller solves the
+    conic problem)."""
+    if (cond.eta > 0).any() or np.isfinite(cond.lo).any() or np.isfinite(cond.hi).any():
+        return None
+    if fl.A_eq.shape[0]:  # ties of the l_inf norm: variables, not a fixed face
+        return None
+    E, d = V.shape
+    st = model.structure()
+    fused = model.penalty.rows_value(V) <= tau
+    U = fl.u0.reshape(E, d).copy()
+    if not fused.any():
+        return U.ravel()
+    R = -(cond.G + np.asarray(st.incidence.T @ U))  # D_F^T U_F = R
+    _, labels = next(fused_components(st.edges, fused[:, None], model.num_nodes))
+    F = np.flatnonzero(fused)
+    DF = st.incidence[F]
+    cap = model.capacities[F]
+    c = cap.copy()
+    for _ in range(ELECTRICAL_ROUNDS):
+        try:
+            UF = balance_flows(DF, c, labels, R)
+        except RuntimeError:  # a numerically singular grounded Laplacian: the conic problem
+            return None
+        ratio = model.penalty.dual_norm(UF) / cap
+        if not np.isfinite(ratio).all():
+            return None
+        if np.all(ratio <= 1.0):
+            U[F] = UF
+            return U.ravel()
+        c = c / np.maximum(ratio, 1.0) ** 2
+    return None
+
+
+def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
+                  nodes: _Columns) -> np.ndarray | None:
+    """Differentiable penalties: ``u = lambda A_e grad phi(v_e) + delta`` with the correction
+    ``delta`` of least ``sum_e ||delta_e||^2 / (2 lambda A_e)`` (the edge Fenchel-Young gap of
+    ``SquaredNorm2``, its second-order term for others) meeting the node conditions (a QP,
+    Clarabel); the gradient flows alone where they already do or the solver fails."""
+    E, d = V.shape
+    cap = model.capacities
+    u0 = (cap[:, None] * model.penalty.rows_gradient(V)).ravel()
+    if not np.abs(cond.G.ravel() - _flow_block(model) @ u0).max(initial=0.0) > 0:
+        return u0
+    none = sp.csr_matrix((0, E * d))
+    fl = _Flows(u0, sp.identity(E * d, format="csr"), np.full(E * d, -np.inf),
+                np.full(E * d, np.inf), np.zeros(E * d), none, np.zeros(0), none, np.zeros(0))
+    u = _solve_clarabel(model, fl, cond, nodes, sp.diags(np.repeat(1.0 / cap, d)))
+    return u0 if u is None else u
+
+
+#: The largest ``|E| d`` for which :func:`~gtvmodel.certificates.certificate.certify` also
+#: solves the threshold-free problem (every edge free in its ball) when the problems with
+#: fused edges detected by thresholds (:func:`fused_thresholds`) do not certify ``W``.
+FULL_SIZE = 4000
+#: The default threshold of :func:`fused_thresholds`, relative to ``max(1, ||W||_inf)``.
+FUSED_RTOL = 1e-8
+
+
+def fused_thresholds(model: ModelDeclaration, weights: np.ndarray) -> list[float]:
+    """Thresholds ``tau`` on the edge differences (``l1``: coordinates; other norms: rows)
+    below which edges count as fused: the widest gap (at least two decades) in the sorted
+    differences between ``1e-14`` and ``1e-2`` times ``max(1, ||W||_inf)`` (rounding-level
+    differences below it, genuine ones above: its geometric middle), then
+    :data:`FUSED_RTOL` ``max(1, ||W||_inf)``; duplicates (the same fused set) dropped."""
+    W = np.asarray(weights, dtype=float)
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    V = model.empirical_graph.diff(W)
+    pen = model.penalty
+    r = np.abs(V).ravel() if _dual_ball(model) == "box" or not pen.is_norm \
+        else pen.rows_value(V)
+    x = np.sort(r[(r > 1e-14 * scale) & (r < 1e-2 * scale)])
+    taus = []
+    if x.size:
+        pts = np.concatenate([[1e-14 * scale], x, [1e-2 * scale]])
+        ratio = pts[1:] / pts[:-1]
+        k = int(np.argmax(ratio))
+        if ratio[k] >= 100.0:
+            taus.append(float(np.sqrt(pts[k] * pts[k + 1])))
+    taus.append(FUSED_RTOL * scale)
+    out: list[float] = []
+    seen: set[int] = set()
+    for t in taus:
+        key = int((r <= t).sum())
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
+
+
+def uses_lp(model: ModelDeclaration) -> bool:
+    """Whether :func:`recover_flows` without ``curvature`` solves an LP (a norm penalty with a
+    polyhedral dual ball), so that the ``curvature`` variant is a different problem."""
+    return model.penalty.is_norm and _dual_ball(model) != "l2"
+
+
+def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool = False,
+                  threshold: float = np.inf) -> np.ndarray | None:
+    """Flows ``U`` (``(|E|, d)``) recovered from the weights ``W`` (checked ``(n, d)``) by the
+    optimality conditions (module docstring): at an exact minimizer they satisfy the edge
+    and node conditions of (16) exactly (up to the solver's rounding), elsewhere they
+    minimize the linearized gap.
+
+    ``threshold``: edges (``l1``: coordinates) with differences above it are held on the face
+    of their dual ball that the difference selects, only the others are free (a smaller
+    problem; :func:`fused_thresholds`); ``inf`` (default): every edge is free, no threshold.
+    For ``Norm2`` with a finite threshold and equality node conditions, the electrical flow on
+    the fused edges is tried first (:func:`balance_flows`).  ``curvature``: the demands of
+    the smooth nodes may also leave their gradients along the curvature of the loss, at the
+    second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`; Clarabel: better
+    away from the optimum, where the exact gradients over-constrain the flows); always so for
+    ``Norm2`` and differentiable penalties.  None when the model is outside
+    :func:`recovery_scope` or the solver fails (the caller keeps its other flows)."""
+    if recovery_scope(model) is not None:
+        return None
+    W = np.asarray(weights, dtype=float)
+    E, d = model.num_edges, model.dim
+    V = model.empirical_graph.diff(W)
+    M = SLACK_WEIGHT * (1.0 + float(np.abs(W).max(initial=0.0)))
+    cond = node_conditions(model, W)
+    nodes = _node_columns(cond, W, M)
+    if not model.penalty.is_norm:
+        u = _solve_smooth(model, V, cond, _with_curvature(model, nodes, W))
+        return None if u is None else u.reshape(E, d)
+    fl = _flows(model, V, threshold)
+    ball = _dual_ball(model)
+    u = None
+    if ball != "box" and np.isfinite(threshold) and not curvature:
+        u = _electrical(model, fl, cond, V, threshold)
+    if u is None and (ball == "l2" or curvature):
+        u = _solve_clarabel(model, fl, cond, _with_curvature(model, nodes, W))
+    elif u is None:
+        u = _solve_lp(model, fl, cond, nodes)
+    return None if u is None else u.reshape(E, d)
+
+
+# ===================================================================== clusters (shared)
+
+def fused_components(edges: np.ndarray, fused: np.ndarray, n: int
+                     ) -> Iterator[tuple[int, np.ndarray]]:
+    """``(count, labels)`` of the graph of the fused edges (``edges`` ``(|E|, 2)``, ``fused``
+    an ``(|E|, d)`` mask), per coordinate (computed once per distinct column of ``fused``)."""
+    seen: dict[bytes, tuple[int, np.ndarray]] = {}
+    for j in range(fused.shape[1]):
+        key = np.packbits(fused[:, j]).tobytes()
+        if key not in seen:
+            e = edges[fused[:, j]]
+            adj = sp.csr_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+            seen[key] = csgraph.connected_components(adj, directed=False)
+        yield seen[key]
+
+
+def cluster_sums(labels: np.ndarray, A: np.ndarray, K: int) -> np.ndarray:
+    """``sum_{(i, j): labels_ij = c} A_ij`` for every cluster coordinate ``c``."""
+    return np.bincount(labels.ravel(), weights=A.ravel(), minlength=K)
+
+
+def balance_flows(DF: sp.csr_matrix, c: np.ndarray, labels: np.ndarray,
+                  R: np.ndarray) -> np.ndarray:
+    """``U = C D_F X`` with ``D_F^T C D_F X = R`` (``(n, k)``, one column per coordinate): the
+    minimum of ``sum_e ||u_e||^2 / c_e`` subject to ``D_F^T U = R`` (a capacity-weighted
+    electrical flow on the fused edges ``D_F``); the Laplacian is grounded at one node per
+    cluster (``labels``; ``R`` must sum to 0 on every cluster)."""
+    n = DF.shape[1]
+    L = (DF.T @ sp.diags(c) @ DF).tocsr()
+    roots = np.unique(labels, return_index=True)[1]
+    keep = np.setdiff1d(np.arange(n), roots)
+    X = np.zeros(R.shape)
+    if keep.size:
+        lu = spl.splu(sp.csc_matrix(L[keep][:, keep]), permc_spec="MMD_AT_PLUS_A",
+                      options={"SymmetricMode": True})
+        X[keep] = lu.solve(np.ascontiguousarray(R[keep]))
+    return c[:, None] * (DF @ X)
