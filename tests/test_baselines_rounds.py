@@ -45,7 +45,11 @@ def test_fedavg_certifies_every_few_rounds_without_changing_the_run(data):
     assert np.array_equal(h.values_sent, h0.values_sent)
     certified = h.round[np.isfinite(h.gap)].tolist()
     assert certified == [0, 2, 4, 6, 8, 9] and np.isnan(h0.gap[:-1]).all()
-    assert h.gap[-1] == every.gap == plain.gap
+    # the same final weights; the consensus target's lambda is set from the first candidate a
+    # certifier sees (any lambda above the threshold is valid, baselines/target.py), so the
+    # two final certificates are evaluated at different lambdas: equal up to rounding
+    assert h.gap[-1] == every.gap
+    assert every.gap == pytest.approx(plain.gap, rel=1e-12, abs=1e-15)
     p_star = _consensus_optimum(data)
     ok = np.isfinite(h.gap)
     assert (h.gap[ok] >= h.objective[ok] - p_star - 1e-9).all()  # sound at every round
