@@ -143,10 +143,16 @@ class Certificate(Result):
     """A certified bound ``gap >= P(W) - P*`` on the suboptimality of ``W``; the shared
     vocabulary (:meth:`weight`, :meth:`flow`, :meth:`to_dict`, ...) is
     :class:`gtvmodel.results.Result`'s.  ``success``: ``W`` is certified at the ``tol`` given to
-    :func:`certify` (:meth:`success_at` for another tolerance).
+    :func:`certify` (:meth:`success_at` for another tolerance).  Built by :func:`certify`;
+    the constructor stores its fields unchecked.
 
-    Attributes
+    Parameters
     ----------
+    timings : dict
+        Seconds: ``"repair"``, ``"evaluate"`` (the dual evaluation) and ``"total"``.
+    labels : Labels
+        The model's node labels and edges (:class:`gtvmodel.results.Labels`), for
+        :meth:`weight` and :meth:`flow`.
     primal_value : float
         ``P(W)`` (losses, regularizers and GTV term; node constraints are checked separately).
     dual_value : float
@@ -173,13 +179,12 @@ class Certificate(Result):
         Labels of nodes whose demand ``s_i`` stays outside the domain of ``h_i*``.
     repaired : bool
         Whether the flows had to be changed; ``repairs`` says what was done.
+    repairs : list of str
+        What the repair changed, one line each (empty when :attr:`repaired` is False).
     weights : ndarray (n, d)
         The certified candidate ``W`` (as checked, model order).
     flows : ndarray (|E|, d)
         The repaired, dual-feasible flows ``U'`` whose dual value is reported (model order).
-    status : str
-        ``"certified"`` when :attr:`success`, ``"not_certified"`` for a finite gap above
-        ``tol``, ``"infinite_gap"`` when ``gap = +inf`` (:attr:`reason`).
     flows_from_weights : bool
         True when the flows were built from ``W`` (``flows=None``).
     kkt : dict
@@ -206,8 +211,35 @@ class Certificate(Result):
     assumptions : list of str
         What the bound assumes beyond the model (empty for a fully certified bound; a
         caller-supplied ``radius`` is listed here).
-    timings : dict
-        Seconds: ``"repair"``, ``"evaluate"`` (the dual evaluation) and ``"total"``.
+    feas_tol : float
+        The ``feas_tol`` given to :func:`certify`.
+    tol : float
+        The ``tol`` given to :func:`certify` (what :attr:`success` asks).
+
+    Attributes
+    ----------
+    success : bool
+        ``W`` is certified at ``tol`` (:meth:`success_at`).
+    status : str
+        ``"certified"`` when :attr:`success`, ``"not_certified"`` for a finite gap above
+        ``tol``, ``"infinite_gap"`` when ``gap = +inf`` (:attr:`reason`).
+
+    Raises
+    ------
+    TypeError
+        A missing or unknown field (the dataclass constructor; :func:`certify` builds it).
+
+    Examples
+    --------
+    >>> import networkx as nx, numpy as np, gtvmodel as gm
+    >>> model = gm.GTVModel(nx.path_graph(3), dim=1, lam=0.5)
+    >>> model.set_loss(0, gm.QuadraticLoss([1.0]))
+    >>> model.set_loss(2, gm.QuadraticLoss([-1.0]))
+    >>> cert = gm.certify(model, [[0.75], [0.0], [-0.75]])  # the optimum, weights alone
+    >>> cert.status, round(cert.primal_value, 6), cert.gap <= 1e-9
+    ('certified', 0.875, True)
+    >>> cert.flows.ravel()  # the flows recovered from the weights: at the capacity 0.5
+    array([0.5, 0.5])
     """
 
     primal_value: float
@@ -322,28 +354,64 @@ def certify(model: ModelDeclaration, weights: Any, flows: Any = None, *, tol: fl
 
     Returns a :class:`Certificate` whose ``gap >= P(W) - P*`` (module docstring for the
     method, the repair and the limits; ``gap`` includes the certificate's own numerical
-    ``tolerance``).  ``tol`` only sets what :attr:`Certificate.success` asks
-    (:meth:`Certificate.success_at` takes another);
-    ``feas_tol`` is the relative tolerance on node constraints and on dual-domain residuals,
-    node by node (scaled by ``max(1, ||w_i||_inf)``, resp. ``max(1, ||s_i||_inf)``);
-    ``radius``: by default the radii of the residual charges are *certified* from the level
-    set of ``P(W)`` (:func:`~gtvmodel.certificates.radii.certified_radii`); a number replaces
-    them by the caller's assumption ``||w*_i||_inf <= radius`` (listed in
-    :attr:`Certificate.assumptions`).
-    ``project``: ``"auto"`` (default) allows the convex projection :func:`project_flows` when
-    the cheap repairs leave nodes outside bounded conjugate domains, ``"never"`` forbids it
-    (zero flows, dual feasible for every library node, remain the last resort).
-    ``fallback``: when a certificate does not certify ``W`` at ``tol`` but comes within
-    ``1e3 tol`` of it (or is infinite), a finer repair of the given flows (16 projection
-    rounds) and flows built from ``W`` are tried too; when the repair had to rescale all flows
-    by ``theta < 0.999``, also the convex projection of the given flows onto the dual-feasible
-    set (``project="auto"``); the smallest (valid) bound is returned (pass False where
-    certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
-    ``recover``: without flows, first certify the flows recovered from ``W`` through the
-    optimality conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`; when they do
-    not certify ``W`` at ``tol``, the flows built by :func:`flows_from_weights` too), and with
-    given flows that do not certify ``W`` at ``tol`` (and ``fallback``), also the recovered
-    ones; the smaller gap is kept.  False: the given (or built) flows only.
+    ``tolerance``).
+
+    Parameters
+    ----------
+    model : ModelDeclaration
+        The problem (16) (a :class:`~gtvmodel.model.GTVModel`).
+    weights : array_like (n, d)
+        The candidate ``W`` in ``model.nodes`` order (``(n,)`` when ``d = 1``).
+    flows : array_like (|E|, d), optional
+        Edge flows ``u_e`` in ``model.edges`` order (e.g. a solver's duals in the package's
+        sign convention, docs/conventions.md); None recovers them from ``W`` (``recover``).
+    tol : float, default 1e-6
+        Only sets what :attr:`Certificate.success` asks (:meth:`Certificate.success_at` takes
+        another): the certified relative gap ``gap / max(1, |P(W)|)`` at most ``tol``.
+    feas_tol : float, default 1e-8
+        The relative tolerance on node constraints and on dual-domain residuals, node by node
+        (scaled by ``max(1, ||w_i||_inf)``, resp. ``max(1, ||s_i||_inf)``).
+    radius : float, optional
+        By default the radii of the residual charges are *certified* from the level set of
+        ``P(W)`` (:func:`~gtvmodel.certificates.radii.certified_radii`); a number replaces them
+        by the caller's assumption ``||w*_i||_inf <= radius`` (listed in
+        :attr:`Certificate.assumptions`).
+    solver : str, optional
+        The CVXPY solver of the small conic problems some conjugates and repairs need
+        (default Clarabel).
+    project : {"auto", "never"}, default "auto"
+        ``"auto"`` allows the convex projection :func:`project_flows` when the cheap repairs
+        leave nodes outside bounded conjugate domains; ``"never"`` forbids it (zero flows, dual
+        feasible for every library node, remain the last resort).
+    fallback : bool, default True
+        When a certificate does not certify ``W`` at ``tol`` but comes within ``1e3 tol`` of it
+        (or is infinite), a finer repair of the given flows (16 projection rounds) and flows
+        built from ``W`` are tried too; when the repair had to rescale all flows by ``theta <
+        0.999``, also the convex projection of the given flows onto the dual-feasible set
+        (``project="auto"``); the smallest (valid) bound is returned (pass False where
+        certificates of non-optimal iterates must stay cheap, as Algorithm 1 does).
+    recover : bool, default True
+        Without flows, first certify the flows recovered from ``W`` through the optimality
+        conditions (:func:`~gtvmodel.certificates.recovery.recover_flows`; when they do not
+        certify ``W`` at ``tol``, the flows built by :func:`flows_from_weights` too), and with
+        given flows that do not certify ``W`` at ``tol`` (and ``fallback``), also the recovered
+        ones; the smaller gap is kept.  False: the given (or built) flows only.
+
+    Returns
+    -------
+    Certificate
+        The bound ``gap >= P(W) - P*`` with the dual-feasible flows it was evaluated at, the
+        repairs made, the KKT residuals and ``status`` (``"certified"``, ``"not_certified"``,
+        ``"infinite_gap"`` with :attr:`Certificate.reason`).
+
+    Raises
+    ------
+    DataError
+        ``weights`` or ``flows`` of the wrong shape or not finite.
+    ParameterError
+        A bad ``tol``, ``feas_tol``, ``radius``, ``project``, ``fallback`` or ``recover``.
+    SolverError
+        An unknown ``solver``.
 
     Examples
     --------
