@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import gtvmodel as gm
+from gtvmodel.datasets import sbm_graph
 
 GRAPHS = ("path", "tree", "grid", "sbm", "random", "sensor", "community", "smallworld")
 PENALTIES = ("norm1", "norm2", "norminf", "sqnorm2")
@@ -55,14 +56,15 @@ def graph(kind: str, n: int, rng: np.random.Generator) -> nx.Graph:
     if kind == "path":
         G = nx.path_graph(n)
     elif kind == "tree":
-        G = nx.random_labeled_tree(n, seed=int(rng.integers(1 << 30)))
+        # a random recursive tree drawn with numpy (nx.random_labeled_tree needs networkx 3.2)
+        G = nx.Graph(list(zip(range(1, n), rng.integers(0, np.arange(1, n)), strict=True)))
     elif kind == "grid":
         k = max(2, int(round(np.sqrt(n))))
         G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(k, k))
     elif kind == "sbm":
         h = n // 2
-        G = nx.stochastic_block_model([h, n - h], [[0.3, 0.02], [0.02, 0.3]],
-                                      seed=int(rng.integers(1 << 30)))
+        G = sbm_graph([h, n - h], [[0.3, 0.02], [0.02, 0.3]],
+                      seed=int(rng.integers(1 << 30)))
     elif kind == "random":
         G = nx.gnp_random_graph(n, 4.0 / n, seed=int(rng.integers(1 << 30)))
     elif kind == "smallworld":
