@@ -8,6 +8,7 @@ import cvxpy as cp
 import networkx as nx
 import numpy as np
 import pytest
+import sklearn
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
@@ -175,15 +176,21 @@ UNSEEN = ("predicts rows of a train/test split: with random reals in column 0 ev
 EXPECTED_FAILURES = {"check_fit_idempotent": UNSEEN, "check_decision_proba_consistency": UNSEEN}
 
 
-@pytest.mark.slow
-@parametrize_with_checks([GTVRegressor(solver_options={"certify": False}),
-                          GTVClassifier(solver_options={"certify": False})],
-                         expected_failed_checks=lambda est: EXPECTED_FAILURES)
-def test_sklearn_estimator_checks(estimator, check):
-    """scikit-learn's own estimator checks.  Random real values in column 0 make every row its
-    own node of the default chain; the certificate is switched off (its subspace correction on
-    200 nodes x d = 10 took > 90 s under load), everything else runs as users run it."""
-    check(estimator)
+#: ``parametrize_with_checks(expected_failed_checks=...)`` is scikit-learn >= 1.6; below it
+#: (the declared floor is 1.2) the estimator checks are not run.
+SKLEARN_CHECKS = tuple(int(x) for x in sklearn.__version__.split(".")[:2]) >= (1, 6)
+
+if SKLEARN_CHECKS:
+    @pytest.mark.slow
+    @parametrize_with_checks([GTVRegressor(solver_options={"certify": False}),
+                              GTVClassifier(solver_options={"certify": False})],
+                             expected_failed_checks=lambda est: EXPECTED_FAILURES)
+    def test_sklearn_estimator_checks(estimator, check):
+        """scikit-learn's own estimator checks.  Random real values in column 0 make every row
+        its own node of the default chain; the certificate is switched off (its subspace
+        correction on 200 nodes x d = 10 took > 90 s under load), everything else runs as users
+        run it."""
+        check(estimator)
 
 
 def test_lam_scale_falls_back_to_the_gradient_scale():
