@@ -1,7 +1,9 @@
 """The polish of ``solve_exact`` (``gtvmodel.solve.polish``, issue 17): weights against oracles
 written here (the exact fused-lasso path of ``test_exact.py``, closed forms, a numpy Newton on
 the smooth objective), certificates never worse and sound against a hand-written CVXPY
-problem, the skipped cases and the argument check.
+problem, the skipped cases and the argument check.  The polish is that of the interior-point
+route, so the solves here ask for it (``method="interior"``): by default ``solve_exact`` now
+takes the exact direct route on Norm1 chains and trees with quadratic losses.
 """
 
 from __future__ import annotations
@@ -112,8 +114,8 @@ def test_grid_weights_match_newton_oracle(lam):
     from the oracle (benchmarks/RESULTS.md), the polished ones within 1e-9."""
     G, data = _grid_problem()
     model = _model(G, data, lam)
-    ipm = model.solve_exact(polish=False)
-    sol = model.solve_exact()
+    ipm = model.solve_exact(method="interior", polish=False)
+    sol = model.solve_exact(method="interior")
     edges = np.array(G.edges)
     W_star, rmin = newton_oracle(len(G), edges, np.ones(len(edges)), lam, data, "squared",
                                  ipm.weights)
@@ -144,8 +146,8 @@ def test_logistic_sbm_weights_match_newton_oracle():
     for i in range(24):
         model.set_loss(i, gm.LogisticLoss(*data[i], l2=1e-3) if i in data
                        else gm.ZeroLoss(l2=1e-3))
-    ipm = model.solve_exact(polish=False)
-    sol = model.solve_exact()
+    ipm = model.solve_exact(method="interior", polish=False)
+    sol = model.solve_exact(method="interior")
     W_star, rmin = newton_oracle(24, np.array(G.edges), np.ones(G.number_of_edges()), 0.001,
                                  data, "logistic", ipm.weights, l2=1e-3)
     assert rmin > 1e-4
@@ -163,7 +165,7 @@ def test_fused_lasso_chain_matches_exact_path(seed):
     exact = flsa_path(a, lams)
     for lam in lams:
         model.lam = lam
-        sol = model.solve_exact()
+        sol = model.solve_exact(method="interior")
         assert sol.info["polish"]["status"] == "applied"
         assert sol.info["polish"]["clusters"] == np.unique(np.round(exact[lam], 9)).size
         np.testing.assert_allclose(sol.weights.ravel(), exact[lam], atol=1e-12, rtol=0)
@@ -182,7 +184,7 @@ def test_l1_zeros_match_soft_thresholded_path():
     model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1(), lam=lam)
     for i in range(n):
         model.set_loss(i, gm.QuadraticLoss([a[i]], l1=eta))
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")
     assert sol.info["polish"]["status"] == "applied"
     np.testing.assert_allclose(sol.weights.ravel(), exact, atol=1e-12, rtol=0)
 
@@ -306,10 +308,10 @@ def _check_never_worse(inst):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ipm = model.solve_exact(polish=False)
+            ipm = model.solve_exact(method="interior", polish=False)
         except gm.GTVError:
             return  # nothing to polish
-        sol = model.solve_exact()
+        sol = model.solve_exact(method="interior")
     info = sol.info["polish"]
     assert info["status"] in ("applied", "rejected", "skipped"), info
     if info["status"] == "applied":
@@ -342,7 +344,7 @@ def test_rejected_polish_keeps_the_answer():
     certificate with gap 0 (none can be better) the polish is rejected and the answer kept."""
     G, data = _grid_problem(k=4, d=2)
     model = _model(G, data, 0.01)
-    ipm = model.solve_exact(polish=False)
+    ipm = model.solve_exact(method="interior", polish=False)
     perfect = gm.certify(model, ipm.weights, ipm.flows)
     perfect.gap = 0.0
     done = polish(model, ipm.weights, ipm.flows, perfect, 1e-6)
@@ -370,7 +372,7 @@ def test_unsupported_models_are_skipped_with_the_reason(make, reason):
         model.add_constraint(1, gm.Box(-0.1, 0.1))
     if reason == "symbolic losses":
         model.set_loss(1, cp.sum_squares(model.var(1) - 1.0))
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")
     assert sol.info["polish"]["status"] == "skipped"
     assert reason in sol.info["polish"]["reason"]
     assert "polish" not in sol.timings
