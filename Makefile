@@ -16,6 +16,11 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # the lowest supported Python (requires-python) for test-min; override with MIN_PYTHON=path
 MIN_PYTHON ?= python3.10
 MIN_VENV   ?= out/venv-min
+# the tests test-min runs (default: the whole default suite).  CI runs the files that exercise
+# the dependencies' APIs at their floors (.ci/run, MIN_TESTS): at the floors, three reference
+# comparisons of the whole suite (test_composite_prox, test_integration,
+# test_logistic_held_newton) miss their tolerances by 1.3-6.6x against the older solvers
+MIN_TESTS  ?=
 
 .PHONY: demo test test-all test-min lint bench docs notebooks grade release-lessons clean
 
@@ -39,8 +44,8 @@ test-min:
 	$(MIN_PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MIN_VENV)/bin/python -m pip install --quiet -c ci/min-versions.txt -e '.[test]'
-	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(cvxpy|clarabel|numpy|scipy|networkx|matplotlib|tqdm|scikit-learn|array-api-compat)=='
-	$(MIN_VENV)/bin/python -m pytest -q
+	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(cvxpy|clarabel|numpy|scipy|networkx|matplotlib|tqdm|scikit-learn|array-api-compat|numba)=='
+	$(MIN_VENV)/bin/python -m pytest -q $(MIN_TESTS)
 
 $(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[docs]'
