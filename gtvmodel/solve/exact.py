@@ -656,7 +656,8 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
             scratch: dict[str, Any] = {"tolerances": record.get("options")}
             t0 = time.perf_counter()
             try:
-                answer.cert = certify_fn(model, W, U, tol=request.accuracy, project="never")
+                answer.cert = certify_fn(model, W, U, tol=request.accuracy, project="never",
+                                         recover=False)
             except GTVError:  # the full run's self-certificate records why
                 continue
             finally:
@@ -881,13 +882,15 @@ def _check_certified(name: str, answer: _Answer, info: dict[str, Any],
 def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U: np.ndarray,
                       accuracy: float) -> Any:
     """The certificate of an exact solve (``project="never"``: cheap repairs only); if it
-    misses ``accuracy``, also with the convex projection of the flows and with flows built
-    from the weights (the best one is kept: each is a valid bound)."""
-    cert = certify_fn(model, W, U, tol=accuracy, project="never")
+    misses ``accuracy``, also with the convex projection of the flows and with flows
+    recovered from the weights (the best one is kept: each is a valid bound).  The recovery
+    (:mod:`gtvmodel.certificates.recovery`) runs once, in the last try: ``recover=False``
+    before it."""
+    cert = certify_fn(model, W, U, tol=accuracy, project="never", recover=False)
     for flows in (U, None):
         if cert.success_at(accuracy):
             break
-        alt = certify_fn(model, W, flows, tol=accuracy)
+        alt = certify_fn(model, W, flows, tol=accuracy, recover=flows is None)
         if alt.relative_gap < cert.relative_gap:
             cert = alt
     return cert
