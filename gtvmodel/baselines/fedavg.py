@@ -107,7 +107,7 @@ def fedavg(model: Any, *, rounds: int, local_steps: int, step: float,
     >>> run.status, run.rounds, run.values_sent  # 2 d values per node and round
     ('completed', 100, 4000)
     >>> np.round(run.weight(0), 2)  # one model for both clusters (2, 2) and (-2, 2)
-    array([-0.16,  1.84])
+    array([-0.15,  2.09])
     """
     return _run(model, "fedavg", rounds=rounds, local_steps=local_steps, step=step,
                 batch_size=batch_size, clients=clients, seed=seed, mu=mu, init=init,

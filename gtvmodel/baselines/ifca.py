@@ -95,7 +95,7 @@ def ifca(model: Any, k: int, *, rounds: int, local_steps: int, step: float, rest
     >>> data = datasets.sbm(sizes=(5, 5), p_in=0.9, p_out=0.1, m=10, seed=0)
     >>> run = baselines.ifca(data, 2, rounds=30, local_steps=2, step=0.1, restarts=3)
     >>> run.info["assignment"].tolist()  # the two true clusters, up to relabelling
-    [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
     >>> float(data.mse(run.weights)) < 1e-6
     True
     """
