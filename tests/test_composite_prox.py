@@ -16,6 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
+import gtvmodel.kernels.composite as kernel_mod
+import gtvmodel.kernels.linalg as linalg_mod
+import gtvmodel.kernels.systems as systems_mod
 import gtvmodel.primal_dual.prox as prox_mod
 import gtvmodel.terms.composite as composite_mod
 from gtvmodel.primal_dual.prox import NodeUpdates
@@ -95,7 +98,7 @@ def test_one_norm_ball_moves_the_rows_that_fix_z_outside_it():
     # a node of benchmark (f)'s 10,000-node run (absolute loss, ||z||_1 <= 1): an active set
     # whose free data row and l1 row fix z = (0, 1.03) outside the ball, where its multiplier
     # cannot move z, cycled (every such node took the CVXPY path); the multiplier now grows
-    # until a free row's dual leaves its interval (composite_mod._leaving_multiplier)
+    # until a free row's dual leaves its interval (kernel_mod._leaving_multiplier)
     X = np.array([[0.20745091631060844, 2.0730312454771167],
                   [-0.8904185737230568, 1.8382527726952906],
                   [-0.03483391387810949, 0.7234967407584135],
@@ -239,9 +242,9 @@ def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
     start = composite_mod._states_at(Z + 1e-10 * rng.standard_normal(Z.shape), **rows)
     mu = 2.0 * batch.l2 + 1.0 / tau
     calls = []
-    real = composite_mod._box_qp_projected_gradient
+    real = kernel_mod._box_qp_projected_gradient
     with pytest.MonkeyPatch.context() as mp:  # no restart: the steps from start converge
-        mp.setattr(composite_mod, "_box_qp_projected_gradient",
+        mp.setattr(kernel_mod, "_box_qp_projected_gradient",
                    lambda *a, **kw: calls.append(1) or real(*a, **kw))
         Zp, ok, _ = composite_mod.composite_active_set_prox(
             **rows, coord=pad["coord"], l1row=pad["l1row"], mu=mu, g=V / tau[:, None], Z0=Z,
@@ -348,13 +351,13 @@ def test_cached_systems_equal_fresh_ones_and_are_reused(kind, monkeypatch):
         np.full(k, 0.4 if kind == "ball" else np.inf)
     radius1 = np.full(k, 0.5 if kind == "ball1" else np.inf)
     built, merged = [], []
-    real, merge = composite_mod._system_matrices, composite_mod._updated_system
-    monkeypatch.setattr(composite_mod, "_system_matrices",
+    real, merge = kernel_mod._system_matrices, kernel_mod._updated_system
+    monkeypatch.setattr(kernel_mod, "_system_matrices",
                         lambda *a, **kw: built.append(1) or real(*a, **kw))
-    monkeypatch.setattr(composite_mod, "_updated_system",
+    monkeypatch.setattr(kernel_mod, "_updated_system",
                         lambda *a: merged.append(merge(*a)) or merged[-1])
-    merge_later = composite_mod._merge_into  # the later steps' systems, merged in place
-    monkeypatch.setattr(composite_mod, "_merge_into",
+    merge_later = systems_mod._merge_into  # the later steps' systems, merged in place
+    monkeypatch.setattr(systems_mod, "_merge_into",
                         lambda *a: merged.append(merge_later(*a) or None) or bool(merged[-1]))
 
     def make():
@@ -415,7 +418,7 @@ def test_pinv_rows_equals_numpy_pinv():
     A[5, 0] = 0.0  # a zero row
     A *= on[:, :, None]
     # both to rounding times the blocks' condition numbers (to ~1e4 here)
-    np.testing.assert_allclose(composite_mod._pinv_rows(A, on), np.linalg.pinv(A), rtol=1e-9,
+    np.testing.assert_allclose(linalg_mod._pinv_rows(A, on), np.linalg.pinv(A), rtol=1e-9,
                                atol=1e-12 * np.abs(np.linalg.pinv(A)).max())
 
 
@@ -423,14 +426,14 @@ def test_uncertified_nodes_fall_back_to_cvxpy_and_are_counted(monkeypatch):
     rng = np.random.default_rng(5)
     model = _mixed_model(rng)
     updates = NodeUpdates(model)
-    real = composite_mod.kkt_certified
+    real = kernel_mod.kkt_certified
 
     def refuse_first(*args, **kw):  # the KKT check fails at the first node of every batch
         ok = real(*args, **kw)
         ok[0] = False
         return ok
 
-    monkeypatch.setattr(composite_mod, "kkt_certified", refuse_first)
+    monkeypatch.setattr(kernel_mod, "kkt_certified", refuse_first)
     V = rng.standard_normal((model.num_nodes, 3))
     tau = rng.uniform(0.2, 2.0, model.num_nodes)
     W = updates(V, tau, 10**6, V)

@@ -1,5 +1,5 @@
 """The composite active-set prox's work per call (issue 16 item 3, per-call overhead):
-:func:`gtvmodel.terms.composite.composite_active_set_prox` on Algorithm 1's sequence of calls
+:func:`gtvmodel.kernels.composite.composite_active_set_prox` on Algorithm 1's sequence of calls
 (one batch, points that move a little) takes one active-set step where the active sets do not
 change, its cached systems (merged where a few nodes changed, the row duals of a merged node
 included) give the answers of fresh ones, every answer equals an independent CVXPY prox
@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
-import gtvmodel.terms.composite as composite_mod
+import gtvmodel.kernels.composite as kernel_mod
+import gtvmodel.kernels.linalg as linalg_mod
+import gtvmodel.kernels.steps as steps_mod
+import gtvmodel.kernels.systems as systems_mod
 from gtvmodel.terms.composite import CompositeProxBatch
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
@@ -70,13 +73,13 @@ def _assert_prox(ls, v, tau, w, lo, hi, radius, radius1):
 def _count_steps(monkeypatch):
     """A list that records the nodes of every active-set step (``_active_set_step``)."""
     steps = []
-    real = composite_mod._active_set_step
+    real = kernel_mod._active_set_step
 
     def counted(state, act, *args):
         steps.append(act.size)
         return real(state, act, *args)
 
-    monkeypatch.setattr(composite_mod, "_active_set_step", counted)
+    monkeypatch.setattr(kernel_mod, "_active_set_step", counted)
     return steps
 
 
@@ -134,8 +137,8 @@ def test_later_steps_merged_in_place_equal_fresh_batches(case, monkeypatch):
         return CompositeProxBatch(cls, np.arange(k), losses, k, d, **kw)
 
     merges = []
-    real = composite_mod._merge_into
-    monkeypatch.setattr(composite_mod, "_merge_into",
+    real = systems_mod._merge_into
+    monkeypatch.setattr(systems_mod, "_merge_into",
                         lambda *a: merges.append(real(*a)) or merges[-1])
     batch, tau = make(), rng.uniform(0.2, 2.0, k)
     # far from the data (every hinge row held, no free linear row), then towards it
@@ -165,7 +168,7 @@ def test_pinv_rows_few_and_many_blocks_equal_numpy_pinv(k):
     A[0, 1], on[0, :2] = 3.0 * A[0, 0], True  # dependent rows
     A *= on[:, :, None]
     ref = np.linalg.pinv(A)
-    np.testing.assert_allclose(composite_mod._pinv_rows(A, on), ref, rtol=1e-9,
+    np.testing.assert_allclose(linalg_mod._pinv_rows(A, on), ref, rtol=1e-9,
                                atol=1e-12 * np.abs(ref).max())
 
 
@@ -180,8 +183,8 @@ def test_row_duals_of_a_merged_system_equal_a_fresh_ones():
         ls.X, ls.y = rng.standard_normal((3, d)), np.sign(rng.standard_normal(3))
     batch = CompositeProxBatch(gm.HingeLoss, np.arange(k), losses, k, d)
     pad, mu = batch._padded(), np.full(k, 2.0)
-    c = composite_mod._row_constants(*(pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed",
-                                                             "coord")), mu, 1e-13, None)
+    c = kernel_mod._row_constants(*(pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed",
+                                                          "coord")), mu, 1e-13, None)
     rows = dict({key: pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed")},
                 coord=c["coord"], unit=c["unit"], tail=c["tail"])
     R = pad["P"].shape[1]
@@ -189,18 +192,18 @@ def test_row_duals_of_a_merged_system_equal_a_fresh_ones():
     before[0, :2] = 0  # ... but node 0's data rows 0 and 1 (two free-row slots)
     st = before.copy()
     st[1, 0] = 0  # then node 1's data row 0 is free too (one slot)
-    full = composite_mod._system_matrices(rows, before, slice(None), mu)
-    sub = composite_mod._system_matrices(rows, st[1:2], np.arange(1, 2), mu[1:2])
-    merged = composite_mod._updated_system(full, sub, np.arange(1, 2))
-    fresh = composite_mod._system_matrices(rows, st, slice(None), mu)
+    full = systems_mod._system_matrices(rows, before, slice(None), mu)
+    sub = systems_mod._system_matrices(rows, st[1:2], np.arange(1, 2), mu[1:2])
+    merged = systems_mod._updated_system(full, sub, np.arange(1, 2))
+    fresh = systems_mod._system_matrices(rows, st, slice(None), mu)
     assert merged is not None and merged["F"] == fresh["F"] == 2
     assert merged["sel"][1, 1] == merged["sel"][1, 0] == 0  # the repeated index
     g, a_prev = rng.standard_normal((k, d)), np.zeros((k, R))
     Za = rng.standard_normal((k, d))
     ad = np.where(fresh["on"], rng.standard_normal((k, 2)), 0.0)
     for sy in (merged, fresh):
-        composite_mod._affine_factors(sy)
-    a_merged, a_fresh = (composite_mod._row_duals(composite_mod._with_rhs(sy, g, a_prev), Za,
-                                                  ad, None) for sy in (merged, fresh))
+        steps_mod._affine_factors(sy)
+    a_merged, a_fresh = (steps_mod._row_duals(systems_mod._with_rhs(sy, g, a_prev), Za,
+                                              ad, None) for sy in (merged, fresh))
     assert a_merged[1, 0] == ad[1, 0]
     np.testing.assert_array_equal(a_merged, a_fresh)

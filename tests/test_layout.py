@@ -140,3 +140,57 @@ def test_the_command_line_starts_without_the_engines():
     assert out.stdout.strip() == "[]", out.stdout
     assert gtvmodel.GTVModel.__module__ == "gtvmodel.model"  # loaded on first use
     assert "GTVModel" in dir(gtvmodel) and gtvmodel.theory.__name__ == "gtvmodel.theory"
+
+
+#: The layers that the kernels (numerical solvers over arrays and callables, issue 29 item 1)
+#: must not import, directly or through another module: the terms call the kernels, never
+#: the other way round.
+KERNELS_BELOW = ("gtvmodel.terms", "gtvmodel.solve", "gtvmodel.certificates",
+                 "gtvmodel.primal_dual")
+
+
+def test_the_kernels_import_no_terms_or_engines(layout):
+    G, _ = layout
+    kernels = [m for m in G if m.startswith("gtvmodel.kernels.")]
+    assert {"gtvmodel.kernels.composite", "gtvmodel.kernels.newton",
+            "gtvmodel.kernels.boxqp"} <= set(kernels)
+    reached = set().union(*(nx.descendants(G, m) for m in kernels))
+    bad = sorted(m for m in reached if m.startswith(tuple(p + "." for p in KERNELS_BELOW))
+                 or m in KERNELS_BELOW)
+    assert not bad, f"gtvmodel.kernels imports {bad}"
+    # (a test of the test: the terms do import the kernels)
+    assert G.has_edge("gtvmodel.terms.composite", "gtvmodel.kernels.composite")
+
+
+def _code_lines(src: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of code of a function (its nested functions included): no blank, comment-only
+    or docstring line."""
+    body = node.body
+    doc = range(0)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        doc = range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1)
+    return sum(1 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+               if i not in doc and src[i - 1].strip() and not src[i - 1].strip().startswith("#"))
+
+
+#: kernels/tv.py (the numba-compiled dynamic programs) is not yet split to these limits
+SIZE_EXEMPT = {"tv.py"}
+
+
+def test_the_kernels_have_short_functions_and_modules():
+    """Issue 29 item 8 on gtvmodel/kernels/: at most 60 lines of code per function and 800
+    lines per module."""
+    long = []
+    for path in sorted((PKG / "kernels").glob("*.py")):
+        if path.name in SIZE_EXEMPT:
+            continue
+        src = path.read_text().splitlines()
+        if len(src) > 800:
+            long.append(f"{path.name}: {len(src)} lines")
+        for node in ast.walk(ast.parse("\n".join(src))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and _code_lines(src, node) > 60:
+                long.append(f"{path.name}:{node.lineno} {node.name}: "
+                            f"{_code_lines(src, node)} lines of code")
+    assert not long, "; ".join(long)

@@ -1,5 +1,15 @@
-"""Compiled kernels over plain arrays (numba), knowing nothing of models or terms.
+"""Compiled kernels and numerical solvers over plain arrays and callables, knowing nothing of
+models or terms (the terms call them; tests/test_layout.py checks that no module here imports
+the terms, the solvers, the certificates or Algorithm 1).
 
 - :mod:`gtvmodel.kernels.tv`: direct exact solvers of scalar total variation on paths and
   trees, and the exact flows of their solutions (:mod:`gtvmodel.solve.direct`).
+- :mod:`gtvmodel.kernels.composite`: the batched active-set prox of piecewise-quadratic row
+  conjugates with ``l1``, boxes and balls, and its KKT check; its systems
+  (:mod:`gtvmodel.kernels.systems`) and steps (:mod:`gtvmodel.kernels.steps`: affine and
+  trust-region ball steps);
+- :mod:`gtvmodel.kernels.boxqp`: the active-set box QP of linear row conjugates (hinge,
+  absolute) and the active-set rule the composite prox shares;
+- :mod:`gtvmodel.kernels.newton`: damped Newton for smooth data fits (prox and conjugate);
+- :mod:`gtvmodel.kernels.linalg`: stacked pseudo-inverses, SPD solves and Gram matrices.
 """
