@@ -1,6 +1,7 @@
 # Two commands get a newcomer from a fresh clone to a result:
 #   make demo   -- creates .venv, installs gtvmodel, runs the main demo (paper 001 VI-A SBM)
 #   make test   -- creates .venv, installs gtvmodel with test extras, runs the test suite
+#   make typecheck -- mypy on the numerical kernels (gtvmodel/kernels/, [tool.mypy]); in make test
 #   make docs   -- the documentation site (Sphinx, warnings are errors) in out/docs/index.html
 #   make test-min -- the suite on the lowest supported Python and dependency floors
 #                    (ci/min-versions.txt) in out/venv-min
@@ -22,7 +23,7 @@ MIN_VENV   ?= out/venv-min
 # test_logistic_held_newton) miss their tolerances by 1.3-6.6x against the older solvers
 MIN_TESTS  ?=
 
-.PHONY: demo test test-all test-min lint bench docs notebooks grade release-lessons clean
+.PHONY: demo test test-all test-min lint typecheck bench docs notebooks grade release-lessons clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check gtvmodel tests examples benchmarks
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 test-all: $(STAMP)
@@ -57,6 +59,9 @@ docs: $(DOCS_STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check gtvmodel tests examples benchmarks
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_compile.py

@@ -84,7 +84,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         if left.size:  # cycling nodes: near the solution by projected gradients, then again
             _restart(run, left)
             _run_steps(run, left, max_iter)
-    if run.later:
+    if run.later and cache is not None:  # (later steps are kept only with a cache)
         _merge_later(cache, run.later, run.k)
     if not check:
         return run.Z, None, (run.state, run.a_prev, run.nu)
@@ -153,10 +153,10 @@ def _prepared(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray, hi:
     else:
         state, a_prev = start[0].copy(), start[1].copy()
     run = _Run(rows, c, mu, g, cache, Z, nu, k, state, a_prev, any_ball, radius, ball1, radius1)
-    if any_ball:
+    if radius is not None and any_ball:
         run.radius = np.broadcast_to(radius, (k,))
         run.ball = np.isfinite(run.radius)
-    if ball1.size:
+    if radius1 is not None and ball1.size:
         run.radius1 = np.broadcast_to(radius1, (k,))
         run.nu1 = np.zeros(k)
         run.l1m = np.asarray(l1row, dtype=bool)
@@ -350,7 +350,8 @@ def _certified(run: _Run) -> np.ndarray:
     rows, Z = run.rows, run.Z
     ok = kkt_certified(rows["P"], rows["cs"], rows["cq"], rows["lo"], rows["hi"],
                        rows["fixed"], run.mu, run.g, Z, run.a_prev,
-                       **({"nu": run.nu, "radius": run.radius} if run.any_ball else {}))
+                       nu=run.nu if run.any_ball else None,
+                       radius=run.radius if run.any_ball else None)
     ball1 = run.ball1
     if ball1.size:  # ||z||_1 <= r, and = r where its multiplier is positive
         assert run.radius1 is not None
@@ -368,16 +369,13 @@ def _row_constants(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray
     (under ``"rows"``) while the rows are the same arrays: ``coord`` and the unit rows
     (``unit``; ``tail``, a slice where they follow the data rows, as in
     :class:`~gtvmodel.terms.composite.CompositeProxBatch`), the parts of the step's tolerance
-    ``rtol (|c s| + |c q a| +
-    ||P_r|| ||z||_1)`` (``tol_s``, ``tol_q``, ``tol_p``), the finite bounds (``nlo``,
-    ``nhi``), whether any row has ``q > 0`` (``any_q``), and, while ``mu`` is the same,
-    ``gamma = 1 / Q_rr`` (``Q_rr = ||P_r||^2 / mu + c q``)."""
-    same = (cache is not None and (hit := cache.get("rows")) is not None
-            and all(hit[key] is val for key, val in (("P", P), ("cs", cs), ("cq", cq),
-                                                   ("lo", lo), ("hi", hi), ("fixed", fixed),
-                                                   ("coord_in", coord)))
-            and hit["rtol"] == rtol)
-    if not same:
+    ``rtol (|c s| + |c q a| + ||P_r|| ||z||_1)`` (``tol_s``, ``tol_q``, ``tol_p``), the finite
+    bounds (``nlo``, ``nhi``), whether any row has ``q > 0`` (``any_q``), and, while ``mu`` is
+    the same, ``gamma = 1 / Q_rr`` (``Q_rr = ||P_r||^2 / mu + c q``)."""
+    hit: dict[str, Any] | None = cache.get("rows") if cache is not None else None
+    if hit is None or not (all(hit[key] is val for key, val in (
+            ("P", P), ("cs", cs), ("cq", cq), ("lo", lo), ("hi", hi), ("fixed", fixed),
+            ("coord_in", coord))) and hit["rtol"] == rtol):
         R, d = P.shape[1:]
         pnorm2 = np.einsum("krd,krd->kr", P, P)
         crd = np.full(R, -1) if coord is None else np.asarray(coord)
@@ -477,8 +475,8 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
                    & ((a >= hi) | (grad >= -tol)))
         rows_ok |= fixed
         # every condition of a node at once: rows, stationarity, finite z and duals
-        ok = np.concatenate((rows_ok, stat <= rtol * stat_scale, np.isfinite(Z),
-                             np.isfinite(a)), axis=1).all(axis=1)
+        ok = np.asarray(np.concatenate((rows_ok, stat <= rtol * stat_scale, np.isfinite(Z),
+                                        np.isfinite(a)), axis=1).all(axis=1))
     if radius is not None:
         nz = np.linalg.norm(Z, axis=1)
         nu = np.zeros_like(nz) if nu is None else nu

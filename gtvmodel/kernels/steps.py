@@ -43,6 +43,15 @@ def _affine_solve(sy: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.where(fr, _back(u, Li, li), zfix), np.where(on, ad, 0.0)
 
 
+def _rows_back(Pf: np.ndarray, Li: np.ndarray | None, li: np.ndarray | None) -> np.ndarray:
+    """``A = Pf L^{-T}`` of :func:`_affine_factors` (``Li = L^{-1}``, or ``L = diag(1 /
+    li)``)."""
+    if Li is not None:
+        return np.einsum("kfj,kij->kfi", Pf, Li)
+    assert li is not None
+    return Pf * li[:, None, :]
+
+
 def _back(u: np.ndarray, Li: np.ndarray | None, li: np.ndarray | None) -> np.ndarray:
     """``L^{-T} u`` of :func:`_affine_solve` (``Li = L^{-1}``, or ``L = diag(1 / li)``)."""
     if Li is not None:
@@ -74,7 +83,7 @@ def _affine_factors(sy: dict[str, Any]) -> dict[str, Any]:
                Ainv=np.zeros((fr.shape[0], d, 0)))  # (no free linear row: empty)
     if F:
         Pf = np.where(fr[:, None, :], sy["Pd"], 0.0)
-        A = np.einsum("kfj,kij->kfi", Pf, Li) if Li is not None else Pf * li[:, None, :]
+        A = _rows_back(Pf, Li, li)
         fac.update(A=A, Ainv=_pinv_rows(A, on))
     return fac
 

@@ -135,7 +135,7 @@ def _merged_rows(val: np.ndarray, new: Any, chg: np.ndarray) -> np.ndarray | Non
     return val
 
 
-def _merge_later(cache: dict | None, later: list, k: int) -> None:
+def _merge_later(cache: dict, later: list, k: int) -> None:
     """Merges the systems that the later active-set steps of a call of
     :func:`composite_active_set_prox` built for a few nodes (``later``: ``(kind, nodes,
     active sets, system)``, in order) into the call's cached system of every node (in place,
