@@ -20,19 +20,28 @@ over rounds of the per-round ratio new / old.  An SBM graph of ``n`` nodes (two 
   conjugates (``newton_minimize`` on ``-f``);
 - ``certify logistic``: one certificate of the last weights (the conjugates by Newton).
 
+``--identity`` instead runs every workload once in each checkout (60 nodes, 80 iterations, a
+certificate every 20) and compares the bytes of the iterates ``w``, ``u``, the gaps, the
+objective, a certificate of the last weights (gap, flows), the paths taken and the bytes of
+the model's problem file: a refactoring that should not change behaviour prints
+``identical``.
+
 Usage::
 
     python benchmarks/bench_kernels.py --old /tmp/gtv_old [--new <checkout>] [--rounds 5]
         [--n 200] [--iters 100] [--repeats 3]
+    python benchmarks/bench_kernels.py --old /tmp/gtv_old --identity
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,11 +78,9 @@ def _model(gm, n: int, make_loss, constraint=None):
     return model
 
 
-def worker(n: int, repeats: int, iters: int) -> None:
-    import gtvmodel as gm
-
-    out: dict[str, object] = {"file": gm.__file__}
-    cases = {
+def _cases(gm) -> dict:
+    """Each workload's loss (of ``X``, ``y``) and constraint factory (None: none)."""
+    return {
         "hinge l1 box": (lambda X, y: gm.HingeLoss(X, y, l1=0.05), lambda: gm.Box(-0.5, 0.5)),
         "huber ball": (lambda X, y: gm.HuberLoss(X, y, M=0.5), lambda: gm.NormBall(0.4)),
         "squared l1 ball1": (lambda X, y: gm.SquaredLoss(X, y, l1=0.05),
@@ -83,7 +90,37 @@ def worker(n: int, repeats: int, iters: int) -> None:
                             lambda: gm.Box(-0.5, 0.5)),
         "logistic": (lambda X, y: gm.LogisticLoss(X, y, l2=0.01), None),
     }
-    for name, (loss, con) in cases.items():
+
+
+def _digest(a) -> str:
+    return hashlib.sha1(np.ascontiguousarray(np.asarray(a, dtype=float)).tobytes()).hexdigest()
+
+
+def identity_worker() -> None:
+    """Digests of every workload's run (``--identity``)."""
+    import gtvmodel as gm
+
+    out: dict[str, object] = {"file": gm.__file__}
+    for name, (loss, con) in _cases(gm).items():
+        model = _model(gm, 60, loss, con)
+        res = model.solve_primal_dual(max_iter=80, tol=0.0, record_every=20)
+        cert = model.certify(res.weights)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.npz")
+            model.save(path)
+            file = hashlib.sha1(Path(path).read_bytes()).hexdigest()
+        out[name] = {"w": _digest(res.weights), "u": _digest(res.flows), "gap": repr(res.gap),
+                     "objective": repr(res.objective), "certificate gap": repr(cert.gap),
+                     "certificate flows": _digest(cert.flows), "paths": res.paths,
+                     "problem file": file}
+    print(json.dumps(out))
+
+
+def worker(n: int, repeats: int, iters: int) -> None:
+    import gtvmodel as gm
+
+    out: dict[str, object] = {"file": gm.__file__}
+    for name, (loss, con) in _cases(gm).items():
         model = _model(gm, n, loss, con)
         res = model.solve_primal_dual(max_iter=iters, tol=0.0)  # (compiles, warms caches)
         out[name] = _best(lambda m=model: m.solve_primal_dual(max_iter=iters, tol=0.0),
@@ -95,11 +132,11 @@ def worker(n: int, repeats: int, iters: int) -> None:
     print(json.dumps(out))
 
 
-def run_worker(root: str, n: int, repeats: int, iters: int) -> dict:
+def run_worker(root: str, n: int, repeats: int, iters: int, identity: bool = False) -> dict:
     env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=root, OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cmd = [sys.executable, __file__, "--worker", "--n", str(n), "--repeats", str(repeats),
-           "--iters", str(iters)]
+           "--iters", str(iters)] + (["--identity"] if identity else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"worker for {root} failed:\n{proc.stderr[-3000:]}")
@@ -117,13 +154,23 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--identity", action="store_true")
     ap.add_argument("--worker", action="store_true")
     args = ap.parse_args()
     if args.worker:
-        worker(args.n, args.repeats, args.iters)
+        if args.identity:
+            identity_worker()
+        else:
+            worker(args.n, args.repeats, args.iters)
         return
     if not args.old:
         ap.error("--old is required (a directory holding an old gtvmodel package)")
+    if args.identity:
+        old, new = (run_worker(root, 0, 0, 0, identity=True) for root in (args.old, args.new))
+        for w in (key for key in old if key != "file"):
+            diff = [key for key in old[w] if old[w][key] != new[w][key]]
+            print(f"{w:<18} {'identical' if not diff else 'DIFFERENT: ' + ', '.join(diff)}")
+        return
     runs: dict[str, list[dict]] = {"old": [], "new": []}
     for r in range(args.rounds):
         for label, root in (("old", args.old), ("new", args.new)):
