@@ -1,7 +1,8 @@
 """Damped Newton's method for smooth data fits, all nodes at once (issue 5): the node update
-PU (32) of paper 001 for a smooth data-fit loss and, on ``-f``, the maximizer of the
-certificate's conjugate ``h*(s)`` (:func:`newton_minimize`), with its Armijo line search and
-the first-order start of Algorithm 1's next call (:func:`_newton_predictor`).
+PU (32) of paper 001 for a smooth data-fit loss (:func:`newton_minimize`) and, on ``-f``, the
+maximizers of the certificate's conjugates ``h*(s)`` (:func:`newton_conjugate_maximizers`),
+with its Armijo line search and the first-order start of Algorithm 1's next call
+(:func:`_newton_predictor`).
 
 The loss enters only through its row functions ``ell(t, y, p)``, ``ell'`` and ``ell''``
 (:class:`RowLoss`, e.g. a :class:`~gtvmodel.terms.losses.DataFitLoss` subclass).
@@ -117,6 +118,23 @@ def newton_minimize(cls: RowLoss, Xs: np.ndarray, y: np.ndarray, p: np.ndarray |
             active, move = active[~small], move[~small]
         t = t - np.einsum("rj,rj->r", part[0], move[part[1]])
     return Z
+
+
+def newton_conjugate_maximizers(cls: RowLoss, X: np.ndarray, y: np.ndarray,
+                                p: np.ndarray | None, c: np.ndarray, rn: np.ndarray,
+                                kappa: np.ndarray, S: np.ndarray, W0: np.ndarray,
+                                iters: int = 40) -> np.ndarray:
+    """The maximizers of ``f_i(w) = s_i^T w - L_i(w) - kappa_i ||w||^2`` (``L_i(w) = sum_{r in
+    i} c_r ell(x_r^T w)``, rows grouped by owner ``rn``) that attain the conjugate ``h_i*(s_i)``
+    of the certificate (34), all nodes at once from ``W0`` (the candidate weights):
+    :func:`newton_minimize` on ``-f`` (``mu = 2 kappa``, ``g = s``), with the ridge ``1e-12``
+    for singular Hessians and the gradient stop ``1e-14 max(1, max |s|)``.  Where ``s_i`` is
+    outside the domain of ``h_i*`` the iteration diverges (huge trial steps are rejected by the
+    line search or end unconverged, without warnings); the caller checks convergence."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        gtol = 1e-14 * max(1.0, float(np.abs(S).max(initial=0.0)))
+        return newton_minimize(cls, X, y, p, c, rn, 2.0 * kappa, S, W0, max_iter=iters,
+                               ridge=1e-12, gtol=gtol)
 
 
 def _newton_line_search(cls: RowLoss, part: tuple, t: np.ndarray, za: np.ndarray,

@@ -45,7 +45,12 @@ from .._validate import (
 from ..errors import DataError, LossError, SolverError, UnsupportedError
 from ..kernels.boxqp import dual_active_set_prox
 from ..kernels.linalg import _grouped_gram
-from ..kernels.newton import _newton_predictor, _take, newton_minimize
+from ..kernels.newton import (
+    _newton_predictor,
+    _take,
+    newton_conjugate_maximizers,
+    newton_minimize,
+)
 from .spec import LOSSES, TermSpec
 
 _EPS = float(np.finfo(float).eps)
@@ -2499,20 +2504,17 @@ def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 
                       ) -> tuple[np.ndarray, ...]:
     """Conjugates of smooth data-fit nodes (no ``l1``/constraints) in numpy, all nodes at once.
 
-    :func:`newton_minimize` on ``-f``, ``f(w) = s^T w - L(w) - kappa ||w||^2``, from the
-    candidate weights, then the split read off the maximizer by
+    The maximizers of ``f(w) = s^T w - L(w) - kappa ||w||^2`` from the candidate weights
+    (:func:`~gtvmodel.kernels.newton.newton_conjugate_maximizers`), then the split read off
+    them by
     :func:`datafit_conjugate_split` (an exact evaluation at a feasible split, hence an upper
     bound of ``h*(s)`` once the residual bound ``rho`` is charged).  Where ``s`` is outside the
     domain the iteration diverges and ``rho`` stays large: the caller then uses the CVXPY path.
     ``group`` is ``(cls, X, y, p, c, rn, kappa)``.  Returns ``(values, rho, rounding,
     magnitudes, maximizers, converged)``."""
     cls, X, y, p, c, rn, kappa = group
+    w = newton_conjugate_maximizers(cls, X, y, p, c, rn, kappa, S, W0, iters)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        # huge trial steps (singular Hessians, s outside the domain) are rejected by the line
-        # search or end as non-converged: no warnings for them
-        gtol = 1e-14 * max(1.0, float(np.abs(S).max(initial=0.0)))
-        w = newton_minimize(cls, X, y, p, c, rn, 2.0 * kappa, S, W0, max_iter=iters,
-                            ridge=1e-12, gtol=gtol)
         val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w)
         t = np.einsum("rj,rj->r", X, w[rn])
         k = S.shape[0]
