@@ -47,7 +47,9 @@ held on the face of their ball that the difference selects (``lambda A_e sign(v_
 ``lambda A_e v_e / ||v_e||_2``, or for ``l_inf`` the ties ``|v_ej| >= ||v_e||_inf - tau`` as
 variables ``t_ej >= 0`` summing to ``lambda A_e``).  For row norms with equality node
 conditions the fused rows first get the capacity-weighted electrical flow that balances the
-nodes (:func:`balance_flows`, reweighted a few rounds where it exceeds a capacity).
+nodes (:func:`balance_flows`, reweighted a few rounds where it exceeds a capacity).  The LP
+and the conic problem keep only the node rows that hold a free flow (:func:`_active_rows`):
+the size of the fused clusters, not of the graph.
 :func:`~gtvmodel.certificates.certificate.certify` tries these first and the threshold-free
 problem only up to :data:`FULL_SIZE` flow entries: a threshold only decides which problem is
 solved, and every answer is evaluated soundly.
@@ -317,15 +319,35 @@ def _flows(model: ModelDeclaration, V: np.ndarray, tau: float) -> _Flows:
                   eq_rows, cap[trows])
 
 
+def _active_rows(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
+                 ) -> tuple[sp.csr_matrix, np.ndarray, _Columns]:
+    """The node rows of the recovery problem that hold a free flow variable, ``(K T, g -
+    K u0, nodes)`` restricted to them (``K`` = :func:`_flow_block`): the other rows only
+    involve their own node columns (slacks, multipliers), which solve them whatever the flows,
+    so they and the columns left without a row are dropped (those columns fixed at 0, inside
+    their bounds): a problem the size of the fused clusters, not of the graph."""
+    K = _flow_block(model)
+    KT = (K @ fl.T).tocsr()
+    rows = np.flatnonzero(np.diff(KT.indptr) > 0)
+    g = (cond.G.ravel() - K @ fl.u0)[rows]
+    A = nodes.A.tocsr()[rows].tocsc()
+    cols = np.flatnonzero(np.diff(A.indptr) > 0)
+    P = None if nodes.P is None else sp.csr_matrix(nodes.P)[cols][:, cols]
+    return KT[rows], g, _Columns(A[:, cols].tocsr(), nodes.c[cols], nodes.lb[cols],
+                                 nodes.ub[cols], P)
+
+
 def _solve_lp(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
               ) -> np.ndarray | None:
     """The recovery LP (polyhedral balls), by HiGHS: ``vec(U)``, or None if it fails."""
-    K = _flow_block(model)
+    if fl.T.shape[1] == 0:  # no free flow: the faces alone
+        return fl.u0.copy()
+    KT, g, nodes = _active_rows(model, fl, cond, nodes)
     k = fl.T.shape[1]
-    A_eq = sp.vstack([sp.hstack([K @ fl.T, nodes.A]),
+    A_eq = sp.vstack([sp.hstack([KT, nodes.A]),
                       sp.hstack([fl.A_eq, sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))])],
                      format="csr")
-    b_eq = np.concatenate([cond.G.ravel() - K @ fl.u0, fl.b_eq])
+    b_eq = np.concatenate([g, fl.b_eq])
     A_ub = b_ub = None
     if fl.A_ub.shape[0]:
         A_ub = sp.hstack([fl.A_ub, sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))],
@@ -347,17 +369,19 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
     """The recovery problem by Clarabel (sparse matrices): the flows' bounds, linear
     constraints and cones of ``fl``, a quadratic cost ``P`` of ``x`` (None: 0), and the node
     columns with their bounds and curvature; ``vec(U)``, or None if it fails."""
-    K = _flow_block(model)
+    if fl.T.shape[1] == 0:  # no free flow: the faces alone
+        return fl.u0.copy()
+    KT, g, nodes = _active_rows(model, fl, cond, nodes)
     k = fl.T.shape[1]
     nx_ = k + nodes.c.size
     lb, ub = np.concatenate([fl.lb, nodes.lb]), np.concatenate([fl.ub, nodes.ub])
     il, iu = np.flatnonzero(np.isfinite(lb)), np.flatnonzero(np.isfinite(ub))
     pad = sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))
     padq = sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))
-    blocks = [sp.hstack([K @ fl.T, nodes.A]), sp.hstack([fl.A_eq, padq]),
+    blocks = [sp.hstack([KT, nodes.A]), sp.hstack([fl.A_eq, padq]),
               -_select(il, nx_).T, _select(iu, nx_).T, sp.hstack([fl.A_ub, pad])]
-    rhs = [cond.G.ravel() - K @ fl.u0, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
-    cones = [clarabel.ZeroConeT(K.shape[0] + fl.A_eq.shape[0]),
+    rhs = [g, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
+    cones = [clarabel.ZeroConeT(KT.shape[0] + fl.A_eq.shape[0]),
              clarabel.NonnegativeConeT(il.size + iu.size + fl.A_ub.shape[0])]
     if fl.soc is not None and fl.soc[0].shape[0]:
         blocks.append(sp.hstack([fl.soc[0], sp.csr_matrix((fl.soc[0].shape[0],
