@@ -45,9 +45,11 @@ least two decades in the distribution of the differences, else ``1e-8 max(1, ||W
 only the edges (``l1``: coordinates) whose difference is below it stay free; the others are
 held on the face of their ball that the difference selects (``lambda A_e sign(v_ej)``,
 ``lambda A_e v_e / ||v_e||_2``, or for ``l_inf`` the ties ``|v_ej| >= ||v_e||_inf - tau`` as
-variables ``t_ej >= 0`` summing to ``lambda A_e``).  For row norms with equality node
-conditions the fused rows first get the capacity-weighted electrical flow that balances the
-nodes (:func:`balance_flows`, reweighted a few rounds where it exceeds a capacity).
+variables ``t_ej >= 0`` summing to ``lambda A_e``).  For ``Norm2`` with equality node
+conditions a flow strictly inside the fused rows' balls that balances the nodes is sought
+first, by phase I of a barrier method from the electrical flow (:func:`_interior`).  The LP
+and the conic problem keep only the node rows that hold a free flow (:func:`_active_rows`):
+the size of the fused clusters, not of the graph.
 :func:`~gtvmodel.certificates.certificate.certify` tries these first and the threshold-free
 problem only up to :data:`FULL_SIZE` flow entries: a threshold only decides which problem is
 solved, and every answer is evaluated soundly.
@@ -85,6 +87,7 @@ from scipy.optimize import linprog
 
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
+from ..kernels.feasible_flow import strictly_feasible_flow
 from ..terms.losses import smooth_gradients
 
 __all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
@@ -317,15 +320,35 @@ def _flows(model: ModelDeclaration, V: np.ndarray, tau: float) -> _Flows:
                   eq_rows, cap[trows])
 
 
+def _active_rows(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
+                 ) -> tuple[sp.csr_matrix, np.ndarray, _Columns]:
+    """The node rows of the recovery problem that hold a free flow variable, ``(K T, g -
+    K u0, nodes)`` restricted to them (``K`` = :func:`_flow_block`): the other rows only
+    involve their own node columns (slacks, multipliers), which solve them whatever the flows,
+    so they and the columns left without a row are dropped (those columns fixed at 0, inside
+    their bounds): a problem the size of the fused clusters, not of the graph."""
+    K = _flow_block(model)
+    KT = (K @ fl.T).tocsr()
+    rows = np.flatnonzero(np.diff(KT.indptr) > 0)
+    g = (cond.G.ravel() - K @ fl.u0)[rows]
+    A = nodes.A.tocsr()[rows].tocsc()
+    cols = np.flatnonzero(np.diff(A.indptr) > 0)
+    P = None if nodes.P is None else sp.csr_matrix(nodes.P)[cols][:, cols]
+    return KT[rows], g, _Columns(A[:, cols].tocsr(), nodes.c[cols], nodes.lb[cols],
+                                 nodes.ub[cols], P)
+
+
 def _solve_lp(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: _Columns
               ) -> np.ndarray | None:
     """The recovery LP (polyhedral balls), by HiGHS: ``vec(U)``, or None if it fails."""
-    K = _flow_block(model)
+    if fl.T.shape[1] == 0:  # no free flow: the faces alone
+        return fl.u0.copy()
+    KT, g, nodes = _active_rows(model, fl, cond, nodes)
     k = fl.T.shape[1]
-    A_eq = sp.vstack([sp.hstack([K @ fl.T, nodes.A]),
+    A_eq = sp.vstack([sp.hstack([KT, nodes.A]),
                       sp.hstack([fl.A_eq, sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))])],
                      format="csr")
-    b_eq = np.concatenate([cond.G.ravel() - K @ fl.u0, fl.b_eq])
+    b_eq = np.concatenate([g, fl.b_eq])
     A_ub = b_ub = None
     if fl.A_ub.shape[0]:
         A_ub = sp.hstack([fl.A_ub, sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))],
@@ -347,17 +370,19 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
     """The recovery problem by Clarabel (sparse matrices): the flows' bounds, linear
     constraints and cones of ``fl``, a quadratic cost ``P`` of ``x`` (None: 0), and the node
     columns with their bounds and curvature; ``vec(U)``, or None if it fails."""
-    K = _flow_block(model)
+    if fl.T.shape[1] == 0:  # no free flow: the faces alone
+        return fl.u0.copy()
+    KT, g, nodes = _active_rows(model, fl, cond, nodes)
     k = fl.T.shape[1]
     nx_ = k + nodes.c.size
     lb, ub = np.concatenate([fl.lb, nodes.lb]), np.concatenate([fl.ub, nodes.ub])
     il, iu = np.flatnonzero(np.isfinite(lb)), np.flatnonzero(np.isfinite(ub))
     pad = sp.csr_matrix((fl.A_ub.shape[0], nodes.c.size))
     padq = sp.csr_matrix((fl.A_eq.shape[0], nodes.c.size))
-    blocks = [sp.hstack([K @ fl.T, nodes.A]), sp.hstack([fl.A_eq, padq]),
+    blocks = [sp.hstack([KT, nodes.A]), sp.hstack([fl.A_eq, padq]),
               -_select(il, nx_).T, _select(iu, nx_).T, sp.hstack([fl.A_ub, pad])]
-    rhs = [cond.G.ravel() - K @ fl.u0, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
-    cones = [clarabel.ZeroConeT(K.shape[0] + fl.A_eq.shape[0]),
+    rhs = [g, fl.b_eq, -lb[il], ub[iu], fl.b_ub]
+    cones = [clarabel.ZeroConeT(KT.shape[0] + fl.A_eq.shape[0]),
              clarabel.NonnegativeConeT(il.size + iu.size + fl.A_ub.shape[0])]
     if fl.soc is not None and fl.soc[0].shape[0]:
         blocks.append(sp.hstack([fl.soc[0], sp.csr_matrix((fl.soc[0].shape[0],
@@ -381,48 +406,26 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
     return fl.u0 + fl.T @ np.asarray(sol.x[:k])
 
 
-#: Rounds of :func:`_electrical`'s reweighting.
-ELECTRICAL_ROUNDS = 20
-
-
-def _electrical(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, V: np.ndarray,
-                tau: float) -> np.ndarray | None:
-    """Row norms (``Norm2``, ``l_inf`` without ties on the other edges) with equality node
-    conditions (no ``l1``, no bounds): the minimum of ``sum_F ||u_e||_2^2 / c_e`` over the
-    fused rows ``F`` that balances the nodes (:func:`balance_flows`, a grounded Laplacian
-    solve per cluster), ``c_e = lambda A_e`` at first; while a row exceeds its capacity its
-    weight is divided by ``(||u_e||_* / lambda A_e)^2`` (a few rounds: the balance moves flow
-    to the edges with slack).  None if the capacities are not met (the caller solves the
-    conic problem)."""
-    if (cond.eta > 0).any() or np.isfinite(cond.lo).any() or np.isfinite(cond.hi).any():
+def _interior(model: ModelDeclaration, fl: _Flows, cond: NodeConditions) -> np.ndarray | None:
+    """``Norm2`` at ``d > 1`` with equality node conditions (no ``l1`` weights, no bounds):
+    flows of the fused edges strictly inside their dual balls that balance the nodes,
+    ``-(D^T u)_i = grad f_i(w_i)``, by phase I of a barrier method from the electrical flow
+    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps, one
+    sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM).  At an
+    optimum any such flow certifies ``W``: the fused edges' differences are rounding, the node
+    conditions hold up to each cluster's imbalance (rounding too), left on one node of the
+    cluster.  None elsewhere, or when no such flow is found (the caller solves the conic
+    problem; the polyhedral balls take the LP, which HiGHS's simplex solves faster)."""
+    if _dual_ball(model) != "l2" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
+            or np.isfinite(cond.hi).any():
         return None
-    if fl.A_eq.shape[0]:  # ties of the l_inf norm: variables, not a fixed face
-        return None
-    E, d = V.shape
-    st = model.structure()
-    fused = model.penalty.rows_value(V) <= tau
-    U = fl.u0.reshape(E, d).copy()
-    if not fused.any():
-        return U.ravel()
-    R = -(cond.G + np.asarray(st.incidence.T @ U))  # D_F^T U_F = R
-    _, labels = next(fused_components(st.edges, fused[:, None], model.num_nodes))
-    F = np.flatnonzero(fused)
-    DF = st.incidence[F]
-    cap = model.capacities[F]
-    c = cap.copy()
-    for _ in range(ELECTRICAL_ROUNDS):
-        try:
-            UF = balance_flows(DF, c, labels, R)
-        except RuntimeError:  # a numerically singular grounded Laplacian: the conic problem
-            return None
-        ratio = model.penalty.dual_norm(UF) / cap
-        if not np.isfinite(ratio).all():
-            return None
-        if np.all(ratio <= 1.0):
-            U[F] = UF
-            return U.ravel()
-        c = c / np.maximum(ratio, 1.0) ** 2
-    return None
+    if fl.T.shape[1] == 0:
+        return fl.u0.copy()
+    K = _flow_block(model)
+    d = model.dim
+    x = strictly_feasible_flow((K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0,
+                               fl.soc[1][::d + 1], d)
+    return None if x is None else fl.u0 + fl.T @ x
 
 
 def _solve_smooth(model: ModelDeclaration, V: np.ndarray, cond: NodeConditions,
@@ -498,12 +501,12 @@ def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool 
     ``threshold``: edges (``l1``: coordinates) with differences above it are held on the face
     of their dual ball that the difference selects, only the others are free (a smaller
     problem; :func:`fused_thresholds`); ``inf`` (default): every edge is free, no threshold.
-    For ``Norm2`` with a finite threshold and equality node conditions, the electrical flow on
-    the fused edges is tried first (:func:`balance_flows`).  ``curvature``: the demands of
-    the smooth nodes may also leave their gradients along the curvature of the loss, at the
-    second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`; Clarabel: better
-    away from the optimum, where the exact gradients over-constrain the flows); always so for
-    ``Norm2`` and differentiable penalties.  None when the model is outside
+    For ``Norm2`` with a finite threshold and equality node conditions, a strictly feasible
+    balancing flow on the fused edges is tried first (:func:`_interior`).  ``curvature``:
+    the demands of the smooth nodes may also leave their gradients along the curvature of
+    the loss, at the second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`;
+    Clarabel: better away from the optimum, where the exact gradients over-constrain the
+    flows); always so for ``Norm2`` and differentiable penalties.  None when the model is outside
     :func:`recovery_scope` or the solver fails (the caller keeps its other flows)."""
     if recovery_scope(model) is not None:
         return None
@@ -519,8 +522,8 @@ def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool 
     fl = _flows(model, V, threshold)
     ball = _dual_ball(model)
     u = None
-    if ball != "box" and np.isfinite(threshold) and not curvature:
-        u = _electrical(model, fl, cond, V, threshold)
+    if np.isfinite(threshold) and not curvature:
+        u = _interior(model, fl, cond)
     if u is None and (ball == "l2" or curvature):
         u = _solve_clarabel(model, fl, cond, _with_curvature(model, nodes, W))
     elif u is None:

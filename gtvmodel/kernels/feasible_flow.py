@@ -1,0 +1,150 @@
+"""A flow strictly inside its capacities that meets a conservation system exactly: phase I of
+a barrier method (Boyd and Vandenberghe, *Convex Optimization*, Section 11.4.1), over arrays.
+
+Given ``A`` (sparse, full row rank: Laplacian rows grounded beforehand), ``b`` and rows ``x_r
+in R^k`` with capacities ``c_r > 0``, find ``x`` with ``A x = b`` and ``||x_r||_2 < c_r`` for
+every row.  The phase-I problem
+
+    minimize  s   subject to  A x = b,  ||x_r||_2 <= s c_r
+
+starts feasible (``x`` any solution of ``A x = b``, ``s`` above its largest ratio
+``||x_r|| / c_r``), and the barrier method follows its central path, ``minimize tau s -
+sum_r log(s^2 c_r^2 - ||x_r||^2)`` by Newton steps that keep ``A x = b``, ``tau`` growing ten-fold
+per round; it stops at the first iterate with ``s < 1``: a strictly feasible point, which is all
+the caller needs (the flow recovery of :mod:`gtvmodel.certificates.recovery`, where the node
+conditions of (16) are ``A x = b`` and the dual balls (27) of the fused edges the rows; ``k =
+1`` is a box per coordinate, ``k = d`` an ``l2`` ball).  Each Newton step solves ``(A H^-1
+A^T) nu = ...`` with ``H`` the block-diagonal Hessian of the barrier in ``x`` (inverted in
+closed form) twice (the scalar ``s`` is eliminated) with one SuperLU factorization of that
+weighted Laplacian, grounded at one row per cluster.  When
+the minimum of the phase-I problem is at least 1 (no strictly feasible flow) the method stops
+after :data:`PHASE1_STEPS` steps and returns None.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spl
+
+__all__ = ["strictly_feasible_flow", "PHASE1_STEPS"]
+
+#: The most Newton steps of :func:`strictly_feasible_flow`.
+PHASE1_STEPS = 60
+#: Newton steps per barrier round before ``tau`` grows (fewer when the decrement is small).
+_INNER = 4
+#: Backtracking: sufficient decrease and factor.
+_ALPHA, _BETA = 0.01, 0.5
+
+
+def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: int
+                           ) -> np.ndarray | None:
+    """``x`` with ``A x = b`` (up to rounding, except on one grounded row per connected
+    cluster of rows, where the cluster's imbalance ``sum b`` remains) and ``||x_r||_2 < c_r``
+    for the rows ``x_r`` (``k`` consecutive entries each, capacities ``cap``), by phase I of
+    the barrier method from the capacity-weighted least-norm solution (``C = diag(c_r^2)``,
+    the electrical flow); None if none is found.  ``A``: the incidence-like node rows, every
+    column with entries ``+-1`` in two rows of one cluster."""
+    pattern = abs(A)
+    ncomp, lab = csgraph.connected_components(pattern @ pattern.T, directed=False)
+    keep = np.setdiff1d(np.arange(A.shape[0]), np.unique(lab, return_index=True)[1])
+    A, b = A[keep], b[keep]
+    AT = A.T.tocsr()
+    C = sp.diags(np.repeat(cap * cap, k), format="csr")
+    fac = _factor(A @ C @ AT)
+    if fac is None:
+        return None
+    X = (C @ (AT @ fac.solve(b))).reshape(-1, k)
+    if _ratio(X, cap) >= 1.0:
+        X = _phase_one(A, AT, b, cap, X)
+    return None if X is None or _ratio(X, cap) >= 1.0 else X.ravel()
+
+
+def _phase_one(A, AT, b, cap, X) -> np.ndarray | None:
+    """The barrier iterations of :func:`strictly_feasible_flow` from ``X`` (rows)."""
+    s = 1.05 * _ratio(X, cap) + 1e-3
+    tau = X.shape[0] / s
+    for step in range(PHASE1_STEPS):
+        g_x, g_s, Hinv, h_xs, h_ss = _derivatives(X, s, cap, tau)
+        fac = _factor(A @ Hinv @ AT)
+        if fac is None:
+            return None
+        dX, ds = _newton(A, AT, fac, Hinv, b - A @ X.ravel(), g_x, g_s, h_xs, h_ss)
+        dec = -(g_x * dX).sum() - g_s * ds  # the Newton decrement squared
+        t = _line_search(X, s, dX, ds, cap, tau, g_x, g_s)
+        if t == 0.0:
+            return None
+        X, s = X + t * dX, s + t * ds
+        if s < 1.0:
+            return X
+        if dec < 1e-3 or (step + 1) % _INNER == 0:
+            tau *= 10.0
+    return None
+
+
+def _factor(S: sp.spmatrix):
+    """SuperLU of the symmetric positive definite ``S`` (a grounded weighted Laplacian);
+    None if it is singular."""
+    try:
+        return spl.splu(S.tocsc(), permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+    except RuntimeError:
+        return None
+
+
+def _ratio(X: np.ndarray, cap: np.ndarray) -> float:
+    return float(np.max(np.linalg.norm(X, axis=1) / cap, initial=0.0))
+
+
+def _phi(X: np.ndarray, s: float, cap: np.ndarray, tau: float) -> float:
+    """The barrier objective ``tau s - sum log(s^2 c^2 - ||x_r||^2)`` (inf outside)."""
+    slack = s * s * cap * cap - (X * X).sum(axis=1)
+    if s <= 0 or np.any(slack <= 0):
+        return np.inf
+    return tau * s - float(np.log(slack).sum())
+
+
+def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float):
+    """Gradient and Hessian of :func:`_phi`: ``g_x`` (rows), ``g_s``, ``H_xx^-1`` (block
+    diagonal, closed form), ``h_xs`` (rows) and ``h_ss``."""
+    k = X.shape[1]
+    c2 = cap * cap
+    q = (X * X).sum(axis=1)
+    slack = s * s * c2 - q
+    g_x = 2.0 * X / slack[:, None]
+    g_s = tau - float((2.0 * s * c2 / slack).sum())
+    # H_xx,r = (2 / slack) I + (4 / slack^2) x x^T; inverse (slack / 2)(I - 2 x x^T / (slack + 2 q))
+    coef = 2.0 / (slack + 2.0 * q)
+    blocks = (slack / 2.0)[:, None, None] * (np.eye(k)[None] - coef[:, None, None]
+                                             * X[:, :, None] * X[:, None, :])
+    r = X.shape[0]
+    Hinv = sp.bsr_matrix((blocks, np.arange(r), np.arange(r + 1)), shape=(r * k, r * k)).tocsr()
+    h_xs = -4.0 * s * c2[:, None] * X / (slack * slack)[:, None]
+    h_ss = float((-2.0 * c2 / slack + 4.0 * s * s * c2 * c2 / (slack * slack)).sum())
+    return g_x, g_s, Hinv, h_xs, h_ss
+
+
+def _newton(A, AT, fac, Hinv, res, g_x, g_s, h_xs, h_ss) -> tuple[np.ndarray, float]:
+    """The Newton step ``(dX, ds)`` with ``A dX = res`` (``res = b - A x``: the step also
+    corrects the residual of earlier inexact steps): ``dX = dX0 + ds dX1`` from two solves,
+    ``ds`` from the scalar equation."""
+    shape = g_x.shape
+    g, h = g_x.ravel(), h_xs.ravel()
+    nu0 = fac.solve(-res - A @ (Hinv @ g))
+    nu1 = fac.solve(-(A @ (Hinv @ h)))
+    dx0 = -(Hinv @ (g + AT @ nu0))
+    dx1 = -(Hinv @ (h + AT @ nu1))
+    ds = -(g_s + h @ dx0) / (h_ss + h @ dx1)
+    return (dx0 + ds * dx1).reshape(shape), float(ds)
+
+
+def _line_search(X, s, dX, ds, cap, tau, g_x, g_s) -> float:
+    """Backtracking on :func:`_phi` along ``(dX, ds)`` (0 if no decrease is found)."""
+    f0 = _phi(X, s, cap, tau)
+    slope = float((g_x * dX).sum() + g_s * ds)
+    t = 1.0
+    while t > 1e-12:
+        if _phi(X + t * dX, s + t * ds, cap, tau) <= f0 + _ALPHA * t * slope:
+            return t
+        t *= _BETA
+    return 0.0
