@@ -61,7 +61,8 @@ def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: 
     return None if X is None or _ratio(X, cap) >= 1.0 else X.ravel()
 
 
-def _phase_one(A, AT, b, cap, X) -> np.ndarray | None:
+def _phase_one(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, cap: np.ndarray,
+               X: np.ndarray) -> np.ndarray | None:
     """The barrier iterations of :func:`strictly_feasible_flow` from ``X`` (rows)."""
     s = 1.05 * _ratio(X, cap) + 1e-3
     tau = X.shape[0] / s
@@ -83,7 +84,7 @@ def _phase_one(A, AT, b, cap, X) -> np.ndarray | None:
     return None
 
 
-def _factor(S: sp.spmatrix):
+def _factor(S: sp.spmatrix) -> spl.SuperLU | None:
     """SuperLU of the symmetric positive definite ``S`` (a grounded weighted Laplacian);
     None if it is singular."""
     try:
@@ -104,7 +105,8 @@ def _phi(X: np.ndarray, s: float, cap: np.ndarray, tau: float) -> float:
     return tau * s - float(np.log(slack).sum())
 
 
-def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float):
+def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float
+                 ) -> tuple[np.ndarray, float, sp.csr_matrix, np.ndarray, float]:
     """Gradient and Hessian of :func:`_phi`: ``g_x`` (rows), ``g_s``, ``H_xx^-1`` (block
     diagonal, closed form), ``h_xs`` (rows) and ``h_ss``."""
     k = X.shape[1]
@@ -124,7 +126,9 @@ def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float):
     return g_x, g_s, Hinv, h_xs, h_ss
 
 
-def _newton(A, AT, fac, Hinv, res, g_x, g_s, h_xs, h_ss) -> tuple[np.ndarray, float]:
+def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: spl.SuperLU, Hinv: sp.csr_matrix,
+            res: np.ndarray, g_x: np.ndarray, g_s: float, h_xs: np.ndarray, h_ss: float
+            ) -> tuple[np.ndarray, float]:
     """The Newton step ``(dX, ds)`` with ``A dX = res`` (``res = b - A x``: the step also
     corrects the residual of earlier inexact steps): ``dX = dX0 + ds dX1`` from two solves,
     ``ds`` from the scalar equation."""
@@ -138,7 +142,8 @@ def _newton(A, AT, fac, Hinv, res, g_x, g_s, h_xs, h_ss) -> tuple[np.ndarray, fl
     return (dx0 + ds * dx1).reshape(shape), float(ds)
 
 
-def _line_search(X, s, dX, ds, cap, tau, g_x, g_s) -> float:
+def _line_search(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.ndarray,
+                 tau: float, g_x: np.ndarray, g_s: float) -> float:
     """Backtracking on :func:`_phi` along ``(dX, ds)`` (0 if no decrease is found)."""
     f0 = _phi(X, s, cap, tau)
     slope = float((g_x * dX).sum() + g_s * ds)
