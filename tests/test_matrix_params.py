@@ -1,0 +1,233 @@
+"""Matrix-valued node parameters ``dim=(p, q)`` (docs/matrix_parameters.md): the flat model on
+``w_i = vec(W_i)`` (row-major) against an independent CVXPY problem in ``(p, q)`` matrix
+variables written here, certificates, Algorithm 1's squared fast path, files and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+
+import cvxpy as cp
+import networkx as nx
+import numpy as np
+import pytest
+
+import gtvmodel as gm
+from gtvmodel import io
+from gtvmodel.errors import DataError, FileFormatError, LossError
+from gtvmodel.terms.matrix import multi_output_rows, node_shape
+
+P, Q = 3, 2
+TIGHT = {"solver": "CLARABEL", "max_iter": 500}
+
+
+def _data(rng, n=6, m=5, p=P, q=Q):
+    """Per node ``X_i`` ``(m, p)`` and ``Y_i = X_i B_c + noise`` of two clusters."""
+    X = rng.normal(size=(n, m, p))
+    B = rng.normal(size=(2, p, q))
+    Y = np.einsum("nmp,npq->nmq", X, B[np.arange(n) % 2]) + 0.3 * rng.normal(size=(n, m, q))
+    return X, Y
+
+
+def _graph(n=6):
+    G = nx.cycle_graph(n)
+    G.add_edge(0, 3)
+    for k, (a, b) in enumerate(G.edges):
+        G.edges[a, b]["weight"] = 0.5 + 0.25 * k
+    return G
+
+
+def _reference(G, X, Y, lam, penalty, l2=0.0):
+    """The GTV problem (16) in matrix variables, written independently: ``(1/m) ||Y_i - X_i
+    W_i||_F^2 + l2 ||W_i||_F^2`` per node, ``lam A_e phi(W_i - W_j)`` per edge with ``phi`` the
+    Frobenius or the entrywise l1 norm.  Returns the optimal matrices and their objective."""
+    nodes = list(G.nodes)
+    Wv = {v: cp.Variable((X.shape[2], Y.shape[2])) for v in nodes}
+    m = X.shape[1]
+    cost = sum(cp.sum_squares(Y[i] - X[i] @ Wv[v]) / m + l2 * cp.sum_squares(Wv[v])
+               for i, v in enumerate(nodes))
+    for a, b, A in G.edges(data="weight"):
+        diff = Wv[a] - Wv[b]
+        phi = cp.norm(diff, "fro") if penalty == "fro" else cp.sum(cp.abs(diff))
+        cost = cost + lam * A * phi
+    prob = cp.Problem(cp.Minimize(cost))
+    for tol in (1e-10, 1e-9, 1e-8):  # Clarabel's residuals can stall just above 1e-10
+        prob.solve(**{**TIGHT, "tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol})
+        if prob.status == cp.OPTIMAL:
+            break
+    assert prob.status == cp.OPTIMAL
+    W = np.stack([Wv[v].value for v in nodes])
+    # the value at the reference's weights, in numpy: an upper bound of the optimum P*
+    return W, _objective(G, X, Y, lam, penalty, W, l2)
+
+
+def _objective(G, X, Y, lam, penalty, Ws, l2=0.0):
+    """The objective of ``_reference`` at matrices ``Ws`` (``(n, p, q)``), in numpy."""
+    m = X.shape[1]
+    val = sum(np.sum((Y[i] - X[i] @ Ws[i]) ** 2) / m + l2 * np.sum(Ws[i] ** 2)
+              for i in range(len(Ws)))
+    for a, b, A in G.edges(data="weight"):
+        d = Ws[a] - Ws[b]
+        val += lam * A * (np.linalg.norm(d) if penalty == "fro" else np.abs(d).sum())
+    return float(val)
+
+
+PENALTIES = {"fro": gm.Norm2(), "l1": gm.Norm1()}
+
+
+@pytest.mark.parametrize("penalty", ["fro", "l1"])
+def test_solve_exact_and_certificates_match_matrix_reference(penalty):
+    rng = np.random.default_rng(3)
+    G = _graph()
+    X, Y = _data(rng)
+    lam = 0.4
+    model = gm.GTVModel(G, dim=(P, Q), penalty=PENALTIES[penalty], lam=lam)
+    model.set_data(X, Y)
+    W_ref, f_ref = _reference(G, X, Y, lam, penalty)
+    sol = model.solve_exact()
+    assert sol.success
+    Ws = model.as_matrices(sol.weights)
+    assert Ws.shape == (6, P, Q)
+    assert sol.objective == pytest.approx(f_ref, rel=1e-7)
+    assert model.objective(sol.weights) == pytest.approx(_objective(G, X, Y, lam, penalty, Ws),
+                                                        rel=1e-12)
+    np.testing.assert_allclose(Ws, W_ref, atol=1e-5)
+    # tight at the optimum (weights only: flows recovered by the certificate)
+    cert = gm.certify(model, sol.weights)
+    assert cert.gap >= 0 and cert.gap <= 1e-7 * max(1.0, abs(f_ref))
+    # sound at perturbed points: gap >= P(W) - P* (the reference's own error below 1e-8)
+    for scale in (1e-4, 1e-2, 0.3):
+        Wp = W_ref + scale * rng.normal(size=W_ref.shape)
+        c = gm.certify(model, Wp)  # (n, p, q) weights are accepted and flattened row-major
+        sub = _objective(G, X, Y, lam, penalty, Wp) - f_ref
+        assert c.primal_value == pytest.approx(_objective(G, X, Y, lam, penalty, Wp), rel=1e-12)
+        assert c.gap >= sub - 1e-8
+        assert c.gap <= 10 * sub + 1e-6  # and not vacuous
+
+
+def test_algorithm1_takes_the_squared_fast_path_and_converges():
+    rng = np.random.default_rng(5)
+    G = _graph()
+    X, Y = _data(rng)
+    model = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    model.set_data(X, Y, l2=0.01)
+    W_ref, f_ref = _reference(G, X, Y, 0.4, "fro", l2=0.01)
+    res = gm.solve_primal_dual(model, max_iter=20_000, tol=1e-8)
+    assert res.status == "converged" and res.success
+    assert res.paths == {"squared": 6}
+    assert res.objective == pytest.approx(f_ref, rel=1e-7)
+    np.testing.assert_allclose(model.as_matrices(res.weights), W_ref, atol=1e-4)
+
+
+def test_loss_value_gradient_and_scalings_against_formula():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(7, P)), rng.normal(size=(7, Q))
+    W = rng.normal(size=(P, Q))
+    R = Y - X @ W
+    sq = float(np.sum(R ** 2))
+    for scaling, s in {"mean": 1 / 7, "sum": 1.0, "half": 0.5, "half_mean": 0.5 / 7}.items():
+        loss = gm.multi_output_squared_loss(X, Y, scaling=scaling, l2=0.2, l1=0.1)
+        assert isinstance(loss, gm.SquaredLoss) and loss.dim == P * Q
+        want = s * sq + 0.2 * np.sum(W ** 2) + 0.1 * np.abs(W).sum()
+        assert loss.value(W.reshape(-1)) == pytest.approx(want, rel=1e-13)
+        smooth = gm.multi_output_squared_loss(X, Y, scaling=scaling, l2=0.2)
+        grad = -2 * s * X.T @ R + 0.4 * W
+        np.testing.assert_allclose(smooth.gradient(W.reshape(-1)), grad.reshape(-1), rtol=1e-11)
+    A, b = multi_output_rows(X, Y)
+    np.testing.assert_array_equal(A, np.kron(X, np.eye(Q)))
+    np.testing.assert_array_equal(b, Y.reshape(-1))
+
+
+def test_set_data_forms_agree_and_spec_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    G = _graph()
+    X, Y = _data(rng)
+    W = rng.normal(size=(6, P, Q))
+    a = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    a.set_data(X, Y)
+    b = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    order = rng.permutation(X.shape[0] * X.shape[1])
+    b.set_data(X.reshape(-1, P)[order], Y.reshape(-1, Q)[order],
+               node_index=np.repeat(np.arange(6), X.shape[1])[order])
+    c = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    c.set_data({v: (X[v], Y[v]) for v in range(6)})
+    d = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    for v in range(6):
+        d.set_loss(v, gm.multi_output_squared_loss(X[v], Y[v]))
+    e = gm.GTVModel.from_arrays(G, X, Y, lam=0.4)
+    want = a.objective(W)
+    for other in (b, c, d, e):
+        assert other.shape == (P, Q)
+        assert other.objective(W) == pytest.approx(want, rel=1e-13)
+    # files keep the shape and the losses
+    path = os.fspath(tmp_path / "matrix.npz")
+    io.save_model(a, path)
+    again = io.load_model(path)
+    assert again.shape == (P, Q) and again.dim == P * Q
+    assert again.objective(W) == a.objective(W)
+    assert repr(again) == repr(a)
+    # a vector model's file has no shape field (unchanged format)
+    io.save_model(gm.GTVModel(G, dim=6), path)
+    assert io.load_model(path).shape == (6,)
+
+
+def _rewrite_header(path, **fields):
+    """The problem file at ``path`` with header fields replaced (None: removed)."""
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(arrays["header"].tobytes().decode())
+    for k, v in fields.items():
+        header.pop(k, None) if v is None else header.__setitem__(k, v)
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def test_bad_inputs_raise_package_errors(tmp_path):
+    G = _graph()
+    for dim, word in [((0, 2), "dim[0]"), ((2,), "dim"), ((2, 3, 4), "dim"), ((2, 0), "dim[1]"),
+                      ("a", "dim"), ((2.0, 3), "dim[0]")]:
+        with pytest.raises(DataError, match=word.replace("[", r"\[")):
+            gm.GTVModel(G, dim=dim)
+    model = gm.GTVModel(G, dim=(P, Q))
+    rng = np.random.default_rng(2)
+    X, Y = _data(rng)
+    with pytest.raises(DataError, match="q = 2 columns"):
+        model.set_data(X, Y[..., :1].repeat(3, axis=2))
+    with pytest.raises(DataError, match="p = 3 columns"):
+        model.set_data(X[..., :2], Y)
+    with pytest.raises(DataError, match="y_i"):
+        model.set_data({0: (X[0], Y[0, :, :1].repeat(3, axis=1))})
+    with pytest.raises(LossError, match="squared loss"):
+        model.set_data(X, Y, "huber")
+    with pytest.raises(DataError, match="Y"):
+        gm.multi_output_squared_loss(X[0], Y[0, :3])
+    with pytest.raises(DataError, match="as_matrices"):
+        model.as_matrices(np.zeros((6, 5)))
+    with pytest.raises(DataError, match=r"weights must have shape \(6, 6\)"):
+        model.objective(np.zeros((6, Q, P)))
+    # a file whose shape does not match d
+    model.set_data(X, Y)
+    path = os.fspath(tmp_path / "bad.npz")
+    io.save_model(model, path)
+    _rewrite_header(path, shape=[4, 2])
+    with pytest.raises(FileFormatError, match="shape"):
+        io.load_model(path)
+    _rewrite_header(path, shape=[6])
+    with pytest.raises(FileFormatError, match="shape"):
+        io.load_model(path)
+    _rewrite_header(path, shape=[3.0, 2])
+    with pytest.raises(FileFormatError, match=r"shape\[0\]"):
+        io.load_model(path)
+    assert zipfile.is_zipfile(path)
+
+
+def test_node_shape_and_variants_keep_the_shape():
+    assert node_shape(4) == (4,) and node_shape([2, 5]) == (2, 5)
+    model = gm.GTVModel(_graph(), dim=(P, Q), lam=0.5)
+    assert model.dim == 6 and model.dim_arg == (P, Q)
+    assert model.variant(lam=0.1).shape == (P, Q)
+    assert gm.GTVModel(_graph(), dim=6).as_matrices(np.zeros((6, 6))).shape == (6, 6)
+    edges = np.array([[0, 1], [1, 2]])
+    assert gm.GTVModel.from_edges(3, edges, dim=(2, 2)).shape == (2, 2)
