@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "SquaredNorm2": "gtvmodel.terms.penalties",
     "SoftmaxLoss": "gtvmodel.terms.softmax",
     "multi_output_squared_loss": "gtvmodel.terms.matrix",
+    "NuclearNorm": "gtvmodel.terms.matrix",
     "ClusterReport": "gtvmodel.theory",
     "RecoveryReport": "gtvmodel.theory",
     "check_well_connected": "gtvmodel.theory",
@@ -170,6 +171,7 @@ __all__ = [
     "NormInf",
     "NormP",
     "SquaredNorm2",
+    "NuclearNorm",
     "QuadForm",
     # constraints
     "Constraint",

@@ -63,7 +63,7 @@ from .terms.losses import (
     SquaredLoss,
     ZeroLoss,
 )
-from .terms.matrix import multi_output_squared_loss
+from .terms.matrix import NuclearNorm, multi_output_squared_loss
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
 from .terms.softmax import SoftmaxLoss
 from .terms.spec import CONSTRAINTS, LOSSES, PENALTIES
@@ -166,6 +166,7 @@ _EXAMPLES: tuple[TermExample, ...] = (
     TermExample("norminf", "penalty", lambda rng: NormInf(), 3),
     TermExample("normp3", "penalty", lambda rng: NormP(3.0), 3),
     TermExample("squarednorm2", "penalty", lambda rng: SquaredNorm2(), 3),
+    TermExample("nuclear", "penalty", lambda rng: NuclearNorm((3, 2)), 6),
     TermExample("quadform", "penalty",
                 lambda rng: QuadForm([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.7]]), 3),
     TermExample("box", "constraint", lambda rng: Box(-0.3 - 0.1 * rng.random(), 0.4), 3),

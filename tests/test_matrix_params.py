@@ -15,7 +15,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import io
-from gtvmodel.errors import DataError, FileFormatError, LossError
+from gtvmodel.errors import DataError, FileFormatError, LossError, PenaltyError
 from gtvmodel.terms.matrix import multi_output_rows, node_shape
 
 P, Q = 3, 2
@@ -41,7 +41,8 @@ def _graph(n=6):
 def _reference(G, X, Y, lam, penalty, l2=0.0):
     """The GTV problem (16) in matrix variables, written independently: ``(1/m) ||Y_i - X_i
     W_i||_F^2 + l2 ||W_i||_F^2`` per node, ``lam A_e phi(W_i - W_j)`` per edge with ``phi`` the
-    Frobenius or the entrywise l1 norm.  Returns the optimal matrices and their objective."""
+    Frobenius, the entrywise l1 or the nuclear norm.  Returns the optimal matrices and their
+    objective."""
     nodes = list(G.nodes)
     Wv = {v: cp.Variable((X.shape[2], Y.shape[2])) for v in nodes}
     m = X.shape[1]
@@ -49,7 +50,8 @@ def _reference(G, X, Y, lam, penalty, l2=0.0):
                for i, v in enumerate(nodes))
     for a, b, A in G.edges(data="weight"):
         diff = Wv[a] - Wv[b]
-        phi = cp.norm(diff, "fro") if penalty == "fro" else cp.sum(cp.abs(diff))
+        phi = {"fro": cp.norm, "l1": lambda z, _: cp.sum(cp.abs(z)),
+               "nuc": lambda z, _: cp.normNuc(z)}[penalty](diff, "fro")
         cost = cost + lam * A * phi
     prob = cp.Problem(cp.Minimize(cost))
     for tol in (1e-10, 1e-9, 1e-8):  # Clarabel's residuals can stall just above 1e-10
@@ -69,14 +71,15 @@ def _objective(G, X, Y, lam, penalty, Ws, l2=0.0):
               for i in range(len(Ws)))
     for a, b, A in G.edges(data="weight"):
         d = Ws[a] - Ws[b]
-        val += lam * A * (np.linalg.norm(d) if penalty == "fro" else np.abs(d).sum())
+        val += lam * A * {"fro": np.linalg.norm(d), "l1": np.abs(d).sum(),
+                          "nuc": np.linalg.norm(d, "nuc")}[penalty]
     return float(val)
 
 
-PENALTIES = {"fro": gm.Norm2(), "l1": gm.Norm1()}
+PENALTIES = {"fro": gm.Norm2(), "l1": gm.Norm1(), "nuc": gm.NuclearNorm((P, Q))}
 
 
-@pytest.mark.parametrize("penalty", ["fro", "l1"])
+@pytest.mark.parametrize("penalty", ["fro", "l1", "nuc"])
 def test_solve_exact_and_certificates_match_matrix_reference(penalty):
     rng = np.random.default_rng(3)
     G = _graph()
@@ -93,30 +96,40 @@ def test_solve_exact_and_certificates_match_matrix_reference(penalty):
     assert model.objective(sol.weights) == pytest.approx(_objective(G, X, Y, lam, penalty, Ws),
                                                         rel=1e-12)
     np.testing.assert_allclose(Ws, W_ref, atol=1e-5)
-    # tight at the optimum (weights only: flows recovered by the certificate)
+    # tight at the optimum, with the solver's flows; weights only (flows recovered by the
+    # certificate) for Frobenius and l1 (the recovery does not cover the nuclear norm)
+    cert = gm.certify(model, sol.weights, sol.flows)
+    assert 0 <= cert.gap <= 1e-7 * max(1.0, abs(f_ref))
     cert = gm.certify(model, sol.weights)
-    assert cert.gap >= 0 and cert.gap <= 1e-7 * max(1.0, abs(f_ref))
-    # sound at perturbed points: gap >= P(W) - P* (the reference's own error below 1e-8)
+    assert cert.gap >= 0
+    if penalty != "nuc":
+        assert cert.gap <= 1e-7 * max(1.0, abs(f_ref))
+    # sound at perturbed points: gap >= P(W) - P* (f_ref >= P*), with and without flows
     for scale in (1e-4, 1e-2, 0.3):
         Wp = W_ref + scale * rng.normal(size=W_ref.shape)
-        c = gm.certify(model, Wp)  # (n, p, q) weights are accepted and flattened row-major
         sub = _objective(G, X, Y, lam, penalty, Wp) - f_ref
-        assert c.primal_value == pytest.approx(_objective(G, X, Y, lam, penalty, Wp), rel=1e-12)
-        assert c.gap >= sub - 1e-8
-        assert c.gap <= 10 * sub + 1e-6  # and not vacuous
+        for flows in (None, sol.flows):
+            c = gm.certify(model, Wp, flows)  # (n, p, q) weights: flattened row-major
+            assert c.primal_value == pytest.approx(_objective(G, X, Y, lam, penalty, Wp),
+                                                   rel=1e-12)
+            assert c.gap >= sub - 1e-8
+            if penalty != "nuc" or flows is not None:  # and not vacuous
+                assert c.gap <= 10 * sub + 1e-3
 
 
-def test_algorithm1_takes_the_squared_fast_path_and_converges():
+@pytest.mark.parametrize("penalty", ["fro", "nuc"])
+def test_algorithm1_takes_the_squared_fast_path_and_converges(penalty):
     rng = np.random.default_rng(5)
     G = _graph()
     X, Y = _data(rng)
-    model = gm.GTVModel(G, dim=(P, Q), lam=0.4)
+    model = gm.GTVModel(G, dim=(P, Q), penalty=PENALTIES[penalty], lam=0.4)
     model.set_data(X, Y, l2=0.01)
-    W_ref, f_ref = _reference(G, X, Y, 0.4, "fro", l2=0.01)
+    W_ref, f_ref = _reference(G, X, Y, 0.4, penalty, l2=0.01)
     res = gm.solve_primal_dual(model, max_iter=20_000, tol=1e-8)
     assert res.status == "converged" and res.success
     assert res.paths == {"squared": 6}
     assert res.objective == pytest.approx(f_ref, rel=1e-7)
+    assert res.objective - f_ref <= res.gap + 1e-8  # the run's own certificate is sound
     np.testing.assert_allclose(model.as_matrices(res.weights), W_ref, atol=1e-4)
 
 
@@ -231,3 +244,47 @@ def test_node_shape_and_variants_keep_the_shape():
     assert gm.GTVModel(_graph(), dim=6).as_matrices(np.zeros((6, 6))).shape == (6, 6)
     edges = np.array([[0, 1], [1, 2]])
     assert gm.GTVModel.from_edges(3, edges, dim=(2, 2)).shape == (2, 2)
+
+
+def test_nuclear_norm_rows_against_numpy_norms():
+    rng = np.random.default_rng(4)
+    phi = gm.NuclearNorm((P, Q))
+    V = rng.normal(size=(5, P * Q))
+    V[0] = 0.0
+    M = V.reshape(5, P, Q)
+    np.testing.assert_allclose(phi.rows_value(V), np.linalg.norm(M, "nuc", axis=(1, 2)),
+                               rtol=1e-13, atol=0)
+    np.testing.assert_allclose(phi.dual_norm(V), np.linalg.norm(M, 2, axis=(1, 2)),
+                               rtol=1e-13, atol=0)
+    r = np.array([1.0, 0.5, 0.1, 10.0, 0.0])
+    U = phi.project_dual_ball(V, r)
+    assert np.all(phi.conjugate_rows(U, r) == 0.0)     # inside the capacities
+    np.testing.assert_array_equal(U[3], V[3])           # a row inside is kept as it is
+    assert np.all(U[4] == 0.0)
+    # Moreau: prox + projection = identity, and the prox shrinks every singular value by t
+    t = 0.3
+    Z = phi.prox_rows(V, t)
+    s_v = np.linalg.svd(M, compute_uv=False)
+    s_z = np.linalg.svd(Z.reshape(5, P, Q), compute_uv=False)
+    np.testing.assert_allclose(s_z, np.maximum(s_v - t, 0.0), atol=1e-12)
+    assert phi.conjugate_rows(V[1:2] * 0 + np.nan, 1.0)[0] == np.inf
+    with pytest.raises(PenaltyError, match="d = 4"):
+        gm.GTVModel(_graph(), dim=(2, 2), penalty=phi)
+    with pytest.raises(PenaltyError, match="shape"):
+        gm.NuclearNorm((0, 2))
+
+
+def test_nuclear_norm_in_files(tmp_path):
+    rng = np.random.default_rng(6)
+    X, Y = _data(rng)
+    model = gm.GTVModel(_graph(), dim=(P, Q), penalty=gm.NuclearNorm((P, Q)), lam=0.2)
+    model.set_data(X, Y)
+    path = os.fspath(tmp_path / "nuc.npz")
+    io.save_model(model, path)
+    again = io.load_model(path)
+    assert again.penalty == gm.NuclearNorm((P, Q)) and again.shape == (P, Q)
+    W = rng.normal(size=(6, P * Q))
+    assert again.objective(W) == model.objective(W)
+    _rewrite_header(path, penalty={"kind": "nuclear", "p": 2, "q": 2})
+    with pytest.raises(FileFormatError, match="d = 6"):
+        io.load_model(path)

@@ -6,6 +6,9 @@ works on the flat ``(n, d)`` arrays unchanged; the penalties act on the flat dif
 ``vec(W_i - W_j)``, so :class:`~gtvmodel.terms.penalties.Norm2` is the Frobenius norm
 ``||W_i - W_j||_F`` and :class:`~gtvmodel.terms.penalties.Norm1` the entrywise ``l1`` norm.
 
+The nuclear norm ``||W_i - W_j||_*`` (sum of singular values) is :class:`NuclearNorm`, a norm
+penalty whose flow capacities (27) are spectral-norm balls.
+
 The multi-output squared loss ``L_i(W) = (1/m) ||Y - X W||_F^2`` (``X`` ``m x p``, ``Y``
 ``m x q``) is an ordinary :class:`~gtvmodel.terms.losses.SquaredLoss`: with the row-major
 ``vec``, ``vec(X W) = (X kron I_q) vec(W)`` and ``vec(Y)`` stacks the rows of ``Y``, so
@@ -19,13 +22,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import cvxpy as cp
 import numpy as np
 
+from .._cvx import ScaleParameter
 from .._validate import as_finite_array, check_int, check_option
-from ..errors import DataError
+from ..errors import DataError, PenaltyError
 from .losses import Loss, SquaredLoss
+from .penalties import Penalty, _sublevel
+from .spec import TermSpec, header_int
 
-__all__ = ["node_shape", "multi_output_rows", "multi_output_squared_loss"]
+__all__ = ["node_shape", "multi_output_rows", "multi_output_squared_loss", "NuclearNorm"]
+
+_EPS = float(np.finfo(float).eps)
 
 
 def node_shape(dim: Any) -> tuple[int, ...]:
@@ -155,3 +164,183 @@ def multi_output_squared_loss(X: Any, Y: Any, *, scaling: str = "mean", l1: floa
     out = multi_output_groups(X, Y, np.array([X.shape[0]]), scaling=scaling, l1=l1, l2=l2)
     return out[0]
 
+
+
+class NuclearNorm(Penalty):
+    """The nuclear norm ``phi(v) = ||V||_* = sum_k s_k(V)`` of ``V = vec^{-1}(v)``, a ``p x q``
+    matrix (row-major): the GTV penalty of matrix parameters that favours low-rank differences
+    ``W_i - W_j``.
+
+    A norm: the dual flow problem (27) has the capacities ``||U_e||_2 <= lambda A_e``
+    (spectral norm, the largest singular value) of the flow matrices.  Every row operation is
+    one batched SVD of the ``(|E|, p, q)`` stack: the value (sum of singular values), the dual
+    norm (the largest), the projection onto the spectral ball (singular values clipped: the
+    DU (33) of Algorithm 1), the prox (singular-value soft-thresholding, by Moreau).  The
+    CVXPY forms (``normNuc``, ``sigma_max``: semidefinite cones) are one atom per edge: there
+    is no row-wise matrix atom, so the exact problem has one semidefinite cone per edge.
+
+    Capacities are tested like those of the other norms (:func:`gtvmodel._norms.within`): a
+    flow passes when its computed largest singular value is at most ``lambda A_e (1 + 4 (p +
+    q) eps)``; LAPACK's SVD is backward stable (the computed values are those of a matrix
+    within ``c (p + q) eps ||U_e||_2``), so a passing flow is within a few hundred ``eps`` of
+    its capacity, inside the certificate's rounding allowance, and the projection clips to
+    ``lambda A_e (1 - 4 (p + q) eps)`` so that its flows pass.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        ``(p, q)``, the shape of the node parameters (``d = p q``; the model's ``dim``).
+
+    Raises
+    ------
+    PenaltyError
+        ``shape`` is not a pair of integers ``>= 1``; on a model, ``p q != d``.
+
+    Examples
+    --------
+    >>> import numpy as np, gtvmodel as gm
+    >>> phi = gm.NuclearNorm((2, 2))
+    >>> V = np.array([[3.0, 0.0, 0.0, -4.0], [1.0, 1.0, 1.0, 1.0]])   # diag(3, -4), ones
+    >>> phi.rows_value(V), phi.dual_norm(V)
+    (array([7., 2.]), array([4., 2.]))
+    >>> phi.project_dual_ball(V[:1], 1.0).round(12)   # singular values clipped to 1
+    array([[ 1.,  0.,  0., -1.]])
+    """
+
+    is_norm = True
+    kind = "nuclear"
+
+    def __init__(self, shape: Any):
+        try:
+            shape = node_shape(tuple(shape) if isinstance(shape, (tuple, list)) else shape)
+        except DataError as exc:
+            raise PenaltyError(f"NuclearNorm: shape must be (p, q), integers >= 1 ({exc})") \
+                from None
+        if len(shape) != 2:
+            raise PenaltyError(f"NuclearNorm: shape must be a pair (p, q), got {shape!r}")
+        self.shape = shape
+        p, q = shape
+        #: relative slack of the capacity test, ``4 (p + q) eps`` (class docstring)
+        self.slack = 4.0 * (p + q) * _EPS
+
+    # ---- numpy rows
+    def _mats(self, V: Any) -> np.ndarray:
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        return V.reshape(V.shape[0], *self.shape)
+
+    def _singular(self, V: Any) -> np.ndarray:
+        """The singular values of every row's matrix, ``(|E|, min(p, q))``, descending; a row
+        with NaN or inf gives NaN values."""
+        M = self._mats(V)
+        ok = np.isfinite(M).all(axis=(1, 2))
+        out = np.full((M.shape[0], min(self.shape)), np.nan)
+        if ok.any():
+            out[ok] = np.linalg.svd(M[ok], compute_uv=False)
+        return out
+
+    def rows_value(self, V):
+        """Row-wise ``||V_e||_*``, the sum of the singular values (one batched SVD)."""
+        return self._singular(V).sum(axis=1)
+
+    def dual_norm(self, U):
+        """Row-wise spectral norm ``||U_e||_2``, the largest singular value."""
+        return self._singular(U)[:, 0]
+
+    def conjugate_rows(self, U, lamA):
+        """Capacity indicator (27): ``0`` if ``||U_e||_2 <= lambda A_e (1 + 4 (p + q) eps)``,
+        else ``+inf`` (NaN flows fail; at ``lambda A_e = 0`` only the zero flow passes)."""
+        dn = self.dual_norm(U)
+        c = np.broadcast_to(np.asarray(lamA, dtype=float), dn.shape)
+        return np.where(dn <= c * (1.0 + self.slack), 0.0, np.inf)
+
+    def project_dual_ball(self, U: Any, radii: Any) -> np.ndarray:
+        """Row-wise Euclidean (Frobenius) projection onto ``{||U_e||_2 <= r_e}``: the singular
+        values clipped at ``r_e (1 - 4 (p + q) eps)``; rows already inside are returned as
+        they are.  ``radii`` ``>= 0`` (scalar or ``(|E|,)``)."""
+        U = np.array(np.atleast_2d(np.asarray(U, dtype=float)))
+        r = np.broadcast_to(np.asarray(radii, dtype=float), (U.shape[0],))
+        if not (r >= 0).all():
+            e = int(np.flatnonzero(~(r >= 0))[0])
+            raise PenaltyError(f"NuclearNorm: radius of edge row {e} must be >= 0, got {r[e]}")
+        out = self._mats(U)
+        over = np.flatnonzero(~(self.dual_norm(U) <= r))
+        if over.size:
+            A, s, B = np.linalg.svd(out[over], full_matrices=False)
+            s = np.minimum(s, (r[over] * (1.0 - self.slack))[:, None])
+            out[over] = (A * s[:, None, :]) @ B
+        return out.reshape(U.shape)
+
+    def prox_rows(self, V, t):
+        """``prox_{t ||.||_*}(v) = v - P_{||.||_2 <= t}(v)`` (Moreau): singular-value
+        soft-thresholding."""
+        V = np.atleast_2d(np.asarray(V, dtype=float))
+        return V - self.project_dual_ball(V, np.broadcast_to(np.asarray(t, float), (len(V),)))
+
+    def dual_update(self, V, sigma, lamA):
+        """DU (33): the projection onto the spectral ball of radius ``lambda A_e``
+        (independent of ``sigma``), as for every norm."""
+        return self.project_dual_ball(V, lamA)
+
+    def sublevel_radius(self, slack, lamA):
+        """``||v||_inf <= ||V||_2 <= ||V||_* <= slack / (lambda A_e)``, rounded up."""
+        return _sublevel(slack, lamA, 1.0, square=False)
+
+    def flow_scale(self, d, w_scale):
+        """The Frobenius radius of the unit spectral ball, ``sqrt(min(p, q))``."""
+        return float(np.sqrt(min(self.shape)))
+
+    # ---- CVXPY: one atom per edge (no row-wise matrix atom)
+    def _rows_atom(self, Z: Any, atom: Any) -> cp.Expression:
+        Z = Z if isinstance(Z, cp.Expression) else cp.Constant(np.asarray(Z, dtype=float))
+        if Z.shape[0] == 0:
+            return cp.Constant(np.zeros(0))
+        return cp.hstack([atom(cp.reshape(Z[e], self.shape, order="C"))
+                          for e in range(Z.shape[0])])
+
+    def rows_expression(self, Z):
+        """``(||Z_e||_*)_e``: one ``normNuc`` per row (a semidefinite cone each)."""
+        return self._rows_atom(Z, cp.normNuc)
+
+    def dual_norm_expression(self, U):
+        """``(||U_e||_2)_e``: one ``sigma_max`` per row."""
+        return self._rows_atom(U, cp.sigma_max)
+
+    def dual_ball_constraints(self, U: cp.Expression, radii: Any) -> list[cp.Constraint]:
+        """The capacities ``||U_e||_2 <= radii_e`` (27) (``radii`` may be affine)."""
+        return [self.dual_norm_expression(U) <= radii]
+
+    def conjugate_expression(self, U, lamA):
+        """The capacities (27): cost ``0`` subject to ``||U_e||_2 <= lambda A_e``."""
+        c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
+        return cp.Constant(0.0), self.dual_ball_constraints(U, c)
+
+    def conjugate_parametric(self, U: cp.Expression, weights: np.ndarray, lam: ScaleParameter
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
+        """The capacities ``||U_e||_2 <= lambda A_e`` with ``lambda`` a Parameter."""
+        return cp.Constant(0.0), self.dual_ball_constraints(U, lam.value * np.asarray(
+            weights, dtype=float))
+
+    # ---- model and file spec
+    def check_dim(self, d: int) -> None:
+        """``p q`` must be the model's ``d``."""
+        if self.shape[0] * self.shape[1] != d:
+            raise PenaltyError(f"NuclearNorm{self.shape}: p q = {self.shape[0] * self.shape[1]} "
+                               f"but the model has d = {d}")
+
+    def to_spec(self) -> TermSpec:
+        """``{"kind": "nuclear", "p": p, "q": q}``."""
+        return TermSpec(self.kind, {"p": self.shape[0], "q": self.shape[1]})
+
+    @classmethod
+    def from_spec(cls, spec: TermSpec) -> NuclearNorm:
+        """``NuclearNorm((p, q))``; ``p``, ``q`` JSON integers ``>= 1``."""
+        spec.check_keys(required=("p", "q"))
+        at = spec.at or spec.kind
+        return cls(tuple(header_int(spec.params[k], f"{at}.{k}", spec.where, 1)
+                         for k in ("p", "q")))
+
+    def _key(self):
+        return self.shape
+
+    def __repr__(self) -> str:
+        return f"NuclearNorm({self.shape})"
