@@ -263,11 +263,15 @@ class NuclearNorm(Penalty):
             e = int(np.flatnonzero(~(r >= 0))[0])
             raise PenaltyError(f"NuclearNorm: radius of edge row {e} must be >= 0, got {r[e]}")
         out = self._mats(U)
-        over = np.flatnonzero(~(self.dual_norm(U) <= r))
-        if over.size:
-            A, s, B = np.linalg.svd(out[over], full_matrices=False)
-            s = np.minimum(s, (r[over] * (1.0 - self.slack))[:, None])
-            out[over] = (A * s[:, None, :]) @ B
+        ok = np.flatnonzero(np.isfinite(out).all(axis=(1, 2)))
+        out[np.setdiff1d(np.arange(len(out)), ok)] = np.nan  # NaN/inf rows stay NaN
+        if ok.size:  # one SVD pass; the rows above their radius rebuilt with clipped values
+            A, s, B = np.linalg.svd(out[ok], full_matrices=False)
+            over = ~(s[:, 0] <= r[ok])
+            if over.any():
+                e = ok[over]
+                s = np.minimum(s[over], (r[e] * (1.0 - self.slack))[:, None])
+                out[e] = (A[over] * s[:, None, :]) @ B[over]
         return out.reshape(U.shape)
 
     def prox_rows(self, V, t):
