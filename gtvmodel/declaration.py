@@ -78,8 +78,8 @@ def _loss_class(loss: str | type[Loss]) -> type[Loss]:
 
 def _data_dim(X: Any, y: Any = None) -> int | tuple[int, int]:
     """``d``: the last axis of ``X`` or of the first node's ``X_i`` of a mapping; ``(p, q)``
-    for multi-output samples (``y`` with an output axis of ``q`` beyond ``X``'s sample axes,
-    or a mapping's first ``Y_i`` of shape ``(m_i, q)``)."""
+    for multi-output samples (``y`` with an output axis of ``q > 1`` beyond ``X``'s sample
+    axes, or a mapping's first ``Y_i`` of shape ``(m_i, q)``)."""
     first, out = X, y
     if isinstance(X, Mapping):
         item = next(iter(X.values()), None)
@@ -93,7 +93,7 @@ def _data_dim(X: Any, y: Any = None) -> int | tuple[int, int]:
         raise DataError(f"X: cannot read the dimension d from samples of shape {shape} (need "
                         "(M, d), (n, m, d) or a mapping {node: (X_i, y_i)})")
     yshape = np.shape(out) if isinstance(out, np.ndarray) else ()
-    if len(yshape) == out_ndim and yshape:
+    if len(yshape) == out_ndim and yshape and yshape[-1] != 1:  # (m, 1) labels: one output
         return int(shape[-1]), int(yshape[-1])
     return int(shape[-1])
 

@@ -4,8 +4,10 @@ variables written here, certificates, Algorithm 1's squared fast path, files and
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import zipfile
 
 import cvxpy as cp
@@ -244,6 +246,13 @@ def test_node_shape_and_variants_keep_the_shape():
     assert gm.GTVModel(_graph(), dim=6).as_matrices(np.zeros((6, 6))).shape == (6, 6)
     edges = np.array([[0, 1], [1, 2]])
     assert gm.GTVModel.from_edges(3, edges, dim=(2, 2)).shape == (2, 2)
+    # labels of one column in a mapping keep a vector model (any loss), as before
+    data = {0: (np.ones((3, 2)), np.array([[1], [0], [1]])), 1: (np.ones((2, 2)), [[0], [1]])}
+    assert gm.GTVModel.from_arrays(nx.path_graph(2), data, loss="logistic").shape == (2,)
+    # pickling and copies keep the shape and the nuclear norm
+    nuc = gm.GTVModel(_graph(), dim=(P, Q), penalty=gm.NuclearNorm((P, Q)))
+    for other in (pickle.loads(pickle.dumps(nuc)), copy.deepcopy(nuc)):
+        assert other.shape == (P, Q) and other.penalty == gm.NuclearNorm((P, Q))
 
 
 def test_nuclear_norm_rows_against_numpy_norms():
