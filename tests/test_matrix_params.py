@@ -297,3 +297,32 @@ def test_nuclear_norm_in_files(tmp_path):
     _rewrite_header(path, penalty={"kind": "nuclear", "p": 2, "q": 2})
     with pytest.raises(FileFormatError, match="d = 6"):
         io.load_model(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("penalty", ["fro", "l1", "nuc"])
+def test_soundness_sweep(penalty):
+    """Random matrix models (shapes, graphs, lambda, l2): every certificate, with the solver's
+    flows and from the weights alone, is >= the true suboptimality at points near and far from
+    the optimum; with the solver's flows it is tight at the optimum."""
+    for seed in range(12):
+        rng = np.random.default_rng(100 + seed)
+        p, q = [(2, 2), (3, 2), (2, 3), (4, 3)][seed % 4]
+        n = 5 + seed % 3
+        G = nx.connected_watts_strogatz_graph(n, 2 + 2 * (seed % 2), 0.3, seed=seed)
+        for a, b in G.edges:
+            G.edges[a, b]["weight"] = 0.5 + rng.random()
+        X, Y = _data(rng, n=n, m=4 + seed % 3, p=p, q=q)
+        lam, l2 = [0.05, 0.3, 1.0, 3.0][seed % 4], 0.01 * (seed % 2)
+        pen = gm.NuclearNorm((p, q)) if penalty == "nuc" else PENALTIES[penalty]
+        model = gm.GTVModel(G, dim=(p, q), penalty=pen, lam=lam)
+        model.set_data(X, Y, l2=l2)
+        W_ref, f_ref = _reference(G, X, Y, lam, penalty, l2)
+        sol = model.solve_exact()
+        scale = max(1.0, abs(f_ref))
+        assert gm.certify(model, sol.weights, sol.flows).gap <= 1e-7 * scale
+        for s in (1e-6, 1e-4, 1e-2, 0.3):
+            Wp = W_ref + s * rng.normal(size=W_ref.shape)
+            sub = _objective(G, X, Y, lam, penalty, Wp, l2) - f_ref
+            for flows in (None, sol.flows):
+                assert gm.certify(model, Wp, flows).gap >= sub - 1e-9 * scale, (seed, s)
