@@ -82,25 +82,26 @@ def main() -> None:
     ap.add_argument("--exact-n", type=int, default=60)
     ap.add_argument("--exact-E", type=int, default=150)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lam", type=float, default=0.05)
     args = ap.parse_args()
     print(f"threads: {_pin_threads.THREADS}")
 
     G, X, Y = instance(args.n, args.E, args.p, args.q, args.m)
-    ms = models(G, X, Y, lam=0.05)
+    ms = models(G, X, Y, lam=args.lam)
     jobs = {name: (lambda md=md: gm.solve_primal_dual(
         md, max_iter=args.iters, tol=0.0, record_every=None, certificate_budget=None))
         for name, md in ms.items()}
     report(f"Algorithm 1, n = {args.n}, |E| = {args.E}, shape ({args.p}, {args.q}), "
-           f"{args.iters} iterations: seconds per iteration",
+           f"lambda = {args.lam}, {args.iters} iterations: seconds per iteration",
            rounds(jobs, args.rounds), per=args.iters)
 
     G, X, Y = instance(args.exact_n, args.exact_E, args.p, args.q, args.m, seed=1)
-    ms = models(G, X, Y, lam=0.05)
+    ms = models(G, X, Y, lam=args.lam)
     for md in ms.values():
         md.solve_exact()  # the compiled problems cached: rounds time the solves
     jobs = {name: (lambda md=md: md.solve_exact()) for name, md in ms.items()}
     report(f"solve_exact, n = {args.exact_n}, |E| = {args.exact_E}, shape ({args.p}, "
-           f"{args.q}): seconds", rounds(jobs, args.rounds))
+           f"{args.q}), lambda = {args.lam}: seconds", rounds(jobs, args.rounds))
 
 
 if __name__ == "__main__":

@@ -326,3 +326,27 @@ def test_soundness_sweep(penalty):
             sub = _objective(G, X, Y, lam, penalty, Wp, l2) - f_ref
             for flows in (None, sol.flows):
                 assert gm.certify(model, Wp, flows).gap >= sub - 1e-9 * scale, (seed, s)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 2), (5, 1), (1, 3)])
+def test_nuclear_projection_against_constructed_singular_values(shape):
+    """Rows built as ``A diag(s) B^T`` from random orthonormal factors: the projection onto the
+    spectral ball is ``A diag(min(s, r)) B^T`` (up to the capacity margin), near the ball (the
+    Gram route), far outside it (the SVD route) and inside (unchanged)."""
+    rng = np.random.default_rng(7)
+    p, q = shape
+    k, t = 600, min(p, q)
+    phi = gm.NuclearNorm(shape)
+    r = rng.uniform(0.5, 2.0, size=k)
+    A = np.linalg.qr(rng.normal(size=(k, p, p)))[0][:, :, :t]
+    B = np.linalg.qr(rng.normal(size=(k, q, q)))[0][:, :, :t]
+    s = np.sort(rng.uniform(0.0, 6.0, size=(k, t)), axis=1)[:, ::-1] * r[:, None]
+    s[::7] *= 1e6   # far outside: SVD route
+    s[::11] *= 0.1  # mostly inside
+    M = (A * s[:, None, :]) @ np.swapaxes(B, 1, 2)
+    want = (A * np.minimum(s, r[:, None] * (1 - phi.slack))[:, None, :]) @ np.swapaxes(B, 1, 2)
+    got = phi.project_dual_ball(M.reshape(k, -1), r)
+    np.testing.assert_allclose(got.reshape(k, p, q), want, rtol=0, atol=1e-13 * r.max())
+    assert np.all(phi.conjugate_rows(got, r) == 0.0)
+    inside = s[:, 0] <= r
+    np.testing.assert_array_equal(got[inside], M.reshape(k, -1)[inside])
