@@ -98,6 +98,8 @@ def test_solve_exact_and_certificates_match_matrix_reference(penalty):
     assert model.objective(sol.weights) == pytest.approx(_objective(G, X, Y, lam, penalty, Ws),
                                                         rel=1e-12)
     np.testing.assert_allclose(Ws, W_ref, atol=1e-5)
+    first = model.solve_exact(method="first_order")  # Algorithm 1 in certified stages
+    assert first.success and first.objective == pytest.approx(f_ref, rel=1e-7)
     # tight at the optimum, with the solver's flows; weights only (flows recovered by the
     # certificate) for Frobenius and l1 (the recovery does not cover the nuclear norm)
     cert = gm.certify(model, sol.weights, sol.flows)
