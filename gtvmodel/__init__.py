@@ -81,6 +81,8 @@ _EXPORTS: dict[str, str] = {
     "QuadForm": "gtvmodel.terms.penalties",
     "SquaredNorm2": "gtvmodel.terms.penalties",
     "SoftmaxLoss": "gtvmodel.terms.softmax",
+    "multi_output_squared_loss": "gtvmodel.terms.matrix",
+    "NuclearNorm": "gtvmodel.terms.matrix",
     "ClusterReport": "gtvmodel.theory",
     "RecoveryReport": "gtvmodel.theory",
     "check_well_connected": "gtvmodel.theory",
@@ -161,6 +163,7 @@ __all__ = [
     "QuadraticLoss",
     "SymbolicLoss",
     "SoftmaxLoss",
+    "multi_output_squared_loss",
     # penalties
     "Penalty",
     "Norm2",
@@ -168,6 +171,7 @@ __all__ = [
     "NormInf",
     "NormP",
     "SquaredNorm2",
+    "NuclearNorm",
     "QuadForm",
     # constraints
     "Constraint",

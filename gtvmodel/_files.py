@@ -123,6 +123,8 @@ def save_model(model: ModelDeclaration, path: str | os.PathLike) -> None:
     header = {"format": _FORMAT, "version": FORMAT_VERSION, "n": model.num_nodes, "d": d,
               "lam": model.lam, "penalty": pspec.header(), "nodes": labels, "losses": losses,
               "constraints": cons_desc}
+    if len(model.shape) == 2:  # a matrix model (dim=(p, q)): the shape of w_i = vec(W_i)
+        header["shape"] = list(model.shape)
     arrays.update(
         header=np.frombuffer(json.dumps(header, allow_nan=False).encode("utf-8"),
                              dtype=np.uint8),
@@ -418,7 +420,8 @@ def _parse_header(z: _Archive) -> dict:
         raise _fail(where, f"format version {short_repr(version)} is not supported (this "
                     f"gtvmodel reads version {FORMAT_VERSION})")
     return header_keys(header, "(top level)", where, {"format", "version", "n", "d", "lam",
-                                                  "penalty", "nodes", "losses", "constraints"})
+                                                  "penalty", "nodes", "losses", "constraints"},
+                       {"shape"})
 
 
 # ===================================================================== problem files
@@ -450,6 +453,7 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     header = _parse_header(z)
     n = header_int(header["n"], "n", where, 1)
     d = header_int(header["d"], "d", where, 1)
+    dim = _header_shape(header, d, where)
     lam = header_real(header["lam"], "lam", where)
     labels = _header_labels(header, n, where)
     # terms: kinds (the registries), places of their arrays; parameters are checked by the
@@ -471,12 +475,27 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     G.add_nodes_from(labels)
     G.add_edges_from((labels[a], labels[b], {"weight": w})
                      for (a, b), w in zip(edges.tolist(), weights.tolist(), strict=True))
-    model = cls(G, d, penalty=pen, lam=lam)
+    model = cls(G, dim, penalty=pen, lam=lam)
     if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
         raise _fail(where, "edge order differs from the model's")
     _set_losses(model, loss_terms, labels, row_ptr, X, y, centres, where)
     _add_constraints(model, cons_terms, labels, box_lo, box_hi, where)
     return model
+
+
+def _header_shape(header: dict, d: int, where: str) -> int | tuple[int, int]:
+    """The model's ``dim``: ``d``, or the optional header field ``shape`` ``[p, q]`` of a
+    matrix model (JSON integers ``>= 1`` with ``p q = d``)."""
+    if "shape" not in header:
+        return d
+    shape = header["shape"]
+    if not isinstance(shape, list) or len(shape) != 2:
+        raise _fail(where, f"header field shape must be a list [p, q] of two integers, got "
+                    f"{short_repr(shape)}")
+    p, q = (header_int(v, f"shape[{k}]", where, 1) for k, v in enumerate(shape))
+    if p * q != d:
+        raise _fail(where, f"header field shape {[p, q]} does not match d = {d} (p q must be d)")
+    return (p, q)
 
 
 def _header_labels(header: dict, n: int, where: str) -> list:

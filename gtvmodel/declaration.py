@@ -11,6 +11,7 @@ shortcut methods on top (so no engine imports the class that calls it).  Every r
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from scipy.sparse import csgraph
 
 from ._compat import reserve_ids
 from ._norms import norm_rows_upper
-from ._validate import as_finite_array, check_int, check_option, check_rows, check_scalar
+from ._validate import as_finite_array, check_option, check_rows, check_scalar
 from .errors import (
     ConstraintError,
     DataError,
@@ -36,7 +37,8 @@ from .errors import (
 )
 from .graph import EmpiricalGraph
 from .terms.constraints import Constraint, SymbolicConstraint
-from .terms.losses import Loss, LossBatch, SymbolicLoss, ZeroLoss
+from .terms.losses import Loss, LossBatch, SquaredLoss, SymbolicLoss, ZeroLoss
+from .terms.matrix import multi_output_groups, node_shape
 from .terms.penalties import Norm2, Penalty
 from .terms.spec import LOSSES
 
@@ -74,16 +76,25 @@ def _loss_class(loss: str | type[Loss]) -> type[Loss]:
     return LOSSES.get(loss)
 
 
-def _data_dim(X: Any) -> int:
-    """``d``: the last axis of ``X`` or of the first node's ``X_i`` of a mapping."""
-    first = X
+def _data_dim(X: Any, y: Any = None) -> int | tuple[int, int]:
+    """``d``: the last axis of ``X`` or of the first node's ``X_i`` of a mapping; ``(p, q)``
+    for multi-output samples (``y`` with an output axis of ``q > 1`` beyond ``X``'s sample
+    axes, or a mapping's first ``Y_i`` of shape ``(m_i, q)``)."""
+    first, out = X, y
     if isinstance(X, Mapping):
         item = next(iter(X.values()), None)
-        first = item[0] if isinstance(item, (tuple, list)) and item else item
+        pair = isinstance(item, (tuple, list)) and len(item) == 2
+        first, out = (item[0], item[1]) if pair else (item, None)
+        out_ndim = 2
+    else:
+        out_ndim = len(np.shape(X))
     shape = np.shape(first) if first is not None else ()
     if len(shape) < 2:
         raise DataError(f"X: cannot read the dimension d from samples of shape {shape} (need "
                         "(M, d), (n, m, d) or a mapping {node: (X_i, y_i)})")
+    yshape = np.shape(out) if isinstance(out, np.ndarray) else ()
+    if len(yshape) == out_ndim and yshape and yshape[-1] != 1:  # (m, 1) labels: one output
+        return int(shape[-1]), int(yshape[-1])
     return int(shape[-1])
 
 
@@ -346,8 +357,10 @@ class ModelDeclaration:
     ----------
     graph : networkx.Graph
         The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
-    dim : int
-        Dimension ``d`` of every local parameter ``w_i``.
+    dim : int or (int, int)
+        Dimension ``d`` of every local parameter ``w_i``; a pair ``(p, q)`` makes every
+        ``w_i = vec(W_i)`` a ``p x q`` matrix, vectorized row-major (``d = p q``, numpy's
+        ``reshape``; docs/matrix_parameters.md).
     penalty : Penalty, default :class:`~gtvmodel.terms.penalties.Norm2`
         The GTV penalty ``phi``.
     lam : float, default 1.0
@@ -364,7 +377,7 @@ class ModelDeclaration:
         self-loop, or an edge whose ``A_e`` is not a real number, finite and ``> 0`` (naming
         the edge and the attribute); ``weight`` is not a hashable attribute name or None.
     DataError
-        ``dim`` is not an integer ``>= 1``.
+        ``dim`` is not an integer ``>= 1`` or a pair ``(p, q)`` of them.
     PenaltyError
         ``penalty`` is not a gtvmodel :class:`~gtvmodel.terms.penalties.Penalty` or cannot act
         on ``R^dim`` (e.g. a ``QuadForm`` whose ``Q`` is not ``(dim, dim)``).
@@ -388,14 +401,18 @@ class ModelDeclaration:
     2.5
     """
 
-    def __init__(self, graph: nx.Graph, dim: int, penalty: Penalty | None = None,
+    def __init__(self, graph: nx.Graph, dim: int | tuple[int, int],
+                 penalty: Penalty | None = None,
                  lam: float = 1.0, weight: Hashable | None = "weight"):
         self._declare(EmpiricalGraph(graph, weight=weight), dim, penalty, lam)
 
-    def _declare(self, eg: EmpiricalGraph, dim: int, penalty: Penalty | None,
+    def _declare(self, eg: EmpiricalGraph, dim: int | tuple[int, int], penalty: Penalty | None,
                  lam: float) -> None:
         self._eg = eg
-        self.dim = check_int(dim, "dim", min_val=1, error=DataError)
+        #: The shape of one node parameter: ``(d,)``, or ``(p, q)`` for a matrix model
+        #: (``w_i = vec(W_i)`` row-major, :mod:`gtvmodel.terms.matrix`).
+        self.shape = node_shape(dim)
+        self.dim = math.prod(self.shape)
         self._losses: dict[int, Loss] = {}
         self._constraints: dict[int, list[Constraint]] = {}
         self._vars: dict[int, cp.Variable] = {}
@@ -407,7 +424,8 @@ class ModelDeclaration:
 
     @classmethod
     def from_edges(cls: type[_D], nodes: int | Iterable[Hashable], edges: Any,
-                   weights: Any = None, *, dim: int, penalty: Penalty | None = None,
+                   weights: Any = None, *, dim: int | tuple[int, int],
+                   penalty: Penalty | None = None,
                    lam: float = 1.0) -> _D:
         """A model (16) on the graph of an edge array, without a ``networkx.Graph``.
 
@@ -436,7 +454,8 @@ class ModelDeclaration:
         """A model (16) on ``graph`` with one data-fit loss per node, built from stacked
         arrays in one call: ``cls(graph, d, penalty, lam, weight)`` then :meth:`set_data`
         (``X``, ``y``, ``loss``, ``node_index``, ``loss_options``: see there; ``d`` is the
-        number of columns of ``X``).
+        number of columns of ``X``, or ``dim=(p, q)`` for a ``y`` array with an output axis
+        of ``q``: multi-output samples).
 
         Examples
         --------
@@ -447,7 +466,7 @@ class ModelDeclaration:
         >>> model.loss(0), model.loss(1)
         (SquaredLoss(m=2, d=1), SquaredLoss(m=1, d=1))
         """
-        out = cls(graph, _data_dim(X), penalty=penalty, lam=lam, weight=weight)
+        out = cls(graph, _data_dim(X, y), penalty=penalty, lam=lam, weight=weight)
         out.set_data(X, y, loss, node_index=node_index, **loss_options)
         return out
 
@@ -490,6 +509,39 @@ class ModelDeclaration:
     def degrees(self) -> np.ndarray:
         """Unweighted degrees ``deg(i)``."""
         return self._eg.degrees
+
+    @property
+    def dim_arg(self) -> int | tuple[int, int]:
+        """The ``dim`` this model was declared with: ``d``, or ``(p, q)`` for a matrix model
+        (what a new model of the same shape takes)."""
+        return self.shape[0] if len(self.shape) == 1 else self.shape  # type: ignore[return-value]
+
+    def as_matrices(self, array: Any) -> np.ndarray:
+        """Rows of ``d`` entries (weights ``(n, d)``, flows ``(|E|, d)``, one row ``(d,)``)
+        as node parameters of :attr:`shape`: ``(k, p, q)`` (``(p, q)`` for one row) for a
+        matrix model, the row-major inverse of ``vec`` (numpy's ``reshape``); a vector
+        model's rows are returned as they are.
+
+        Raises
+        ------
+        DataError
+            ``array`` is not finite or its last axis is not ``d``.
+
+        Examples
+        --------
+        >>> import networkx as nx, numpy as np, gtvmodel as gm
+        >>> model = gm.GTVModel(nx.path_graph(2), dim=(2, 3))
+        >>> model.dim, model.shape
+        (6, (2, 3))
+        >>> model.as_matrices(np.arange(12.0).reshape(2, 6))[1]
+        array([[ 6.,  7.,  8.],
+               [ 9., 10., 11.]])
+        """
+        A = as_finite_array(array, "array")
+        if A.ndim not in (1, 2) or A.shape[-1] != self.dim:
+            raise DataError(f"as_matrices: array must have shape (k, {self.dim}) or "
+                            f"({self.dim},) (rows of d = {self.dim} entries), got {A.shape}")
+        return A.reshape(*A.shape[:-1], *self.shape)
 
     @property
     def num_nodes(self) -> int:
@@ -641,6 +693,12 @@ class ModelDeclaration:
         then stored like :meth:`set_losses`.  Unknown nodes raise :class:`UnknownNodeError`,
         mismatched lengths and NaN/inf data :class:`DataError`, naming the argument.
 
+        A matrix model (``dim=(p, q)``) also takes multi-output samples: ``X`` with ``p``
+        columns and ``y`` with a last axis of ``q`` (``(M, q)``, ``(n, m, q)``, or ``Y_i``
+        ``(m_i, q)`` in a mapping); each node then gets the squared loss ``s(m_i) ||Y_i - X_i
+        W_i||_F^2`` (:func:`~gtvmodel.terms.matrix.multi_output_squared_loss`, ``loss`` must
+        be ``"squared"``, its options ``scaling``, ``l1``, ``l2``).
+
         Examples
         --------
         >>> import networkx as nx, numpy as np, gtvmodel as gm
@@ -657,7 +715,13 @@ class ModelDeclaration:
         order = np.argsort(pos, kind="stable")
         counts = np.bincount(pos, minlength=self.num_nodes)
         owners = np.flatnonzero(counts)
-        made = cls.from_groups(Xs[order], ys[order], counts[owners], **loss_options)
+        if ys.ndim == 2:  # multi-output samples of a matrix model (docs/matrix_parameters.md)
+            if not issubclass(cls, SquaredLoss):
+                raise LossError(f"set_data: multi-output samples (y of shape (M, q)) take the "
+                                f"squared loss, got {cls.__name__}")
+            made = multi_output_groups(Xs[order], ys[order], counts[owners], **loss_options)
+        else:
+            made = cls.from_groups(Xs[order], ys[order], counts[owners], **loss_options)
         self._losses.update(zip(owners.tolist(), made, strict=True))
         self._touch()
 
@@ -678,12 +742,12 @@ class ModelDeclaration:
             if X.ndim == 3:
                 if node_index is not None:
                     raise DataError("set_data: an (n, m, d) array X takes no node_index")
-                if X.shape[0] != self.num_nodes or y.shape != X.shape[:2]:
+                if X.shape[0] != self.num_nodes or y.shape[:2] != X.shape[:2]:
                     raise DataError(f"set_data: X of shape (n, m, d) needs n = "
                                     f"{self.num_nodes} and y of shape (n, m) = {X.shape[:2]}, "
                                     f"got X {X.shape}, y {y.shape}")
                 pos = np.repeat(np.arange(self.num_nodes), X.shape[1])
-                X, y = X.reshape(-1, X.shape[2]), y.reshape(-1)
+                X, y = X.reshape(-1, X.shape[2]), y.reshape(-1, *y.shape[2:])
             else:
                 if X.ndim != 2:
                     raise DataError(f"set_data: X must be (M, d) or (n, m, d), got shape "
@@ -692,6 +756,13 @@ class ModelDeclaration:
                     raise DataError("set_data: node_index (the node of each row of X) is "
                                     "required with an (M, d) array X")
                 pos = self._positions(node_index, X.shape[0])
+        if y.ndim == 2 and len(self.shape) == 2:  # multi-output rows of a matrix model
+            p, q = self.shape
+            if X.shape[-1] != p or y.shape != (X.shape[0], q):
+                raise DataError(f"set_data: a matrix model (dim=({p}, {q})) takes multi-output "
+                                f"samples X with p = {p} columns and y (Y) with q = {q} "
+                                f"columns, got X {X.shape} and y {y.shape}")
+            return X, y, pos
         if X.shape[-1] != self.dim:
             raise DataError(f"set_data: X has {X.shape[-1]} columns but the model has "
                             f"d = {self.dim}")
@@ -724,14 +795,21 @@ class ModelDeclaration:
                 raise DataError(f"set_data: node {node!r}: expected a pair (X_i, y_i), got "
                                 f"{type(item).__name__}")
             Xi, yi = np.asarray(item[0]), np.asarray(item[1])
-            if Xi.ndim != 2 or Xi.shape[1] != self.dim or yi.shape[:1] != Xi.shape[:1]:
-                raise DataError(f"set_data: node {node!r}: X_i must be (m_i, {self.dim}) and y_i "
-                                f"(m_i,), got {Xi.shape} and {yi.shape}")
+            multi = len(self.shape) == 2 and yi.ndim == 2  # multi-output (X_i, Y_i)
+            cols, ys_i = (self.shape[0], self.shape[1:]) if multi else (self.dim, ())
+            if Xi.ndim != 2 or Xi.shape[1] != cols or yi.shape[:1] != Xi.shape[:1] or \
+                    (multi and yi.shape[1:] != ys_i):
+                want = f"(m_i, {ys_i[0]})" if multi else "(m_i,)"
+                raise DataError(f"set_data: node {node!r}: X_i must be (m_i, {cols}) and y_i "
+                                f"{want}, got {Xi.shape} and {yi.shape}")
             Xs.append(Xi)
-            ys.append(yi.reshape(-1))
+            ys.append(yi if multi else yi.reshape(-1))
             pos.append(np.full(Xi.shape[0], i, dtype=np.int64))
         if not Xs:
             raise DataError("set_data: the mapping {node: (X_i, y_i)} is empty")
+        if len({yi.ndim for yi in ys}) > 1:
+            raise DataError("set_data: the mapping {node: (X_i, y_i)} mixes single-output y_i "
+                            "(m_i,) and multi-output Y_i (m_i, q)")
         return (as_finite_array(np.concatenate(Xs), "X"), as_finite_array(np.concatenate(ys), "y"),
                 np.concatenate(pos))
 
@@ -901,7 +979,8 @@ class ModelDeclaration:
         the other nodes of ``graph`` have none.  A shard of a distributed run
         (:mod:`gtvmodel.primal_dual.distributed`) is such a declaration: its own nodes carried,
         its neighbours in other shards present only for their edges (degrees)."""
-        out = ModelDeclaration(graph, self.dim, self.penalty, self.lam, weight=self._eg.weight)
+        out = ModelDeclaration(graph, self.dim_arg, self.penalty, self.lam,
+                               weight=self._eg.weight)
         for label in carry:
             i, j = self.index(label), out.index(label)
             if i in self._losses:
@@ -936,7 +1015,7 @@ class ModelDeclaration:
         ([0, 1, 2, 3], 3, 0.5, QuadraticLoss(d=1))
         """
         g = self.graph if graph is None else self._in_model_order(graph)
-        out = type(self)(g, self.dim, self.penalty if penalty is None else penalty,
+        out = type(self)(g, self.dim_arg, self.penalty if penalty is None else penalty,
                          self.lam if lam is None else lam,
                          weight=self._eg.weight if weight is None else weight)
         out._losses = dict(self._losses)
@@ -965,12 +1044,23 @@ class ModelDeclaration:
 
     # ------------------------------------------------------------ numerics
     def check_weights(self, weights: Any, name: str = "weights") -> np.ndarray:
-        """Validate an ``(n, d)`` weight array (``(n,)`` is accepted when ``d = 1``)."""
-        return check_rows(weights, name, self.num_nodes, self.dim, rows_label="nodes")
+        """Validate an ``(n, d)`` weight array (``(n,)`` is accepted when ``d = 1``, ``(n, p,
+        q)`` for a matrix model, flattened row-major)."""
+        return check_rows(self._flat(weights, self.num_nodes), name, self.num_nodes, self.dim,
+                          rows_label="nodes")
 
     def check_flows(self, flows: Any, name: str = "flows") -> np.ndarray:
-        """Validate an ``(|E|, d)`` flow array (``(|E|,)`` is accepted when ``d = 1``)."""
-        return check_rows(flows, name, self.num_edges, self.dim, rows_label="edges")
+        """Validate an ``(|E|, d)`` flow array (``(|E|,)`` is accepted when ``d = 1``,
+        ``(|E|, p, q)`` for a matrix model, flattened row-major)."""
+        return check_rows(self._flat(flows, self.num_edges), name, self.num_edges, self.dim,
+                          rows_label="edges")
+
+    def _flat(self, array: Any, rows: int) -> Any:
+        """``array`` as ``(rows, d)`` if it is ``(rows, p, q)`` of a matrix model (the
+        row-major ``vec`` of each matrix), otherwise as given."""
+        if len(self.shape) == 2 and getattr(array, "shape", None) == (rows, *self.shape):
+            return np.reshape(array, (rows, self.dim))
+        return array
 
     def loss_values(self, weights: Any) -> np.ndarray:
         """``(L_i(w_i))_i`` in numpy, an ``(n,)`` array (vectorized over library losses)."""
@@ -1067,6 +1157,7 @@ class ModelDeclaration:
         return {v: W[i] for i, v in enumerate(self.nodes)}
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(n={self.num_nodes}, |E|={self.num_edges}, d={self.dim}, "
-                f"penalty={self.penalty!r}, lam={self.lam:g})")
+        shape = f", shape={self.shape}" if len(self.shape) == 2 else ""
+        return (f"{type(self).__name__}(n={self.num_nodes}, |E|={self.num_edges}, d={self.dim}"
+                f"{shape}, penalty={self.penalty!r}, lam={self.lam:g})")
 

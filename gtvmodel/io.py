@@ -22,10 +22,12 @@ array              shape / dtype       content
 
 Header JSON: ``{"format": "gtvmodel-problem", "version": 1, "n", "d", "lam",
 "penalty": {"kind": "norm2" | "norm1" | "norminf" | "normp" (with "p") | "squarednorm2" |
-"quadform"}, "nodes": [labels], "losses": [{"kind": ..., "l1": .., "l2": .., "M": ..}, ...],
+"quadform" | "nuclear" (with "p", "q")}, "nodes": [labels], "losses": [{"kind": ...,
+"l1": .., "l2": .., "M": ..}, ...],
 "constraints": [[{"kind": "box", "row": j} | {"kind": "nonneg"} | {"kind": "normball",
 "radius": r, "p": p}, ...], ...]}``.  Loss kinds: ``zero``, ``squared``, ``logistic``,
-``hinge``, ``absolute``, ``huber`` (``M``), ``quadratic``.
+``hinge``, ``absolute``, ``huber`` (``M``), ``quadratic``.  A model of matrix parameters
+(``dim=(p, q)``) adds ``"shape": [p, q]`` (``p q = d``; docs/matrix_parameters.md).
 
 Node labels must be JSON strings or integers (not bools, floats or tuples); they are
 restored exactly and their order is the node order.  Only library objects can be saved:

@@ -36,8 +36,10 @@ class GTVModel(ModelDeclaration):
     ----------
     graph : networkx.Graph
         The empirical graph; the edge attribute named by ``weight`` gives ``A_e`` (default 1).
-    dim : int
-        Dimension ``d >= 1`` of every local parameter ``w_i``.
+    dim : int or (int, int)
+        Dimension ``d >= 1`` of every local parameter ``w_i``; a pair ``(p, q)``: every
+        ``w_i = vec(W_i)`` is a ``p x q`` matrix, vectorized row-major, ``d = p q``
+        (docs/matrix_parameters.md).
     penalty : Penalty, default Norm2()
         The GTV penalty ``phi``.
     lam : float, default 1.0
@@ -50,7 +52,7 @@ class GTVModel(ModelDeclaration):
     GraphError
         The graph is empty, or an edge weight is negative or not finite.
     DataError
-        ``dim`` is not an integer ``>= 1``.
+        ``dim`` is not an integer ``>= 1`` or a pair ``(p, q)`` of them.
     PenaltyError
         ``penalty`` is not a :class:`~gtvmodel.terms.penalties.Penalty` or does not fit ``dim``.
     ParameterError

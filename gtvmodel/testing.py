@@ -63,6 +63,7 @@ from .terms.losses import (
     SquaredLoss,
     ZeroLoss,
 )
+from .terms.matrix import NuclearNorm, multi_output_squared_loss
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
 from .terms.softmax import SoftmaxLoss
 from .terms.spec import CONSTRAINTS, LOSSES, PENALTIES
@@ -130,6 +131,14 @@ def _library(kind: str, **reg: float) -> Callable[[np.random.Generator], Loss]:
     return build
 
 
+def _multi_output(rng: np.random.Generator) -> Loss:
+    """A multi-output squared loss of a ``3 x 2`` matrix parameter (``d = 6``) with ``l1`` and
+    ``l2``: :func:`~gtvmodel.terms.matrix.multi_output_squared_loss`."""
+    m = int(rng.integers(4, 9))
+    return multi_output_squared_loss(rng.normal(size=(m, 3)), rng.normal(size=(m, 2)),
+                                     l1=0.05, l2=0.1)
+
+
 def _box_mixed(rng: np.random.Generator) -> Constraint:
     lo = np.array([-0.2, -np.inf, -1.0]) + 0.1 * rng.random(3)
     hi = np.array([0.3, 0.5, np.inf]) + 0.1 * rng.random(3)
@@ -151,11 +160,13 @@ _EXAMPLES: tuple[TermExample, ...] = (
     TermExample("quadratic-l1", "loss", _library("quadratic", l1=0.1), 3),
     TermExample("softmax-l2", "loss", _library("softmax", l2=0.05), 3),
     TermExample("softmax-l1-l2", "loss", _library("softmax", l1=0.02, l2=0.05), 3),
+    TermExample("multioutput-squared", "loss", _multi_output, 6),
     TermExample("norm2", "penalty", lambda rng: Norm2(), 3),
     TermExample("norm1", "penalty", lambda rng: Norm1(), 3),
     TermExample("norminf", "penalty", lambda rng: NormInf(), 3),
     TermExample("normp3", "penalty", lambda rng: NormP(3.0), 3),
     TermExample("squarednorm2", "penalty", lambda rng: SquaredNorm2(), 3),
+    TermExample("nuclear", "penalty", lambda rng: NuclearNorm((3, 2)), 6),
     TermExample("quadform", "penalty",
                 lambda rng: QuadForm([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.7]]), 3),
     TermExample("box", "constraint", lambda rng: Box(-0.3 - 0.1 * rng.random(), 0.4), 3),

@@ -138,4 +138,5 @@ def test_battery_catches_broken_hooks(run, message):
 @testing.parametrize_terms("penalty", checks=False)
 def test_check_penalty_whole_battery_entry_point(example):
     """The public one-call form (all named checks of a family but the model ones)."""
-    testing.check_penalty(example.build(np.random.default_rng(1)), ["value", "spec"], seed=1)
+    testing.check_penalty(example.build(np.random.default_rng(1)), ["value", "spec"], seed=1,
+                          dim=example.dim)
