@@ -352,3 +352,24 @@ def test_nuclear_projection_against_constructed_singular_values(shape):
     assert np.all(phi.conjugate_rows(got, r) == 0.0)
     inside = s[:, 0] <= r
     np.testing.assert_array_equal(got[inside], M.reshape(k, -1)[inside])
+
+
+def test_nuclear_norm_theory_constants() -> None:
+    """Theorem 2's constants of the nuclear norm: kappa = max ||X||_* / ||X||_F = sqrt(min(p, q))
+    (attained at a partial identity), rho = kappa (the spectral norm is at most Frobenius);
+    the theory tools run on nuclear models instead of failing."""
+    p, q = 2, 3
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, p, q))
+    ratio = np.linalg.svd(X, compute_uv=False).sum(axis=1) / np.linalg.norm(X, axis=(1, 2))
+    kappa, rho = gm.NuclearNorm((p, q)).l2_equivalence(p * q)
+    assert ratio.max() <= kappa + 1e-12
+    eye = np.eye(p, q)
+    assert np.isclose(np.linalg.svd(eye, compute_uv=False).sum() / np.linalg.norm(eye), kappa)
+    assert rho == kappa
+    model = gm.GTVModel(nx.path_graph(4), dim=(p, q), penalty=gm.NuclearNorm((p, q)), lam=0.1)
+    for i in range(4):
+        model.set_loss(i, gm.multi_output_squared_loss(rng.normal(size=(5, p)),
+                                                       rng.normal(size=(5, q))))
+    assert np.isfinite(gm.consensus_threshold(model))
+    gm.check_well_connected(model, [0, 0, 1, 1])

@@ -214,6 +214,11 @@ class NuclearNorm(Penalty):
     is_norm = True
     kind = "nuclear"
 
+    def l2_equivalence(self, d):
+        # ||X||_* <= sqrt(r) ||X||_F with r = min(p, q), and ||Y||_2 <= ||Y||_F
+        k = float(np.sqrt(min(self.shape)))
+        return k, k
+
     def __init__(self, shape: Any):
         try:
             shape = node_shape(tuple(shape) if isinstance(shape, (tuple, list)) else shape)

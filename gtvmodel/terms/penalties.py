@@ -169,6 +169,13 @@ class Penalty:
         scale ``w_scale`` by default."""
         return w_scale
 
+    def l2_equivalence(self, d: int) -> tuple[float, float]:
+        """``(kappa, rho)`` of Theorem 2's constants in ``R^d``: ``kappa = max phi(x) /
+        ||x||_2`` (the deviation bound (37)) and ``rho = kappa max ||y||_* / ||y||_2`` (the
+        curvature term of the budgets); norm penalties only."""
+        raise UnsupportedError(f"penalty {self!r} has no norm-equivalence constants "
+                               "(Theorem 2 needs a norm penalty)")
+
     # ---- level sets (certified radii of the certificate)
     def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """Per edge an upper bound ``ell_e`` of ``||v||_inf`` over ``{v: lambda A_e phi(v) <=
@@ -237,6 +244,11 @@ class _NormPenalty(ParameterFree, Penalty):
     def q(self) -> float:
         """The dual exponent, ``1/p + 1/q = 1`` (:func:`gtvmodel._norms.dual_exponent`)."""
         return dual_exponent(self.p)
+
+    def l2_equivalence(self, d):
+        # ||x||_p <= d^max(0, 1/p - 1/2) ||x||_2, and kappa max ||y||_q / ||y||_2 = d^|1/p - 1/2|
+        inv_p = 0.0 if np.isinf(self.p) else 1.0 / float(self.p)
+        return d ** max(0.0, inv_p - 0.5), d ** abs(inv_p - 0.5)
 
     def rows_expression(self, Z):
         """``(||Z_e||_p)_e``, one vectorized CVXPY ``norm`` atom along the rows."""

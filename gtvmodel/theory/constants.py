@@ -5,7 +5,6 @@ the norm factors ``kappa_p``, ``rho`` of a non-Euclidean penalty (docs/conventio
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +87,9 @@ def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
 
     For the penalty ``phi = ||.||_p`` in dimension ``d``: ``kappa_p = d^max(0, 1/p - 1/2)``
     (deviation bound (37)) and ``rho = d^|1/p - 1/2|`` (the curvature term of the budgets);
-    both are 1 for :class:`~gtvmodel.terms.penalties.Norm2` (docs/conventions.md).
+    both are 1 for :class:`~gtvmodel.terms.penalties.Norm2` (docs/conventions.md), and
+    ``sqrt(min(p, q))`` for the nuclear norm of ``p x q`` matrices (the penalty's
+    ``l2_equivalence``).
 
     Examples
     --------
@@ -98,10 +99,7 @@ def norm_factors(model: ModelDeclaration) -> tuple[float, float]:
     >>> norm_factors(gm.GTVModel(nx.path_graph(2), dim=4, penalty=gm.Norm1()))
     (2.0, 2.0)
     """
-    p = float(model.penalty.p)
-    inv_p = 0.0 if math.isinf(p) else 1.0 / p
-    d = model.dim
-    return d ** max(0.0, inv_p - 0.5), d ** abs(inv_p - 0.5)
+    return model.penalty.l2_equivalence(model.dim)
 
 
 def node_hessian_bounds(model: ModelDeclaration) -> tuple[np.ndarray, np.ndarray]:
