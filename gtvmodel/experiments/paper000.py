@@ -79,10 +79,10 @@ def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
     out = {"seed": seed, "exact": s_ex, "alg1_c1": s_c1, "alg1_adaptive": s_ad,
            "trace_c1": trace_c1, "trace_adaptive": trace_ad,
            "recovery": {"recovered": rec["recovered"], "congestion": rec["congestion"],
-                        "rms_radius": (rms(rec["radius"][M]), rms(rec["radius"][~M])),
+                        "rms_radius": [rms(rec["radius"][M]), rms(rec["radius"][~M])],
                         "mu": rec["mu"]},
-           "one_model_floor": (one_model_floor(data.true_weights[M]),
-                               one_model_floor(data.true_weights[~M]))}
+           "one_model_floor": [one_model_floor(data.true_weights[M]),
+                               one_model_floor(data.true_weights[~M])]}
     for key, W in (("exact", W_ex), ("alg1_c1", W_c1), ("alg1_adaptive", W_ad),
                    ("pooled", _pooled(data))):
         out[f"{key}_mse"] = train_test_mse(data, W)
