@@ -174,9 +174,9 @@ def recovery_radii(data: Any, model: ModelDeclaration) -> dict[str, Any]:
     :func:`~gtvmodel.theory.verify_recovery` decides exactly whether the cluster-graph solution
     ``w_tilde`` (46), lifted to the nodes (54), is optimal for (16) at ``model.lam``
     (``recovered``: its flow congestion is at most 1).  The cluster-graph optimum satisfies
-    ``||w_tilde_C - w_bar_C||_2 <= kappa_p |dC| lambda / alpha_C`` ((37) without its factor 2,
-    by strong monotonicity: ``ClusterReport.sharp_bound``, docs/theory.md) whether or not
-    Definition 1 holds.  With noiseless labels (``sigma = 0``, the setting of the checks that
+    ``||w_tilde_C - w_bar_C||_2 <= kappa_p |dC| lambda / alpha_C`` (half of (37), by strong
+    monotonicity: ``ClusterReport.sharp_bound``, docs/theory.md) whether or not Definition 1
+    holds.  With noiseless labels (``sigma = 0``, the setting of the checks that
     call this) the cluster minimizer (9) is the cluster's true weight, so on a recovered
     instance node ``i`` of cluster ``C`` lies within ``radius_i = kappa_p |dC| lambda /
     alpha_C`` of its true weights; ``inf`` where recovery is not certified.  ``mu``: the
@@ -184,8 +184,8 @@ def recovery_radii(data: Any, model: ModelDeclaration) -> dict[str, Any]:
     modulus of their losses (:func:`mse_bound`)."""
     rep = verify_recovery(model, data.partition(), model.lam)
     radius = np.full(len(data.clusters), np.inf)
-    if rep.success and rep.well_connected is not None:
-        radius = np.array([r.sharp_bound for r in rep.well_connected])[data.clusters]
+    if rep.success:  # half of (37) = sharp_bound; rep.bound in partition order = cluster id
+        radius = 0.5 * np.array(list(rep.bound.values()))[data.clusters]
     H_lo, _ = node_hessian_bounds(model)
     mu = np.linalg.eigvalsh(H_lo[data.has_data])[:, 0]
     return {"recovered": bool(rep.success), "congestion": float(rep.congestion),
