@@ -22,10 +22,13 @@ from ..errors import ParameterError
 from ..primal_dual import solve_primal_dual
 from ..results import jsonable
 from ..solve.exact import solve_exact
+from ..theory import verify_recovery
+from ..theory.constants import node_hessian_bounds
 from .result import Check, Row
 
 __all__ = ["seed_list", "Progress", "stages", "mean_std", "row", "score", "exact_scored",
-           "paper_algorithm1", "gaps_sound", "setting", "new_figure"]
+           "paper_algorithm1", "gaps_sound", "one_model_floor", "recovery_radii", "rms",
+           "mse_bound", "recovery_check", "setting", "new_figure"]
 
 
 def seed_list(seeds: int | Sequence[int]) -> list[int]:
@@ -153,6 +156,79 @@ def gaps_sound(pairs: Sequence[tuple[dict[str, float], dict[str, float]]], rel: 
     worst = min(slack) if slack else 0.0
     return Check(ok=worst >= 0.0, detail=f"{len(slack)} scored solutions, the smallest "
                  f"gap - (P(W) - P*) margin is {worst:.3g}")
+
+
+def one_model_floor(true_weights: np.ndarray) -> float:
+    """The least MSE (40) one model for all the given nodes can have:
+    ``min_v (1/n) sum_i ||v - w_bar_i||^2 = (1/n) sum_i ||w_bar_i - mean_j w_bar_j||^2`` (the
+    mean minimizes it); ``16 p (1 - p)`` for two clusters ``w_bar = (2, 2), (-2, 2)`` in
+    proportions ``p, 1 - p``."""
+    W = np.asarray(true_weights, dtype=float)
+    return float(((W - W.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
+def recovery_radii(data: Any, model: ModelDeclaration) -> dict[str, Any]:
+    """Theorem 2 of paper 001 on a noiseless instance, as a radius about every node's true
+    weights.
+
+    :func:`~gtvmodel.theory.verify_recovery` decides exactly whether the cluster-graph solution
+    ``w_tilde`` (46), lifted to the nodes (54), is optimal for (16) at ``model.lam``
+    (``recovered``: its flow congestion is at most 1).  The cluster-graph optimum satisfies
+    ``||w_tilde_C - w_bar_C||_2 <= kappa_p |dC| lambda / alpha_C`` (half of (37), by strong
+    monotonicity: ``ClusterReport.sharp_bound``, docs/theory.md) whether or not Definition 1
+    holds.  With noiseless labels (``sigma = 0``, the setting of the checks that
+    call this) the cluster minimizer (9) is the cluster's true weight, so on a recovered
+    instance node ``i`` of cluster ``C`` lies within ``radius_i = kappa_p |dC| lambda /
+    alpha_C`` of its true weights; ``inf`` where recovery is not certified.  ``mu``: the
+    smallest ``lambda_min(H_lo_i)`` over the nodes with data, the Euclidean strong-convexity
+    modulus of their losses (:func:`mse_bound`)."""
+    rep = verify_recovery(model, data.partition(), model.lam)
+    radius = np.full(len(data.clusters), np.inf)
+    if rep.success:  # half of (37) = sharp_bound; rep.bound in partition order = cluster id
+        radius = 0.5 * np.array(list(rep.bound.values()))[data.clusters]
+    H_lo, _ = node_hessian_bounds(model)
+    mu = np.linalg.eigvalsh(H_lo[data.has_data])[:, 0]
+    return {"recovered": bool(rep.success), "congestion": float(rep.congestion),
+            "radius": radius, "mu": float(mu.min()) if mu.size else 0.0}
+
+
+def rms(values: np.ndarray) -> float:
+    """Root mean square ``sqrt(mean_i v_i^2)``, the scale of an MSE (40)."""
+    return float(np.sqrt(np.mean(np.square(values))))
+
+
+def mse_bound(rms_radius: float, mu: float, gap: float) -> float:
+    """The largest MSE (40) over a set of nodes that a candidate ``W`` with certified gap
+    ``G`` (34) can have on a recovered instance (:func:`recovery_radii`):
+    ``(rms_radius + sqrt(2 G / mu))^2``.
+
+    By the triangle inequality for the root mean square, ``RMS(W - W_bar) <= RMS(W* - W_bar)
+    + max_i ||w_i - w*_i||_2``, where ``W*`` is the recovered optimum (within ``radius_i`` of
+    ``w_bar_i``, so ``RMS(W* - W_bar) <= rms_radius``) and ``||w_i - w*_i||_2^2 <= 2 G / mu``
+    at every node with data: ``G >= P(W) - P* >= (mu / 2) sum_{i in M} ||w_i - w*_i||^2`` by
+    the strong convexity of their losses and the convexity of the rest (which also makes
+    ``w*`` unique on them).  A node without data has no such modulus (its weights need not be
+    unique at the optimum): there the bound allows the same deviation as a node with data,
+    an expectation rather than a theorem.  NaN (no bound) where recovery is not certified
+    (``rms_radius = inf``) or ``mu = 0``."""
+    if not np.isfinite(rms_radius) or mu <= 0.0:
+        return float("nan")
+    return float((rms_radius + np.sqrt(2.0 * max(gap, 0.0) / mu)) ** 2)
+
+
+def recovery_check(items: Sequence[tuple[str, float, float]], what: str) -> Check:
+    """``mse <= bound`` (:func:`mse_bound`) for every ``(label, mse, bound)``; a NaN bound
+    (recovery not certified, or no strong convexity) fails.  ``what`` opens the detail."""
+    ratios = [np.inf if np.isnan(b) or np.isnan(m) else m / b if b > 0 else
+              (0.0 if m <= 0 else np.inf) for _, m, b in items]
+    if not ratios:
+        return Check(ok=False, detail="no solution to check")
+    k = int(np.argmax(ratios))
+    label, mse, bound = items[k]
+    return Check(ok=bool(ratios[k] <= 1.0), detail=f"{what}: {len(items)} MSEs, largest MSE / "
+                 f"bound {ratios[k]:.3g} ({label}: MSE {mse:.3g} <= (RMS radius + sqrt(2 "
+                 f"gap / mu))^2 = {bound:.3g}"
+                 + ("; NaN: recovery not certified)" if np.isnan(bound) else ")"))
 
 
 def setting(cfg: dict[str, Any]) -> dict[str, Any]:
