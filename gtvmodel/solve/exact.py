@@ -52,7 +52,7 @@ from .polish import polish as polish_fn
 from .polish import unsupported_reason
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
-           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE",
+           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE", "SCS_INDIRECT_SIZE",
            "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
            "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
@@ -92,6 +92,17 @@ SUCCESS_ACCURACY = 1e-6
 #: from 1e-5 and 1e-6 (SCS 5.9 s and 7.5 s).  Every SCS run pays its setup again (CVXPY
 #: starts SCS afresh, warm start or not), so a missed aim is costly: 1e-5.
 SCS_AIM: dict[str, Any] = {"eps_abs": 1e-5, "eps_rel": 1e-5}
+
+#: The problem size ``(n + |E|) d`` (:func:`gtvmodel.solve.first_order.problem_size`) from
+#: which the SCS route runs SCS's indirect linear solver (conjugate gradients,
+#: ``use_indirect=True``) instead of factorizing its KKT matrix once: the factorization's
+#: fill grows fast on SBM-like graphs.  Measured through ``solve_exact(solver="SCS")`` on the
+#: SBMs of ``benchmarks/bench_exact_routes.py`` (one run each, load 8-10 on 2 cores): at
+#: 2,000 nodes (size 24,500, ``Norm2``) factorized 6.5 s (setup 2.0 s, iterations 3.6 s),
+#: indirect 7.9 s (0.1 s, 7.2 s); at 3,500 nodes (43,122) 15.9 s (6.7 s, 7.6 s) against
+#: 16.9 s (0.3 s, 14.6 s); at 5,000 nodes (61,456) 63.1 s (23.0 s, 36.6 s) against 28.1 s
+#: (0.3 s, 21.4 s), and with ``Norm1`` 33.4 s against 16.4 s.
+SCS_INDIRECT_SIZE = 50_000
 
 
 @dataclass
@@ -171,7 +182,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        applies (library losses with a Hessian, ``Norm2``/``Norm1``/``SquaredNorm2``, no node
        constraints), the graph is not grid-like (mean degree above :data:`SCS_MIN_DEGREE`)
        and not small (``(n + |E|) d >= SCS_MIN_SIZE``): measured faster than Clarabel there
-       (see :func:`scs_accepts`).
+       (see :func:`scs_accepts`); from :data:`SCS_INDIRECT_SIZE` on with SCS's indirect
+       linear solver.
     5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
@@ -271,6 +283,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
         Weights ``w`` ``(n, d)``, flows ``u`` ``(|E|, d)``, the objective ``P(w)``, the
         :class:`~gtvmodel.certificates.certificate.Certificate` (with ``certify=True``),
         timings and ``info`` (``route``, ``route_reason``, ``tolerances``, ``polish``, ...).
+        A conic route's timings: ``compile`` (the CVXPY problem and its canonicalization),
+        ``solve`` (the solver's own seconds), ``solver_setup`` (what those leave out: SCS's
+        factorization, CVXPY's unpacking of the answer), ``certificate``, ``polish``.
 
     Raises
     ------
@@ -587,7 +602,10 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
         return [full]
     if name == "SCS":
         if polishable:
-            return [_Pass({**opts, **SCS_AIM}, aimed=True), _Pass(dict(opts), warm=True)]
+            base = dict(opts)
+            if "use_indirect" not in opts and problem_size(model) >= SCS_INDIRECT_SIZE:
+                base["use_indirect"] = True
+            return [_Pass({**base, **SCS_AIM}, aimed=True), _Pass(base, warm=True)]
         return [full]
     if name == "CLARABEL":
         levels = [DEFAULT_SOLVER_OPTIONS[name]["tol_gap_rel"]] + [
@@ -619,13 +637,14 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
     # its certificate proves the requested accuracy (below)
     lenient = request.accept_inaccurate or request.certify
-    spent = [0.0, 0.0, 0.0]  # compile, solve and certificate seconds of all runs
+    spent = [0.0, 0.0, 0.0, 0.0]  # compile, solve, certificate, solver setup of all runs
     kept: _Answer | None = None  # the best aimed answer
     kept_info: dict[str, Any] = {}
     answer: _Answer | None = None
     degraded: tuple[dict[str, Any], dict[str, Any]] | None = None  # the full run's record
     for run in passes:
         record: dict[str, Any] = {}
+        t_run = time.perf_counter()
         try:
             _, comp, solve_time = run_solver(compiled.problem, name, run.options,
                                              request.verbose, lenient, "solve_exact", record,
@@ -641,6 +660,9 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
             raise _explain(model, exc) from None
         spent[0] += comp
         spent[1] += solve_time
+        # what the solver's own time leaves out: its setup (SCS factorizes the KKT matrix
+        # there: 0.7 s of a 1.9 s call on the 1,000-node SBM) and CVXPY's unpacking
+        spent[3] += max(time.perf_counter() - t_run - comp - solve_time, 0.0)
         if run.aimed and compiled.problem.status != cp.OPTIMAL:
             continue  # a loose run's infeasible or inaccurate answer: the full run decides
         if not run.aimed:
@@ -711,7 +733,7 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     elif request.polish:
         info["polish"] = {"status": "skipped", "reason": "certify=False"}
     timings = {"compile": (compiled.build_time if fresh else 0.0) + spent[0],
-               "solve": spent[1]}
+               "solve": spent[1], "solver_setup": spent[3]}
     if request.certify:
         timings["certificate"] = spent[2] + info.pop("certificate_time", 0.0)
     if "time" in info.get("polish", {}):
