@@ -535,8 +535,8 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
     d = 2, 3 interleaved repeats, load 8-11 on 2 cores; time to a certified relative gap
     <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
-    and by SCS; ``benchmarks/RESULTS.md``): 0.88x and 0.90x at 1,000 nodes (``Norm2``,
-    ``Norm1``), 1.12x and 0.70x at 2,000, 0.59x and 0.37x at 5,000 (with SCS's indirect
+    and by SCS; ``benchmarks/RESULTS.md``): 0.86x and 0.90x at 1,000 nodes (``Norm2``,
+    ``Norm1``), 1.06x and 0.70x at 2,000, 0.60x and 0.37x at 5,000 (with SCS's indirect
     linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and 0.95x at
     1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s 2.2x-6.6x of the
     SCS route's time.
