@@ -217,8 +217,9 @@ def gradient(model: ModelDeclaration, st: ModelStructure, W: np.ndarray) -> np.n
 
 
 def hessian(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
-            P: sp.csr_matrix) -> sp.csr_matrix:
-    """``P^T hess P`` of (16) at ``W`` on the free cluster coordinates (module docstring)."""
+            P: sp.csr_matrix, BP: sp.csr_matrix | None = None) -> sp.csr_matrix:
+    """``P^T hess P`` of (16) at ``W`` on the free cluster coordinates (module docstring);
+    ``BP`` is ``(D (x) I) P`` (:func:`edge_expansion`, computed here if not given)."""
     n, d = W.shape
     Hn = np.zeros((n, d, d))
     for b in st.batches:
@@ -226,10 +227,16 @@ def hessian(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
     Hn[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
     H = P.T @ _block_diag(Hn) @ P
     if model.num_edges:
-        BP = sp.kron(st.incidence, sp.identity(d), format="csr") @ P
+        BP = edge_expansion(st, P, d) if BP is None else BP
         He = model.capacities[:, None, None] * model.penalty.rows_hessian(st.incidence @ W)
         H = H + BP.T @ _block_diag(He) @ BP
     return sp.csc_matrix(H)
+
+
+def edge_expansion(st: ModelStructure, P: sp.csr_matrix, d: int) -> sp.csr_matrix:
+    """``(D (x) I_d) P``: the edge differences of the cluster coordinates (the same at every
+    Newton step, so :func:`newton` builds it once)."""
+    return sp.kron(st.incidence, sp.identity(d), format="csr") @ P
 
 
 def _block_diag(B: np.ndarray) -> sp.bsr_matrix:
@@ -252,13 +259,14 @@ def newton(model: ModelDeclaration, st: ModelStructure, structure: _Structure,
     v = (P.T @ W.ravel()) / np.maximum(counts, 1.0)
     f = model.objective((P @ v).reshape(n, d))
     iters, direct = 0, P.shape[1] <= DIRECT_SIZE
+    BP = edge_expansion(st, P, d) if model.num_edges else None
     while iters < MAX_NEWTON:
         iters += 1
         Wv = (P @ v).reshape(n, d)
         g = P.T @ gradient(model, st, Wv).ravel()
         if not np.abs(g).max(initial=0.0) > 0:
             break
-        H = hessian(model, st, Wv, P)
+        H = hessian(model, st, Wv, P, BP)
         shift = 1e-14 * max(1.0, float(np.abs(H.diagonal()).max(initial=0.0)))
         s, direct = newton_step(H + shift * sp.identity(H.shape[0], format="csc"), g, direct)
         slope = float(g @ s)
