@@ -18,7 +18,7 @@ Tree: a random recursive tree on n nodes (node i joins a uniform node < i), A_e 
 (``NUMBA_CACHE_DIR`` set to a temporary folder), then the same first call with the cache
 filled.  The 1-minute load average is printed with each table.
 
-Run:  python benchmarks/bench_direct.py [--n 100000] [--repeats 15] [--jit]
+Run:  PYTHONPATH=. python benchmarks/bench_direct.py [--n 100000] [--repeats 15] [--jit]
 """
 
 from __future__ import annotations

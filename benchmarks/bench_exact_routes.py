@@ -16,9 +16,11 @@ certified by ``gm.certify``: the anchor's weights alone, gtvmodel's with its own
 ``gtvmodel / best anchor solver`` (medians; the best among those certified to 1e-10), the
 route and the phases of gtvmodel's last run.  BLAS, OpenMP and Clarabel threads pinned to one.
 
-Run:  python benchmarks/bench_exact_routes.py --anchor PATH/exact_vectorized.py
+Run:  PYTHONPATH=. python benchmarks/bench_exact_routes.py --anchor PATH/exact_vectorized.py
           [--sizes 300 1000 2000 5000] [--penalties norm2 norm1] [--grid 100] [--reps 3]
           [--routes clarabel scs] [--phases 300]
+(``PYTHONPATH=.`` from the checkout's root: the script's folder, not the working directory,
+is first on ``sys.path``, so without it an installed gtvmodel is imported.)
 
 ``--phases N`` only profiles ``solve_exact`` on the ``N``-node SBM (``Norm2``), the default
 route against ``method="interior"`` (the full Clarabel ladder): seconds per call in each phase

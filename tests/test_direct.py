@@ -316,6 +316,43 @@ def test_kernels_on_arrays():
     assert tv.forest_order(3, np.array([[0, 1], [1, 2], [0, 2]]))[3]  # a cycle is reported
 
 
+@pytest.mark.parametrize("d, q0, lam", [(1, 1.0, 4.0), (2, 0.3, 0.5), (1, 2.0, 0.0)])
+def test_uniform_path_kernel_matches_the_general_one(d, q0, lam):
+    """One path in natural order with one edge weight and one ``q_j``: the kernel reading
+    ``p`` alone (``_condat_uniform``) gives the general Condat kernel's weights bit for bit
+    and the dynamic programming's to 1e-12; a path numbered otherwise, or another ``q`` at
+    one node, takes the general kernel and still agrees."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    order, parent = np.arange(n), np.arange(n) - 1
+    t = np.full(n, lam)
+    t[0] = 0.0
+    q = np.full((n, d), q0) * ([1.0, 1.5][:d])
+    p = q * np.cumsum(rng.normal(size=(n, d)), axis=0)
+    eta = np.zeros(n)
+    assert tv._path_facts(parent, t, q, eta) == (True, True)
+    x = tv.tv_path(order, parent, t, q, p, eta)
+    np.testing.assert_array_equal(x, tv._condat_paths(order, parent, t, q, p))
+    dp = tv.tv_path(order, parent, t, q, p, eta, method="dp")
+    assert np.abs(x - dp).max() <= 1e-12 * np.abs(x).max()
+    # the same path numbered at random; another q at one node
+    rev = rng.permutation(n)
+    edges = np.stack([np.arange(n - 1), np.arange(1, n)], 1)
+    order2, parent2, _, _ = tv.forest_order(n, rev[edges])
+    t2 = np.where(parent2 >= 0, lam, 0.0)
+    p2 = np.empty_like(p)
+    p2[rev] = p
+    assert tv._path_facts(parent2, t2, q, eta) == (True, False)
+    x2 = tv.tv_path(order2, parent2, t2, q, p2, eta)
+    assert np.abs(x2[rev] - x).max() <= 1e-12 * np.abs(x).max()
+    q3 = q.copy()
+    q3[n // 2] *= 2.0
+    assert tv._path_facts(parent, t, q3, eta) == (True, False)
+    x3 = tv.tv_path(order, parent, t, q3, p, eta)
+    assert np.abs(x3 - tv.tv_path(order, parent, t, q3, p, eta, method="dp")).max() <= (
+        1e-12 * np.abs(x3).max())
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_path_algorithms_agree(seed):
     """Condat's algorithm, the dynamic programming on a deque and the tree algorithm give the

@@ -352,6 +352,25 @@ def test_rejected_polish_keeps_the_answer():
     assert done.weights is ipm.weights and done.certificate is perfect
 
 
+def test_misread_fused_edge_is_rejected_after_one_damped_step():
+    """Two nodes, ``||w - a_i||^2`` with ``a = (+-1, 0)``, ``Norm2`` at ``lambda = 5``: the
+    optimum is fused at 0 (``lambda >= 2 ||a_0 - a_1||``: the flow 2 is below the capacity
+    5).  An answer 2e-9 from it whose flow sits at the capacity reads the edge as not fused;
+    Newton on ``phi``'s kink then needs a damped step and the polish is rejected at once,
+    keeping the answer and its certificate (the case of the 100 x 100 grid)."""
+    model = gm.GTVModel(nx.path_graph(2), 2, penalty=gm.Norm2(), lam=5.0)
+    model.set_losses({0: gm.QuadraticLoss([1.0, 0.0]), 1: gm.QuadraticLoss([-1.0, 0.0])})
+    W = np.array([[1e-9, 0.0], [-1e-9, 0.0]])
+    U = np.array([[-5.0, 0.0]])  # at the capacity: the edge reads as not fused
+    cert = gm.certify(model, W, U)
+    done = polish(model, W, U, cert, 1e-10)
+    assert done.info["status"] == "rejected" and "line search" in done.info["reason"]
+    assert not done.applied and done.weights is W and done.certificate is cert
+    # the fused structure, read from the flows the optimum has, is polished exactly
+    ok = polish(model, W, np.array([[-2.0, 0.0]]), cert, 1e-10)
+    assert ok.applied and np.array_equal(ok.weights, np.zeros((2, 2)))
+
+
 # ---------------------------------------------------------------- skipped cases, arguments
 def _small(loss=None, penalty=None):
     model = gm.GTVModel(nx.path_graph(3), 2, penalty=penalty or gm.Norm2(), lam=0.3)

@@ -97,6 +97,25 @@ def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkey
     np.testing.assert_allclose(clar.weights, sol.weights, atol=1e-8)
 
 
+def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
+    """From SCS_INDIRECT_SIZE on, the SCS route runs SCS's indirect linear solver (no KKT
+    factorization); its answer is certified to 1e-10 and matches plain CVXPY; the solver's
+    setup is reported apart from its iterations."""
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    monkeypatch.setattr(exact, "SCS_INDIRECT_SIZE", 100)
+    model = _sbm(n_per=20)
+    W_ref, P_ref = _reference(model, 2)
+    sol = gm.solve_exact(model)
+    assert sol.info["route"] == "scs" and sol.info["tolerances"]["use_indirect"] is True
+    assert sol.success and sol.info["certified_relative_gap"] <= 1e-10
+    P = model.objective(sol.weights)
+    assert abs(P - P_ref) <= 1e-9 * P_ref and sol.certificate.gap >= P - P_ref - 1e-12 * P_ref
+    np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
+    assert sol.timings["solver_setup"] >= 0.0 and sol.timings["solve"] > 0.0
+    monkeypatch.setattr(exact, "SCS_INDIRECT_SIZE", 10**9)  # below it: the factorization
+    assert "use_indirect" not in gm.solve_exact(model).info["tolerances"]
+
+
 def test_accuracy_not_met_by_the_aimed_run_escalates_to_the_full_ladder(monkeypatch):
     """Without the polish Clarabel aims at the accuracy (1e-10); with a certificate that
     cannot meet it the route runs the full ladder (1e-13 first) and keeps the better answer."""

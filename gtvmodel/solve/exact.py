@@ -52,7 +52,7 @@ from .polish import polish as polish_fn
 from .polish import unsupported_reason
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
-           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE",
+           "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE", "SCS_INDIRECT_SIZE",
            "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
            "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
@@ -92,6 +92,17 @@ SUCCESS_ACCURACY = 1e-6
 #: from 1e-5 and 1e-6 (SCS 5.9 s and 7.5 s).  Every SCS run pays its setup again (CVXPY
 #: starts SCS afresh, warm start or not), so a missed aim is costly: 1e-5.
 SCS_AIM: dict[str, Any] = {"eps_abs": 1e-5, "eps_rel": 1e-5}
+
+#: The problem size ``(n + |E|) d`` (:func:`gtvmodel.solve.first_order.problem_size`) from
+#: which the SCS route runs SCS's indirect linear solver (conjugate gradients,
+#: ``use_indirect=True``) instead of factorizing its KKT matrix once: the factorization's
+#: fill grows fast on SBM-like graphs.  Measured through ``solve_exact(solver="SCS")`` on the
+#: SBMs of ``benchmarks/bench_exact_routes.py`` (one run each, load 8-10 on 2 cores): at
+#: 2,000 nodes (size 24,500, ``Norm2``) factorized 6.5 s (setup 2.0 s, iterations 3.6 s),
+#: indirect 7.9 s (0.1 s, 7.2 s); at 3,500 nodes (43,122) 15.9 s (6.7 s, 7.6 s) against
+#: 16.9 s (0.3 s, 14.6 s); at 5,000 nodes (61,456) 63.1 s (23.0 s, 36.6 s) against 28.1 s
+#: (0.3 s, 21.4 s), and with ``Norm1`` 33.4 s against 16.4 s.
+SCS_INDIRECT_SIZE = 50_000
 
 
 @dataclass
@@ -171,7 +182,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        applies (library losses with a Hessian, ``Norm2``/``Norm1``/``SquaredNorm2``, no node
        constraints), the graph is not grid-like (mean degree above :data:`SCS_MIN_DEGREE`)
        and not small (``(n + |E|) d >= SCS_MIN_SIZE``): measured faster than Clarabel there
-       (see :func:`scs_accepts`).
+       (see :func:`scs_accepts`); from :data:`SCS_INDIRECT_SIZE` on with SCS's indirect
+       linear solver.
     5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
@@ -271,6 +283,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
         Weights ``w`` ``(n, d)``, flows ``u`` ``(|E|, d)``, the objective ``P(w)``, the
         :class:`~gtvmodel.certificates.certificate.Certificate` (with ``certify=True``),
         timings and ``info`` (``route``, ``route_reason``, ``tolerances``, ``polish``, ...).
+        A conic route's timings: ``compile`` (the CVXPY problem and its canonicalization),
+        ``solve`` (the solver's own seconds), ``solver_setup`` (what those leave out: SCS's
+        factorization, CVXPY's unpacking of the answer), ``certificate``, ``polish``.
 
     Raises
     ------
@@ -464,8 +479,9 @@ def _direct_run(model: ModelDeclaration, request: RouteRequest, reason: str
 
 
 #: Route 2 of :func:`solve_exact`: the direct solvers (measured: a 100,000-node path in
-#: 3-8 ms of kernel time against prox-tv's 1.8 ms, and the whole certified call in 0.13-0.33
-#: s, where the conic route took 4.3-7.8 s; ``benchmarks/bench_direct.py``).
+#: 2.3-10.6 ms of kernel time against prox-tv's 1.6-9.9 ms (fastest runs 1.41x, load 8), and
+#: the whole certified call in 0.07-0.33 s, where the conic route took 4.3-7.8 s;
+#: ``benchmarks/bench_direct.py``).
 DIRECT_ROUTE = Route("direct", _direct_accepts, _direct_run)
 
 
@@ -517,13 +533,13 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     :data:`SCS_MIN_SIZE`, and no solver options are given.
 
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
-    d = 2, interleaved repeats, load 15-20 on 2 cores; time to a certified relative gap
+    d = 2, 3 interleaved repeats, load 8-11 on 2 cores; time to a certified relative gap
     <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
-    and by SCS): 0.88x and 0.94x at 1,000 nodes (``Norm2``, ``Norm1``), 0.66x at 2,000
-    (``Norm1``), 1.5x at 2,000 (``Norm2``, repeats spread 8-33 s) and 1.5-1.8x at 300
-    (fixed costs: SCS's setup, the polish and the certificate; see ``benchmarks/RESULTS.md``);
-    at load 3.6-4.5: 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
-    ``method="interior"``'s 2.2x-6.6x of the SCS route's time.
+    and by SCS; ``benchmarks/RESULTS.md``): 0.86x and 0.90x at 1,000 nodes (``Norm2``,
+    ``Norm1``), 1.06x and 0.70x at 2,000, 0.60x and 0.37x at 5,000 (with SCS's indirect
+    linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and 0.95x at
+    1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s 2.2x-6.6x of the
+    SCS route's time.
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""
@@ -587,7 +603,10 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
         return [full]
     if name == "SCS":
         if polishable:
-            return [_Pass({**opts, **SCS_AIM}, aimed=True), _Pass(dict(opts), warm=True)]
+            base = dict(opts)
+            if "use_indirect" not in opts and problem_size(model) >= SCS_INDIRECT_SIZE:
+                base["use_indirect"] = True
+            return [_Pass({**base, **SCS_AIM}, aimed=True), _Pass(base, warm=True)]
         return [full]
     if name == "CLARABEL":
         levels = [DEFAULT_SOLVER_OPTIONS[name]["tol_gap_rel"]] + [
@@ -619,13 +638,14 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
     # its certificate proves the requested accuracy (below)
     lenient = request.accept_inaccurate or request.certify
-    spent = [0.0, 0.0, 0.0]  # compile, solve and certificate seconds of all runs
+    spent = [0.0, 0.0, 0.0, 0.0]  # compile, solve, certificate, solver setup of all runs
     kept: _Answer | None = None  # the best aimed answer
     kept_info: dict[str, Any] = {}
     answer: _Answer | None = None
     degraded: tuple[dict[str, Any], dict[str, Any]] | None = None  # the full run's record
     for run in passes:
         record: dict[str, Any] = {}
+        t_run = time.perf_counter()
         try:
             _, comp, solve_time = run_solver(compiled.problem, name, run.options,
                                              request.verbose, lenient, "solve_exact", record,
@@ -641,6 +661,9 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
             raise _explain(model, exc) from None
         spent[0] += comp
         spent[1] += solve_time
+        # what the solver's own time leaves out: its setup (SCS factorizes the KKT matrix
+        # there: 0.7 s of a 1.9 s call on the 1,000-node SBM) and CVXPY's unpacking
+        spent[3] += max(time.perf_counter() - t_run - comp - solve_time, 0.0)
         if run.aimed and compiled.problem.status != cp.OPTIMAL:
             continue  # a loose run's infeasible or inaccurate answer: the full run decides
         if not run.aimed:
@@ -656,8 +679,11 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
             scratch: dict[str, Any] = {"tolerances": record.get("options")}
             t0 = time.perf_counter()
             try:
+                # SCS's loose answer is certified by its polish, not by finer repairs of its
+                # own flows (fallback): on the 2,000-node SBM (Norm2) the fallback's flows
+                # built from the weights took 0.34 s of a 0.41 s certificate, for 7.4e-8
                 answer.cert = certify_fn(model, W, U, tol=request.accuracy, project="never",
-                                         recover=False)
+                                         recover=False, fallback=name != "SCS")
             except GTVError:  # the full run's self-certificate records why
                 continue
             finally:
@@ -711,7 +737,7 @@ def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: st
     elif request.polish:
         info["polish"] = {"status": "skipped", "reason": "certify=False"}
     timings = {"compile": (compiled.build_time if fresh else 0.0) + spent[0],
-               "solve": spent[1]}
+               "solve": spent[1], "solver_setup": spent[3]}
     if request.certify:
         timings["certificate"] = spent[2] + info.pop("certificate_time", 0.0)
     if "time" in info.get("polish", {}):
