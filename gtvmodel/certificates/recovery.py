@@ -555,19 +555,83 @@ def cluster_sums(labels: np.ndarray, A: np.ndarray, K: int) -> np.ndarray:
     return np.bincount(labels.ravel(), weights=A.ravel(), minlength=K)
 
 
+#: Conjugate-gradient iterations :func:`balance_flows` tries before the sparse LU, and the
+#: relative residual they must reach.
+BALANCE_CG_ITERS, BALANCE_CG_RTOL = 150, 1e-14
+
+
 def balance_flows(DF: sp.csr_matrix, c: np.ndarray, labels: np.ndarray,
                   R: np.ndarray) -> np.ndarray:
     """``U = C D_F X`` with ``D_F^T C D_F X = R`` (``(n, k)``, one column per coordinate): the
     minimum of ``sum_e ||u_e||^2 / c_e`` subject to ``D_F^T U = R`` (a capacity-weighted
-    electrical flow on the fused edges ``D_F``); the Laplacian is grounded at one node per
-    cluster (``labels``; ``R`` must sum to 0 on every cluster)."""
+    electrical flow on the fused edges ``D_F``, per cluster of ``labels``; ``R`` must sum to 0
+    on every cluster, up to rounding).  Jacobi-preconditioned conjugate gradients on the
+    Laplacian first (:func:`_laplacian_cg`: the clusters of random graphs are expanders, well
+    conditioned, where a factorization fills in), the sparse LU of the Laplacian grounded at one
+    node per cluster where they do not converge in :data:`BALANCE_CG_ITERS` iterations (grids,
+    paths: ill conditioned, little fill-in)."""
     n = DF.shape[1]
     L = (DF.T @ sp.diags(c) @ DF).tocsr()
-    roots = np.unique(labels, return_index=True)[1]
-    keep = np.setdiff1d(np.arange(n), roots)
-    X = np.zeros(R.shape)
-    if keep.size:
-        lu = spl.splu(sp.csc_matrix(L[keep][:, keep]), permc_spec="MMD_AT_PLUS_A",
-                      options={"SymmetricMode": True})
-        X[keep] = lu.solve(np.ascontiguousarray(R[keep]))
+    X = _laplacian_cg(L, R, labels)
+    if X is None:
+        roots = np.unique(labels, return_index=True)[1]
+        keep = np.setdiff1d(np.arange(n), roots)
+        X = np.zeros(R.shape)
+        if keep.size:
+            lu = spl.splu(sp.csc_matrix(L[keep][:, keep]), permc_spec="MMD_AT_PLUS_A",
+                          options={"SymmetricMode": True})
+            X[keep] = lu.solve(np.ascontiguousarray(R[keep]))
     return c[:, None] * (DF @ X)
+
+
+def _laplacian_cg(L: sp.csr_matrix, R: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
+    """``X`` with ``L X = R - mean`` (each column's per-cluster mean removed: the part of
+    ``R`` that no flow can carry, rounding when ``R`` sums to 0 on the clusters) by
+    Jacobi-preconditioned conjugate gradients, all columns at once, on the nodes with fused
+    edges; None unless every column reaches :data:`BALANCE_CG_RTOL` within
+    :data:`BALANCE_CG_ITERS` iterations."""
+    diag = L.diagonal()
+    act = np.flatnonzero(diag > 0)
+    X = np.zeros(R.shape)
+    if act.size == 0:
+        return X
+    La, lab = L[act][:, act], labels[act]
+    K = int(lab.max()) + 1
+    size = np.bincount(lab, minlength=K)[:, None]
+    B = R[act] - (np.stack([np.bincount(lab, weights=col, minlength=K)
+                            for col in R[act].T], axis=1) / np.maximum(size, 1))[lab]
+    inv = 1.0 / diag[act][:, None]
+    Y = np.zeros(B.shape)
+    res = B.copy()
+    Z = inv * res
+    P = Z.copy()
+    rz = (res * Z).sum(axis=0)
+    norm0 = np.linalg.norm(B, axis=0)
+    stop = BALANCE_CG_RTOL * norm0
+    for it in range(BALANCE_CG_ITERS):
+        rn = np.linalg.norm(res, axis=0)
+        if np.all(rn <= stop):
+            X[act] = Y
+            return X
+        if it == 20 and _cg_too_slow(rn, norm0, it):
+            return None
+        LP = La @ P
+        pLp = (P * LP).sum(axis=0)
+        alpha = np.divide(rz, pLp, out=np.zeros_like(rz), where=pLp > 0)
+        Y += alpha * P
+        res -= alpha * LP
+        Z = inv * res
+        rz_new = (res * Z).sum(axis=0)
+        P = Z + np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0) * P
+        rz = rz_new
+    return None
+
+
+def _cg_too_slow(rn: np.ndarray, norm0: np.ndarray, it: int) -> bool:
+    """Whether the mean rate of the first ``it`` iterations needs more than
+    :data:`BALANCE_CG_ITERS` in all to reach :data:`BALANCE_CG_RTOL` (ill-conditioned
+    Laplacians, e.g. grids: the LU is then the faster)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = (rn / norm0) ** (1.0 / it)
+        need = np.where(rate < 1.0, np.log(BALANCE_CG_RTOL) / np.log(rate), np.inf)
+    return bool(np.any(need[norm0 > 0] > BALANCE_CG_ITERS))
