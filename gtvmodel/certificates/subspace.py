@@ -20,9 +20,18 @@ null directions of ``X_i``; the affine variant adds the stiff directions).  That
 :class:`SubspaceConditions` (the products ``A``, ``A^T``, ``A A^T`` through potentials) and
 :func:`conjugate_gradients` are written against the array API (:mod:`gtvmodel._xp`), so that the
 certificate of a device iterate corrects its flows where they are
-(:mod:`gtvmodel.primal_dual.device_subspace`): scipy's ``cg``, which the host uses, takes numpy
-arrays only; :func:`conjugate_gradients` stops on the same criterion, ``||r|| <= rtol ||b||``,
-after at most as many iterations.
+(:mod:`gtvmodel.primal_dual.device_subspace`); the host runs the same
+:func:`conjugate_gradients` (norms as sums of squares: no BLAS call, whose threads spin on a
+shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian product
+(:meth:`SubspaceConditions.normal_kernel`).  ``A`` itself is never formed on the host either
+(:func:`condition_operator`; :func:`divergence_rows` forms it for small systems and tests).
+
+Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
+residual of the previous one (``b`` first); the first to :data:`CG_RTOL`, the later ones only
+to :data:`REFINE_AIM` ``||b||`` (:func:`round_rtol`), which halves their products.  On a
+``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned system needs 18-19 products per
+``1e-12`` (about 0.23 per product: a condition number near 2.6, so a stronger preconditioner has
+little to gain there); benchmarks/bench_certificate_cg.py measures a certificate in iterations.
 """
 
 from __future__ import annotations
@@ -65,9 +74,10 @@ class MinNormSolver:
     :data:`DENSE_MAX` rows its pseudo-inverse is applied through one eigen-decomposition
     (computed once; the solver is cached on the model, so repeated certificates, e.g. every
     ``record_every`` iterations of Algorithm 1, reuse it); larger systems use
-    Jacobi-preconditioned conjugate gradients, which converge on consistent singular systems up
-    to rounding.  A few refinement rounds follow.  Whatever residual remains is not hidden: the
-    dual evaluation charges it (``R ||rho||_1``) or declares the node infeasible.
+    Jacobi-preconditioned conjugate gradients (:func:`conjugate_gradients`), which converge on
+    consistent singular systems up to rounding.  A few refinement rounds follow.  Whatever
+    residual remains is not hidden: the dual evaluation charges it (``R ||rho||_1``) or
+    declares the node infeasible.
     """
 
     def __init__(self, A: sp.csr_matrix, maxiter: int = CG_MAXITER):
@@ -75,8 +85,7 @@ class MinNormSolver:
         self.A = A.tocsr()
         self.AT = self.A.T.tocsr()
         self.K = (self.A @ self.AT).tocsr()
-        diag = self.K.diagonal()
-        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+        self.diag = self.K.diagonal()
         self.eig: tuple[np.ndarray, np.ndarray] | None = None
         if self.K.shape[0] <= DENSE_MAX:
             ev, V = np.linalg.eigh(self.K.toarray())
@@ -89,8 +98,7 @@ class MinNormSolver:
         if self.eig is not None:
             ev, V = self.eig
             return V @ ((V.T @ r) / ev)
-        z, _info = spla.cg(self.K, r, rtol=rtol, atol=0.0, maxiter=self.maxiter, M=self.M)
-        return z
+        return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
     def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
