@@ -172,3 +172,16 @@ def test_certificates_sound_and_no_larger(monkeypatch, compiled):
         assert gaps["potential"] >= true_sub - tol, (scale, gaps, true_sub)
         assert gaps["potential"] <= gaps["dense"] + tol, (scale, gaps)
     assert calls[0] > 0  # the perturbed flows were corrected through the potentials
+
+
+def test_widths_without_the_field():
+    """Conditions built without ``widths`` (as a caller may): read off ``Npad`` and ``cols``."""
+    model, _, _ = _instance(zero_every=5)
+    k = node_kinds(model)
+    cond = SubspaceConditions.build(model, k.subspace, k.subspace_bases)
+    assert cond.cols is not None  # mixed widths
+    bare = SubspaceConditions(cond.nodes, cond.Npad, cond.cols, cond.diag, cond.n, cond.d)
+    np.testing.assert_array_equal(bare._widths(len(k.subspace)), cond.widths)
+    L = (sp.csr_matrix(model.incidence).T @ sp.csr_matrix(model.incidence)).tocsr()
+    z = np.random.default_rng(4).standard_normal(cond.num_rows)
+    np.testing.assert_array_equal(bare.normal_kernel(L)(z), cond.normal_kernel(L)(z))

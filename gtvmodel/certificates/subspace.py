@@ -385,25 +385,35 @@ class SubspaceConditions:
             (self.num_rows, incidence.shape[0] * self.d), dtype=float,
             matvec=lambda u: self.rows(np.asarray(DT @ np.reshape(u, (-1, self.d)))))
 
+    def _widths(self, s: int) -> np.ndarray:
+        """``rank N_i`` per conditioned node (``s`` of them), from :attr:`widths` or, where
+        it is not set, from ``Npad`` and ``cols``."""
+        if self.widths is not None:
+            return np.asarray(self.widths, dtype=np.int64)
+        if self.Npad is None:
+            return np.full(s, self.d, dtype=np.int64)
+        k = self.Npad.shape[2]
+        if self.cols is None:
+            return np.full(s, k, dtype=np.int64)
+        return np.bincount(_xp.to_numpy(self.cols, np.int64) // k, minlength=s)
+
     def normal_kernel(self, laplacian: sp.csr_matrix) -> Callable[[np.ndarray], np.ndarray]:
         """``z -> A A^T z`` (host numpy) as :meth:`normal` computes it, the potentials and
         the rows by the compiled node passes (:func:`gtvmodel._compiled.potentials_pass`,
         :func:`~gtvmodel._compiled.rows_pass`: no batched ``(1, d) x (d, k)`` products),
         ``L Z`` by scipy's sparse product on the conditioned rows of ``laplacian`` (``L =
-        D^T D``; faster than a compiled loop over its rows on the benchmark's graphs).  The
-        ``(n, d)`` potentials are one buffer, zero off the conditioned nodes."""
+        D^T D``; faster than a compiled loop over its rows on the benchmark's graphs)."""
         kern = _compiled.subspace_kernels()
         nodes = (np.arange(self.n, dtype=np.int64) if self.nodes is None
                  else np.asarray(self.nodes, dtype=np.int64))
         Lc = laplacian.tocsr() if self.nodes is None else laplacian.tocsr()[nodes]
-        widths = np.full(nodes.size, self.d, dtype=np.int64) if self.widths is None \
-            else np.asarray(self.widths, dtype=np.int64)
+        widths = self._widths(nodes.size)
         offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
         Npad = None if self.Npad is None else np.ascontiguousarray(self.Npad)
-        Z = np.zeros((self.n, self.d))
 
         def apply(z: np.ndarray) -> np.ndarray:
             z = np.ascontiguousarray(z, dtype=float)
+            Z = np.zeros((self.n, self.d))  # per call: a cached solver may be shared
             if self.Npad is None:  # N_i = I: the potentials are z itself
                 Z[nodes] = z.reshape(-1, self.d)
                 return np.asarray(Lc @ Z).ravel()
