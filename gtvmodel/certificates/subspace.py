@@ -500,10 +500,10 @@ class PotentialSolver(MinNormSolver):
     """:class:`MinNormSolver`'s conjugate gradients (Jacobi-preconditioned, :data:`CG_RTOL`,
     at most ``min(10 rows + 100, CG_MAXITER)`` iterations) with ``A``, ``A^T`` and ``A A^T``
     applied through node potentials (:class:`SubspaceConditions`, module docstring): the same
-    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``.  ``A A^T`` is the
-    compiled two-pass kernel (:meth:`SubspaceConditions.normal_kernel`) where numba is
-    available, else :meth:`SubspaceConditions.normal` with scipy's Laplacian product; the
-    iterations are :func:`conjugate_gradients` (no BLAS call, so no BLAS threads)."""
+    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``.  ``A A^T`` is
+    :meth:`SubspaceConditions.normal_kernel` (compiled node passes around scipy's Laplacian
+    product) where numba is available, else :meth:`SubspaceConditions.normal`; the iterations
+    are :func:`conjugate_gradients` (no BLAS call, so no BLAS threads)."""
 
     def __init__(self, incidence: sp.spmatrix, conditions: SubspaceConditions,
                  maxiter: int = CG_MAXITER):
