@@ -14,6 +14,9 @@ the repeats), the step-2 conjugate gradients (solves, products of ``A A^T``, sec
 certificates: one ``m`` per process for the memory of that instance alone.  BLAS threads
 pinned to one (``_pin_threads``).
 
+With ``--grid K`` the graph is the ``K x K`` grid instead (degree 4: a worse-conditioned
+Laplacian).
+
 Run:  python benchmarks/bench_certificate_cg.py --n 20000 --E 200000 --ms 5
       python benchmarks/bench_certificate_cg.py --n 20000 --E 200000 --ms 12
 """
@@ -27,6 +30,7 @@ import statistics
 import time
 
 import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
+import numpy as np
 from bench_pd_loop import random_instance
 
 import gtvmodel as gm
@@ -61,9 +65,25 @@ class _Counted:
         return z
 
 
+def grid_instance(k: int, d: int, m: int, seed: int = 0):
+    """The ``k x k`` grid graph (degree 4 inside) with :func:`random_instance`'s data."""
+    idx = np.arange(k * k).reshape(k, k)
+    edges = np.vstack([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+                       np.stack([idx[:-1].ravel(), idx[1:].ravel()], 1)])
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k * k, m, d))
+    y = np.einsum("nmd,nd->nm", X, rng.standard_normal((k * k, d))) \
+        + 0.1 * rng.standard_normal((k * k, m))
+    return edges, X, y
+
+
 def measure(a: argparse.Namespace, m: int) -> None:
     """One row: the certificate's cost for ``m`` samples per node."""
-    edges, X, y = random_instance(a.n, a.E, a.d, m)
+    if a.grid:
+        a.n, (edges, X, y) = a.grid ** 2, grid_instance(a.grid, a.d, m)
+        a.E = len(edges)
+    else:
+        edges, X, y = random_instance(a.n, a.E, a.d, m)
     model = gm.GTVModel.from_edges(a.n, edges, dim=a.d, penalty=gm.Norm2(), lam=a.lam)
     model.set_data(X, y, "squared")
     del X, y
@@ -101,7 +121,7 @@ def measure(a: argparse.Namespace, m: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for k, v in dict(n=20_000, E=200_000, d=10, reps=5).items():
+    for k, v in dict(n=20_000, E=200_000, d=10, reps=5, grid=0).items():
         ap.add_argument(f"--{k}", type=lambda s: int(float(s)), default=v)
     ap.add_argument("--ms", default="5,12", help="comma-separated samples per node")
     ap.add_argument("--lam", type=float, default=0.1)
