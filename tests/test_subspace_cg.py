@@ -7,15 +7,20 @@
   same correction as rounds to ``1e-12 ||r||`` each, to rounding, with fewer products.
 * Certificates through :class:`PotentialSolver` (compiled or not) are no larger than through
   the dense pseudo-inverse and never below the true suboptimality, computed by a plain CVXPY
-  formulation of the problem written in this file.
+  formulation of the problem written in this file; and (slow) none is unsound on the
+  soundness suite's instances with every step-2 solve forced onto the conjugate gradients.
 """
 
 from __future__ import annotations
 
+import os
+
+import _soundness as S
 import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_soundness import _is_soundness
 
 import gtvmodel as gm
 from gtvmodel import _compiled
@@ -185,3 +190,32 @@ def test_widths_without_the_field():
     L = (sp.csr_matrix(model.incidence).T @ sp.csr_matrix(model.incidence)).tocsr()
     z = np.random.default_rng(4).standard_normal(cond.num_rows)
     np.testing.assert_array_equal(bare.normal_kernel(L)(z), cond.normal_kernel(L)(z))
+
+
+@pytest.mark.slow
+def test_soundness_instances_through_the_conjugate_gradients(monkeypatch):
+    """The soundness suite's instances (``tests/_soundness.py``, its own CVXPY references)
+    with step 2 forced onto :class:`PotentialSolver` wherever there are subspace or affine
+    conditions (``DENSE_MAX = RANGE_MAX = 0``; the cached gradient solver then runs
+    :class:`MinNormSolver`'s conjugate gradients too): no unsound certificate.
+    ``GTV_SOUNDNESS_CG_COUNT`` seeds per family (default 5)."""
+    monkeypatch.setattr(subspace_mod, "DENSE_MAX", 0)
+    monkeypatch.setattr(subspace_mod, "RANGE_MAX", 0)
+    built = []
+    plain = subspace_mod.subspace_solver
+
+    def counted(model, nodes, bases):
+        built.append(plain(model, nodes, bases))
+        return built[-1]
+
+    monkeypatch.setattr("gtvmodel.certificates.repair.subspace_solver", counted)
+    monkeypatch.setattr("gtvmodel.certificates.kinds.subspace_solver", counted)
+    count = int(os.environ.get("GTV_SOUNDNESS_CG_COUNT", "5"))
+    bad = []
+    for family in ("mixed", "stiff", "zero_reg"):
+        for seed in range(count):
+            out = S.run_instance(S.random_instance(seed, family), seed,
+                                 exact_rtol=S.EXACT_RTOL.get(family, 1e-6))
+            bad += [(family, seed, c, n) for c, n in out.failures if _is_soundness(c)]
+    assert not bad, bad
+    assert built and all(isinstance(s, PotentialSolver) for s in built)
