@@ -33,7 +33,8 @@ import numpy as np
 from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
-           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass"]
+           "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
+           "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
 def available() -> bool:
@@ -359,3 +360,51 @@ def kernels() -> Kernels:
 
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
                    Compiled(numba, pair_pass))
+
+
+
+def potentials_pass(nodes: np.ndarray, Npad: np.ndarray, offsets: np.ndarray, z: np.ndarray,
+                    Z: np.ndarray) -> None:
+    """The node potentials ``Z_i = N_i z_i`` of the subspace conditions of repair step 2
+    (:meth:`gtvmodel.certificates.subspace.SubspaceConditions.potentials`) written into the
+    rows ``nodes`` of ``Z`` (``(n, d)``; the other rows are not touched).  ``nodes``
+    (``(s,)``) are the conditioned nodes, ``Npad`` (``(s, d, k)``) their bases padded with
+    zero columns, ``offsets`` (``(s + 1,)``) the first entry of each node's block of ``z``."""
+    d = Z.shape[1]
+    for a in range(nodes.shape[0]):
+        i, o, w = nodes[a], offsets[a], offsets[a + 1] - offsets[a]
+        for j in range(d):
+            acc = 0.0
+            for c in range(w):
+                acc += Npad[a, j, c] * z[o + c]
+            Z[i, j] = acc
+
+
+def rows_pass(Npad: np.ndarray, offsets: np.ndarray, G: np.ndarray, out: np.ndarray) -> None:
+    """The stacked ``N_a^T G_a`` (:meth:`gtvmodel.certificates.subspace.SubspaceConditions.
+    rows`, ``G`` (``(s, d)``) the rows of ``D^T U`` or ``L Z`` at the conditioned nodes) into
+    ``out``, node ``a``'s block from ``offsets[a]`` (the arguments of
+    :func:`potentials_pass`)."""
+    d = G.shape[1]
+    for a in range(G.shape[0]):
+        o, w = offsets[a], offsets[a + 1] - offsets[a]
+        for c in range(w):
+            acc = 0.0
+            for j in range(d):
+                acc += Npad[a, j, c] * G[a, j]
+            out[o + c] = acc
+
+
+class SubspaceKernels(NamedTuple):
+    """The compiled :func:`potentials_pass` and :func:`rows_pass` (:func:`subspace_kernels`)."""
+
+    potentials_pass: Compiled
+    rows_pass: Compiled
+
+
+@functools.cache
+def subspace_kernels() -> SubspaceKernels:
+    """numba's compiled :func:`potentials_pass` and :func:`rows_pass` (:class:`Compiled`),
+    built on the first call; ``ImportError`` without numba."""
+    numba = importlib.import_module("numba")
+    return SubspaceKernels(Compiled(numba, potentials_pass), Compiled(numba, rows_pass))

@@ -21,7 +21,7 @@ from ..errors import GTVError, SolverError
 from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
 from .kinds import EPS, affine_conditions, capacities, node_kinds
-from .subspace import MinNormSolver, divergence_rows, subspace_solver
+from .subspace import MinNormSolver, condition_operator, divergence_rows, subspace_solver
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
            "shrink_flows", "capacity_ratio", "scale_flows", "rescale_note", "PROJECT_NOTE",
@@ -239,19 +239,16 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
 
 class _LazySubspace:
     """Step 2's subspace solver built only when a correction is needed: ``A`` is the cheap
-    sparse ``divergence_rows`` of the conditions (the rows of the solver's own ``A`` up to
-    their order), enough to see that flows already meet them within rounding (flows
+    matrix-free ``condition_operator`` of the conditions (the rows of ``divergence_rows``,
+    never stored), enough to see that flows already meet them within rounding (flows
     recovered from the weights, :mod:`~gtvmodel.certificates.recovery`, usually do: building
     the solver, e.g. an eigen-decomposition of ``A A^T``, then costs more than the rest of the
     certificate); :meth:`solver` builds (and caches) it."""
 
     def __init__(self, model: ModelDeclaration):
         kinds = node_kinds(model)
-        d = model.dim
-        bases = kinds.subspace_bases
-        full = bases is None or all(B.shape[1] == d for B in bases)
         self.model = model
-        self.A = divergence_rows(model, kinds.subspace, None if full else bases)
+        self.A = condition_operator(model, kinds.subspace, kinds.subspace_bases)
 
     def solver(self) -> MinNormSolver:
         return cached_subspace_solver(self.model)

@@ -20,9 +20,18 @@ null directions of ``X_i``; the affine variant adds the stiff directions).  That
 :class:`SubspaceConditions` (the products ``A``, ``A^T``, ``A A^T`` through potentials) and
 :func:`conjugate_gradients` are written against the array API (:mod:`gtvmodel._xp`), so that the
 certificate of a device iterate corrects its flows where they are
-(:mod:`gtvmodel.primal_dual.device_subspace`): scipy's ``cg``, which the host uses, takes numpy
-arrays only; :func:`conjugate_gradients` stops on the same criterion, ``||r|| <= rtol ||b||``,
-after at most as many iterations.
+(:mod:`gtvmodel.primal_dual.device_subspace`); the host runs the same
+:func:`conjugate_gradients` (norms as sums of squares: no BLAS call, whose threads spin on a
+shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian product
+(:meth:`SubspaceConditions.normal_kernel`).  ``A`` itself is never formed on the host either
+(:func:`condition_operator`; :func:`divergence_rows` forms it for small systems and tests).
+
+Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
+residual of the previous one (``b`` first); the first to :data:`CG_RTOL`, the later ones only
+to :data:`REFINE_AIM` ``||b||`` (:func:`round_rtol`), which halves their products.  On a
+``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned system needs 18-19 products per
+``1e-12`` (about 0.23 per product: a condition number near 2.6, so a stronger preconditioner has
+little to gain there); benchmarks/bench_certificate_cg.py measures a certificate in iterations.
 """
 
 from __future__ import annotations
@@ -35,18 +44,25 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .. import _xp
+from .. import _compiled, _xp
 from ..declaration import ModelDeclaration
 
 __all__ = ["DENSE_MAX", "RANGE_MAX", "CG_RTOL", "CG_MAXITER", "MinNormSolver", "RangeSolver",
            "PotentialSolver", "SubspaceConditions", "conjugate_gradients", "refine", "solver_kind",
-           "subspace_solver", "divergence_rows"]
+           "subspace_solver", "divergence_rows", "condition_operator", "round_rtol",
+           "REFINE_AIM"]
 
 #: Relative residual at which the conjugate gradients of step 2 stop.
 CG_RTOL = 1e-12
 
 #: Cap on the conjugate-gradient iterations of step 2 (at most ``10 rows + 100``).
 CG_MAXITER = 3000
+
+#: The residual ``||A delta - b||`` that the conjugate gradients of a refinement round after
+#: the first aim at, relative to ``||b||`` (:func:`round_rtol`): three orders below the
+#: ``1e-15`` at which :func:`refine` stops, so the rounds still end at the rounding of ``A
+#: delta``.
+REFINE_AIM = 1e-18
 
 #: Largest ``A A^T`` (rows) of the minimum-norm flow correction solved densely.
 DENSE_MAX = 3000
@@ -58,9 +74,10 @@ class MinNormSolver:
     :data:`DENSE_MAX` rows its pseudo-inverse is applied through one eigen-decomposition
     (computed once; the solver is cached on the model, so repeated certificates, e.g. every
     ``record_every`` iterations of Algorithm 1, reuse it); larger systems use
-    Jacobi-preconditioned conjugate gradients, which converge on consistent singular systems up
-    to rounding.  A few refinement rounds follow.  Whatever residual remains is not hidden: the
-    dual evaluation charges it (``R ||rho||_1``) or declares the node infeasible.
+    Jacobi-preconditioned conjugate gradients (:func:`conjugate_gradients`), which converge on
+    consistent singular systems up to rounding.  A few refinement rounds follow.  Whatever
+    residual remains is not hidden: the dual evaluation charges it (``R ||rho||_1``) or
+    declares the node infeasible.
     """
 
     def __init__(self, A: sp.csr_matrix, maxiter: int = CG_MAXITER):
@@ -68,8 +85,7 @@ class MinNormSolver:
         self.A = A.tocsr()
         self.AT = self.A.T.tocsr()
         self.K = (self.A @ self.AT).tocsr()
-        diag = self.K.diagonal()
-        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+        self.diag = self.K.diagonal()
         self.eig: tuple[np.ndarray, np.ndarray] | None = None
         if self.K.shape[0] <= DENSE_MAX:
             ev, V = np.linalg.eigh(self.K.toarray())
@@ -82,24 +98,24 @@ class MinNormSolver:
         if self.eig is not None:
             ev, V = self.eig
             return V @ ((V.T @ r) / ev)
-        z, _info = spla.cg(self.K, r, rtol=rtol, atol=0.0, maxiter=self.maxiter, M=self.M)
-        return z
+        return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
     def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
         residual ``b - A delta``; a residual that remains is left for the caller to charge."""
         delta = np.zeros(self.A.shape[1])
+        nb = _norm(b)
 
         def step(r: np.ndarray) -> None:
-            delta[:] += self._step(r)
+            delta[:] += self._step(r, round_rtol(_norm(r), nb))
 
         refine(b, step, lambda: b - self.A @ delta, rounds)
         return delta
 
-    def _step(self, r: np.ndarray) -> np.ndarray:
-        """One minimum-norm correction ``A^T (A A^T)^+ r``."""
-        return self.AT @ self.multipliers(r)
+    def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
+        """One minimum-norm correction ``A^T (A A^T)^+ r`` (conjugate gradients to ``rtol``)."""
+        return self.AT @ self.multipliers(r, rtol)
 
 
 class RangeSolver(MinNormSolver):
@@ -160,8 +176,9 @@ class RangeSolver(MinNormSolver):
         g = np.asarray(self.DT @ np.asarray(u).reshape(-1, d))[self.nodes]
         return np.einsum("sdk,sd->sk", self.Npad, g)[self.mask]
 
-    def _step(self, r: np.ndarray) -> np.ndarray:
-        """``delta = D L^+ (B c - t)`` for the right-hand side ``r`` (stacked ``b_i``)."""
+    def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
+        """``delta = D L^+ (B c - t)`` for the right-hand side ``r`` (stacked ``b_i``; direct:
+        ``rtol`` unused)."""
         return np.asarray(self.D @ self.potentials(r)).ravel()
 
     def potentials(self, r: np.ndarray) -> np.ndarray:
@@ -253,6 +270,14 @@ def divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.n
     return (N @ A).tocsr()
 
 
+def condition_operator(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
+                       ) -> spla.LinearOperator:
+    """:func:`divergence_rows`' ``A`` (the same rows in the same order) as a matrix-free
+    ``LinearOperator`` (:meth:`SubspaceConditions.operator`): ``sum_i deg(i) d rank N_i``
+    entries never stored (1.2 GB at 10^5 nodes, 10^6 edges, ``d = 10``, ``rank N_i = 5``)."""
+    return SubspaceConditions.build(model, nodes, bases).operator(model.incidence)
+
+
 @dataclass
 class SubspaceConditions:
     """The stacked conditions ``A vec(U) = [N_i^T (D^T U)_i]`` at ``nodes`` (module
@@ -274,6 +299,8 @@ class SubspaceConditions:
         The diagonal of ``A A^T``: ``deg(i)`` on each row of node ``i``.
     n, d : int
         Nodes and dimension of the model.
+    widths : array (s,) or None
+        ``rank N_i`` per conditioned node (host numpy; None: every ``N_i = I``).
     """
 
     nodes: Any
@@ -282,6 +309,7 @@ class SubspaceConditions:
     diag: Any
     n: int
     d: int
+    widths: Any = None
 
     @classmethod
     def build(cls, model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
@@ -295,12 +323,13 @@ class SubspaceConditions:
         if (widths == d).all():
             return cls(at, None, None, diag, n, d)
         kmax = int(widths.max(initial=0))
+        if (widths == kmax).all():  # one width (e.g. every m_i < d equal): one stack
+            return cls(at, np.stack(bases), None, diag, n, d, widths)
         Npad = np.zeros((len(bases), d, kmax))
         for j, B in enumerate(bases):  # the bases as the node classification stores them
             Npad[j, :, :B.shape[1]] = B
         mask = np.arange(kmax)[None, :] < widths[:, None]
-        cols = None if mask.all() else np.flatnonzero(mask.ravel())
-        return cls(at, Npad, cols, diag, n, d)
+        return cls(at, Npad, np.flatnonzero(mask.ravel()), diag, n, d, widths)
 
     @property
     def num_rows(self) -> int:
@@ -348,6 +377,73 @@ class SubspaceConditions:
         (``L = D^T D``)."""
         return self.rows(laplacian(self.potentials(z)))
 
+    def operator(self, incidence: sp.spmatrix) -> spla.LinearOperator:
+        """``A`` (host numpy) as a ``LinearOperator`` on the C-ordered flat flows: ``A
+        vec(U) = rows(D^T U)``, never formed (``sum_i deg(i) d rank N_i`` entries)."""
+        DT = sp.csr_matrix(incidence.T)
+        return spla.LinearOperator(
+            (self.num_rows, incidence.shape[0] * self.d), dtype=float,
+            matvec=lambda u: self.rows(np.asarray(DT @ np.reshape(u, (-1, self.d)))))
+
+    def _widths(self, s: int) -> np.ndarray:
+        """``rank N_i`` per conditioned node (``s`` of them), from :attr:`widths` or, where
+        it is not set, from ``Npad`` and ``cols``."""
+        if self.widths is not None:
+            return np.asarray(self.widths, dtype=np.int64)
+        if self.Npad is None:
+            return np.full(s, self.d, dtype=np.int64)
+        k = self.Npad.shape[2]
+        if self.cols is None:
+            return np.full(s, k, dtype=np.int64)
+        return np.bincount(_xp.to_numpy(self.cols, np.int64) // k, minlength=s)
+
+    def normal_kernel(self, laplacian: sp.csr_matrix) -> Callable[[np.ndarray], np.ndarray]:
+        """``z -> A A^T z`` (host numpy) as :meth:`normal` computes it, the potentials and
+        the rows by the compiled node passes (:func:`gtvmodel._compiled.potentials_pass`,
+        :func:`~gtvmodel._compiled.rows_pass`: no batched ``(1, d) x (d, k)`` products),
+        ``L Z`` by scipy's sparse product on the conditioned rows of ``laplacian`` (``L =
+        D^T D``; faster than a compiled loop over its rows on the benchmark's graphs)."""
+        kern = _compiled.subspace_kernels()
+        nodes = (np.arange(self.n, dtype=np.int64) if self.nodes is None
+                 else np.asarray(self.nodes, dtype=np.int64))
+        Lc = laplacian.tocsr() if self.nodes is None else laplacian.tocsr()[nodes]
+        widths = self._widths(nodes.size)
+        offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        Npad = None if self.Npad is None else np.ascontiguousarray(self.Npad)
+
+        def apply(z: np.ndarray) -> np.ndarray:
+            z = np.ascontiguousarray(z, dtype=float)
+            Z = np.zeros((self.n, self.d))  # per call: a cached solver may be shared
+            if self.Npad is None:  # N_i = I: the potentials are z itself
+                Z[nodes] = z.reshape(-1, self.d)
+                return np.asarray(Lc @ Z).ravel()
+            kern.potentials_pass(nodes, Npad, offsets, z, Z)
+            out = np.empty(self.num_rows)
+            kern.rows_pass(Npad, offsets, np.asarray(Lc @ Z), out)
+            return out
+
+        return apply
+
+
+def _norm(x: Any) -> float:
+    """``||x||_2`` of a vector of any array namespace, as a sum of squares (no BLAS call: a
+    BLAS ``dot`` runs on all of its threads, which spin on a shared machine)."""
+    xp = _xp.namespace(x)
+    return float(xp.sum(x * x)) ** 0.5
+
+
+def round_rtol(r_norm: float, b_norm: float) -> float:
+    """The relative tolerance of the conjugate gradients of a refinement round of ``A delta =
+    b`` on the residual ``r`` (norms ``r_norm``, ``b_norm``): :data:`CG_RTOL` in the first
+    round (``r = b``); in a later one, the one that aims at :data:`REFINE_AIM` ``||b||``
+    (``rtol = REFINE_AIM ||b|| / ||r||``, never below :data:`CG_RTOL`).  After a first round
+    to ``1e-12`` that is about ``1e-6``: half the iterations of another solve to ``1e-12
+    ||r||`` (``1e-24 ||b||``, far below the rounding of ``A delta``), the same flows to
+    rounding (identical gaps on the benchmark, benchmarks/RESULTS.md)."""
+    if r_norm <= 0.0:
+        return CG_RTOL
+    return max(CG_RTOL, REFINE_AIM * b_norm / r_norm)
+
 
 def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int
            ) -> None:
@@ -376,7 +472,7 @@ def conjugate_gradients(apply: Callable[[Any], Any], b: Any, diag: Any, rtol: fl
     xp = _xp.namespace(b)
     minv = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 1.0)
     z = xp.zeros_like(b)
-    nb = float(xp.linalg.vector_norm(b))
+    nb = _norm(b)
     if nb == 0.0:
         return z
     r = _xp.copy(b)
@@ -391,7 +487,7 @@ def conjugate_gradients(apply: Callable[[Any], Any], b: Any, diag: Any, rtol: fl
         alpha = ry / pKp
         z = z + alpha * p
         r = r - alpha * Kp
-        if float(xp.linalg.vector_norm(r)) <= rtol * nb:
+        if _norm(r) <= rtol * nb:
             break
         y = minv * r
         ry_new = float(xp.sum(r * y))
@@ -404,24 +500,30 @@ class PotentialSolver(MinNormSolver):
     """:class:`MinNormSolver`'s conjugate gradients (Jacobi-preconditioned, :data:`CG_RTOL`,
     at most ``min(10 rows + 100, CG_MAXITER)`` iterations) with ``A``, ``A^T`` and ``A A^T``
     applied through node potentials (:class:`SubspaceConditions`, module docstring): the same
-    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``."""
+    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``.  ``A A^T`` is
+    :meth:`SubspaceConditions.normal_kernel` (compiled node passes around scipy's Laplacian
+    product) where numba is available, else :meth:`SubspaceConditions.normal`; the iterations
+    are :func:`conjugate_gradients` (no BLAS call, so no BLAS threads)."""
 
     def __init__(self, incidence: sp.spmatrix, conditions: SubspaceConditions,
                  maxiter: int = CG_MAXITER):
         self.conditions = cond = conditions
         self.D = sp.csr_matrix(incidence)
         self.L = (self.D.T @ self.D).tocsr()
-        rows, d = cond.num_rows, cond.d
-        self.A = spla.LinearOperator(
-            (rows, self.D.shape[0] * d), dtype=float,
-            matvec=lambda u: cond.rows(np.asarray(self.D.T @ np.reshape(u, (-1, d)))))
+        rows = cond.num_rows
+        self.A = cond.operator(self.D)
+        self.normal: Callable[[np.ndarray], np.ndarray] = (
+            cond.normal_kernel(self.L) if _compiled.available()
+            else lambda z: cond.normal(z, self.L.__matmul__))
         self.K = spla.LinearOperator((rows, rows), dtype=float,
-                                     matvec=lambda z: cond.normal(np.ravel(z), self.L.__matmul__))
-        diag = cond.diag
-        self.M = sp.diags(np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0))
+                                     matvec=lambda z: self.normal(np.ravel(z)))
         self.maxiter = min(10 * rows + 100, maxiter)
         self.eig = None
 
-    def _step(self, r: np.ndarray) -> np.ndarray:
-        """``delta = D Z``, ``Z`` the potentials of the multipliers of ``r``."""
-        return np.asarray(self.D @ self.conditions.potentials(self.multipliers(r))).ravel()
+    def multipliers(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
+        """``z`` with ``(A A^T) z = r`` by :func:`conjugate_gradients` to ``rtol``."""
+        return conjugate_gradients(self.normal, r, self.conditions.diag, rtol, self.maxiter)
+
+    def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
+        """``delta = D Z``, ``Z`` the potentials of the multipliers of ``r`` (to ``rtol``)."""
+        return np.asarray(self.D @ self.conditions.potentials(self.multipliers(r, rtol))).ravel()

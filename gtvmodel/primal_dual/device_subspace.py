@@ -14,7 +14,9 @@ residual ``A u`` from ``D^T U`` and the update ``U - D Z`` -- runs on the device
 
 * ``"cg"`` (large systems): Jacobi-preconditioned conjugate gradients on the device, with
   ``A A^T`` applied through the Laplacian ``L = D^T D`` (a sparse CSR tensor, never ``A`` or
-  ``A A^T``), the host's stopping rule (``rtol = 1e-12``) and iteration cap;
+  ``A A^T``), the host's stopping rule (``rtol = 1e-12``) and iteration cap (every refinement
+  round to ``1e-12``: the host's later rounds aim at ``REFINE_AIM ||b||`` instead,
+  :func:`~gtvmodel.certificates.subspace.round_rtol`, which needs the first right-hand side);
 * ``"dense"`` (at most :data:`~gtvmodel.certificates.subspace.DENSE_MAX` rows) and ``"range"``
   (small graphs with small allowed ranges): the host solver's cached factorization on a host
   copy of the residual (``sum_i rank N_i`` numbers), its multipliers or potentials copied
