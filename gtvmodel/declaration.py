@@ -943,6 +943,7 @@ class ModelDeclaration:
         restored symbolic terms (:func:`gtvmodel._compat.reserve_ids`), so no variable built
         afterwards in this process shares an id with one of them."""
         self.__dict__.update(state)
+        self.__dict__.setdefault("shape", (self.dim,))  # pickled before matrix parameters
         reserve_ids([*self._vars.values(),
                      *(loss.expr for loss in self._losses.values()
                        if loss.variable is not None),  # symbolic losses (Loss.variable)
