@@ -24,8 +24,8 @@ __all__ = ["star_experiment", "spread", "collapse_tolerance", "routing_constant"
 #: adaptive steps), a convention rather than a threshold: it sets how finely "one point" is
 #: resolved (:func:`collapse_tolerance` is ``2 sqrt(2 G / mu)`` with ``G`` at most this times
 #: ``max(1, |P|)``), so it is taken near the accuracy a conic solver reaches (1e-10, the
-#: exact solver's default aim): the tolerance is then 4e-6 to 2e-4 here (quick run, seeds
-#: 0-2), while the spread below the threshold falls only linearly,
+#: exact solver's default aim): the tolerance is then 1e-5 to 1e-3 (full run, seeds 0-4;
+#: 4e-6 to 2e-4 quick), while the spread below the threshold falls only linearly,
 #: ``(lambda^(crit) - lambda) / K``.
 GAP_TOL = 1e-10
 FULL = {"leaves": 49, "grid": tuple(np.logspace(-1, 2.5, 15)), "bisections": 12,
