@@ -165,12 +165,18 @@ class NetworkedData:
         """001 VI-D's ``ACC``: the fraction of all samples of the ``"validation"`` (or
         ``"train"``) sets classified correctly by ``sign(x^T w_i)`` (labels in ``{-1, +1}``,
         or ``{0, 1}`` read as ``{-1, +1}``)."""
+        hits = self.correct(weights, part)
+        return float(hits.mean()) if hits.size else math.nan
+
+    def correct(self, weights: np.ndarray, part: str = "validation") -> np.ndarray:
+        """Which samples of the ``"validation"`` (or ``"train"``) sets ``sign(x^T w_i)``
+        classifies correctly, node after node (booleans; :meth:`accuracy` is their mean)."""
         Xs, ys = {"validation": (self.X_val, self.y_val), "train": (self.X, self.y)}[
             check_option(part, "part", ("validation", "train"), error=DataError)]
         W = self._weights(weights)
         hits = [(np.where(Xs[v] @ W[i] > 0, 1.0, -1.0) == np.where(ys[v] > 0, 1.0, -1.0))
                 for i, v in enumerate(self.nodes) if len(Xs.get(v, ())) > 0]
-        return float(np.concatenate(hits).mean()) if hits else math.nan
+        return np.concatenate(hits) if hits else np.zeros(0, dtype=bool)
 
     def _weights(self, weights: np.ndarray) -> np.ndarray:
         """``weights`` as an ``(n, d)`` float array (:class:`DataError` on another shape)."""

@@ -6,15 +6,27 @@ solution that ignores the graph) fails its check."""
 from __future__ import annotations
 
 import itertools
+import math
+from fractions import Fraction
 
 import cvxpy as cp
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
+from scipy.stats import binomtest, spearmanr
 
 from gtvmodel import datasets
-from gtvmodel.experiments import chain, paper000, sbm, star
-from gtvmodel.experiments._common import mse_bound, recovery_check, recovery_radii, rms
+from gtvmodel.errors import ParameterError
+from gtvmodel.experiments import ExperimentResult, chain, digits, paper000, sbm, star
+from gtvmodel.experiments._common import (
+    exact_check,
+    mse_bound,
+    mse_rounding,
+    one_model_floor,
+    recovery_check,
+    recovery_radii,
+    rms,
+    sum_rounding,
+)
 from gtvmodel.terms.penalties import Norm2
 
 
@@ -182,3 +194,164 @@ def test_000_checks_fail_on_shuffled_labels_and_a_per_node_pooled_model(monkeypa
     assert bad.checks["exact_mse_within_recovery_bound"].ok
     floors = bad.data["runs"][0]["one_model_floor"]
     assert 3.0 < min(floors) <= max(floors) <= 4.0  # 16 p (1 - p), p near 1/2
+
+
+# ------------------------------------------- round 2: conventions named, rounding, sign test
+
+def test_exact_check_holds_each_solve_to_the_accuracy_it_was_asked():
+    """``exact_scored`` records the accuracy passed to ``solve_exact`` and the certified
+    relative gap; the check fails for a solve that misses its request (a tighter accuracy
+    than the one it met)."""
+    data = datasets.sbm(sizes=(8, 8), p_in=0.5, p_out=0.1, m=5, sigma=0.1, rho=1.0, seed=0)
+    model = data.model(Norm2(), lam=0.05)
+    W, s = sbm.exact_scored(model, accuracy=sbm.EXACT_ACCURACY)
+    assert s["accuracy"] == sbm.EXACT_ACCURACY
+    assert s["relative_gap"] == pytest.approx(s["gap"] / max(1.0, abs(s["objective"])))
+    assert exact_check([s]).ok
+    assert not exact_check([dict(s, accuracy=s["relative_gap"] / 2)]).ok
+    assert not exact_check([]).ok
+    # the independent problem's optimum (CVXPY written here, objective in numpy) lies
+    # within the certified gap below the exact objective: P(W) - gap <= P* <= P(W_ref)
+    W_ref = _gtv_cvxpy(data, 0.05)
+    idx = {v: i for i, v in enumerate(data.nodes)}
+    P_ref = sum(np.sum((data.X[v] @ W_ref[idx[v]] - data.y[v]) ** 2) / len(data.y[v])
+                for v in data.nodes if v in data.X)
+    P_ref += 0.05 * sum(a.get("weight", 1.0) * np.linalg.norm(W_ref[idx[u]] - W_ref[idx[v]])
+                        for u, v, a in data.graph.edges(data=True))
+    assert s["objective"] - s["gap"] <= P_ref * (1 + 1e-12)
+    assert s["objective"] == pytest.approx(P_ref, rel=1e-8)
+
+
+def test_mse_rounding_bounds_the_float_error_of_mses_and_floors():
+    """The float64 MSE (40) and one-model floor against exact rational arithmetic on the
+    same float inputs: the error is within ``mse_rounding`` (relative) for the settings'
+    sizes, and a model at the mean sits on the floor up to that allowance (so a fixed 1e-9
+    was needed only for its order of magnitude)."""
+    rng = np.random.default_rng(3)
+    for n, d in ((30, 2), (270, 2), (100, 100)):
+        Wbar = rng.normal(size=(n, d)) * 2.0
+        v = Wbar.mean(axis=0)
+        floor = one_model_floor(Wbar)
+        mse = float(((v - Wbar) ** 2).sum(axis=1).mean())
+        Fv = [Fraction(x) for x in v]
+        exact_mse = sum(sum((Fv[k] - Fraction(w[k])) ** 2 for k in range(d))
+                        for w in Wbar) / n
+        Fm = [sum(Fraction(w[k]) for w in Wbar) / n for k in range(d)]
+        exact_floor = sum(sum((Fm[k] - Fraction(w[k])) ** 2 for k in range(d))
+                          for w in Wbar) / n
+        tol = mse_rounding(n, d)
+        assert 0 < tol < 1e-12
+        assert abs(Fraction(mse) - exact_mse) <= tol * exact_mse
+        assert abs(Fraction(floor) - exact_floor) <= tol * exact_floor
+        assert mse - floor + tol * (mse + floor) >= 0.0
+    assert sum_rounding(35) == pytest.approx(35 * 2.0 ** -53, rel=1e-12)
+
+
+def test_pooled_checks_use_the_rounding_allowance():
+    """A one-model MSE below the floor by more than the allowance fails the 000 pooled check;
+    by less (rounding) it passes."""
+    floor, tol = 4.0, mse_rounding(30, 2)
+    base = {"recovery": {"recovered": True, "rms_radius": [1e-3, 1e-3], "mu": 1.0},
+            "exact": {"gap": 0.0}, "alg1_adaptive": {"gap": 0.0}, "seed": 0,
+            "exact_mse": [1e-6, 1e-6], "alg1_adaptive_mse": [1e-6, 1e-6],
+            "one_model_floor": [floor, floor], "one_model_rounding": [tol, tol]}
+    ok = dict(base, pooled_mse=[floor * (1 - tol), floor])
+    assert paper000.pooled_check([ok]).ok
+    bad = dict(base, pooled_mse=[floor * (1 - 3 * tol), floor])
+    assert not paper000.pooled_check([bad]).ok
+
+
+def test_sign_test_is_the_exact_binomial_tail_and_decides_the_digits_checks():
+    """McNemar's exact one-sided p-value against the binomial sum written here and scipy's
+    ``binomtest``; the digits checks on constructed counts: 3 differing samples cannot show
+    GTV better at 5 % over 2 lambdas (p = 1/8), 13 can; a baseline better than GTV on 10
+    samples fails the 'not worse' check."""
+    for wins, losses in ((0, 0), (3, 0), (5, 2), (13, 0), (4, 9)):
+        n = wins + losses
+        ref = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n if n else 1.0
+        assert digits.sign_test(wins, losses) == pytest.approx(ref, rel=1e-12)
+        if n:
+            assert digits.sign_test(wins, losses) == pytest.approx(
+                binomtest(wins, n, 0.5, alternative="greater").pvalue, rel=1e-9)
+
+    def run(seed, conflict_pooled, digits_local=(0, 0), gtv=1.0):
+        setting = {"gtv": gtv, "pooled": 0.5, "local": 0.97, "validation_samples": 32,
+                   "alg1_score": {"objective": 1.0, "gap": 0.1},
+                   "exact_at_paper_lam": {"objective": 1.0, "gap": 0.0}}
+        return {"seed": seed,
+                "digits": dict(setting, pooled=0.98,
+                               versus={"pooled": [1, 0], "local": list(digits_local)}),
+                "conflict": dict(setting, versus={"pooled": list(conflict_pooled),
+                                                  "local": [0, 0]})}
+
+    cfg = {"lams": (1e-2, 1.0)}
+
+    def checks(runs):
+        res = ExperimentResult(name="t", title="t", seeds=[0], quick=True)
+        digits._checks(res, runs, cfg)
+        return res.checks
+
+    assert all(c.ok for c in checks([run(0, (13, 0)), run(1, (17, 1))]).values())
+    weak = checks([run(0, (13, 0)), run(1, (3, 0))])
+    assert not weak["conflict_gtv_beats_pooled"].ok
+    assert "p = 0.12" in weak["conflict_gtv_beats_pooled"].detail
+    worse = checks([run(0, (13, 0), digits_local=(0, 10))])
+    assert not worse["digits_gtv_not_worse_than_baselines"].ok
+    assert worse["conflict_gtv_not_worse_than_baselines"].ok
+
+
+def test_digits_counts_match_the_accuracies():
+    """The paired counts of one scored setting (4 nodes per cluster, one lambda) agree with
+    the accuracies: ``acc(GTV) - acc(other) = (wins - losses) / N`` for both baselines, and
+    with the per-sample hits computed here with numpy."""
+    data = datasets.digits(nodes=40, seed=1)
+    data = digits._subset(data, [0, 1, 2, 3, 20, 21, 22, 23])
+    s = digits._setting(data, False, {"lams": (1.0,), "lam_paper": 1.0, "R": 5})
+    N = sum(len(y) for y in data.y_val.values())
+    assert s["validation_samples"] == N
+    for base in digits.BASELINES:
+        wins, losses = s["versus"][base]
+        assert s["gtv"] - s[base] == pytest.approx((wins - losses) / N, abs=1e-12)
+    W = np.random.default_rng(0).normal(size=data.true_weights.shape)
+    hits = np.concatenate([(data.X_val[v] @ w > 0) == (data.y_val[v] > 0)
+                           for v, w in zip(data.nodes, W, strict=True)])
+    assert data.correct(W).tolist() == hits.tolist()
+    assert data.accuracy(W) == pytest.approx(hits.mean(), abs=1e-15)
+
+
+def test_chain_significance_level_is_a_parameter():
+    """``false_pass`` reaches the rank test: at 1 % over 2 curves even a monotone 5-point
+    curve (p = 1/120 > 0.005) cannot pass; a level outside (0, 1) is refused."""
+    curves = [("up", (1e-3, 1e-2, 0.1, 0.5, 1.0), [1.0, 2.0, 3.0, 4.0, 5.0])] * 2
+    assert chain.rises_check(curves).ok
+    check = chain.rises_check(curves, false_pass=0.01)
+    assert not check.ok and "significance level 0.01" in check.detail
+    with pytest.raises(ParameterError, match="false_pass"):
+        chain.chain_experiment(seeds=1, quick=True, progress=False, false_pass=1.5)
+
+
+def test_star_one_point_decision_follows_the_certificate():
+    """Every point of a quick sweep at or above ``lambda_crit`` (tree formula, numpy) is
+    decided 'one point' by its certified tolerance ``2 sqrt(2 G / mu)``, and every point whose
+    spread the routing constant keeps above that tolerance, ``(lambda_crit - lambda) / K >
+    2 tol``, is not."""
+    res = star.star_experiment(seeds=[2], quick=True, progress=False)
+    run = res.data["runs"][0]
+    data = datasets.star(leaves=star.QUICK["leaves"], m=5, d=2, seed=2)
+    X = np.vstack([data.X[v] for v in data.nodes])
+    y = np.concatenate([data.y[v] for v in data.nodes])
+    wbar = np.linalg.lstsq(X, y, rcond=None)[0]
+    crit = max(np.linalg.norm(2.0 / 5 * data.X[v].T @ (data.X[v] @ wbar - data.y[v]))
+               for v in data.nodes[1:])
+    assert run["lam_crit"] == pytest.approx(crit, rel=1e-6)
+    decided = 0
+    for p in run["sweep"]:
+        assert p["tolerance"] == pytest.approx(
+            2 * np.sqrt(2 * max(p["gap"], 0.0) / run["mu"]), rel=1e-12)
+        if p["lam"] >= crit:
+            assert p["collapsed"], p
+            decided += 1
+        elif (crit - p["lam"]) / run["routing"] > 2 * p["tolerance"]:
+            assert not p["collapsed"], p
+            decided += 1
+    assert decided >= len(run["sweep"]) - 2

@@ -27,8 +27,9 @@ from ..theory.constants import node_hessian_bounds
 from .result import Check, Row
 
 __all__ = ["seed_list", "Progress", "stages", "mean_std", "row", "score", "exact_scored",
-           "paper_algorithm1", "gaps_sound", "one_model_floor", "recovery_radii", "rms",
-           "mse_bound", "recovery_check", "setting", "new_figure"]
+           "exact_check", "sum_rounding", "paper_algorithm1", "gaps_sound", "one_model_floor",
+           "mse_rounding", "recovery_radii", "rms", "certified_distance", "mse_bound",
+           "recovery_check", "setting", "new_figure"]
 
 
 def seed_list(seeds: int | Sequence[int]) -> list[int]:
@@ -119,16 +120,43 @@ def score(model: ModelDeclaration, weights: np.ndarray, flows: Any = None) -> di
     return {"objective": float(cert.primal_value), "gap": float(cert.gap)}
 
 
-def exact_scored(model: ModelDeclaration, method: str = "interior"
-                 ) -> tuple[np.ndarray, dict[str, float]]:
+def exact_scored(model: ModelDeclaration, method: str = "interior",
+                 accuracy: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """The exact solution (ground truth, :func:`~gtvmodel.solve.exact.solve_exact` by
     ``method``: ``"first_order"`` runs Algorithm 1 to a certified relative gap of 1e-9) and
-    its score."""
-    sol = solve_exact(model, method=method)
+    its score, with its certified relative gap ``gap / max(1, |P(W)|)`` and the relative gap
+    the solve was asked for (``accuracy``, passed to ``solve_exact``; None: its default aim,
+    ``solve_exact``'s ``info["accuracy"]`` where a route records it)."""
+    sol = solve_exact(model, method=method, accuracy=accuracy)
     cert = sol.certificate  # the solve's self-certificate: certify(model, W, U)
-    if cert is None:
-        return sol.weights, score(model, sol.weights, sol.flows)
-    return sol.weights, {"objective": float(cert.primal_value), "gap": float(cert.gap)}
+    out = (score(model, sol.weights, sol.flows) if cert is None else
+           {"objective": float(cert.primal_value), "gap": float(cert.gap)})
+    asked = accuracy if accuracy is not None else sol.info.get("accuracy", float("nan"))
+    out["relative_gap"] = out["gap"] / max(1.0, abs(out["objective"]))
+    out["accuracy"] = float(asked)
+    return sol.weights, out
+
+
+def exact_check(scores: Sequence[dict[str, float]]) -> Check:
+    """Every exact solution (:func:`exact_scored`) certified to the relative gap its solve was
+    asked for: ``relative_gap <= accuracy`` (the threshold is the request, not a literal)."""
+    if not scores:
+        return Check(ok=False, detail="no exact solution to check")
+    ratio = [s["relative_gap"] / s["accuracy"] if s["accuracy"] > 0 else np.inf
+             for s in scores]
+    k = int(np.argmax(ratio))
+    return Check(ok=bool(ratio[k] <= 1.0), detail=f"{len(scores)} exact solutions, largest "
+                 f"certified relative gap / requested accuracy {ratio[k]:.3g} (relative gap "
+                 f"{scores[k]['relative_gap']:.3g} <= asked {scores[k]['accuracy']:g})")
+
+
+def sum_rounding(terms: int) -> float:
+    """``gamma_k = k u / (1 - k u)`` for ``k`` floating-point operations in sequence (``u``
+    the unit roundoff of float64; Higham, *Accuracy and Stability of Numerical Algorithms*,
+    Lemma 3.1): the relative error a sum of ``k`` non-negative terms computed in order can
+    carry.  The rounding allowance of checks that compare two such sums."""
+    ku = terms * np.finfo(float).eps / 2.0
+    return float(ku / (1.0 - ku))
 
 
 def paper_algorithm1(model: ModelDeclaration, iterations: int, step: float | None = 1.0,
@@ -167,6 +195,15 @@ def one_model_floor(true_weights: np.ndarray) -> float:
     return float(((W - W.mean(axis=0)) ** 2).sum(axis=1).mean())
 
 
+def mse_rounding(nodes: int, dim: int) -> float:
+    """The relative rounding of an MSE (40) or a one-model floor over ``nodes`` nodes in
+    ``dim`` dimensions (:func:`sum_rounding` of the
+    ``nodes + dim + 2`` operations behind each: a difference, ``dim`` squares summed, ``nodes``
+    terms summed, one division; the floor's mean enters only to second order, its first-order
+    error summing to zero)."""
+    return sum_rounding(nodes + dim + 2)
+
+
 def recovery_radii(data: Any, model: ModelDeclaration) -> dict[str, Any]:
     """Theorem 2 of paper 001 on a noiseless instance, as a radius about every node's true
     weights.
@@ -197,6 +234,15 @@ def rms(values: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(values))))
 
 
+def certified_distance(gap: float, mu: float) -> float:
+    """``sqrt(2 G / mu)``: how far from the optimum ``W*`` any node's weights ``w_i`` of a
+    candidate with certified gap ``G`` (34) can be where the node's loss is ``mu``-strongly
+    convex (``G >= P(W) - P* >= (mu / 2) ||w_i - w*_i||^2``); ``inf`` for ``mu <= 0``."""
+    if mu <= 0.0:
+        return float("inf")
+    return float(np.sqrt(2.0 * max(gap, 0.0) / mu))
+
+
 def mse_bound(rms_radius: float, mu: float, gap: float) -> float:
     """The largest MSE (40) over a set of nodes that a candidate ``W`` with certified gap
     ``G`` (34) can have on a recovered instance (:func:`recovery_radii`):
@@ -213,7 +259,7 @@ def mse_bound(rms_radius: float, mu: float, gap: float) -> float:
     (``rms_radius = inf``) or ``mu = 0``."""
     if not np.isfinite(rms_radius) or mu <= 0.0:
         return float("nan")
-    return float((rms_radius + np.sqrt(2.0 * max(gap, 0.0) / mu)) ** 2)
+    return float((rms_radius + certified_distance(gap, mu)) ** 2)
 
 
 def recovery_check(items: Sequence[tuple[str, float, float]], what: str) -> Check:

@@ -13,6 +13,7 @@ import numpy as np
 from .. import datasets
 from ..terms.penalties import Norm1, Norm2, SquaredNorm2
 from ._common import (
+    exact_check,
     exact_scored,
     gaps_sound,
     mean_std,
@@ -27,11 +28,17 @@ from ._common import (
     setting,
     stages,
 )
-from .result import Check, ExperimentResult
+from .result import ExperimentResult
 
 __all__ = ["sbm_experiment", "PENALTIES"]
 
 LAM = 1e-2
+#: The certified relative gap (34) asked of every exact solution (``solve_exact``'s
+#: ``accuracy``), a convention rather than a threshold: the exact solutions are the ground
+#: truth that Algorithm 1's MSE and certificates are compared with, so they are asked for
+#: ``solve_exact``'s own default aim, far below Algorithm 1's gaps; the check
+#: ``exact_solutions_certified`` holds each solve to what it was asked.
+EXACT_ACCURACY = 1e-10
 #: The GTV penalties of Fig. 3's panels.
 PENALTIES = {"l2 (network Lasso)": Norm2, "l1": Norm1, "squared l2 (MOCHA)": SquaredNorm2}
 FULL = {"sizes": (100, 100), "rhos": (0.2, 0.4, 0.6, 0.8, 1.0), "fig2_p_outs": (1e-3, 1e-2, 1e-1),
@@ -50,7 +57,7 @@ def _run(seed: int, sizes: tuple[int, int], rho: float, p_out: float, sigma: flo
     data = datasets.sbm(sizes=sizes, p_in=0.5, p_out=p_out, m=5, sigma=sigma, rho=rho,
                         seed=seed)
     model = data.model(PENALTIES[penalty](), lam=LAM)
-    W_ex, s_ex = exact_scored(model)
+    W_ex, s_ex = exact_scored(model, accuracy=EXACT_ACCURACY)
     W_a1, s_a1 = paper_algorithm1(model, iterations)
     out = {"seed": seed, "rho": rho, "p_out": p_out, "sigma": sigma, "penalty": penalty,
            "mse_exact": data.mse(W_ex), "mse_alg1": data.mse(W_a1), "exact": s_ex,
@@ -91,7 +98,8 @@ def sbm_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
                   f"{r['mse_alg1']:.3g}")
     result = ExperimentResult(
         name="001-sbm", title="paper 001 VI-A, Figs. 2-3 (SBM)", seeds=seeds, quick=quick,
-        data={"setting": setting(cfg), "lam": LAM, "runs": runs},
+        data={"setting": setting(cfg), "lam": LAM, "exact_accuracy": EXACT_ACCURACY,
+              "runs": runs},
         departures=[
             "The paper prints no numbers for Figs. 2-3 (curves only): the table gives ours.",
             "Fig. 3 draws sigma in {0, 0.1} (the paper's sigma values are not stated).",
@@ -152,10 +160,8 @@ def _checks(result: ExperimentResult, runs: list[dict], cfg: dict[str, Any]) -> 
     result.checks["noiseless_full_data_recovery"] = recovery_check(
         recovery_items(_select(runs, figure="fig2", rho=1.0)), "rho = 1, sigma = 0, Theorem 2 "
         "(exact and Algorithm 1)")
-    exact_gap = max(r["exact"]["gap"] / max(1.0, abs(r["exact"]["objective"])) for r in runs)
-    result.checks["exact_solutions_certified"] = Check(
-        ok=exact_gap <= 1e-6, detail=f"largest relative certified gap of the exact solutions "
-        f"{exact_gap:.3g} <= 1e-6")
+    # each exact solution meets the accuracy its solve was asked for (EXACT_ACCURACY)
+    result.checks["exact_solutions_certified"] = exact_check([r["exact"] for r in runs])
     result.checks["certificates_sound"] = gaps_sound([(r["alg1"], r["exact"]) for r in runs])
 
 
