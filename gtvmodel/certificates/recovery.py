@@ -93,13 +93,17 @@ from ..terms.losses import smooth_gradients
 
 __all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
            "node_conditions", "fused_components", "cluster_sums", "balance_flows",
-           "SLACK_WEIGHT", "LP_TOL", "FULL_SIZE", "FUSED_RTOL"]
+           "SLACK_WEIGHT", "LP_TOL", "TIME_LIMIT", "FULL_SIZE", "FUSED_RTOL"]
 
 #: The slack weight ``M = SLACK_WEIGHT (1 + ||W||_inf)`` of the node conditions.
 SLACK_WEIGHT = 10.0
 #: Primal and dual feasibility tolerances given to HiGHS and Clarabel (absolute, on data
 #: scaled to ``max(1, ||W||_inf)``).
 LP_TOL = 1e-10
+#: Seconds a recovery problem may take (HiGHS's and Clarabel's time limits): a stalled solve
+#: returns no flows and the certificate goes on with its other candidates (HiGHS's interior
+#: point ran for over ten minutes on an ill-conditioned soundness instance, illcond seed 9).
+TIME_LIMIT = 60.0
 
 
 
@@ -360,7 +364,8 @@ def _solve_lp(model: ModelDeclaration, fl: _Flows, cond: NodeConditions, nodes: 
                                                      np.concatenate([fl.ub, nodes.ub])]),
                   method="highs",
                   options={"primal_feasibility_tolerance": LP_TOL,
-                           "dual_feasibility_tolerance": LP_TOL})
+                           "dual_feasibility_tolerance": LP_TOL,
+                           "time_limit": TIME_LIMIT})
     if res.status != 0 or res.x is None:
         return None
     return fl.u0 + fl.T @ res.x[:k]
@@ -395,6 +400,7 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
     settings.tol_gap_abs = settings.tol_gap_rel = LP_TOL
     settings.tol_feas = LP_TOL
     settings.tol_ktratio = 1e-8
+    settings.time_limit = TIME_LIMIT
     Pk = sp.csr_matrix((k, k)) if P is None else P
     Pn = sp.csr_matrix((nodes.c.size, nodes.c.size)) if nodes.P is None else nodes.P
     Pf = sp.block_diag([Pk, Pn], format="csc")
