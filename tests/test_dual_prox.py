@@ -70,13 +70,13 @@ def _check(batch, losses, V, tau, Z):
 # found by a random run: node 0 (7 hinge rows, d = 4, columns scaled up to 6.5e4) has its
 # minimizer at a vertex (4 rows at the kink, free rows' matrix of condition 7.8e5).  The
 # package's answer is 7.9e-7 from it and its prox objective 9.2e-10 (1.4e-11 relative) above
-# the minimum (the vertex solved in 50-digit arithmetic; rounding of the objective is below
-# 1e-13), so the check fails on the package, not on its slack.  The dual active-set steps
-# of `dual_active_set_prox` compute the free rows' projection once through their
-# pseudo-inverse; its residual (~2e-7, rounding times the condition) exceeds the stop test's
-# tolerance (~3e-10), so the steps cycle even from the exact active set, and the fallback
-# keeps CVXPY's prox at its default accuracy.  Expected to fail until that is fixed (strict:
-# the fix makes this example pass and the mark must then go).
+# the minimum (the vertex solved in 50-digit arithmetic; 16 eps times the sum of the
+# objective's terms is 2.4e-13), so the check fails on the package, not on its slack.  The
+# dual active-set steps of `dual_active_set_prox` compute the free rows' projection once
+# through their pseudo-inverse; its residual (~2e-7, rounding times the condition) exceeds
+# the stop test's tolerance (~3e-10), so the steps cycle even from the exact active set, and
+# the fallback keeps CVXPY's prox at its default accuracy.  Expected to fail until that is
+# fixed (strict: the fix makes this example pass and the mark must then go).
 @example(seed=438, hinge=True, d=4, log_scale=0.0, log_cond=4.8125, log_tau=0.0).xfail(
     raises=AssertionError, reason="dual_active_set_prox: free rows' projection residual "
     "above the stop test's tolerance at condition 7.8e5 (cycles; fallback kept inexact)")

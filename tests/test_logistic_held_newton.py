@@ -85,7 +85,7 @@ def _reference_error(X, y, l1, l2, v, tau, lo, hi, ref):
 
 def _assert_exact(data, V, tau, lo, hi, Z):
     """Every ``Z[j]`` feasible and equal to the reference to 1e-8, or the reference is the
-    inexact one (Clarabel's exponential cone stops early, "optimal_inaccurate", up to ~7e-6
+    inexact one (Clarabel's exponential cone stops early, "optimal_inaccurate", up to 1e-5
     away at the dependency floors): ``Z[j]`` then lies within the reference's certified error
     (:func:`_reference_error`) plus 1e-8, and the reference is worse than ``Z[j]`` by at least
     the quadratic growth ``(mu / 2) ||z_ref - z||^2`` of the ``mu``-strongly convex objective,
