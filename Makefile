@@ -17,10 +17,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # the lowest supported Python (requires-python) for test-min; override with MIN_PYTHON=path
 MIN_PYTHON ?= python3.10
 MIN_VENV   ?= out/venv-min
-# the tests test-min runs (default: the whole default suite).  CI runs the files that exercise
-# the dependencies' APIs at their floors (.ci/run, MIN_TESTS): at the floors, three reference
-# comparisons of the whole suite (test_composite_prox, test_integration,
-# test_logistic_held_newton) miss their tolerances by 1.3-6.6x against the older solvers
+# the tests test-min runs (default: the whole default suite, as CI runs it: .ci/run step 4)
 MIN_TESTS  ?=
 
 .PHONY: demo test test-all test-min lint typecheck bench docs notebooks grade release-lessons clean

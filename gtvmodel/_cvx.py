@@ -9,7 +9,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
-from ._compat import Atom, Pnorm
+from ._compat import Atom, Pnorm, pow_cone_3d
 from ._norms import norm_rows_upper
 
 __all__ = ["ScaleParameter", "DPP_MAX_ENTRIES", "dpp_sized", "pnorm_rows_le", "norm_rows_le",
@@ -63,9 +63,10 @@ def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
 
     ``||z||_p <= t`` iff some ``r >= 0`` has ``sum_j r_j = t`` and
     ``|z_j| <= r_j^(1/p) t^(1-1/p)`` (a 3-d power cone per entry, CVXPY's ``PowCone3D``);
-    at ``t = ||z||_p`` take ``r_j = |z_j|^p / t^(p-1)``.  One cone family for all rows.
-    CVXPY 1.9's ``pnorm`` accepts ``axis`` only for ``p = 2``, hence this form.
-    ``T`` may be a constant array or an affine CVXPY expression of shape ``(k,)``.
+    at ``t = ||z||_p`` take ``r_j = |z_j|^p / t^(p-1)``.  One cone family for all rows
+    (:func:`gtvmodel._compat.pow_cone_3d`: a single entry, ``k = d = 1``, as scalars, which
+    CVXPY 1.7 needs).  CVXPY 1.9's ``pnorm`` accepts ``axis`` only for ``p = 2``, hence this
+    form.  ``T`` may be a constant array or an affine CVXPY expression of shape ``(k,)``.
     """
     Z2 = cp.reshape(Z, (1, Z.shape[0]), order="C") if Z.ndim == 1 else Z
     k, d = Z2.shape
@@ -75,8 +76,8 @@ def pnorm_rows_le(Z: cp.Expression, T: Any, p: float) -> list[cp.Constraint]:
     T2 = cp.reshape(T1, (k, 1), order="C") @ np.ones((1, d))
     R = cp.Variable((k, d), name="pnorm_r")
     return [
-        cp.constraints.PowCone3D(cp.vec(R, order="C"), cp.vec(T2, order="C"),
-                                 cp.vec(Z2, order="C"), 1.0 / p),
+        pow_cone_3d(cp.vec(R, order="C"), cp.vec(T2, order="C"), cp.vec(Z2, order="C"),
+                    np.full(k * d, 1.0 / p)),
         cp.sum(R, axis=1) == T1,
     ]
 

@@ -130,6 +130,18 @@ def test_pow_cone_3d_any_length(k):
     assert np.isclose(prob.solve(solver=cp.CLARABEL), k, rtol=1e-7)
 
 
+@pytest.mark.parametrize("k, d", [(1, 1), (1, 3), (3, 1), (2, 3)])
+def test_pnorm_rows_le_any_shape(k, d):
+    """``||Z_k||_3 <= t_k`` row-wise through power cones, a single entry (``k = d = 1``, which
+    CVXPY 1.7 rejected as a vector cone) included: maximizing ``sum Z`` gives Hölder's bound
+    ``sum_k t_k d^(1 - 1/3)``."""
+    from gtvmodel._cvx import pnorm_rows_le
+
+    Z, t = cp.Variable((k, d)), np.arange(1.0, k + 1.0)
+    prob = cp.Problem(cp.Maximize(cp.sum(Z)), pnorm_rows_le(Z, t, 3.0))
+    assert np.isclose(prob.solve(solver=cp.CLARABEL), t.sum() * d ** (2 / 3), rtol=1e-7)
+
+
 def test_clarabel_interface_is_subclassable():
     assert issubclass(_solver._RungClarabel, _compat.CLARABEL)
     assert {"Solved", "AlmostSolved"} <= set(_compat.CLARABEL.STATUS_MAP)
