@@ -34,8 +34,8 @@ from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import (
 # also re-exported, as CVXPY defines them: Atom, Pnorm (isinstance tests in gtvmodel._cvx),
 # CLARABEL (CVXPY's Clarabel interface, subclassed in gtvmodel._solver) and
 # dims_to_solver_cones (CVXPY's cone dimensions -> Clarabel's cones)
-__all__ = ["CVXPY_RANGE", "cvxpy_version", "conic_program", "conic_offset", "variable_column",
-           "has_variable_bounds", "pow_cone_3d", "reserve_ids"]
+__all__ = ["CVXPY_RANGE", "cvxpy_version", "scs_indirect_supported", "conic_program",
+           "conic_offset", "variable_column", "has_variable_bounds", "pow_cone_3d", "reserve_ids"]
 
 #: ``(lowest supported, first unsupported)`` CVXPY release, as declared in ``pyproject.toml``.
 CVXPY_RANGE: tuple[tuple[int, int, int], tuple[int, int, int]] = ((1, 7, 0), (1, 10, 0))
@@ -170,6 +170,27 @@ def pow_cone_3d(x: cvxpy.Expression, y: cvxpy.Expression, z: cvxpy.Expression,
     if alpha.size == 1:
         return cvxpy.PowCone3D(x[0], y[0], z[0], float(alpha[0]))
     return cvxpy.PowCone3D(x, y, z, alpha)
+
+
+def scs_indirect_supported() -> bool:
+    """Whether CVXPY passes ``use_indirect`` through to SCS (SCS's indirect linear solver).
+
+    CVXPY 1.7 rejects it ("'use_indirect' is an invalid keyword argument"); 1.9 passes it.
+    1.8 was not tested and counts as unsupported (SCS then factorizes, which is correct, only
+    slower on large problems).
+
+    Returns
+    -------
+    bool
+        True from CVXPY 1.9 on.
+
+    Examples
+    --------
+    >>> from gtvmodel._compat import cvxpy_version, scs_indirect_supported
+    >>> scs_indirect_supported() == (cvxpy_version() >= (1, 9, 0))
+    True
+    """
+    return cvxpy_version() >= (1, 9, 0)
 
 
 def reserve_ids(objects: Iterable[Any]) -> int:

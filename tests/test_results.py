@@ -190,7 +190,7 @@ def test_certificate_to_dict_is_what_the_cli_prints(tmp_path):
 
 def test_timings_are_one_mapping_of_seconds(results, reports):
     expected = {
-        "Solution": {"compile", "solve", "certificate", "polish"},
+        "Solution": {"compile", "solve", "solver_setup", "certificate", "polish"},
         "DualSolution": {"compile", "solve"},
         "PrimalDualResult": {"setup", "node_updates", "edge_updates", "certificate", "total"},
         "Certificate": {"repair", "evaluate", "total"},

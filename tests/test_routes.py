@@ -13,6 +13,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel import _solver
+from gtvmodel._compat import scs_indirect_supported
 from gtvmodel.baselines import admm, certify_target, fedavg, fedrelax, local
 from gtvmodel.solve import exact
 from gtvmodel.solve.exact import ROUTES, RouteRequest, select_routes
@@ -101,6 +102,8 @@ def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
     """From SCS_INDIRECT_SIZE on, the SCS route runs SCS's indirect linear solver (no KKT
     factorization); its answer is certified to 1e-10 and matches plain CVXPY; the solver's
     setup is reported apart from its iterations."""
+    if not scs_indirect_supported():
+        pytest.skip("CVXPY before 1.9 does not pass use_indirect to SCS (the route factorizes)")
     monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
     monkeypatch.setattr(exact, "SCS_INDIRECT_SIZE", 100)
     model = _sbm(n_per=20)

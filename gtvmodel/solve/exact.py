@@ -17,6 +17,7 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .._compat import scs_indirect_supported
 from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_solver, run_solver
 from .._validate import check_bool, check_option, check_scalar
 from ..certificates.certificate import certify as certify_fn
@@ -604,7 +605,8 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
     if name == "SCS":
         if polishable:
             base = dict(opts)
-            if "use_indirect" not in opts and problem_size(model) >= SCS_INDIRECT_SIZE:
+            if "use_indirect" not in opts and problem_size(model) >= SCS_INDIRECT_SIZE \
+                    and scs_indirect_supported():
                 base["use_indirect"] = True
             return [_Pass({**base, **SCS_AIM}, aimed=True), _Pass(base, warm=True)]
         return [full]
