@@ -290,7 +290,10 @@ def test_osqp_agrees_with_clarabel_on_qps(kind, pen):
     assert b.solver == "OSQP"
     assert abs(a.objective - b.objective) <= 1e-6 * abs(a.objective)
     np.testing.assert_allclose(a.weights, b.weights, atol=1e-6)
-    np.testing.assert_allclose(a.flows, b.flows, atol=1e-5)
+    # the graph has a cycle, so optimal flows need not be unique (l_inf: a tie moves flow
+    # within a face of the l1 ball): each solver's flows must certify the common optimum
+    for flows in (a.flows, b.flows):
+        assert gm.certify(model, a.weights, flows).relative_gap <= 1e-8
 
 
 @pytest.mark.parametrize("kind,pen", [("squared", "norm2"), ("logistic", "norm1"),

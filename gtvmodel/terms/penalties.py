@@ -466,6 +466,30 @@ class NormInf(_NormPenalty):
     kind = "norminf"
     p = np.inf
 
+    def fused_rows(self, Z, U, lamA, scale):
+        """Whole rows: ``||z_e||_inf / scale <= 1 - ||u_e||_1 / (lambda A_e)``."""
+        Z, U = np.atleast_2d(Z), np.atleast_2d(U)
+        cap = np.broadcast_to(np.asarray(lamA, dtype=float), (Z.shape[0],))
+        row = self.rows_value(Z) / scale <= 1.0 - self.dual_norm(U) / cap
+        return np.repeat(row[:, None], Z.shape[1], axis=1)
+
+    def rows_gradient(self, Z):
+        """``sign(z_ej) e_j`` at the largest ``|z_ej|`` (the first of ties, where ``phi`` has
+        no gradient: the polish's Newton steps then stall and the polished point is rejected
+        by its certificate); 0 on a zero row."""
+        Z = np.atleast_2d(np.asarray(Z, dtype=float))
+        G = np.zeros_like(Z)
+        if Z.size:
+            j = np.argmax(np.abs(Z), axis=1)
+            r = np.arange(Z.shape[0])
+            G[r, j] = np.sign(Z[r, j])
+        return G
+
+    def rows_hessian(self, Z):
+        """0: ``phi`` is piecewise linear."""
+        Z = np.atleast_2d(Z)
+        return np.zeros((Z.shape[0], Z.shape[1], Z.shape[1]))
+
     def rows_expression(self, Z):
         """``(||Z_e||_inf)_e`` as one vectorized CVXPY atom."""
         return cp.norm(Z, "inf", axis=1)
