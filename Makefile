@@ -17,8 +17,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # the lowest supported Python (requires-python) for test-min; override with MIN_PYTHON=path
 MIN_PYTHON ?= python3.10
 MIN_VENV   ?= out/venv-min
-# the tests test-min runs (default: the whole default suite; .ci/run step 4 deselects one
-# tightness test whose floors instance meets a defect of the exact route, see there)
+# the tests test-min runs (default: the whole default suite, as CI runs it: .ci/run step 4)
 MIN_TESTS  ?=
 
 .PHONY: demo test test-all test-min lint typecheck bench docs notebooks grade release-lessons clean
