@@ -36,8 +36,9 @@ optimum (``benchmarks/RESULTS.md``).  As OSQP polishes on its active set, :func:
 Scope: library losses whose batches have a Hessian (squared, quadratic, logistic, Huber, zero;
 with ``l1``/``l2`` regularizers), penalties with a polish (:class:`~gtvmodel.terms.penalties.
 Norm2`, :class:`~gtvmodel.terms.penalties.Norm1`, :class:`~gtvmodel.terms.penalties.
-SquaredNorm2`), no node constraints, positive capacities; anything else is skipped with the
-reason recorded (``Solution.info["polish"]``).
+NormInf` (whole rows fused; a tie on a row left free stalls Newton and the polish is
+rejected), :class:`~gtvmodel.terms.penalties.SquaredNorm2`), no node constraints, positive
+capacities; anything else is skipped with the reason recorded (``Solution.info["polish"]``).
 """
 
 from __future__ import annotations
