@@ -485,10 +485,7 @@ class NormInf(_NormPenalty):
             G[r, j] = np.sign(Z[r, j])
         return G
 
-    def rows_hessian(self, Z):
-        """0: ``phi`` is piecewise linear."""
-        Z = np.atleast_2d(Z)
-        return np.zeros((Z.shape[0], Z.shape[1], Z.shape[1]))
+    rows_hessian = Norm1.rows_hessian  # 0: phi is piecewise linear too
 
     def rows_expression(self, Z):
         """``(||Z_e||_inf)_e`` as one vectorized CVXPY atom."""
