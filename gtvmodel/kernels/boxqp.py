@@ -132,6 +132,11 @@ def _box_step(q: _BoxQP, act: np.ndarray, it: int) -> np.ndarray:
     Pinv = _free_rows_pinv(Pf, st, act, q.cs.shape[0], q.cache)
     Za = h + np.einsum("kdr,kr->kd", Pinv, np.where(
         free, q.cs[act] - np.einsum("krd,kd->kr", Pf, h), 0.0))
+    # one step of iterative refinement: at condition ~1e6 the pseudo-inverse leaves a free-row
+    # residual far above rounding (the stop test then cycles); a least-squares residual is
+    # orthogonal to the range of P_F, so pinv maps it to 0 and inconsistent rows are unchanged
+    Za += np.einsum("kdr,kr->kd", Pinv, np.where(
+        free, q.cs[act] - np.einsum("krd,kd->kr", Pf, Za), 0.0))
     # the free rows' duals with P_F^T a_F = mu (h - z), nearest the previous ones (Q is
     # singular where m_i > d: a minimum-norm a_F could leave the box needlessly)
     a0 = np.where(free, q.a_prev[act], 0.0)
