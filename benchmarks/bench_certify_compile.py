@@ -31,7 +31,7 @@ import gtvmodel as gm
 from gtvmodel import _cvx
 from gtvmodel.certificates.repair import _gauge_problem
 from gtvmodel.certificates.value import _general_problem
-from gtvmodel.solve.conic import _stacked_problem
+from gtvmodel.duality.conic import _stacked_problem
 
 PROBLEMS = ("value", "gauge", "conic")
 
