@@ -145,7 +145,7 @@ def test_the_command_line_starts_without_the_engines():
 #: The layers that the kernels (numerical solvers over arrays and callables, issue 29 item 1)
 #: must not import, directly or through another module: the terms call the kernels, never
 #: the other way round.
-KERNELS_BELOW = ("gtvmodel.terms", "gtvmodel.solve", "gtvmodel.certificates",
+KERNELS_BELOW = ("gtvmodel.terms", "gtvmodel.duality", "gtvmodel.solve", "gtvmodel.certificates",
                  "gtvmodel.primal_dual")
 
 

@@ -3,6 +3,7 @@
 - :mod:`~gtvmodel.certificates.certificate`: :func:`certify` and :class:`Certificate`;
 - :mod:`~gtvmodel.certificates.value`: the dual value ``D(U)`` as a rigorous lower bound;
 - :mod:`~gtvmodel.certificates.repair`: dual-feasibility repair, flows from weights;
+- :mod:`~gtvmodel.certificates.dual_side`: the certificate's repaired flows ``U'`` and ``D(U')``;
 - :mod:`~gtvmodel.certificates.radii`: certified radii ``R_i`` of the residual charges;
 - :mod:`~gtvmodel.certificates.kinds`: per-node facts computed once per model;
 - :mod:`~gtvmodel.certificates.sharded_certificate`: the same certificate summed from per-shard
