@@ -197,6 +197,20 @@ PRIVATE_ALLOWED = frozenset({
 })
 
 
+#: The engine packages, whose modules talk to one another through public names only (issue 29
+#: item 5: the backends of Algorithm 1 through a public internal interface).
+ENGINES = ("duality", "certificates", "primal_dual", "solve")
+
+#: Private names one engine module imports from another, allowed until the interface of
+#: Algorithm 1's loop is public (issue 29 item 5).  The list only shrinks (as above).
+ENGINE_PRIVATE_ALLOWED = frozenset(
+    [("gtvmodel.primal_dual.torch_backend", "gtvmodel.primal_dual.algorithm", name)
+     for name in ("_check_options", "_Iterate", "_Options", "_raise_non_finite", "_Run")]
+    + [("gtvmodel.primal_dual.distributed", "gtvmodel.primal_dual.algorithm", name)
+       for name in ("_check_options", "_initial", "_Iterate", "_Options", "_progress_bar",
+                    "_raise_non_finite", "_Run")])
+
+
 def _unit(module: str) -> str:
     """The unit of a module: ``gtvmodel.solve.exact`` -> ``solve``, ``gtvmodel.model`` ->
     ``model``, ``gtvmodel`` -> ``""``."""
@@ -243,8 +257,8 @@ def test_packages_import_only_their_layer_or_lower(layout):
 
 def _private_imports() -> set[tuple[str, str, str]]:
     """``(importer, module, name)`` for every ``from module import _name`` of the package
-    where ``module`` is in another unit and ``_name`` is not a module (private shared modules
-    such as ``gtvmodel._xp`` are the package's own kernels) nor a dunder."""
+    from another module, where ``_name`` is not a module (private shared modules such as
+    ``gtvmodel._xp`` are the package's own kernels) nor a dunder."""
     modules = {_module_name(f) for f in PKG.rglob("*.py")}
     out = set()
     for path in sorted(PKG.rglob("*.py")):
@@ -253,7 +267,7 @@ def _private_imports() -> set[tuple[str, str, str]]:
             if not isinstance(node, ast.ImportFrom):
                 continue
             target = _resolve(node, src, path.name == "__init__.py")
-            if not target.startswith("gtvmodel") or _unit(target) == _unit(src):
+            if not target.startswith("gtvmodel") or target == src:
                 continue
             out |= {(src, target, a.name) for a in node.names
                     if a.name.startswith("_") and not a.name.startswith("__")
@@ -261,13 +275,27 @@ def _private_imports() -> set[tuple[str, str, str]]:
     return out
 
 
-def test_no_private_import_across_packages():
-    found = _private_imports()
+@pytest.fixture(scope="module")
+def private_imports() -> set[tuple[str, str, str]]:
+    return _private_imports()
+
+
+def test_no_private_import_across_packages(private_imports):
+    found = {(a, m, n) for a, m, n in private_imports if _unit(a) != _unit(m)}
     new = sorted(found - PRIVATE_ALLOWED)
     assert not new, "private names imported across packages: " + "; ".join(
         f"{a} imports {m}.{n}" for a, m, n in new)
     gone = sorted(PRIVATE_ALLOWED - found)
     assert not gone, f"PRIVATE_ALLOWED lists imports that are gone, remove them: {gone}"
+
+
+def test_engine_modules_import_no_private_name(private_imports):
+    found = {(a, m, n) for a, m, n in private_imports if _unit(a) in ENGINES}
+    new = sorted(found - ENGINE_PRIVATE_ALLOWED)
+    assert not new, "private names imported between engine modules: " + "; ".join(
+        f"{a} imports {m}.{n}" for a, m, n in new)
+    gone = sorted(ENGINE_PRIVATE_ALLOWED - found)
+    assert not gone, f"ENGINE_PRIVATE_ALLOWED lists imports that are gone, remove them: {gone}"
 
 
 def _code_lines(src: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
