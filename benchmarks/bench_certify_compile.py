@@ -4,7 +4,7 @@ Parameter against constants stated per call (issue 16 item 2).
 The three problems: the node-conjugate problem of ``certificates.value`` (demands ``S``,
 ``(k, d)``, and radii ``R``, ``(k,)``; squared losses with boxes), the domain-scaling LP of
 ``certificates.repair`` (``theta_i s_i``) and the stacked conic conjugates of
-``solve.conic`` (symbolic ``||x - a_k||^2``).  Each size runs in a child process (its own
+``duality.conic`` (symbolic ``||x - a_k||^2``).  Each size runs in a child process (its own
 peak RSS, an address-space limit of ``--limit-gib`` so a runaway DPP tensor fails fast instead
 of swapping): the first ``get_problem_data`` (compile) time and peak-RSS growth, then a second
 call at new demands (re-applying the DPP tensor, or compiling again).  ``param`` forces the
