@@ -4,7 +4,7 @@ Parameter against constants stated per call (issue 16 item 2).
 The three problems: the node-conjugate problem of ``certificates.value`` (demands ``S``,
 ``(k, d)``, and radii ``R``, ``(k,)``; squared losses with boxes), the domain-scaling LP of
 ``certificates.repair`` (``theta_i s_i``) and the stacked conic conjugates of
-``solve.conic`` (symbolic ``||x - a_k||^2``).  Each size runs in a child process (its own
+``duality.conic`` (symbolic ``||x - a_k||^2``).  Each size runs in a child process (its own
 peak RSS, an address-space limit of ``--limit-gib`` so a runaway DPP tensor fails fast instead
 of swapping): the first ``get_problem_data`` (compile) time and peak-RSS growth, then a second
 call at new demands (re-applying the DPP tensor, or compiling again).  ``param`` forces the
@@ -31,7 +31,7 @@ import gtvmodel as gm
 from gtvmodel import _cvx
 from gtvmodel.certificates.repair import _gauge_problem
 from gtvmodel.certificates.value import _general_problem
-from gtvmodel.solve.conic import _stacked_problem
+from gtvmodel.duality.conic import _stacked_problem
 
 PROBLEMS = ("value", "gauge", "conic")
 

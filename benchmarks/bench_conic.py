@@ -1,4 +1,4 @@
-"""Automatic conjugation (gtvmodel.solve.conic): cost of the conic dual for symbolic models.
+"""Automatic conjugation (gtvmodel.duality.conic): cost of the conic dual for symbolic models.
 
 For a random geometric graph with n nodes (d = 2), every node's loss is a squared loss on
 5 samples.  Three models with the same optimum are built:

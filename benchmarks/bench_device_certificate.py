@@ -10,7 +10,7 @@ too).  The iterate is that of
 
 * **host**: what the run did before, :func:`gtvmodel.certify` (``fallback=False``) on float64
   numpy copies of the iterate (the copies included);
-* **device**: :class:`gtvmodel.primal_dual.device_certificate.DeviceCertifier` on the tensors
+* **device**: :class:`gtvmodel.certificates.device_certificate.DeviceCertifier` on the tensors
   (edge half on the device, node half on the host from ``n x d`` arrays; its ``repair`` and
   ``evaluate`` timings are the two halves);
 
@@ -33,7 +33,7 @@ from bench_torch import random_model
 
 import gtvmodel as gm
 from gtvmodel import _xp
-from gtvmodel.primal_dual.device_certificate import DeviceCertifier
+from gtvmodel.certificates.device_certificate import DeviceCertifier
 from gtvmodel.primal_dual.torch_backend import EDGE_BLOCK_BYTES, csr_tensor
 
 

@@ -46,7 +46,7 @@ import scipy.sparse.linalg as spl
 
 import gtvmodel as gm
 from gtvmodel import _solver, datasets
-from gtvmodel.solve.compile import compile_primal
+from gtvmodel.duality.compile import compile_primal
 from gtvmodel.solve.exact import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
 
 LEVELS = [dict(DEFAULT_SOLVER_OPTIONS["CLARABEL"])]

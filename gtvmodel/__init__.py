@@ -54,8 +54,8 @@ _EXPORTS: dict[str, str] = {
     "solve_primal_dual": "gtvmodel.primal_dual",
     "Result": "gtvmodel.results",
     "Solution": "gtvmodel.solution",
-    "DualSolution": "gtvmodel.solve.dual",
-    "solve_dual": "gtvmodel.solve.dual",
+    "DualSolution": "gtvmodel.duality.dual",
+    "solve_dual": "gtvmodel.duality.dual",
     "solve_exact": "gtvmodel.solve.exact",
     "solve_direct": "gtvmodel.solve.direct",
     "direct_method": "gtvmodel.solve.direct",
@@ -89,7 +89,7 @@ _EXPORTS: dict[str, str] = {
     "cluster_graph": "gtvmodel.theory",
     "consensus_threshold": "gtvmodel.theory",
     "verify_recovery": "gtvmodel.theory",
-    "conic": "gtvmodel.solve.conic",  # a module
+    "conic": "gtvmodel.duality.conic",  # a module
     "predict": "gtvmodel.scores",
     "node_scores": "gtvmodel.scores",
     "LamPath": "gtvmodel.path",

@@ -494,7 +494,7 @@ def gap_tolerance(name: str, options: dict[str, Any], status: str,
     Clarabel ``tol_gap_abs + tol_gap_rel max(1, |value|)`` (its ``reduced_tol_gap_*`` for an
     accepted ``optimal_inaccurate`` status), SCS ``eps_abs + eps_rel max(1, |value|)``, other
     solvers ``1e-6 max(1, |value|)``.  The numeric conjugates of symbolic nodes add it to their
-    values (:mod:`gtvmodel.solve.conic`)."""
+    values (:mod:`gtvmodel.duality.conic`)."""
     scale = np.maximum(1.0, np.abs(value))
     if name == "CLARABEL":
         if status == cp.OPTIMAL_INACCURATE:

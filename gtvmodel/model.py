@@ -17,9 +17,9 @@ from typing import Any
 from . import _files
 from .certificates.certificate import Certificate, certify
 from .declaration import ModelDeclaration
+from .duality.dual import DualSolution, solve_dual
 from .primal_dual import PrimalDualResult, solve_primal_dual
 from .solution import Solution
-from .solve.dual import DualSolution, solve_dual
 from .solve.exact import solve_exact
 from .solve.uniqueness import Uniqueness, uniqueness
 
@@ -89,7 +89,7 @@ class GTVModel(ModelDeclaration):
     def solve_dual(self, solver: str | None = None, *, accept_inaccurate: bool = False,
                    verbose: bool = False, **opts: Any) -> DualSolution:
         """Solve the dual flow problem (24) as one vectorized CVXPY problem; returns a
-        :class:`~gtvmodel.solve.dual.DualSolution`.  See :func:`gtvmodel.solve_dual`.
+        :class:`~gtvmodel.duality.dual.DualSolution`.  See :func:`gtvmodel.solve_dual`.
 
         Examples
         --------

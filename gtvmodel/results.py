@@ -1,8 +1,8 @@
 """The shared vocabulary of every result and report (bottom layer: numpy and the errors only).
 
 Every object an engine returns -- :class:`~gtvmodel.solution.Solution`
-(:func:`~gtvmodel.solve.exact.solve_exact`), :class:`~gtvmodel.solve.dual.DualSolution`
-(:func:`~gtvmodel.solve.dual.solve_dual`), :class:`~gtvmodel.primal_dual.result.PrimalDualResult`
+(:func:`~gtvmodel.solve.exact.solve_exact`), :class:`~gtvmodel.duality.dual.DualSolution`
+(:func:`~gtvmodel.duality.dual.solve_dual`), :class:`~gtvmodel.primal_dual.result.PrimalDualResult`
 (Algorithm 1), :class:`~gtvmodel.certificates.certificate.Certificate` (:func:`certify`) and
 the theory reports :class:`~gtvmodel.theory.ClusterReport` /
 :class:`~gtvmodel.theory.RecoveryReport` -- derives from :class:`Result` and so speaks the same

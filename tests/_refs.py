@@ -2,7 +2,7 @@
 
 Everything here is written per node and per edge from the formulas in MATH.md §2-3 and the
 loss docstrings, on purpose *without* using gtvmodel's expressions, so that the vectorized
-compilation in ``gtvmodel.solve.compile`` is checked against a formulation that shares no code
+compilation in ``gtvmodel.duality.compile`` is checked against a formulation that shares no code
 with it.
 """
 

@@ -14,7 +14,7 @@ import gtvmodel as gm
 from gtvmodel import _cvx
 from gtvmodel.certificates.repair import domain_scale, project_flows
 from gtvmodel.certificates.value import dual_value
-from gtvmodel.solve.conic import stacked_conjugates
+from gtvmodel.duality.conic import stacked_conjugates
 
 D = 3
 

@@ -21,7 +21,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.certificates.kinds import NULL_SV_RTOL, STIFF_RTOL, node_kinds
-from gtvmodel.primal_dual.sharded_certificate import needs_gather
+from gtvmodel.certificates.sharded_certificate import needs_gather
 
 LAM = 0.3
 

@@ -1,4 +1,4 @@
-"""Automatic conjugation of symbolic node losses (gtvmodel.solve.conic).
+"""Automatic conjugation of symbolic node losses (gtvmodel.duality.conic).
 
 Checked against independent formulations:
 
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 import gtvmodel as gm
 from gtvmodel._compat import CLARABEL, cvxpy_version
 from gtvmodel.certificates import value as value_mod
+from gtvmodel.duality import conic
+from gtvmodel.duality.conic import ConicData, _dual_cone_constraints, svec_matrix
 from gtvmodel.errors import DataError
-from gtvmodel.solve import conic
-from gtvmodel.solve.conic import ConicData, _dual_cone_constraints, svec_matrix
 
 pytestmark = pytest.mark.filterwarnings("ignore:geo_mean is being approximated")
 
@@ -69,7 +69,8 @@ def _fake(n_rows: int, **cones) -> ConicData:
 
 
 def _built_dual_contains(data: ConicData, y: np.ndarray) -> bool:
-    """Is ``y`` in the dual cone as gtvmodel.solve.conic builds it (a CVXPY feasibility problem)?"""
+    """Is ``y`` in the dual cone as gtvmodel.duality.conic builds it (a CVXPY feasibility
+    problem)?"""
     z = cp.Variable(y.size)
     prob = cp.Problem(cp.Minimize(0), _dual_cone_constraints(z, [(0, data)]) + [z == y])
     prob.solve(solver="CLARABEL")
@@ -546,7 +547,7 @@ def test_reference_conic_dual_strong_duality(rng, model_fn, penalty):
 @pytest.mark.parametrize("model_fn", MODELS, ids=[f.__name__[7:] for f in MODELS])
 @pytest.mark.parametrize("penalty", PENALTIES, ids=lambda p: type(p).__name__)
 def test_solve_dual_strong_duality_symbolic(rng, model_fn, penalty):
-    """model.solve_dual (library nodes by their conjugates, conic nodes by gtvmodel.solve.conic)
+    """model.solve_dual (library nodes by their conjugates, conic nodes by gtvmodel.duality.conic)
     against solve_exact and against the all-conic reference dual, relative 1e-6."""
     model = model_fn(_penalty_for(model_fn, penalty), rng)
     primal = model.solve_exact().objective

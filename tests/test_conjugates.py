@@ -246,7 +246,7 @@ def test_loss_with_constraint_conjugate_via_dual_parts(rng):
     """(L + iota_C)* by infimal convolution equals sup_{x in C} s^T x - L(x)."""
     import networkx as nx
 
-    from gtvmodel.solve.dual import node_conjugate_parts
+    from gtvmodel.duality.dual import node_conjugate_parts
 
     X = rng.normal(size=(4, D))
     y = rng.normal(size=4)

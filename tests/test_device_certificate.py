@@ -1,5 +1,5 @@
 """Certificates on the device of the array backend (issue 16 item 6,
-:mod:`gtvmodel.primal_dual.device_certificate`), tested on PyTorch's CPU build (and on a GPU with
+:mod:`gtvmodel.certificates.device_certificate`), tested on PyTorch's CPU build (and on a GPU with
 ``GTVMODEL_TEST_DEVICE=cuda``).
 
 The device certificate must be *the* certificate of :func:`gtvmodel.certify` (whose soundness
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 import gtvmodel as gm
 import gtvmodel.certificates.subspace as subspace
+from gtvmodel.certificates.device_certificate import DeviceCertifier, to_host
 from gtvmodel.certificates.kinds import node_kinds
-from gtvmodel.primal_dual.device_certificate import DeviceCertifier, to_host
-from gtvmodel.primal_dual.sharded_certificate import needs_gather
+from gtvmodel.certificates.sharded_certificate import needs_gather
 from gtvmodel.primal_dual.torch_backend import csr_tensor
 
 torch = pytest.importorskip("torch")
@@ -255,7 +255,7 @@ SUBSPACE_CASES = {"dense": (lambda: _deficient(40, D, 2, 0.3, 1), 3000, 2000),
 def test_subspace_conditions_are_corrected_on_the_device(kind, flow_scale, monkeypatch,
                                                          no_numpy_conversion):
     """Zero-loss and rank-deficient nodes: step 2's minimum-norm correction runs where the
-    flows are (:mod:`gtvmodel.primal_dual.device_subspace`), alternating with the projection
+    flows are (:mod:`gtvmodel.certificates.device_subspace`), alternating with the projection
     onto the capacities (flows 30x too large), in edge blocks of 7 rows or whole: the
     certificate is the host's."""
     build, dense_max, range_max = SUBSPACE_CASES[kind]

@@ -21,7 +21,7 @@ import pytest
 
 import gtvmodel as gm
 from gtvmodel.primal_dual.prox import NodeUpdates
-from gtvmodel.solve import exact
+from gtvmodel.solve import conic_route, exact
 
 KINDS = ["sq", "log", "hinge", "abs", "huber", "zero", "quad", "sym"]
 
@@ -278,7 +278,7 @@ def test_solve_exact_warns_when_the_certificate_fails(monkeypatch):
         raise gm.UnsupportedError("no conjugate here")
 
     model, _ = badly_scaled(4, 1e-6)
-    monkeypatch.setattr(exact, "certify_fn", broken)
+    monkeypatch.setattr(conic_route, "certify_fn", broken)
     with pytest.warns(gm.AccuracyWarning, match="could not be certified .no conjugate here"):
         sol = model.solve_exact()
     assert sol.certificate is None and not sol.success

@@ -15,7 +15,7 @@ import gtvmodel as gm
 from gtvmodel import _solver
 from gtvmodel._compat import scs_indirect_supported
 from gtvmodel.baselines import admm, certify_target, fedavg, fedrelax, local
-from gtvmodel.solve import exact
+from gtvmodel.solve import conic_route, exact
 from gtvmodel.solve.exact import ROUTES, RouteRequest, select_routes
 
 
@@ -105,7 +105,7 @@ def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
     if not scs_indirect_supported():
         pytest.skip("CVXPY before 1.9 does not pass use_indirect to SCS (the route factorizes)")
     monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
-    monkeypatch.setattr(exact, "SCS_INDIRECT_SIZE", 100)
+    monkeypatch.setattr(conic_route, "SCS_INDIRECT_SIZE", 100)
     model = _sbm(n_per=20)
     W_ref, P_ref = _reference(model, 2)
     sol = gm.solve_exact(model)
@@ -115,7 +115,7 @@ def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
     assert abs(P - P_ref) <= 1e-9 * P_ref and sol.certificate.gap >= P - P_ref - 1e-12 * P_ref
     np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
     assert sol.timings["solver_setup"] >= 0.0 and sol.timings["solve"] > 0.0
-    monkeypatch.setattr(exact, "SCS_INDIRECT_SIZE", 10**9)  # below it: the factorization
+    monkeypatch.setattr(conic_route, "SCS_INDIRECT_SIZE", 10**9)  # below it: the factorization
     assert "use_indirect" not in gm.solve_exact(model).info["tolerances"]
 
 
@@ -130,7 +130,7 @@ def test_accuracy_not_met_by_the_aimed_run_escalates_to_the_full_ladder(monkeypa
         runs.append(kwargs.get("start"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(exact, "run_solver", counted)
+    monkeypatch.setattr(conic_route, "run_solver", counted)
     sol = gm.solve_exact(model, polish=False, solver="CLARABEL")
     assert runs[0] == 1e-10 and sol.success
     if sol.certificate.relative_gap <= 1e-10:
@@ -144,7 +144,7 @@ def test_accuracy_not_met_by_the_aimed_run_escalates_to_the_full_ladder(monkeypa
     assert runs[0] is None  # no ladder level between 1e-12 and 1e-13: the full run at once
     # an aimed answer whose certificate misses the accuracy is followed by the full run
     runs.clear()
-    monkeypatch.setattr(exact, "certify_fn", _worse(exact.certify_fn))
+    monkeypatch.setattr(conic_route, "certify_fn", _worse(conic_route.certify_fn))
     sol = gm.solve_exact(model, polish=False, solver="CLARABEL")
     assert runs[:2] == [1e-10, None] and sol.success
 
@@ -169,7 +169,7 @@ def test_a_failed_route_hands_over_to_the_next(monkeypatch):
             raise gm.SolverError("SCS failed here", status="solver_error", solver="SCS")
         return real(problem, solver, *args, **kwargs)
 
-    monkeypatch.setattr(exact, "run_solver", scs_fails)
+    monkeypatch.setattr(conic_route, "run_solver", scs_fails)
     sol = gm.solve_exact(model)
     assert sol.success and sol.info["route"] == "clarabel"
     assert sol.info["route_failures"] and "SCS failed here" in sol.info["route_failures"][0]
@@ -178,8 +178,8 @@ def test_a_failed_route_hands_over_to_the_next(monkeypatch):
     failed = gm.solve_exact(model, solver="SCS", raise_on_failure=False)
     assert not failed.success and failed.weights is None
     # an SCS answer not certified to the required accuracy hands over too
-    monkeypatch.setattr(exact, "run_solver", real)
-    monkeypatch.setattr(exact, "_polished", lambda *args: None)  # no polish: SCS at 1e-5...
+    monkeypatch.setattr(conic_route, "run_solver", real)
+    monkeypatch.setattr(conic_route, "_polished", lambda *args: None)  # no polish: SCS at 1e-5...
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gm.AccuracyWarning)  # Clarabel misses 1e-14 too
         sol = gm.solve_exact(model, accuracy=1e-14)  # ...and at 1e-9 misses 1e-14

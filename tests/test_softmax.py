@@ -197,6 +197,7 @@ def test_engines_ask_the_losses_no_type_switches():
     (which is why SoftmaxLoss needed no change there)."""
     pkg = Path(gtv.__file__).parent
     files = [*sorted((pkg / "solve").glob("*.py")), *sorted((pkg / "certificates").glob("*.py")),
+             *sorted((pkg / "duality").glob("*.py")),
              *sorted((pkg / "primal_dual").glob("*.py")), *sorted((pkg / "theory").glob("*.py")),
              pkg / "declaration.py"]
     found = []

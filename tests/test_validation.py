@@ -13,6 +13,7 @@ import gtvmodel as gm
 from gtvmodel import datasets
 from gtvmodel import theory as th
 from gtvmodel._validate import check_int, check_option, check_rows, check_scalar
+from gtvmodel.duality import conic
 from gtvmodel.errors import (
     ConstraintError,
     DataError,
@@ -22,7 +23,6 @@ from gtvmodel.errors import (
     SolverError,
 )
 from gtvmodel.primal_dual import prox as prox_mod
-from gtvmodel.solve import conic
 
 NAN, INF = float("nan"), float("inf")
 

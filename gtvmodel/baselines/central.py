@@ -25,9 +25,9 @@ import scipy.sparse as sp
 from .._solver import run_solver
 from .._validate import check_option
 from ..declaration import ModelDeclaration
+from ..duality.compile import compile_nodes
 from ..errors import DataError, GTVError, InfeasibleError, UnsupportedError
 from ..results import Labels
-from ..solve.compile import compile_nodes
 from ..solve.exact import solve_exact
 from ..theory.partition import normalize_partition
 from ._common import as_model, data_mask

@@ -6,7 +6,7 @@ of the stacked linear flow conditions.  See :mod:`gtvmodel.certificates.certific
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -262,3 +262,20 @@ def capacities(model: ModelDeclaration) -> np.ndarray | None:
 def max_rows(model: ModelDeclaration) -> int:
     """The largest number of samples of a node (for the rounding bound of the sums)."""
     return max((b.max_rows() for b in model.structure().batches), default=0)
+
+
+class NormPenalty(Protocol):
+    """A norm penalty as the repairs use it (where :func:`capacities` is not None): its dual
+    norm ``||u_e||_*`` and the projection onto the dual balls ``||u_e||_* <= r_e`` of (27)."""
+
+    def dual_norm(self, U: Any) -> Any:
+        """Row-wise dual norms ``||u_e||_*``."""
+
+    def project_dual_ball(self, U: Any, radii: Any) -> Any:
+        """Row-wise projections onto ``||u_e||_* <= r_e``."""
+
+
+def norm_penalty(model: ModelDeclaration) -> NormPenalty:
+    """``model.penalty`` as a :class:`NormPenalty` (the caller has the capacities of (27),
+    :func:`capacities`, so the penalty is a norm)."""
+    return cast(NormPenalty, model.penalty)

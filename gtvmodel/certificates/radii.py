@@ -15,8 +15,8 @@ from scipy.optimize import linprog
 
 from .._solver import run_solver, separable_gap_tolerance
 from ..declaration import ModelDeclaration, components
+from ..duality import conic as conic_mod
 from ..errors import GTVError, SolverError
-from ..solve import conic as conic_mod
 from .kinds import EPS, node_kinds
 
 __all__ = ["Radii", "certified_radii", "candidate_radii", "radius_assumption"]
@@ -27,7 +27,8 @@ class Radii:
     certificates (rounding-level residuals only) never need them."""
 
     def __init__(self, n: int, compute: Any):
-        self.n, self._compute, self.value = n, compute, None
+        self.n, self._compute = n, compute
+        self.value: np.ndarray | None = None
 
     def __call__(self) -> np.ndarray:
         if self.value is None:
@@ -105,7 +106,7 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
     of nodes: ``l_j = 0`` for library losses (all are ``>= 0``), ``-h_j*(0)`` by conic duality
     for symbolic nodes, and ``tau`` the solver tolerance (cached; ``l_j = -inf`` when that
     fails).  One stacked solve of all symbolic nodes at ``s = 0``
-    (:func:`~gtvmodel.solve.conic.stacked_conjugates`: its tolerance bounds the sum of the
+    (:func:`~gtvmodel.duality.conic.stacked_conjugates`: its tolerance bounds the sum of the
     nodes' shortfalls, hence that over any subset); where it gives no finite value for every
     node, node by node with each node's own tolerance folded into ``l_j`` (``tau = 0``)."""
     cached = model.cache.get("cert_lower")
@@ -257,8 +258,8 @@ def _polyhedral_anchors(model: ModelDeclaration, level: np.ndarray, comp: np.nda
     todo = np.flatnonzero(~np.isfinite(anchor[centres]))
     if todo.size == 0 or 2 * d * todo.size > _MAX_ANCHOR_LPS:
         return
-    rows = [b.level_halfspaces(level) for b in model.structure().batches]
-    rows = [r for r in rows if r is not None]
+    rows = [r for b in model.structure().batches
+            if (r := b.level_halfspaces(level)) is not None]
     # the node constraints' own half-spaces (Box, NonNeg: G w_i <= h)
     rows += [(np.full(len(hs[1]), i), *hs) for i in model.structure().constrained
              for c in model.constraints_at(i) if (hs := c.halfspaces(d)) is not None]
@@ -362,7 +363,7 @@ def _stacked_sublevel_radii(model: ModelDeclaration, nodes: np.ndarray,
     ``c_k^T x_k + tau`` bounds each node's maximum; then inflated like
     :func:`_conic_sublevel_radius`."""
     key = tuple(int(i) for i in nodes)
-    cache = model.cache.get_or_build("cert_conic_sublevel_stacked", dict)
+    cache: dict[Any, Any] = model.cache.get_or_build("cert_conic_sublevel_stacked", dict)
     entry = cache.get(key)
     k, d = len(key), model.dim
     if entry is None:
@@ -403,7 +404,7 @@ def _stacked_sublevel_radii(model: ModelDeclaration, nodes: np.ndarray,
 def _conic_sublevel_radius(model: ModelDeclaration, i: int, level: float) -> float:
     """``max ||x||_inf`` over ``{L_i(x) <= level, x in C_i}`` (module docstring of
     :func:`_conic_anchors`); ``inf`` when unbounded or not solved."""
-    cache = model.cache.get_or_build("cert_conic_sublevel", dict)
+    cache: dict[Any, Any] = model.cache.get_or_build("cert_conic_sublevel", dict)
     entry = cache.get(i)
     d = model.dim
     if entry is None:

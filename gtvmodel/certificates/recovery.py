@@ -430,6 +430,7 @@ def _interior(model: ModelDeclaration, fl: _Flows, cond: NodeConditions) -> np.n
         return fl.u0.copy()
     K = _flow_block(model)
     d = model.dim
+    assert fl.soc is not None  # the l2 balls of the fused edges
     x = strictly_feasible_flow((K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0,
                                fl.soc[1][::d + 1], d)
     return None if x is None else fl.u0 + fl.T @ x

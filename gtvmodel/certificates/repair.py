@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
@@ -17,10 +17,10 @@ from .. import _xp
 from .._cvx import ScaleParameter, dpp_sized
 from .._solver import run_solver
 from ..declaration import ModelDeclaration
+from ..duality.dual import node_conjugate_parts
 from ..errors import GTVError, SolverError
-from ..solve.dual import node_conjugate_parts
 from ..terms.losses import smooth_gradients
-from .kinds import EPS, affine_conditions, capacities, node_kinds
+from .kinds import EPS, affine_conditions, capacities, node_kinds, norm_penalty
 from .subspace import MinNormSolver, condition_operator, divergence_rows, subspace_solver
 
 __all__ = ["flows_from_weights", "repair_flows", "repair", "domain_scale", "project_flows",
@@ -70,7 +70,7 @@ def flows_from_weights(model: ModelDeclaration, weights: Any, rounds: int = 8,
         return U
     target = _gradient_target(model, W, idx)
     A, correct = _flow_corrector(model, idx, free)
-    return _match_nodes(model, U.ravel().copy(), target, A, correct, free.any(), rounds,
+    return _match_nodes(model, U.ravel().copy(), target, A, correct, bool(free.any()), rounds,
                         scale).reshape(E, d)
 
 
@@ -148,7 +148,7 @@ def _match_nodes(model: ModelDeclaration, flat: np.ndarray, target: np.ndarray,
     projection onto the capacities ``||u_e||_* <= lambda A_e`` (27) for norm penalties (POCS
     between the two convex sets; at most ``rounds`` times, until both hold)."""
     E, d = model.num_edges, model.dim
-    pen = model.penalty
+    pen = norm_penalty(model)
     cap = capacities(model)
     for _ in range(rounds):
         flat = flat + correct(target - A @ flat)
@@ -227,7 +227,7 @@ def _conditions(model: ModelDeclaration, weights: np.ndarray | None
     aff = affine_conditions(model) if weights is not None else None
     if aff is not None:
         st = model.structure()
-        G = smooth_gradients(st.batches, st.l2, weights)
+        G = smooth_gradients(st.batches, st.l2, cast(np.ndarray, weights))
         return aff.solver, aff.target(G), (
             f"minimum-norm flow correction for the subspace conditions at "
             f"{kinds.subspace.size} node(s) and the demands along the stiff directions at "
@@ -248,6 +248,7 @@ class _LazySubspace:
     def __init__(self, model: ModelDeclaration):
         kinds = node_kinds(model)
         self.model = model
+        assert kinds.subspace_bases is not None  # (nodes on a subspace have bases)
         self.A = condition_operator(model, kinds.subspace, kinds.subspace_bases)
 
     def solver(self) -> MinNormSolver:
@@ -259,7 +260,7 @@ def cached_subspace_solver(model: ModelDeclaration) -> MinNormSolver:
     subspace_solver`), built once per model (cache slot ``"cert_subspace"``)."""
     kinds = node_kinds(model)
     return model.cache.get_or_build("cert_subspace", lambda: subspace_solver(
-        model, kinds.subspace, kinds.subspace_bases))
+        model, kinds.subspace, cast(list, kinds.subspace_bases)))
 
 
 def subspace_note(model: ModelDeclaration) -> str:
@@ -273,7 +274,7 @@ def within_rounding(r_max: float, scale: float) -> bool:
     """Whether a residual of the linear conditions of step 2 (largest entry ``r_max``) is
     rounding of flows and right-hand side of largest entry ``scale``: ``r_max <= 64 eps
     scale`` (nothing to correct)."""
-    return r_max <= 64 * EPS * scale
+    return bool(r_max <= 64 * EPS * scale)
 
 
 def alternate_rounds(U: Any, excess: Callable[[Any], float], project: Callable[[Any], Any],
@@ -306,7 +307,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
     the repair notes, the solver and ``b`` (None: the subspace conditions)."""
     E, d = model.num_edges, model.dim
     cap = capacities(model)
-    pen = model.penalty
+    pen = norm_penalty(model)
     solver, b, note = _conditions(model, weights)
     A = None if solver is None else solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
@@ -510,7 +511,7 @@ def shrink_flows(model: ModelDeclaration, U: np.ndarray, resid: np.ndarray,
     return U * factor
 
 
-def _projection_problem(model: ModelDeclaration):
+def _projection_problem(model: ModelDeclaration) -> tuple[Any, ...]:
     """Cached constraints of the convex projection of flows onto the dual domain (library
     nodes): ``-(D^T U')_i in dom h_i*`` (the domain constraints of the split variables) and the
     penalty's domain (capacities); returns ``(U', constraints, regime, lambda parameter)``.

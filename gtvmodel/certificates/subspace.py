@@ -20,7 +20,7 @@ null directions of ``X_i``; the affine variant adds the stiff directions).  That
 :class:`SubspaceConditions` (the products ``A``, ``A^T``, ``A A^T`` through potentials) and
 :func:`conjugate_gradients` are written against the array API (:mod:`gtvmodel._xp`), so that the
 certificate of a device iterate corrects its flows where they are
-(:mod:`gtvmodel.primal_dual.device_subspace`); the host runs the same
+(:mod:`gtvmodel.certificates.device_subspace`); the host runs the same
 :func:`conjugate_gradients` (norms as sums of squares: no BLAS call, whose threads spin on a
 shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian product
 (:meth:`SubspaceConditions.normal_kernel`).  ``A`` itself is never formed on the host either
@@ -195,6 +195,7 @@ class RangeSolver(MinNormSolver):
         sums = np.zeros((self.C.shape[0] // d, d))
         np.add.at(sums, self.components, t)
         rhs = np.concatenate([(self.R * Lt[self.owner]).sum(axis=1), sums.ravel()])
+        assert self.eig is not None  # (always factorized in __init__)
         ev, V = self.eig
         c = (V @ ((V.T @ rhs) / ev))[:self.R.shape[0]]
         Bc = self.owns @ (c[:, None] * self.R)

@@ -6,7 +6,7 @@ residuals outside their domains."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
@@ -15,9 +15,9 @@ from .. import _xp
 from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
+from ..duality import conic as conic_mod
+from ..duality.dual import node_conjugate_parts
 from ..errors import GTVError, SolverError
-from ..solve import conic as conic_mod
-from ..solve.dual import node_conjugate_parts
 from ..terms.losses import (
     zero_conjugate_rows,
 )
@@ -117,7 +117,7 @@ def _general_problem(model: ModelDeclaration, nodes: np.ndarray,
     return cached
 
 
-def _evaluate_parts(parts, k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+def _evaluate_parts(parts: list[Any], k: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     contrib = np.zeros((k, d))
     cost = np.zeros(k)
     for p in parts:
@@ -197,7 +197,7 @@ def _batch_bounds(kinds: NodeKinds, S: np.ndarray, nb: _NodeBounds, near: Any = 
 def _general_bounds(model: ModelDeclaration, kinds: NodeKinds, S: np.ndarray,
                     nb: _NodeBounds, todo: np.ndarray, solver: str | None) -> None:
     """The other library nodes (and Newton failures ``todo``): the infimal-convolution split of
-    :func:`gtvmodel.solve.dual.node_conjugate_parts` for all of ``kinds.general`` in one cached
+    :func:`gtvmodel.duality.dual.node_conjugate_parts` for all of ``kinds.general`` in one cached
     CVXPY problem, its point evaluated in numpy (:func:`_read_split`); without a solution the
     ``todo`` nodes are reported dual infeasible (bound ``+inf``)."""
     gall = kinds.general
@@ -245,7 +245,7 @@ def _read_split(model: ModelDeclaration, parts: list[Any], gall: np.ndarray, Sg:
     mags = [_part_magnitude(p) for p in parts]
     mag = np.abs(Sg) + sum(m[0] for m in mags)
     nb.rnd[gall] += (max_rows(model) + len(parts) + 4) * EPS * mag
-    cost_mag = sum(m[1] for m in mags)
+    cost_mag = cast(np.ndarray, sum(m[1] for m in mags))
     # choose by the value plus a local-scale charge (both splits are valid)
     b1 = cost + (nb.wloc[gall, None] * (np.abs(r0) + nb.rnd[gall])).sum(axis=1)
     b2 = cost2 + (nb.wloc[gall, None] * (np.abs(r2) + nb.rnd[gall])).sum(axis=1)
@@ -258,10 +258,10 @@ def _read_split(model: ModelDeclaration, parts: list[Any], gall: np.ndarray, Sg:
 
 def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: Radii,
                   nb: _NodeBounds) -> float:
-    """Conic (symbolic) nodes ``c``: their numeric conjugates (:mod:`gtvmodel.solve.conic`)
+    """Conic (symbolic) nodes ``c``: their numeric conjugates (:mod:`gtvmodel.duality.conic`)
     into ``nb``; returns the solver tolerance to subtract from the dual value.
 
-    First one stacked solve of all of them (:func:`~gtvmodel.solve.conic.stacked_conjugates`:
+    First one stacked solve of all of them (:func:`~gtvmodel.duality.conic.stacked_conjugates`:
     ``value_k + tau`` bounds each conjugate and ``sum_k value_k + tau`` their sum, so ``tau`` is
     added once; ``tau`` is never less than what node-by-node runs charge); where it gives no
     finite value for every node (a demand outside a domain, a failed run), node by node
@@ -278,7 +278,7 @@ def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: 
 
 def _conic_node_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray,
                        radii: Radii) -> tuple[np.ndarray, float]:
-    """Node-by-node conjugates of the conic nodes ``c`` (:func:`~gtvmodel.solve.conic.
+    """Node-by-node conjugates of the conic nodes ``c`` (:func:`~gtvmodel.duality.conic.
     node_conjugate`) and the sum of their solver tolerances.  A demand (a hair) outside a
     conjugate's domain gives ``+inf``; with a certified radius ``R_i`` the conjugate of
     ``h_i + iota{||x||_inf <= R_i}`` is exact for the problem (finite) and is used instead."""
@@ -338,7 +338,7 @@ def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius:
     (n, d) (that part with its sign at the nodes of the CVXPY split, 0 elsewhere), ``charge``
     (n,), ``conj_magnitude`` (n,), ``s`` and ``conic_tol``.  Separate so that the demands can
     be formed where the flows are (device tensors,
-    :mod:`gtvmodel.primal_dual.device_certificate`): ``near = (S_t, W_t)``, the demands and
+    :mod:`gtvmodel.certificates.device_certificate`): ``near = (S_t, W_t)``, the demands and
     the weights as tensors there, lets the conjugate groups written for them
     (:attr:`~gtvmodel.terms.losses.ConjugateGroup.array_api`: the squared losses' split,
     proportional to the samples) evaluate on the device; the rest runs on ``S`` in numpy."""

@@ -15,7 +15,7 @@
   a GPU (``solve_primal_dual(model, device="cuda")``);
 * :mod:`~gtvmodel.primal_dual.sharding` and :mod:`~gtvmodel.primal_dual.distributed` -- the
   same loop on Dask, each shard of nodes on one worker (:func:`solve_distributed`), its
-  certificates summed from per-shard partial sums (:mod:`~gtvmodel.primal_dual.
+  certificates summed from per-shard partial sums (:mod:`~gtvmodel.certificates.
   sharded_certificate`).
 """
 

@@ -44,9 +44,9 @@ import numpy as np
 from .._validate import check_bool, check_int, check_option, check_scalar
 from ..certificates.certificate import certify
 from ..declaration import ModelDeclaration
+from ..duality.compile import data_overflow_message
 from ..errors import DataError, ParameterError, SolverError
 from ..results import Labels
-from ..solve.compile import data_overflow_message
 from .compiled import KERNELS, make_edge_updates
 from .prox import PROX_OPTIONS, NodeUpdates
 from .result import History, PrimalDualResult

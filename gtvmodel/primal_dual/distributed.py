@@ -32,7 +32,7 @@ thresholds) -- and, with ``batch_cvxpy=True``, one CVXPY problem per shard repla
 problem of all CVXPY-path nodes, so those nodes agree to the solver tolerance ``eps_k`` of the
 inexactness schedule, not bitwise.
 
-**Certificates** (:mod:`~gtvmodel.primal_dual.sharded_certificate`) are summed from the
+**Certificates** (:mod:`~gtvmodel.certificates.sharded_certificate`) are summed from the
 shards' partial sums: two calls per shard (the scalars of the repair's global step, then the
 shard's primal terms, node conjugate terms, owned edges' conjugates and violation checks),
 ``O(shards)`` bytes per certificate whatever ``n`` and ``d``; the driver adds them as
@@ -68,6 +68,16 @@ import scipy.sparse as sp
 
 from .._validate import check_int, check_option, check_scalar
 from ..certificates.certificate import certify
+from ..certificates.sharded_certificate import (
+    ShardCertificate,
+    combine_parts,
+    local_flows,
+    make_certificate,
+    needs_gather,
+    repair_plan,
+    shard_parts,
+    shard_scan,
+)
 from ..declaration import ModelDeclaration
 from ..errors import (
     DistributedError,
@@ -90,16 +100,6 @@ from .algorithm import (
 )
 from .prox import NodeUpdates
 from .result import History, PrimalDualResult
-from .sharded_certificate import (
-    ShardCertificate,
-    combine_parts,
-    local_flows,
-    make_certificate,
-    needs_gather,
-    repair_plan,
-    shard_parts,
-    shard_scan,
-)
 from .sharding import ShardLayout, partition_nodes
 from .steps import FixedSteps, ResidualBalancing, make_step_rule, steps_from_scale
 from .updates import EdgeUpdates, extrapolate, prox_point
@@ -257,12 +257,12 @@ class Shard:
 
     def cert_scan(self) -> tuple[float, float, float, float, float]:
         """The shard's scalars for the global step of the repair
-        (:func:`~gtvmodel.primal_dual.sharded_certificate.shard_scan`)."""
+        (:func:`~gtvmodel.certificates.sharded_certificate.shard_scan`)."""
         return shard_scan(self.spec.model, self._cert_flows())
 
     def cert_parts(self, project: bool, theta: float, feas_tol: float) -> ShardCertificate:
         """The shard's partial sums of the certificate of ``(w^k, u^k)`` (:func:`~gtvmodel.
-        primal_dual.sharded_certificate.shard_parts`); the repaired flows and Fenchel-Young
+        certificates.sharded_certificate.shard_parts`); the repaired flows and Fenchel-Young
         gaps stay here until :meth:`cert_state`."""
         spec = self.spec
         part, U, ng, eg = shard_parts(spec.model, spec.n_own, self.W, self._cert_flows(),
@@ -363,7 +363,7 @@ class DistributedResult(PrimalDualResult):
     ``certificate_bytes``: the pickled bytes each certificate moved between the driver and the
     shards (sent and received), ``certificates_gathered``: how many of them gathered the
     iterate and ran :func:`~gtvmodel.certificates.certificate.certify` at the driver (the
-    others were summed from the shards' partial sums, :mod:`~gtvmodel.primal_dual.
+    others were summed from the shards' partial sums, :mod:`~gtvmodel.certificates.
     sharded_certificate`), ``gather_reasons``: why (each reason once).
 
     The fields are keyword-only, as :func:`solve_distributed` fills them; each is also the
@@ -439,7 +439,7 @@ class DistributedResult(PrimalDualResult):
 @dataclass
 class _Sharded:
     """A certificate summed from the shards: its scalars (``primal_value``, ``gap``, ... as
-    :func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts` gives them), the repair
+    :func:`~gtvmodel.certificates.sharded_certificate.combine_parts` gives them), the repair
     plan and the iteration; the :class:`~gtvmodel.certificates.certificate.Certificate` is built
     from it once, for the result."""
 
@@ -775,7 +775,7 @@ class _DaskRun(_Run):
     # ---------------------------------------------------------------- certificates
     def certificate(self) -> Any:
         """The certificate of ``(w^k, u^k)``: summed from the shards' partial sums
-        (:mod:`~gtvmodel.primal_dual.sharded_certificate`), or -- where a repair needs a global
+        (:mod:`~gtvmodel.certificates.sharded_certificate`), or -- where a repair needs a global
         step, or with ``certificates="gathered"`` -- gathered and certified at the driver."""
         why = self._why_gather()
         if not why:
@@ -913,7 +913,7 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     certificates : {"sharded", "gathered"}
         ``"sharded"``: each certificate summed from the shards' partial sums, ``O(shards)``
         bytes, gathering the iterate only where the repair needs a global step
-        (:mod:`~gtvmodel.primal_dual.sharded_certificate`); ``"gathered"``: every certificate
+        (:mod:`~gtvmodel.certificates.sharded_certificate`); ``"gathered"``: every certificate
         gathers ``(w^k, u^k)`` and runs :func:`~gtvmodel.certificates.certificate.certify` at
         the driver.
 

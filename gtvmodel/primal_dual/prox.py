@@ -16,7 +16,7 @@ are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes 
 * :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
   Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
   ``||z - v||^2/(2 tau) = a ||z||^2 - b^T z + const``) over a group of nodes, compiled with
-  :func:`gtvmodel.solve.compile.compile_nodes` from the group's node structure so that library
+  :func:`gtvmodel.duality.compile.compile_nodes` from the group's node structure so that library
   losses are stacked exactly as in the exact solver, and symbolic losses/constraints are used
   as given.
   The prox problems of different nodes are independent, so one solve of the group problem is
@@ -56,8 +56,8 @@ from .. import _xp
 from .._solver import run_solver
 from .._validate import check_option
 from ..declaration import ModelDeclaration
+from ..duality.compile import compile_nodes, find_infeasible_nodes
 from ..errors import InfeasibleError, SolverError
-from ..solve.compile import compile_nodes, find_infeasible_nodes
 from ..terms.composite import CompositeProxBatch, SmoothCompositeProxBatch
 from ..terms.constraints import Box, NormBall
 from ..terms.losses import LossBatch

@@ -89,7 +89,7 @@ class PrimalDualResult(Result):
         (``solve_primal_dual(kernel=...)``).
     certificates_on_device : int
         Runs on a device (``solve_primal_dual(device=...)``): how many certificates were
-        computed there (:mod:`~gtvmodel.primal_dual.device_certificate`); 0 for the numpy
+        computed there (:mod:`~gtvmodel.certificates.device_certificate`); 0 for the numpy
         path.
     host_reasons : list of str
         Runs on a device: why the other certificates ran on host copies of the iterate;

@@ -15,13 +15,13 @@ are computed in float64 numpy on the CPU and moved back), the edge updates are t
 :class:`~gtvmodel.primal_dual.algorithm._Run`'s.
 
 **Certificates** are computed where the iterate is
-(:class:`~gtvmodel.primal_dual.device_certificate.DeviceCertifier`): the edge half -- the repair
+(:class:`~gtvmodel.certificates.device_certificate.DeviceCertifier`): the edge half -- the repair
 of the flows, the GTV terms, the edge conjugates and the demands ``-D^T u'`` -- and the squared
 losses' conjugates on the device, the rest of the node half (loss values, other node
 conjugates, charges) in float64 numpy from ``n x d`` arrays: the same
 certificate as the numpy path's :func:`~gtvmodel.certificates.certificate.certify` (with
 subspace conditions, the minimum-norm flow correction runs on the device too,
-:mod:`~gtvmodel.primal_dual.device_subspace`).  Where that certificate needs another global
+:mod:`~gtvmodel.certificates.device_subspace`).  Where that certificate needs another global
 step (the affine repair at ill-conditioned nodes, step 4 of the repair, radii that cannot be
 certified, ...) or the iterate is float32, :func:`certify` runs on float64 numpy copies of
 the iterate instead;
@@ -53,10 +53,10 @@ import numpy as np
 from .. import _xp
 from .._xp import csr_tensor
 from ..certificates.certificate import certify
+from ..certificates.device_certificate import DeviceCertifier, to_host
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, UnsupportedError
 from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_finite, _Run
-from .device_certificate import DeviceCertifier, to_host
 from .prox import NodeUpdates
 from .result import PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, dual_residual, make_step_rule

@@ -1,7 +1,7 @@
 """``solve_exact``: the primal problem (16) solved exactly and certified, by the first route of
 an ordered list of strategies (:data:`ROUTES`) that accepts the model: the trivial answer, the
 first-order route (Algorithm 1), SCS or Clarabel on one vectorized CVXPY problem (compiled by
-:mod:`gtvmodel.solve.compile`), each with its flows (the multipliers of ``Z = D W``) and a
+:mod:`gtvmodel.duality.compile`), each with its flows (the multipliers of ``Z = D W``) and a
 self-certificate (34) of the answer.
 """
 
@@ -9,36 +9,21 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
 
-from .._compat import scs_indirect_supported
-from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_solver, run_solver
+from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS, check_solver
 from .._validate import check_bool, check_option, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
-from ..errors import (
-    AccuracyWarning,
-    DataError,
-    GTVError,
-    InfeasibleError,
-    ParameterError,
-    SolverError,
-)
+from ..duality.compile import unbounded_nodes
+from ..errors import DataError, GTVError, InfeasibleError, ParameterError, SolverError
 from ..results import Labels, failed_result
 from ..solution import Solution
-from .compile import (
-    PrimalProblem,
-    compile_primal,
-    data_overflow_message,
-    find_infeasible_nodes,
-    unbounded_nodes,
-)
+from .conic_route import RESOLVE_OPTIONS, SCS_AIM, SCS_INDIRECT_SIZE, solve_conic
 from .direct import direct_method, solve_direct
 from .first_order import (
     FIRST_ORDER_ACCURACY,
@@ -49,25 +34,13 @@ from .first_order import (
     route_solution,
     solve_first_order,
 )
-from .polish import polish as polish_fn
-from .polish import unsupported_reason
+from .request import Route, RouteRequest
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
            "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE", "SCS_INDIRECT_SIZE",
            "DEFAULT_ACCURACY", "SUCCESS_ACCURACY", "SCS_AIM", "RESOLVE_OPTIONS",
            "DEFAULT_SOLVER_OPTIONS", "FALLBACK_SOLVER_OPTIONS"]
 
-
-#: Options of the re-solve that :func:`solve_exact` runs when its self-certificate misses the
-#: requested accuracy (Clarabel only).  Clarabel's static KKT regularization (default ``1e-8``)
-#: biases the solution of badly scaled problems (data spanning 1e-3..1e3, weights 1e-6..1e6):
-#: the solver reports "optimal" while the objective is ~1e-6 relative off and the certified gap
-#: is ~1e-3; with ``1e-10`` the certified gaps of those instances drop to 1e-8..1e-11
-#: (``tests/test_robustness.py``).  Not the default, because a smaller regularization makes
-#: some well-scaled solves fail (measured: ``1e-12`` reported a bounded problem unbounded).
-RESOLVE_OPTIONS: dict[str, dict[str, Any]] = {
-    "CLARABEL": {"static_regularization_constant": 1e-10, "max_iter": 1000},
-}
 
 #: The certified relative gap (34) that :func:`solve_exact` aims at by default
 #: (``accuracy=None``): every route escalates (tighter tolerances, the full ladder) until its
@@ -80,75 +53,6 @@ DEFAULT_ACCURACY = 1e-10
 #: solves stall, e.g. logistic losses near a relative gap of 1e-9, are not flagged).  A given
 #: ``accuracy`` is both the aim and this threshold.
 SUCCESS_ACCURACY = 1e-6
-
-
-#: SCS's first run where the polish applies (the route then re-runs SCS warm-started at
-#: :data:`DEFAULT_SOLVER_OPTIONS`'s 1e-9 if the polished answer misses the accuracy).  SCS's
-#: iterates are projections onto the cones, so fused edge differences are exactly 0 long
-#: before its residuals are small, and the polish reads the structure from them.  Measured on
-#: the SBMs of ``benchmarks/bench_exact_routes.py`` (``Norm2``, load 15-16 on 2 cores): at
-#: 1,000 nodes the polish certified 5.5e-13 from SCS at 1e-3 to 1e-6 alike (SCS solver time
-#: 0.37 s at 1e-4, 0.94-1.00 s at 1e-5, 1.40-1.60 s at 1e-6, plus 0.7-0.9 s of SCS setup);
-#: at 2,000 nodes the polish was rejected from 1e-4 (certified 1.7e-5) and certified 5.7e-13
-#: from 1e-5 and 1e-6 (SCS 5.9 s and 7.5 s).  Every SCS run pays its setup again (CVXPY
-#: starts SCS afresh, warm start or not), so a missed aim is costly: 1e-5.
-SCS_AIM: dict[str, Any] = {"eps_abs": 1e-5, "eps_rel": 1e-5}
-
-#: The problem size ``(n + |E|) d`` (:func:`gtvmodel.solve.first_order.problem_size`) from
-#: which the SCS route runs SCS's indirect linear solver (conjugate gradients,
-#: ``use_indirect=True``) instead of factorizing its KKT matrix once: the factorization's
-#: fill grows fast on SBM-like graphs.  Measured through ``solve_exact(solver="SCS")`` on the
-#: SBMs of ``benchmarks/bench_exact_routes.py`` (one run each, load 8-10 on 2 cores): at
-#: 2,000 nodes (size 24,500, ``Norm2``) factorized 6.5 s (setup 2.0 s, iterations 3.6 s),
-#: indirect 7.9 s (0.1 s, 7.2 s); at 3,500 nodes (43,122) 15.9 s (6.7 s, 7.6 s) against
-#: 16.9 s (0.3 s, 14.6 s); at 5,000 nodes (61,456) 63.1 s (23.0 s, 36.6 s) against 28.1 s
-#: (0.3 s, 21.4 s), and with ``Norm1`` 33.4 s against 16.4 s.
-SCS_INDIRECT_SIZE = 50_000
-
-
-@dataclass
-class RouteRequest:
-    """:func:`solve_exact`'s checked arguments, as every :class:`Route` reads them:
-    ``accuracy`` is the certified relative gap aimed at, ``required`` the one ``success``
-    needs (:data:`SUCCESS_ACCURACY` unless ``accuracy`` was given), ``given`` whether it was;
-    ``aimed`` False (``method="interior"``) runs the conic solver's full ladder at once;
-    ``handover`` (``method="auto"`` without a named solver) lets a route whose answer is not
-    certified to ``required`` hand over to the next one instead of warning."""
-
-    solver: str | None
-    accept_inaccurate: bool
-    verbose: bool
-    certify: bool
-    accuracy: float
-    required: float
-    given: bool
-    raise_on_failure: bool
-    threshold: int | None
-    polish: bool
-    opts: dict[str, Any] = field(default_factory=dict)
-    aimed: bool = True
-    handover: bool = False
-    _facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def polish_reason(self, model: ModelDeclaration) -> str | None:
-        """Why the polish does not apply (:func:`gtvmodel.solve.polish.unsupported_reason`,
-        or ``polish=False``/``certify=False``); None if it does.  Computed once per call."""
-        if "polish" not in self._facts:
-            self._facts["polish"] = (
-                "polish=False" if not self.polish else "certify=False" if not self.certify
-                else unsupported_reason(model))
-        return self._facts["polish"]
-
-
-@dataclass(frozen=True)
-class Route:
-    """One strategy of :func:`solve_exact`: ``accepts(model, request)`` says why it applies
-    (a reason) or None; ``run(model, request, reason)`` returns the :class:`Solution`, or
-    None to decline after all (the next accepting route is tried)."""
-
-    name: str
-    accepts: Callable[[ModelDeclaration, RouteRequest], str | None]
-    run: Callable[[ModelDeclaration, RouteRequest, str], Solution | None]
 
 
 def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
@@ -367,8 +271,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     assert error is not None  # the last route (Clarabel) never declines
     if raise_on_failure:
         raise error
-    return failed_result(Solution, Labels(model.nodes, model.edges), error,
-                         check_solver(solver), objective=math.nan, success=False)
+    return cast(Solution, failed_result(Solution, Labels(model.nodes, model.edges), error,
+                                        check_solver(solver), objective=math.nan,
+                                        success=False))
 
 
 def select_routes(model: ModelDeclaration, request: RouteRequest,
@@ -414,7 +319,7 @@ def iter_routes(model: ModelDeclaration, request: RouteRequest,
             yield route, reason
 
 
-def _hand_over(model: ModelDeclaration, exc: GTVError) -> bool:
+def _hand_over(model: ModelDeclaration, exc: InfeasibleError | SolverError) -> bool:
     """Whether a failed route hands over to the next one: not when the failure is explained
     by the model (infeasible constraints, losses unbounded below, overflowing data)."""
     if isinstance(exc, (InfeasibleError, DataError)):
@@ -562,7 +467,7 @@ def _clarabel_accepts(model: ModelDeclaration, request: RouteRequest) -> str | N
 def _conic_route(name: str) -> Route:
     """The conic route of one CVXPY solver (``"CLARABEL"``, ``"SCS"``, ...)."""
     def run(model: ModelDeclaration, request: RouteRequest, reason: str) -> Solution:
-        return _solve(model, name, request, reason)
+        return solve_conic(model, name, request, reason)
     accepts = {"SCS": scs_accepts, "CLARABEL": _clarabel_accepts}.get(
         name, lambda model, request: f"solver {name}")
     return Route(name.lower(), accepts, run)
@@ -579,201 +484,6 @@ ROUTES: list[Route] = [
 ]
 
 
-@dataclass(frozen=True)
-class _Pass:
-    """One solver run of a conic route: ``options`` over the defaults, ``start`` (the ladder's
-    first ``tol_gap_rel``, :func:`gtvmodel._solver.run_solver`), ``warm`` (SCS warm start),
-    ``aimed`` (a run before the full one: cheap certificate, kept only if it meets the
-    accuracy)."""
-
-    options: dict[str, Any]
-    start: float | None = None
-    warm: bool = False
-    aimed: bool = False
-
-
-def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_Pass]:
-    """The runs of a conic route, aimed first (docstring of :func:`solve_exact`)."""
-    opts = request.opts
-    chosen = any(set(level) & set(opts) for level in FALLBACK_SOLVER_OPTIONS.get(name, [])) \
-        or bool(set(opts) & set(DEFAULT_SOLVER_OPTIONS.get(name, {})) - {"max_iter",
-                                                                          "max_iters"})
-    polishable = request.polish_reason(model) is None
-    full = _Pass(dict(opts))
-    if chosen or not request.aimed:
-        return [full]
-    if name == "SCS":
-        if polishable:
-            base = dict(opts)
-            if "use_indirect" not in opts and problem_size(model) >= SCS_INDIRECT_SIZE \
-                    and scs_indirect_supported():
-                base["use_indirect"] = True
-            return [_Pass({**base, **SCS_AIM}, aimed=True), _Pass(base, warm=True)]
-        return [full]
-    if name == "CLARABEL":
-        levels = [DEFAULT_SOLVER_OPTIONS[name]["tol_gap_rel"]] + [
-            level["tol_gap_rel"] for level in FALLBACK_SOLVER_OPTIONS[name]]
-        # the loosest level of the ladder at most as loose as the aim.  Not looser where the
-        # polish applies: from Clarabel at 1e-8 the polish was rejected on a 50 x 50 grid
-        # (certified 2.7e-9 before it) and misread the fused edges of the 1,000-node Norm1
-        # SBM from 1e-4 and 1e-5 (certified 1.4e-6): an interior point's slacks are all
-        # positive; aiming at 1e-10 costs 1-2 more iterations (1,000-node SBM: 3.7-4.0 s
-        # against 3.6 s at 1e-8, load 12)
-        start = max((t for t in levels if t <= request.accuracy), default=levels[0])
-        if start > levels[0]:
-            return [_Pass(dict(opts), start=start, aimed=True), full]
-    return [full]
-
-
-def _solve(model: ModelDeclaration, name: str, request: RouteRequest, reason: str) -> Solution:
-    """A conic route: its runs (:func:`_passes`), each certified; an aimed run is kept when its
-    certificate (cheap, then polished) meets the accuracy, else the next run goes on (the
-    full one: self-certificate with its alternatives and Clarabel's re-solve,
-    :func:`_certified`), keeping the better certified answer."""
-    fresh = model.cache.get("primal") is None
-    compiled = compile_primal(model)
-    passes = _passes(name, model, request)
-    if not request.certify:  # nothing can judge an aimed run: it is the answer
-        passes = [_Pass(passes[0].options, passes[0].start, passes[0].warm)]
-    info: dict[str, Any] = {"lam": model.lam, "route": name.lower(), "route_reason": reason,
-                            "accuracy": request.accuracy}
-    # with the self-certificate an "optimal_inaccurate" answer is let through and kept only if
-    # its certificate proves the requested accuracy (below)
-    lenient = request.accept_inaccurate or request.certify
-    spent = [0.0, 0.0, 0.0, 0.0]  # compile, solve, certificate, solver setup of all runs
-    kept: _Answer | None = None  # the best aimed answer
-    kept_info: dict[str, Any] = {}
-    answer: _Answer | None = None
-    degraded: tuple[dict[str, Any], dict[str, Any]] | None = None  # the full run's record
-    for run in passes:
-        record: dict[str, Any] = {}
-        t_run = time.perf_counter()
-        try:
-            _, comp, solve_time = run_solver(compiled.problem, name, run.options,
-                                             request.verbose, lenient, "solve_exact", record,
-                                             start=run.start, warm_start=run.warm)
-        except SolverError as exc:
-            if run.aimed:
-                info.setdefault("aimed_failures", []).append(str(exc))
-                continue
-            if kept is not None and kept.cert.success_at(request.required):
-                answer = kept
-                info.update(kept_info)
-                break
-            raise _explain(model, exc) from None
-        spent[0] += comp
-        spent[1] += solve_time
-        # what the solver's own time leaves out: its setup (SCS factorizes the KKT matrix
-        # there: 0.7 s of a 1.9 s call on the 1,000-node SBM) and CVXPY's unpacking
-        spent[3] += max(time.perf_counter() - t_run - comp - solve_time, 0.0)
-        if run.aimed and compiled.problem.status != cp.OPTIMAL:
-            continue  # a loose run's infeasible or inaccurate answer: the full run decides
-        if not run.aimed:
-            _check_feasible(model, compiled, name)
-        W, U = _read(model, compiled, name)
-        answer = _Answer(W, U, compiled.problem.status, float(compiled.problem.value), None,
-                         0.0, 0.0)
-        info["tolerances"] = record.get("options")
-        if not request.certify:
-            degraded = (record, run.options)
-            break
-        if run.aimed:
-            scratch: dict[str, Any] = {"tolerances": record.get("options")}
-            t0 = time.perf_counter()
-            try:
-                # SCS's loose answer is certified by its polish, not by finer repairs of its
-                # own flows (fallback): on the 2,000-node SBM (Norm2) the fallback's flows
-                # built from the weights took 0.34 s of a 0.41 s certificate, for 7.4e-8
-                answer.cert = certify_fn(model, W, U, tol=request.accuracy, project="never",
-                                         recover=False, fallback=name != "SCS")
-            except GTVError:  # the full run's self-certificate records why
-                continue
-            finally:
-                spent[2] += time.perf_counter() - t0
-            if request.polish:
-                _polished(model, answer, scratch, request.accuracy)
-            if answer.cert.success_at(request.accuracy):
-                info.update(scratch)
-                info["certified"] = True
-                break
-            if kept is None or answer.cert.relative_gap < kept.cert.relative_gap:
-                kept, kept_info = answer, scratch
-            if not _stalled(record, run):
-                continue
-            # the solver could not reach the aimed level: a tighter run would stall there
-            # too, so this answer gets the full certificate instead of another run
-            info["stalled"] = True
-            kept = None
-        degraded = (record, run.options)
-        answer = _certified(model, compiled, name, answer, info, run.options,
-                            request.verbose, lenient, request.required,
-                            bool(record.get("shortcut")))
-        spent[0] += answer.compile_time
-        spent[1] += answer.solve_time
-        if request.polish:
-            _polished(model, answer, info, request.accuracy)
-        if kept is not None and kept.cert.relative_gap < _relative_gap(answer.cert):
-            answer = kept
-            info.update(kept_info)
-            info["certified"] = kept.cert.success_at(request.required)
-        break
-    assert answer is not None
-    if degraded is not None and not (request.aimed and answer.cert is not None
-                                     and answer.cert.success_at(request.accuracy)):
-        _warn_default_accuracy(name, *degraded)
-    if request.certify and request.handover and name != "CLARABEL" and not (
-            answer.cert is not None and answer.cert.success_at(request.required)):
-        # Clarabel, the last route, re-solves with RESOLVE_OPTIONS where this one cannot
-        raise SolverError(
-            f"solve_exact: {name}'s answer is certified only to a relative gap of "
-            f"{_relative_gap(answer.cert):.3g} (required {request.required:g})",
-            status="not_certified", solver=name)
-    if request.certify:
-        if answer.cert is not None:
-            info["certified_gap"] = answer.cert.gap
-            info["certified_relative_gap"] = answer.cert.relative_gap
-            if np.isfinite(answer.cert.primal_value):
-                # P(W) evaluated in numpy: a loose run's own objective value can be ~eps off
-                answer.objective = float(answer.cert.primal_value)
-        _check_certified(name, answer, info, request.accept_inaccurate, request.required)
-    elif request.polish:
-        info["polish"] = {"status": "skipped", "reason": "certify=False"}
-    timings = {"compile": (compiled.build_time if fresh else 0.0) + spent[0],
-               "solve": spent[1], "solver_setup": spent[3]}
-    if request.certify:
-        timings["certificate"] = spent[2] + info.pop("certificate_time", 0.0)
-    if "time" in info.get("polish", {}):
-        timings["polish"] = info["polish"]["time"]
-    success = bool(info.pop("certified", answer.status == cp.OPTIMAL))
-    return route_solution(model, answer.W, answer.U, answer.objective, answer.status, success,
-                          name, timings, info, answer.cert)
-
-
-def _stalled(record: dict[str, Any], run: _Pass) -> bool:
-    """Whether an aimed run was accepted at a looser level of the ladder than it aimed at."""
-    used = (record.get("options") or {}).get("tol_gap_rel")
-    return run.start is not None and used is not None and used > run.start
-
-
-def _relative_gap(cert: Any) -> float:
-    """A certificate's relative gap (inf without one)."""
-    return math.inf if cert is None else float(cert.relative_gap)
-
-
-@dataclass
-class _Answer:
-    """The answer kept so far: weights, flows (docs/conventions.md's sign), status, objective of
-    (16), its certificate (34) and the summed compile and solver seconds."""
-
-    W: np.ndarray
-    U: np.ndarray
-    status: str
-    objective: float
-    cert: Any
-    compile_time: float
-    solve_time: float
-
-
 def _check_args(solver: Any, accept_inaccurate: Any, verbose: Any, certify: Any,
                 accuracy: Any) -> float:
     """Validate :func:`solve_exact`'s options; returns ``accuracy``."""
@@ -783,189 +493,3 @@ def _check_args(solver: Any, accept_inaccurate: Any, verbose: Any, certify: Any,
         check_bool(value, flag, "solve_exact")
     return check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
                         where="solve_exact")
-
-
-def _warn_default_accuracy(name: str, record: dict[str, Any], opts: dict[str, Any]) -> None:
-    """:class:`AccuracyWarning` when the solver was accepted only at the last level of its
-    fallback ladder (its own default accuracy) without the caller choosing tolerances."""
-    levels = FALLBACK_SOLVER_OPTIONS.get(name, [])
-    if levels and record.get("options", {}).get("tol_gap_rel") == levels[-1]["tol_gap_rel"] \
-            and not any(set(level) & set(opts) for level in levels):
-        warnings.warn(
-            f"solve_exact: {name} could not reach gtvmodel's reference tolerances and was "
-            f"accepted at its own default accuracy {levels[-1]}; the weights may be accurate to "
-            "only about 1e-5 (see Solution.info['tolerances'])", AccuracyWarning, stacklevel=5)
-
-
-def _check_feasible(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> None:
-    """:class:`InfeasibleError` naming the nodes whose constraints are infeasible."""
-    if compiled.problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        bad = find_infeasible_nodes(model)
-        where = (f"infeasible constraints at node(s) {', '.join(map(repr, bad))}" if bad
-                 else "the constraints have no common feasible point")
-        raise InfeasibleError(f"solve_exact: {name} reports the problem infeasible: {where}")
-
-
-def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer: _Answer,
-               info: dict[str, Any], opts: dict[str, Any], verbose: bool, lenient: bool,
-               accuracy: float, shortcut: bool = False) -> _Answer:
-    """The self-certificate (34) of the answer; if it misses ``accuracy``, re-solves by the
-    plain ladder (with the same options when the answer came by a ``shortcut`` of the ladder,
-    then with :data:`RESOLVE_OPTIONS`), keeping the best certified answer.  Fills ``info``
-    (``certificate_time``, ``resolved``, ``certified``, ``certified_gap``,
-    ``certified_relative_gap``, ``certificate_error``, ``tolerances``)."""
-    t0 = time.perf_counter()
-    try:
-        answer.cert = _self_certificate(certify_fn, model, answer.W, answer.U, accuracy)
-    except GTVError as exc:  # e.g. a conjugate the certificate cannot evaluate
-        info["certificate_error"] = str(exc)
-    info["certificate_time"] = time.perf_counter() - t0
-    # re-solves, by the plain ladder (every level a fresh run to its end), until the answer is
-    # certified: first with the same options when the answer came by a shortcut of the ladder
-    # (a run stopped early at a looser level, issue 17), then with RESOLVE_OPTIONS
-    resolve = RESOLVE_OPTIONS.get(name)
-    extra = ([dict(opts)] if shortcut else []) + (
-        [{**opts, **resolve}] if resolve and not set(resolve) & set(opts) else [])
-    for options in extra:
-        if answer.cert is None or answer.cert.success_at(accuracy):
-            break
-        _resolve(model, compiled, name, answer, info, options, verbose, lenient, accuracy)
-    info["certified"] = answer.cert is not None and answer.cert.success_at(accuracy)
-    if answer.cert is not None:
-        info["certified_gap"] = answer.cert.gap
-        info["certified_relative_gap"] = answer.cert.relative_gap
-    return answer
-
-
-
-def _polished(model: ModelDeclaration, answer: _Answer, info: dict[str, Any],
-              accuracy: float) -> None:
-    """The polish of the certified answer (:func:`gtvmodel.solve.polish.polish`): replaces it
-    when certified at least as good; records ``info["polish"]``.  An answer the solver calls
-    inaccurate is left as it is (its status, raised or accepted, stays the caller's to see)."""
-    if answer.status != cp.OPTIMAL:
-        info["polish"] = {"status": "skipped", "reason": f"solver status {answer.status!r}"}
-        return
-    done = polish_fn(model, answer.W, answer.U, answer.cert, accuracy)
-    info["polish"] = done.info
-    if done.applied:
-        answer.W, answer.U, answer.cert = done.weights, done.flows, done.certificate
-        answer.objective = done.info["objective_after"]
-        info["certified"] = answer.cert.success_at(accuracy)
-        info["certified_gap"] = answer.cert.gap
-        info["certified_relative_gap"] = answer.cert.relative_gap
-
-
-def _resolve(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer: _Answer,
-             info: dict[str, Any], options: dict[str, Any], verbose: bool, lenient: bool,
-             accuracy: float) -> None:
-    """One re-solve by the plain ladder with ``options``; the answer is replaced when the new
-    one is certified to a smaller relative gap (34)."""
-    record2: dict[str, Any] = {}
-    try:
-        _, comp2, st2 = run_solver(compiled.problem, name, options, verbose, lenient,
-                                   "solve_exact (re-solve)", record2, shortcuts=False)
-        info["resolved"] = True
-        answer.compile_time += comp2
-        answer.solve_time += st2
-        if compiled.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            W2, U2 = _read(model, compiled, name)
-            t1 = time.perf_counter()
-            cert2 = _self_certificate(certify_fn, model, W2, U2, accuracy)
-            info["certificate_time"] += time.perf_counter() - t1
-            if cert2.relative_gap < answer.cert.relative_gap:
-                answer.W, answer.U, answer.cert = W2, U2, cert2
-                answer.status = compiled.problem.status
-                answer.objective = float(compiled.problem.value)
-                info["tolerances"] = record2.get("options")
-    except GTVError:
-        info.setdefault("resolved", False)
-
-def _check_certified(name: str, answer: _Answer, info: dict[str, Any],
-                     accept_inaccurate: bool, accuracy: float) -> None:
-    """An ``optimal_inaccurate`` answer not certified to ``accuracy`` raises (unless
-    ``accept_inaccurate``); a claimed ``optimal`` that is not certified warns
-    (:class:`AccuracyWarning`)."""
-    cert, status = answer.cert, answer.status
-    if status == cp.OPTIMAL_INACCURATE and not accept_inaccurate and not info["certified"]:
-        what = (f"certified only to a relative gap of {cert.relative_gap:.3g}"
-                if cert is not None else "not certified")
-        raise SolverError(
-            f"solve_exact: {name} stopped with status 'optimal_inaccurate' and the result is "
-            f"{what} (requested accuracy {accuracy:g}); pass accept_inaccurate=True to "
-            "accept it, or loosen the tolerances", status=status, solver=name)
-    # an accepted inaccurate status already says so; a claimed "optimal" must be true
-    if not info["certified"] and status == cp.OPTIMAL:
-        what = (f"the solution is certified only to a relative gap of "
-                f"{cert.relative_gap:.3g}" if cert is not None else
-                f"the solution could not be certified ({info['certificate_error']})")
-        warnings.warn(
-            f"solve_exact: {name} reports {status!r}, but {what} (requested accuracy "
-            f"{accuracy:g}; gtvmodel.certify with the solver's flows"
-            + (", also after a re-solve with RESOLVE_OPTIONS" if "resolved" in info else "")
-            + "): the weights may be that far from optimal (see Solution.certificate)",
-            AccuracyWarning, stacklevel=5)
-
-
-def _self_certificate(certify_fn: Any, model: ModelDeclaration, W: np.ndarray, U: np.ndarray,
-                      accuracy: float) -> Any:
-    """The certificate of an exact solve (``project="never"``: cheap repairs only); if it
-    misses ``accuracy``, also with the convex projection of the flows and with flows
-    recovered from the weights (the best one is kept: each is a valid bound).  The recovery
-    (:mod:`gtvmodel.certificates.recovery`) runs once, in the last try: ``recover=False``
-    before it."""
-    cert = certify_fn(model, W, U, tol=accuracy, project="never", recover=False)
-    for flows in (U, None):
-        if cert.success_at(accuracy):
-            break
-        alt = certify_fn(model, W, flows, tol=accuracy, recover=flows is None)
-        if alt.relative_gap < cert.relative_gap:
-            cert = alt
-    return cert
-
-
-def _read(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> tuple[np.ndarray,
-          np.ndarray]:
-    """Weights and flows (docs/conventions.md's sign) of the last solve, checked finite."""
-    status = compiled.problem.status
-    if compiled.W.value is None and status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and all(
-            v.id != compiled.W.id for v in compiled.problem.variables()):
-        # W appears nowhere (no edges, zero losses only): every W is optimal, take 0
-        compiled.W.value = np.zeros(compiled.W.shape)
-    if compiled.W.value is None:
-        raise SolverError(f"solve_exact: {name} returned no weights (status {status!r})",
-                          status=status, solver=name)
-    W = np.asarray(compiled.W.value, dtype=float).reshape(model.num_nodes, model.dim)
-    if compiled.flow_constraint is not None:
-        dual = compiled.flow_constraint.dual_value
-        if dual is None:
-            raise SolverError(f"solve_exact: {name} returned no dual values for the flows",
-                              status=status, solver=name)
-        U = -np.asarray(dual, dtype=float).reshape(model.num_edges, model.dim)
-    else:
-        U = np.zeros((0, model.dim))
-    if not (np.isfinite(W).all() and np.isfinite(U).all()):
-        msg = data_overflow_message(model, "solve_exact")
-        if msg is not None:
-            raise DataError(msg)
-        bad = np.flatnonzero(~np.isfinite(W).all(axis=1))
-        where = (f" (weights of node(s) {', '.join(repr(model.nodes[i]) for i in bad[:10])})"
-                 if bad.size else " (flows)")
-        raise SolverError(f"solve_exact: {name} returned non-finite values{where}",
-                          status=status, solver=name)
-    return W, U
-
-
-def _explain(model: ModelDeclaration, exc: SolverError) -> GTVError:
-    """Add what can be determined about the cause to a failed exact solve's error."""
-    msg = data_overflow_message(model, "solve_exact")
-    if msg is not None:
-        return DataError(f"{msg} ({exc})")
-    if exc.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-        bad = unbounded_nodes(model)
-        if bad:
-            return SolverError(
-                f"solve_exact: the problem is unbounded: the loss of node(s) "
-                f"{', '.join(map(repr, bad[:10]))}{' ...' if len(bad) > 10 else ''} is unbounded "
-                "below over the node's constraints", status=exc.status, solver=exc.solver)
-    return exc

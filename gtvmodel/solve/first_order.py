@@ -33,7 +33,7 @@
   SCS or Clarabel, answer).
 
 This module sits in the engine layer beside :mod:`gtvmodel.primal_dual` (which imports only
-:mod:`gtvmodel.solve.compile` from this package), so :mod:`gtvmodel.solve.exact` dispatches to
+:mod:`gtvmodel.duality.compile` from this package), so :mod:`gtvmodel.solve.exact` dispatches to
 it without an import cycle.
 """
 
@@ -206,7 +206,7 @@ def stage_tolerances(accuracy: float) -> list[float]:
 
 
 def _staged_run(model: ModelDeclaration, accuracy: float,
-                options: dict[str, Any]) -> tuple[Any, list[tuple[float, int, float]]]:
+                options: dict[str, Any]) -> tuple[Any, list[tuple[float, int, float | None]]]:
     """Algorithm 1 in stages (:func:`stage_tolerances`), each warm-started from the last
     iterate of the previous one and started at the step scale ``c`` that balances the
     previous stage's final residuals (:func:`rebalanced`), sharing ``max_iter``.  A given
@@ -215,7 +215,7 @@ def _staged_run(model: ModelDeclaration, accuracy: float,
     per stage."""
     budget = options.pop("max_iter", FIRST_ORDER_MAX_ITER)
     tols = stage_tolerances(accuracy) if options.get("step") is None else [accuracy]
-    stages: list[tuple[float, int, float]] = []
+    stages: list[tuple[float, int, float | None]] = []
     run = None
     for tol in tols:
         run = solve_primal_dual(model, max_iter=budget, tol=tol, **options)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -122,6 +122,7 @@ def polish(model: ModelDeclaration, W: np.ndarray, U: np.ndarray, cert: Certific
     if reason is not None:
         kept.info = {"status": "skipped", "reason": reason}
         return kept
+    assert cert is not None  # (the reason above)
     st = model.structure()
     structure = find_structure(model, st, W, U)
     try:
@@ -224,7 +225,7 @@ def hessian(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
     n, d = W.shape
     Hn = np.zeros((n, d, d))
     for b in st.batches:
-        Hn[b.nodes] += b.hessians(W)
+        Hn[b.nodes] += cast(np.ndarray, b.hessians(W))  # every batch has them (the polish applies)
     Hn[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
     H = P.T @ _block_diag(Hn) @ P
     if model.num_edges:
@@ -325,7 +326,7 @@ def polished_flows(model: ModelDeclaration, st: ModelStructure, structure: _Stru
     for js in patterns.values():
         F = np.flatnonzero(structure.fused[:, js[0]])
         if F.size:
-            U[np.ix_(F, js)] += balance_flows(st.incidence[F], cap[F],
+            U[np.ix_(F, np.asarray(js))] += balance_flows(st.incidence[F], cap[F],
                                                structure.labels[:, js[0]], R[:, js])
     return U
 

@@ -525,7 +525,7 @@ class SymbolicConstraint(Constraint):
 
     Created by :meth:`gtvmodel.GTVModel.add_constraint`; it has no closed-form projection or
     support function (the dual and the certificate conjugate it through CVXPY's conic form,
-    :mod:`gtvmodel.solve.conic`).
+    :mod:`gtvmodel.duality.conic`).
 
     Parameters
     ----------

@@ -1385,7 +1385,7 @@ class SymbolicLoss(Loss):
     Created by :meth:`gtvmodel.GTVModel.set_loss`; ``variable`` is the node's ``cp.Variable``.
     Numeric evaluation assigns ``variable.value`` and reads the expression's value.  Its
     conjugate has no formula: the dual and the certificate derive it from CVXPY's conic form
-    (:mod:`gtvmodel.solve.conic`, docs/conventions.md).
+    (:mod:`gtvmodel.duality.conic`, docs/conventions.md).
 
     Parameters
     ----------
@@ -1587,7 +1587,7 @@ def datafit_conjugate_split(cls: type[DataFitLoss], X: np.ndarray, y: np.ndarray
     cancels; the rounding bound of the value is taken relative to these).
 
     Any array namespace for row losses whose formulas are written for it (squared rows: the
-    device certificate, :mod:`gtvmodel.primal_dual.device_certificate`), with ``m_max``
+    device certificate, :mod:`gtvmodel.certificates.device_certificate`), with ``m_max``
     (the most rows of a node, for ``gamma``) given where counting them would cost a pass.
     """
     xp = _xp.namespace(S)
@@ -1793,7 +1793,7 @@ class ConjugateGroup:
     evaluate: Callable[..., tuple[np.ndarray, ...]]
     #: ``evaluate`` takes tensors of another array library too (``S``, ``W0``, ``wloc`` and
     #: ``rnd`` on one device; its results are then there, but ``converged``): the device
-    #: certificate (:mod:`gtvmodel.primal_dual.device_certificate`) runs it where the demands are.
+    #: certificate (:mod:`gtvmodel.certificates.device_certificate`) runs it where the demands are.
     array_api: bool = False
 
 

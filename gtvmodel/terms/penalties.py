@@ -55,7 +55,7 @@ class Penalty:
     #: :meth:`conjugate_rows` (and, for norms, :meth:`dual_norm` and ``project_dual_ball``) are
     #: written against the array API (:mod:`gtvmodel._xp`): they then run on other array
     #: libraries' tensors too (Algorithm 1's ``device=`` backend and its certificates,
-    #: :mod:`gtvmodel.primal_dual.torch_backend`, :mod:`gtvmodel.primal_dual.device_certificate`).
+    #: :mod:`gtvmodel.primal_dual.torch_backend`, :mod:`gtvmodel.certificates.device_certificate`).
     array_api: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):

@@ -35,24 +35,25 @@ exactly the serial one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .. import _xp
-from ..certificates.certificate import Certificate, _dual_bad
-from ..certificates.kinds import EPS, capacities, max_rows, node_kinds
-from ..certificates.radii import Radii, candidate_radii
-from ..certificates.repair import (
+from ..declaration import ModelDeclaration
+from ..results import Labels
+from .certificate import Certificate
+from .dual_side import dual_bad
+from .kinds import EPS, capacities, max_rows, node_kinds, norm_penalty
+from .radii import Radii, candidate_radii
+from .repair import (
     CAP_RTOL,
     PROJECT_NOTE,
     capacity_ratio,
     rescale_note,
     scale_flows,
 )
-from ..certificates.value import demands, node_bounds
-from ..declaration import ModelDeclaration
-from ..results import Labels
+from .value import demands, node_bounds
 
 __all__ = ["ShardCertificate", "shard_scan", "shard_parts", "repair_rows", "edge_sums",
            "node_sums", "join_sums", "repair_plan", "combine_parts",
@@ -99,7 +100,7 @@ def shard_scan(model: ModelDeclaration, U: Any, rows: slice = slice(None)
     scale = float(xp.max(xp.abs(U))) if U.shape[0] * U.shape[1] else 0.0
     if cap is None or not U.shape[0]:
         return scale, 0.0, 0.0, 1.0, 1.0
-    pen = model.penalty
+    pen = norm_penalty(model)
     c = _xp.like(cap[rows], U)
     Up = pen.project_dual_ball(U, c)
     exc = max(float(xp.max(pen.dual_norm(U) - c)), 0.0)
@@ -115,7 +116,8 @@ def repair_rows(model: ModelDeclaration, U: Any, project: bool, theta: float,
     (:func:`repair_plan`): the projection onto the capacities (27), then the factor
     ``theta``."""
     if project:
-        U = model.penalty.project_dual_ball(U, _xp.like(capacities(model)[rows], U))
+        cap = cast(np.ndarray, capacities(model))  # (a projection: a norm penalty)
+        U = norm_penalty(model).project_dual_ball(U, _xp.like(cap[rows], U))
     if theta < 1.0:
         U = scale_flows(model, U, theta, rows)
     return U
@@ -162,7 +164,7 @@ def node_sums(model: ModelDeclaration, n_own: int, W: np.ndarray, S: np.ndarray,
         radii = Radii(model.num_nodes, lambda: candidate_radii(model, W, P_W, viol, None, None))
     dv = node_bounds(model, S, rnd, radii, None, W, near)
     own_dv = {k: dv[k][own] for k in ("node_conj", "s", "rho")}
-    outside = _dual_bad(own_dv, feas_tol, True).size
+    outside = dual_bad(own_dv, feas_tol, True).size
     nc, ch = dv["node_conj"][own], dv["charge"][own]
     fin = np.isfinite
     with np.errstate(invalid="ignore"):
@@ -254,7 +256,7 @@ def combine_parts(model: ModelDeclaration, parts: list[ShardCertificate], tol: f
             "tolerance": rounding + sum(p.charge for p in parts) + conic_tol}
 
 
-def make_certificate(model: ModelDeclaration, values: dict[str, float], repairs: list[str],
+def make_certificate(model: ModelDeclaration, values: dict[str, Any], repairs: list[str],
                      theta: float, W: np.ndarray, U: np.ndarray, node_gaps: np.ndarray,
                      edge_gaps: np.ndarray, tol: float, feas_tol: float) -> Certificate:
     """The :class:`~gtvmodel.certificates.certificate.Certificate` of a sharded certificate

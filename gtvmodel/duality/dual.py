@@ -21,18 +21,18 @@ constraints, the penalty term from
 ``||u_e||_* <= lambda A_e`` for norms (27)).
 
 **Conic nodes** (a symbolic loss or symbolic constraints: ``model.structure().symbolic`` and
-``.symbolic_constraints``) are compiled by :func:`gtvmodel.solve.conic.conic_dual_terms`, the agreed
-interface: for node positions ``nodes`` and an affine ``(len(nodes), d)`` expression ``S`` it
+``.symbolic_constraints``) are compiled by :func:`gtvmodel.duality.conic.conic_dual_terms`, the
+agreed interface: for node positions ``nodes`` and an affine ``(len(nodes), d)`` expression ``S`` it
 returns ``(concave_expr, constraints)`` whose maximization over its own new variables equals
 ``sum_k -(L_k + iota_{C_k})*(S_k)`` (the node's whole term: loss, regularizers and all its
-constraints).  Numeric values come from :func:`gtvmodel.solve.conic.conjugate_values`.
+constraints).  Numeric values come from :func:`gtvmodel.duality.conic.conjugate_values`.
 
 **Weights.**  The multiplier of the node-balance constraint ``sum(parts) = s`` is the primal
 weight vector (the dual of the dual is the primal).  :func:`solve_dual` returns it as
 ``weights`` only when it verifies: every node constraint holds within ``1e-7`` and ``P(w)``
 equals the dual objective within relative ``1e-6``.  Otherwise (a non-unique or ill-conditioned
 primal) ``weights`` is None.  Conic nodes' weights are the multipliers of their conic duals'
-balance constraints (:func:`gtvmodel.solve.conic.conic_weights`).
+balance constraints (:func:`gtvmodel.duality.conic.conic_weights`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
@@ -168,7 +168,8 @@ def _l1_part(idx: np.ndarray, l1: np.ndarray, row_of: np.ndarray, k: int, d: int
     V = cp.Variable((len(idx), d), name="s_l1")
     P = scatter_rows(row_of, idx, k)
 
-    def ev_l1(V=V, P=P, eta=eta):
+    def ev_l1(V: Any = V, P: Any = P, eta: np.ndarray = eta
+              ) -> tuple[np.ndarray, np.ndarray]:
         return P @ np.clip(V.value, -eta, eta), np.zeros(k)
 
     return NodePart("l1", P @ V, cp.Constant(0.0), [cp.abs(V) <= eta], ev_l1)
@@ -184,11 +185,13 @@ def _l2_part(idx: np.ndarray, l2: np.ndarray, row_of: np.ndarray, k: int, d: int
     V = cp.Variable((len(idx), d), name="s_l2")
     P = scatter_rows(row_of, idx, k)
 
-    def ev_l2(V=V, P=P, kap=kap):
+    def ev_l2(V: Any = V, P: Any = P, kap: np.ndarray = kap
+              ) -> tuple[np.ndarray, np.ndarray]:
         s = V.value
         return P @ s, P @ ((s**2).sum(axis=1) / (4.0 * kap))
 
-    def ab_l2(Rz, V=V, P=P):  # finite everywhere: absorbs the whole residual
+    # finite everywhere: absorbs the whole residual
+    def ab_l2(Rz: np.ndarray, V: Any = V, P: Any = P) -> None:
         V.value = V.value + P.T @ Rz
 
     return NodePart("l2", P @ V, l2_conjugate_cvx(V, kap), [], ev_l2, ab_l2)
@@ -208,11 +211,13 @@ def _box_part(box: Any, inset: np.ndarray, row_of: np.ndarray, k: int, d: int
     P = scatter_rows(row_of, bidx[sel], k)
     cost, cons = Box.support_rows_expression(V, lo, hi)
 
-    def ev_box(V=V, P=P, lo=lo, hi=hi):
+    def ev_box(V: Any = V, P: Any = P, lo: np.ndarray = lo, hi: np.ndarray = hi
+               ) -> tuple[np.ndarray, np.ndarray]:
         s = Box.support_domain_projection(V.value, lo, hi)
         return P @ s, P @ Box.support_rows(s, lo, hi)
 
-    def mag_box(V=V, P=P, lo=lo, hi=hi):
+    def mag_box(V: Any = V, P: Any = P, lo: np.ndarray = lo, hi: np.ndarray = hi
+                ) -> tuple[np.ndarray, np.ndarray]:
         s = Box.support_domain_projection(V.value, lo, hi)
         # the support's terms case by case (s_j > 0 only where hi_j is finite, s_j < 0
         # only where lo_j is: never inf * 0)
@@ -230,7 +235,7 @@ def _nonneg_part(idx: np.ndarray, row_of: np.ndarray, k: int, d: int) -> NodePar
     V = cp.Variable((len(idx), d), name="s_nonneg")
     P = scatter_rows(row_of, idx, k)
 
-    def ev_nn(V=V, P=P):
+    def ev_nn(V: Any = V, P: Any = P) -> tuple[np.ndarray, np.ndarray]:
         return P @ np.minimum(V.value, 0.0), np.zeros(k)
 
     return NodePart("nonneg", P @ V, cp.Constant(0.0), [V <= 0], ev_nn)
@@ -249,7 +254,8 @@ def _normball_part(p: float, bidx: np.ndarray, radii: np.ndarray, inset: np.ndar
     cost, cons = NormBall.support_rows_expression(V, r, p)
     q = dual_exponent(p)
 
-    def ev_ball(V=V, P=P, r=r, q=q):
+    def ev_ball(V: Any = V, P: Any = P, r: np.ndarray = r, q: float = q
+                ) -> tuple[np.ndarray, np.ndarray]:
         # an upper bound of r ||s||_q in scaled form: exact enough for every q, never low
         s = V.value
         return P @ s, P @ mul_up(r, norm_rows_upper(s, q))
@@ -270,10 +276,10 @@ class DualProblem:
     #: without recompiling (within one :meth:`~gtvmodel.terms.penalties.Penalty.conjugate_regime`).
     lam: ScaleParameter
     build_time: float
-    #: The constraints of :func:`gtvmodel.solve.conic.conic_dual_terms` (their last entry's
-    #: multiplier gives the conic nodes' weights, :func:`gtvmodel.solve.conic.conic_weights`).
+    #: The constraints of :func:`gtvmodel.duality.conic.conic_dual_terms` (their last entry's
+    #: multiplier gives the conic nodes' weights, :func:`gtvmodel.duality.conic.conic_weights`).
     conic_constraints: list[cp.Constraint] = field(default_factory=list)
-    #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.solve.conic.parameter_key`):
+    #: Values of CVXPY Parameters inside conic nodes (:func:`gtvmodel.duality.conic.parameter_key`):
     #: their conic data is baked in as constants, so a change recompiles.
     conic_key: tuple = ()
     #: the penalty's conjugate regime at the ``lambda`` it was built for
@@ -316,7 +322,7 @@ def compile_dual(model: ModelDeclaration) -> DualProblem:
         balance = total == S[library, :]
         cons.append(balance)
     if conic.size:
-        # ---- conic nodes: compiled by gtvmodel.solve.conic, see the module docstring
+        # ---- conic nodes: compiled by gtvmodel.duality.conic, see the module docstring
         concave, ccons = conic_mod.conic_dual_terms(model, conic.tolist(), S[conic, :])
         costs.append(-concave)
         cons += ccons
@@ -411,8 +417,8 @@ def solve_dual(model: ModelDeclaration, solver: str | None = None, *,
     except (InfeasibleError, SolverError) as exc:
         if raise_on_failure:
             raise
-        return failed_result(DualSolution, Labels(model.nodes, model.edges), exc, name,
-                             objective=math.nan)
+        return cast(DualSolution, failed_result(DualSolution, Labels(model.nodes, model.edges),
+                                                exc, name, objective=math.nan))
 
 
 def _solve_dual(model: ModelDeclaration, solver: str | None, accept_inaccurate: bool,

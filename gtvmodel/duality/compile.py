@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
@@ -119,11 +119,11 @@ def _node_terms(model: ModelDeclaration, st: ModelStructure, W: cp.Variable,
     def tie(k: int) -> None:
         if k not in tied:
             tied.add(k)
-            cons.append(model.variable_if_any(at(k)) == W[k, :])
+            cons.append(cast(cp.Variable, model.variable_if_any(at(k))) == W[k, :])
 
     for k in st.symbolic:
         loss = model.loss_at(at(k))
-        terms.append(loss.expression(loss.variable))
+        terms.append(loss.expression(cast(cp.Variable, loss.variable)))
         tie(k)
     for k in st.symbolic_constraints:
         for c in model.constraints_at(at(k)):

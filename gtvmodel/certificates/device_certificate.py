@@ -2,23 +2,23 @@
 
 The certified gap (34) of :func:`~gtvmodel.certificates.certificate.certify` splits into an edge
 half and a node half once the flows are repaired (the decomposition of
-:mod:`~gtvmodel.primal_dual.sharded_certificate`, with the edge rows in blocks for shards):
+:mod:`~gtvmodel.certificates.sharded_certificate`, with the edge rows in blocks for shards):
 
 * **on the device** (``|E| x d`` work, blocks of
   :data:`~gtvmodel.primal_dual.torch_backend.EDGE_BLOCK_BYTES` edge rows so that the temporaries
   stay a block's size): steps 1 and 3 of the repair -- the decisions from every block's
-  :func:`~gtvmodel.primal_dual.sharded_certificate.shard_scan` scalars
-  (:func:`~gtvmodel.primal_dual.sharded_certificate.repair_plan`), then the projection onto the
+  :func:`~gtvmodel.certificates.sharded_certificate.shard_scan` scalars
+  (:func:`~gtvmodel.certificates.sharded_certificate.repair_plan`), then the projection onto the
   capacities (27) and the factor ``theta`` row by row
-  (:func:`~gtvmodel.primal_dual.sharded_certificate.repair_rows`); the differences
+  (:func:`~gtvmodel.certificates.sharded_certificate.repair_rows`); the differences
   ``v_e = (D w)_e``, the GTV terms ``lambda A_e phi(v_e)``, the edge conjugates, the
   Fenchel-Young pairings ``u_e^T v_e`` and their magnitudes
-  (:func:`~gtvmodel.primal_dual.sharded_certificate.edge_sums`: the penalties' row
+  (:func:`~gtvmodel.certificates.sharded_certificate.edge_sums`: the penalties' row
   evaluations, written against the array API); the demands ``s = -D^T u'`` and
   ``|D|^T |u'|`` for their rounding bound (sparse CSR products, never dense);
 * **with subspace conditions** (zero-loss nodes, squared losses with ``rank X_i < d``), step 2
   of the repair on the device too: the minimum-norm correction ``U - D Z`` through node
-  potentials (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`: conjugate
+  potentials (:class:`~gtvmodel.certificates.device_subspace.DeviceSubspace`: conjugate
   gradients with the Laplacian as a CSR tensor, or the host solver's small factorization on
   a copy of the ``sum_i rank N_i`` residuals), alternated with the projection onto the
   capacities as :func:`~gtvmodel.certificates.repair.repair` does (:meth:`DeviceCertifier.
@@ -33,10 +33,10 @@ half and a node half once the flows are repaired (the decomposition of
   (``3 n d`` numbers moved instead of ``(n + |E|) d``): the loss values, the node constraints,
   the other node conjugates (closed forms of quadratic and zero losses, batched Newton of
   logistic and Huber losses, the cached CVXPY split) and the residual charges
-  (:func:`~gtvmodel.primal_dual.sharded_certificate.node_sums`,
+  (:func:`~gtvmodel.certificates.sharded_certificate.node_sums`,
   :func:`~gtvmodel.certificates.value.node_bounds`; residuals above rounding are charged
   with radii certified from ``P(W)`` on first use, as :func:`certify` does), then the gap
-  with its rounding bound (:func:`~gtvmodel.primal_dual.sharded_certificate.combine_parts`).
+  with its rounding bound (:func:`~gtvmodel.certificates.sharded_certificate.combine_parts`).
 
 The result is the certificate that :func:`certify` (``fallback=False``) computes from host
 copies of the iterate -- the same repair, terms and rounding bound, so the same gap up to the
@@ -44,7 +44,7 @@ order of the sums (``1e-15`` relative measured) -- or ``None`` where that certif
 global step this split does not take; the caller then certifies host copies (and says so):
 
 * ill-conditioned nodes (the affine variant of the repair) or ``lambda = 0`` (decided once
-  per model, :func:`~gtvmodel.primal_dual.sharded_certificate.needs_gather`);
+  per model, :func:`~gtvmodel.certificates.sharded_certificate.needs_gather`);
 * without subspace conditions, one projection that does not reach the capacities (the
   serial repair alternates more rounds); nodes outside their conjugate domains beyond
   ``feas_tol`` (step 4 of the repair), residuals whose radius could not be certified,
@@ -60,14 +60,16 @@ final certificate).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .. import _xp
-from ..certificates.certificate import Certificate
-from ..certificates.kinds import EPS, capacities, node_kinds
-from ..certificates.repair import (
+from ..declaration import ModelDeclaration
+from .certificate import Certificate
+from .device_subspace import DeviceSubspace
+from .kinds import EPS, capacities, node_kinds, norm_penalty
+from .repair import (
     PROJECT_NOTE,
     alternate_rounds,
     capacity_ratio,
@@ -76,10 +78,6 @@ from ..certificates.repair import (
     subspace_note,
     within_rounding,
 )
-from ..certificates.subspace import refine
-from ..certificates.value import demand_rounding
-from ..declaration import ModelDeclaration
-from .device_subspace import DeviceSubspace
 from .sharded_certificate import (
     combine_parts,
     edge_sums,
@@ -91,6 +89,8 @@ from .sharded_certificate import (
     repair_rows,
     shard_scan,
 )
+from .subspace import refine
+from .value import demand_rounding
 
 __all__ = ["DeviceCertifier", "to_host"]
 
@@ -155,10 +155,11 @@ class DeviceCertifier:
 
     def _correct(self, U: Any, blocks: list[slice]) -> tuple[Any, bool]:
         """Step 2 in place: ``U - D Z``, the minimum-norm correction of the subspace conditions
-        (:class:`~gtvmodel.primal_dual.device_subspace.DeviceSubspace`) with the host
+        (:class:`~gtvmodel.certificates.device_subspace.DeviceSubspace`) with the host
         solver's refinement rounds (:func:`~gtvmodel.certificates.subspace.refine`); not done
         when the residual is rounding (:func:`~gtvmodel.certificates.repair.within_rounding`)."""
         sub = self.subspace
+        assert sub is not None  # (called only with subspace conditions)
         r = sub.residual(U)
         if within_rounding(float(r.abs().max()), float(U.abs().max())):
             return U, False
@@ -178,11 +179,12 @@ class DeviceCertifier:
         the capacities (27) and the factor ``theta`` by edge blocks, the correction of the
         subspace conditions (:meth:`_correct`) on all flows."""
         model = self.model
-        cap = capacities(model)
+        cap = cast(np.ndarray, capacities(model))  # (projected only for a norm penalty)
+        pen = norm_penalty(model)
 
         def project(U_: Any) -> Any:
             for b in blocks:
-                U_[b] = model.penalty.project_dual_ball(U_[b], _xp.like(cap[b], U_))
+                U_[b] = pen.project_dual_ball(U_[b], _xp.like(cap[b], U_))
             return U_
 
         Up, did_cap, did_sub = alternate_rounds(
@@ -201,7 +203,7 @@ class DeviceCertifier:
     def _repair(self, U: Any, blocks: list[slice]) -> tuple[Any, float, list[str]] | None:
         """The repaired flows, ``theta`` and the repair notes; None where the host must
         repair (one projection that does not reach the capacities, without subspace
-        conditions: the decisions of :func:`~gtvmodel.primal_dual.sharded_certificate.
+        conditions: the decisions of :func:`~gtvmodel.certificates.sharded_certificate.
         repair_plan`)."""
         if self.subspace is not None:
             return self._alternate(U, blocks)

@@ -31,16 +31,16 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _xp
-from ..certificates.kinds import node_kinds
-from ..certificates.repair import cached_subspace_solver
-from ..certificates.subspace import (
+from ..declaration import ModelDeclaration
+from .kinds import node_kinds
+from .repair import cached_subspace_solver
+from .subspace import (
     CG_RTOL,
     PotentialSolver,
     RangeSolver,
     SubspaceConditions,
     conjugate_gradients,
 )
-from ..declaration import ModelDeclaration
 
 __all__ = ["DeviceSubspace"]
 
@@ -57,6 +57,7 @@ class DeviceSubspace:
             self.L = _xp.csr_tensor(torch, host.L, _xp.device_of(ref), ref.dtype)
         else:
             kinds = node_kinds(model)
+            assert kinds.subspace_bases is not None  # (nodes on a subspace have bases)
             cond = SubspaceConditions.build(model, kinds.subspace, kinds.subspace_bases)
         self.conditions = cond.to(ref)
 

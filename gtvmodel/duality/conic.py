@@ -60,8 +60,8 @@ of (D_s); :func:`node_conjugate` also returns the solver's gap tolerance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import cvxpy as cp
 import numpy as np
@@ -179,6 +179,7 @@ class _StackedProblem:
         """The problem and its vector of node terms at demands ``S`` (``(k, d)``)."""
         if self.dpp is None:
             return self._state(S)
+        assert self.S is not None  # built with the DPP problem
         self.S.value = S
         return self.dpp
 
@@ -210,7 +211,8 @@ def _node_problem(model: ModelDeclaration, i: int, boxed: bool = False) -> _Node
     recompiles it on every solve, which is correct but slower).  ``boxed``: with the extra
     constraint ``||x||_inf <= R`` (a Parameter), the conjugate of ``h_i + iota{||x||_inf <= R}``
     that a certificate with a certified radius ``R`` may use (finite for every ``s``)."""
-    cache = model.cache.get_or_build("conic_nodes_boxed" if boxed else "conic_nodes", dict)
+    cache: dict[Any, Any] = model.cache.get_or_build(
+        "conic_nodes_boxed" if boxed else "conic_nodes", dict)
     entry = cache.get(i)
     if entry is None:
         x, expr, cons = _node_terms(model, i)
@@ -226,7 +228,7 @@ def _node_problem(model: ModelDeclaration, i: int, boxed: bool = False) -> _Node
 
 def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointProblem:
     """The separable problem of ``nodes`` without the linear terms, cached per node tuple."""
-    cache = model.cache.get_or_build("conic_joint", dict)
+    cache: dict[Any, Any] = model.cache.get_or_build("conic_joint", dict)
     entry = cache.get(nodes)
     if entry is None:
         xs, terms, cons = [], [], []
@@ -243,7 +245,7 @@ def _joint_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _JointPro
 
 def _stacked_problem(model: ModelDeclaration, nodes: tuple[int, ...]) -> _StackedProblem:
     """The stacked (P_S) of ``nodes``, cached per node tuple and model version."""
-    cache = model.cache.get_or_build("conic_stacked", dict)
+    cache: dict[Any, Any] = model.cache.get_or_build("conic_stacked", dict)
     entry = cache.get(nodes)
     if entry is None:
         entry = _StackedProblem([], [], [])
@@ -372,16 +374,27 @@ def svec_matrix(n: int) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(n * (n + 1) // 2, n * n))
 
 
-def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
-                           ) -> list[cp.Constraint]:
-    """``z in K^*`` for the stacked rows of several nodes' conic data (row offsets given)."""
-    nonneg: list[np.ndarray] = []
-    soc: dict[int, list[int]] = {}
-    psd: list[tuple[int, int]] = []
-    exp: list[np.ndarray] = []
-    p3d_rows: list[np.ndarray] = []
-    p3d_alpha: list[float] = []
-    pnd: dict[tuple[float, ...], list[int]] = {}
+@dataclass
+class _ConeRows:
+    """The rows of the stacked conic data, grouped by cone (the zero cone's dual is free and
+    has none): nonnegative rows, second-order cones by size (their first rows), PSD blocks
+    ``(first row, k)``, exponential triples, 3-d power cones (rows, ``alpha``) and n-d power
+    cones by ``alpha`` (their first rows)."""
+
+    nonneg: list[np.ndarray] = field(default_factory=list)
+    soc: dict[int, list[int]] = field(default_factory=dict)
+    psd: list[tuple[int, int]] = field(default_factory=list)
+    exp: list[np.ndarray] = field(default_factory=list)
+    p3d_rows: list[np.ndarray] = field(default_factory=list)
+    p3d_alpha: list[float] = field(default_factory=list)
+    pnd: dict[tuple[float, ...], list[int]] = field(default_factory=dict)
+
+
+def _cone_rows(data: list[tuple[int, ConicData]]) -> _ConeRows:
+    """The rows of several nodes' conic data (row offsets given), grouped by cone."""
+    rows = _ConeRows()
+    nonneg, soc, psd, exp = rows.nonneg, rows.soc, rows.psd, rows.exp
+    p3d_rows, p3d_alpha, pnd = rows.p3d_rows, rows.p3d_alpha, rows.pnd
     for off, D in data:
         r = off + D.zero                      # zero cone: dual is free
         nonneg.append(np.arange(r, r + D.nonneg))
@@ -401,6 +414,15 @@ def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
         for al in D.pnd:
             pnd.setdefault(al, []).append(r)
             r += len(al) + 1
+    return rows
+
+
+def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
+                           ) -> list[cp.Constraint]:
+    """``z in K^*`` for the stacked rows of several nodes' conic data (row offsets given)."""
+    rows = _cone_rows(data)
+    nonneg, soc, psd, exp = rows.nonneg, rows.soc, rows.psd, rows.exp
+    p3d_rows, p3d_alpha, pnd = rows.p3d_rows, rows.p3d_alpha, rows.pnd
     out: list[cp.Constraint] = []
     nn = np.concatenate(nonneg) if nonneg else np.zeros(0, dtype=np.int64)
     if nn.size:
@@ -534,6 +556,7 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
     entry = _node_problem(model, i, boxed)
     entry.s.value = sv
     if boxed:
+        assert entry.radius is not None and radius is not None  # a boxed problem has one
         entry.radius.value = float(radius)
     old = entry.x.value
     what = f"conjugate of node {label!r}"
@@ -563,7 +586,8 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
     if val is None or not np.isfinite(val):
         raise SolverError(f"{what}: solver returned objective {val!r}", status=status,
                           solver=name)
-    return float(-val) + 0.0, gap_tolerance(name, record.get("options", {}), status, float(val))
+    tol = cast(float, gap_tolerance(name, record.get("options", {}), status, float(val)))
+    return float(-val) + 0.0, tol
 
 
 def node_conjugate_value(model: ModelDeclaration, i: int, s: Any, solver: str | None = None, *,
@@ -589,7 +613,7 @@ def conjugate_values(model: ModelDeclaration, nodes: list[int], S: Any, solver: 
     ])
 
 
-def stacked_conjugates(model: ModelDeclaration, nodes: list[int], S: Any,
+def stacked_conjugates(model: ModelDeclaration, nodes: list[int] | np.ndarray, S: Any,
                        solver: str | None = None, *, accept_inaccurate: bool = False,
                        **opts: Any) -> tuple[np.ndarray, float] | None:
     """``([(L_k + iota_{C_k})^*(S_k)]_k, tolerance)`` from *one* solve of the stacked (P_S)
