@@ -1,5 +1,5 @@
 """The edge update DU (33) of Algorithm 1 as one compiled pass per iteration (numba), and the
-choice between it and the numpy blocks (``solve_primal_dual(kernel=...)``).
+choice between it and the numpy blocks (``NumpyBackend(kernel=...)``).
 
 :class:`CompiledEdgeUpdates` has the interface of
 :class:`~gtvmodel.primal_dual.updates.EdgeUpdates` (``__call__``, :meth:`node_sums`,
@@ -30,7 +30,7 @@ from .updates import EdgeUpdates
 
 __all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_updates"]
 
-#: The options of ``solve_primal_dual(kernel=...)``.
+#: The options of ``NumpyBackend(kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
 
 #: ``kernel="auto"`` compiles the edge update when ``|E| d`` is at least this (and numba is
@@ -156,7 +156,7 @@ def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
 def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
                       kernel: str = "auto", threads: int = 1, DT: sp.csr_matrix | None = None
                       ) -> tuple[EdgeUpdates | CompiledEdgeUpdates, str]:
-    """The edge update of ``solve_primal_dual(kernel=...)`` and the kernel chosen, ``"numba"``
+    """The edge update of ``NumpyBackend(kernel=...)`` and the kernel chosen, ``"numba"``
     (:class:`CompiledEdgeUpdates`) or ``"numpy"`` (the blocks of
     :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`).  ``"numba"`` when asked
     (:class:`~gtvmodel.UnsupportedError` saying how to install numba if it is missing) and
