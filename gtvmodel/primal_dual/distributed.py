@@ -385,7 +385,7 @@ class _DaskRun(Run):
             self._recover(target, str(exc), attempt + 1)
 
     # ---------------------------------------------------------------- the iteration
-    def iterate(self, k: int) -> None:
+    def iterate(self, k: int) -> None:  # type: ignore[override]  # (the iterate stays there)
         """Iteration ``k``: PU (32) on the shards, the weights of boundary nodes to their
         neighbours' shards, DU (33) on the shards, the flows of boundary edges back."""
         self._guarded(lambda: self._step(k), k)
@@ -400,7 +400,8 @@ class _DaskRun(Run):
         pool, d = self.pool, self.model.dim
         t0 = time.perf_counter()
         sent0 = pool.sent
-        flows_in = self._flows_in or [None] * len(pool.actors)
+        flows_in: list[Any] = [None] * len(pool.actors) if self._flows_in is None \
+            else self._flows_in
         c, self._pending_c = self._pending_c, None
         out = self.calls("node_step", [(k, f, c) for f in flows_in])
         w_in = pool.route(out, pool.node_out, pool.node_in, self.layout.boundary_nodes.size, d)
@@ -438,6 +439,7 @@ class _DaskRun(Run):
         adapt, want = self._residual_due(k)
         if want:
             sent0 = self.pool.sent
+            assert self._flows_in is not None  # routed by the edge round of this iteration
             p2 = self.calls("receive_flows", [(f, True) for f in self._flows_in])
             self.bytes_per_iter[-1] += self.pool.sent - sent0
             self._flows_in = None
@@ -446,8 +448,8 @@ class _DaskRun(Run):
         if adapt and self.rule.update(k - 1, self.p_res, self.d_res):
             self._pending_c = self.rule.c
 
-    @property
-    def x(self) -> Iterate:
+    @property  # (read-only here: the shards hold the iterate)
+    def x(self) -> Iterate:  # type: ignore[override]
         """The iterate ``(w^k, u^k)`` gathered from the shards (once per iteration)."""
         if self._gathered is None or self._gathered[0] != self.done:
             W, U = self._guarded(self._gather, self.done)

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from .steps import FixedSteps, ResidualBalancing, primal_residual, steps_from_sc
 from .updates import extrapolate, prox_point
 
 __all__ = ["DETECTION_DELAY", "RunArguments", "Options", "check_options", "Iterate", "Run",
-           "initial_point", "progress_bar", "raise_non_finite"]
+           "NodeUpdateMaps", "initial_point", "progress_bar", "raise_non_finite"]
 
 #: The certificate schedule's bound on detection: a gap below ``tol`` at iteration ``k0`` is
 #: certified by iteration ``max((1 + DETECTION_DELAY) k0, k0 + record_every)`` whatever the
@@ -110,11 +110,24 @@ def check_options(args: RunArguments) -> Options:
 
 @dataclass(slots=True)
 class Iterate:
-    """``(w^k, u^k)`` with the product ``D^T u^k`` the next iteration reuses."""
+    """``(w^k, u^k)`` with the product ``D^T u^k`` the next iteration reuses (arrays of the
+    backend's library: numpy, or torch tensors; ``DTu`` None where the backend keeps it
+    elsewhere, e.g. on the shards)."""
 
-    W: np.ndarray
-    U: np.ndarray
-    DTu: np.ndarray
+    W: Any
+    U: Any
+    DTu: Any
+
+
+class NodeUpdateMaps(Protocol):
+    """The node updates PU (32) a :class:`Run` calls (:class:`~gtvmodel.primal_dual.prox.
+    NodeUpdates`, or a backend's wrapper of it)."""
+
+    def __call__(self, V: Any, tau: Any, k: int, W_prev: Any) -> Any:
+        """``W_new = PU(V)`` (32) for all nodes."""
+
+    def describe(self) -> dict[str, int]:
+        """Number of nodes per path."""
 
 
 class Run:
@@ -125,7 +138,8 @@ class Run:
     def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
                  progress: bool, t_start: float, threads: int = 1, kernel: str = "auto"):
-        self.model, self.opts, self.rule, self.updates = model, opts, rule, updates
+        self.model, self.opts, self.rule = model, opts, rule
+        self.updates: NodeUpdateMaps = updates
         self.t_start = t_start
         self.D = model.incidence
         self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
@@ -229,13 +243,15 @@ class Run:
         if self.opts.callback is None and x.U is not self._seen:
             self._spare = x.U  # nobody else holds u^{k-1}: its array takes u^{k+1}
         self.x = new
-        if adapt and rule.update(k - 1, self.p_res, self.d_res):
+        if adapt and isinstance(rule, ResidualBalancing) \
+                and rule.update(k - 1, self.p_res, self.d_res):
             self._set_steps(*steps_from_scale(self.deg, self.model.num_edges, rule.c))
 
     def dual_residual(self, x: Iterate, new: Iterate) -> float:
         """``d_k`` of :func:`~gtvmodel.primal_dual.steps.residuals` from ``x`` to ``new``:
         computed by the edge pass of the iteration (asked for by :meth:`iterate`)."""
-        return self.edges.dual_residual
+        d = self.edges.dual_residual
+        return float("nan") if d is None else d
 
     def _residuals_due(self, k: int) -> bool:
         """Whether :meth:`advance` after ``k`` iterations needs the residuals (the step rule

@@ -123,8 +123,8 @@ class CvxpyProxGroup(NodeGroup):
         g, d = len(self.nodes), model.dim
         objective = loss
         if prox:
-            self.a = cp.Parameter(g, nonneg=True, name="inv_2tau")
-            self.b = cp.Parameter((g, d), name="v_over_tau")
+            self.a: Any = cp.Parameter(g, nonneg=True, name="inv_2tau")
+            self.b: Any = cp.Parameter((g, d), name="v_over_tau")
             objective = (objective
                          + cp.sum(cp.multiply(self.a, cp.sum(cp.square(self.W), axis=1)))
                          - cp.sum(cp.multiply(self.b, self.W)))
@@ -200,7 +200,8 @@ class CvxpyProxGroup(NodeGroup):
         except SolverError as exc:
             return self._per_node(V, tau, k, W_prev, exc)
 
-    def _per_node(self, V, tau, k, W_prev, exc: SolverError) -> np.ndarray:
+    def _per_node(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray,
+                  exc: SolverError) -> np.ndarray:
         """Fallback when the group's solve fails: every node's PU on its own (each problem
         then has one node's scale only); a node that still fails is named in the error, and
         called infeasible only if its constraints are."""
@@ -234,9 +235,10 @@ class _DirectClarabel:
     group problem has no CVXPY Parameters of the user's (their values would be baked in).
     """
 
-    def __init__(self, P0, q0, A, b, cones, cols: np.ndarray):
+    def __init__(self, P0: Any, q0: np.ndarray, A: Any, b: np.ndarray, cones: Any,
+                 cols: np.ndarray):
         self.P0, self.q0, self.A, self.b, self.cones, self.cols = P0, q0, A, b, cones, cols
-        self.solver = None
+        self.solver: Any = None
         self.tau: np.ndarray | None = None
         self._P0full = None
 
@@ -263,7 +265,7 @@ class _DirectClarabel:
                    sp.csc_matrix(data["A"]), np.asarray(data["b"], dtype=float).ravel(),
                    dims_to_solver_cones(data["dims"]), cols)
 
-    def _settings(self, eps: float):
+    def _settings(self, eps: float) -> Any:
         import clarabel
 
         settings = clarabel.DefaultSettings()
@@ -328,14 +330,15 @@ class _DirectClarabel:
         import clarabel
         import scipy.sparse as sp
 
-        if self._P0full is None:
-            self._P0full = (self.P0 + sp.triu(self.P0, 1).T).tocsr()
+        P0full = self._P0full
+        if P0full is None:
+            P0full = self._P0full = (self.P0 + sp.triu(self.P0, 1).T).tocsr()
         x_s = np.zeros(self.q0.size)
         x_s[self.cols.ravel()] = V.ravel()
         # scale the objective by tau per node on its own columns is not separable in P0's
         # auxiliary columns, so use one factor: the median step (exact minimizer unchanged)
         gamma = float(np.median(tau))
-        q = gamma * (self.q0 + self._P0full @ x_s)
+        q = gamma * (self.q0 + P0full @ x_s)
         diag = np.zeros(self.q0.size)
         diag[self.cols.ravel()] = np.repeat(gamma / tau, self.cols.shape[1])
         P = (gamma * self.P0 + sp.diags(diag, format="csc")).tocsc()
@@ -432,8 +435,7 @@ def _partition(model: ModelDeclaration, prox: str
         deg = model.degrees
         fast: dict[tuple, list[int]] = {}
         general: list[int] = []
-        for i in np.flatnonzero(deg > 0):
-            i = int(i)
+        for i in np.flatnonzero(deg > 0).tolist():
             key = strategy_key(model.loss_at(i), model.constraints_at(i), d) \
                 if prox == "auto" else None
             if key is None:
@@ -458,7 +460,8 @@ def _batch_group(model: ModelDeclaration, key: tuple, idx: np.ndarray) -> BatchP
     (:meth:`~gtvmodel.terms.losses.LossBatch.shared`: Gram matrices, eigen-decompositions)
     are computed once per model version even when the group is not a whole structure batch
     (isolated nodes, nodes with constraints or of other loss classes beside it)."""
-    templates = model.cache.get_or_build("pd_groups", dict)
+    templates: dict[tuple, tuple[np.ndarray, BatchProxGroup]] = \
+        model.cache.get_or_build("pd_groups", dict)
     entry = templates.get(key)
     if entry is None or not (entry[0] is idx or np.array_equal(entry[0], idx)):
         cls, strategy, ckind = key
@@ -520,8 +523,8 @@ class NodeUpdates:
         if isinstance(grp, IsolatedGroup):
             return grp.update(None, None, k, None)[self._pos_in[i]]
         if isinstance(grp, BatchProxGroup):
-            single = grp.single(int(self._pos_in[i]), self.model.num_nodes, self.model.dim)
-            return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
+            alone = grp.single(int(self._pos_in[i]), self.model.num_nodes, self.model.dim)
+            return alone.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
         single = self._single.get(i)
         if single is None:  # the node's own DPP problem, built once
             single = self._single[i] = CvxpyProxGroup(self.model, np.array([i]))

@@ -293,7 +293,8 @@ class _TorchRun(Run):
         self.Y = torch.empty_like(self.x.W)
         self.updates = _DeviceUpdates(updates, torch, device)
         self.certifier = DeviceCertifier(model, torch, self.D, self.DT, EDGE_BLOCK_BYTES)
-        self.on_device, self.host_reasons = 0, []
+        self.on_device = 0
+        self.host_reasons: list[str] = []
         self.timings["setup"] = time.perf_counter() - t_start
 
     def _tensor(self, a: np.ndarray) -> Any:
