@@ -135,10 +135,11 @@ def resolve_backend(backend: Any, legacy: dict[str, Any], where: str = "solve_pr
     if unknown:
         raise ParameterError(f"{where}: unexpected keyword argument(s) {', '.join(unknown)}")
     if legacy:
-        warnings.warn(f"{where}: the keywords {', '.join(sorted(legacy))} are deprecated; pass "
-                      "backend=gm.NumpyBackend(threads=..., kernel=...), gm.TorchBackend("
-                      "device=..., dtype=...) or gm.DaskBackend(client=..., shards=...)",
-                      DeprecationWarning, stacklevel=3)
+        many = len(legacy) > 1
+        warnings.warn(f"{where}: the keyword{'s' if many else ''} {', '.join(sorted(legacy))} "
+                      f"{'are' if many else 'is'} deprecated; pass backend=gm.NumpyBackend("
+                      "threads=..., kernel=...), gm.TorchBackend(device=..., dtype=...) or "
+                      "gm.DaskBackend(client=..., shards=...)", DeprecationWarning, stacklevel=3)
     given = {k: v for k, v in legacy.items() if v is not LEGACY_OPTIONS[k][0]
              and not (isinstance(v, (int, str)) and v == LEGACY_OPTIONS[k][0])}
     if isinstance(backend, Backend):
