@@ -74,7 +74,7 @@ def part_b(model: gm.GTVModel, client: Client, labels: np.ndarray, iters: int) -
     s_serial, a = per_iteration(model, iters)
     t_serial = time.perf_counter() - t0
     t0 = time.perf_counter()
-    s_dask, b = per_iteration(model, iters, backend="dask", client=client, shards=labels)
+    s_dask, b = per_iteration(model, iters, backend=gm.DaskBackend(client, shards=labels))
     t_dask = time.perf_counter() - t0
     diff = max(np.abs(a.weights - b.weights).max(), np.abs(a.flows - b.flows).max())
     print(f"    serial: {1e3 * s_serial:.1f} ms/iteration (run {t_serial:.1f} s with setup)")
@@ -98,7 +98,7 @@ def part_c(model: gm.GTVModel, client: Client, iters: int) -> float:
             labels = (partition_nodes(model, S) if name == "KL" else
                       np.random.default_rng(S).permutation(np.arange(model.num_nodes) % S))
             res = gm.solve_primal_dual(model, max_iter=iters, tol=0.0, record_every=None,
-                                       backend="dask", client=client, shards=labels)
+                                       backend=gm.DaskBackend(client, shards=labels))
             rows = res.boundary_nodes + res.boundary_edges
             b = float(np.median(res.bytes_sent))
             per_row.append(b / rows)
@@ -115,7 +115,7 @@ def part_d(client: Client, iters: int, how: str) -> tuple[float, float]:
         model = gm.GTVModel(nx.path_graph(int(S)), 2, lam=0.5)
         for i in range(int(S)):
             model.set_loss(i, gm.QuadraticLoss([float(i), 0.0]))
-        s, _ = per_iteration(model, iters, backend="dask", client=client, shards=int(S))
+        s, _ = per_iteration(model, iters, backend=gm.DaskBackend(client, shards=int(S)))
         secs.append(s)
         print(f"    {S} shards: {1e3 * s:.2f} ms/iteration")
     b, a = np.polyfit(shards, secs, 1)

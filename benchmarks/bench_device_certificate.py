@@ -5,7 +5,8 @@ The model of ``bench_torch.py`` (``n`` nodes, ``10 n`` random edges, ``d = 10``,
 ``bench_torch.py``'s default, makes every node rank-deficient: subspace conditions, whose
 minimum-norm flow correction, conjugate gradients through node potentials, runs on the device
 too).  The iterate is that of
-``--iters`` iterations of ``solve_primal_dual(model, device=DEVICE)``; then, interleaved
+``--iters`` iterations of ``solve_primal_dual(model, backend=gm.TorchBackend(DEVICE))``; then,
+interleaved
 ``--repeats`` times, medians reported:
 
 * **host**: what the run did before, :func:`gtvmodel.certify` (``fallback=False``) on float64
@@ -63,7 +64,7 @@ def main() -> None:
     for n in (int(float(s)) for s in args.nodes.split(",")):
         model = random_model(n, 10, 10, samples=args.samples)
         res = gm.solve_primal_dual(model, max_iter=args.iters, tol=0.0, record_every=None,
-                                   step=1.0, device=device)
+                                   step=1.0, backend=gm.TorchBackend(device))
         per_it = (res.timings["node_updates"] + res.timings["edge_updates"]) / args.iters
         W = torch.as_tensor(res.weights, device=device)
         U = torch.as_tensor(res.flows, device=device)

@@ -13,7 +13,7 @@
     edge update before the preallocated ``Norm2`` DU ("before", replayed here) and of the
     package's current one ("now"), interleaved, with their ratios to the plain loop in wall
     and in process CPU time (issue 16 item 5: target >= 2x faster than the plain loop); with
-    numba installed also the compiled edge pass (``solve_primal_dual(kernel="numba")``,
+    numba installed also the compiled edge pass (``NumpyBackend(kernel="numba")``,
     serial and on 2 threads) in the same interleaved table, and numba's one-off cost (import,
     compile cold, load from its cache) in fresh processes; skip with ``--skip-scale``;
 (f) losses without a closed-form prox (absolute, hinge; l1-regularized, box- or ball-constrained
@@ -171,10 +171,10 @@ class _Replay:
     (:meth:`EdgeUpdates.__call__ <gtvmodel.primal_dual.updates.EdgeUpdates.__call__>`: each
     block's DU by its ``Penalty.dual_updater``, written into the flows), with a timer around
     each block's ``D Y`` and DU.  ``threads > 1``: the package's threaded edge update and
-    ``D^T u`` (``solve_primal_dual(threads=...)``), timed whole (its ``D Y`` inside "dual
+    ``D^T u`` (``NumpyBackend(threads=...)``), timed whole (its ``D Y`` inside "dual
     update"); ``kernel="numba"``: the compiled edge pass
     (:class:`~gtvmodel.primal_dual.compiled.CompiledEdgeUpdates`,
-    ``solve_primal_dual(kernel="numba")``), timed whole ("dual update": ``D Y``, DU and,
+    ``NumpyBackend(kernel="numba")``), timed whole ("dual update": ``D Y``, DU and,
     serially, ``D^T u``, which its "D^T product" then only hands over)."""
 
     def __init__(self, model: gm.GTVModel, c: float, fused: bool, threads: int = 1,
@@ -260,7 +260,7 @@ def time_split(model: gm.GTVModel, c: float, R: int, iters: int = 3) -> None:
 
     runs = {"before": _Replay(model, c, fused=False), "now": _Replay(model, c, fused=True),
             "now, 2 threads": _Replay(model, c, fused=True, threads=2)}
-    if _compiled.available():  # the compiled edge pass (solve_primal_dual(kernel="numba"))
+    if _compiled.available():  # the compiled edge pass (NumpyBackend(kernel="numba"))
         runs |= {"numba": _Replay(model, c, fused=True, kernel="numba"),
                  "numba, 2 threads": _Replay(model, c, fused=True, threads=2,
                                              kernel="numba")}

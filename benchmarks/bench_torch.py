@@ -1,8 +1,9 @@
 """Algorithm 1 on PyTorch tensors vs the numpy path (issue 16 item 6), side by side in one run.
 
 Per-iteration seconds of ``solve_primal_dual(model)`` (numpy, scipy.sparse) and
-``solve_primal_dual(model, device=DEVICE)`` (torch tensors, sparse CSR incidence) on random
-graphs with ``n`` nodes and ``10 n`` edges, ``d = 10``, squared losses (5 samples per node),
+``solve_primal_dual(model, backend=gm.TorchBackend(DEVICE))`` (torch tensors, sparse CSR
+incidence) on random graphs with ``n`` nodes and ``10 n`` edges, ``d = 10``, squared losses
+(5 samples per node),
 ``Norm2``, fixed steps ``c = 1``, no certificates (``record_every=None``): the iterations alone.
 Both paths first run a few iterations on a small model, untimed (CUDA's libraries, numba's
 kernel cache); the node factorizations and operators of a run are computed in its set-up
@@ -98,7 +99,7 @@ def main() -> None:
           f"{'(node+edge)':>15} {'numpy/torch':>12} {'max rel diff':>13} {'build s':>8} "
           f"{'GPU peak GiB':>12}")
     small = random_model(1000, args.edges_per_node, args.dim, seed=1)
-    per_iteration(small, 3, device=device, dtype=args.dtype)  # warm-up, untimed
+    per_iteration(small, 3, backend=gm.TorchBackend(device, args.dtype))  # warm-up, untimed
     per_iteration(small, 3)
     for n in (int(float(s)) for s in args.nodes.split(",")):
         t0 = time.perf_counter()
@@ -111,7 +112,8 @@ def main() -> None:
         times: dict[str, list[tuple[float, float, float]]] = {"numpy": [], "torch": []}
         diff = float("nan")
         for r in range(args.repeats):
-            tt, b = per_iteration(model, args.iters, device=device, dtype=args.dtype)
+            tt, b = per_iteration(model, args.iters,
+                                  backend=gm.TorchBackend(device, args.dtype))
             times["torch"].append(tt)
             if with_numpy:
                 tn, a = per_iteration(model, args.iters)

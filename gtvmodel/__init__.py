@@ -100,6 +100,9 @@ _EXPORTS: dict[str, str] = {
     "DistributedResult": "gtvmodel.primal_dual.distributed",
     "Checkpoint": "gtvmodel.primal_dual.distributed",
     "solve_torch": "gtvmodel.primal_dual.torch_backend",
+    "NumpyBackend": "gtvmodel.primal_dual.backends",
+    "TorchBackend": "gtvmodel.primal_dual.torch_backend",
+    "DaskBackend": "gtvmodel.primal_dual.distributed",
     "GTVRegressor": "gtvmodel.sklearn",
     "GTVClassifier": "gtvmodel.sklearn",
     "GTVRegressorCV": "gtvmodel.sklearn",
@@ -216,6 +219,9 @@ __all__ = [
     "WorkerLostError",
     # Algorithm 1 on PyTorch tensors (issue 16 item 6)
     "solve_torch",
+    "NumpyBackend",
+    "TorchBackend",
+    "DaskBackend",
     # scikit-learn estimators and Flower's server-side evaluation (issue 32)
     "GTVRegressor",
     "GTVClassifier",

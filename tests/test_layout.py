@@ -201,14 +201,9 @@ PRIVATE_ALLOWED = frozenset({
 #: item 5: the backends of Algorithm 1 through a public internal interface).
 ENGINES = ("duality", "certificates", "primal_dual", "solve")
 
-#: Private names one engine module imports from another, allowed until the interface of
-#: Algorithm 1's loop is public (issue 29 item 5).  The list only shrinks (as above).
-ENGINE_PRIVATE_ALLOWED = frozenset(
-    [("gtvmodel.primal_dual.torch_backend", "gtvmodel.primal_dual.algorithm", name)
-     for name in ("_check_options", "_Iterate", "_Options", "_raise_non_finite", "_Run")]
-    + [("gtvmodel.primal_dual.distributed", "gtvmodel.primal_dual.algorithm", name)
-       for name in ("_check_options", "_initial", "_Iterate", "_Options", "_progress_bar",
-                    "_raise_non_finite", "_Run")])
+#: Private names one engine module may import from another: none since the backends of
+#: Algorithm 1 use the public interface of ``primal_dual/loop.py`` (issue 29 item 5).
+ENGINE_PRIVATE_ALLOWED: frozenset[tuple[str, str, str]] = frozenset()
 
 
 def _unit(module: str) -> str:

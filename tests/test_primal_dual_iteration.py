@@ -109,14 +109,14 @@ def test_arrays_handed_out_are_never_overwritten(model_and_plain):
     for U, copy in seen:
         np.testing.assert_array_equal(U, copy)
     certified = []
-    original = gm.primal_dual.algorithm._Run.certificate
+    original = gm.primal_dual.loop.Run.certificate
 
     def spy(run):
         certified.append((run.x.U, run.x.U.copy()))
         return original(run)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(gm.primal_dual.algorithm._Run, "certificate", spy)
+    mp.setattr(gm.primal_dual.loop.Run, "certificate", spy)
     try:
         res = model.solve_primal_dual(max_iter=ITERS, tol=0, step=C, record_every=3,
                                       certificate_budget=None)

@@ -1,5 +1,5 @@
 """The edge update DU (33) of Algorithm 1 as one compiled pass per iteration (numba), and the
-choice between it and the numpy blocks (``solve_primal_dual(kernel=...)``).
+choice between it and the numpy blocks (``NumpyBackend(kernel=...)``).
 
 :class:`CompiledEdgeUpdates` has the interface of
 :class:`~gtvmodel.primal_dual.updates.EdgeUpdates` (``__call__``, :meth:`node_sums`,
@@ -16,7 +16,9 @@ operations in the same order but for the order of the sum of squares in a norm).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,7 +32,7 @@ from .updates import EdgeUpdates
 
 __all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_updates"]
 
-#: The options of ``solve_primal_dual(kernel=...)``.
+#: The options of ``NumpyBackend(kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
 
 #: ``kernel="auto"`` compiles the edge update when ``|E| d`` is at least this (and numba is
@@ -58,6 +60,7 @@ class CompiledEdgeUpdates:
         # rows (+1 at e+, -1 at e-): the one-sweep pass on the endpoints (the same flows)
         pairs = bool(D.shape[0]) and bool(np.all(np.diff(D.indptr) == 2)) and bool(
             np.all(D.data[0::2] == 1.0)) and bool(np.all(D.data[1::2] == -1.0))
+        self._ends: tuple[np.ndarray, ...]
         self._pass, self._ends = ((self.kernels.pair_pass,
                                    (np.ascontiguousarray(D.indices[0::2], dtype=np.int64),
                                     np.ascontiguousarray(D.indices[1::2], dtype=np.int64)))
@@ -92,7 +95,8 @@ class CompiledEdgeUpdates:
             self._fresh[1] is self._sums[0] else self._sums[0]
         edge_pass = self._pass
         want = W is not None
-        dW = W - W_new if want else Y  # (a node-sized array: fewer rows to gather)
+        # (a node-sized array: fewer rows to gather)
+        dW = W - W_new if W is not None and W_new is not None else Y
         if self._pool is None:
             nf, rsq = edge_pass(*self._ends, Y, U, sigma, out, self.row, 0, out.shape[0], sums,
                                 True, self._flagged, dW, want)
@@ -109,7 +113,7 @@ class CompiledEdgeUpdates:
         if flagged.size:  # rows the kernel declines: the penalty's numpy DU on the argument
             out[flagged] = self.penalty.dual_update(out[flagged], sigma[flagged],
                                                     self.lamA[flagged])
-        self.dual_residual = (None if not want else
+        self.dual_residual = (None if W is None or W_new is None else
                               dual_residual(self.D, W, W_new, U, out, sigma[:, None])
                               if flagged.size else float(np.sqrt(rsq)))
         if self._pool is not None or flagged.size:
@@ -133,7 +137,7 @@ class CompiledEdgeUpdates:
         else:
             self._parallel(lambda a, b: node_pass(*self._csr_T, U, out, a, b), self._node_cuts)
 
-    def _parallel(self, f, args: list[tuple]) -> list:
+    def _parallel(self, f: Callable[..., Any], args: list[tuple]) -> list:
         """``f(*a)`` for every ``a`` in ``args``: the first here, the others on the pool."""
         assert self._pool is not None
         futures = [self._pool.submit(f, *a) for a in args[1:]]
@@ -156,7 +160,7 @@ def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
 def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
                       kernel: str = "auto", threads: int = 1, DT: sp.csr_matrix | None = None
                       ) -> tuple[EdgeUpdates | CompiledEdgeUpdates, str]:
-    """The edge update of ``solve_primal_dual(kernel=...)`` and the kernel chosen, ``"numba"``
+    """The edge update of ``NumpyBackend(kernel=...)`` and the kernel chosen, ``"numba"``
     (:class:`CompiledEdgeUpdates`) or ``"numpy"`` (the blocks of
     :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`).  ``"numba"`` when asked
     (:class:`~gtvmodel.UnsupportedError` saying how to install numba if it is missing) and

@@ -1,5 +1,5 @@
 """Algorithm 1 (paper 001) on Dask: every shard's data stay on its worker, only boundary messages
-cross (``solve_primal_dual(model, backend="dask", client=..., shards=...)``).
+cross (``solve_primal_dual(model, backend=DaskBackend(client=..., shards=...))``).
 
 **Layout** (:mod:`~gtvmodel.primal_dual.sharding`).  The nodes are split into shards with a
 small weighted cut; a shard (:class:`Shard`, a Dask actor on one worker) holds its nodes'
@@ -60,51 +60,42 @@ import pickle
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 
 from .._validate import check_int, check_option, check_scalar
 from ..certificates.certificate import certify
 from ..certificates.sharded_certificate import (
-    ShardCertificate,
     combine_parts,
-    local_flows,
     make_certificate,
     needs_gather,
     repair_plan,
-    shard_parts,
-    shard_scan,
 )
 from ..declaration import ModelDeclaration
 from ..errors import (
-    DistributedError,
-    GTVError,
     ParameterError,
     UnsupportedError,
     WorkerLostError,
 )
 from ..results import Labels
-from ..terms.penalties import Penalty
-from .algorithm import (
-    BACKENDS,
-    _check_options,
-    _initial,
-    _Iterate,
-    _Options,
-    _progress_bar,
-    _raise_non_finite,
-    _Run,
+from .backends import BACKENDS, Backend
+from .loop import (
+    Iterate,
+    Options,
+    Run,
+    RunArguments,
+    check_options,
+    initial_point,
+    progress_bar,
 )
-from .prox import NodeUpdates
 from .result import History, PrimalDualResult
 from .sharding import ShardLayout, partition_nodes
-from .steps import FixedSteps, ResidualBalancing, make_step_rule, steps_from_scale
-from .updates import EdgeUpdates, extrapolate, prox_point
+from .shards import LostWorker, Shard, ShardPool, ShardSpec, is_lost, shard_specs
+from .steps import FixedSteps, ResidualBalancing, make_step_rule
 
-__all__ = ["solve_distributed", "DistributedResult", "Checkpoint", "Shard", "ShardSpec"]
+__all__ = ["solve_distributed", "DaskBackend", "DistributedResult", "Checkpoint", "Shard",
+           "ShardSpec"]
 
 #: Rebuilds of the shards in a row (each after a lost worker) before the run gives up.
 MAX_REBUILDS = 5
@@ -115,183 +106,6 @@ CERT_FEAS_TOL = 1e-8
 
 #: The values of :func:`solve_distributed`'s ``certificates`` option.
 CERTIFICATE_MODES = ("sharded", "gathered")
-
-
-@dataclass
-class ShardSpec:
-    """What a shard's worker receives once: the shard's declaration (``model``: its nodes
-    first, then its ghosts), the local rows ``D_own`` of ``D`` (owned edges x local nodes) and
-    ``DT_own`` of ``D^T`` (own nodes x incident edges, in the serial order), the positions of
-    the owned and incoming edges among the incident ones, of the ghosts whose weights come in,
-    of the rows that go out, the capacities ``lambda A_e`` of the owned edges, the degrees of
-    the own nodes, the steps (``c``, or explicit ``tau``/``sigma`` rows), the start
-    ``(w^0, u^0)`` rows, and for the certificates the incident edges in the order of the
-    declaration's edges (``cert_perm``, positions among the incident ones), their orientation
-    there (``cert_sign``, +1 or -1) and the positions of the owned edges in that order
-    (``cert_owned``)."""
-
-    index: int
-    model: ModelDeclaration
-    n_own: int
-    D_own: sp.csr_matrix
-    DT_own: sp.csr_matrix
-    owned_in_inc: np.ndarray
-    recv_in_inc: np.ndarray
-    recv_local: np.ndarray
-    send_own: np.ndarray
-    send_owned: np.ndarray
-    lamA: np.ndarray
-    deg: np.ndarray
-    c: float | None
-    tau: np.ndarray | None
-    sigma: np.ndarray | None
-    W0: np.ndarray
-    U0: np.ndarray
-    prox: str
-    batch_cvxpy: bool
-    cert_perm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    cert_sign: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    cert_owned: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-
-class Shard:
-    """One shard's state on its worker (a Dask actor) and its half-steps of an iteration of
-    Algorithm 1: :meth:`node_step` (PU (32) at its nodes) and :meth:`edge_step` (DU (33) on
-    its owned edges)."""
-
-    def __init__(self, spec: ShardSpec | bytes):
-        if isinstance(spec, bytes):  # pickled once by the driver (which counts its size)
-            spec = pickle.loads(spec)
-        self.spec = spec
-        self.updates = NodeUpdates(spec.model, spec.prox, spec.batch_cvxpy)
-        self.penalty: Penalty = spec.model.penalty
-        n, L = spec.n_own, spec.W0.shape[0]
-        self.W = spec.W0.copy()  # w^k at the local rows (own, then ghosts)
-        self.U = spec.U0.copy()  # u^k at the incident edges
-        self.edges = EdgeUpdates(spec.D_own, self.penalty, spec.lamA, spec.W0.shape[1])
-        self.DTu = spec.DT_own @ self.U
-        self.V = np.zeros_like(self.W)  # ghost rows stay 0 (zero-loss ghosts: cheap prox)
-        self.tau_loc = np.ones(L)
-        self.W_new = self.W.copy()
-        self.W_old = self.W[:n].copy()
-        self.DTu_old = self.DTu
-        self.set_steps(spec.c, spec.tau, spec.sigma)
-        self.busy = 0.0  # seconds spent in node_step, edge_step, receive_flows
-
-    def set_steps(self, c: float | None, tau: np.ndarray | None = None,
-                  sigma: np.ndarray | None = None) -> None:
-        """The steps of scale ``c`` (:func:`~gtvmodel.primal_dual.steps.steps_from_scale`) or
-        the explicit rows ``tau``, ``sigma``."""
-        if c is not None:
-            tau, sigma = steps_from_scale(self.spec.deg, self.spec.lamA.size, c)
-        self.tau, self.sigma = tau, sigma
-        self.tau_col, self.sigma_col = tau[:, None], sigma[:, None]
-        self.tau_loc[:self.spec.n_own] = tau
-
-    def receive_flows(self, flows: np.ndarray, residual: bool = False) -> float | None:
-        """Install the new flows of the edges owned elsewhere, form ``(D^T u^{k+1})_i``; with
-        ``residual`` return the shard's part of ``p_k^2`` (:func:`~gtvmodel.primal_dual.steps.
-        residuals`)."""
-        t0 = time.perf_counter()
-        self.U[self.spec.recv_in_inc] = flows
-        self.DTu = self.spec.DT_own @ self.U
-        p2 = None
-        if residual:
-            R = (self.W_old - self.W[:self.spec.n_own]) / self.tau_col - (self.DTu_old
-                                                                           - self.DTu)
-            p2 = float(np.einsum("ij,ij->", R, R))
-        self.busy += time.perf_counter() - t0
-        return p2
-
-    def node_step(self, k: int, flows: np.ndarray | None, c: float | None) -> np.ndarray:
-        """PU (32) at the shard's nodes in iteration ``k`` (after installing ``flows`` and the
-        scale ``c`` when given); returns the new weights of the nodes other shards need."""
-        if flows is not None:
-            self.receive_flows(flows)
-        t0 = time.perf_counter()
-        if c is not None:
-            self.set_steps(c)
-        n = self.spec.n_own
-        self.V[:n] = prox_point(self.W[:n], self.tau_col, self.DTu)
-        W_new = self.updates(self.V, self.tau_loc, k, self.W)[:n]
-        if not np.isfinite(W_new).all():
-            _raise_non_finite(self.spec.model, W_new, self.V[:n], self.tau, k)
-        self.W_new[:n] = W_new
-        self.busy += time.perf_counter() - t0
-        return W_new[self.spec.send_own]
-
-    def edge_step(self, weights: np.ndarray, residual: bool = False
-                  ) -> tuple[np.ndarray, float | None]:
-        """DU (33) on the owned edges with the new weights of the ghosts; returns the new flows
-        of the owned edges other shards need and (with ``residual``) the shard's part of
-        ``d_k^2``."""
-        spec, t0 = self.spec, time.perf_counter()
-        self.W_new[spec.recv_local] = weights
-        U_old = self.U[spec.owned_in_inc]
-        U_new = self.edges(extrapolate(self.W_new, self.W, np.empty_like(self.W)), U_old,
-                           self.sigma, self.sigma_col, np.empty_like(U_old))
-        d2 = None
-        if residual:
-            R = (U_old - U_new) / self.sigma_col - spec.D_own @ (self.W - self.W_new)
-            d2 = float(np.einsum("ij,ij->", R, R))
-        self.U[spec.owned_in_inc] = U_new
-        self.W_old, self.DTu_old = self.W[:spec.n_own], self.DTu
-        self.W, self.W_new = self.W_new, self.W.copy()
-        self.busy += time.perf_counter() - t0
-        return U_new[spec.send_owned], d2
-
-    def first_update(self) -> np.ndarray:
-        """PU (32) from zero with ``tau_i = 1`` at the shard's nodes (the initial scale of
-        :class:`~gtvmodel.primal_dual.steps.ResidualBalancing`)."""
-        L = self.W.shape[0]
-        Z = np.zeros_like(self.W)
-        return self.updates(Z, np.ones(L), 0, Z)[:self.spec.n_own]
-
-    def state(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shard's rows of ``(w^k, u^k)``: its nodes' weights, its owned edges' flows."""
-        return self.W[:self.spec.n_own].copy(), self.U[self.spec.owned_in_inc].copy()
-
-    def _cert_flows(self) -> np.ndarray:
-        spec = self.spec
-        return local_flows(spec.model, self.U, spec.cert_perm, spec.cert_sign)
-
-    def cert_scan(self) -> tuple[float, float, float, float, float]:
-        """The shard's scalars for the global step of the repair
-        (:func:`~gtvmodel.certificates.sharded_certificate.shard_scan`)."""
-        return shard_scan(self.spec.model, self._cert_flows())
-
-    def cert_parts(self, project: bool, theta: float, feas_tol: float) -> ShardCertificate:
-        """The shard's partial sums of the certificate of ``(w^k, u^k)`` (:func:`~gtvmodel.
-        certificates.sharded_certificate.shard_parts`); the repaired flows and Fenchel-Young
-        gaps stay here until :meth:`cert_state`."""
-        spec = self.spec
-        part, U, ng, eg = shard_parts(spec.model, spec.n_own, self.W, self._cert_flows(),
-                                      spec.cert_owned, spec.cert_sign, project, theta,
-                                      feas_tol)
-        self.cert = (U, ng, eg)
-        return part
-
-    def cert_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The last :meth:`cert_parts`' repaired flows of the owned edges (serial order and
-        orientation), node gaps and owned edges' gaps; None if there was none."""
-        if getattr(self, "cert", None) is None:
-            return None
-        spec = self.spec
-        U, ng, eg = self.cert
-        loc = spec.cert_owned
-        order = np.argsort(spec.cert_perm[loc])  # the owned edges in serial order
-        return (spec.cert_sign[loc][order, None] * U[loc][order], ng, eg[order])
-
-    def describe(self) -> tuple[dict[str, int], float]:
-        """Number of the shard's nodes per node-update path (ghosts left out) and the seconds
-        it spent computing iterations (:attr:`busy`)."""
-        out: dict[str, int] = {}
-        n = self.spec.n_own
-        for grp in self.updates.groups:
-            m = int((np.asarray(grp.nodes) < n).sum())
-            if m:
-                out[grp.kind] = out.get(grp.kind, 0) + m
-        return out, self.busy
 
 
 @dataclass
@@ -414,8 +228,8 @@ class DistributedResult(PrimalDualResult):
     >>> for i, a in enumerate([0.0, 1.0, 5.0, 5.5]):
     ...     model.set_loss(i, gm.QuadraticLoss([a]))
     >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
-    ...     res = gm.solve_primal_dual(model, tol=1e-8, backend="dask", client=client,
-    ...                                shards=[0, 0, 1, 1])
+    ...     res = gm.solve_primal_dual(model, tol=1e-8,
+    ...                                backend=gm.DaskBackend(client, shards=[0, 0, 1, 1]))
     >>> type(res).__name__, res.status, res.shard_of.tolist(), res.cut_edges
     ('DistributedResult', 'converged', [0, 0, 1, 1], 1)
     >>> len(res.bytes_sent) == res.iterations, res.recoveries
@@ -456,130 +270,6 @@ class _Sharded:
         raise AttributeError(name)
 
 
-def _is_lost(exc: BaseException) -> bool:
-    """Did a call fail because its worker is gone (not because of the computation)?"""
-    if isinstance(exc, GTVError):
-        return False
-    text = f"{type(exc).__name__} {exc}".lower()
-    return isinstance(exc, (OSError, TimeoutError)) or any(
-        w in text for w in ("lost", "killedworker", "commclosed", "cancelled", "closed"))
-
-
-class _Pool:
-    """The shards' actors and the driver's routing of boundary rows between them (the driver
-    holds, per shard, where its outgoing rows go in the boundary buffers and where its
-    incoming rows come from)."""
-
-    def __init__(self, client: Any, layout: ShardLayout, specs: list[ShardSpec],
-                 recover_timeout: float):
-        self.client, self.layout, self.specs = client, layout, specs
-        self.recover_timeout = recover_timeout
-        bn, be = layout.boundary_nodes, layout.boundary_edges
-        self.node_out = [np.searchsorted(bn, s) for s in layout.send_nodes]
-        self.node_in = [np.searchsorted(bn, r) for r in layout.recv_nodes]
-        self.edge_out = [np.searchsorted(be, s) for s in layout.send_edges]
-        self.edge_in = [np.searchsorted(be, r) for r in layout.recv_edges]
-        self.sent = 0
-        self.setup_bytes = 0
-        self.actors: list[Any] = []
-        self.workers: list[str] = []
-
-    def start(self, specs: list[ShardSpec]) -> None:
-        """Create one actor per shard, round-robin over the workers (sorted addresses): each
-        receives its :class:`ShardSpec` once."""
-        workers = sorted(self.client.scheduler_info()["workers"])
-        if not workers:  # (a recovery waits for one again: the last may have just left)
-            raise _Lost("no Dask worker is available")
-        self.specs = specs
-        self.workers = [workers[s % len(workers)] for s in range(len(specs))]
-        blobs = [pickle.dumps(spec, protocol=5) for spec in specs]
-        self.setup_bytes += sum(len(b) for b in blobs)
-        futures = [self.client.submit(Shard, blob, actor=True, workers=[w],
-                                      allow_other_workers=True, pure=False)
-                   for blob, w in zip(blobs, self.workers, strict=True)]
-        try:
-            self.actors = [f.result(timeout=self.recover_timeout + 60) for f in futures]
-        except Exception as exc:
-            if _is_lost(exc):
-                raise
-            raise DistributedError(
-                f"a Dask worker could not build its shard ({type(exc).__name__}: {exc}); do "
-                "the workers have gtvmodel and its dependencies installed?") from exc
-
-    def call(self, method: str, args: list[tuple]) -> list[Any]:
-        """``method(*args[s])`` on every shard at once; the pickled size of the arguments is
-        added to :attr:`sent`."""
-        self.sent += sum(len(pickle.dumps((method, a), protocol=5)) for a in args)
-        futures = [getattr(actor, method)(*a) for actor, a in zip(self.actors, args, strict=True)]
-        return [f.result() for f in futures]
-
-    def route(self, out: list[np.ndarray], where_out: list[np.ndarray],
-              where_in: list[np.ndarray], size: int, d: int) -> list[np.ndarray]:
-        """The rows each shard receives, from the rows each shard sent (one buffer of the
-        boundary's size)."""
-        buf = np.empty((size, d))
-        for rows, pos in zip(out, where_out, strict=True):
-            buf[pos] = rows
-        return [buf[pos] for pos in where_in]
-
-
-def _specs(model: ModelDeclaration, layout: ShardLayout, W: np.ndarray, U: np.ndarray,
-           rule: FixedSteps | ResidualBalancing, prox: str, batch_cvxpy: bool
-           ) -> list[ShardSpec]:
-    """The :class:`ShardSpec` of every shard for the iterate ``(W, U)`` and the step rule."""
-    D = model.incidence
-    DT = D.T.tocsr()
-    c = rule.c if isinstance(rule, ResidualBalancing) else None
-    lamA, deg = model.capacities, model.degrees
-    labels = model.nodes
-    attr = model.empirical_graph.weight or "weight"
-    specs = []
-    for s in range(layout.num_shards):
-        own, ghosts = layout.own[s], layout.ghosts[s]
-        inc, owned = layout.incident[s], layout.owned[s]
-        local = np.concatenate([own, ghosts])
-        G = nx.Graph()
-        G.add_nodes_from(labels[i] for i in local)
-        E = model.edges[inc]
-        G.add_weighted_edges_from(
-            ((labels[a], labels[b], w) for (a, b), w in
-             zip(E.tolist(), model.edge_weights[inc].tolist(), strict=True)), weight=attr)
-        sub = model.restricted(G, (labels[i] for i in own))
-        perm, sign = _edge_map(model, sub, inc)
-        pos_local = {int(v): j for j, v in enumerate(local)}
-        specs.append(ShardSpec(
-            index=s, model=sub, n_own=own.size,
-            D_own=D[owned][:, local].tocsr(), DT_own=DT[own][:, inc].tocsr(),
-            owned_in_inc=np.searchsorted(inc, owned),
-            recv_in_inc=np.searchsorted(inc, layout.recv_edges[s]),
-            recv_local=np.array([pos_local[int(v)] for v in layout.recv_nodes[s]],
-                                dtype=np.int64),
-            send_own=np.searchsorted(own, layout.send_nodes[s]),
-            send_owned=np.searchsorted(owned, layout.send_edges[s]),
-            lamA=lamA[owned], deg=deg[own], c=c,
-            tau=None if c is not None else rule.tau[own],
-            sigma=None if c is not None else rule.sigma[owned],
-            W0=W[local].copy(), U0=U[inc].copy(), prox=prox, batch_cvxpy=batch_cvxpy,
-            cert_perm=perm, cert_sign=sign,
-            cert_owned=np.flatnonzero(np.isin(inc[perm], owned))))
-    return specs
-
-
-def _edge_map(model: ModelDeclaration, sub: ModelDeclaration, inc: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """For each edge of the shard's declaration ``sub``: its position among the incident edges
-    ``inc`` (global positions) and its orientation relative to the serial one (+1 or -1)."""
-    n = model.num_nodes
-    gpos = np.array([model.index(v) for v in sub.nodes], dtype=np.int64)
-    heads, tails = model.edges[inc, 0], model.edges[inc, 1]
-    keys = np.minimum(heads, tails) * n + np.maximum(heads, tails)
-    order = np.argsort(keys)
-    a, b = gpos[sub.edges[:, 0]], gpos[sub.edges[:, 1]]
-    perm = order[np.searchsorted(keys[order], np.minimum(a, b) * n + np.maximum(a, b))]
-    sign = np.where(heads[perm] == a, 1.0, -1.0)
-    return perm.astype(np.int64), sign
-
-
 class _FirstUpdate:
     """``updates(0, 1, 0, 0)`` for :func:`~gtvmodel.primal_dual.steps.initial_scale`, evaluated
     by the shards and assembled in node order."""
@@ -596,14 +286,15 @@ class _FirstUpdate:
         return W1
 
 
-class _DaskRun(_Run):
-    """A run of Algorithm 1 over the shards of :class:`_Pool`: the loop, the certificate
-    schedule, the history and the result are :class:`~gtvmodel.primal_dual.algorithm._Run`'s;
-    an iteration, the residuals and the iterate come from the shards."""
+class _DaskRun(Run):
+    """A run of Algorithm 1 over the shards of a
+    :class:`~gtvmodel.primal_dual.shards.ShardPool`: the loop, the certificate schedule, the
+    history and the result are :class:`~gtvmodel.primal_dual.loop.Run`'s; an iteration, the
+    residuals and the iterate come from the shards."""
 
-    def __init__(self, model: ModelDeclaration, opts: _Options,
+    def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, W: np.ndarray, U: np.ndarray,
-                 pool: _Pool, prox: str, batch_cvxpy: bool, checkpoint_every: int,
+                 pool: ShardPool, prox: str, batch_cvxpy: bool, checkpoint_every: int,
                  progress: bool, t_start: float, certificates: str = "sharded"):
         self.model, self.opts, self.rule, self.pool = model, opts, rule, pool
         self.cert_mode = certificates
@@ -619,7 +310,7 @@ class _DaskRun(_Run):
                         "certificate": 0.0, "checkpoints": 0.0}
         self.rows: list[tuple] = []
         self.cert = None
-        self.bar = _progress_bar(opts.max_iter) if progress else None
+        self.bar = progress_bar(opts.max_iter) if progress else None
         self.p_res = self.d_res = float("nan")
         self.cert_durations: list[float] = []
         self.since_cert = 0.0
@@ -629,14 +320,14 @@ class _DaskRun(_Run):
         self._flows_in: list[np.ndarray] | None = None
         self._pending_c: float | None = None
         self._d2 = 0.0
-        self._gathered: tuple[int, _Iterate] | None = None
+        self._gathered: tuple[int, Iterate] | None = None
         self.ckpt = Checkpoint(0, W.copy(), U.copy(), copy.deepcopy(rule))
         try:
-            pool.start(_specs(model, self.layout, W, U, rule, prox, batch_cvxpy))
+            pool.start(shard_specs(model, self.layout, W, U, rule, prox, batch_cvxpy))
             if isinstance(rule, ResidualBalancing):
                 self._pending_c = rule.start(model, _FirstUpdate(self))
         except Exception as exc:  # nothing computed yet: the start point is the checkpoint
-            if not (isinstance(exc, _Lost) or _is_lost(exc)):
+            if not (isinstance(exc, LostWorker) or is_lost(exc)):
                 raise
             raise WorkerLostError(f"solve_primal_dual(backend='dask'): a worker was lost "
                                   f"while the shards were set up ({exc})",
@@ -646,12 +337,13 @@ class _DaskRun(_Run):
 
     # ---------------------------------------------------------------- fault tolerance
     def calls(self, method: str, args: list[tuple]) -> list[Any]:
-        """:meth:`_Pool.call`, raising :class:`_Lost` when a worker is gone."""
+        """:meth:`~gtvmodel.primal_dual.shards.ShardPool.call`, raising
+        :class:`~gtvmodel.primal_dual.shards.LostWorker` when a worker is gone."""
         try:
             return self.pool.call(method, args)
         except Exception as exc:
-            if _is_lost(exc):
-                raise _Lost(str(exc)) from exc
+            if is_lost(exc):
+                raise LostWorker(str(exc)) from exc
             raise
 
     def _guarded(self, action: Callable[[], Any], before: int) -> Any:
@@ -660,7 +352,7 @@ class _DaskRun(_Run):
         while True:
             try:
                 return action()
-            except _Lost as lost:
+            except LostWorker as lost:
                 self._recover(before, str(lost))
 
     def _recover(self, target: int, why: str, attempt: int = 0) -> None:
@@ -681,19 +373,19 @@ class _DaskRun(_Run):
         self.p_res, self.d_res = ck.p_res, ck.d_res
         self._flows_in, self._pending_c, self._gathered = None, None, None
         try:
-            self.pool.start(_specs(self.model, self.layout, ck.weights, ck.flows, self.rule,
+            self.pool.start(shard_specs(self.model, self.layout, ck.weights, ck.flows, self.rule,
                                    self.prox, self.batch_cvxpy))
             self.done = ck.iteration
             while self.done < target:
                 self._step(self.done)
                 self._finish(self.done + 1)
         except Exception as exc:  # another worker lost while rebuilding or replaying
-            if not (isinstance(exc, _Lost) or _is_lost(exc)):
+            if not (isinstance(exc, LostWorker) or is_lost(exc)):
                 raise
             self._recover(target, str(exc), attempt + 1)
 
     # ---------------------------------------------------------------- the iteration
-    def iterate(self, k: int) -> None:
+    def iterate(self, k: int) -> None:  # type: ignore[override]  # (the iterate stays there)
         """Iteration ``k``: PU (32) on the shards, the weights of boundary nodes to their
         neighbours' shards, DU (33) on the shards, the flows of boundary edges back."""
         self._guarded(lambda: self._step(k), k)
@@ -708,7 +400,8 @@ class _DaskRun(_Run):
         pool, d = self.pool, self.model.dim
         t0 = time.perf_counter()
         sent0 = pool.sent
-        flows_in = self._flows_in or [None] * len(pool.actors)
+        flows_in: list[Any] = [None] * len(pool.actors) if self._flows_in is None \
+            else self._flows_in
         c, self._pending_c = self._pending_c, None
         out = self.calls("node_step", [(k, f, c) for f in flows_in])
         w_in = pool.route(out, pool.node_out, pool.node_in, self.layout.boundary_nodes.size, d)
@@ -732,7 +425,7 @@ class _DaskRun(_Run):
             try:
                 self._finish(k)
                 break
-            except _Lost as lost:
+            except LostWorker as lost:
                 self._recover(k - 1, str(lost))
                 self._guarded(lambda: self._step(k - 1), k - 1)
         if k % self.checkpoint_every == 0:
@@ -746,6 +439,7 @@ class _DaskRun(_Run):
         adapt, want = self._residual_due(k)
         if want:
             sent0 = self.pool.sent
+            assert self._flows_in is not None  # routed by the edge round of this iteration
             p2 = self.calls("receive_flows", [(f, True) for f in self._flows_in])
             self.bytes_per_iter[-1] += self.pool.sent - sent0
             self._flows_in = None
@@ -754,12 +448,12 @@ class _DaskRun(_Run):
         if adapt and self.rule.update(k - 1, self.p_res, self.d_res):
             self._pending_c = self.rule.c
 
-    @property
-    def x(self) -> _Iterate:
+    @property  # (read-only here: the shards hold the iterate)
+    def x(self) -> Iterate:  # type: ignore[override]
         """The iterate ``(w^k, u^k)`` gathered from the shards (once per iteration)."""
         if self._gathered is None or self._gathered[0] != self.done:
             W, U = self._guarded(self._gather, self.done)
-            self._gathered = (self.done, _Iterate(W, U, None))
+            self._gathered = (self.done, Iterate(W, U, None))
         return self._gathered[1]
 
     def _gather(self) -> tuple[np.ndarray, np.ndarray]:
@@ -824,7 +518,7 @@ class _DaskRun(_Run):
                     "(the repair's domain steps are global)"), received
         return _Sharded(values, project, theta, repairs, self.done), received
 
-    def _final_certificate(self, x: _Iterate) -> Any:
+    def _final_certificate(self, x: Iterate) -> Any:
         """The :class:`~gtvmodel.certificates.certificate.Certificate` of the last sharded
         certificate: its repaired flows and Fenchel-Young gaps gathered once."""
         cert = self.cert
@@ -869,10 +563,6 @@ class _DaskRun(_Run):
             certificates_gathered=self.gathered_certs, gather_reasons=list(self.gather_reasons))
 
 
-class _Lost(Exception):
-    """A shard's worker is gone (internal: triggers a recovery)."""
-
-
 def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
                       prox: str = "auto", step: Any = None, warm_start: Any = None,
                       callback: Callable[..., Any] | None = None, record_every: int = 50,
@@ -885,8 +575,8 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     each on one worker, until the certified gap (34) is at most ``tol * max(1, |P(w)|)``;
     the same iterates and stopping rule as :func:`~gtvmodel.primal_dual.algorithm.
     solve_primal_dual` (whose arguments these are; see the module docstring for what travels,
-    the certificates and faults).  ``solve_primal_dual(model, backend="dask", client=...,
-    shards=...)`` calls it.
+    the certificates and faults).  ``solve_primal_dual(model, backend=DaskBackend(client=...,
+    shards=...))`` runs the same.
 
     Parameters
     ----------
@@ -961,36 +651,74 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     >>> res.iterations == ref.iterations, np.allclose(res.weights, ref.weights)
     (True, True)
     """
-    t_start = time.perf_counter()
-    where = "solve_primal_dual(backend='dask')"
-    opts = _check_options(max_iter, tol, prox, record_every, progress, batch_cvxpy,
-                          certificate_budget, callback)
-    checkpoint_every = check_int(checkpoint_every, "checkpoint_every", min_val=1, where=where)
-    recover_timeout = check_scalar(recover_timeout, "recover_timeout", min_val=0.0,
-                                   where=where)
-    check_option(certificates, "certificates", CERTIFICATE_MODES, where=where)
-    labels = None if shards is None or np.isscalar(shards) else _check_labels(model, shards)
-    if labels is None and shards is not None:
-        check_int(shards, "shards", min_val=1, max_val=model.num_nodes, where=where)
-    rule = make_step_rule(model, step)
-    W, U = _initial(model, warm_start)
-    own_cluster = None
-    if client is None:
-        client, own_cluster = _local_client()
-    try:
-        _check_client(client, where)
-        if labels is None:
-            S = shards if shards is not None else max(1, len(client.scheduler_info()["workers"]))
-            labels = partition_nodes(model, min(int(S), model.num_nodes))
-        pool = _Pool(client, ShardLayout.build(model, labels), [], recover_timeout)
-        run = _DaskRun(model, opts, rule, W, U, pool, prox, batch_cvxpy, checkpoint_every,
-                       progress, t_start, certificates)
-        status = run.loop()
-        return run.result(status)
-    finally:
-        if own_cluster is not None:
-            client.close()
-            own_cluster.close()
+    args = RunArguments(max_iter, tol, prox, step, warm_start, callback, record_every,
+                        progress, batch_cvxpy, certificate_budget)
+    return DaskBackend(client=client, shards=shards, checkpoint_every=checkpoint_every,
+                       recover_timeout=recover_timeout,
+                       certificates=certificates).solve(model, args)
+
+
+@dataclass(frozen=True)
+class DaskBackend(Backend):
+    """Algorithm 1 on a Dask cluster, each shard of the nodes on one worker (the ``backend=``
+    of :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`; the options are
+    :func:`solve_distributed`'s: ``client`` (None: a ``LocalCluster`` of 2 worker processes
+    for the run), ``shards`` (their number, default one per worker, or the shard of every
+    node), ``checkpoint_every``, ``recover_timeout`` and ``certificates``).  The options that
+    need the model or the cluster (``shards``, ``client``) are checked when the run starts.
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> gm.DaskBackend(shards=2)
+    DaskBackend(client=None, shards=2, checkpoint_every=100, recover_timeout=30.0, \
+certificates='sharded')
+    """
+
+    name: ClassVar[str] = "dask"
+    client: Any = None
+    shards: Any = None
+    checkpoint_every: int = 100
+    recover_timeout: float = 30.0
+    certificates: str = "sharded"
+
+    def __post_init__(self) -> None:
+        where = "DaskBackend"
+        object.__setattr__(self, "checkpoint_every", check_int(
+            self.checkpoint_every, "checkpoint_every", min_val=1, where=where))
+        object.__setattr__(self, "recover_timeout", check_scalar(
+            self.recover_timeout, "recover_timeout", min_val=0.0, where=where))
+        check_option(self.certificates, "certificates", CERTIFICATE_MODES, where=where)
+
+    def solve(self, model: ModelDeclaration, args: RunArguments) -> DistributedResult:
+        """:class:`_DaskRun`'s loop over the shards (raises as :func:`solve_distributed`)."""
+        t_start = time.perf_counter()
+        where = "solve_primal_dual(backend='dask')"
+        opts = check_options(args)
+        shards = self.shards
+        labels = None if shards is None or np.isscalar(shards) else _check_labels(model, shards)
+        if labels is None and shards is not None:
+            check_int(shards, "shards", min_val=1, max_val=model.num_nodes, where=where)
+        rule = make_step_rule(model, args.step)
+        W, U = initial_point(model, args.warm_start)
+        client, own_cluster = self.client, None
+        if client is None:
+            client, own_cluster = _local_client()
+        try:
+            _check_client(client, where)
+            if labels is None:
+                S = shards if shards is not None else \
+                    max(1, len(client.scheduler_info()["workers"]))
+                labels = partition_nodes(model, min(int(S), model.num_nodes))
+            pool = ShardPool(client, ShardLayout.build(model, labels), [], self.recover_timeout)
+            run = _DaskRun(model, opts, rule, W, U, pool, args.prox, args.batch_cvxpy,
+                           self.checkpoint_every, args.progress, t_start, self.certificates)
+            status = run.loop()
+            return run.result(status)
+        finally:
+            if own_cluster is not None:
+                client.close()
+                own_cluster.close()
 
 
 def _check_labels(model: ModelDeclaration, shards: Any) -> np.ndarray:
@@ -1027,4 +755,4 @@ def _check_client(client: Any, where: str) -> None:
                              "cannot run shards)")
 
 
-BACKENDS["dask"] = solve_distributed
+BACKENDS["dask"] = DaskBackend

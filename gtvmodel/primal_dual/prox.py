@@ -10,9 +10,11 @@ are partitioned into :class:`NodeGroup` objects that evaluate PU for many nodes 
 
 * :class:`BatchProxGroup` -- nodes of one library loss class with an exact vectorized prox
   (:meth:`gtvmodel.terms.losses.LossBatch.prox`), composed with the exact projection onto their
-  library constraints where the composition is exact (see :func:`plan`), or, for
-  piecewise-quadratic data fits with ``l1`` or box constraints, with the regularizer and the box
-  inside the prox (:class:`gtvmodel.terms.composite.CompositeProxBatch`);
+  library constraints where the composition is exact, or, for data fits with ``l1`` or box
+  constraints, with the regularizer and the box inside the prox
+  (:class:`gtvmodel.terms.composite.CompositeProxBatch`); which nodes a batch takes is decided
+  by the node-update strategies (:class:`NodeUpdateStrategy`, tried in the order of
+  :data:`STRATEGIES` by :func:`plan`);
 * :class:`CvxpyProxGroup` -- the general path: one DPP-parametrized CVXPY problem (built once;
   Parameters ``a_i = 1/(2 tau_i)`` and ``b_i = v_i / tau_i``, since
   ``||z - v||^2/(2 tau) = a ||z||^2 - b^T z + const``) over a group of nodes, compiled with
@@ -58,9 +60,17 @@ from .._validate import check_option
 from ..declaration import ModelDeclaration
 from ..duality.compile import compile_nodes, find_infeasible_nodes
 from ..errors import InfeasibleError, SolverError
-from ..terms.composite import CompositeProxBatch, SmoothCompositeProxBatch
-from ..terms.constraints import Box, NormBall
-from ..terms.losses import LossBatch
+from .strategies import (
+    STRATEGIES,
+    BatchProxGroup,
+    CompositeProx,
+    ExactProx,
+    IsotropicProx,
+    NodeGroup,
+    NodeUpdateStrategy,
+    SmoothCompositeProx,
+    strategy_key,
+)
 
 #: The node-update paths :func:`plan` (and ``solve_primal_dual(prox=)``) accept.
 PROX_OPTIONS = ("auto", "cvxpy")
@@ -71,6 +81,12 @@ __all__ = [
     "CvxpyProxGroup",
     "IsolatedGroup",
     "NodeUpdates",
+    "NodeUpdateStrategy",
+    "IsotropicProx",
+    "ExactProx",
+    "CompositeProx",
+    "SmoothCompositeProx",
+    "STRATEGIES",
     "plan",
     "cvxpy_tolerance",
 ]
@@ -82,83 +98,6 @@ EPS_0, EPS_MIN, EPS_POWER = 1e-4, 1e-13, 2.5
 def cvxpy_tolerance(k: int) -> float:
     """Solver tolerance ``eps_k`` of the CVXPY path at iteration ``k`` (summable errors)."""
     return max(EPS_MIN, EPS_0 / (k + 1.0) ** EPS_POWER)
-
-
-class NodeGroup:
-    """A set of nodes (positions ``nodes``) whose PU (32) is evaluated together."""
-
-    nodes: np.ndarray
-    #: Short description for reports ("squared", "cvxpy", "isolated", ...).
-    kind: str = "group"
-    #: Node updates solved by CVXPY because the group's exact path could not certify them.
-    fallbacks: int = 0
-    #: True when :meth:`update` accepts other array libraries' tensors (Algorithm 1's
-    #: ``device=`` backend, :mod:`~gtvmodel.primal_dual.torch_backend`); the CVXPY path does
-    #: not.
-    array_api: bool = False
-
-    def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
-        """PU for the group's nodes: ``V``, ``tau`` and ``W_prev`` are the group's rows
-        (``(g, d)``, ``(g,)``, ``(g, d)``); returns ``(g, d)``."""
-        raise NotImplementedError
-
-    def prepare(self, tau: Any) -> None:
-        """Compute the group's one-off data for :meth:`update` with the steps ``tau`` (the
-        group's rows, numpy or a tensor) now (none by default), so that the first node update
-        costs what every later one does."""
-
-
-@dataclass
-class BatchProxGroup(NodeGroup):
-    """Library-loss nodes of one class: exact vectorized prox, then exact projections.
-
-    ``box`` (``(lo, hi)``, ``(g, d)`` each, ``+-inf`` where unbounded) and ``ball``
-    (``(p, radii)``) are the stacked library constraints; the planner only puts a node here
-    when prox-then-project is exactly PU (32) for it.
-    """
-
-    batch: LossBatch
-    box: tuple[np.ndarray, np.ndarray] | None = None
-    ball: tuple[float, np.ndarray] | None = None
-    #: Builds the batch of the group's positions ``j`` (a slice; :meth:`NodeUpdates.node`);
-    #: None: the batch's loss class with its losses there.
-    subset: Any = field(default=None, repr=False)
-    array_api: bool = True
-
-    def __post_init__(self) -> None:
-        self.nodes = self.batch.nodes
-        self.kind = self.batch.kind
-
-    def prepare(self, tau: Any) -> None:
-        """The batch's one-off data for its prox (:meth:`LossBatch.prepare`)."""
-        self.batch.prepare(tau)
-
-    @property
-    def fallbacks(self) -> int:
-        """Node updates the batch could not certify exact and solved by CVXPY instead."""
-        return int(getattr(self.batch, "fallbacks", 0))
-
-    def single(self, j: int, n: int, d: int) -> BatchProxGroup:
-        """The group of its node at position ``j`` alone (``n`` nodes, dimension ``d``)."""
-        part = slice(j, j + 1)
-        batch = (self.subset(part) if self.subset is not None else
-                 LossBatch(self.batch.cls, self.nodes[part], self.batch.losses[part], n, d))
-        return BatchProxGroup(
-            batch, None if self.box is None else (self.box[0][part], self.box[1][part]),
-            None if self.ball is None else (self.ball[0], self.ball[1][part]))
-
-    def update(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
-        """PU (32) of the group's nodes: the loss class's exact prox (warm-started at
-        ``W_prev`` where it iterates), then the exact projections onto the box / ball (any
-        array namespace: the bounds and radii are moved beside ``V`` once)."""
-        Z = self.batch.prox(V, tau, W0=W_prev)
-        if self.box is not None:
-            Z = Box.project_rows(Z, *(_xp.cached_like(self, name, b, Z)
-                                      for name, b in zip(("lo", "hi"), self.box, strict=True)))
-        if self.ball is not None:
-            p, radii = self.ball
-            Z = NormBall.project_rows(Z, _xp.cached_like(self, "radii", radii, Z), p)
-        return Z
 
 
 class CvxpyProxGroup(NodeGroup):
@@ -184,8 +123,8 @@ class CvxpyProxGroup(NodeGroup):
         g, d = len(self.nodes), model.dim
         objective = loss
         if prox:
-            self.a = cp.Parameter(g, nonneg=True, name="inv_2tau")
-            self.b = cp.Parameter((g, d), name="v_over_tau")
+            self.a: Any = cp.Parameter(g, nonneg=True, name="inv_2tau")
+            self.b: Any = cp.Parameter((g, d), name="v_over_tau")
             objective = (objective
                          + cp.sum(cp.multiply(self.a, cp.sum(cp.square(self.W), axis=1)))
                          - cp.sum(cp.multiply(self.b, self.W)))
@@ -261,7 +200,8 @@ class CvxpyProxGroup(NodeGroup):
         except SolverError as exc:
             return self._per_node(V, tau, k, W_prev, exc)
 
-    def _per_node(self, V, tau, k, W_prev, exc: SolverError) -> np.ndarray:
+    def _per_node(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray,
+                  exc: SolverError) -> np.ndarray:
         """Fallback when the group's solve fails: every node's PU on its own (each problem
         then has one node's scale only); a node that still fails is named in the error, and
         called infeasible only if its constraints are."""
@@ -295,9 +235,10 @@ class _DirectClarabel:
     group problem has no CVXPY Parameters of the user's (their values would be baked in).
     """
 
-    def __init__(self, P0, q0, A, b, cones, cols: np.ndarray):
+    def __init__(self, P0: Any, q0: np.ndarray, A: Any, b: np.ndarray, cones: Any,
+                 cols: np.ndarray):
         self.P0, self.q0, self.A, self.b, self.cones, self.cols = P0, q0, A, b, cones, cols
-        self.solver = None
+        self.solver: Any = None
         self.tau: np.ndarray | None = None
         self._P0full = None
 
@@ -324,7 +265,7 @@ class _DirectClarabel:
                    sp.csc_matrix(data["A"]), np.asarray(data["b"], dtype=float).ravel(),
                    dims_to_solver_cones(data["dims"]), cols)
 
-    def _settings(self, eps: float):
+    def _settings(self, eps: float) -> Any:
         import clarabel
 
         settings = clarabel.DefaultSettings()
@@ -389,14 +330,15 @@ class _DirectClarabel:
         import clarabel
         import scipy.sparse as sp
 
-        if self._P0full is None:
-            self._P0full = (self.P0 + sp.triu(self.P0, 1).T).tocsr()
+        P0full = self._P0full
+        if P0full is None:
+            P0full = self._P0full = (self.P0 + sp.triu(self.P0, 1).T).tocsr()
         x_s = np.zeros(self.q0.size)
         x_s[self.cols.ravel()] = V.ravel()
         # scale the objective by tau per node on its own columns is not separable in P0's
         # auxiliary columns, so use one factor: the median step (exact minimizer unchanged)
         gamma = float(np.median(tau))
-        q = gamma * (self.q0 + self._P0full @ x_s)
+        q = gamma * (self.q0 + P0full @ x_s)
         diag = np.zeros(self.q0.size)
         diag[self.cols.ravel()] = np.repeat(gamma / tau, self.cols.shape[1])
         P = (gamma * self.P0 + sp.diags(diag, format="csc")).tocsc()
@@ -452,49 +394,19 @@ class IsolatedGroup(NodeGroup):
         return _xp.cached_like(self, "values", np.array(self.values), V)  # (writable)
 
 
-def _isotropic_constraints(cons: list, d: int) -> tuple[str, Any] | None:
-    """How library constraints compose with an isotropic (quadratic/zero loss) prox.
-
-    The isotropic prox objective is ``s ||z - b||^2 + eta ||z||_1`` (coordinate-separable): its
-    minimizer over a box is the clipped unconstrained minimizer, coordinate by coordinate, and
-    without ``l1`` its minimizer over any norm ball is the Euclidean projection of ``b``.
-    Returns ``("box", (lo, hi))``, ``("ball", (p, radius))``, ``("none", None)`` or None (no
-    exact composition); the constraints say what they are
-    (:meth:`~gtvmodel.terms.constraints.Constraint.coordinate_bounds`,
-    :meth:`~gtvmodel.terms.constraints.Constraint.ball`).
-    """
-    if not cons:
-        return "none", None
-    bounds = [c.coordinate_bounds(d) for c in cons]
-    if all(b is not None for b in bounds):
-        lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
-        for clo, chi in bounds:
-            lo, hi = np.maximum(lo, clo), np.minimum(hi, chi)
-        if np.any(lo > hi):
-            return None  # empty intersection: let the CVXPY path report infeasibility
-        return "box", (lo, hi)
-    if len(cons) == 1 and (ball := cons[0].ball()) is not None:
-        return "ball", ball
-    return None
-
-
 def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) -> list[NodeGroup]:
     """Partition the nodes into node-update groups.
 
-    ``prox="auto"``: every node that has an exact fast path gets one -- squared, logistic and
-    Huber losses (closed form, damped Newton) and hinge and absolute losses (the dual active-set
-    method :func:`~gtvmodel.terms.losses.dual_active_set_prox`) without ``l1`` and without
-    constraints; squared, Huber, hinge and absolute losses with ``l1`` or with constraints that
-    make a coordinate box (``Box``, ``NonNeg``, an ``inf``-norm ``NormBall``, intersections),
-    possibly with 2-norm ``NormBall`` s, by
-    :class:`~gtvmodel.terms.composite.CompositeProxBatch`; quadratic and zero losses with any
-    regularizers and either no constraints, only ``Box``/``NonNeg`` constraints, or one
-    ``NormBall`` (then without ``l1``); logistic (smooth, not piecewise quadratic) losses with
-    ``l1`` and/or a coordinate box by the proximal Newton method of
-    :class:`~gtvmodel.terms.composite.SmoothCompositeProxBatch`; everything else (symbolic
-    losses or constraints, logistic losses with a ball, data fits with a ``p``-norm ball, ``p``
-    not 2 or inf) goes to the CVXPY path.  ``prox="cvxpy"`` sends every
-    node with edges to the CVXPY path.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
+    ``prox="auto"``: every node with edges goes to the first strategy of :data:`STRATEGIES`
+    that accepts it, in this order: :class:`IsotropicProx` (quadratic and zero losses with a
+    box, one ball or no constraints), :class:`ExactProx` (squared, logistic, Huber, hinge and
+    absolute losses without ``l1`` or constraints), :class:`CompositeProx` (piecewise-quadratic
+    data fits with ``l1``, a box and/or a 2- or 1-norm ball) and :class:`SmoothCompositeProx`
+    (logistic losses with ``l1`` and/or a box); the nodes of one loss class one strategy
+    accepted with the same constraint kind form one :class:`BatchProxGroup`.  Everything else
+    (symbolic losses or constraints, softmax losses, logistic losses with a ball, data fits
+    with a ``p``-norm ball, ``p`` not 1, 2 or inf) goes to the CVXPY path, as every node with
+    edges does with ``prox="cvxpy"``.  Nodes with ``deg = 0`` form an :class:`IsolatedGroup`.
     ``batch_cvxpy=False`` builds one CVXPY problem per node.
     """
     check_option(prox, "prox", PROX_OPTIONS, where="plan")
@@ -502,7 +414,7 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
     groups: list[NodeGroup] = []
     if isolated.size:
         groups.append(IsolatedGroup(model, isolated))
-    groups.extend(_batch_group(model, cls, ckind, idx) for (cls, ckind), idx in fast.items())
+    groups.extend(_batch_group(model, key, idx) for key, idx in fast.items())
     if general.size:
         if batch_cvxpy:
             groups.append(CvxpyProxGroup(model, general))
@@ -513,20 +425,19 @@ def plan(model: ModelDeclaration, prox: str = "auto", batch_cvxpy: bool = True) 
 
 def _partition(model: ModelDeclaration, prox: str
                ) -> tuple[np.ndarray, dict[tuple, np.ndarray], np.ndarray]:
-    """The node positions of :func:`plan`'s groups: ``(isolated, {(loss class, constraint
-    kind): positions}, general)``, computed once per version of the model and ``prox`` (model
-    cache slot ``"pd_plan"``: a lambda path re-plans nothing; the groups themselves, with their
-    run state, are built anew for every run)."""
+    """The node positions of :func:`plan`'s groups: ``(isolated, {(loss class, strategy,
+    constraint kind): positions}, general)``, computed once per version of the model and
+    ``prox`` (model cache slot ``"pd_plan"``: a lambda path re-plans nothing; the groups
+    themselves, with their run state, are built anew for every run)."""
     plans = model.cache.get_or_build("pd_plan", dict)
     if prox not in plans:
         d = model.dim
         deg = model.degrees
         fast: dict[tuple, list[int]] = {}
         general: list[int] = []
-        for i in np.flatnonzero(deg > 0):
-            i = int(i)
-            key = _fast_key(model.loss_at(i), model.constraints_at(i), d) if prox == "auto" \
-                else None
+        for i in np.flatnonzero(deg > 0).tolist():
+            key = strategy_key(model.loss_at(i), model.constraints_at(i), d) \
+                if prox == "auto" else None
             if key is None:
                 general.append(i)
             else:
@@ -540,123 +451,23 @@ def _partition(model: ModelDeclaration, prox: str
     return plans[prox]
 
 
-def _fast_key(loss: Any, cons: list, d: int) -> tuple | None:
-    """The fast path of a node with ``loss`` and constraints ``cons``: ``(loss class,
-    constraint kind)`` with the kind ``"none"``, ``"box"``, ``("ball", p)`` or ``"composite"``
-    (:class:`~gtvmodel.terms.composite.CompositeProxBatch`: ``l1`` and the box inside the
-    prox); None if PU (32) has no exact vectorized form for it (then the CVXPY path)."""
-    if loss.has_exact_prox():
-        if loss.isotropic_prox:
-            comp = _isotropic_constraints(cons, d)
-            if comp is not None and comp[0] == "ball" and loss.l1:
-                # with l1 only a box composes: an inf-norm ball is one
-                comp = ("box", None) if comp[1][0] == np.inf else None
-            if comp is not None:
-                return (type(loss), comp[0] if comp[0] != "ball" else ("ball", comp[1][0]))
-            return None
-        if not cons:
-            return (type(loss), "none")
-    comp = _box_ball(cons, d)
-    if comp is not None and loss.piecewise_quadratic:
-        return (type(loss), "composite")
-    if comp is not None and np.isinf(comp[2:]).all() and SmoothCompositeProxBatch.accepts(loss):
-        return (type(loss), "smooth-composite")  # l1 and/or a box, no ball
-    return None
-
-
-def _box_ball(cons: list, d: int) -> tuple[np.ndarray, np.ndarray, float, float] | None:
-    """``(lo, hi, radius, radius1)`` when the library constraints ``cons`` are a coordinate box
-    (``Box``, ``NonNeg``, ``inf``-norm balls; ``+-inf`` where unbounded) intersected with
-    Euclidean balls ``||w||_2 <= radius`` or with 1-norm balls ``||w||_1 <= radius1`` (the
-    smallest; ``inf``: none), else None (both kinds of ball, other norm balls, symbolic
-    constraints, an empty box)."""
-    lo, hi, radius, radius1 = np.full(d, -np.inf), np.full(d, np.inf), np.inf, np.inf
-    for c in cons:
-        bounds, ball = c.coordinate_bounds(d), c.ball()
-        if bounds is None and ball is not None and ball[0] == np.inf:
-            bounds = (np.full(d, -ball[1]), np.full(d, ball[1]))
-        if bounds is not None:
-            lo, hi = np.maximum(lo, bounds[0]), np.minimum(hi, bounds[1])
-        elif ball is not None and ball[0] == 2:
-            radius = min(radius, float(ball[1]))
-        elif ball is not None and ball[0] == 1:
-            radius1 = min(radius1, float(ball[1]))
-        else:
-            return None
-    if np.any(lo > hi) or (np.isfinite(radius) and np.isfinite(radius1)):
-        return None
-    return lo, hi, radius, radius1
-
-
-def _batch_group(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
-                 ) -> BatchProxGroup:
-    """The fast-path group of the nodes ``idx`` (loss class ``cls``, constraint kind
-    ``ckind`` of :func:`_fast_key`): a new group (its own run state) over the group template
-    of this model version, built once by :func:`_group_template` (model cache slot
-    ``"pd_groups"``): the stacked losses and their data-derived factorizations
+def _batch_group(model: ModelDeclaration, key: tuple, idx: np.ndarray) -> BatchProxGroup:
+    """The fast-path group of the nodes ``idx`` (``key``: loss class, strategy and constraint
+    kind of :func:`~gtvmodel.primal_dual.strategies.strategy_key`): a new group (its own run
+    state) over the group template of this model version, built once by the strategy's
+    :meth:`~NodeUpdateStrategy.template` (model cache slot ``"pd_groups"``): the stacked
+    losses and their data-derived factorizations
     (:meth:`~gtvmodel.terms.losses.LossBatch.shared`: Gram matrices, eigen-decompositions)
     are computed once per model version even when the group is not a whole structure batch
     (isolated nodes, nodes with constraints or of other loss classes beside it)."""
-    templates = model.cache.get_or_build("pd_groups", dict)
-    key = (cls, ckind)
+    templates: dict[tuple, tuple[np.ndarray, BatchProxGroup]] = \
+        model.cache.get_or_build("pd_groups", dict)
     entry = templates.get(key)
     if entry is None or not (entry[0] is idx or np.array_equal(entry[0], idx)):
-        entry = templates[key] = (idx, _group_template(model, cls, ckind, idx))
+        cls, strategy, ckind = key
+        entry = templates[key] = (idx, strategy.template(model, cls, ckind, idx))
     tmpl = entry[1]
     return BatchProxGroup(tmpl.batch.sibling(), tmpl.box, tmpl.ball, subset=tmpl.subset)
-
-
-def _group_template(model: ModelDeclaration, cls: type, ckind: Any, idx: np.ndarray
-                    ) -> BatchProxGroup:
-    """The group of :func:`_batch_group` with its batch sealed
-    (:meth:`~gtvmodel.terms.losses.LossBatch.seal`): its losses stacked, their boxes or ball
-    radii too; never run itself (each run takes a sibling of its batch)."""
-    n, d = model.num_nodes, model.dim
-    nodes = idx
-    if ckind == "none":
-        whole = _whole_batch(model, nodes)
-        if whole is not None:  # every node of the structure batch: no new stacking
-            twin = whole.sibling()
-            twin.prox_supported()  # a data-derived mask: kept by the template's siblings
-            return BatchProxGroup(twin.seal())
-    losses = [model.loss_at(i) for i in idx.tolist()]
-    if ckind in ("composite", "smooth-composite"):
-        parts = [_box_ball(model.constraints_at(i), d) for i in idx.tolist()]
-        lo, hi = np.vstack([b[0] for b in parts]), np.vstack([b[1] for b in parts])
-        radius, radius1 = (np.array([b[j] for b in parts]) for j in (2, 3))
-
-        kind = CompositeProxBatch if ckind == "composite" else SmoothCompositeProxBatch
-
-        def subset(part: slice) -> CompositeProxBatch:
-            return kind(cls, nodes[part], losses[part], n, d,
-                                      box=(lo[part], hi[part]), radius=radius[part],
-                                      radius1=radius1[part])
-
-        batch = subset(slice(None))
-        batch.prox_supported()
-        return BatchProxGroup(batch.seal(), subset=subset)
-    batch = LossBatch(cls, nodes, losses, n, d)
-    batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
-    batch.prox_supported()
-    batch.seal()
-    box = ball = None
-    if ckind == "box":
-        lohi = [_box_ball(model.constraints_at(i), d)[:2] for i in idx.tolist()]
-        box = (np.vstack([lh[0] for lh in lohi]), np.vstack([lh[1] for lh in lohi]))
-    elif isinstance(ckind, tuple):
-        radii = np.array([model.constraints_at(i)[0].ball()[1] for i in idx.tolist()])
-        ball = (ckind[1], radii)
-    return BatchProxGroup(batch, box, ball)
-
-
-def _whole_batch(model: ModelDeclaration, nodes: np.ndarray) -> LossBatch | None:
-    """The model structure's batch that holds exactly the nodes ``nodes`` (in this order),
-    else None (the structure's batches partition the nodes with data by loss class, so it is
-    the batch of their class)."""
-    for b in model.structure().batches:
-        if np.array_equal(b.nodes, nodes):
-            return b
-    return None
 
 
 class NodeUpdates:
@@ -712,8 +523,8 @@ class NodeUpdates:
         if isinstance(grp, IsolatedGroup):
             return grp.update(None, None, k, None)[self._pos_in[i]]
         if isinstance(grp, BatchProxGroup):
-            single = grp.single(int(self._pos_in[i]), self.model.num_nodes, self.model.dim)
-            return single.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
+            alone = grp.single(int(self._pos_in[i]), self.model.num_nodes, self.model.dim)
+            return alone.update(v[None], np.array([tau_i]), k, w_prev[None])[0]
         single = self._single.get(i)
         if single is None:  # the node's own DPP problem, built once
             single = self._single[i] = CvxpyProxGroup(self.model, np.array([i]))

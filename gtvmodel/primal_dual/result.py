@@ -86,9 +86,9 @@ class PrimalDualResult(Result):
         How many nodes used which PU path.
     kernel : str
         The edge update DU (33) that ran: ``"numpy"`` or ``"numba"``
-        (``solve_primal_dual(kernel=...)``).
+        (``NumpyBackend(kernel=...)``).
     certificates_on_device : int
-        Runs on a device (``solve_primal_dual(device=...)``): how many certificates were
+        Runs on a device (``TorchBackend``): how many certificates were
         computed there (:mod:`~gtvmodel.certificates.device_certificate`); 0 for the numpy
         path.
     host_reasons : list of str

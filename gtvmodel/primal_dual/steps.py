@@ -15,8 +15,9 @@ preconditioning).  ``tau_i = c / deg(i)``, ``sigma_e = 1 / (2c)`` satisfies it f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,7 +25,10 @@ from .. import _xp
 from .._validate import check_int, check_scalar, check_vector
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError
-from .prox import NodeUpdates
+
+#: What :func:`initial_scale` calls for one node update PU (32) of every node: ``(V, tau, k,
+#: W_prev) -> W`` (:class:`~gtvmodel.primal_dual.prox.NodeUpdates`, or the shards' on Dask).
+NodeUpdateMap = Callable[[np.ndarray, np.ndarray, int, np.ndarray], np.ndarray]
 
 __all__ = [
     "FixedSteps",
@@ -75,6 +79,8 @@ class FixedSteps:
 
     #: Fixed steps never change (the residuals are only computed for the history).
     active = False
+    #: (The adaptation period of :class:`ResidualBalancing`; fixed steps never adapt.)
+    every: ClassVar[int] = 1
 
     def update(self, k: int, p_res: float, d_res: float) -> bool:
         """Fixed steps never change (the residuals ``p_k``, ``d_k`` are ignored)."""
@@ -207,7 +213,8 @@ class ResidualBalancing:
     far_moves: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        where, pos = "ResidualBalancing", {"min_val": 0.0, "include_boundaries": "neither"}
+        where = "ResidualBalancing"
+        pos: dict[str, Any] = {"min_val": 0.0, "include_boundaries": "neither"}
         if self.c0 is not None:
             check_scalar(self.c0, "c0", **pos, where=where)
         check_scalar(self.gain, "gain", **pos, where=where)
@@ -225,7 +232,7 @@ class ResidualBalancing:
         self.c = float("nan") if self.c0 is None else float(self.c0)
         self.alpha = float(self.alpha0)
 
-    def start(self, model: ModelDeclaration, updates: NodeUpdates) -> float:
+    def start(self, model: ModelDeclaration, updates: NodeUpdateMap) -> float:
         """Fix ``c_0`` (the estimate above unless ``c0`` was given); returns it."""
         if self.c0 is None:
             self.c = initial_scale(model, updates, self.gain)
@@ -271,7 +278,8 @@ class ResidualBalancing:
         return True
 
 
-def initial_scale(model: ModelDeclaration, updates: NodeUpdates, gain: float = 0.1) -> float:
+def initial_scale(model: ModelDeclaration, updates: NodeUpdateMap, gain: float = 0.1
+                  ) -> float:
     """``c_0 = gain |w| / |u|`` of :class:`ResidualBalancing`: ``|w|`` from one node update
     PU (32) from zero with ``tau_i = 1``, ``|u|`` the flow scale ``lambda median(A_e)`` times
     :meth:`~gtvmodel.terms.penalties.Penalty.flow_scale`; 1 without coupling."""

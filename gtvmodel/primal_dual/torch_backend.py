@@ -1,6 +1,7 @@
-"""Algorithm 1 (paper 001) on PyTorch tensors: ``solve_primal_dual(model, device="cuda")``.
+"""Algorithm 1 (paper 001) on PyTorch tensors: ``solve_primal_dual(model,
+backend=gm.TorchBackend(device="cuda"))``.
 
-The same iteration as the numpy loop of :mod:`~gtvmodel.primal_dual.algorithm` -- PU (32) at
+The same iteration as the numpy loop of :mod:`~gtvmodel.primal_dual.loop` -- PU (32) at
 every node, DU (33) on every edge -- with the iterate ``(w^k, u^k)``, the products ``D w``,
 ``D^T u``, the steps and the capacities held as tensors on ``device`` (``"cpu"``, ``"cuda"``,
 ``"cuda:0"``, ...), the incidence matrix ``D`` and ``D^T`` as sparse CSR tensors (never dense).
@@ -12,7 +13,7 @@ are computed in float64 numpy on the CPU and moved back), the edge updates are t
 :meth:`~gtvmodel.terms.penalties.Penalty.dual_update` (every library penalty; ``NormP`` with
 ``p`` outside ``{1, 2, inf}`` projects in numpy on the CPU).  The run itself -- the step rule
 (residual balancing), the certificate schedule, the history, the status and the result -- is
-:class:`~gtvmodel.primal_dual.algorithm._Run`'s.
+:class:`~gtvmodel.primal_dual.loop.Run`'s.
 
 **Certificates** are computed where the iterate is
 (:class:`~gtvmodel.certificates.device_certificate.DeviceCertifier`): the edge half -- the repair
@@ -46,7 +47,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,13 +58,14 @@ from ..certificates.certificate import certify
 from ..certificates.device_certificate import DeviceCertifier, to_host
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, UnsupportedError
-from .algorithm import BACKENDS, _check_options, _Iterate, _Options, _raise_non_finite, _Run
+from .backends import BACKENDS, Backend
+from .loop import Iterate, Options, Run, RunArguments, check_options, raise_non_finite
 from .prox import NodeUpdates
 from .result import PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, dual_residual, make_step_rule
 from .updates import dual_argument, extrapolate, prox_point
 
-__all__ = ["solve_torch", "DTYPES", "csr_tensor"]
+__all__ = ["solve_torch", "TorchBackend", "DTYPES", "csr_tensor"]
 
 #: The ``dtype`` values of the backend by name (``None`` is float64).
 DTYPES = ("float64", "float32")
@@ -82,7 +85,8 @@ def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e
     """Algorithm 1 (paper 001) on PyTorch tensors on ``device``: PU (32) and DU (33) until the
     certified gap (34) is at most ``tol * max(1, |P(w)|)``, the same iterates, steps, history
     and status as :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual` (whose arguments
-    these are; ``solve_primal_dual(model, device=..., dtype=...)`` calls it; see the module
+    these are; ``solve_primal_dual(model, backend=TorchBackend(device=..., dtype=...))`` runs
+    the same; see the module
     docstring for what runs on the device).
 
     Parameters
@@ -134,18 +138,49 @@ def solve_torch(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e
     >>> res.status, np.round(res.weights.ravel(), 4).tolist()  # doctest: +SKIP
     ('converged', [0.5, 1.0, 4.5])
     """
-    t_start = time.perf_counter()
-    torch = _import_torch()
-    dev, dt = _check_device(torch, device), _check_dtype(torch, dtype)
-    opts = _check_options(max_iter, tol, prox, record_every, progress, batch_cvxpy,
-                          certificate_budget, callback)
-    _check_penalty(model)
-    rule = make_step_rule(model, step)
-    updates = NodeUpdates(model, prox, batch_cvxpy)
-    _check_groups(model, updates)
-    run = _TorchRun(model, opts, rule, updates, warm_start, progress, t_start, torch, dev, dt)
-    status = run.loop()
-    return run.result(status)
+    args = RunArguments(max_iter, tol, prox, step, warm_start, callback, record_every,
+                        progress, batch_cvxpy, certificate_budget)
+    return TorchBackend(device=device, dtype=dtype).solve(model, args)
+
+
+@dataclass(frozen=True)
+class TorchBackend(Backend):
+    """Algorithm 1 on PyTorch tensors (the ``backend=`` of
+    :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`; see the module docstring).
+
+    Parameters
+    ----------
+    device : str or torch.device
+        ``"cpu"`` (default), ``"cuda"``, ``"cuda:0"``, ... (checked when the run starts:
+        PyTorch is imported only then).
+    dtype : None, "float64", "float32", torch.float64 or torch.float32
+        The iterate's precision (None: float64); float32 is opt-in (module docstring).
+
+    Examples
+    --------
+    >>> import gtvmodel as gm
+    >>> gm.TorchBackend(device="cuda", dtype="float32")
+    TorchBackend(device='cuda', dtype='float32')
+    """
+
+    name: ClassVar[str] = "torch"
+    device: Any = "cpu"
+    dtype: Any = None
+
+    def solve(self, model: ModelDeclaration, args: RunArguments) -> PrimalDualResult:
+        """:class:`_TorchRun`'s loop on ``device`` (raises as :func:`solve_torch`)."""
+        t_start = time.perf_counter()
+        torch = _import_torch()
+        dev, dt = _check_device(torch, self.device), _check_dtype(torch, self.dtype)
+        opts = check_options(args)
+        _check_penalty(model)
+        rule = make_step_rule(model, args.step)
+        updates = NodeUpdates(model, args.prox, args.batch_cvxpy)
+        _check_groups(model, updates)
+        run = _TorchRun(model, opts, rule, updates, args.warm_start, args.progress, t_start,
+                        torch, dev, dt)
+        status = run.loop()
+        return run.result(status)
 
 
 def _import_torch() -> Any:
@@ -153,8 +188,8 @@ def _import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise UnsupportedError("solve_primal_dual(device=...): the array backend needs PyTorch: "
-                               "pip install 'gtvmodel[gpu]'") from exc
+        raise UnsupportedError("solve_primal_dual(backend='torch'): the array backend needs "
+                               "PyTorch: pip install 'gtvmodel[gpu]'") from exc
     return torch
 
 
@@ -192,9 +227,10 @@ def _check_dtype(torch: Any, dtype: Any) -> Any:
 def _check_penalty(model: ModelDeclaration) -> None:
     """The penalty's dual update DU (33) must be written against the array API."""
     if not model.penalty.array_api:
-        raise UnsupportedError(f"solve_primal_dual(device=...): the penalty {model.penalty!r} has "
-                               "a numpy-only dual update (Penalty.array_api is False); use the "
-                               "numpy path (device=None)")
+        raise UnsupportedError(f"solve_primal_dual(backend='torch'): the penalty "
+                               f"{model.penalty!r} has a numpy-only dual update "
+                               "(Penalty.array_api is False); use the numpy path "
+                               "(backend='numpy')")
 
 
 def _check_groups(model: ModelDeclaration, updates: NodeUpdates) -> None:
@@ -204,10 +240,10 @@ def _check_groups(model: ModelDeclaration, updates: NodeUpdates) -> None:
             names = [model.nodes[int(i)] for i in grp.nodes[:5]]
             more = " ..." if grp.nodes.size > 5 else ""
             raise UnsupportedError(
-                f"solve_primal_dual(device=...): node(s) {', '.join(map(repr, names))}{more} "
+                f"solve_primal_dual(backend='torch'): node(s) {', '.join(map(repr, names))}{more} "
                 f"need the general CVXPY node update ({grp.kind!r} path: symbolic losses or "
                 "constraints, data fits with l1 or constraints, or prox='cvxpy'), which has no "
-                "tensor form; use the numpy path (device=None)")
+                "tensor form; use the numpy path (backend='numpy')")
 
 
 class _DeviceUpdates:
@@ -239,12 +275,12 @@ class _DeviceUpdates:
         return self.updates.describe()
 
 
-class _TorchRun(_Run):
+class _TorchRun(Run):
     """A run of Algorithm 1 on device tensors: the loop, the step rule, the certificate
-    schedule, the history and the result are :class:`~gtvmodel.primal_dual.algorithm._Run`'s;
+    schedule, the history and the result are :class:`~gtvmodel.primal_dual.loop.Run`'s;
     the iteration runs on the device, the certificates on float64 numpy copies."""
 
-    def __init__(self, model: ModelDeclaration, opts: _Options,
+    def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
                  progress: bool, t_start: float, torch: Any, device: Any, dtype: Any):
         self.torch, self.device, self.dtype = torch, device, dtype
@@ -253,11 +289,12 @@ class _TorchRun(_Run):
         self.DT = self._csr(self.DT)
         self.penalty, self.lamA = model.penalty, self._tensor(model.capacities)
         x = self.x
-        self.x = _Iterate(*(self._tensor(a) for a in (x.W, x.U, x.DTu)))
+        self.x = Iterate(*(self._tensor(a) for a in (x.W, x.U, x.DTu)))
         self.Y = torch.empty_like(self.x.W)
         self.updates = _DeviceUpdates(updates, torch, device)
         self.certifier = DeviceCertifier(model, torch, self.D, self.DT, EDGE_BLOCK_BYTES)
-        self.on_device, self.host_reasons = 0, []
+        self.on_device = 0
+        self.host_reasons: list[str] = []
         self.timings["setup"] = time.perf_counter() - t_start
 
     def _tensor(self, a: np.ndarray) -> Any:
@@ -273,7 +310,7 @@ class _TorchRun(_Run):
         self.tau, self.sigma = tau_t, sigma_t
         self.tau_col, self.sigma_col = tau_t[:, None], sigma_t[:, None]
 
-    def iterate(self, k: int) -> _Iterate:
+    def iterate(self, k: int) -> Iterate:
         """Iteration ``k`` on the device: PU (32) at every node, then DU (33) on every edge by
         the numpy loop's formulas (:func:`~gtvmodel.primal_dual.updates.extrapolate`,
         :func:`~gtvmodel.primal_dual.updates.dual_argument`) on whole tensors (a GPU wants them
@@ -283,7 +320,7 @@ class _TorchRun(_Run):
         V = prox_point(x.W, self.tau_col, x.DTu)
         W_new = self.updates(V, self.tau, k, x.W)
         if not bool(torch.isfinite(W_new).all()):
-            _raise_non_finite(self.model, _xp.to_numpy(W_new), _xp.to_numpy(V),
+            raise_non_finite(self.model, _xp.to_numpy(W_new), _xp.to_numpy(V),
                               _xp.to_numpy(self.tau), k)
         t1 = time.perf_counter()
         DY = self.D @ extrapolate(W_new, x.W, self.Y)
@@ -295,9 +332,9 @@ class _TorchRun(_Run):
         self.timings["edge_updates"] += t2 - t1
         self.timings["node_updates"] += t1 - t0
         self.since_cert += t2 - t0
-        return _Iterate(W_new, U_new, DTu_new)
+        return Iterate(W_new, U_new, DTu_new)
 
-    def dual_residual(self, x: _Iterate, new: _Iterate) -> float:
+    def dual_residual(self, x: Iterate, new: Iterate) -> float:
         """``d_k`` from the device tensors (:func:`~gtvmodel.primal_dual.steps.dual_residual`:
         the iteration keeps ``u^k``)."""
         return dual_residual(self.D, x.W, new.W, x.U, new.U, self.sigma_col)
@@ -332,7 +369,7 @@ class _TorchRun(_Run):
         """The :class:`PrimalDualResult` with the iterate and the last certificate's arrays
         as float64 numpy arrays."""
         x = self.x
-        self.x = _Iterate(_xp.to_numpy(x.W), _xp.to_numpy(x.U), None)
+        self.x = Iterate(_xp.to_numpy(x.W), _xp.to_numpy(x.U), None)
         if self.cert is not None:
             self.cert = to_host(self.cert)
         res = super().result(status)
@@ -340,4 +377,4 @@ class _TorchRun(_Run):
         return res
 
 
-BACKENDS["torch"] = solve_torch
+BACKENDS["torch"] = TorchBackend

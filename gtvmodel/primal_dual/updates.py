@@ -33,7 +33,7 @@ __all__ = ["prox_point", "extrapolate", "dual_argument", "dual_update", "EdgeUpd
            "NodeUpdate", "EdgeUpdate"]
 
 
-def prox_point(W: np.ndarray, tau_col: np.ndarray, DTu: np.ndarray) -> np.ndarray:
+def prox_point(W: np.ndarray, tau_col: np.ndarray | float, DTu: np.ndarray) -> np.ndarray:
     """The point ``v = w^k - T D^T u^k`` whose prox PU (32) is ``w^{k+1}`` (rows: nodes;
     ``tau_col`` the steps ``tau_i`` as a column, ``DTu`` the rows ``(D^T u^k)_i``)."""
     return W - tau_col * DTu

@@ -8,8 +8,8 @@ with safe_import_context() as import_ctx:
 
 
 class Solver(BaseSolver):
-    """Algorithm 1 on PyTorch tensors (``gm.solve_primal_dual(device=...)``), ``n_iter``
-    iterations from zero; CPU here, ``device="cuda"`` on a GPU."""
+    """Algorithm 1 on PyTorch tensors (``gm.solve_primal_dual(backend=gm.TorchBackend(...))``),
+    ``n_iter`` iterations from zero; CPU here, ``device="cuda"`` on a GPU."""
 
     name = "Algorithm1-torch"
     requirements = ["pip:gtvmodel", "pip:torch"]
@@ -23,7 +23,7 @@ class Solver(BaseSolver):
     def run(self, n_iter):
         res = gm.solve_primal_dual(self.model, max_iter=max(int(n_iter), 1), tol=0.0,
                                    record_every=max(int(n_iter), 1), certificate_budget=None,
-                                   device=self.device)
+                                   backend=gm.TorchBackend(device=self.device))
         self.W, self.U = res.weights, res.flows
 
     def get_result(self):
