@@ -289,8 +289,8 @@ def test_sign_test_is_the_exact_binomial_tail_and_decides_the_digits_checks():
 
     def run(seed, conflict_pooled, digits_local=(0, 0), gtv=1.0):
         setting = {"gtv": gtv, "pooled": 0.5, "local": 0.97, "validation_samples": 32,
-                   "alg1_score": {"objective": 1.0, "gap": 0.1},
-                   "exact_at_paper_lam": {"objective": 1.0, "gap": 0.0}}
+                   "alg1_score": {"objective": 1.0, "gap": 0.1, "rounding": 0.0},
+                   "exact_at_paper_lam": {"objective": 1.0, "gap": 0.0, "rounding": 0.0}}
         return {"seed": seed,
                 "digits": dict(setting, pooled=0.98,
                                versus={"pooled": [1, 0], "local": list(digits_local)}),
