@@ -433,6 +433,7 @@ def test_table1_checks_fail_for_early_stopped_alg1_and_a_wrong_lambda(monkeypatc
 
     monkeypatch.setattr(table1, "paper_algorithm1", early)
     monkeypatch.setattr(table1, "exact_scored", wrong_lam)
+    monkeypatch.setitem(table1.QUICK, "paper_step_lams", (table1.QUICK["lam"],))  # not checked
     bad = table1.table1_001_experiment(seeds=[2], quick=True, progress=False)
     assert not bad.checks["alg1_adaptive_mse_within_recovery_bound"].ok
     assert not bad.checks["exact_mse_within_recovery_bound"].ok
