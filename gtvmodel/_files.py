@@ -7,7 +7,7 @@ import cycle: it constructs models through the class it is given.
 It has no per-type code: every term describes itself (``to_spec``/``from_spec``) and the
 registries of :mod:`gtvmodel.terms.spec` map header kinds to classes.  The codec owns the
 format's array layout (samples stacked with ``row_ptr``, ``centres``, box rows, ``penalty_*``
-members) and the strict reading of the archive and the header.
+members) and the strict reading of the header; the archive is read by :mod:`gtvmodel._archive`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,26 @@ from __future__ import annotations
 import json
 import math
 import os
-import struct
 import warnings
-import zipfile
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
 import numpy as np
-from numpy.lib import format as npformat
 
+from ._archive import (
+    FLOAT_KINDS,
+    INT_KINDS,
+    LOW_LEVEL,
+    MAX_HEADER_BYTES,
+    SLACK,
+    Archive,
+    error_text,
+    fail,
+    from_bytes,
+    npy_header,
+    one_of,
+)
 from ._validate import check_bool
 from .declaration import ModelDeclaration
 from .errors import FileFormatError, GTVError, UnsupportedError
@@ -190,204 +199,6 @@ def _saved_constraints(model: ModelDeclaration, checked: set[type]
     return cons_desc, np.array(box_lo).reshape(-1, d), np.array(box_hi).reshape(-1, d)
 
 
-# ===================================================================== safe low-level reading
-#: Largest JSON header accepted (bytes of UTF-8 text).
-MAX_HEADER_BYTES = 1 << 26
-#: Largest ``.npy`` header (the Python-literal dict at the start of a member) accepted.
-_MAX_NPY_HEADER = 1 << 16
-#: Deflate cannot expand data by more than 1032:1; a member declaring more is corrupt.
-_MAX_DEFLATE_RATIO = 1032
-_SLACK = 1 << 12
-_FLOAT_KINDS = "fiu"   # float arrays: any real number type is accepted and converted
-_INT_KINDS = "iu"
-#: Exceptions a corrupt file can raise from zipfile, zlib, numpy's NPY parser, JSON, decoding.
-_LOW_LEVEL = (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, LookupError,
-              ArithmeticError, MemoryError, RecursionError, RuntimeError, SyntaxError,
-              NotImplementedError, AttributeError, UnicodeError, zipfile.BadZipFile,
-              zlib.error, struct.error)
-
-
-
-
-def _fail(where: str, msg: str) -> FileFormatError:
-    return FileFormatError(f"{where}: {msg}")
-
-
-def _text(exc: BaseException) -> str:
-    """An exception as one short line."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
-
-
-def _low(where: str, exc: BaseException) -> FileFormatError:
-    return _fail(where, f"unreadable ({_text(exc)})")
-
-
-def _npy_header(fh: Any, where: str) -> tuple[tuple, bool, np.dtype]:
-    """Parse an NPY header from ``fh`` (version 1.0 or 2.0, plain numbers, no pickles)."""
-    try:
-        version = npformat.read_magic(fh)
-        if version not in ((1, 0), (2, 0)):
-            raise _fail(where, f"NPY format version {version} is not supported (1.0 and 2.0 "
-                        "are)")
-        read = (npformat.read_array_header_1_0 if version == (1, 0)
-                else npformat.read_array_header_2_0)
-        shape, fortran, dtype = read(fh, max_header_size=_MAX_NPY_HEADER)
-    except FileFormatError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises many kinds
-        raise _fail(where, f"not a valid NPY header ({_text(exc)})") from None
-    if not isinstance(shape, tuple) or any(not is_int(s) or s < 0 for s in shape):
-        raise _fail(where, f"bad NPY shape {short_repr(shape)}")
-    if not isinstance(fortran, bool):
-        raise _fail(where, f"bad NPY fortran_order {fortran!r}")
-    if (dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None
-            or dtype.kind not in "biufc" or dtype.itemsize > 8):
-        raise _fail(where, f"dtype {dtype} is not a plain number type (object arrays, pickles "
-                    "and records are refused)")
-    return shape, fortran, dtype
-
-
-def _kind_ok(dtype: np.dtype, kinds: str) -> bool:
-    return dtype.kind in kinds and (kinds != "u" or dtype.itemsize == 1)
-
-
-def _shape_check(want: tuple[int | None, ...], kinds: str, limit: int = 0
-                 ) -> Callable[[tuple, np.dtype, str], None]:
-    """A check of an NPY header: shape ``want`` (``None``: the one free dimension, at most
-    ``limit``) and a dtype of one of ``kinds``."""
-
-    def check(shape: tuple, dtype: np.dtype, where: str) -> None:
-        ok = len(shape) == len(want) and all(
-            s == w if w is not None else s <= limit for s, w in zip(shape, want, strict=True))
-        if not ok or not _kind_ok(dtype, kinds):
-            exp = "(" + ", ".join("k" if w is None else str(w) for w in want)
-            exp += ",)" if len(want) == 1 else ")"
-            kind = {"u": "uint8", _INT_KINDS: "integer"}.get(kinds, "real")
-            free = f", k <= {limit}" if None in want else ""
-            raise FileFormatError(f"{where} has shape {shape} and dtype {dtype}; expected "
-                                  f"shape {exp}{free} ({kind})")
-
-    return check
-
-
-def _one_of(shapes: list[tuple[int, ...]], expected: tuple[int, int] | None
-            ) -> Callable[[tuple, np.dtype, str], None]:
-    """A check of an NPY header for weights/flows: a real dtype and one of ``shapes`` (any
-    vector or matrix when ``shapes`` is empty)."""
-
-    def check(shape: tuple, dtype: np.dtype, where: str) -> None:
-        if not _kind_ok(dtype, _FLOAT_KINDS):
-            raise _fail(where, f"array has dtype {dtype}, expected real numbers")
-        if (shapes and shape not in shapes) or len(shape) > 2:
-            raise _fail(where, f"shape {shape}, expected {expected or 'a vector or a matrix'}")
-
-    return check
-
-
-def _from_bytes(data: bytes, shape: tuple, fortran: bool, dtype: np.dtype, kinds: str,
-                where: str) -> np.ndarray:
-    a = np.frombuffer(data, dtype=dtype)
-    a = a.reshape(shape[::-1]).T if fortran else a.reshape(shape)
-    if kinds == _INT_KINDS:
-        if dtype.kind == "u" and dtype.itemsize == 8 and a.size and a.max() > np.iinfo(
-                np.int64).max:
-            raise _fail(where, "integer out of the int64 range")
-        return a.astype(np.int64)
-    if kinds == "u":
-        return np.ascontiguousarray(a)
-    return a.astype(np.float64)
-
-
-class _Archive:
-    """A zip archive read defensively: only named members, each size checked before inflating."""
-
-    def __init__(self, path: str, where: str):
-        self.where = where
-        if not os.path.exists(path):
-            raise _fail(where, "no such file")
-        try:
-            self.disk_size = os.path.getsize(path)
-            self.zf = zipfile.ZipFile(path)
-            infos = self.zf.infolist()
-        except _LOW_LEVEL as exc:
-            raise _fail(where, f"not a readable .npz archive ({_text(exc)})") from None
-        self.infos: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            if info.filename in self.infos:
-                self.close()
-                raise _fail(where, f"member {short_repr(info.filename)} appears twice")
-            self.infos[info.filename] = info
-
-    def close(self) -> None:
-        self.zf.close()
-
-    def __enter__(self) -> _Archive:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def has(self, name: str) -> bool:
-        return f"{name}.npy" in self.infos
-
-    def read(self, name: str, check: Callable[[tuple, np.dtype, str], None], kinds: str,
-             max_bytes: int | None = None) -> np.ndarray:
-        """Array ``name`` (member ``name.npy``): sizes checked against the archive, its NPY
-        header against ``check``, before any data is inflated."""
-        member = f"{name}.npy"
-        info = self.infos.get(member)
-        if info is None:
-            raise _fail(self.where, f"missing array {name!r}")
-        where = f"{self.where}: member {member!r}"
-        if info.flag_bits & 0x1:
-            raise _fail(where, "encrypted")
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise _fail(where, f"compression method {info.compress_type} is not supported "
-                        "(stored and deflated are)")
-        size, csize = info.file_size, info.compress_size
-        bound = csize if info.compress_type == zipfile.ZIP_STORED else (
-            _MAX_DEFLATE_RATIO * csize + _SLACK)
-        if csize > self.disk_size or size > bound:
-            raise _fail(where, f"declares {size} bytes from {csize} compressed bytes in a "
-                        f"{self.disk_size}-byte file (corrupt)")
-        if max_bytes is not None and size > max_bytes:
-            raise _fail(where, f"declares {size} bytes, more than the {max_bytes} allowed")
-        try:
-            with self.zf.open(info) as fh:
-                shape, fortran, dtype = _npy_header(fh, where)
-                check(shape, dtype, f"{self.where}: array {name!r}")
-                nbytes = math.prod(shape) * dtype.itemsize
-                if fh.tell() + nbytes != size:
-                    raise _fail(where, f"{size} bytes do not hold an array of shape {shape} "
-                                f"and dtype {dtype}")
-                data = fh.read(nbytes)
-                if len(data) != nbytes or fh.read(1):
-                    raise _fail(where, "truncated data")
-            return _from_bytes(data, shape, fortran, dtype, kinds, where)
-        except FileFormatError:
-            raise
-        except _LOW_LEVEL as exc:
-            raise _low(where, exc) from None
-
-    def array(self, name: str, want: tuple[int | None, ...], kinds: str = _FLOAT_KINDS,
-              limit: int = 0, max_bytes: int | None = None) -> np.ndarray:
-        return self.read(name, _shape_check(want, kinds, limit), kinds, max_bytes)
-
-
-# ===================================================================== strict header values
-
-
-
-
-
-
-
-
-
-
-
-
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for k, v in pairs:
@@ -403,21 +214,21 @@ def _json_constant(name: str) -> float:
     raise ValueError(f"{name} is not allowed in the header")
 
 
-def _parse_header(z: _Archive) -> dict:
+def _parse_header(z: Archive) -> dict:
     where = z.where
     raw = z.array("header", (None,), "u", limit=MAX_HEADER_BYTES,
-                  max_bytes=MAX_HEADER_BYTES + _SLACK)
+                  max_bytes=MAX_HEADER_BYTES + SLACK)
     try:
         header = json.loads(raw.tobytes().decode("utf-8"), object_pairs_hook=_json_pairs,
                             parse_constant=_json_constant)
-    except _LOW_LEVEL as exc:
-        raise _fail(where, f"the header is not UTF-8 JSON ({_text(exc)})") from None
+    except LOW_LEVEL as exc:
+        raise fail(where, f"the header is not UTF-8 JSON ({error_text(exc)})") from None
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
-        raise _fail(where, "not a gtvmodel problem file (format "
+        raise fail(where, "not a gtvmodel problem file (format "
                     f"{short_repr(header.get('format') if isinstance(header, dict) else None)})")
     version = header.get("version")
     if not is_int(version) or version != FORMAT_VERSION:
-        raise _fail(where, f"format version {short_repr(version)} is not supported (this "
+        raise fail(where, f"format version {short_repr(version)} is not supported (this "
                     f"gtvmodel reads version {FORMAT_VERSION})")
     return header_keys(header, "(top level)", where, {"format", "version", "n", "d", "lam",
                                                   "penalty", "nodes", "losses", "constraints"},
@@ -438,15 +249,15 @@ def read_model(path: str | os.PathLike, cls: type[ModelDeclaration]) -> Any:
     p = os.fspath(path)
     where = f"problem file {p!r}"
     try:
-        with _Archive(p, where) as z:
+        with Archive(p, where) as z:
             return _load_model(z, where, cls)
     except FileFormatError:
         raise
-    except (GTVError, *_LOW_LEVEL) as exc:  # a constructor's refusal, or a defect found late
-        raise _fail(where, f"invalid content ({_text(exc)})") from None
+    except (GTVError, *LOW_LEVEL) as exc:  # a constructor's refusal, or a defect found late
+        raise fail(where, f"invalid content ({error_text(exc)})") from None
 
 
-def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
+def _load_model(z: Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     """The model of an open archive: the header (sizes, labels, the terms' kinds and the
     places of their arrays), then the arrays, each with a shape fixed by the header (and
     ``row_ptr`` / ``edges``) before its data are read, then the model through ``cls``."""
@@ -459,7 +270,7 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
     # terms: kinds (the registries), places of their arrays; parameters are checked by the
     # classes' from_spec once the arrays are read
     pen_cls, pen_params = _lookup(PENALTIES, header["penalty"], where, None)
-    _place(pen_cls, None, lambda msg: _fail(where, msg))
+    _place(pen_cls, None, lambda msg: fail(where, msg))
     loss_terms = _header_losses(header["losses"], labels, where)
     cons_terms = _header_constraints(header["constraints"], labels, where)
     n_box = sum(row is not None for items in cons_terms for _, _, row, _ in items)
@@ -477,7 +288,7 @@ def _load_model(z: _Archive, where: str, cls: type[ModelDeclaration]) -> Any:
                      for (a, b), w in zip(edges.tolist(), weights.tolist(), strict=True))
     model = cls(G, dim, penalty=pen, lam=lam)
     if not np.array_equal(model.edges, edges):  # pragma: no cover - guaranteed by the checks
-        raise _fail(where, "edge order differs from the model's")
+        raise fail(where, "edge order differs from the model's")
     _set_losses(model, loss_terms, labels, row_ptr, X, y, centres, where)
     _add_constraints(model, cons_terms, labels, box_lo, box_hi, where)
     return model
@@ -490,11 +301,11 @@ def _header_shape(header: dict, d: int, where: str) -> int | tuple[int, int]:
         return d
     shape = header["shape"]
     if not isinstance(shape, list) or len(shape) != 2:
-        raise _fail(where, f"header field shape must be a list [p, q] of two integers, got "
+        raise fail(where, f"header field shape must be a list [p, q] of two integers, got "
                     f"{short_repr(shape)}")
     p, q = (header_int(v, f"shape[{k}]", where, 1) for k, v in enumerate(shape))
     if p * q != d:
-        raise _fail(where, f"header field shape {[p, q]} does not match d = {d} (p q must be d)")
+        raise fail(where, f"header field shape {[p, q]} does not match d = {d} (p q must be d)")
     return (p, q)
 
 
@@ -506,13 +317,13 @@ def _header_labels(header: dict, n: int, where: str) -> list:
         v = header[name]
         if not isinstance(v, list) or len(v) != n:
             got = f"{len(v)} entries" if isinstance(v, list) else repr(v)[:50]
-            raise _fail(where, f"header field {name} must be a list of n = {n} entries, got "
+            raise fail(where, f"header field {name} must be a list of n = {n} entries, got "
                         f"{got}")
     for v in labels:
         if not (is_int(v) or isinstance(v, str)):
-            raise _fail(where, f"node label {short_repr(v)} is not a string or an integer")
+            raise fail(where, f"node label {short_repr(v)} is not a string or an integer")
     if len(set(labels)) != n:
-        raise _fail(where, "node labels are not unique")
+        raise fail(where, "node labels are not unique")
     return labels
 
 
@@ -525,7 +336,7 @@ def _header_losses(losses: list, labels: list, where: str) -> list[tuple[type, d
         lcls, params = _lookup(LOSSES, desc, where, labels[i])
         place = loss_places.get(lcls)
         if place is None:
-            place = loss_places[lcls] = _place(lcls, _LOSS_PLACES, lambda msg: _fail(where, msg))
+            place = loss_places[lcls] = _place(lcls, _LOSS_PLACES, lambda msg: fail(where, msg))
         loss_terms.append((lcls, params, place))
     return loss_terms
 
@@ -537,13 +348,13 @@ def _header_constraints(cons: list, labels: list, where: str
     cons_terms: list[list[tuple[type, dict, int | None, str]]] = []
     for i, items in enumerate(cons):
         if not isinstance(items, list):
-            raise _fail(where, f"constraints[{i}] (node {short_repr(labels[i])}) must be a list")
+            raise fail(where, f"constraints[{i}] (node {short_repr(labels[i])}) must be a list")
         node_items = []
         for j, c in enumerate(items):
             at = f"constraints[{i}][{j}] (node {short_repr(labels[i])})"
             ccls, params = _lookup(CONSTRAINTS, c, where, labels[i])
             row = None
-            if _place(ccls, _CONSTRAINT_PLACES, lambda msg: _fail(where, msg)):  # bounds
+            if _place(ccls, _CONSTRAINT_PLACES, lambda msg: fail(where, msg)):  # bounds
                 header_keys(c, at, where, {"kind", "row"}, c.keys())
                 row = header_int(params.pop("row"), f"{at}.row", where, 0)
             node_items.append((ccls, params, row, at))
@@ -551,73 +362,73 @@ def _header_constraints(cons: list, labels: list, where: str
     return cons_terms
 
 
-def _read_finite(z: _Archive, name: str, want: tuple[int | None, ...], where: str
+def _read_finite(z: Archive, name: str, want: tuple[int | None, ...], where: str
                  ) -> np.ndarray:
     """A float member of shape ``want`` whose entries must all be finite."""
-    a = z.array(name, want, _FLOAT_KINDS)
+    a = z.array(name, want, FLOAT_KINDS)
     _finite(a, name, where)
     return a
 
 
-def _read_samples(z: _Archive, loss_terms: list[tuple[type, dict, dict]], labels: list,
+def _read_samples(z: Archive, loss_terms: list[tuple[type, dict, dict]], labels: list,
                   d: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``row_ptr``, the stacked samples ``X``, ``y`` and the ``centres``; data-fit losses (the
     place ``_SAMPLES``) own rows of ``X``, other losses none."""
     n = len(labels)
     is_fit = np.fromiter((place is _SAMPLES for _, _, place in loss_terms), dtype=bool, count=n)
-    row_ptr = z.array("row_ptr", (n + 1,), _INT_KINDS)
+    row_ptr = z.array("row_ptr", (n + 1,), INT_KINDS)
     if row_ptr[0] != 0 or (np.diff(row_ptr) < 0).any():
-        raise _fail(where, "row_ptr must start at 0 and be nondecreasing")
+        raise fail(where, "row_ptr must start at 0 and be nondecreasing")
     M = int(row_ptr[-1])
     counts = np.diff(row_ptr)
     bad = np.flatnonzero((counts > 0) != is_fit)
     if bad.size:
         i = int(bad[0])
-        raise _fail(where, f"node {short_repr(labels[i])} has a {loss_terms[i][0].kind!r} loss "
+        raise fail(where, f"node {short_repr(labels[i])} has a {loss_terms[i][0].kind!r} loss "
                     f"but owns {int(counts[i])} rows of X (row_ptr); data-fit losses (samples "
                     "X, y) need rows, other losses none")
-    X = z.array("X", (M, d), _FLOAT_KINDS)
-    y = z.array("y", (M,), _FLOAT_KINDS)
-    centres = z.array("centres", (n, d), _FLOAT_KINDS)
+    X = z.array("X", (M, d), FLOAT_KINDS)
+    y = z.array("y", (M,), FLOAT_KINDS)
+    centres = z.array("centres", (n, d), FLOAT_KINDS)
     for name, a in (("X", X), ("y", y), ("centres", centres)):
         _finite(a, name, where)
     return row_ptr, X, y, centres
 
 
-def _read_edges(z: _Archive, n: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def _read_edges(z: Archive, n: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     """``edges`` (oriented ``e+ < e-``, sorted, without repeats, within ``0..n-1``) and their
     positive finite ``edge_weights``."""
-    edges = z.array("edges", (None, 2), _INT_KINDS, limit=n * (n - 1) // 2)
+    edges = z.array("edges", (None, 2), INT_KINDS, limit=n * (n - 1) // 2)
     E = edges.shape[0]
     weights = _read_finite(z, "edge_weights", (E,), where)
     if E:
         head, tail = edges[:, 0], edges[:, 1]
         if head.min() < 0 or tail.max() >= n:
-            raise _fail(where, f"edges refer to node positions outside 0..{n - 1}")
+            raise fail(where, f"edges refer to node positions outside 0..{n - 1}")
         k = np.flatnonzero(head >= tail)
         if k.size:
-            raise _fail(where, f"edge {int(k[0])} {tuple(edges[k[0]].tolist())} is a self-loop "
+            raise fail(where, f"edge {int(k[0])} {tuple(edges[k[0]].tolist())} is a self-loop "
                         "or not oriented (e+ < e- is required)")
         key = head * n + tail
         k = np.flatnonzero(np.diff(key) <= 0)
         if k.size:
-            raise _fail(where, f"edges {int(k[0])} and {int(k[0]) + 1} are duplicates or out of "
+            raise fail(where, f"edges {int(k[0])} and {int(k[0]) + 1} are duplicates or out of "
                         "order (edges must be sorted by (e+, e-), without repeats)")
         k = np.flatnonzero(weights <= 0)
         if k.size:
-            raise _fail(where, f"edge weight {int(k[0])} is {weights[k[0]]!r}; edge weights "
+            raise fail(where, f"edge weight {int(k[0])} is {weights[k[0]]!r}; edge weights "
                         "must be > 0")
     return edges, weights
 
 
-def _read_boxes(z: _Archive, n_box: int, d: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def _read_boxes(z: Archive, n_box: int, d: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     """The box rows ``box_lo``, ``box_hi`` (at most ``n_box``; no NaN, none empty)."""
-    box_lo = z.array("box_lo", (None, d), _FLOAT_KINDS, limit=n_box)
-    box_hi = z.array("box_hi", (box_lo.shape[0], d), _FLOAT_KINDS)
+    box_lo = z.array("box_lo", (None, d), FLOAT_KINDS, limit=n_box)
+    box_hi = z.array("box_hi", (box_lo.shape[0], d), FLOAT_KINDS)
     if np.isnan(box_lo).any() or np.isnan(box_hi).any():
-        raise _fail(where, "box_lo/box_hi contain NaN")
+        raise fail(where, "box_lo/box_hi contain NaN")
     if np.isposinf(box_lo).any() or np.isneginf(box_hi).any() or (box_lo > box_hi).any():
-        raise _fail(where, "box_lo/box_hi describe an empty box (lo = +inf, hi = -inf or "
+        raise fail(where, "box_lo/box_hi describe an empty box (lo = +inf, hi = -inf or "
                     "lo > hi)")
     return box_lo, box_hi
 
@@ -646,7 +457,7 @@ def _add_constraints(model: ModelDeclaration,
             arrays = {}
             if row is not None:
                 if row >= box_lo.shape[0]:
-                    raise _fail(where, f"node {short_repr(labels[i])}: box row {row} is out of "
+                    raise fail(where, f"node {short_repr(labels[i])}: box row {row} is out of "
                                 f"range (box_lo has {box_lo.shape[0]} rows)")
                 arrays = {"lo": box_lo[row], "hi": box_hi[row]}
             spec = TermSpec(ccls.kind, params, arrays, where=where, at=at)
@@ -661,7 +472,7 @@ def _lookup(registry: Registry, desc: Any, where: str, node: Any) -> tuple[type,
     if cls is None:
         what = (f"unknown {registry.family} kind" if node is None else
                 f"node {short_repr(node)} has unknown {registry.family} type")
-        raise _fail(where, f"{what} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
+        raise fail(where, f"{what} {short_repr(kind)} (known: {', '.join(registry.kinds())})")
     params = desc.copy()
     del params["kind"]
     return cls, params
@@ -671,7 +482,7 @@ def _finite(a: np.ndarray, name: str, where: str) -> None:
     bad = ~np.isfinite(a)
     if bad.any():
         idx = tuple(int(k) for k in np.argwhere(bad)[0])
-        raise _fail(where, f"array {name!r} contains NaN or inf (first at index {idx})")
+        raise fail(where, f"array {name!r} contains NaN or inf (first at index {idx})")
 
 
 # ===================================================================== weights / flows
@@ -705,28 +516,28 @@ def _allowed_shapes(shape: tuple[int, int] | None) -> list[tuple[int, ...]]:
 def _read_npy_file(p: str, what: str, shape: tuple[int, int] | None) -> np.ndarray:
     size = os.path.getsize(p)
     with open(p, "rb") as fh:
-        got, fortran, dtype = _npy_header(fh, what)
-        _one_of(_allowed_shapes(shape), shape)(got, dtype, what)
+        got, fortran, dtype = npy_header(fh, what)
+        one_of(_allowed_shapes(shape), shape)(got, dtype, what)
         nbytes = math.prod(got) * dtype.itemsize
         if fh.tell() + nbytes != size:
-            raise _fail(what, f"{size} bytes do not hold an array of shape {got} and dtype "
+            raise fail(what, f"{size} bytes do not hold an array of shape {got} and dtype "
                         f"{dtype} (truncated or trailing data)")
         data = fh.read(nbytes)
     if len(data) != nbytes:  # pragma: no cover - the file changed while being read
-        raise _fail(what, "truncated data")
-    return _from_bytes(data, got, fortran, dtype, _FLOAT_KINDS, what)
+        raise fail(what, "truncated data")
+    return from_bytes(data, got, fortran, dtype, FLOAT_KINDS, what)
 
 
 def _read_npz_file(p: str, what: str, name: str, shape: tuple[int, int] | None
                    ) -> np.ndarray:
-    with _Archive(p, what) as z:
+    with Archive(p, what) as z:
         if z.has(name):
             key = name
         elif len(z.infos) == 1 and next(iter(z.infos)).endswith(".npy"):
             key = next(iter(z.infos))[:-4]
         else:
-            raise _fail(what, f"missing array {name!r} (found {short_repr(sorted(z.infos))})")
-        return z.read(key, _one_of(_allowed_shapes(shape), shape), _FLOAT_KINDS)
+            raise fail(what, f"missing array {name!r} (found {short_repr(sorted(z.infos))})")
+        return z.read(key, one_of(_allowed_shapes(shape), shape), FLOAT_KINDS)
 
 
 def _fields(line: str, delim: str | None) -> list[str]:
@@ -762,7 +573,7 @@ def _read_text_file(p: str, what: str, shape: tuple[int, int] | None,
     with open(p, "rb") as fh:
         raw = fh.read() if limit is None else fh.read(limit + 1)
     if limit is not None and len(raw) > limit:
-        raise _fail(what, f"more than {limit} bytes, far more than a {shape} table of numbers "
+        raise fail(what, f"more than {limit} bytes, far more than a {shape} table of numbers "
                     "needs")
     text = raw.decode("utf-8")
     lines = [ln for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
@@ -776,21 +587,21 @@ def _read_text_file(p: str, what: str, shape: tuple[int, int] | None,
         if skip_header is None:
             skip_header = not numeric
         elif not skip_header and not numeric:
-            raise _fail(what, f"the first row {short_repr(head)} is not numeric (a header "
+            raise fail(what, f"the first row {short_repr(head)} is not numeric (a header "
                         "row? skip_header=True, --skip-header)")
         if skip_header:
             lines = lines[1:]
     if not lines:
         if shape is not None and shape[0] == 0:
             return np.zeros((0, shape[1]))
-        raise _fail(what, "no numbers in the file")
+        raise fail(what, "no numbers in the file")
     ncols = len(_fields(lines[0], delim))
     if index_col is None:  # auto: one extra column holding 0..rows-1 or the labels
         index_col = (shape is not None and ncols == shape[1] + 1 and len(lines) == shape[0]
                      and _index_column(np.loadtxt(lines, delimiter=delim, usecols=0, ndmin=1,
                                                   dtype=str, quotechar='"'), labels))
     if index_col and ncols < 2:
-        raise _fail(what, f"index_col: {ncols} column(s), no data column after the index")
+        raise fail(what, f"index_col: {ncols} column(s), no data column after the index")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         a = np.loadtxt(lines, delimiter=delim, ndmin=2, dtype=float,
@@ -805,7 +616,7 @@ def _read_text_file(p: str, what: str, shape: tuple[int, int] | None,
         hint += ("" if a.shape != (rows + 1, d) else
                  "; one extra row: if the first is a header, skip_header=True, --skip-header")
         if hint:
-            raise _fail(what, f"shape {a.shape}, expected {shape}{hint}")
+            raise fail(what, f"shape {a.shape}, expected {shape}{hint}")
     return a
 
 
@@ -841,10 +652,10 @@ def load_array(path: str | os.PathLike, name: str,
             a = _read_text_file(p, what, shape, skip_header, index_col, labels)
     except FileFormatError:
         raise
-    except (*_LOW_LEVEL, Warning) as exc:
+    except (*LOW_LEVEL, Warning) as exc:
         kind = {".npz": "a readable .npz archive", ".npy": "a readable .npy file"}.get(
             os.path.splitext(p)[1], "a numeric text table")
-        raise _fail(what, f"not {kind} ({_text(exc)})") from None
+        raise fail(what, f"not {kind} ({error_text(exc)})") from None
     _finite(a, "(data)", what)
     return a
 

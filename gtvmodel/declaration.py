@@ -14,19 +14,26 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import cvxpy as cp
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import csgraph
 
 from ._compat import reserve_ids
 from ._norms import norm_rows_upper
-from ._validate import as_finite_array, check_option, check_rows, check_scalar
+from ._samples import data_dim, loss_class, stacked_samples
+from ._structure import (
+    CacheSlot,
+    ModelCache,
+    ModelStructure,
+    components,
+    graph_fields,
+    stack_nodes,
+)
+from ._validate import as_finite_array, check_rows, check_scalar
 from .errors import (
     ConstraintError,
     DataError,
@@ -37,316 +44,14 @@ from .errors import (
 )
 from .graph import EmpiricalGraph
 from .terms.constraints import Constraint, SymbolicConstraint
-from .terms.losses import Loss, LossBatch, SquaredLoss, SymbolicLoss, ZeroLoss
+from .terms.losses import Loss, SquaredLoss, SymbolicLoss, ZeroLoss
 from .terms.matrix import multi_output_groups, node_shape
 from .terms.penalties import Norm2, Penalty
-from .terms.spec import LOSSES
 
 __all__ = ["ModelDeclaration", "ModelStructure", "ModelCache", "CacheSlot", "components"]
 
 _ZERO = ZeroLoss()
-_T = TypeVar("_T")
 _D = TypeVar("_D", bound="ModelDeclaration")
-
-
-class _FrozenList(list):
-    """A list of node positions that cannot be changed (it compares equal to a plain list)."""
-
-    def _frozen(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("ModelStructure is immutable")
-
-    append = extend = insert = pop = remove = clear = sort = reverse = _frozen
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
-
-    def __reduce__(self) -> tuple[type, tuple[list[int]]]:
-        return _FrozenList, (list(self),)
-
-
-def _frozen_array(a: Any, dtype: Any = None) -> np.ndarray:
-    out = np.array(a, dtype=dtype)
-    out.setflags(write=False)
-    return out
-
-
-def _loss_class(loss: str | type[Loss]) -> type[Loss]:
-    """The loss class named by a kind string (the registry ``LOSSES``) or given itself."""
-    if isinstance(loss, type) and issubclass(loss, Loss):
-        return loss
-    check_option(loss, "loss", LOSSES.kinds(), error=LossError)
-    return LOSSES.get(loss)
-
-
-def _data_dim(X: Any, y: Any = None) -> int | tuple[int, int]:
-    """``d``: the last axis of ``X`` or of the first node's ``X_i`` of a mapping; ``(p, q)``
-    for multi-output samples (``y`` with an output axis of ``q > 1`` beyond ``X``'s sample
-    axes, or a mapping's first ``Y_i`` of shape ``(m_i, q)``)."""
-    first, out = X, y
-    if isinstance(X, Mapping):
-        item = next(iter(X.values()), None)
-        pair = isinstance(item, (tuple, list)) and len(item) == 2
-        first, out = (item[0], item[1]) if pair else (item, None)
-        out_ndim = 2
-    else:
-        out_ndim = len(np.shape(X))
-    shape = np.shape(first) if first is not None else ()
-    if len(shape) < 2:
-        raise DataError(f"X: cannot read the dimension d from samples of shape {shape} (need "
-                        "(M, d), (n, m, d) or a mapping {node: (X_i, y_i)})")
-    yshape = np.shape(out) if isinstance(out, np.ndarray) else ()
-    if len(yshape) == out_ndim and yshape and yshape[-1] != 1:  # (m, 1) labels: one output
-        return int(shape[-1]), int(yshape[-1])
-    return int(shape[-1])
-
-
-def components(n: int, edges: np.ndarray) -> tuple[int, np.ndarray]:
-    """``(count, label per node)`` of the connected components of the undirected graph on
-    ``n`` nodes with the given ``(k, 2)`` position pairs (scipy's ``csgraph``)."""
-    adj = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
-    count, labels = csgraph.connected_components(adj, directed=False)
-    return int(count), labels
-
-
-@dataclass(frozen=True, eq=False)
-class ModelStructure:
-    """What the engines share about one version of the model: its nodes grouped for
-    vectorized compilation and evaluation, and its graph (immutable; arrays read-only).
-
-    Nodes: ``batches`` holds one :class:`LossBatch` per library loss class; ``symbolic`` the
-    positions of nodes with a :class:`SymbolicLoss`; ``l1``/``l2`` the per-node
-    regularization weights ``eta_i``/``kappa_i``; ``box``, ``nonneg`` and ``normball`` the
-    library constraints stacked by their classes (:meth:`Constraint.stack`; ``box``:
-    positions and ``(k, d)`` bounds; ``normball``: ``{p: (positions, radii)}``);
-    ``symbolic_constraints`` the positions of nodes with symbolic constraints; ``constrained``
-    the positions with any constraint; ``conic`` the conic nodes (a symbolic loss or a symbolic
-    constraint), sorted.
-
-    Graph (16): ``edges`` the oriented ``(e+, e-)`` pairs, ``incidence`` the sparse ``D``,
-    ``edge_weights`` the ``A_e``, ``degrees`` ``deg(i)``, ``weighted_degrees`` ``sum_{e at
-    i} A_e`` and ``components``/``component_count`` the connected components.  ``lambda`` is
-    not part of the structure (it changes without recompiling anything): the capacities
-    ``lambda A_e`` are :attr:`ModelDeclaration.capacities`.
-
-    :meth:`ModelDeclaration.structure` builds it (once per version of the model); the
-    constructor takes the fields below and checks nothing.
-
-    Parameters
-    ----------
-    batches : tuple of LossBatch
-        One :class:`~gtvmodel.terms.losses.LossBatch` per library loss class, holding its
-        nodes' positions and stacked data.
-    symbolic : list of int
-        Positions of the nodes with a :class:`SymbolicLoss`.
-    l1, l2 : ndarray (n,)
-        The per-node regularization weights ``eta_i`` (of ``||w_i||_1``) and ``kappa_i``
-        (of ``||w_i||_2^2``).
-    box : (ndarray (k,), ndarray (k, d), ndarray (k, d)) or None
-        The box constraints stacked: positions, lower and upper bounds (None: no box).
-    nonneg : ndarray (k,)
-        Positions of the nodes constrained to ``w_i >= 0``.
-    normball : mapping float -> (ndarray (k,), ndarray (k,))
-        ``{p: (positions, radii)}`` of the norm-ball constraints ``||w_i||_p <= r_i``.
-    symbolic_constraints : list of int
-        Positions of the nodes with symbolic (CVXPY) constraints.
-    constrained : ndarray (k,)
-        Positions of the nodes with any constraint.
-    conic : ndarray (k,)
-        The conic nodes (a symbolic loss or a symbolic constraint), sorted.
-    edges : ndarray (|E|, 2)
-        The oriented edges ``(e+, e-)``, ``e+ < e-``, as position pairs.
-    incidence : scipy.sparse.csr_matrix (|E|, n)
-        The incidence matrix ``D``, ``(D w)_e = w_{e+} - w_{e-}``.
-    edge_weights : ndarray (|E|,)
-        The edge weights ``A_e``.
-    degrees : ndarray (n,)
-        ``deg(i)``, the number of edges at node ``i`` (Algorithm 1's steps).
-    weighted_degrees : ndarray (n,)
-        ``sum_{e at i} A_e``.
-    component_count : int
-        The number of connected components of the graph.
-    components : ndarray (n,)
-        The component label of each node (0 .. ``component_count - 1``).
-
-    Attributes
-    ----------
-    num_nodes : int
-        ``n``, the number of nodes the structure was built for.
-
-    Raises
-    ------
-    TypeError
-        A field is missing or an unknown keyword is given (the dataclass constructor; no
-        value is validated).
-    dataclasses.FrozenInstanceError
-        On an attempt to assign a field (the structure is immutable).
-
-    Examples
-    --------
-    Two quadratic losses and a box constraint on a path of three nodes (node 2 has no loss):
-
-    >>> import networkx as nx, gtvmodel as gm
-    >>> model = gm.GTVModel(nx.path_graph(3), dim=1)
-    >>> model.set_loss(0, gm.QuadraticLoss([1.0], l2=0.5))
-    >>> model.set_loss(1, gm.QuadraticLoss([2.0]))
-    >>> model.add_constraint(2, gm.Box(0.0, 1.0))
-    >>> s = model.structure()
-    >>> [(type(b).__name__, b.nodes.tolist()) for b in s.batches], s.l2.tolist()
-    ([('QuadraticBatch', [0, 1])], [0.5, 0.0, 0.0])
-    >>> s.box[0].tolist(), s.constrained.tolist(), s.conic.tolist()
-    ([2], [2], [])
-    >>> s.edges.tolist(), s.incidence.toarray().tolist()
-    ([[0, 1], [1, 2]], [[1.0, -1.0, 0.0], [0.0, 1.0, -1.0]])
-    >>> s.degrees.tolist(), s.component_count, s.num_nodes
-    ([1, 2, 1], 1, 3)
-    """
-
-    batches: tuple[LossBatch, ...]
-    symbolic: list[int]
-    l1: np.ndarray
-    l2: np.ndarray
-    box: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    nonneg: np.ndarray
-    normball: Mapping[float, tuple[np.ndarray, np.ndarray]]
-    symbolic_constraints: list[int]
-    constrained: np.ndarray
-    conic: np.ndarray
-    edges: np.ndarray
-    incidence: sp.csr_matrix
-    edge_weights: np.ndarray
-    degrees: np.ndarray
-    weighted_degrees: np.ndarray
-    component_count: int
-    components: np.ndarray
-
-    @property
-    def num_nodes(self) -> int:
-        """``n``, the number of nodes the structure was built for."""
-        return int(self.l1.shape[0])
-
-
-#: The named slots of :class:`ModelCache` (compiled artefacts of one model version).
-CacheSlot = Literal[
-    "primal",               # solve.compile.PrimalProblem
-    "dual",                 # solve.dual.DualProblem
-    "conic_nodes",          # solve.conic: {position: node problem}
-    "conic_nodes_boxed",    # solve.conic: {position: radius-restricted node problem}
-    "conic_joint",          # solve.conic: {node tuple: joint problem}
-    "conic_stacked",        # solve.conic: {node tuple: stacked (P_S) with a Parameter S}
-    "cert_kinds",           # certificates.kinds.NodeKinds
-    "cert_gradient",        # certificates.repair: minimum-norm solver on gradient nodes
-    "cert_subspace",        # certificates.repair: minimum-norm solver on subspace nodes
-    "cert_affine",          # certificates.kinds: AffineConditions (subspace + stiff nodes)
-    "cert_gauge",           # certificates.repair: domain-scaling LP
-    "cert_projection",      # certificates.repair: flow projection problem
-    "cert_general",         # certificates.value: node-conjugate problem
-    "cert_lower",           # certificates.radii: loss lower bounds
-    "cert_conic_sublevel",  # certificates.radii: {position: sublevel-radius problem}
-    "cert_conic_sublevel_stacked",  # certificates.radii: {node tuple: stacked sublevel problem}
-    "pd_plan",              # primal_dual.prox: {prox option: node partition of plan()}
-    "pd_groups",            # primal_dual.prox: {(loss class, constraint kind): group template}
-    "pd_incidence_T",       # primal_dual.algorithm: D^T as CSR
-]
-_SLOTS = frozenset(CacheSlot.__args__)
-
-
-class ModelCache:
-    """The compiled artefacts of one model version, in named slots (:data:`CacheSlot`),
-    cleared whenever the declaration changes (never when ``lambda`` changes: every engine
-    keeps ``lambda`` out of its compiled data)."""
-
-    def __init__(self) -> None:
-        self._slots: dict[str, Any] = {}
-        #: how many artefacts were built since the model was created (tests count recompiles)
-        self.builds = 0
-
-    @staticmethod
-    def _check(slot: str) -> None:
-        if slot not in _SLOTS:
-            raise KeyError(f"unknown model cache slot {slot!r}")
-
-    def get(self, slot: CacheSlot) -> Any:
-        """The slot's artefact, or None if it was not built for this version."""
-        self._check(slot)
-        return self._slots.get(slot)
-
-    def get_or_build(self, slot: CacheSlot, build: Callable[[], _T]) -> _T:
-        """The slot's artefact, built by ``build()`` if absent."""
-        self._check(slot)
-        if slot not in self._slots:
-            self.put(slot, build())
-        return self._slots[slot]
-
-    def put(self, slot: CacheSlot, value: Any) -> None:
-        """Store (or replace) the slot's artefact."""
-        self._check(slot)
-        self._slots[slot] = value
-        self.builds += 1
-
-    def clear(self) -> None:
-        """Drop every artefact (the declaration changed; :attr:`builds` keeps counting)."""
-        self._slots.clear()
-
-
-def _stack_nodes(n: int, d: int, losses: Mapping[int, Loss],
-                 constraints: Mapping[int, list[Constraint]]) -> dict[str, Any]:
-    """The node fields of :class:`ModelStructure` for positions ``0..n-1``."""
-    groups: dict[type, list[int]] = {}
-    symbolic: list[int] = []
-    l1 = np.zeros(n)
-    l2 = np.zeros(n)
-    for i, loss in sorted(losses.items()):
-        if loss.batch_class is None:  # an expression in the node's own variable
-            symbolic.append(i)
-            continue
-        l1[i], l2[i] = loss.l1, loss.l2
-        if loss.has_data:
-            groups.setdefault(type(loss), []).append(i)
-    batches = [
-        LossBatch(cls, np.array(idx), [losses[i] for i in idx], n, d).seal()
-        for cls, idx in groups.items()
-    ]
-    stacks: dict[Hashable, tuple[list[int], list[Constraint]]] = {}
-    for i, cons in sorted(constraints.items()):
-        for c in cons:
-            pos, items = stacks.setdefault(c.stack_key(), ([], []))
-            pos.append(i)
-            items.append(c)
-    fields: dict[str, Any] = {"box": None, "nonneg": np.zeros(0, dtype=np.int64),
-                              "normball": {}, "symbolic_constraints": []}
-    for pos, items in stacks.values():
-        name, value = type(items[0]).stack(np.array(pos, dtype=np.int64), items, d)
-        if name not in fields:  # pragma: no cover - every library constraint names a field
-            raise ConstraintError(f"{type(items[0]).__name__}.stack names no structure field "
-                                  f"({name!r})")
-        fields[name] = {**fields[name], **value} if isinstance(value, Mapping) else value
-    if fields["box"] is not None:
-        fields["box"] = tuple(_frozen_array(a) for a in fields["box"])
-    for arrays in fields["normball"].values():
-        for a in arrays:
-            a.setflags(write=False)
-    conic = sorted(set(symbolic) | set(fields["symbolic_constraints"]))
-    return dict(
-        batches=tuple(batches), symbolic=_FrozenList(symbolic), l1=_frozen_array(l1),
-        l2=_frozen_array(l2), box=fields["box"],
-        nonneg=_frozen_array(fields["nonneg"], np.int64),
-        normball=MappingProxyType(fields["normball"]),
-        symbolic_constraints=_FrozenList(fields["symbolic_constraints"]),
-        constrained=_frozen_array(sorted(i for i, c in constraints.items() if c), np.int64),
-        conic=_frozen_array(conic, np.int64),
-    )
-
-
-def _graph_fields(n: int, edges: np.ndarray, incidence: sp.csr_matrix, weights: np.ndarray,
-                  degrees: np.ndarray) -> dict[str, Any]:
-    """The graph fields of :class:`ModelStructure` (``degrees``: :attr:`EmpiricalGraph.degrees
-    <gtvmodel.graph.EmpiricalGraph>`)."""
-    count, labels = components(n, edges)
-    wdeg = (np.bincount(edges[:, 0], weights, minlength=n)
-            + np.bincount(edges[:, 1], weights, minlength=n))
-    return dict(edges=_frozen_array(edges), incidence=incidence,
-                edge_weights=_frozen_array(weights, float),
-                degrees=_frozen_array(degrees, np.int64),
-                weighted_degrees=_frozen_array(wdeg, float), component_count=count,
-                components=_frozen_array(labels))
 
 
 class ModelDeclaration:
@@ -466,7 +171,7 @@ class ModelDeclaration:
         >>> model.loss(0), model.loss(1)
         (SquaredLoss(m=2, d=1), SquaredLoss(m=1, d=1))
         """
-        out = cls(graph, _data_dim(X, y), penalty=penalty, lam=lam, weight=weight)
+        out = cls(graph, data_dim(X, y), penalty=penalty, lam=lam, weight=weight)
         out.set_data(X, y, loss, node_index=node_index, **loss_options)
         return out
 
@@ -710,8 +415,8 @@ class ModelDeclaration:
         >>> model.loss(0).y.tolist()  # rows 0, 1, 5 in order; {0, 1} labels stored as -1/+1
         [1.0, -1.0, -1.0]
         """
-        cls = _loss_class(loss)
-        Xs, ys, pos = self._stacked_samples(X, y, node_index)
+        cls = loss_class(loss)
+        Xs, ys, pos = stacked_samples(self, X, y, node_index)
         order = np.argsort(pos, kind="stable")
         counts = np.bincount(pos, minlength=self.num_nodes)
         owners = np.flatnonzero(counts)
@@ -724,94 +429,6 @@ class ModelDeclaration:
             made = cls.from_groups(Xs[order], ys[order], counts[owners], **loss_options)
         self._losses.update(zip(owners.tolist(), made, strict=True))
         self._touch()
-
-    def _stacked_samples(self, X: Any, y: Any, node_index: Any
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(X (M, d), y (M,), positions (M,))`` of the three input forms of
-        :meth:`set_data`, checked against the model's nodes and ``d``."""
-        if isinstance(X, Mapping):
-            if y is not None or node_index is not None:
-                raise DataError("set_data: with a mapping {node: (X_i, y_i)} give neither y nor "
-                                "node_index")
-            X, y, pos = self._mapping_samples(X)
-        else:
-            X = as_finite_array(X, "X")
-            y = as_finite_array(y, "y") if y is not None else None
-            if y is None:
-                raise DataError("set_data: y is required with an array X")
-            if X.ndim == 3:
-                if node_index is not None:
-                    raise DataError("set_data: an (n, m, d) array X takes no node_index")
-                if X.shape[0] != self.num_nodes or y.shape[:2] != X.shape[:2]:
-                    raise DataError(f"set_data: X of shape (n, m, d) needs n = "
-                                    f"{self.num_nodes} and y of shape (n, m) = {X.shape[:2]}, "
-                                    f"got X {X.shape}, y {y.shape}")
-                pos = np.repeat(np.arange(self.num_nodes), X.shape[1])
-                X, y = X.reshape(-1, X.shape[2]), y.reshape(-1, *y.shape[2:])
-            else:
-                if X.ndim != 2:
-                    raise DataError(f"set_data: X must be (M, d) or (n, m, d), got shape "
-                                    f"{X.shape}")
-                if node_index is None:
-                    raise DataError("set_data: node_index (the node of each row of X) is "
-                                    "required with an (M, d) array X")
-                pos = self._positions(node_index, X.shape[0])
-        if y.ndim == 2 and len(self.shape) == 2:  # multi-output rows of a matrix model
-            p, q = self.shape
-            if X.shape[-1] != p or y.shape != (X.shape[0], q):
-                raise DataError(f"set_data: a matrix model (dim=({p}, {q})) takes multi-output "
-                                f"samples X with p = {p} columns and y (Y) with q = {q} "
-                                f"columns, got X {X.shape} and y {y.shape}")
-            return X, y, pos
-        if X.shape[-1] != self.dim:
-            raise DataError(f"set_data: X has {X.shape[-1]} columns but the model has "
-                            f"d = {self.dim}")
-        if y.shape[0] != X.shape[0] or y.ndim != 1:
-            raise DataError(f"set_data: y must have shape ({X.shape[0]},) to match X of shape "
-                            f"{X.shape}, got {y.shape}")
-        return X, y, pos
-
-    def _positions(self, node_index: Any, rows: int) -> np.ndarray:
-        """The position of each row's node label (``UnknownNodeError`` naming the first label
-        not in the graph); labels are looked up once per distinct label."""
-        if isinstance(node_index, np.ndarray):
-            labels = node_index
-        else:  # any labels (tuples, mixed types) as objects, never coerced to strings
-            items = list(node_index)
-            labels = np.empty(len(items), dtype=object)
-            labels[:] = items
-        if labels.ndim != 1 or labels.shape[0] != rows:
-            raise DataError(f"set_data: node_index must have shape ({rows},) (one node per row "
-                            f"of X), got {labels.shape}")
-        return self._eg.row_positions(labels, "set_data: node_index")
-
-    def _mapping_samples(self, data: Mapping[Hashable, Any]
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Stack ``{node: (X_i, y_i)}`` (each checked for shape, naming the node)."""
-        Xs, ys, pos = [], [], []
-        for node, item in data.items():
-            i = self.index(node)
-            if not (isinstance(item, (tuple, list)) and len(item) == 2):
-                raise DataError(f"set_data: node {node!r}: expected a pair (X_i, y_i), got "
-                                f"{type(item).__name__}")
-            Xi, yi = np.asarray(item[0]), np.asarray(item[1])
-            multi = len(self.shape) == 2 and yi.ndim == 2  # multi-output (X_i, Y_i)
-            cols, ys_i = (self.shape[0], self.shape[1:]) if multi else (self.dim, ())
-            if Xi.ndim != 2 or Xi.shape[1] != cols or yi.shape[:1] != Xi.shape[:1] or \
-                    (multi and yi.shape[1:] != ys_i):
-                want = f"(m_i, {ys_i[0]})" if multi else "(m_i,)"
-                raise DataError(f"set_data: node {node!r}: X_i must be (m_i, {cols}) and y_i "
-                                f"{want}, got {Xi.shape} and {yi.shape}")
-            Xs.append(Xi)
-            ys.append(yi if multi else yi.reshape(-1))
-            pos.append(np.full(Xi.shape[0], i, dtype=np.int64))
-        if not Xs:
-            raise DataError("set_data: the mapping {node: (X_i, y_i)} is empty")
-        if len({yi.ndim for yi in ys}) > 1:
-            raise DataError("set_data: the mapping {node: (X_i, y_i)} mixes single-output y_i "
-                            "(m_i,) and multi-output Y_i (m_i, q)")
-        return (as_finite_array(np.concatenate(Xs), "X"), as_finite_array(np.concatenate(ys), "y"),
-                np.concatenate(pos))
 
     def loss(self, node: Hashable) -> Loss:
         """The node's loss (:class:`ZeroLoss` if none was set)."""
@@ -955,8 +572,8 @@ class ModelDeclaration:
         if self._structure is None:
             eg = self._eg
             self._structure = ModelStructure(
-                **_stack_nodes(self.num_nodes, self.dim, self._losses, self._constraints),
-                **_graph_fields(self.num_nodes, eg.edges, eg.incidence, eg.edge_weights,
+                **stack_nodes(self.num_nodes, self.dim, self._losses, self._constraints),
+                **graph_fields(self.num_nodes, eg.edges, eg.incidence, eg.edge_weights,
                                 eg.degrees))
         return self._structure
 
@@ -969,8 +586,8 @@ class ModelDeclaration:
         losses = {j: self._losses[i] for j, i in enumerate(idx) if i in self._losses}
         cons = {j: self._constraints[i] for j, i in enumerate(idx) if self._constraints.get(i)}
         no_edges = np.zeros((0, 2), dtype=np.int64)
-        return ModelStructure(**_stack_nodes(g, self.dim, losses, cons),
-                              **_graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
+        return ModelStructure(**stack_nodes(g, self.dim, losses, cons),
+                              **graph_fields(g, no_edges, sp.csr_matrix((0, g)), np.zeros(0),
                                               np.zeros(g)))
 
     def restricted(self, graph: nx.Graph, carry: Iterable[Hashable]) -> ModelDeclaration:

@@ -105,12 +105,14 @@ def test_000_table1_numbers(quick, rng):
 
 
 def test_001_table1_numbers(quick):
-    """Table I's expected outcomes (exact, Algorithm 1, IFCA <= 1e-5; FedAvg far off) and the
+    """Table I's expected outcomes (exact, Algorithm 1, IFCA within the setting's threshold,
+    below the paper's 1e-5 here; FedAvg far off) and the
     pooled model's MSE against numpy's least squares on all samples (equal ``m_i``: the
     consensus problem's minimizer)."""
     res = quick["001-table1"]
     run = res.data["runs"][0]
-    assert max(run["exact_mse"], run["alg1_adaptive_mse"], run["ifca_mse"]) <= 1e-5
+    worst = max(run["exact_mse"], run["alg1_adaptive_mse"], run["ifca_mse"])
+    assert worst <= min(table1.mse_threshold(run, QUICK_SEEDS), table1.TARGET)
     assert run["fedavg_mse"] >= run["one_model_floor"] >= 0.5 * table1.QUICK["d"] / 8
     assert run["alg1_c1_best_mse"] == min(run["alg1_c1_sweep_mse"])
     assert run["alg1_c1_best_mse"] <= run["alg1_c1_mse"]

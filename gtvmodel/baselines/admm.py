@@ -139,67 +139,109 @@ def admm(data: Any, *, rho: float = 1.0, rounds: int = 1000, abs_tol: float = 1e
     model = as_model(data, "admm", lam=lam, penalty=penalty)
     where = "admm"
     sched = check_rounds(where, rounds, record_every=record_every, certify_every=certify_every)
-    rounds = sched.rounds
     certify = check_bool(certify, "certify", where=where)
     rho = check_scalar(rho, "rho", min_val=0.0, include_boundaries="neither", where=where)
     balance_rounds = check_int(balance_rounds, "balance_rounds", min_val=0, where=where)
     abs_tol = check_scalar(abs_tol, "abs_tol", min_val=0.0, where=where)
     rel_tol = check_scalar(rel_tol, "rel_tol", min_val=0.0, where=where)
     t0 = time.perf_counter()
-    n, d, E = model.num_nodes, model.dim, model.num_edges
-    penalty = model.penalty
-    penalty.prox_rows(np.zeros((min(E, 1), d)), 2.0 * model.capacities[:1] / rho)
-    # (UnsupportedError without a prox)
-    h, t = model.edges[:, 0], model.edges[:, 1]
-    BhT, BtT = (B.T.tocsr() for B in _ends(model))
-    deg = model.degrees.astype(float)
-    linked = deg > 0
-    inv_deg = np.where(linked, 1.0 / np.where(linked, deg, 1.0), 0.0)[:, None]
-    updates = NodeUpdates(model)
+    model.penalty.prox_rows(np.zeros((min(model.num_edges, 1), model.dim)),
+                            2.0 * model.capacities[:1] / rho)  # (UnsupportedError without a prox)
+    ops = _Operators(model)
     setup = time.perf_counter() - t0
     target = TargetCertifier(model, "gtv", **certify_kwargs)
     recorder = RoundRecorder(lambda s: target.objective(s[0]),
                              (lambda s: target(*s)) if certify else None,
                              record_every=sched.record_every,
                              certify_every=sched.certify_every)  # the state: (weights, flows)
-    W = np.zeros((n, d))
-    Zh, Zt, Uh, Ut = (np.zeros((E, d)) for _ in range(4))
-    flows = np.zeros((E, d))
-    recorder.round(0, 0, (W, flows))
-    status, k, r_norm, s_norm = "max_rounds", 0, math.inf, math.inf
-    eps_abs_pri, eps_abs_dual = math.sqrt(2 * E * d) * abs_tol, math.sqrt(n * d) * abs_tol
-    changes = 0
-    tau, t_edge = _steps(model, rho, linked, inv_deg)
-    for k in range(1, rounds + 1):
-        factor = _balance(r_norm, s_norm) if 1 < k <= balance_rounds + 1 else 1.0
-        if factor != 1.0:
-            rho *= factor
-            Uh /= factor  # the unscaled duals rho u (and the flows) are unchanged
-            Ut /= factor
-            changes += 1
-            tau, t_edge = _steps(model, rho, linked, inv_deg)
-        W = updates((BhT @ (Zh - Uh) + BtT @ (Zt - Ut)) * inv_deg, tau, k, W)
-        Wh, Wt = W[h], W[t]
-        Zh_new, Zt_new = _edge_step(penalty, Wh + Uh, Wt + Ut, t_edge)
-        s_norm = rho * float(np.linalg.norm(BhT @ (Zh_new - Zh) + BtT @ (Zt_new - Zt)))
-        Zh, Zt = Zh_new, Zt_new
-        Rh, Rt = Wh - Zh, Wt - Zt
-        Uh += Rh
-        Ut += Rt
-        flows = 0.5 * rho * (Uh - Ut)
-        r_norm = math.hypot(float(np.linalg.norm(Rh)), float(np.linalg.norm(Rt)))
-        recorder.round(k, 2 * E * d, (W, flows))
-        eps_pri = eps_abs_pri + rel_tol * max(math.hypot(np.linalg.norm(Wh), np.linalg.norm(Wt)),
-                                              math.hypot(np.linalg.norm(Zh), np.linalg.norm(Zt)))
-        eps_dual = eps_abs_dual + rel_tol * rho * float(np.linalg.norm(BhT @ Uh + BtT @ Ut))
-        if r_norm <= eps_pri and s_norm <= eps_dual:
+    st = _State(model, rho, ops)
+    recorder.round(0, 0, (st.W, st.flows))
+    status, k = "max_rounds", 0
+    for k in range(1, sched.rounds + 1):
+        if 1 < k <= balance_rounds + 1:
+            st.rebalance(_balance(st.r_norm, st.s_norm), model, ops)
+        st.step(model, ops, k)
+        recorder.round(k, 2 * model.num_edges * model.dim, (st.W, st.flows))
+        if st.converged(ops, abs_tol, rel_tol):
             status = "converged"
             break
-    return result(model, "admm", W, status, k, recorder.finish(k, (W, flows)), setup,
-                  target="gtv", flows=flows, info={"flows": flows, "primal_residual": r_norm,
-                                      "dual_residual": s_norm, "rho": rho,
-                                      "rho_changes": changes, "lam": model.lam,
-                                      "node_updates": updates.describe()})
+    return result(model, "admm", st.W, status, k, recorder.finish(k, (st.W, st.flows)), setup,
+                  target="gtv", flows=st.flows, info={
+                      "flows": st.flows, "primal_residual": st.r_norm,
+                      "dual_residual": st.s_norm, "rho": st.rho, "rho_changes": st.changes,
+                      "lam": model.lam, "node_updates": ops.updates.describe()})
+
+
+class _Operators:
+    """What the rounds share: the edge ends ``h``, ``t``, the transposed end selectors
+    ``B_h^T``, ``B_t^T`` (CSR), the linked nodes, ``1/deg`` (0 at isolated nodes, as a
+    column) and the node updates (:class:`~gtvmodel.primal_dual.prox.NodeUpdates`)."""
+
+    def __init__(self, model: Any) -> None:
+        self.h, self.t = model.edges[:, 0], model.edges[:, 1]
+        self.BhT, self.BtT = (B.T.tocsr() for B in _ends(model))
+        deg = model.degrees.astype(float)
+        self.linked = deg > 0
+        self.inv_deg = np.where(self.linked, 1.0 / np.where(self.linked, deg, 1.0),
+                                0.0)[:, None]
+        self.updates = NodeUpdates(model)
+
+    def gather(self, Eh: np.ndarray, Et: np.ndarray) -> np.ndarray:
+        """``B_h^T E_h + B_t^T E_t``: the edge rows summed at their end nodes."""
+        return self.BhT @ Eh + self.BtT @ Et
+
+
+class _State:
+    """ADMM's iterate (module docstring): node copies ``W``, edge copies ``Z_h``, ``Z_t``,
+    scaled duals ``U_h``, ``U_t``, the GTV flows, ``rho`` with its steps, and the residual
+    norms of the last round."""
+
+    def __init__(self, model: Any, rho: float, ops: _Operators) -> None:
+        n, d, E = model.num_nodes, model.dim, model.num_edges
+        self.W = np.zeros((n, d))
+        self.Zh, self.Zt, self.Uh, self.Ut = (np.zeros((E, d)) for _ in range(4))
+        self.flows = np.zeros((E, d))
+        self.r_norm = self.s_norm = math.inf
+        self.changes = 0
+        self.eps_abs = (math.sqrt(2 * E * d), math.sqrt(n * d))
+        self.rho = rho
+        self.tau, self.t_edge = _steps(model, rho, ops.linked, ops.inv_deg)
+
+    def rebalance(self, factor: float, model: Any, ops: _Operators) -> None:
+        """Scale ``rho`` by ``factor`` (:func:`_balance`), keeping the unscaled duals
+        ``rho u`` (and the flows) unchanged."""
+        if factor == 1.0:
+            return
+        self.rho *= factor
+        self.Uh /= factor
+        self.Ut /= factor
+        self.changes += 1
+        self.tau, self.t_edge = _steps(model, self.rho, ops.linked, ops.inv_deg)
+
+    def step(self, model: Any, ops: _Operators, k: int) -> None:
+        """One round: the node prox, the edge prox, the dual ascent and the residuals."""
+        self.W = ops.updates(ops.gather(self.Zh - self.Uh, self.Zt - self.Ut) * ops.inv_deg,
+                             self.tau, k, self.W)
+        Wh, Wt = self.W[ops.h], self.W[ops.t]
+        Zh_new, Zt_new = _edge_step(model.penalty, Wh + self.Uh, Wt + self.Ut, self.t_edge)
+        self.s_norm = self.rho * float(np.linalg.norm(ops.gather(Zh_new - self.Zh,
+                                                                 Zt_new - self.Zt)))
+        self.Zh, self.Zt = Zh_new, Zt_new
+        Rh, Rt = Wh - self.Zh, Wt - self.Zt
+        self.Uh += Rh
+        self.Ut += Rt
+        self.flows = 0.5 * self.rho * (self.Uh - self.Ut)
+        self.r_norm = math.hypot(float(np.linalg.norm(Rh)), float(np.linalg.norm(Rt)))
+
+    def converged(self, ops: _Operators, abs_tol: float, rel_tol: float) -> bool:
+        """The residual test of Boyd et al. §3.3 on the last round."""
+        Wh, Wt = self.W[ops.h], self.W[ops.t]
+        eps_pri = self.eps_abs[0] * abs_tol + rel_tol * max(
+            math.hypot(np.linalg.norm(Wh), np.linalg.norm(Wt)),
+            math.hypot(np.linalg.norm(self.Zh), np.linalg.norm(self.Zt)))
+        eps_dual = (self.eps_abs[1] * abs_tol
+                    + rel_tol * self.rho * float(np.linalg.norm(ops.gather(self.Uh, self.Ut))))
+        return self.r_norm <= eps_pri and self.s_norm <= eps_dual
 
 
 def _balance(r_norm: float, s_norm: float) -> float:

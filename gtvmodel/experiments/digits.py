@@ -25,6 +25,7 @@ from ._common import (
     new_figure,
     paper_algorithm1,
     row,
+    scored,
     seed_list,
     setting,
     stages,
@@ -115,8 +116,8 @@ def _setting(data: datasets.NetworkedData, labelled: bool, cfg: dict[str, Any]
     W = path.selected_weights
     model.lam = cfg["lam_paper"]
     W_a1, s_a1 = paper_algorithm1(model, cfg["R"], step=1.0)
-    s_ex = {"objective": float(path.objective[list(cfg["lams"]).index(cfg["lam_paper"])]),
-            "gap": float(path.gap[list(cfg["lams"]).index(cfg["lam_paper"])])}
+    at = list(cfg["lams"]).index(cfg["lam_paper"])
+    s_ex = scored(model, path.objective[at], path.gap[at])
     pooled = baselines.pooled(model)
     local = baselines.local(model)
     hits = data.correct(W)

@@ -12,7 +12,9 @@ import numpy as np
 from .. import baselines, datasets
 from ..primal_dual import solve_primal_dual
 from ..terms.penalties import Norm2
+from ..theory import check_well_connected, cluster_graph
 from ._common import (
+    chi2_mixture_quantile,
     exact_scored,
     gaps_sound,
     mse_rounding,
@@ -31,7 +33,13 @@ __all__ = ["table1_001_experiment"]
 
 #: The paper's Table I (MSE (40)).
 PAPER = {"alg1_c1": "8.74e-07", "ifca": "8.04e-07", "fedavg": "117.09"}
+#: The paper's level ("MSE below 1e-5"), drawn for reference; the checks use
+#: :func:`mse_threshold`.
 TARGET = 1e-5
+#: The level of the MSE checks (:func:`mse_threshold`): the probability, over the label noise
+#: (38), that the recovered GTV optimum's MSE exceeds its threshold on some seed, split
+#: evenly over the clusters of every seed (Bonferroni).
+FALSE_FAIL = 1e-2
 #: The lambdas at which Algorithm 1 with the paper's steps (c = 1) is also run: its MSE (40)
 #: after R iterations is reported at the best of them (per seed) next to the shared lambda.
 PAPER_STEP_LAMS = (3e-3, 1e-2, 3e-2, 0.05, 0.1)
@@ -74,6 +82,8 @@ def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
                    ("alg1_adaptive", W_ad), ("ifca", ifca.weights), ("fedavg", fedavg.weights),
                    ("pooled", pooled.weights), ("oracle", oracle.weights)):
         out[f"{key}_mse"] = data.mse(W)
+    out["recovery"] = recovery_terms(data, model, cfg["lam"])
+    out["lifted_mse"] = data.mse(cluster_graph_solution(model, data))
     out["one_model_floor"] = one_model_floor(data.true_weights)
     out["one_model_rounding"] = mse_rounding(model.num_nodes, model.dim)
     for key, res in (("fedavg", fedavg), ("pooled", pooled), ("oracle", oracle)):
@@ -125,9 +135,10 @@ def table1_001_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
     steps (``c = 1``) and with the package's adaptive steps, IFCA with ``k = 2``, FedAvg, the
     pooled model and the cluster oracle; each certified where its target is convex (FedAvg and
     pooled on the consensus problem (57), the oracle per cluster).  Expected (issue 12): exact
-    and Algorithm 1 MSE <= 1e-5 (:func:`mse_threshold`), IFCA too, FedAvg no better than one
-    model can be (about ``d / 8``).  ``quick``: 12 + 12 nodes (at 8 + 8 a node is often
-    isolated, and with ``m_i < d`` it cannot learn), ``d = 20``, ``R = 300``."""
+    and Algorithm 1 MSE within Theorem 2's bound for the setting (:func:`mse_threshold`; the
+    paper: 1e-5), IFCA too, FedAvg no better than one model can be (about ``d / 8``).
+    ``quick``: 12 + 12 nodes (at 8 + 8 a node is often isolated, and with ``m_i < d`` it
+    cannot learn), ``d = 20``, ``R = 300``."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
     runs = stages(lambda s: _run(s, cfg), seeds, "001-table1", progress,
@@ -167,32 +178,110 @@ def table1_001_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
     return result
 
 
-def noise_floor(cfg: dict[str, Any]) -> float:
-    """The expected MSE (40) of the cluster oracle (least squares on a cluster's pooled
-    samples): ``sigma^2 E tr((X^T X)^-1) = sigma^2 d / (N - d - 1)`` for ``N = m |C|``
-    standard normal samples (the mean of an inverse Wishart matrix), at the smallest cluster;
-    no estimator of the cluster weights does better on average."""
-    N = cfg["m"] * min(cfg["sizes"])
-    d = cfg["d"]
-    return cfg["sigma"] ** 2 * d / (N - d - 1) if N > d + 1 else float("inf")
+def oracle_error_spectrum(data: datasets.NetworkedData) -> np.ndarray:
+    """``(k, d)``: per cluster ``C``, the eigenvalues of the covariance of
+    ``w_hat_C - w_bar_C``, the error of the cluster minimizer (9) of the squared losses (39)
+    under the label noise (38) (the oracle's error).  With ``S_C = sum_{i in C} X_i^T X_i /
+    m_i`` and ``M_C = sum_{i in C} X_i^T X_i / m_i^2``: ``w_hat_C - w_bar_C = S_C^{-1}
+    sum_i X_i^T eps_i / m_i``, of covariance ``sigma^2 S_C^{-1} M_C S_C^{-1}`` (``S_C`` is
+    ``alpha_C``'s matrix up to the factor 2: invertible when the cluster's pooled rows span
+    ``R^d``, ``m |C| >= d``)."""
+    at = np.flatnonzero(data.has_data)
+    with_data = [data.nodes[i] for i in at]
+    cid = np.asarray(data.clusters)[at]
+    rows = np.vstack([data.X[v] for v in with_data])
+    m = np.concatenate([np.full(len(data.y[v]), float(len(data.y[v]))) for v in with_data])
+    row_cid = np.repeat(cid, [len(data.y[v]) for v in with_data])
+    sigma2 = float(data.info["sigma"]) ** 2
+    out = np.zeros((int(np.max(data.clusters)) + 1, data.dim))
+    for c in range(out.shape[0]):  # a loop over the clusters (2), not the nodes
+        R = rows[row_cid == c]
+        S = R.T @ (R / m[row_cid == c, None])
+        M = R.T @ (R / m[row_cid == c, None] ** 2)
+        Sinv_M = np.linalg.solve(S, M)
+        cov = np.linalg.solve(S, Sinv_M.T)
+        out[c] = np.clip(np.linalg.eigvalsh(sigma2 * 0.5 * (cov + cov.T)), 0.0, None)
+    return out
 
 
-def mse_threshold(cfg: dict[str, Any]) -> float:
-    """The MSE (40) the GTV solutions and IFCA must reach: the paper's level ``1e-5``
-    (:data:`TARGET`), or 10 times the noise floor (:func:`noise_floor`) where that is higher
-    (a setting with more noise or fewer samples)."""
-    return max(TARGET, 10.0 * noise_floor(cfg))
+def recovery_terms(data: datasets.NetworkedData, model: Any, lam: float
+                   ) -> dict[str, list[float]]:
+    """What :func:`mse_threshold` needs of one seed, per cluster ``C``: its size, Theorem 2's
+    radius ``kappa_p |dC| lambda / alpha_C`` at the setting's ``lam`` (half of (37),
+    :attr:`~gtvmodel.theory.ClusterReport.sharp_bound`), the oracle error's covariance
+    spectrum (:func:`oracle_error_spectrum`) and the oracle's realized error
+    ``||w_hat_C - w_bar_C||_2`` (for the realized bound, :func:`optimum_bound`)."""
+    reports = check_well_connected(model, data.partition(), lam)
+    truth = np.array([data.true_weights[np.asarray(data.clusters) == c][0]
+                      for c in range(len(reports))])
+    return {"sizes": np.bincount(data.clusters).tolist(),
+            "radius": [r.sharp_bound for r in reports],
+            "spectrum": oracle_error_spectrum(data).tolist(),
+            "oracle_error": np.linalg.norm(np.array([r.wbar for r in reports]) - truth,
+                                           axis=1).tolist()}
+
+
+def cluster_graph_solution(model: Any, data: datasets.NetworkedData) -> np.ndarray:
+    """The cluster-graph solution ``w_tilde`` (46), lifted to the nodes (54): the GTV
+    optimum wherever recovery holds (Theorem 2)."""
+    cg = cluster_graph(model, data.partition())
+    return cg.solve_exact().weights[np.asarray(data.clusters)]
+
+
+def _bound(rec: dict[str, Any], errors: np.ndarray) -> float:
+    """``(1/n) sum_C |C| (e_C + r_C)^2``: the MSE (40) bound of the recovered optimum when
+    every cluster's oracle error is at most ``e_C`` (triangle inequality per node)."""
+    sizes, radius = np.asarray(rec["sizes"], float), np.asarray(rec["radius"], float)
+    return float((sizes * (errors + radius) ** 2).sum() / sizes.sum())
+
+
+def mse_threshold(run: dict[str, Any], seeds: int, false_fail: float = FALSE_FAIL) -> float:
+    """The MSE (40) that the GTV solutions and IFCA must reach on one seed: the bound that
+    Theorem 2 gives the recovered GTV optimum, ``(1/n) sum_C |C| (q_C + r_C)^2``.
+
+    Where recovery holds (the optimum is the lifted cluster-graph solution ``w_tilde``,
+    Theorem 2), every node of ``C`` satisfies ``||w_i - w_bar_C|| <= ||w_hat_C - w_bar_C|| +
+    r_C``: the oracle's error (the cluster minimizer (9)) plus ``r_C = kappa_p |dC| lambda /
+    alpha_C``, the distance of ``w_tilde_C`` from ``w_hat_C`` by strong monotonicity (half of
+    (37)).  The oracle's error is Gaussian (:func:`oracle_error_spectrum`), so its squared norm
+    is below ``q_C^2`` (:func:`~gtvmodel.experiments._common.chi2_mixture_quantile`) except
+    with probability ``false_fail / (k seeds)``: the threshold fails the optimum with
+    probability at most ``false_fail`` over all the seeds' noise.  Every number comes from
+    the setting (``lambda``, ``sigma``, the graph, the design); the quantile's margin over the
+    realized error (:func:`optimum_bound`) is what Algorithm 1 and IFCA have for their own
+    optimization error (their certified gaps give no distance with ``m_i < d``).  Not checked
+    on the instance: that recovery holds (``theory.verify_recovery`` decides it exactly and
+    takes over 10 minutes at ``d = 100``); the lifted solution's MSE is recorded next to the
+    exact one's (``lifted_mse``) and matched it on every seed we ran."""
+    rec = run["recovery"]
+    rate = false_fail / (len(rec["sizes"]) * seeds)
+    q = np.sqrt([chi2_mixture_quantile(a, rate) for a in rec["spectrum"]])
+    return _bound(rec, q)
+
+
+def optimum_bound(run: dict[str, Any]) -> float:
+    """The realized bound ``(1/n) sum_C |C| (||w_hat_C - w_bar_C|| + r_C)^2`` of
+    :func:`mse_threshold`: a theorem for the lifted cluster-graph solution (its ``lifted_mse``
+    is at most this), and for the GTV optimum where recovery holds."""
+    rec = run["recovery"]
+    return _bound(rec, np.asarray(rec["oracle_error"], float))
 
 
 def _checks(result: ExperimentResult, runs: list[dict[str, Any]]) -> None:
-    cfg = result.data["setting"]
-    target, floor = mse_threshold(cfg), noise_floor(cfg)
+    seeds = len(runs)
+    limits = [mse_threshold(r, seeds) for r in runs]
+    lifted = max(r["lifted_mse"] / optimum_bound(r) for r in runs)
     for key in ("exact", "alg1_adaptive", "ifca"):
-        worst = max(r[f"{key}_mse"] for r in runs)
-        result.checks[f"{key}_mse_below_1e-5"] = Check(
-            ok=worst <= target, detail=f"{LABELS[key]}: largest MSE {worst:.3g} <= "
-            f"{target:g} (the paper's 1e-5; 10 x the oracle's noise floor sigma^2 d / "
-            f"(m |C| - d - 1) = {floor:.2g} where higher)")
+        ratio = [r[f"{key}_mse"] / t for r, t in zip(runs, limits, strict=True)]
+        k = int(np.argmax(ratio))
+        result.checks[f"{key}_mse_within_recovery_bound"] = Check(
+            ok=bool(ratio[k] <= 1.0), detail=f"{LABELS[key]}: largest MSE / threshold "
+            f"{ratio[k]:.3g} (seed {runs[k]['seed']}: MSE {runs[k][f'{key}_mse']:.3g} <= "
+            f"(1/n) sum_C |C| (q_C + r_C)^2 = {limits[k]:.3g}: Theorem 2's radius r_C = "
+            f"kappa |dC| lambda / alpha_C about the oracle, whose error q_C is the "
+            f"{1 - FALSE_FAIL:g} quantile over {seeds} seed(s); the paper's level is "
+            f"{TARGET:g}; the lifted cluster-graph solution's MSE / its realized bound "
+            f"(1/n) sum_C |C| (||w_hat_C - w_bar_C|| + r_C)^2: largest {lifted:.3g})")
     # one model for all nodes: MSE >= (1/n) sum_i ||w_bar_i - mean||^2, about d / 8
     # (up to the rounding of the two sums, mse_rounding relative to each)
     least = min(r["fedavg_mse"] - r["one_model_floor"] + r["one_model_rounding"]

@@ -17,6 +17,7 @@ from ._common import (
     new_figure,
     paper_algorithm1,
     row,
+    scored,
     seed_list,
     setting,
     stages,
@@ -82,8 +83,7 @@ def _run(seed: int, cfg: dict[str, Any]) -> dict[str, Any]:
         W, s = paper_algorithm1(model, cfg["R"], step=1.0)
         alg1.append(split.validation_error(W))
         gaps.append(s)
-        exact_scores.append({"objective": float(path.objective[best]),
-                             "gap": float(path.gap[best])})
+        exact_scores.append(scored(model, path.objective[best], path.gap[best]))
     zero = int(np.flatnonzero(lams == 0.0)[0])
     split0, _, path0 = splits[0]
     return {"seed": seed, "lam": lam, "tuned": err[:, best].tolist(),
