@@ -525,16 +525,11 @@ def node_subgradients(q: np.ndarray, p: np.ndarray, eta: np.ndarray,
 
 
 @numba.njit(**_NB)
-def _tree_flows(order, parent, t, glo, ghi, x, stiff):
-    n, d = x.shape
-    sigma = np.zeros((n, d))
-    acc_lo = np.empty(n)
-    acc_hi = np.empty(n)
-    jl = np.empty(n)
-    jh = np.empty(n)
-    target = np.empty(n)
-    soft = np.empty(n, dtype=np.bool_)  # a node of the fused subtree below has stiff[i]
-    ptr = np.zeros(n + 1, dtype=np.int64)  # the children of each node, in order
+def _children(order, parent):
+    """``(ptr, kids)``: the children of node ``c`` are ``kids[ptr[c]:ptr[c + 1]]``, in
+    ``order``."""
+    n = order.size
+    ptr = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):
         if parent[order[k]] >= 0:
             ptr[parent[order[k]] + 1] += 1
@@ -546,6 +541,20 @@ def _tree_flows(order, parent, t, glo, ghi, x, stiff):
         if parent[c] >= 0:
             kids[fill[parent[c]]] = c
             fill[parent[c]] += 1
+    return ptr, kids
+
+
+@numba.njit(**_NB)
+def _tree_flows(order, parent, t, glo, ghi, x, stiff):
+    n, d = x.shape
+    sigma = np.zeros((n, d))
+    acc_lo = np.empty(n)
+    acc_hi = np.empty(n)
+    jl = np.empty(n)
+    jh = np.empty(n)
+    target = np.empty(n)
+    soft = np.empty(n, dtype=np.bool_)  # a node of the fused subtree below has stiff[i]
+    ptr, kids = _children(order, parent)
     for j in range(d):
         acc_lo[:] = glo[:, j]
         acc_hi[:] = ghi[:, j]
