@@ -89,6 +89,7 @@ from scipy.optimize import linprog
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
 from ..kernels.feasible_flow import strictly_feasible_flow
+from ..kernels.max_flow import box_feasible_flow
 from ..terms.losses import smooth_gradients
 
 __all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
@@ -414,24 +415,31 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
 
 
 def _interior(model: ModelDeclaration, fl: _Flows, cond: NodeConditions) -> np.ndarray | None:
-    """``Norm2`` at ``d > 1`` with equality node conditions (no ``l1`` weights, no bounds):
-    flows of the fused edges strictly inside their dual balls that balance the nodes,
-    ``-(D^T u)_i = grad f_i(w_i)``, by phase I of a barrier method from the electrical flow
-    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps, one
-    sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM).  At an
-    optimum any such flow certifies ``W``: the fused edges' differences are rounding, the node
-    conditions hold up to each cluster's imbalance (rounding too), left on one node of the
-    cluster.  None elsewhere, or when no such flow is found (the caller solves the conic
-    problem; the polyhedral balls take the LP, which HiGHS's simplex solves faster)."""
-    if _dual_ball(model) != "l2" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
+    """Equality node conditions (no ``l1`` weights, no bounds): flows of the fused edges in
+    their dual balls that balance the nodes, ``-(D^T u)_i = grad f_i(w_i)``.  ``Norm2`` at
+    ``d > 1``: strictly inside, by phase I of a barrier method from the electrical flow
+    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps,
+    one sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM);
+    box balls (``l1``, every norm at ``d = 1``): a maximum flow
+    (:func:`~gtvmodel.kernels.max_flow.box_feasible_flow`, on the node rows that hold a free
+    flow).  At an optimum any such flow certifies ``W``: the fused edges' differences are
+    rounding, the node conditions hold up to each cluster's imbalance (rounding too).  None
+    for the cross-polytopes of ``l_inf``, or when no such flow is found (the caller solves
+    the LP or the conic problem)."""
+    ball = _dual_ball(model)
+    if ball == "cross" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
             or np.isfinite(cond.hi).any():
         return None
     if fl.T.shape[1] == 0:
         return fl.u0.copy()
     K = _flow_block(model)
-    d = model.dim
-    x = strictly_feasible_flow((K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0,
-                               fl.soc[1][::d + 1], d)
+    KT, b = (K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0
+    if ball == "box":
+        rows = np.flatnonzero(np.diff(KT.indptr) > 0)
+        x = box_feasible_flow(KT[rows], b[rows], fl.ub)
+    else:
+        d = model.dim
+        x = strictly_feasible_flow(KT, b, fl.soc[1][::d + 1], d)
     return None if x is None else fl.u0 + fl.T @ x
 
 
