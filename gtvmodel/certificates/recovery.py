@@ -46,9 +46,12 @@ least two decades in the distribution of the differences, else ``1e-8 max(1, ||W
 only the edges (``l1``: coordinates) whose difference is below it stay free; the others are
 held on the face of their ball that the difference selects (``lambda A_e sign(v_ej)``,
 ``lambda A_e v_e / ||v_e||_2``, or for ``l_inf`` the ties ``|v_ej| >= ||v_e||_inf - tau`` as
-variables ``t_ej >= 0`` summing to ``lambda A_e``).  For ``Norm2`` with equality node
-conditions a flow strictly inside the fused rows' balls that balances the nodes is sought
-first, by phase I of a barrier method from the electrical flow (:func:`_interior`).  The LP
+variables ``t_ej >= 0`` summing to ``lambda A_e``).  With equality node conditions a flow
+of the fused edges that balances the nodes is sought first (:func:`_interior`): for ``Norm2``
+strictly inside the fused rows' balls, by phase I of a barrier method from the electrical
+flow; for the box balls (``l1``, every norm at ``d = 1``) by a compiled maximum flow
+(:mod:`gtvmodel.kernels.max_flow`: 11 ms against HiGHS's 39 ms at ``d = 1``, 28 ms against
+110 ms at ``d = 3`` on a 1,000-node SBM).  The LP
 and the conic problem keep only the node rows that hold a free flow (:func:`_active_rows`):
 the size of the fused clusters, not of the graph.
 :func:`~gtvmodel.certificates.certificate.certify` tries these first and the threshold-free
@@ -516,8 +519,8 @@ def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool 
     ``threshold``: edges (``l1``: coordinates) with differences above it are held on the face
     of their dual ball that the difference selects, only the others are free (a smaller
     problem; :func:`fused_thresholds`); ``inf`` (default): every edge is free, no threshold.
-    For ``Norm2`` with a finite threshold and equality node conditions, a strictly feasible
-    balancing flow on the fused edges is tried first (:func:`_interior`).  ``curvature``:
+    With a finite threshold and equality node conditions, a balancing flow on the fused
+    edges is tried first (:func:`_interior`: ``Norm2`` and the box balls).  ``curvature``:
     the demands of the smooth nodes may also leave their gradients along the curvature of
     the loss, at the second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`;
     Clarabel: better away from the optimum, where the exact gradients over-constrain the
