@@ -321,7 +321,7 @@ def test_uniform_path_kernel_matches_the_general_one(d, q0, lam):
     """One path in natural order with one edge weight and one ``q_j``: the kernel reading
     ``p`` alone (``_condat_uniform``) gives the general Condat kernel's weights bit for bit
     and the dynamic programming's to 1e-12; a path numbered otherwise, or another ``q`` at
-    one node, takes the general kernel and still agrees."""
+    one node, takes the general kernel and still agrees (the uniform kernel reports it)."""
     rng = np.random.default_rng(3)
     n = 2000
     order, parent = np.arange(n), np.arange(n) - 1
@@ -330,7 +330,7 @@ def test_uniform_path_kernel_matches_the_general_one(d, q0, lam):
     q = np.full((n, d), q0) * ([1.0, 1.5][:d])
     p = q * np.cumsum(rng.normal(size=(n, d)), axis=0)
     eta = np.zeros(n)
-    assert tv._path_facts(parent, t, q, eta) == (True, True)
+    assert tv._condat_uniform(parent, t, q, p, eta)[1]
     x = tv.tv_path(order, parent, t, q, p, eta)
     np.testing.assert_array_equal(x, tv._condat_paths(order, parent, t, q, p))
     dp = tv.tv_path(order, parent, t, q, p, eta, method="dp")
@@ -342,12 +342,12 @@ def test_uniform_path_kernel_matches_the_general_one(d, q0, lam):
     t2 = np.where(parent2 >= 0, lam, 0.0)
     p2 = np.empty_like(p)
     p2[rev] = p
-    assert tv._path_facts(parent2, t2, q, eta) == (True, False)
+    assert tv._condat_applies(q, eta) and not tv._condat_uniform(parent2, t2, q, p2, eta)[1]
     x2 = tv.tv_path(order2, parent2, t2, q, p2, eta)
     assert np.abs(x2[rev] - x).max() <= 1e-12 * np.abs(x).max()
     q3 = q.copy()
     q3[n // 2] *= 2.0
-    assert tv._path_facts(parent, t, q3, eta) == (True, False)
+    assert tv._condat_applies(q3, eta) and not tv._condat_uniform(parent, t, q3, p, eta)[1]
     x3 = tv.tv_path(order, parent, t, q3, p, eta)
     assert np.abs(x3 - tv.tv_path(order, parent, t, q3, p, eta, method="dp")).max() <= (
         1e-12 * np.abs(x3).max())

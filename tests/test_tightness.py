@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
+from gtvmodel.certificates import recovery
 from gtvmodel.certificates.recovery import recover_flows, recovery_scope
 from gtvmodel.cli import main
 from gtvmodel.io import save_weights
@@ -137,3 +138,27 @@ def test_scope_is_reported_and_outside_it_nothing_is_recovered():
     assert np.isfinite(cert.gap)
     model2 = gm.GTVModel(nx.path_graph(3), dim=2, penalty=gm.NormP(3.0), lam=0.5)
     assert "NormP(3)" in recovery_scope(model2)
+
+
+@pytest.mark.parametrize("seed, opts", [
+    (21, {"graph_kind": "sbm", "penalty": "norm1", "d": 3, "dataless": 0.4}),
+    (22, {"graph_kind": "sensor", "penalty": "norm2", "d": 1, "dataless": 0.56}),
+    (23, {"graph_kind": "grid", "penalty": "norminf", "d": 1, "dataless": 0.0}),
+])
+def test_box_balls_certify_by_the_maximum_flow_alone(monkeypatch, seed, opts):
+    """Box dual balls (``l1``, any norm at d = 1) with equality node conditions: the flows of
+    the maximum flow (gtvmodel/kernels/max_flow.py) certify the independent optimum to 1e-8
+    with the LP disabled, and meet their capacities."""
+    case = T.random_case(seed, n=30, boxes=False, l1=False, **opts)
+    model = T.build_model(case)
+    W = T.reference(case)
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("the LP was called")
+
+    monkeypatch.setattr(recovery, "_solve_lp", no_lp)
+    tau = recovery.fused_thresholds(model, W)[0]
+    U = recover_flows(model, W, False, tau)
+    assert np.all(np.abs(U) <= model.capacities[:, None] * (1 + 1e-12))
+    cert = gm.certify(model, W, U, recover=False)
+    assert cert.relative_gap <= OPT_RTOL, (case.name, cert.relative_gap)

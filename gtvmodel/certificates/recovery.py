@@ -46,9 +46,12 @@ least two decades in the distribution of the differences, else ``1e-8 max(1, ||W
 only the edges (``l1``: coordinates) whose difference is below it stay free; the others are
 held on the face of their ball that the difference selects (``lambda A_e sign(v_ej)``,
 ``lambda A_e v_e / ||v_e||_2``, or for ``l_inf`` the ties ``|v_ej| >= ||v_e||_inf - tau`` as
-variables ``t_ej >= 0`` summing to ``lambda A_e``).  For ``Norm2`` with equality node
-conditions a flow strictly inside the fused rows' balls that balances the nodes is sought
-first, by phase I of a barrier method from the electrical flow (:func:`_interior`).  The LP
+variables ``t_ej >= 0`` summing to ``lambda A_e``).  With equality node conditions a flow
+of the fused edges that balances the nodes is sought first (:func:`_interior`): for ``Norm2``
+strictly inside the fused rows' balls, by phase I of a barrier method from the electrical
+flow; for the box balls (``l1``, every norm at ``d = 1``) by a compiled maximum flow
+(:mod:`gtvmodel.kernels.max_flow`: 11 ms against HiGHS's 39 ms at ``d = 1``, 28 ms against
+110 ms at ``d = 3`` on a 1,000-node SBM).  The LP
 and the conic problem keep only the node rows that hold a free flow (:func:`_active_rows`):
 the size of the fused clusters, not of the graph.
 :func:`~gtvmodel.certificates.certificate.certify` tries these first and the threshold-free
@@ -89,6 +92,7 @@ from scipy.optimize import linprog
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
 from ..kernels.feasible_flow import strictly_feasible_flow
+from ..kernels.max_flow import box_feasible_flow
 from ..terms.losses import smooth_gradients
 
 __all__ = ["recover_flows", "uses_lp", "fused_thresholds", "recovery_scope", "NodeConditions",
@@ -414,25 +418,32 @@ def _solve_clarabel(model: ModelDeclaration, fl: _Flows, cond: NodeConditions,
 
 
 def _interior(model: ModelDeclaration, fl: _Flows, cond: NodeConditions) -> np.ndarray | None:
-    """``Norm2`` at ``d > 1`` with equality node conditions (no ``l1`` weights, no bounds):
-    flows of the fused edges strictly inside their dual balls that balance the nodes,
-    ``-(D^T u)_i = grad f_i(w_i)``, by phase I of a barrier method from the electrical flow
-    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps, one
-    sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM).  At an
-    optimum any such flow certifies ``W``: the fused edges' differences are rounding, the node
-    conditions hold up to each cluster's imbalance (rounding too), left on one node of the
-    cluster.  None elsewhere, or when no such flow is found (the caller solves the conic
-    problem; the polyhedral balls take the LP, which HiGHS's simplex solves faster)."""
-    if _dual_ball(model) != "l2" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
+    """Equality node conditions (no ``l1`` weights, no bounds): flows of the fused edges in
+    their dual balls that balance the nodes, ``-(D^T u)_i = grad f_i(w_i)``.  ``Norm2`` at
+    ``d > 1``: strictly inside, by phase I of a barrier method from the electrical flow
+    (:func:`~gtvmodel.kernels.feasible_flow.strictly_feasible_flow`: about 15 Newton steps,
+    one sparse factorization each, 2.9x faster than the conic problem on a 1,000-node SBM);
+    box balls (``l1``, every norm at ``d = 1``): a maximum flow
+    (:func:`~gtvmodel.kernels.max_flow.box_feasible_flow`, on the node rows that hold a free
+    flow).  At an optimum any such flow certifies ``W``: the fused edges' differences are
+    rounding, the node conditions hold up to each cluster's imbalance (rounding too).  None
+    for the cross-polytopes of ``l_inf``, or when no such flow is found (the caller solves
+    the LP or the conic problem)."""
+    ball = _dual_ball(model)
+    if ball == "cross" or (cond.eta > 0).any() or np.isfinite(cond.lo).any() \
             or np.isfinite(cond.hi).any():
         return None
     if fl.T.shape[1] == 0:
         return fl.u0.copy()
     K = _flow_block(model)
-    d = model.dim
-    assert fl.soc is not None  # the l2 balls of the fused edges
-    x = strictly_feasible_flow((K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0,
-                               fl.soc[1][::d + 1], d)
+    KT, b = (K @ fl.T).tocsr(), cond.G.ravel() - K @ fl.u0
+    if ball == "box":
+        rows = np.flatnonzero(np.diff(KT.indptr) > 0)
+        x = box_feasible_flow(KT[rows], b[rows], fl.ub)
+    else:
+        d = model.dim
+        assert fl.soc is not None  # the l2 balls of the fused edges
+        x = strictly_feasible_flow(KT, b, fl.soc[1][::d + 1], d)
     return None if x is None else fl.u0 + fl.T @ x
 
 
@@ -509,8 +520,8 @@ def recover_flows(model: ModelDeclaration, weights: np.ndarray, curvature: bool 
     ``threshold``: edges (``l1``: coordinates) with differences above it are held on the face
     of their dual ball that the difference selects, only the others are free (a smaller
     problem; :func:`fused_thresholds`); ``inf`` (default): every edge is free, no threshold.
-    For ``Norm2`` with a finite threshold and equality node conditions, a strictly feasible
-    balancing flow on the fused edges is tried first (:func:`_interior`).  ``curvature``:
+    With a finite threshold and equality node conditions, a balancing flow on the fused
+    edges is tried first (:func:`_interior`: ``Norm2`` and the box balls).  ``curvature``:
     the demands of the smooth nodes may also leave their gradients along the curvature of
     the loss, at the second-order cost of their Fenchel-Young gaps (:func:`_with_curvature`;
     Clarabel: better away from the optimum, where the exact gradients over-constrain the

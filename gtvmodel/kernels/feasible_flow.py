@@ -16,9 +16,11 @@ conditions of (16) are ``A x = b`` and the dual balls (27) of the fused edges th
 1`` is a box per coordinate, ``k = d`` an ``l2`` ball).  Each Newton step solves ``(A H^-1
 A^T) nu = ...`` with ``H`` the block-diagonal Hessian of the barrier in ``x`` (inverted in
 closed form) twice (the scalar ``s`` is eliminated) with one SuperLU factorization of that
-weighted Laplacian, grounded at one row per cluster.  When
-the minimum of the phase-I problem is at least 1 (no strictly feasible flow) the method stops
-after :data:`PHASE1_STEPS` steps and returns None.
+weighted Laplacian, grounded at one row per cluster (the fill-reducing order of the first
+step reused by the others: 14 ms against 19 ms per factorization on a 1,000-node SBM at
+``d = 3``).  When the minimum of the phase-I problem is at least 1 (no strictly feasible
+flow) the method returns None as soon as the central path shows it (``s - 2 m / tau >= 1``)
+or after :data:`PHASE1_STEPS` steps.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = ["strictly_feasible_flow", "PHASE1_STEPS"]
 PHASE1_STEPS = 60
 #: Newton steps per barrier round before ``tau`` grows (fewer when the decrement is small).
 _INNER = 4
+#: The first ``tau`` relative to the barrier's derivative in ``s`` at the start.
+_TAU0 = 10.0
 #: Backtracking: sufficient decrease and factor.
 _ALPHA, _BETA = 0.01, 0.5
 
@@ -52,7 +56,7 @@ def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: 
     A, b = A[keep], b[keep]
     AT = A.T.tocsr()
     C = sp.diags(np.repeat(cap * cap, k), format="csr")
-    fac = _factor(A @ C @ AT)
+    fac, _ = _factor(A @ C @ AT)
     if fac is None:
         return None
     X = (C @ (AT @ fac.solve(b))).reshape(-1, k)
@@ -65,10 +69,15 @@ def _phase_one(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, cap: np.ndarr
                X: np.ndarray) -> np.ndarray | None:
     """The barrier iterations of :func:`strictly_feasible_flow` from ``X`` (rows)."""
     s = 1.05 * _ratio(X, cap) + 1e-3
-    tau = X.shape[0] / s
+    c2 = cap * cap
+    # tau: _TAU0 times the barrier's pull on s at the start, so that the first steps already
+    # lower s (from m / s, the first rounds raised s: 14 steps instead of 10 on a 1,000-node
+    # SBM at d = 3)
+    tau = _TAU0 * float((2.0 * s * c2 / (s * s * c2 - (X * X).sum(axis=1))).sum())
+    perm = None  # the Newton matrices' fill-reducing order, from the first
     for step in range(PHASE1_STEPS):
         g_x, g_s, Hinv, h_xs, h_ss = _derivatives(X, s, cap, tau)
-        fac = _factor(A @ Hinv @ AT)
+        fac, perm = _factor(A @ Hinv @ AT, perm)
         if fac is None:
             return None
         dX, ds = _newton(A, AT, fac, Hinv, b - A @ X.ravel(), g_x, g_s, h_xs, h_ss)
@@ -80,17 +89,46 @@ def _phase_one(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, cap: np.ndarr
         if s < 1.0:
             return X
         if dec < 1e-3 or (step + 1) % _INNER == 0:
+            if s - 2.0 * X.shape[0] / tau >= 1.0:
+                # near the central path s - s* <= m / tau (m barrier terms): the least s is
+                # at least 1, no strictly feasible flow (and no iterates at the boundary,
+                # where the slacks' squares underflow)
+                return None
             tau *= 10.0
     return None
 
 
-def _factor(S: sp.spmatrix) -> spl.SuperLU | None:
-    """SuperLU of the symmetric positive definite ``S`` (a grounded weighted Laplacian);
-    None if it is singular."""
+class _Factor:
+    """SuperLU of a symmetric positive definite ``S``, possibly of ``S`` permuted
+    symmetrically by ``perm`` (``S[perm][:, perm]``): :meth:`solve` solves with ``S``."""
+
+    def __init__(self, lu: spl.SuperLU, perm: np.ndarray | None) -> None:
+        self.lu, self.perm = lu, perm
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        if self.perm is None:
+            return self.lu.solve(b)
+        x = np.empty_like(b)
+        x[self.perm] = self.lu.solve(b[self.perm])
+        return x
+
+
+def _factor(S: sp.spmatrix, perm: np.ndarray | None = None) -> tuple[_Factor | None,
+                                                                      np.ndarray | None]:
+    """The factor of the symmetric positive definite ``S`` (a grounded weighted Laplacian)
+    and the fill-reducing order it used: SuperLU's minimum degree (``perm`` None), or the
+    given ``perm`` of an earlier matrix of the same pattern applied beforehand (the Newton
+    matrices of :func:`_phase_one` share one: the ordering, about a quarter of a
+    factorization's time, is computed once); ``(None, perm)`` if ``S`` is singular."""
+    opts = {"SymmetricMode": True}
     try:
-        return spl.splu(S.tocsc(), permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+        if perm is None:
+            lu = spl.splu(S.tocsc(), permc_spec="MMD_AT_PLUS_A", options=opts)
+            return _Factor(lu, None), np.argsort(lu.perm_c)
+        lu = spl.splu(sp.csc_matrix(S)[perm][:, perm], permc_spec="NATURAL", options=opts)
+        return _Factor(lu, perm), perm
     except RuntimeError:
-        return None
+        return None, perm
 
 
 def _ratio(X: np.ndarray, cap: np.ndarray) -> float:
@@ -126,7 +164,7 @@ def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float
     return g_x, g_s, Hinv, h_xs, h_ss
 
 
-def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: spl.SuperLU, Hinv: sp.csr_matrix,
+def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: sp.csr_matrix,
             res: np.ndarray, g_x: np.ndarray, g_s: float, h_xs: np.ndarray, h_ss: float
             ) -> tuple[np.ndarray, float]:
     """The Newton step ``(dX, ds)`` with ``A dX = res`` (``res = b - A x``: the step also
