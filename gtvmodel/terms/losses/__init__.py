@@ -27,7 +27,6 @@ before the split.
 from __future__ import annotations
 
 from ...kernels.boxqp import dual_active_set_prox
-from ...kernels.linalg import _grouped_gram
 from .base import Loss, _cvxpy_prox, _solve_conjugate
 from .batch import (
     CAPABILITIES,
@@ -52,6 +51,7 @@ from .batches import (
     SquaredBatch,
     ZeroBatch,
     _datafit_part,
+    _grouped_gram,  # kernels.linalg's, as batches imports it (the import order is kept)
     _squared_conjugate_split,
     newton_conjugates,
 )

@@ -271,7 +271,7 @@ class DataFitBatch(SampleBatch):
         (:class:`UnsupportedError` without a globally Lipschitz gradient)."""
         _check_lipschitz(self.cls)
         Q = self.gram() / self.ms[:, None, None]
-        return self.cls.ell_curvature_min * Q, self.cls.ell_curvature * Q
+        return self.cls.row.ell_curvature_min * Q, self.cls.row.ell_curvature * Q
 
     def hessians(self, W):
         """``(1/m_i) sum_r ell''(x_r^T w_i, y_r) x_r x_r^T`` (the row formula ``_ell_d2``,
@@ -331,9 +331,9 @@ class DataFitBatch(SampleBatch):
     def hessian_lipschitz(self) -> np.ndarray | None:
         """``sup |ell'''| sum_r c_r ||x_r||^3`` per node, a Lipschitz constant of ``hess L_i``
         (cached); None where ``ell''`` is not Lipschitz (``ell_d3_max = inf``)."""
-        if not np.isfinite(self.cls.ell_d3_max):
+        if not np.isfinite(self.cls.row.ell_d3_max):
             return None
-        return self.shared("hessian_lipschitz", lambda: self.cls.ell_d3_max * np.bincount(
+        return self.shared("hessian_lipschitz", lambda: self.cls.row.ell_d3_max * np.bincount(
             self.local, self.c * np.sqrt(np.einsum("rj,rj->r", self.Xs, self.Xs)) ** 3,
             minlength=self.ms.size))
 

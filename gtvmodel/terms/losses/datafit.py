@@ -4,7 +4,7 @@ row loss (its ``_ell*`` row formulas, written once in numpy and CVXPY) into a lo
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import cvxpy as cp
@@ -22,14 +22,17 @@ from ..spec import TermSpec
 from .base import Loss
 
 
-class DataFitLoss(Loss):
-    """``L(w) = (1/m) sum_r ell(x_r^T w, y_r)`` over the node's samples ``(X, y)``.
+class RowLoss(ABC):
+    """The row loss ``ell(t; y, p)`` of a data-fit loss, ``t = x_r^T w``, label ``y_r``, row
+    parameter ``p_r`` (Huber's ``M``; None for most): its formulas, each written once, in
+    numpy and CVXPY, elementwise over the rows.
 
-    ``X`` is ``(m, d)``; ``y`` is ``(m,)`` or an ``(m, 1)`` column (flattened).
-
-    Subclasses give the row loss once, in numpy (``_ell``), CVXPY (``_ell_cvx``) and, for smooth
-    losses, its derivative (``_ell_d1``) and a global bound on its second derivative
-    (``ell_curvature``).  ``_row_param`` is an optional per-row constant (Huber's ``M``).
+    Required (abstract: a row class without one cannot be instantiated): ``ell`` (``_ell``),
+    its CVXPY form (``_ell_cvx``), the conjugate ``ell*`` (``_ell_conj``, on its domain
+    :meth:`_ell_conj_bounds`) and its CVXPY form (``_ell_conj_cvx``).  Optional: the
+    derivatives ``ell'``, ``ell''`` (``_ell_d1``, ``_ell_d2``; differentiable rows), the
+    curvature constants, affine minorants and a residual growth bound (certified radii).  A
+    :class:`DataFitLoss` names its row as ``row = SquaredRow()``.
     """
 
     #: sup_t ell''(t) (for smooth row losses); beta = ell_curvature * lambda_max(X^T X) / m.
@@ -39,6 +42,107 @@ class DataFitLoss(Loss):
     ell_d3_max: ClassVar[float] = float("inf")
     #: inf_t ell''(t) (a global lower bound, 0 for losses that flatten out).
     ell_curvature_min: ClassVar[float] = 0.0
+    @staticmethod
+    @abstractmethod
+    def _ell(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray: ...
+
+    @staticmethod
+    @abstractmethod
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: np.ndarray | None) -> cp.Expression: ...
+
+    @staticmethod
+    def _ell_d1(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        raise UnsupportedError("row loss is not differentiable")
+
+    @staticmethod
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
+        raise UnsupportedError("row loss is not twice differentiable")
+
+    @classmethod
+    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """``(ell'(t), ell''(t))`` at once (:meth:`_ell_d1`, :meth:`_ell_d2`; a row loss whose
+        two derivatives share their costly part computes it once)."""
+        return cls._ell_d1(t, y, p), cls._ell_d2(t, y, p)
+
+    # --- the row conjugate ell*(v) (docs/conventions.md table, unscaled row loss), one place each
+    @staticmethod
+    @abstractmethod
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """``ell*(v)`` on its domain :meth:`_ell_conj_bounds` (values outside are not used)."""
+
+    @staticmethod
+    @abstractmethod
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: np.ndarray | None
+                      ) -> cp.Expression: ...
+
+    @staticmethod
+    def _ell_conj_bounds(y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
+        """Interval domain ``lo <= v <= hi`` of ``ell*`` per row (``+-inf``: unbounded)."""
+        return -np.inf, np.inf
+
+    @staticmethod
+    def _linear_minorants(y: np.ndarray, p: np.ndarray | None
+                          ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Row-wise affine minorants ``ell(t, y_r) >= a_r t + b_r``, as ``[(a, b), ...]``;
+        with ``sum_r ell <= level`` (every row ``>= 0``) each row gives the half-space
+        ``a_r x_r^T w <= level - b_r`` (the level-set polyhedron of the certified radii)."""
+        return []
+
+    @staticmethod
+    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+                             ) -> np.ndarray:
+        """A bound on ``||X w - y||_2`` at every ``w`` with ``sum_r ell(x_r^T w, y_r) <=
+        level`` (per node; ``p_min``/``p_sq``: the smallest row parameter and the sum of its
+        squares); ``inf`` when the row loss does not grow (logistic, hinge)."""
+        return np.full(np.shape(level), np.inf)
+
+    @classmethod
+    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None
+                                ) -> np.ndarray:
+        """A bound of the sum of the absolute summands of ``ell*(v_r)`` per row, for rounding
+        bounds: ``|ell*(v)| + |v y| + v^2/4`` covers the two terms of the squared and Huber
+        rows (``v y + v^2/4``), which cancel, and the ``+ 1`` the entropy terms of the
+        logistic rows (each at most ``log 2`` in absolute value)."""
+        conj = cls.ell_conjugate(v, y, p)
+        xp = _xp.namespace(v)
+        return xp.abs(conj) + xp.abs(v * y) + 0.25 * v**2 + 1.0
+
+    @classmethod
+    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
+
+        The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
+        (``mu_r = v_r / m`` in docs/conventions.md's table)."""
+        lo, hi = cls._ell_conj_bounds(y, p)
+        if _xp.is_numpy(v):
+            out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
+            return np.where((v < lo) | (v > hi), np.inf, out)
+        # tensors (the squared rows' device certificate): _ell_conj written for both
+        return _xp.namespace(v).where((v < lo) | (v > hi), np.inf, cls._ell_conj(v, y, p))
+
+
+class DataFitLoss(Loss):
+    """``L(w) = (1/m) sum_r ell(x_r^T w, y_r)`` over the node's samples ``(X, y)``.
+
+    ``X`` is ``(m, d)``; ``y`` is ``(m,)`` or an ``(m, 1)`` column (flattened).
+
+    A data-fit loss is a row loss composed into this class: a subclass names its
+    :class:`RowLoss` (``row = SquaredRow()``), its ``kind`` and its
+    :class:`~gtvmodel.terms.losses.facts.LossFacts`; the row formulas are reached through
+    the class as ``cls._ell``, ``cls._ell_d1``, ... (what the kernels and batches call).
+    ``_row_param`` is an optional per-row constant (Huber's ``M``).
+    """
+
+    #: The row loss ``ell`` (:class:`RowLoss`): its formulas and constants.
+    row: ClassVar[RowLoss]
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__ and not isinstance(getattr(cls, "row", None), RowLoss):
+            raise TypeError(f"{cls.__name__}: a data-fit loss names its row loss, "
+                            "row = SomeRow() (a RowLoss instance)")
     #: Whether labels must be +-1.
     binary_labels: ClassVar[bool] = False
     spec_arrays = {"X": ("m", "d"), "y": ("m",)}
@@ -138,86 +242,61 @@ class DataFitLoss(Loss):
     def _row_param(self) -> np.ndarray | None:
         return None
 
-    # --- the row formulas (one place each)
-    @staticmethod
-    @abstractmethod
-    def _ell(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray: ...
+    # --- the row loss, delegated (the kernels and batches call the class: ``cls._ell_d1``)
+    @classmethod
+    def _ell(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        return cls.row._ell(t, y, p)
 
-    @staticmethod
-    @abstractmethod
-    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: np.ndarray | None) -> cp.Expression: ...
+    @classmethod
+    def _ell_cvx(cls, t: cp.Expression, y: np.ndarray, p: np.ndarray | None) -> cp.Expression:
+        return cls.row._ell_cvx(t, y, p)
 
-    @staticmethod
-    def _ell_d1(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
-        raise UnsupportedError("row loss is not differentiable")
+    @classmethod
+    def _ell_d1(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        return cls.row._ell_d1(t, y, p)
 
-    @staticmethod
-    def _ell_d2(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
-        """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
-        raise UnsupportedError("row loss is not twice differentiable")
+    @classmethod
+    def _ell_d2(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        return cls.row._ell_d2(t, y, p)
 
     @classmethod
     def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """``(ell'(t), ell''(t))`` at once (:meth:`_ell_d1`, :meth:`_ell_d2`; a row loss whose
-        two derivatives share their costly part computes it once)."""
-        return cls._ell_d1(t, y, p), cls._ell_d2(t, y, p)
+        return cls.row._ell_d12(t, y, p)
 
-    # --- the row conjugate ell*(v) (docs/conventions.md table, unscaled row loss), one place each
-    @staticmethod
-    @abstractmethod
-    def _ell_conj(v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
-        """``ell*(v)`` on its domain :meth:`_ell_conj_bounds` (values outside are not used)."""
+    @classmethod
+    def _ell_conj(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        return cls.row._ell_conj(v, y, p)
 
-    @staticmethod
-    @abstractmethod
-    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: np.ndarray | None
-                      ) -> cp.Expression: ...
+    @classmethod
+    def _ell_conj_cvx(cls, v: cp.Expression, y: np.ndarray, p: np.ndarray | None
+                      ) -> cp.Expression:
+        return cls.row._ell_conj_cvx(v, y, p)
 
-    @staticmethod
-    def _ell_conj_bounds(y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
-        """Interval domain ``lo <= v <= hi`` of ``ell*`` per row (``+-inf``: unbounded)."""
-        return -np.inf, np.inf
+    @classmethod
+    def _ell_conj_bounds(cls, y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
+        return cls.row._ell_conj_bounds(y, p)
 
-    @staticmethod
-    def _linear_minorants(y: np.ndarray, p: np.ndarray | None
+    @classmethod
+    def _linear_minorants(cls, y: np.ndarray, p: np.ndarray | None
                           ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Row-wise affine minorants ``ell(t, y_r) >= a_r t + b_r``, as ``[(a, b), ...]``;
-        with ``sum_r ell <= level`` (every row ``>= 0``) each row gives the half-space
-        ``a_r x_r^T w <= level - b_r`` (the level-set polyhedron of the certified radii)."""
-        return []
+        return cls.row._linear_minorants(y, p)
 
-    @staticmethod
-    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+    @classmethod
+    def _residual_norm_bound(cls, level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
                              ) -> np.ndarray:
-        """A bound on ``||X w - y||_2`` at every ``w`` with ``sum_r ell(x_r^T w, y_r) <=
-        level`` (per node; ``p_min``/``p_sq``: the smallest row parameter and the sum of its
-        squares); ``inf`` when the row loss does not grow (logistic, hinge)."""
-        return np.full(np.shape(level), np.inf)
+        return cls.row._residual_norm_bound(level, p_min, p_sq)
 
     @classmethod
     def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None
                                 ) -> np.ndarray:
-        """A bound of the sum of the absolute summands of ``ell*(v_r)`` per row, for rounding
-        bounds: ``|ell*(v)| + |v y| + v^2/4`` covers the two terms of the squared and Huber
-        rows (``v y + v^2/4``), which cancel, and the ``+ 1`` the entropy terms of the
-        logistic rows (each at most ``log 2`` in absolute value)."""
-        conj = cls.ell_conjugate(v, y, p)
-        xp = _xp.namespace(v)
-        return xp.abs(conj) + xp.abs(v * y) + 0.25 * v**2 + 1.0
+        """:meth:`RowLoss.ell_conjugate_magnitude` of :attr:`row`."""
+        return cls.row.ell_conjugate_magnitude(v, y, p)
 
     @classmethod
     def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
-        """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
-
-        The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
-        (``mu_r = v_r / m`` in docs/conventions.md's table)."""
-        lo, hi = cls._ell_conj_bounds(y, p)
-        if _xp.is_numpy(v):
-            out = np.asarray(cls._ell_conj(v, y, p), dtype=float)
-            return np.where((v < lo) | (v > hi), np.inf, out)
-        # tensors (the squared rows' device certificate): _ell_conj written for both
-        return _xp.namespace(v).where((v < lo) | (v > hi), np.inf, cls._ell_conj(v, y, p))
+        """:meth:`RowLoss.ell_conjugate` of :attr:`row`."""
+        return cls.row.ell_conjugate(v, y, p)
 
     def _base_conjugate_cvx(self, d):
         v = cp.Variable(self.m, name="v_rows")
@@ -242,9 +321,9 @@ class DataFitLoss(Loss):
         if not self.base_smooth:
             raise UnsupportedError(f"{type(self).__name__} is not smooth")
         G = self.X.T @ self.X / self.m
-        if not np.isfinite(self.ell_curvature):  # no upper bound (exponential rows)
-            return self.ell_curvature_min * G, np.full_like(G, np.inf)
-        return self.ell_curvature_min * G, self.ell_curvature * G
+        if not np.isfinite(self.row.ell_curvature):  # no upper bound (exponential rows)
+            return self.row.ell_curvature_min * G, np.full_like(G, np.inf)
+        return self.row.ell_curvature_min * G, self.row.ell_curvature * G
 
     def to_spec(self) -> TermSpec:
         """``{"kind": kind, "l1": eta, "l2": kappa}`` and the samples ``X`` (``(m, d)``),

@@ -17,8 +17,49 @@ from ..._validate import (
 from ..spec import TermSpec
 from .base import Loss
 from .conjugates import datafit_conjugate_split, squared_maximizers
-from .datafit import DataFitLoss
+from .datafit import DataFitLoss, RowLoss
 from .facts import LossFacts
+
+
+class SquaredRow(RowLoss):
+    """The row loss of :class:`SquaredLoss`: ``ell(t; y) = (t - y)^2``, its conjugate ``v y +
+    v^2 / 4``."""
+
+    ell_curvature = 2.0
+    ell_curvature_min = 2.0
+
+    @staticmethod
+    def _residual_norm_bound(level, p_min, p_sq):
+        return np.sqrt(np.maximum(level, 0.0))
+
+    @staticmethod
+    def _linear_minorants(y, p):
+        # (t - y)^2 >= +-2 (t - y) - 1 (tangents at t - y = +-1)
+        return [(np.full(y.shape, 2.0), -2.0 * y - 1.0), (np.full(y.shape, -2.0), 2.0 * y - 1.0)]
+
+    @staticmethod
+    def _ell(t, y, p):
+        return (t - y) ** 2
+
+    @staticmethod
+    def _ell_cvx(t, y, p):
+        return cp.square(t - y)
+
+    @staticmethod
+    def _ell_d1(t, y, p):
+        return 2.0 * (t - y)
+
+    @staticmethod
+    def _ell_d2(t, y, p):
+        return np.full(np.shape(t), 2.0)
+
+    @staticmethod
+    def _ell_conj(v, y, p):
+        return v * y + 0.25 * v**2
+
+    @staticmethod
+    def _ell_conj_cvx(v, y, p):
+        return cp.multiply(y, v) + 0.25 * cp.square(v)
 
 
 class SquaredLoss(DataFitLoss):
@@ -75,8 +116,7 @@ class SquaredLoss(DataFitLoss):
     """
 
     kind = "squared"
-    ell_curvature = 2.0
-    ell_curvature_min = 2.0
+    row = SquaredRow()
     class_facts = LossFacts(exact_prox=True, piecewise_quadratic=True)
     #: ``scaling`` -> the factor ``s(m)`` of ``L(w) = s ||y - X w||^2`` (docs/conventions.md,
     #: "Conventions users bring"): the mean (default), the sum, half the sum (prox-tv, SnapVX
@@ -147,38 +187,54 @@ class SquaredLoss(DataFitLoss):
             rn, kappa, S, W)
         return val, rho + rounding
 
-    @staticmethod
-    def _residual_norm_bound(level, p_min, p_sq):
-        return np.sqrt(np.maximum(level, 0.0))
+
+class LogisticRow(RowLoss):
+    """The row loss of :class:`LogisticLoss`: ``ell(t; y) = log(1 + exp(-y t))`` (labels
+    ``+-1``), its conjugate the binary negative entropy of ``b = -y v`` on ``[0, 1]``."""
+
+    ell_curvature = 0.25
+    ell_d3_max = 1.0 / (6.0 * np.sqrt(3.0))  # |s (1 - s) (1 - 2 s)| at s = (3 -+ sqrt 3) / 6
 
     @staticmethod
     def _linear_minorants(y, p):
-        # (t - y)^2 >= +-2 (t - y) - 1 (tangents at t - y = +-1)
-        return [(np.full(y.shape, 2.0), -2.0 * y - 1.0), (np.full(y.shape, -2.0), 2.0 * y - 1.0)]
+        return [(-y, np.zeros(y.shape))]  # log(1 + exp(-y t)) >= -y t
 
     @staticmethod
     def _ell(t, y, p):
-        return (t - y) ** 2
+        return np.logaddexp(0.0, -y * t)
 
     @staticmethod
     def _ell_cvx(t, y, p):
-        return cp.square(t - y)
+        return cp.logistic(cp.multiply(-y, t))
 
     @staticmethod
     def _ell_d1(t, y, p):
-        return 2.0 * (t - y)
+        return -y * expit(-y * t)
 
     @staticmethod
     def _ell_d2(t, y, p):
-        return np.full(np.shape(t), 2.0)
+        s = expit(-y * t)
+        return s * (1.0 - s)
 
+    @classmethod
+    def _ell_d12(cls, t, y, p):
+        s = expit(-y * t)  # ell' = -y s, ell'' = s (1 - s): one sigmoid for both
+        return -y * s, s * (1.0 - s)
+
+    # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
     @staticmethod
     def _ell_conj(v, y, p):
-        return v * y + 0.25 * v**2
+        b = np.clip(-y * v, 0.0, 1.0)
+        return xlogy(b, b) + xlogy(1.0 - b, 1.0 - b)
 
     @staticmethod
     def _ell_conj_cvx(v, y, p):
-        return cp.multiply(y, v) + 0.25 * cp.square(v)
+        b = cp.multiply(-y, v)
+        return -cp.entr(b) - cp.entr(1.0 - b)
+
+    @staticmethod
+    def _ell_conj_bounds(y, p):
+        return np.minimum(0.0, -y), np.maximum(0.0, -y)
 
 
 class LogisticLoss(DataFitLoss):
@@ -227,9 +283,8 @@ class LogisticLoss(DataFitLoss):
     """
 
     kind = "logistic"
+    row = LogisticRow()
     binary_labels = True
-    ell_curvature = 0.25
-    ell_d3_max = 1.0 / (6.0 * np.sqrt(3.0))  # |s (1 - s) (1 - 2 s)| at s = (3 -+ sqrt 3) / 6
     class_facts = LossFacts(exact_prox=True)
     score_metric = "accuracy"
 
@@ -238,42 +293,31 @@ class LogisticLoss(DataFitLoss):
         negative log-likelihood of."""
         return expit(self.decision_rows(X, W))
 
+
+class HingeRow(RowLoss):
+    """The row loss of :class:`HingeLoss`: ``ell(t; y) = max(0, 1 - y t)`` (labels ``+-1``),
+    its conjugate ``v y`` on ``-y v in [0, 1]``."""
+
     @staticmethod
     def _linear_minorants(y, p):
-        return [(-y, np.zeros(y.shape))]  # log(1 + exp(-y t)) >= -y t
+        return [(-y, np.ones(y.shape))]  # max(0, 1 - y t) >= 1 - y t
 
     @staticmethod
     def _ell(t, y, p):
-        return np.logaddexp(0.0, -y * t)
+        return np.maximum(0.0, 1.0 - y * t)
 
     @staticmethod
     def _ell_cvx(t, y, p):
-        return cp.logistic(cp.multiply(-y, t))
+        return cp.pos(1.0 - cp.multiply(y, t))
 
-    @staticmethod
-    def _ell_d1(t, y, p):
-        return -y * expit(-y * t)
-
-    @staticmethod
-    def _ell_d2(t, y, p):
-        s = expit(-y * t)
-        return s * (1.0 - s)
-
-    @classmethod
-    def _ell_d12(cls, t, y, p):
-        s = expit(-y * t)  # ell' = -y s, ell'' = s (1 - s): one sigmoid for both
-        return -y * s, s * (1.0 - s)
-
-    # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
+    # conjugate of max(0, 1 - y t): y v on y v in [-1, 0]
     @staticmethod
     def _ell_conj(v, y, p):
-        b = np.clip(-y * v, 0.0, 1.0)
-        return xlogy(b, b) + xlogy(1.0 - b, 1.0 - b)
+        return y * v
 
     @staticmethod
     def _ell_conj_cvx(v, y, p):
-        b = cp.multiply(-y, v)
-        return -cp.entr(b) - cp.entr(1.0 - b)
+        return cp.multiply(y, v)
 
     @staticmethod
     def _ell_conj_bounds(y, p):
@@ -323,27 +367,37 @@ class HingeLoss(DataFitLoss):
     """
 
     kind = "hinge"
+    row = HingeRow()
     binary_labels = True
     class_facts = LossFacts(differentiable=False, lipschitz_gradient=False, exact_prox=True,
                             piecewise_quadratic=True)
     score_metric = "accuracy"
 
+
+class AbsoluteRow(RowLoss):
+    """The row loss of :class:`AbsoluteLoss`: ``ell(t; y) = |t - y|``, its conjugate ``v y``
+    on ``|v| <= 1``."""
+
+    @staticmethod
+    def _residual_norm_bound(level, p_min, p_sq):
+        return np.maximum(level, 0.0)  # ||r||_2 <= ||r||_1
+
     @staticmethod
     def _linear_minorants(y, p):
-        return [(-y, np.ones(y.shape))]  # max(0, 1 - y t) >= 1 - y t
+        return [(np.ones(y.shape), -y), (-np.ones(y.shape), y)]
 
     @staticmethod
     def _ell(t, y, p):
-        return np.maximum(0.0, 1.0 - y * t)
+        return np.abs(t - y)
 
     @staticmethod
     def _ell_cvx(t, y, p):
-        return cp.pos(1.0 - cp.multiply(y, t))
+        return cp.abs(t - y)
 
-    # conjugate of max(0, 1 - y t): y v on y v in [-1, 0]
+    # conjugate of |t - y|: v y on |v| <= 1
     @staticmethod
     def _ell_conj(v, y, p):
-        return y * v
+        return v * y
 
     @staticmethod
     def _ell_conj_cvx(v, y, p):
@@ -351,7 +405,7 @@ class HingeLoss(DataFitLoss):
 
     @staticmethod
     def _ell_conj_bounds(y, p):
-        return np.minimum(0.0, -y), np.maximum(0.0, -y)
+        return np.full(y.shape, -1.0), np.full(y.shape, 1.0)
 
 
 class AbsoluteLoss(DataFitLoss):
@@ -392,37 +446,57 @@ class AbsoluteLoss(DataFitLoss):
     """
 
     kind = "absolute"
+    row = AbsoluteRow()
     class_facts = LossFacts(differentiable=False, lipschitz_gradient=False, exact_prox=True,
                             piecewise_quadratic=True)
 
+
+class HuberRow(RowLoss):
+    """The row loss of :class:`HuberLoss`: ``ell(t; y, M) = huber(t - y, M)`` (the row
+    parameter ``p = M``), its conjugate ``v y + v^2 / 4`` on ``|v| <= 2 M``."""
+
+    ell_curvature = 2.0
+
     @staticmethod
     def _residual_norm_bound(level, p_min, p_sq):
-        return np.maximum(level, 0.0)  # ||r||_2 <= ||r||_1
+        # huber(r, M) >= 2 M |r| - M^2 row by row, so 2 min(M) ||r||_1 <= level + sum M^2
+        return (np.maximum(level, 0.0) + p_sq) / (2.0 * p_min)
 
     @staticmethod
     def _linear_minorants(y, p):
-        return [(np.ones(y.shape), -y), (-np.ones(y.shape), y)]
+        # huber(t - y, M) >= +-2 M (t - y) - M^2
+        return [(2.0 * p, -2.0 * p * y - p**2), (-2.0 * p, 2.0 * p * y - p**2)]
 
     @staticmethod
     def _ell(t, y, p):
-        return np.abs(t - y)
+        r = np.abs(t - y)
+        return np.where(r <= p, r**2, 2.0 * p * r - p**2)
 
     @staticmethod
     def _ell_cvx(t, y, p):
-        return cp.abs(t - y)
+        # huber(r, M) = M^2 huber(r / M, 1): lets M vary per row in one expression.
+        return cp.multiply(p**2, cp.huber(cp.multiply(1.0 / p, t - y), 1.0))
 
-    # conjugate of |t - y|: v y on |v| <= 1
+    @staticmethod
+    def _ell_d1(t, y, p):
+        return 2.0 * np.clip(t - y, -p, p)
+
+    @staticmethod
+    def _ell_d2(t, y, p):
+        return np.where(np.abs(t - y) <= p, 2.0, 0.0)
+
+    # conjugate of huber(t - y, M): v y + v^2 / 4 on |v| <= 2 M
     @staticmethod
     def _ell_conj(v, y, p):
-        return v * y
+        return v * y + 0.25 * v**2
 
     @staticmethod
     def _ell_conj_cvx(v, y, p):
-        return cp.multiply(y, v)
+        return cp.multiply(y, v) + 0.25 * cp.square(v)
 
     @staticmethod
     def _ell_conj_bounds(y, p):
-        return np.full(y.shape, -1.0), np.full(y.shape, 1.0)
+        return -2.0 * p, 2.0 * p
 
 
 class HuberLoss(DataFitLoss):
@@ -466,7 +540,7 @@ class HuberLoss(DataFitLoss):
     """
 
     kind = "huber"
-    ell_curvature = 2.0
+    row = HuberRow()
     class_facts = LossFacts(exact_prox=True, piecewise_quadratic=True)
 
     def __init__(self, X: Any, y: Any, M: float = 1.0, *, l1: float = 0.0, l2: float = 0.0):
@@ -475,47 +549,6 @@ class HuberLoss(DataFitLoss):
 
     def _row_param(self) -> np.ndarray:
         return np.full(self.m, self.M)
-
-    @staticmethod
-    def _residual_norm_bound(level, p_min, p_sq):
-        # huber(r, M) >= 2 M |r| - M^2 row by row, so 2 min(M) ||r||_1 <= level + sum M^2
-        return (np.maximum(level, 0.0) + p_sq) / (2.0 * p_min)
-
-    @staticmethod
-    def _linear_minorants(y, p):
-        # huber(t - y, M) >= +-2 M (t - y) - M^2
-        return [(2.0 * p, -2.0 * p * y - p**2), (-2.0 * p, 2.0 * p * y - p**2)]
-
-    @staticmethod
-    def _ell(t, y, p):
-        r = np.abs(t - y)
-        return np.where(r <= p, r**2, 2.0 * p * r - p**2)
-
-    @staticmethod
-    def _ell_cvx(t, y, p):
-        # huber(r, M) = M^2 huber(r / M, 1): lets M vary per row in one expression.
-        return cp.multiply(p**2, cp.huber(cp.multiply(1.0 / p, t - y), 1.0))
-
-    @staticmethod
-    def _ell_d1(t, y, p):
-        return 2.0 * np.clip(t - y, -p, p)
-
-    @staticmethod
-    def _ell_d2(t, y, p):
-        return np.where(np.abs(t - y) <= p, 2.0, 0.0)
-
-    # conjugate of huber(t - y, M): v y + v^2 / 4 on |v| <= 2 M
-    @staticmethod
-    def _ell_conj(v, y, p):
-        return v * y + 0.25 * v**2
-
-    @staticmethod
-    def _ell_conj_cvx(v, y, p):
-        return cp.multiply(y, v) + 0.25 * cp.square(v)
-
-    @staticmethod
-    def _ell_conj_bounds(y, p):
-        return -2.0 * p, 2.0 * p
 
     def to_spec(self) -> TermSpec:
         """The data-fit spec plus the threshold ``M``."""
