@@ -18,8 +18,9 @@ in :class:`SymbolicLoss` by :meth:`gtvmodel.GTVModel.set_loss`.
 The package's modules, in import order: ``facts`` (:class:`LossFacts`, the per-instance
 facts replacing class flags), ``conjugates`` (conjugate formulas), ``batch`` (the batch core
 :class:`LossBatch` and the optional capabilities as protocols), ``base`` (:class:`Loss`),
-``datafit`` (:class:`DataFitLoss`: a row loss composed into a loss), ``library`` and
-``simple`` (the library losses), ``batches`` (their batches).  Every name is re-exported here
+``datafit`` (:class:`RowLoss`, and :class:`DataFitLoss`: a row loss composed into a
+loss), ``library`` and ``simple`` (the library losses and rows), ``batches`` (their
+batches).  Every name is re-exported here
 and its ``__module__`` set to this package, so pickles name ``gtvmodel.terms.losses`` as
 before the split.
 """
@@ -69,9 +70,20 @@ from .conjugates import (
     sum_rows_by,
     zero_conjugate_rows,
 )
-from .datafit import DataFitLoss, _rows_sum_cvx
+from .datafit import DataFitLoss, RowLoss, _rows_sum_cvx
 from .facts import LossFacts
-from .library import AbsoluteLoss, HingeLoss, HuberLoss, LogisticLoss, SquaredLoss
+from .library import (
+    AbsoluteLoss,
+    AbsoluteRow,
+    HingeLoss,
+    HingeRow,
+    HuberLoss,
+    HuberRow,
+    LogisticLoss,
+    LogisticRow,
+    SquaredLoss,
+    SquaredRow,
+)
 from .simple import QuadraticLoss, SymbolicLoss, ZeroLoss
 
 __all__ = [
@@ -97,6 +109,12 @@ __all__ = [
     "ConjugateGroup",
     "smooth_gradients",
     "LossFacts",
+    "RowLoss",
+    "SquaredRow",
+    "LogisticRow",
+    "HingeRow",
+    "AbsoluteRow",
+    "HuberRow",
     "ExactProx",
     "ConjugateGroups",
     "SublevelRadii",

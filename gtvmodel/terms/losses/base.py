@@ -114,7 +114,7 @@ class Loss(ABC):
     def _from_samples(cls, X: np.ndarray, y: np.ndarray, options: dict[str, Any]) -> Loss:
         """``cls(X, y, **options)``; :class:`LossError` if the class takes no such arguments."""
         try:
-            return cls(X, y, **options)
+            return cls(X, y, **options)  # type: ignore[call-arg, arg-type]  # a subclass's
         except TypeError as exc:  # a loss class that takes no samples (X, y), a bad option
             raise LossError(f"{cls.__name__} cannot be built from samples (X, y) with options "
                             f"{options!r}: {exc}") from None
@@ -258,7 +258,7 @@ class Loss(ABC):
         cons.append(contrib == s)
         return cost, cons
 
-    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """Closed-form conjugate rows, or None.  Returns ``(values, rho)`` with ``values`` the
         exact ``h*(S_k - rho_k)`` and ``rho_k`` the part of ``S_k`` outside the (subspace)
         domain, zero when ``S_k`` is in the domain."""
@@ -281,7 +281,8 @@ class Loss(ABC):
         v = check_vector(v, "v", self.dim, where=owner)
         tau = check_scalar(tau, "tau", min_val=0.0, include_boundaries="neither", where=owner)
         if self.has_exact_prox():
-            batch = LossBatch(type(self), np.array([0]), [self], 1, v.shape[0])
+            batch = LossBatch(type(self), np.array([0]), [self], 1,  # type: ignore[abstract]
+                              v.shape[0])
             return batch.prox(v[None, :], np.array([tau]))[0]
         return _cvxpy_prox(self, v, tau)
 

@@ -5,6 +5,7 @@ Newton conjugates), the piecewise-linear and squared batches.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -47,27 +48,27 @@ class ZeroBatch(LossBatch):
 
     array_api = True
 
-    def expression(self, w_flat, W):
+    def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
         """None: ``L_i = 0`` has no term (the regularizers are compiled by the caller)."""
         return None
 
-    def values(self, W):
+    def values(self, W: np.ndarray) -> np.ndarray:
         """``L_i = 0``: zeros, ``(n,)``."""
         return np.zeros(self.n)
 
-    def gradients(self, W):
+    def gradients(self, W: np.ndarray) -> np.ndarray:
         """``grad L_i = 0``: zeros, ``(n, d)``."""
         return np.zeros((self.n, self.d))
 
-    def max_rows(self):
+    def max_rows(self) -> int:
         """0: no samples."""
         return 0
 
-    def hessians(self, W):
+    def hessians(self, W: np.ndarray) -> np.ndarray | None:
         """0."""
         return np.zeros((self.nodes.size, self.d, self.d))
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V)
         return _soft(V / s[:, None], tau * self._on("l1", self.l1, V) / s)
 
@@ -77,56 +78,56 @@ class QuadraticBatch(LossBatch):
 
     array_api = True
 
-    def __init__(self, cls, nodes, losses, n, d):
+    def __init__(self, cls: Any, nodes: np.ndarray, losses: Sequence[Any], n: int, d: int):
         super().__init__(cls, nodes, losses, n, d)
         self.a = np.vstack([ls.a for ls in self.losses])
 
-    def max_rows(self):
+    def max_rows(self) -> int:
         """0: no samples."""
         return 0
 
-    def expression(self, w_flat, W):
+    def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
         """``sum_i ||w_i - a_i||^2`` over the batch's nodes as one CVXPY expression."""
         return cp.sum_squares(W[self.nodes, :] - self.a)
 
-    def values(self, W):
+    def values(self, W: np.ndarray) -> np.ndarray:
         """``||w_i - a_i||^2`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         out = np.zeros(self.n)
         out[self.nodes] = ((W[self.nodes] - self.a) ** 2).sum(axis=1)
         return out
 
-    def gradients(self, W):
+    def gradients(self, W: np.ndarray) -> np.ndarray:
         """``2 (w_i - a_i)`` at the batch's nodes, ``(n, d)`` (0 elsewhere)."""
         out = np.zeros((self.n, self.d))
         out[self.nodes] = 2.0 * (W[self.nodes] - self.a)
         return out
 
-    def hessian_bounds(self):
+    def hessian_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """``H_lo = H_hi = 2 I`` for every node (``alpha_i = beta_i = 2``)."""
         H = np.broadcast_to(2.0 * np.eye(self.d), (self.nodes.size, self.d, self.d)).copy()
         return H, H.copy()
 
-    def hessians(self, W):
+    def hessians(self, W: np.ndarray) -> np.ndarray | None:
         """``2 I`` for every node."""
         return self.hessian_bounds()[0]
 
-    def sublevel_radii(self, level):
+    def sublevel_radii(self, level: np.ndarray) -> np.ndarray:
         """``||a||_inf + sqrt(level)`` on ``{||w - a||^2 <= level}``."""
         lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
         return (np.abs(self.a).max(axis=1) + np.sqrt(lv)) * (1.0 + 1e-12)
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """``soft((2 tau a + v) / s, tau eta / s)`` with ``s = 1 + 2 tau (1 + kappa)`` (any
         array namespace)."""
         s = 1.0 + 2.0 * tau * self._on("l2", self.l2, V) + 2.0 * tau
         return _soft((V + 2.0 * tau[:, None] * self._on("a", self.a, V)) / s[:, None],
                      tau * self._on("l1", self.l1, V) / s)
 
-    def diagonal_quadratic(self):
+    def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``c = 1``, ``b = a``: ``||w - a||^2 = sum_j (w_j^2 - 2 a_j w_j) + ||a||^2``."""
         return np.ones_like(self.a), self.a
 
-    def dual_part(self, inset, row_of, k):
+    def dual_part(self, inset: np.ndarray, row_of: np.ndarray, k: int) -> NodePart | None:
         """Split variables ``s_i`` with cost ``L_i*(s_i) = s_i^T a_i + ||s_i||^2 / 4``
         (docs/conventions.md) for the nodes with ``inset``."""
         sel = np.flatnonzero(inset[self.nodes])
@@ -136,22 +137,23 @@ class QuadraticBatch(LossBatch):
         V = cp.Variable((len(idx), self.d), name="s_quad")
         P = scatter_rows(row_of, idx, k)
 
-        def ev():
-            s = V.value
+        def ev() -> tuple[np.ndarray, np.ndarray]:
+            s: Any = V.value
             return P @ s, P @ ((s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
 
-        def mag():
-            s = V.value
+        def mag() -> tuple[np.ndarray, np.ndarray]:
+            s: Any = V.value
             return P @ np.abs(s), P @ (np.abs(s * a).sum(axis=1) + 0.25 * (s**2).sum(axis=1))
 
         return NodePart("quadratic", P @ V, quadratic_conjugate_cvx(V, a), [], ev, None, mag)
 
-    def conjugate_group(self, free):
+    def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
         """Closed form :func:`quadratic_conjugate_rows` (any regularizers)."""
         sel = np.flatnonzero(free)
         a, l1, l2 = self.a[sel], self.l1[sel], self.l2[sel]
 
-        def evaluate(S, W0, wloc, rnd):
+        def evaluate(S: np.ndarray, W0: np.ndarray, wloc: np.ndarray, rnd: np.ndarray
+                     ) -> tuple[np.ndarray, ...]:
             val, rho, mag = quadratic_conjugate_rows(a, l1, l2, S)
             return val, rho, np.zeros_like(S), mag, wloc, np.ones(sel.size, dtype=bool)
 
@@ -164,7 +166,7 @@ class SampleBatch(LossBatch):
     ms[j]``, ``row_node[r]`` is the model position of row ``r``), targets ``y`` and row weights
     ``c_r = 1/m_i``; the Gram matrices ``X_i^T X_i`` are computed once (:meth:`gram`)."""
 
-    def __init__(self, cls, nodes, losses, n, d):
+    def __init__(self, cls: Any, nodes: np.ndarray, losses: Sequence[Any], n: int, d: int):
         super().__init__(cls, nodes, losses, n, d)
         self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
         self.row_node = np.repeat(self.nodes, self.ms)
@@ -173,7 +175,7 @@ class SampleBatch(LossBatch):
         self.c = np.repeat(1.0 / self.ms, self.ms)
         self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
 
-    def max_rows(self):
+    def max_rows(self) -> int:
         """``max_i m_i``."""
         return int(self.ms.max(initial=0))
 
@@ -193,7 +195,7 @@ class DataFitBatch(SampleBatch):
     (:meth:`gram`, :meth:`gram_eigh`).
     """
 
-    def __init__(self, cls, nodes, losses, n, d):
+    def __init__(self, cls: Any, nodes: np.ndarray, losses: Sequence[Any], n: int, d: int):
         super().__init__(cls, nodes, losses, n, d)
         self.local = np.repeat(np.arange(self.ms.size), self.ms)
         M = self.Xs.shape[0]
@@ -201,7 +203,7 @@ class DataFitBatch(SampleBatch):
         cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
         self.X_blk = sp.csr_matrix((self.Xs.ravel(), (rows, cols)), shape=(M, n * d))
         params = [ls._row_param() for ls in self.losses]
-        self.p = None if params[0] is None else np.concatenate(params)
+        self.p: Any = None if params[0] is None else np.concatenate(params)
 
     # --- computed once
     def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
@@ -248,32 +250,32 @@ class DataFitBatch(SampleBatch):
         return e, V
 
     # --- the primal
-    def expression(self, w_flat, W):
+    def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
         """``sum_i (1/m_i) sum_r ell(x_r^T w_i, y_r)`` as one CVXPY expression in the flat
         variable (the sparse block matrix ``X_blk``)."""
         return _rows_sum_cvx(self.cls, self.X_blk @ w_flat, self.y, self.c, self.p)
 
-    def values(self, W):
+    def values(self, W: np.ndarray) -> np.ndarray:
         """``L_i(w_i) = (1/m_i) sum_r ell(x_r^T w_i, y_r)``, ``(n,)`` (0 outside the batch)."""
         t = self.X_blk @ W.ravel()
         return np.bincount(self.row_node, self.c * self.cls._ell(t, self.y, self.p),
                            minlength=self.n)
 
-    def gradients(self, W):
+    def gradients(self, W: np.ndarray) -> np.ndarray:
         """``grad L_i(w_i) = (1/m_i) sum_r ell'(x_r^T w_i, y_r) x_r``, ``(n, d)`` (0 outside the
         batch)."""
         t = self.X_blk @ W.ravel()
         g = self.X_blk.T @ (self.c * self.cls._ell_d1(t, self.y, self.p))
         return g.reshape(self.n, self.d)
 
-    def hessian_bounds(self):
+    def hessian_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """``ell''_min Q_i <= hess L_i <= ell''_max Q_i`` with ``Q_i = X_i^T X_i / m_i``
         (:class:`UnsupportedError` without a globally Lipschitz gradient)."""
         _check_lipschitz(self.cls)
         Q = self.gram() / self.ms[:, None, None]
         return self.cls.row.ell_curvature_min * Q, self.cls.row.ell_curvature * Q
 
-    def hessians(self, W):
+    def hessians(self, W: np.ndarray) -> np.ndarray | None:
         """``(1/m_i) sum_r ell''(x_r^T w_i, y_r) x_r x_r^T`` (the row formula ``_ell_d2``,
         generalized for Huber); None for non-smooth classes."""
         if not self.cls.base_smooth:
@@ -282,7 +284,7 @@ class DataFitBatch(SampleBatch):
         return _grouped_gram(self.Xs, self.c * self.cls._ell_d2(t, self.y, self.p), self.starts)
 
     # --- certified radii
-    def growth_pieces(self, level):
+    def growth_pieces(self, level: np.ndarray) -> dict[str, np.ndarray]:
         """Per node of the batch, ``b`` with ``||X_i w - y_i||_2 <= b_i`` on ``{L_i <=
         level_i}`` (:meth:`DataFitLoss._residual_norm_bound`; ``inf`` for rows that flatten
         out), ``ynorm = ||y_i||_2``, ``gram = X_i^T X_i`` (``(k, d, d)``) and its eigenvalues
@@ -290,6 +292,8 @@ class DataFitBatch(SampleBatch):
         decomposing it.  ``level`` is an ``(n,)`` array over all nodes."""
         lv = np.maximum(np.asarray(level, dtype=float)[self.nodes], 0.0)
         ms, local = self.ms, self.local
+        pmin: np.ndarray
+        psq: np.ndarray
         if self.p is None:
             pmin, psq = np.ones(ms.size), np.zeros(ms.size)
         else:
@@ -305,7 +309,8 @@ class DataFitBatch(SampleBatch):
         return (eig - err[:, None],
                 np.sqrt(np.bincount(self.local, self.y**2, minlength=self.ms.size)))
 
-    def level_halfspaces(self, level):
+    def level_halfspaces(self, level: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """From :meth:`DataFitLoss._linear_minorants`, a row at most the node's whole sum
         ``m_i level_i``, as ``(node positions, G (J, d), h (J,))``."""
         mins = self.cls._linear_minorants(self.y, self.p)
@@ -317,7 +322,7 @@ class DataFitBatch(SampleBatch):
         h = np.concatenate([cap - b for _, b in mins])
         return np.tile(self.row_node, len(mins)), G, h
 
-    def sublevel_radii(self, level):
+    def sublevel_radii(self, level: np.ndarray) -> np.ndarray:
         """``||w||_2 <= (||y||_2 + b) / sqrt(e_min(X^T X))`` since ``||X w||_2 <= ||y||_2 + b``
         (:meth:`growth_pieces`); a numerically singular ``X^T X`` gives ``inf``."""
         g = self.growth_pieces(level)
@@ -337,7 +342,7 @@ class DataFitBatch(SampleBatch):
             self.local, self.c * np.sqrt(np.einsum("rj,rj->r", self.Xs, self.Xs)) ** 3,
             minlength=self.ms.size))
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """Damped Newton (:func:`newton_minimize`) on ``L_i(z) + kappa_i ||z||^2 + ||z -
         v_i||^2 / (2 tau_i)``, vectorized over all nodes; where ``W0`` is the last call's answer
         (Algorithm 1's previous iterate) or absent, started from the first-order predictor
@@ -357,7 +362,7 @@ class DataFitBatch(SampleBatch):
         return Z
 
     # --- conjugates
-    def dual_part(self, inset, row_of, k):
+    def dual_part(self, inset: np.ndarray, row_of: np.ndarray, k: int) -> NodePart | None:
         """Stacked row duals ``v``: ``s_i += X_i^T v_i / m_i`` with cost ``sum_r c_r
         ell*(v_r)`` (docs/conventions.md)."""
         rows = np.flatnonzero(inset[self.row_node])
@@ -372,7 +377,7 @@ class DataFitBatch(SampleBatch):
         rows = np.flatnonzero(local[self.local] >= 0)
         return rows, local[self.local[rows]]
 
-    def conjugate_group(self, free):
+    def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
         """Smooth rows without ``l1``: batched Newton (:func:`newton_conjugates`) from the
         candidate weights; nodes where it does not converge fall back to the CVXPY path."""
         if not self.cls.base_smooth:
@@ -384,14 +389,15 @@ class DataFitBatch(SampleBatch):
         grp = (self.cls, self.Xs[rows], self.y[rows], _take(self.p, rows), self.c[rows], rn,
                self.l2[sel])
 
-        def evaluate(S, W0, wloc, rnd):
+        def evaluate(S: np.ndarray, W0: np.ndarray, wloc: np.ndarray, rnd: np.ndarray
+                     ) -> tuple[np.ndarray, ...]:
             val, rho, r_rnd, vmag, wmax, conv = newton_conjugates(grp, S, W0)
             wl = np.where(conv, np.maximum(wloc, np.abs(wmax).max(axis=1, initial=0.0)), wloc)
             return val, rho, r_rnd, vmag, wl, conv
 
         return ConjugateGroup(self.nodes[sel], False, evaluate)
 
-    def null_space_factors(self):
+    def null_space_factors(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The singular factors of the samples ``X_i`` (:meth:`sample_svd`): ``dom L_i*`` lies
         in ``range(X_i^T)``."""
         return self.sample_svd()
@@ -403,7 +409,7 @@ class PiecewiseLinearBatch(DataFitBatch):
     :class:`AbsoluteLoss`): their node update PU (32) is exact and vectorized by the dual
     active-set method :func:`dual_active_set_prox`, instead of the general CVXPY path."""
 
-    def _padded(self) -> dict[str, np.ndarray]:
+    def _padded(self) -> dict[str, Any]:
         """The rows padded to ``max_i m_i`` per node (cached): ``P = c_r x_r``, ``K = P
         P^T``, ``cs = c_r s_r``, ``lo``, ``hi`` and the padding mask ``fixed``."""
         pad = self.__dict__.get("_pad")
@@ -425,7 +431,7 @@ class PiecewiseLinearBatch(DataFitBatch):
             self.__dict__["_pad"] = pad
         return pad
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """:func:`dual_active_set_prox` on ``L_i(z) + kappa_i ||z||^2 + ||z - v_i||^2 /
         (2 tau_i)``, started from the active set of ``W0`` (else ``v_i``); a node whose active
         set cycles falls back to its CVXPY prox, polished by the active-set steps started from
@@ -457,7 +463,7 @@ class SquaredBatch(DataFitBatch):
 
     array_api = True
 
-    def prepare(self, tau):
+    def prepare(self, tau: Any) -> None:
         """The exact-prox mask and the operator of (69) for ``tau`` (:meth:`squared_data`'s
         eigen-decompositions, computed once per model)."""
         super().prepare(tau)
@@ -472,19 +478,19 @@ class SquaredBatch(DataFitBatch):
         q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
         return {"e": e, "B": B, "q": q}
 
-    def _gram_factors(self):
+    def _gram_factors(self) -> tuple[np.ndarray, np.ndarray]:
         """The cached eigen-decompositions ``(e_i, B_i)`` of ``Q_i`` (:meth:`squared_data`)."""
         data = self.squared_data()
         return data["e"], data["B"]
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """(69) with the ``1/m`` (docs/conventions.md erratum 2): ``z = (I (1 + 2 tau kappa) + 2 tau
         Q)^{-1} (v + 2 tau q)`` through the cached eigen-decomposition of ``Q`` (any array
         namespace)."""
         M, b = self._squared_operator(tau)
         return _xp.namespace(V).einsum("kij,kj->ki", M, V + b)
 
-    def diagonal_quadratic(self):
+    def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Where ``Q_i = X_i^T X_i / m_i`` is diagonal (off-diagonal entries exactly 0):
         ``c_i = diag(Q_i)``, ``b_i = q_i = X_i^T y_i / m_i`` (``(1/m) ||y - X w||^2 = w^T Q w
         - 2 q^T w + ||y||^2 / m``); NaN rows elsewhere."""
@@ -515,7 +521,7 @@ class SquaredBatch(DataFitBatch):
         self.__dict__[key] = (_xp.copy(tau), M, b)
         return M, b
 
-    def conjugate_group(self, free):
+    def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
         """Two valid splits (:func:`datafit_conjugate_split` at :func:`squared_maximizers`
         from 0 and from the candidate's weights); per node the smaller bound is kept."""
         sel = np.flatnonzero(free & (self.l1 == 0))
@@ -539,7 +545,7 @@ def _squared_conjugate_split(host: dict, moved: SimpleNamespace, m_max: int, S: 
     group's arrays, copied to ``S``'s device once into ``moved``)."""
     a = {k: _xp.cached_like(moved, k, v, S) for k, v in host.items()}
     xp = _xp.namespace(S)
-    best = None
+    best: Any = None
     for base in (W0, None):
         if best is not None and bool(xp.all(best[1][1] <= rnd + best[1][2])):
             break  # rounding-level residuals already: the second cannot do better
@@ -602,11 +608,11 @@ def _datafit_part(b: DataFitBatch, rows: np.ndarray, row_of: np.ndarray, k: int)
     cons = bounds_constraints(v, lo, hi, rows.size)
     owner = row_of[b.row_node[rows]]
 
-    def absorb(Rz):
+    def absorb(Rz: np.ndarray) -> None:
         """Least-squares row-dual change with ``X_i^T (c dv) = R_i`` on the rows strictly
         inside their domain (rows at a bound, e.g. hinge rows away from the margin, would be
         clipped back), kept in the domain."""
-        vv = np.clip(v.value, lo, hi)
+        vv = np.clip(np.asarray(v.value), lo, hi)
         width = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
         # a solver's row dual within 1e-9 of a bound is that bound (e.g. hinge rows off the
         # margin have v = 0 exactly): snap, then correct on the rows strictly inside
@@ -620,13 +626,13 @@ def _datafit_part(b: DataFitBatch, rows: np.ndarray, row_of: np.ndarray, k: int)
         vv[free] += dv
         v.value = np.clip(vv, lo, hi)
 
-    def ev():
-        vv = np.clip(v.value, lo, hi)
+    def ev() -> tuple[np.ndarray, np.ndarray]:
+        vv = np.clip(np.asarray(v.value), lo, hi)
         rowcost = np.bincount(owner, c * cls.ell_conjugate(vv, y, prm), minlength=k)
         return (Bt @ (c * vv)).reshape(k, d), rowcost
 
-    def mag():
-        vv = np.clip(v.value, lo, hi)
+    def mag() -> tuple[np.ndarray, np.ndarray]:
+        vv = np.clip(np.asarray(v.value), lo, hi)
         rowmag = c * cls.ell_conjugate_magnitude(vv, y, prm)
         return ((abs(Bt) @ np.abs(c * vv)).reshape(k, d),
                 np.bincount(owner, rowmag, minlength=k))

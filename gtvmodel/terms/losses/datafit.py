@@ -44,23 +44,23 @@ class RowLoss(ABC):
     ell_curvature_min: ClassVar[float] = 0.0
     @staticmethod
     @abstractmethod
-    def _ell(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray: ...
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray: ...
 
     @staticmethod
     @abstractmethod
-    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: np.ndarray | None) -> cp.Expression: ...
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression: ...
 
     @staticmethod
-    def _ell_d1(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_d1(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         raise UnsupportedError("row loss is not differentiable")
 
     @staticmethod
-    def _ell_d2(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         """Second derivative (generalized, for piecewise quadratic rows) of ``ell`` in ``t``."""
         raise UnsupportedError("row loss is not twice differentiable")
 
     @classmethod
-    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None
+    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: Any
                  ) -> tuple[np.ndarray, np.ndarray]:
         """``(ell'(t), ell''(t))`` at once (:meth:`_ell_d1`, :meth:`_ell_d2`; a row loss whose
         two derivatives share their costly part computes it once)."""
@@ -69,21 +69,21 @@ class RowLoss(ABC):
     # --- the row conjugate ell*(v) (docs/conventions.md table, unscaled row loss), one place each
     @staticmethod
     @abstractmethod
-    def _ell_conj(v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         """``ell*(v)`` on its domain :meth:`_ell_conj_bounds` (values outside are not used)."""
 
     @staticmethod
     @abstractmethod
-    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: np.ndarray | None
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
                       ) -> cp.Expression: ...
 
     @staticmethod
-    def _ell_conj_bounds(y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
+    def _ell_conj_bounds(y: np.ndarray, p: Any) -> tuple[Any, Any]:
         """Interval domain ``lo <= v <= hi`` of ``ell*`` per row (``+-inf``: unbounded)."""
         return -np.inf, np.inf
 
     @staticmethod
-    def _linear_minorants(y: np.ndarray, p: np.ndarray | None
+    def _linear_minorants(y: np.ndarray, p: Any
                           ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Row-wise affine minorants ``ell(t, y_r) >= a_r t + b_r``, as ``[(a, b), ...]``;
         with ``sum_r ell <= level`` (every row ``>= 0``) each row gives the half-space
@@ -99,7 +99,7 @@ class RowLoss(ABC):
         return np.full(np.shape(level), np.inf)
 
     @classmethod
-    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None
+    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: Any
                                 ) -> np.ndarray:
         """A bound of the sum of the absolute summands of ``ell*(v_r)`` per row, for rounding
         bounds: ``|ell*(v)| + |v y| + v^2/4`` covers the two terms of the squared and Huber
@@ -110,7 +110,7 @@ class RowLoss(ABC):
         return xp.abs(conj) + xp.abs(v * y) + 0.25 * v**2 + 1.0
 
     @classmethod
-    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         """Row conjugates ``ell*(v_r)`` in numpy, ``+inf`` outside the domain.
 
         The mean loss has ``L*(s) = min { sum_r (1/m) ell*(v_r) : X^T v / m = s }``
@@ -244,41 +244,41 @@ class DataFitLoss(Loss):
 
     # --- the row loss, delegated (the kernels and batches call the class: ``cls._ell_d1``)
     @classmethod
-    def _ell(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell(cls, t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return cls.row._ell(t, y, p)
 
     @classmethod
-    def _ell_cvx(cls, t: cp.Expression, y: np.ndarray, p: np.ndarray | None) -> cp.Expression:
+    def _ell_cvx(cls, t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         return cls.row._ell_cvx(t, y, p)
 
     @classmethod
-    def _ell_d1(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_d1(cls, t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return cls.row._ell_d1(t, y, p)
 
     @classmethod
-    def _ell_d2(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_d2(cls, t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return cls.row._ell_d2(t, y, p)
 
     @classmethod
-    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: np.ndarray | None
+    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: Any
                  ) -> tuple[np.ndarray, np.ndarray]:
         return cls.row._ell_d12(t, y, p)
 
     @classmethod
-    def _ell_conj(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def _ell_conj(cls, v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return cls.row._ell_conj(v, y, p)
 
     @classmethod
-    def _ell_conj_cvx(cls, v: cp.Expression, y: np.ndarray, p: np.ndarray | None
+    def _ell_conj_cvx(cls, v: cp.Expression, y: np.ndarray, p: Any
                       ) -> cp.Expression:
         return cls.row._ell_conj_cvx(v, y, p)
 
     @classmethod
-    def _ell_conj_bounds(cls, y: np.ndarray, p: np.ndarray | None) -> tuple[Any, Any]:
+    def _ell_conj_bounds(cls, y: np.ndarray, p: Any) -> tuple[Any, Any]:
         return cls.row._ell_conj_bounds(y, p)
 
     @classmethod
-    def _linear_minorants(cls, y: np.ndarray, p: np.ndarray | None
+    def _linear_minorants(cls, y: np.ndarray, p: Any
                           ) -> list[tuple[np.ndarray, np.ndarray]]:
         return cls.row._linear_minorants(y, p)
 
@@ -288,17 +288,18 @@ class DataFitLoss(Loss):
         return cls.row._residual_norm_bound(level, p_min, p_sq)
 
     @classmethod
-    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None
+    def ell_conjugate_magnitude(cls, v: np.ndarray, y: np.ndarray, p: Any
                                 ) -> np.ndarray:
         """:meth:`RowLoss.ell_conjugate_magnitude` of :attr:`row`."""
         return cls.row.ell_conjugate_magnitude(v, y, p)
 
     @classmethod
-    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+    def ell_conjugate(cls, v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         """:meth:`RowLoss.ell_conjugate` of :attr:`row`."""
         return cls.row.ell_conjugate(v, y, p)
 
-    def _base_conjugate_cvx(self, d):
+    def _base_conjugate_cvx(self, d: int) -> tuple[cp.Expression, cp.Expression,
+                                                   list[cp.Constraint]]:
         v = cp.Variable(self.m, name="v_rows")
         c = 1.0 / self.m
         lo, hi = self._ell_conj_bounds(self.y, self._row_param())
@@ -341,6 +342,6 @@ class DataFitLoss(Loss):
 
 
 def _rows_sum_cvx(cls: type[DataFitLoss], t: cp.Expression, y: np.ndarray, c: np.ndarray,
-                  p: np.ndarray | None) -> cp.Expression:
+                  p: Any) -> cp.Expression:
     """``sum_r c_r ell(t_r, y_r)`` as one vectorized CVXPY expression."""
     return cp.sum(cp.multiply(c, cls._ell_cvx(t, y, p)))

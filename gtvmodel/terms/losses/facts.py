@@ -76,7 +76,7 @@ class fact:  # noqa: N801 - a descriptor named like the attribute kind it makes
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
         record = owner.class_facts if obj is None else obj.facts
         return getattr(record, self.field)
 

@@ -29,36 +29,38 @@ class SquaredRow(RowLoss):
     ell_curvature_min = 2.0
 
     @staticmethod
-    def _residual_norm_bound(level, p_min, p_sq):
+    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+                             ) -> np.ndarray:
         return np.sqrt(np.maximum(level, 0.0))
 
     @staticmethod
-    def _linear_minorants(y, p):
+    def _linear_minorants(y: np.ndarray, p: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         # (t - y)^2 >= +-2 (t - y) - 1 (tangents at t - y = +-1)
         return [(np.full(y.shape, 2.0), -2.0 * y - 1.0), (np.full(y.shape, -2.0), 2.0 * y - 1.0)]
 
     @staticmethod
-    def _ell(t, y, p):
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return (t - y) ** 2
 
     @staticmethod
-    def _ell_cvx(t, y, p):
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         return cp.square(t - y)
 
     @staticmethod
-    def _ell_d1(t, y, p):
+    def _ell_d1(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return 2.0 * (t - y)
 
     @staticmethod
-    def _ell_d2(t, y, p):
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return np.full(np.shape(t), 2.0)
 
     @staticmethod
-    def _ell_conj(v, y, p):
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return v * y + 0.25 * v**2
 
     @staticmethod
-    def _ell_conj_cvx(v, y, p):
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
+                      ) -> cp.Expression:
         return cp.multiply(y, v) + 0.25 * cp.square(v)
 
 
@@ -147,7 +149,7 @@ class SquaredLoss(DataFitLoss):
         constructor call per group (the factor depends on each group's ``m``)."""
         if options.get("scaling", "mean") == "mean":
             return super().from_groups(X, y, ms, **options)
-        return Loss.from_groups.__func__(cls, X, y, ms, **options)
+        return Loss.from_groups.__func__(cls, X, y, ms, **options)  # type: ignore[attr-defined]
 
     def samples(self) -> tuple[np.ndarray, np.ndarray]:
         """The node's samples ``(X, y)`` as given (before a ``scaling``'s factor)."""
@@ -158,7 +160,7 @@ class SquaredLoss(DataFitLoss):
         extra = "" if scaling == "mean" else f", scaling={scaling!r}"
         return f"SquaredLoss(m={self.m}, d={self.dim}{extra}{self._reg_repr()})"
 
-    def squared_rows(self, d):
+    def squared_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(X, y, m)``: the loss is ``||y - X w||^2 / m`` itself."""
         return self.X, self.y, self.m
 
@@ -170,7 +172,7 @@ class SquaredLoss(DataFitLoss):
             self.__dict__["_eig"] = cached
         return cached
 
-    def _conjugate_closed(self, S):
+    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, ...] | None:
         if self.l1:
             return None
         e, V = self.eig()
@@ -196,44 +198,47 @@ class LogisticRow(RowLoss):
     ell_d3_max = 1.0 / (6.0 * np.sqrt(3.0))  # |s (1 - s) (1 - 2 s)| at s = (3 -+ sqrt 3) / 6
 
     @staticmethod
-    def _linear_minorants(y, p):
+    def _linear_minorants(y: np.ndarray, p: Any
+                          ) -> list[tuple[np.ndarray, np.ndarray]]:
         return [(-y, np.zeros(y.shape))]  # log(1 + exp(-y t)) >= -y t
 
     @staticmethod
-    def _ell(t, y, p):
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return np.logaddexp(0.0, -y * t)
 
     @staticmethod
-    def _ell_cvx(t, y, p):
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         return cp.logistic(cp.multiply(-y, t))
 
     @staticmethod
-    def _ell_d1(t, y, p):
+    def _ell_d1(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return -y * expit(-y * t)
 
     @staticmethod
-    def _ell_d2(t, y, p):
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         s = expit(-y * t)
         return s * (1.0 - s)
 
     @classmethod
-    def _ell_d12(cls, t, y, p):
+    def _ell_d12(cls, t: np.ndarray, y: np.ndarray, p: Any
+                 ) -> tuple[np.ndarray, np.ndarray]:
         s = expit(-y * t)  # ell' = -y s, ell'' = s (1 - s): one sigmoid for both
         return -y * s, s * (1.0 - s)
 
     # conjugate of softplus(-y t): with b = -y v in [0, 1], b log b + (1 - b) log(1 - b)
     @staticmethod
-    def _ell_conj(v, y, p):
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         b = np.clip(-y * v, 0.0, 1.0)
         return xlogy(b, b) + xlogy(1.0 - b, 1.0 - b)
 
     @staticmethod
-    def _ell_conj_cvx(v, y, p):
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
+                      ) -> cp.Expression:
         b = cp.multiply(-y, v)
         return -cp.entr(b) - cp.entr(1.0 - b)
 
     @staticmethod
-    def _ell_conj_bounds(y, p):
+    def _ell_conj_bounds(y: np.ndarray, p: Any) -> tuple[Any, Any]:
         return np.minimum(0.0, -y), np.maximum(0.0, -y)
 
 
@@ -299,28 +304,30 @@ class HingeRow(RowLoss):
     its conjugate ``v y`` on ``-y v in [0, 1]``."""
 
     @staticmethod
-    def _linear_minorants(y, p):
+    def _linear_minorants(y: np.ndarray, p: Any
+                          ) -> list[tuple[np.ndarray, np.ndarray]]:
         return [(-y, np.ones(y.shape))]  # max(0, 1 - y t) >= 1 - y t
 
     @staticmethod
-    def _ell(t, y, p):
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return np.maximum(0.0, 1.0 - y * t)
 
     @staticmethod
-    def _ell_cvx(t, y, p):
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         return cp.pos(1.0 - cp.multiply(y, t))
 
     # conjugate of max(0, 1 - y t): y v on y v in [-1, 0]
     @staticmethod
-    def _ell_conj(v, y, p):
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return y * v
 
     @staticmethod
-    def _ell_conj_cvx(v, y, p):
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
+                      ) -> cp.Expression:
         return cp.multiply(y, v)
 
     @staticmethod
-    def _ell_conj_bounds(y, p):
+    def _ell_conj_bounds(y: np.ndarray, p: Any) -> tuple[Any, Any]:
         return np.minimum(0.0, -y), np.maximum(0.0, -y)
 
 
@@ -379,32 +386,35 @@ class AbsoluteRow(RowLoss):
     on ``|v| <= 1``."""
 
     @staticmethod
-    def _residual_norm_bound(level, p_min, p_sq):
+    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+                             ) -> np.ndarray:
         return np.maximum(level, 0.0)  # ||r||_2 <= ||r||_1
 
     @staticmethod
-    def _linear_minorants(y, p):
+    def _linear_minorants(y: np.ndarray, p: Any
+                          ) -> list[tuple[np.ndarray, np.ndarray]]:
         return [(np.ones(y.shape), -y), (-np.ones(y.shape), y)]
 
     @staticmethod
-    def _ell(t, y, p):
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return np.abs(t - y)
 
     @staticmethod
-    def _ell_cvx(t, y, p):
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         return cp.abs(t - y)
 
     # conjugate of |t - y|: v y on |v| <= 1
     @staticmethod
-    def _ell_conj(v, y, p):
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return v * y
 
     @staticmethod
-    def _ell_conj_cvx(v, y, p):
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
+                      ) -> cp.Expression:
         return cp.multiply(y, v)
 
     @staticmethod
-    def _ell_conj_bounds(y, p):
+    def _ell_conj_bounds(y: np.ndarray, p: Any) -> tuple[Any, Any]:
         return np.full(y.shape, -1.0), np.full(y.shape, 1.0)
 
 
@@ -458,44 +468,46 @@ class HuberRow(RowLoss):
     ell_curvature = 2.0
 
     @staticmethod
-    def _residual_norm_bound(level, p_min, p_sq):
+    def _residual_norm_bound(level: np.ndarray, p_min: np.ndarray, p_sq: np.ndarray
+                             ) -> np.ndarray:
         # huber(r, M) >= 2 M |r| - M^2 row by row, so 2 min(M) ||r||_1 <= level + sum M^2
         return (np.maximum(level, 0.0) + p_sq) / (2.0 * p_min)
 
     @staticmethod
-    def _linear_minorants(y, p):
+    def _linear_minorants(y: np.ndarray, p: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         # huber(t - y, M) >= +-2 M (t - y) - M^2
         return [(2.0 * p, -2.0 * p * y - p**2), (-2.0 * p, 2.0 * p * y - p**2)]
 
     @staticmethod
-    def _ell(t, y, p):
+    def _ell(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         r = np.abs(t - y)
         return np.where(r <= p, r**2, 2.0 * p * r - p**2)
 
     @staticmethod
-    def _ell_cvx(t, y, p):
+    def _ell_cvx(t: cp.Expression, y: np.ndarray, p: Any) -> cp.Expression:
         # huber(r, M) = M^2 huber(r / M, 1): lets M vary per row in one expression.
-        return cp.multiply(p**2, cp.huber(cp.multiply(1.0 / p, t - y), 1.0))
+        return cp.multiply(p**2, cp.huber(cp.multiply(1.0 / p, t - y), 1.0))  # type: ignore[arg-type]
 
     @staticmethod
-    def _ell_d1(t, y, p):
+    def _ell_d1(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return 2.0 * np.clip(t - y, -p, p)
 
     @staticmethod
-    def _ell_d2(t, y, p):
+    def _ell_d2(t: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return np.where(np.abs(t - y) <= p, 2.0, 0.0)
 
     # conjugate of huber(t - y, M): v y + v^2 / 4 on |v| <= 2 M
     @staticmethod
-    def _ell_conj(v, y, p):
+    def _ell_conj(v: np.ndarray, y: np.ndarray, p: Any) -> np.ndarray:
         return v * y + 0.25 * v**2
 
     @staticmethod
-    def _ell_conj_cvx(v, y, p):
+    def _ell_conj_cvx(v: cp.Expression, y: np.ndarray, p: Any
+                      ) -> cp.Expression:
         return cp.multiply(y, v) + 0.25 * cp.square(v)
 
     @staticmethod
-    def _ell_conj_bounds(y, p):
+    def _ell_conj_bounds(y: np.ndarray, p: Any) -> tuple[Any, Any]:
         return -2.0 * p, 2.0 * p
 
 

@@ -59,23 +59,24 @@ class ZeroLoss(Loss):
         """True unless a regularizer ``eta ||w||_1`` or ``kappa ||w||^2`` is set."""
         return not self.l1 and not self.l2
 
-    def _base_expression(self, x):
+    def _base_expression(self, x: cp.Expression) -> cp.Expression:
         return cp.Constant(0.0)
 
-    def _base_value(self, w):
+    def _base_value(self, w: np.ndarray) -> float:
         return 0.0
 
-    def _base_gradient(self, w):
+    def _base_gradient(self, w: np.ndarray) -> np.ndarray:
         return np.zeros_like(w)
 
-    def _base_hessian_bounds(self, d):
+    def _base_hessian_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((d, d)), np.zeros((d, d))
 
-    def _conjugate_closed(self, S):
+    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, ...] | None:
         k = S.shape[0]
         return zero_conjugate_rows(np.full(k, self.l1), np.full(k, self.l2), S)
 
-    def _base_conjugate_cvx(self, d):
+    def _base_conjugate_cvx(self, d: int) -> tuple[cp.Expression, cp.Expression,
+                                                   list[cp.Constraint]]:
         return cp.Constant(np.zeros(d)), cp.Constant(0.0), []
 
     def to_spec(self) -> TermSpec:
@@ -130,7 +131,7 @@ class QuadraticLoss(Loss):
     spec_arrays = {"a": ("d",)}
     class_facts = LossFacts(exact_prox=True, isotropic_prox=True)
 
-    def squared_rows(self, d):
+    def squared_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(I, a, 1)``: ``||w - a||^2 = ||a - I w||^2 / 1``."""
         return np.eye(d), self.a, 1
 
@@ -148,25 +149,26 @@ class QuadraticLoss(Loss):
         """``d``, the length of the centre ``a``."""
         return int(self.a.shape[0])
 
-    def _base_expression(self, x):
+    def _base_expression(self, x: cp.Expression) -> cp.Expression:
         return cp.sum_squares(x - self.a)
 
-    def _base_value(self, w):
+    def _base_value(self, w: np.ndarray) -> float:
         r = w - self.a
         return float(r @ r)
 
-    def _base_gradient(self, w):
+    def _base_gradient(self, w: np.ndarray) -> np.ndarray:
         return 2.0 * (w - self.a)
 
-    def _base_hessian_bounds(self, d):
+    def _base_hessian_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         return 2.0 * np.eye(d), 2.0 * np.eye(d)
 
-    def _conjugate_closed(self, S):
+    def _conjugate_closed(self, S: np.ndarray) -> tuple[np.ndarray, ...] | None:
         k = S.shape[0]
         return quadratic_conjugate_rows(np.broadcast_to(self.a, S.shape), np.full(k, self.l1),
                                         np.full(k, self.l2), S)
 
-    def _base_conjugate_cvx(self, d):
+    def _base_conjugate_cvx(self, d: int) -> tuple[cp.Expression, cp.Expression,
+                                                   list[cp.Constraint]]:
         s = cp.Variable(d, name="s_quad")
         return s, quadratic_conjugate_cvx(s, self.a), []
 
@@ -220,6 +222,7 @@ class SymbolicLoss(Loss):
     """
 
     kind = "symbolic"
+    variable: cp.Variable
     #: unknown: no gradient or constants are claimed; no lower bound (the certificate
     #: computes -h*(0) by conic duality)
     class_facts = LossFacts(differentiable=False, lipschitz_gradient=False, lower_bound=-np.inf)
@@ -255,7 +258,7 @@ class SymbolicLoss(Loss):
             )
         return self.expr
 
-    def _base_expression(self, x):  # pragma: no cover - expression() is overridden
+    def _base_expression(self, x: cp.Expression) -> cp.Expression:  # pragma: no cover
         return self.expression(x)
 
     def domain_constraints(self) -> list[cp.Constraint]:
@@ -266,7 +269,7 @@ class SymbolicLoss(Loss):
     def _prox_variable(self, d: int) -> cp.Variable:
         return self.variable
 
-    def _base_value(self, w):
+    def _base_value(self, w: np.ndarray) -> float:
         # +inf outside the expression's domain: CVXPY's numeric value is not trustworthy there
         # (finite and too small for inv_pos/power(x, -1)/quad_over_lin, NaN for log)
         return checked_value(self.expr, self.variable, w)
