@@ -65,6 +65,7 @@ from .terms.losses import (
 )
 from .terms.matrix import NuclearNorm, multi_output_squared_loss
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .terms.poisson import PoissonLoss
 from .terms.softmax import SoftmaxLoss
 from .terms.spec import CONSTRAINTS, LOSSES, PENALTIES
 
@@ -105,7 +106,8 @@ def library_losses(rng: np.random.Generator, d: int = 3, m: int = 7, **reg: floa
     """One loss of every library kind (the keys of :data:`gtvmodel.terms.spec.LOSSES`) on
     data drawn from ``rng``: ``m`` samples of ``d`` features (real targets, ``+-1`` labels
     with both signs, ``3`` classes of :class:`SoftmaxLoss` on ``d / 3`` features, or ``2`` on
-    ``d / 2`` when ``3`` does not divide ``d``), Huber threshold ``M = 0.7``, regularization
+    ``d / 2`` when ``3`` does not divide ``d``), Poisson counts drawn at ``exp(x_r^T b)`` for
+    samples ``0.5 X``, Huber threshold ``M = 0.7``, regularization
     ``reg`` (``l1``, ``l2``) on every loss."""
     X = rng.normal(size=(m, d))
     y = X @ rng.normal(size=d) + 0.5 * rng.normal(size=m)
@@ -120,7 +122,9 @@ def library_losses(rng: np.random.Generator, d: int = 3, m: int = 7, **reg: floa
            "hinge": HingeLoss(X, lab, **reg), "huber": HuberLoss(X, y, M=0.7, **reg),
            "absolute": AbsoluteLoss(X, y, **reg), "zero": ZeroLoss(**reg),
            "quadratic": QuadraticLoss(rng.normal(size=d), **reg),
-           "softmax": SoftmaxLoss(rng.normal(size=(m, d // k)), classes, k, **reg)}
+           "softmax": SoftmaxLoss(rng.normal(size=(m, d // k)), classes, k, **reg),
+           "poisson": PoissonLoss(0.5 * X, rng.poisson(np.exp(0.5 * X @ rng.normal(size=d))),
+                                  **reg)}
     return out
 
 
@@ -160,6 +164,9 @@ _EXAMPLES: tuple[TermExample, ...] = (
     TermExample("quadratic-l1", "loss", _library("quadratic", l1=0.1), 3),
     TermExample("softmax-l2", "loss", _library("softmax", l2=0.05), 3),
     TermExample("softmax-l1-l2", "loss", _library("softmax", l1=0.02, l2=0.05), 3),
+    TermExample("poisson", "loss", _library("poisson"), 3),
+    TermExample("poisson-l2", "loss", _library("poisson", l2=0.05), 3),
+    TermExample("poisson-l1-l2", "loss", _library("poisson", l1=0.02, l2=0.05), 3),
     TermExample("multioutput-squared", "loss", _multi_output, 6),
     TermExample("norm2", "penalty", lambda rng: Norm2(), 3),
     TermExample("norm1", "penalty", lambda rng: Norm1(), 3),
