@@ -81,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "QuadForm": "gtvmodel.terms.penalties",
     "SquaredNorm2": "gtvmodel.terms.penalties",
     "SoftmaxLoss": "gtvmodel.terms.softmax",
+    "PoissonLoss": "gtvmodel.terms.poisson",
     "multi_output_squared_loss": "gtvmodel.terms.matrix",
     "NuclearNorm": "gtvmodel.terms.matrix",
     "ClusterReport": "gtvmodel.theory",
@@ -166,6 +167,7 @@ __all__ = [
     "QuadraticLoss",
     "SymbolicLoss",
     "SoftmaxLoss",
+    "PoissonLoss",
     "multi_output_squared_loss",
     # penalties
     "Penalty",

@@ -65,6 +65,7 @@ from .terms.losses import (
 )
 from .terms.matrix import NuclearNorm, multi_output_squared_loss
 from .terms.penalties import Norm1, Norm2, NormInf, NormP, Penalty, QuadForm, SquaredNorm2
+from .terms.poisson import PoissonLoss
 from .terms.softmax import SoftmaxLoss
 from .terms.spec import CONSTRAINTS, LOSSES, PENALTIES
 
@@ -105,7 +106,8 @@ def library_losses(rng: np.random.Generator, d: int = 3, m: int = 7, **reg: floa
     """One loss of every library kind (the keys of :data:`gtvmodel.terms.spec.LOSSES`) on
     data drawn from ``rng``: ``m`` samples of ``d`` features (real targets, ``+-1`` labels
     with both signs, ``3`` classes of :class:`SoftmaxLoss` on ``d / 3`` features, or ``2`` on
-    ``d / 2`` when ``3`` does not divide ``d``), Huber threshold ``M = 0.7``, regularization
+    ``d / 2`` when ``3`` does not divide ``d``), Poisson counts drawn at ``exp(x_r^T b)`` for
+    samples ``0.5 X``, Huber threshold ``M = 0.7``, regularization
     ``reg`` (``l1``, ``l2``) on every loss."""
     X = rng.normal(size=(m, d))
     y = X @ rng.normal(size=d) + 0.5 * rng.normal(size=m)
@@ -120,7 +122,9 @@ def library_losses(rng: np.random.Generator, d: int = 3, m: int = 7, **reg: floa
            "hinge": HingeLoss(X, lab, **reg), "huber": HuberLoss(X, y, M=0.7, **reg),
            "absolute": AbsoluteLoss(X, y, **reg), "zero": ZeroLoss(**reg),
            "quadratic": QuadraticLoss(rng.normal(size=d), **reg),
-           "softmax": SoftmaxLoss(rng.normal(size=(m, d // k)), classes, k, **reg)}
+           "softmax": SoftmaxLoss(rng.normal(size=(m, d // k)), classes, k, **reg),
+           "poisson": PoissonLoss(0.5 * X, rng.poisson(np.exp(0.5 * X @ rng.normal(size=d))),
+                                  **reg)}
     return out
 
 
@@ -160,6 +164,9 @@ _EXAMPLES: tuple[TermExample, ...] = (
     TermExample("quadratic-l1", "loss", _library("quadratic", l1=0.1), 3),
     TermExample("softmax-l2", "loss", _library("softmax", l2=0.05), 3),
     TermExample("softmax-l1-l2", "loss", _library("softmax", l1=0.02, l2=0.05), 3),
+    TermExample("poisson", "loss", _library("poisson"), 3),
+    TermExample("poisson-l2", "loss", _library("poisson", l2=0.05), 3),
+    TermExample("poisson-l1-l2", "loss", _library("poisson", l1=0.02, l2=0.05), 3),
     TermExample("multioutput-squared", "loss", _multi_output, 6),
     TermExample("norm2", "penalty", lambda rng: Norm2(), 3),
     TermExample("norm1", "penalty", lambda rng: Norm1(), 3),
@@ -254,6 +261,18 @@ def _loss_value(loss: Loss, rng: np.random.Generator) -> None:
     for w in 1.5 * rng.normal(size=(4, d)):
         x.value = w
         _close(loss.value(w), expr.value, 1e-9, 1e-12, f"{loss!r}: value vs CVXPY expression")
+    _loss_lower_bound(loss, expr)
+
+
+def _loss_lower_bound(loss: Loss, expr: cp.Expression) -> None:
+    """``facts.lower_bound <= min_w h(w)`` (CVXPY), the bound the compiler and the
+    certificate rely on."""
+    bound = loss.lower_bound
+    if not np.isfinite(bound):
+        return
+    low, _ = _reference(expr)
+    if bound > low + 1e-7 * max(1.0, abs(low)):
+        _fail(f"{loss!r}", f"lower_bound {bound} > min_w L(w) = {low}")
 
 
 def _loss_gradient(loss: Loss, rng: np.random.Generator) -> None:
@@ -275,9 +294,11 @@ def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
     """Theorem 2's constants: ``H_lo <= hess L(w) <= H_hi`` (finite differences of the
     gradient), ``beta = lambda_max(H_hi)``, ``alpha <= lambda_min(H_lo)``."""
     d = loss.dim or 3
-    if not loss.smooth:
+    if not loss.lipschitz:
         if loss.smoothness != np.inf:
-            _fail(f"{loss!r}", f"not smooth but smoothness = {loss.smoothness}")
+            _fail(f"{loss!r}", f"no Lipschitz gradient but smoothness = {loss.smoothness}")
+        if loss.smooth:
+            _no_hessian_bound(loss, rng, d)
         return
     lo, hi = loss.hessian_bounds(d)
     _close(loss.smoothness, np.linalg.eigvalsh(hi)[-1], 1e-12, 0.0,
@@ -293,6 +314,26 @@ def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
             gap = np.linalg.eigvalsh(high - low)[0]
             if gap < -1e-5:
                 _fail(f"{loss!r}", f"{what} fails at w = {w} (eigenvalue {gap:.3g})")
+
+
+def _no_hessian_bound(loss: Loss, rng: np.random.Generator, d: int) -> None:
+    """A differentiable loss without a global Lipschitz gradient: ``hessian_bounds`` refuses
+    (UnsupportedError, never an infinite or NaN bound) and ``alpha <= lambda_min(hess L)``
+    (finite differences of the gradient)."""
+    try:
+        loss.hessian_bounds(d)
+    except UnsupportedError:
+        pass
+    else:
+        _fail(f"{loss!r}", "no Lipschitz gradient but hessian_bounds() answers")
+    h = 1e-6
+    for w in rng.normal(size=(3, d)):
+        H = np.array([(loss.gradient(w + h * e) - loss.gradient(w - h * e)) / (2 * h)
+                      for e in np.eye(d)])
+        low = np.linalg.eigvalsh(0.5 * (H + H.T))[0]
+        if loss.strong_convexity > low + 1e-5 * max(1.0, abs(low)):
+            _fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(hess L) "
+                  f"= {low} at w = {w}")
 
 
 def _cvx_conjugate(loss: Loss, s: np.ndarray) -> float:
@@ -435,18 +476,31 @@ def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
                f"{name}: gradients vs finite differences of the per-node values")
     _batch_conjugates(batch, losses, pos, rng, name)
     _batch_radii(batch, losses, pos, base, name)
-    if losses[0].base_smooth:
+    _batch_hessian_bounds(batch, losses, name, d)
+    ok = batch.prox_supported()
+    if ok.all():
+        V, tau = rng.normal(size=(pos.size, d)), np.array([0.3, 1.0, 2.5])
+        ref = np.array([_cvx_prox(ls, V[k], tau[k]) for k, ls in enumerate(losses)])
+        _close(batch.prox(V, tau), ref, 0.0, 1e-4, f"{name}: stacked prox vs CVXPY per node")
+
+
+def _batch_hessian_bounds(batch: LossBatch, losses: list[Loss], name: str, d: int) -> None:
+    """The stacked Hessian bounds against the per-node ones; a refusal where the losses have
+    no globally Lipschitz gradient."""
+    facts = losses[0].facts
+    if facts.differentiable and not facts.lipschitz_gradient:
+        try:
+            batch.hessian_bounds()
+        except UnsupportedError:
+            return
+        _fail(name, "no Lipschitz gradient but hessian_bounds() answers")
+    if facts.differentiable:
         lo, hi = batch.hessian_bounds()
         for j, ls in enumerate(losses):
             reg = 2.0 * ls.l2 * np.eye(d)
             ref_lo, ref_hi = ls.hessian_bounds(d) if ls.smooth else (lo[j] + reg, hi[j] + reg)
             _close(lo[j] + reg, ref_lo, 1e-12, 1e-14, f"{name}: hessian_bounds (lower)")
             _close(hi[j] + reg, ref_hi, 1e-12, 1e-14, f"{name}: hessian_bounds (upper)")
-    ok = batch.prox_supported()
-    if ok.all():
-        V, tau = rng.normal(size=(pos.size, d)), np.array([0.3, 1.0, 2.5])
-        ref = np.array([_cvx_prox(ls, V[k], tau[k]) for k, ls in enumerate(losses)])
-        _close(batch.prox(V, tau), ref, 0.0, 1e-4, f"{name}: stacked prox vs CVXPY per node")
 
 
 def _loss_spec(loss: Loss, rng: np.random.Generator) -> None:

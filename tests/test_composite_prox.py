@@ -235,7 +235,7 @@ def test_cycling_node_is_polished_from_its_cvxpy_answer_to_the_exact_point():
 
 @pytest.mark.parametrize("cls", CLASSES)
 def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
-    # _states_at identifies the active set from a point 1e-10 off (bounds that bind, l1
+    # states_at identifies the active set from a point 1e-10 off (bounds that bind, l1
     # zeros, kinks); the active-set steps from there end within two (a degenerate row, held
     # with a zero dual, may flip once) and are certified
     rng, losses, V, lo, hi, batch, tau = _binding_batch(cls, 12)
@@ -243,7 +243,7 @@ def test_states_at_a_point_near_the_minimizer_start_an_exact_solve(cls):
     assert batch.fallbacks == 0
     pad = batch._padded()
     rows = {key: pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
-    start = composite_mod._states_at(Z + 1e-10 * rng.standard_normal(Z.shape), **rows)
+    start = composite_mod.states_at(Z + 1e-10 * rng.standard_normal(Z.shape), **rows)
     mu = 2.0 * batch.l2 + 1.0 / tau
     calls = []
     real = kernel_mod._box_qp_projected_gradient

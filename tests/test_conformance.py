@@ -65,14 +65,28 @@ def test_battery_reports_a_wrong_value():
         testing.check_loss(lambda rng: Off(rng.normal(size=3)), ["value"])
 
 
-def test_battery_reports_a_silent_zero_batch():
-    """A batch whose ``values`` default to zeros (the base class's neutral hook) is caught."""
+def test_a_batch_that_forgets_a_required_hook_fails_at_construction():
+    """The required hooks are abstract: no neutral default (``values`` of zeros) exists."""
 
     class NeutralBatch(LossBatch):
         pass
 
     class Neutral(gm.QuadraticLoss):
         batch_class = NeutralBatch
+
+    with pytest.raises(TypeError, match="abstract.*expression.*gradients.*max_rows.*values"):
+        LossBatch(Neutral, np.array([0]), [Neutral(np.zeros(3))], 1, 3)
+
+
+def test_battery_reports_a_batch_of_wrong_values():
+    """A batch whose ``values`` answer zeros for a nonzero loss is caught by the battery."""
+
+    class ZeroValues(QuadraticBatch):
+        def values(self, W):
+            return np.zeros(self.n)
+
+    class Neutral(gm.QuadraticLoss):
+        batch_class = ZeroValues
 
     with pytest.raises(AssertionError, match="batch"):
         testing.check_loss(lambda rng: Neutral(rng.normal(size=3)), ["batch"])

@@ -122,7 +122,7 @@ def test_device_certificate_is_the_host_certificate(penalty, flow_scale, no_nump
 def test_the_squared_losses_split_runs_on_the_device(monkeypatch):
     """The squared losses' conjugates (work proportional to the samples) are evaluated on the
     demands where they were formed; the host certificate evaluates the same split in numpy."""
-    import gtvmodel.terms.losses as losses
+    import gtvmodel.terms.losses.batches as losses  # where the split is called
 
     seen = []
     split = losses.datafit_conjugate_split

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
-import gtvmodel.terms.losses as losses_mod
+import gtvmodel.terms.losses.batches as losses_mod  # where the batches call the kernels
 from gtvmodel.terms.losses import LossBatch, PiecewiseLinearBatch
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}

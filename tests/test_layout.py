@@ -186,16 +186,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                           "sklearn", "testing"})),
 )
 
-#: Private names imported across units, allowed until their owners give them a public name
-#: (issue 29 items 1-2: the terms' solvers moved to ``kernels/`` call a few of its helpers).
-#: The list only shrinks: an entry that no longer occurs fails the test, so that it is removed.
-PRIVATE_ALLOWED = frozenset({
-    ("gtvmodel.terms.composite", "gtvmodel.kernels.composite", "_states_at"),
-    ("gtvmodel.terms.composite", "gtvmodel.kernels.linalg", "_spd_solve"),
-    ("gtvmodel.terms.losses", "gtvmodel.kernels.linalg", "_grouped_gram"),
-    ("gtvmodel.terms.losses", "gtvmodel.kernels.newton", "_newton_predictor"),
-    ("gtvmodel.terms.losses", "gtvmodel.kernels.newton", "_take"),
-})
+#: Private names one unit may import from another: none (the helpers of ``kernels/`` that the
+#: terms call -- ``grouped_gram``, ``newton_predictor``, ``take_rows``, ``states_at``,
+#: ``spd_solve`` -- are public; issue 29 items 1-2).
+PRIVATE_ALLOWED: frozenset[tuple[str, str, str]] = frozenset()
 
 
 #: The engine packages, whose modules talk to one another through public names only (issue 29

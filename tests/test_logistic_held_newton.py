@@ -11,7 +11,7 @@ import pytest
 from scipy.special import expit
 
 import gtvmodel as gm
-from gtvmodel.terms.composite import SmoothCompositeProxBatch, _spd_solve, kkt_certified
+from gtvmodel.terms.composite import SmoothCompositeProxBatch, kkt_certified, spd_solve
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
 
@@ -251,11 +251,11 @@ def test_many_nodes_with_changing_active_sets_equal_cvxpy(monkeypatch):
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
 def test_spd_solve_equals_lapack(d):
-    """``_spd_solve`` (Cholesky written out over the entries for ``d <= 4``) solves batched
+    """``spd_solve`` (Cholesky written out over the entries for ``d <= 4``) solves batched
     positive definite systems as ``numpy.linalg.solve`` does, to rounding."""
     rng = np.random.default_rng(d)
     A = rng.standard_normal((50, d, d)) * np.logspace(0, 2, d)
     H = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
     b = rng.standard_normal((50, d))
     ref = np.linalg.solve(H, b[:, :, None])[:, :, 0]
-    np.testing.assert_allclose(_spd_solve(H, b), ref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(spd_solve(H, b), ref, rtol=1e-9, atol=1e-12)

@@ -259,7 +259,7 @@ def test_constraint_projections(rng):
 def test_grouped_gram_chunks(chunk, rng):
     """The batched per-node Gram matrices (squared-loss Q_i, Newton Hessians) are exact for
     every chunking of the stacked rows."""
-    from gtvmodel.terms.losses import _grouped_gram
+    from gtvmodel.terms.losses import grouped_gram
 
     ms = rng.integers(1, 7, 40)
     starts = np.concatenate([[0], np.cumsum(ms)[:-1]])
@@ -267,4 +267,4 @@ def test_grouped_gram_chunks(chunk, rng):
     w = rng.uniform(size=ms.sum())
     ref = np.array([(X[s:s + m] * w[s:s + m, None]).T @ X[s:s + m]
                     for s, m in zip(starts, ms, strict=True)])
-    np.testing.assert_allclose(_grouped_gram(X, w, starts, chunk_rows=chunk), ref, atol=1e-13)
+    np.testing.assert_allclose(grouped_gram(X, w, starts, chunk_rows=chunk), ref, atol=1e-13)

@@ -31,6 +31,7 @@ import numpy as np
 
 from .._cvx import bounds_constraints, norm_rows_le
 from ..declaration import ModelDeclaration, ModelStructure
+from ..errors import UnsupportedError
 from ..terms.constraints import SymbolicConstraint
 
 __all__ = ["PrimalProblem", "compile_primal", "compile_nodes", "find_infeasible_nodes",
@@ -103,8 +104,10 @@ def _node_terms(model: ModelDeclaration, st: ModelStructure, W: cp.Variable,
     cons: list[cp.Constraint] = []
     for batch in st.batches:
         expr = batch.expression(w_flat, W)
-        if expr is not None:
-            terms.append(expr)
+        if expr is None:  # a batch of the structure always has a term (its nodes carry data)
+            raise UnsupportedError(f"the {batch.kind} batch (nodes {batch.nodes[:5].tolist()}"
+                                   f"...) returned no CVXPY expression")
+        terms.append(expr)
     if st.l1.any():
         idx = np.flatnonzero(st.l1)
         terms.append(st.l1[idx] @ cp.sum(cp.abs(W[idx, :]), axis=1))

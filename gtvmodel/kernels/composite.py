@@ -484,7 +484,7 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
             & (nu >= 0)
     return ok
 
-def _states_at(Z: np.ndarray, P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
+def states_at(Z: np.ndarray, P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
                hi: np.ndarray, fixed: np.ndarray, rtol: float = 1e-7
                ) -> tuple[np.ndarray, np.ndarray]:
     """The active sets and row duals that a point ``Z`` near the minimizer identifies

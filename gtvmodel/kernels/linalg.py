@@ -2,9 +2,9 @@
 
 - :func:`_pinv_rows`: pseudo-inverses of stacked row blocks (QR where the rows are
   independent, SVD otherwise), the free rows' solves of the active-set steps;
-- :func:`_spd_solve`: stacked symmetric positive definite solves (Cholesky written out for
+- :func:`spd_solve`: stacked symmetric positive definite solves (Cholesky written out for
   ``d <= 4``), the Newton steps of the smooth composite prox;
-- :func:`_grouped_gram`: ``G_i = sum_r w_r x_r x_r^T`` over consecutive row groups, the
+- :func:`grouped_gram`: ``G_i = sum_r w_r x_r x_r^T`` over consecutive row groups, the
   Hessians of :func:`~gtvmodel.kernels.newton.newton_minimize`.
 """
 
@@ -49,7 +49,7 @@ def _pinv_rows(A: np.ndarray, on: np.ndarray, rtol: float = 1e-12) -> np.ndarray
     return out
 
 
-def _spd_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
+def spd_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``x_i = H_i^{-1} b_i`` for ``k`` symmetric positive definite ``H_i`` ``(d, d)``: for ``d
     <= 4`` by a Cholesky factorization ``H = L L^T`` written out over the ``d^2 / 2`` entries
     (each a vector over the nodes: no per-node LAPACK call, several times faster there), else
@@ -73,7 +73,7 @@ def _spd_solve(H: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack(x, axis=1)
 
 
-def _grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
+def grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
                   chunk_rows: int = 1 << 16) -> np.ndarray:
     """``G_i = sum_{r in node i} weights_r x_r x_r^T`` for consecutive row groups starting at
     ``starts``; an ``(k, d, d)`` array, computed in chunks of nodes to bound memory."""

@@ -2,7 +2,7 @@
 PU (32) of paper 001 for a smooth data-fit loss (:func:`newton_minimize`) and, on ``-f``, the
 maximizers of the certificate's conjugates ``h*(s)`` (:func:`newton_conjugate_maximizers`),
 with its Armijo line search and the first-order start of Algorithm 1's next call
-(:func:`_newton_predictor`).
+(:func:`newton_predictor`).
 
 The loss enters only through its row functions ``ell(t, y, p)``, ``ell'`` and ``ell''``
 (:class:`RowLoss`, e.g. a :class:`~gtvmodel.terms.losses.DataFitLoss` subclass).
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .linalg import _grouped_gram
+from .linalg import grouped_gram
 
 
 class RowLoss(Protocol):
@@ -33,7 +33,7 @@ class RowLoss(Protocol):
     def _ell_d2(t: np.ndarray, y: np.ndarray, p: np.ndarray | None) -> np.ndarray: ...
 
 
-def _take(p: np.ndarray | None, rows: Any) -> np.ndarray | None:
+def take_rows(p: np.ndarray | None, rows: Any) -> np.ndarray | None:
     return None if p is None else p[rows]
 
 
@@ -89,7 +89,7 @@ def newton_minimize(cls: RowLoss, Xs: np.ndarray, y: np.ndarray, p: np.ndarray |
             done |= np.abs(G).max(axis=1) <= gtol
         if done.all():
             break
-        H = _grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
+        H = grouped_gram(Xa, ca * cls._ell_d2(t, ya, pa), sa)
         H[:, diag, diag] += mua[:, None]
         if ridge:
             tr = np.maximum(np.trace(H, axis1=1, axis2=2), 1e-300)
@@ -173,10 +173,10 @@ def _keep_nodes(part: tuple, t: np.ndarray, keep: np.ndarray) -> tuple[tuple, np
     rows = keep[la]
     renum = np.cumsum(keep) - 1
     lk = renum[la[rows]]
-    return (Xa[rows], lk, ya[rows], _take(pa, rows), ca[rows], _row_starts(lk)), t[rows]
+    return (Xa[rows], lk, ya[rows], take_rows(pa, rows), ca[rows], _row_starts(lk)), t[rows]
 
 
-def _newton_predictor(last: dict[str, np.ndarray], mu: np.ndarray, g: np.ndarray
+def newton_predictor(last: dict[str, np.ndarray], mu: np.ndarray, g: np.ndarray
                       ) -> np.ndarray:
     """The minimizer of :func:`newton_minimize`'s ``F_i`` for new ``(mu, g)`` to first order
     from the last call's ``(mu', g')``, answer ``z'`` and Hessian ``H'`` of ``F_i``: the

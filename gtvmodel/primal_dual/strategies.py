@@ -94,7 +94,8 @@ class BatchProxGroup(NodeGroup):
         """The group of its node at position ``j`` alone (``n`` nodes, dimension ``d``)."""
         part = slice(j, j + 1)
         batch = (self.subset(part) if self.subset is not None else
-                 LossBatch(self.batch.cls, self.nodes[part], self.batch.losses[part], n, d))
+                 LossBatch(self.batch.cls, self.nodes[part], self.batch.losses[part], n,  # type: ignore[abstract]
+                           d))
         return BatchProxGroup(
             batch, None if self.box is None else (self.box[0][part], self.box[1][part]),
             None if self.ball is None else (self.ball[0], self.ball[1][part]))
@@ -326,7 +327,7 @@ def _stacked_template(model: ModelDeclaration, cls: type, ckind: Any, idx: np.nd
             twin.prox_supported()  # a data-derived mask: kept by the template's siblings
             return BatchProxGroup(twin.seal())
     losses = [model.loss_at(i) for i in idx.tolist()]
-    batch = LossBatch(cls, idx, losses, n, d)
+    batch = LossBatch(cls, idx, losses, n, d)  # type: ignore[abstract]  # the factory (__new__)
     batch.share_data(model.structure().batches)  # Gram matrices etc. once per model version
     batch.prox_supported()
     batch.seal()

@@ -60,8 +60,8 @@ import numpy as np
 
 from .._solver import run_solver
 from ..errors import SolverError
-from ..kernels.composite import KKT_RTOL, _states_at, composite_active_set_prox, kkt_certified
-from ..kernels.linalg import _spd_solve
+from ..kernels.composite import KKT_RTOL, composite_active_set_prox, kkt_certified, states_at
+from ..kernels.linalg import spd_solve
 from .losses import DataFitBatch, Loss
 
 __all__ = ["CompositeProxBatch", "SmoothCompositeProxBatch", "composite_active_set_prox",
@@ -111,7 +111,7 @@ class CompositeProxBatch(DataFitBatch):
                 [ls.piecewise_quadratic for ls in self.losses], dtype=bool)
         return ok
 
-    def _padded(self) -> dict[str, np.ndarray]:
+    def _padded(self) -> dict[str, Any]:
         """The rows of :func:`composite_active_set_prox` padded per node (cached): the data
         rows (``max_i m_i`` slots), then ``d`` ``l1`` rows if any ``eta_i > 0``, ``d`` upper and
         ``d`` lower box rows if any bound is finite."""
@@ -167,7 +167,7 @@ class CompositeProxBatch(DataFitBatch):
         data["fixed"][self.local, slot] = False
         return data
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """:func:`composite_active_set_prox` on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 +
         iota_{box_i}(z) + iota{||z||_2 <= r_i} + ||z - v_i||^2 / (2 tau_i)``, started from the
         last call's active sets (Algorithm 1 changes them little), else from ``W0`` (else
@@ -184,7 +184,7 @@ class CompositeProxBatch(DataFitBatch):
         Z, ok, self.__dict__["_dual_start"] = composite_active_set_prox(
             **self._padded(), mu=mu, g=V / tau[:, None], Z0=Z, start=start, radius=radius,
             radius1=radius1, cache=self.__dict__.setdefault("_system_cache", {}))
-        bad = np.flatnonzero(~ok)
+        bad = np.flatnonzero(~ok)  # type: ignore[operator]  # checked: ok is an array
         if bad.size:
             self.fallbacks += int(bad.size)
             W = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
@@ -195,20 +195,21 @@ class CompositeProxBatch(DataFitBatch):
         return Z
 
     def _polished(self, idx: np.ndarray, W: np.ndarray, mu: np.ndarray, V: np.ndarray,
-                  tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  tau: np.ndarray) -> tuple[np.ndarray, Any]:
         """The CVXPY answers ``W`` of the nodes ``idx`` made exact: the active sets they
-        identify (:func:`_states_at`) start :func:`composite_active_set_prox` on those nodes,
+        identify (:func:`states_at`) start :func:`composite_active_set_prox` on those nodes,
         which solves them exactly (and moves on where a row was misidentified); returns the
         answers and where they pass :func:`kkt_certified` (there they replace ``W`` and their
         active sets start the next call).  The active-set steps can cycle on a
         badly conditioned node from far away (Huber with ``l1`` at condition ``1e4``), while
         the solver's point, ``1e-8`` off, lies on the solution's active set."""
         pad = self._padded()
-        rows = {key: pad[key][idx] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+        rows: dict[str, Any] = {key: pad[key][idx]
+                                for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
         radius, radius1 = (None if r is None else r[idx] for r in self._balls)
         Zp, ok, new = composite_active_set_prox(
             **rows, coord=pad["coord"], l1row=pad["l1row"], mu=mu[idx],
-            g=V[idx] / tau[idx, None], Z0=W, start=_states_at(W, **rows), radius=radius,
+            g=V[idx] / tau[idx, None], Z0=W, start=states_at(W, **rows), radius=radius,
             radius1=radius1)
         last = self.__dict__.get("_dual_start")
         if last is not None:
@@ -335,7 +336,7 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         data["fixed"][self.local, slot] = False
         return data
 
-    def _rows_of(self, nodes: np.ndarray) -> dict[str, Any]:
+    def _rows_of(self, nodes: np.ndarray) -> dict[str, Any]:  # type: ignore[override]
         """The sample rows of ``nodes`` (sorted; every node has a row) as compact arrays, in
         the nodes' order: ``Xs``, ``y``, ``p``, ``c``, ``cX = c_r x_r``, ``acX = |c_r x_r|``,
         ``cXX = c_r x_r x_r^T``, each row's position ``loc`` in ``nodes``, the ``reduceat``
@@ -356,7 +357,7 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
                 "ms": self.ms[nodes]}
 
     @staticmethod
-    def _blocks(ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _blocks(ms: Any) -> tuple[np.ndarray, np.ndarray]:
         """Each row's block and the ``reduceat`` offsets of consecutive blocks of ``ms`` rows."""
         return (np.repeat(np.arange(ms.size), ms),
                 np.concatenate(([0], np.cumsum(ms)[:-1])).astype(np.int64))
@@ -433,7 +434,7 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
             return (rows_ok.all(axis=1) & (stat <= KKT_RTOL * scale).all(axis=1)
                     & np.isfinite(scale).all(axis=1))
 
-    def _prox(self, V, tau, W0):
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
         ||z - v_i||^2 / (2 tau_i)``, from ``W0`` (else ``v_i``) clipped to the box, the
         quadratic models' active sets warm-started from the last call's.  With a last call,
@@ -481,10 +482,10 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         S = np.flatnonzero(~done)
         sx: np.ndarray | slice = S if S.size < k else slice(None)
         um, rw = self._unit_map(pad), self._rows_of(S)
-        rows = {key: pad[key][sx] for key in ("cs", "cq", "lo", "hi", "fixed")}
+        rows: dict[str, Any] = {key: pad[key][sx] for key in ("cs", "cq", "lo", "hi", "fixed")}
         P = pad["P"][sx].copy()
         Zc, muc, gc, l1c = Z[S], mu[sx], g[sx], self.l1[sx]
-        st = None if start is None else tuple(s[sx] for s in start)  # (copies where S < k)
+        st: Any = None if start is None else tuple(s[sx] for s in start)  # (copies: S < k)
         n = S.size
         fin = np.zeros(n, dtype=bool)
         act = np.arange(n)
@@ -590,11 +591,11 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
     def _reduced_solve(Hd: np.ndarray, mu: np.ndarray, free: np.ndarray, rhs: np.ndarray
                        ) -> np.ndarray:
         """``dz`` with ``(Hd + mu I)_FF dz_F = rhs_F`` and ``dz = 0`` off ``F`` (``free``,
-        ``(k, d)``), for every node at once (:func:`_spd_solve`)."""
+        ``(k, d)``), for every node at once (:func:`spd_solve`)."""
         d = Hd.shape[1]
         H = Hd + mu[:, None, None] * np.eye(d)
         H = np.where(free[:, :, None] & free[:, None, :], H, np.eye(d))
-        return _spd_solve(H, np.where(free, rhs, 0.0))
+        return spd_solve(H, np.where(free, rhs, 0.0))
 
     def _held_states(self, Z: np.ndarray, aU: np.ndarray, stU: np.ndarray,
                      pad: dict[str, np.ndarray], nodes: np.ndarray
@@ -656,7 +657,8 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         rw = self._rows_of(nodes)
         stU, aU = start[0][:, U], start[1][:, U]
         Zs, mu_s, g_s = Z, mu, g
-        d1 = d2 = None
+        d1: Any = None
+        d2: Any = None
         for step in range(self.held_steps):
             ix = nodes if nodes.size < k else slice(None)
             hs = self._held_sets(um, ix, stU, aU)

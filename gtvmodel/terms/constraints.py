@@ -90,7 +90,7 @@ class Constraint:
     def stack_key(self) -> Hashable:
         """Constraints with equal keys are stacked together by :meth:`stack` (a class, or a
         class with its parameters, e.g. ``(NormBall, p)``)."""
-        return type(self)
+        return type(self)  # type: ignore[return-value]  # classes are hashable
 
     @classmethod
     def stack(cls, positions: np.ndarray, items: Sequence[Constraint], d: int
@@ -189,7 +189,8 @@ class Box(Constraint):
         return np.broadcast_to(self.lo, (d,)).copy(), np.broadcast_to(self.hi, (d,)).copy()
 
     @classmethod
-    def stack(cls, positions, items, d):
+    def stack(cls, positions: np.ndarray, items: Sequence[Any], d: int
+              ) -> tuple[str, Any]:
         """``("box", (positions, lo, hi))`` with the ``(k, d)`` bounds stacked."""
         bounds = [c.bounds(d) for c in items]
         return "box", (positions, np.vstack([b[0] for b in bounds]),
@@ -199,7 +200,7 @@ class Box(Constraint):
         """``(lo, hi)`` broadcast to ``(d,)``: a box is its own coordinate bounds."""
         return self.bounds(d)
 
-    def constraints(self, x):
+    def constraints(self, x: cp.Expression) -> list[cp.Constraint]:
         """``x >= lo`` and ``x <= hi`` on the coordinates with finite bounds."""
         d = x.shape[-1]
         lo, hi = self.bounds(d)
@@ -212,7 +213,7 @@ class Box(Constraint):
             out.append((x[..., k] if not k.all() else x) <= hi[k])
         return out
 
-    def violation(self, w):
+    def violation(self, w: np.ndarray) -> float:
         """``max_j max(lo_j - w_j, w_j - hi_j, 0)``; ``+inf`` for non-finite ``w``.  A
         difference of two distinct floats is never rounded to 0, so any point outside the box
         has a positive violation."""
@@ -237,7 +238,7 @@ class Box(Constraint):
         h = np.concatenate([hi[np.isfinite(hi)], -lo[np.isfinite(lo)]])
         return (G, h) if h.size else None
 
-    def project(self, w):
+    def project(self, w: Any) -> np.ndarray:
         """``P_C(w)``: entrywise clipping to ``[lo, hi]`` (rows of a stack alike)."""
         w = np.asarray(w, dtype=float)
         lo, hi = self.bounds(w.shape[-1])
@@ -250,7 +251,7 @@ class Box(Constraint):
         xp = _xp.namespace(W)
         return xp.minimum(xp.maximum(W, lo), hi)
 
-    def support(self, s):
+    def support(self, s: Any) -> float | np.ndarray:
         """``sigma_C(s) = sum_j max(s_j lo_j, s_j hi_j)`` (docs/conventions.md), ``+inf`` where an
         infinite bound meets a coefficient of the wrong sign; one value per row of a ``(k, d)``
         stack."""
@@ -259,14 +260,14 @@ class Box(Constraint):
         out = Box.support_rows(np.atleast_2d(s), lo, hi)
         return float(out[0]) if s.ndim == 1 else out
 
-    def support_expression(self, s):
+    def support_expression(self, s: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
         """CVXPY form of ``sum_k sigma_C(s_k)``: ``sum max(s_j lo_j, s_j hi_j)`` over the finite
         bounds, with sign constraints on ``s_j`` where a bound is infinite."""
         lo, hi = self.bounds(s.shape[-1])
         return Box.support_rows_expression(s, lo, hi)
 
     @staticmethod
-    def _support_coeffs(lo: np.ndarray, hi: np.ndarray):
+    def _support_coeffs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
         """Finite stand-ins ``(lo', hi')`` and the sign conditions of ``sigma_box``: with an
         infinite bound the support is finite only for ``s_j`` of one sign (``hi = +inf`` needs
         ``s_j <= 0``, ``lo = -inf`` needs ``s_j >= 0``, both: ``s_j = 0``)."""
@@ -341,7 +342,8 @@ class NonNeg(ParameterFree, Constraint):
     kind = "nonneg"
 
     @classmethod
-    def stack(cls, positions, items, d):
+    def stack(cls, positions: np.ndarray, items: Sequence[Constraint], d: int
+              ) -> tuple[str, Any]:
         """``("nonneg", positions)``."""
         return "nonneg", positions
 
@@ -349,11 +351,11 @@ class NonNeg(ParameterFree, Constraint):
         """``(0, +inf)`` in every coordinate."""
         return np.zeros(d), np.full(d, np.inf)
 
-    def constraints(self, x):
+    def constraints(self, x: cp.Expression) -> list[cp.Constraint]:
         """``x >= 0``."""
         return [x >= 0]
 
-    def violation(self, w):
+    def violation(self, w: np.ndarray) -> float:
         """``max(-min_j w_j, 0)``; ``+inf`` for non-finite ``w``."""
         w = np.asarray(w, dtype=float)
         if not np.isfinite(w).all():
@@ -364,7 +366,7 @@ class NonNeg(ParameterFree, Constraint):
         """``-w <= 0``."""
         return -np.eye(d), np.zeros(d)
 
-    def project(self, w):
+    def project(self, w: Any) -> np.ndarray:
         """``P_C(w) = max(w, 0)`` entrywise."""
         return NonNeg.project_rows(np.asarray(w, dtype=float))
 
@@ -373,13 +375,13 @@ class NonNeg(ParameterFree, Constraint):
         """Projection onto the nonnegative orthant: ``max(W, 0)``."""
         return np.maximum(W, 0.0)
 
-    def support(self, s):
+    def support(self, s: Any) -> float | np.ndarray:
         """``sigma(s) = 0`` if ``s <= 0`` entrywise, else ``+inf``."""
         s = np.asarray(s, dtype=float)
         out = np.where((s > 0).any(axis=-1), np.inf, 0.0)
         return float(out) if s.ndim == 1 else out
 
-    def support_expression(self, s):
+    def support_expression(self, s: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``sigma_C(s) = 0`` subject to ``s <= 0`` (the cone's polar)."""
         return cp.Constant(0.0), [s <= 0]
 
@@ -429,7 +431,8 @@ class NormBall(Constraint):
         return (NormBall, self.p)
 
     @classmethod
-    def stack(cls, positions, items, d):
+    def stack(cls, positions: np.ndarray, items: Sequence[Any], d: int
+              ) -> tuple[str, Any]:
         """``("normball", {p: (positions, radii)})`` (one exponent ``p`` per stack key)."""
         return "normball", {items[0].p: (positions, np.array([c.radius for c in items]))}
 
@@ -437,13 +440,13 @@ class NormBall(Constraint):
         """``(p, radius)``."""
         return self.p, self.radius
 
-    def constraints(self, x):
+    def constraints(self, x: cp.Expression) -> list[cp.Constraint]:
         """``||x||_p <= radius`` (row-wise for a ``(k, d)`` stack; power cones for ``p`` other
         than 1, 2, inf, :func:`gtvmodel._cvx.norm_rows_le`)."""
         radii = self.radius if x.ndim == 1 else np.full(x.shape[0], self.radius)
         return norm_rows_le(x, radii, self.p)
 
-    def violation(self, w):
+    def violation(self, w: np.ndarray) -> float:
         """``max(||w||_p - radius, 0)`` with the stable norm of :mod:`gtvmodel._norms`, taken
         as a proven upper bound (:func:`~gtvmodel._norms.norm_rows_upper`): a point outside
         the ball is never reported inside, whatever ``p`` (``1.0001``, ``1e6``) and the
@@ -459,7 +462,7 @@ class NormBall(Constraint):
         """``||w||_inf <= ||w||_p <= radius``."""
         return float(self.radius)
 
-    def project(self, w):
+    def project(self, w: Any) -> np.ndarray:
         """``P_C(w)``: the Euclidean projection onto ``{||w||_p <= radius}``
         (:meth:`project_rows`)."""
         w = np.asarray(w, dtype=float)
@@ -479,7 +482,7 @@ class NormBall(Constraint):
         """The dual exponent, ``1/p + 1/q = 1`` (:func:`gtvmodel._norms.dual_exponent`)."""
         return dual_exponent(self.p)
 
-    def support(self, s):
+    def support(self, s: Any) -> float | np.ndarray:
         """``sigma(s) = radius ||s||_q``, as an upper bound that is tight to a few ulps.
 
         The norm is the stable one of :mod:`gtvmodel._norms` raised by its rounding bound
@@ -491,7 +494,7 @@ class NormBall(Constraint):
         out = np.where(np.isnan(out), np.inf, out)  # NaN entries: no finite bound
         return float(out[0]) if s.ndim == 1 else out
 
-    def support_expression(self, s):
+    def support_expression(self, s: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
         """CVXPY form of ``sum_k radius ||s_k||_q`` (``q`` dual to ``p``)."""
         return NormBall.support_rows_expression(s, self.radius, self.p)
 
@@ -501,7 +504,7 @@ class NormBall(Constraint):
         """``sum_k r_k ||S_k||_q`` (``q`` dual to ``p``) for ``(k, d)`` or ``(d,)`` ``S``."""
         q = dual_exponent(p)
         if S.ndim == 1:
-            return float(radii) * cp.norm(S, "inf" if np.isinf(q) else q), []
+            return float(radii) * cp.norm(S, "inf" if np.isinf(q) else q), []  # type: ignore[arg-type]
         r = np.broadcast_to(np.asarray(radii, dtype=float), (S.shape[0],))
         T, cons = norm_rows_epigraph(S, q)
         return r @ T, cons
@@ -576,11 +579,12 @@ class SymbolicConstraint(Constraint):
         return int(self.variable.size)
 
     @classmethod
-    def stack(cls, positions, items, d):
+    def stack(cls, positions: np.ndarray, items: Sequence[Constraint], d: int
+              ) -> tuple[str, Any]:
         """``("symbolic_constraints", distinct positions)`` (compiled one by one, as given)."""
         return "symbolic_constraints", sorted(set(positions.tolist()))
 
-    def constraints(self, x):
+    def constraints(self, x: cp.Expression) -> list[cp.Constraint]:
         """The user's constraint itself; only in its own node's variable (:class:`ConstraintError`
         for another ``x``)."""
         if x is not self.variable:
@@ -590,7 +594,7 @@ class SymbolicConstraint(Constraint):
             )
         return [self.constraint]
 
-    def violation(self, w):
+    def violation(self, w: np.ndarray) -> float:
         """The largest residual of the constraint at ``w``; ``+inf`` outside the domain of
         any expression in it (e.g. ``inv_pos(x) <= 3`` at ``x = -0.5``, where CVXPY's own
         residual is 0), for non-finite ``w``, or where the residual is undefined

@@ -162,7 +162,8 @@ def multi_output_squared_loss(X: Any, Y: Any, *, scaling: str = "mean", l1: floa
         raise DataError(f"multi_output_squared_loss: X must be (m, p) and Y (m, q) with the "
                         f"same m >= 1, got X {X.shape} and Y {Y.shape}")
     out = multi_output_groups(X, Y, np.array([X.shape[0]]), scaling=scaling, l1=l1, l2=l2)
-    return out[0]
+    first: SquaredLoss = out[0]  # type: ignore[assignment]  # SquaredLoss.from_groups's
+    return first
 
 
 
@@ -214,7 +215,7 @@ class NuclearNorm(Penalty):
     is_norm = True
     kind = "nuclear"
 
-    def l2_equivalence(self, d):
+    def l2_equivalence(self, d: int) -> tuple[float, float]:
         # ||X||_* <= sqrt(r) ||X||_F with r = min(p, q), and ||Y||_2 <= ||Y||_F
         k = float(np.sqrt(min(self.shape)))
         return k, k
@@ -247,15 +248,15 @@ class NuclearNorm(Penalty):
             out[ok] = np.linalg.svd(M[ok], compute_uv=False)
         return out
 
-    def rows_value(self, V):
+    def rows_value(self, V: np.ndarray) -> np.ndarray:
         """Row-wise ``||V_e||_*``, the sum of the singular values (one batched SVD)."""
         return self._singular(V).sum(axis=1)
 
-    def dual_norm(self, U):
+    def dual_norm(self, U: np.ndarray) -> np.ndarray:
         """Row-wise spectral norm ``||U_e||_2``, the largest singular value."""
         return self._singular(U)[:, 0]
 
-    def conjugate_rows(self, U, lamA):
+    def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
         """Capacity indicator (27): ``0`` if ``||U_e||_2 <= lambda A_e (1 + 4 (p + q) eps)``,
         else ``+inf`` (NaN flows fail; at ``lambda A_e = 0`` only the zero flow passes)."""
         dn = self.dual_norm(U)
@@ -291,10 +292,10 @@ class NuclearNorm(Penalty):
                                                  rm[near] * (1.0 - self.slack))
             far[mid[over & ~near]] = True
         if far.any():
-            e = np.flatnonzero(far)
-            A, sv, B = np.linalg.svd(out[e], full_matrices=False)
-            sv = np.minimum(sv, (r[e] * (1.0 - self.slack))[:, None])
-            out[e] = (A * sv[:, None, :]) @ B
+            ef = np.flatnonzero(far)
+            A, sv, B = np.linalg.svd(out[ef], full_matrices=False)
+            sv = np.minimum(sv, (r[ef] * (1.0 - self.slack))[:, None])
+            out[ef] = (A * sv[:, None, :]) @ B
         return out.reshape(U.shape)
 
     def _gram_eigh(self, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -321,22 +322,22 @@ class NuclearNorm(Penalty):
             return ((M @ vecs) * f[:, None, :]) @ np.swapaxes(vecs, 1, 2)
         return (vecs * f[:, None, :]) @ (np.swapaxes(vecs, 1, 2) @ M)
 
-    def prox_rows(self, V, t):
+    def prox_rows(self, V: np.ndarray, t: Any) -> np.ndarray:
         """``prox_{t ||.||_*}(v) = v - P_{||.||_2 <= t}(v)`` (Moreau): singular-value
         soft-thresholding."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         return V - self.project_dual_ball(V, np.broadcast_to(np.asarray(t, float), (len(V),)))
 
-    def dual_update(self, V, sigma, lamA):
+    def dual_update(self, V: np.ndarray, sigma: Any, lamA: Any) -> np.ndarray:
         """DU (33): the projection onto the spectral ball of radius ``lambda A_e``
         (independent of ``sigma``), as for every norm."""
         return self.project_dual_ball(V, lamA)
 
-    def sublevel_radius(self, slack, lamA):
+    def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """``||v||_inf <= ||V||_2 <= ||V||_* <= slack / (lambda A_e)``, rounded up."""
         return _sublevel(slack, lamA, 1.0, square=False)
 
-    def flow_scale(self, d, w_scale):
+    def flow_scale(self, d: int, w_scale: float) -> float:
         """The Frobenius radius of the unit spectral ball, ``sqrt(min(p, q))``."""
         return float(np.sqrt(min(self.shape)))
 
@@ -348,11 +349,11 @@ class NuclearNorm(Penalty):
         return cp.hstack([atom(cp.reshape(Z[e], self.shape, order="C"))
                           for e in range(Z.shape[0])])
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(||Z_e||_*)_e``: one ``normNuc`` per row (a semidefinite cone each)."""
         return self._rows_atom(Z, cp.normNuc)
 
-    def dual_norm_expression(self, U):
+    def dual_norm_expression(self, U: cp.Expression) -> cp.Expression:
         """``(||U_e||_2)_e``: one ``sigma_max`` per row."""
         return self._rows_atom(U, cp.sigma_max)
 
@@ -360,7 +361,8 @@ class NuclearNorm(Penalty):
         """The capacities ``||U_e||_2 <= radii_e`` (27) (``radii`` may be affine)."""
         return [self.dual_norm_expression(U) <= radii]
 
-    def conjugate_expression(self, U, lamA):
+    def conjugate_expression(self, U: cp.Expression, lamA: Any
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """The capacities (27): cost ``0`` subject to ``||U_e||_2 <= lambda A_e``."""
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return cp.Constant(0.0), self.dual_ball_constraints(U, c)
@@ -390,7 +392,7 @@ class NuclearNorm(Penalty):
         return cls(tuple(header_int(spec.params[k], f"{at}.{k}", spec.where, 1)
                          for k in ("p", "q")))
 
-    def _key(self):
+    def _key(self) -> tuple:
         return self.shape
 
     def __repr__(self) -> str:

@@ -245,31 +245,31 @@ class _NormPenalty(ParameterFree, Penalty):
         """The dual exponent, ``1/p + 1/q = 1`` (:func:`gtvmodel._norms.dual_exponent`)."""
         return dual_exponent(self.p)
 
-    def l2_equivalence(self, d):
+    def l2_equivalence(self, d: int) -> tuple[float, float]:
         # ||x||_p <= d^max(0, 1/p - 1/2) ||x||_2, and kappa max ||y||_q / ||y||_2 = d^|1/p - 1/2|
         inv_p = 0.0 if np.isinf(self.p) else 1.0 / float(self.p)
         return d ** max(0.0, inv_p - 0.5), d ** abs(inv_p - 0.5)
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(||Z_e||_p)_e``, one vectorized CVXPY ``norm`` atom along the rows."""
-        return cp.norm(Z, self.p, axis=1)
+        return cp.norm(Z, self.p, axis=1)  # type: ignore[arg-type]  # CVXPY takes a float p
 
-    def rows_value(self, V):
+    def rows_value(self, V: np.ndarray) -> np.ndarray:
         """Row-wise ``||V_e||_p``, overflow-free and accurate to a few ulps for every ``p``
         (:func:`gtvmodel._norms.norm_rows`).  Any array namespace."""
         return norm_rows(_xp.rows(V), self.p)
 
-    def dual_norm(self, U):
+    def dual_norm(self, U: np.ndarray) -> np.ndarray:
         """Row-wise ``||U_e||_q``, overflow-free and accurate to a few ulps for every ``q``
         (:func:`gtvmodel._norms.norm_rows`; ``q`` is 10001 for ``p = 1.0001``).  Any array
         namespace."""
         return norm_rows(_xp.rows(U), self.q)
 
-    def dual_norm_expression(self, U):
+    def dual_norm_expression(self, U: cp.Expression) -> cp.Expression:
         """``(||U_e||_q)_e`` (``1/p + 1/q = 1``) as one vectorized CVXPY atom."""
-        return cp.norm(U, self.q, axis=1)
+        return cp.norm(U, self.q, axis=1)  # type: ignore[arg-type]  # CVXPY takes a float p
 
-    def conjugate_rows(self, U, lamA):
+    def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
         """Capacity indicator (27): ``0`` if ``||u_e||_* <= lambda A_e``, else ``+inf``.
 
         The test is :func:`gtvmodel._norms.within`: the stable dual norm against the capacity
@@ -280,7 +280,7 @@ class _NormPenalty(ParameterFree, Penalty):
         U = _xp.rows(U)
         return _xp.namespace(U).where(within(U, _xp.per_row(lamA, U), self.q), 0.0, np.inf)
 
-    def sublevel_radius(self, slack, lamA):
+    def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """``||v||_inf <= ||v||_p <= slack / (lambda A_e)``, rounded up (``inf`` at
         ``lambda A_e = 0``)."""
         return _sublevel(slack, lamA, 1.0, square=False)
@@ -290,18 +290,20 @@ class _NormPenalty(ParameterFree, Penalty):
         ``radii`` may be an affine CVXPY expression."""
         return [self.dual_norm_expression(U) <= radii]
 
-    def conjugate_expression(self, U, lamA):
+    def conjugate_expression(self, U: cp.Expression, lamA: Any
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """The capacities (27) as CVXPY constraints: ``sum_e lambda A_e phi*(u_e / (lambda A_e))``
         is ``0`` subject to ``||u_e||_q <= lambda A_e`` (``lamA`` the ``lambda A_e``)."""
         c = np.broadcast_to(np.asarray(lamA, dtype=float), (U.shape[0],))
         return cp.Constant(0.0), self.dual_ball_constraints(U, c)
 
-    def conjugate_parametric(self, U, weights, lam):
+    def conjugate_parametric(self, U: cp.Expression, weights: np.ndarray, lam: ScaleParameter
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """The capacities ``||u_e||_* <= lambda A_e`` with ``lambda`` a Parameter."""
         return cp.Constant(0.0), self.dual_ball_constraints(U, lam.value * np.asarray(
             weights, dtype=float))
 
-    def flow_scale(self, d, w_scale):
+    def flow_scale(self, d: int, w_scale: float) -> float:
         """``||1||_q``-type radius of the dual ball in ``R^d`` (``u_e / (lambda A_e)`` lies in
         the unit ball of ``||.||_*``): ``sqrt(d)`` for ``q = inf``, ``d^(1/2 - 1/q)``."""
         q = self.q
@@ -319,12 +321,12 @@ class _NormPenalty(ParameterFree, Penalty):
         """
         return project_norm_ball(U, radii, self.q)
 
-    def prox_rows(self, V, t):
+    def prox_rows(self, V: np.ndarray, t: Any) -> np.ndarray:
         """``prox_{t ||.||}(v) = v - P_{||.||_* <= t}(v)`` (Moreau)."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         return V - self.project_dual_ball(V, np.broadcast_to(np.asarray(t, float), (len(V),)))
 
-    def dual_update(self, V, sigma, lamA):
+    def dual_update(self, V: np.ndarray, sigma: Any, lamA: Any) -> np.ndarray:
         """DU (33) for a norm: ``lambda A_e phi*(u / (lambda A_e))`` is the indicator of the
         dual-norm ball of radius ``lambda A_e`` (27), so DU is the projection onto it
         (independent of ``sigma``).  Any array namespace (``V`` a numpy array or a tensor,
@@ -332,7 +334,8 @@ class _NormPenalty(ParameterFree, Penalty):
         V = _xp.rows(V)
         return self.project_dual_ball(V, _xp.per_row(lamA, V))
 
-    def dual_updater(self, lamA, dim):
+    def dual_updater(self, lamA: Any, dim: int) -> Callable[[np.ndarray, Any, np.ndarray],
+                                                            np.ndarray]:
         """DU (33) with fixed capacities into a given output: for ``q = 2`` (``Norm2``) the
         projection :class:`gtvmodel._norms.L2BallProjection` (the same rows as
         :meth:`dual_update`, bit for bit, in fewer passes and without a copy)."""
@@ -343,7 +346,7 @@ class _NormPenalty(ParameterFree, Penalty):
         project = _norms.L2BallProjection(lamA, dim)
         return lambda V, sigma, out: project(V, out)
 
-    def compiled_dual_row(self, lamA, dim):
+    def compiled_dual_row(self, lamA: Any, dim: int) -> Any:
         """The projection onto the dual-norm ball as a compiled row kernel: ``q = 2``
         (``Norm2``) :class:`~gtvmodel._compiled.L2BallRow` (the rounding bound of
         :class:`~gtvmodel._norms.L2BallProjection`: every flow inside its capacity for
@@ -383,19 +386,20 @@ class Norm2(_NormPenalty):
     kind = "norm2"
     p = 2.0
 
-    def fused_rows(self, Z, U, lamA, scale):
+    def fused_rows(self, Z: np.ndarray, U: np.ndarray, lamA: Any,
+                   scale: float) -> np.ndarray | None:
         """Whole rows: ``||z_e||_2 / scale <= 1 - ||u_e||_2 / (lambda A_e)``."""
         Z, U = np.atleast_2d(Z), np.atleast_2d(U)
         row = self.rows_value(Z) / scale <= 1.0 - self.dual_norm(U) / lamA
         return np.repeat(row[:, None], Z.shape[1], axis=1)
 
-    def rows_gradient(self, Z):
+    def rows_gradient(self, Z: np.ndarray) -> np.ndarray:
         """``z_e / ||z_e||_2`` (0 on a zero row)."""
         Z = np.atleast_2d(np.asarray(Z, dtype=float))
         r = self.rows_value(Z)
         return Z / np.where(r > 0, r, 1.0)[:, None]
 
-    def rows_hessian(self, Z):
+    def rows_hessian(self, Z: np.ndarray) -> np.ndarray:
         """``(I - z_e z_e^T / ||z_e||^2) / ||z_e||_2`` (0 on a zero row)."""
         Z = np.atleast_2d(np.asarray(Z, dtype=float))
         r = self.rows_value(Z)
@@ -427,17 +431,18 @@ class Norm1(_NormPenalty):
     kind = "norm1"
     p = 1.0
 
-    def fused_rows(self, Z, U, lamA, scale):
+    def fused_rows(self, Z: np.ndarray, U: np.ndarray, lamA: Any,
+                   scale: float) -> np.ndarray | None:
         """Coordinate-wise: ``|z_ej| / scale <= 1 - |u_ej| / (lambda A_e)``."""
         Z, U = np.atleast_2d(Z), np.atleast_2d(U)
         cap = np.broadcast_to(np.asarray(lamA, dtype=float), (Z.shape[0],))[:, None]
         return np.abs(Z) / scale <= 1.0 - np.abs(U) / cap
 
-    def rows_gradient(self, Z):
+    def rows_gradient(self, Z: np.ndarray) -> np.ndarray:
         """``sign(z_e)`` coordinate-wise."""
         return np.sign(np.atleast_2d(np.asarray(Z, dtype=float)))
 
-    def rows_hessian(self, Z):
+    def rows_hessian(self, Z: np.ndarray) -> np.ndarray:
         """0: ``phi`` is piecewise linear."""
         Z = np.atleast_2d(Z)
         return np.zeros((Z.shape[0], Z.shape[1], Z.shape[1]))
@@ -466,14 +471,15 @@ class NormInf(_NormPenalty):
     kind = "norminf"
     p = np.inf
 
-    def fused_rows(self, Z, U, lamA, scale):
+    def fused_rows(self, Z: np.ndarray, U: np.ndarray, lamA: Any,
+                   scale: float) -> np.ndarray | None:
         """Whole rows: ``||z_e||_inf / scale <= 1 - ||u_e||_1 / (lambda A_e)``."""
         Z, U = np.atleast_2d(Z), np.atleast_2d(U)
         cap = np.broadcast_to(np.asarray(lamA, dtype=float), (Z.shape[0],))
         row = self.rows_value(Z) / scale <= 1.0 - self.dual_norm(U) / cap
         return np.repeat(row[:, None], Z.shape[1], axis=1)
 
-    def rows_gradient(self, Z):
+    def rows_gradient(self, Z: np.ndarray) -> np.ndarray:
         """``sign(z_ej) e_j`` at the largest ``|z_ej|`` (the first of ties, where ``phi`` has
         no gradient: the polish's Newton steps then stall and the polished point is rejected
         by its certificate); 0 on a zero row."""
@@ -487,7 +493,7 @@ class NormInf(_NormPenalty):
 
     rows_hessian = Norm1.rows_hessian  # 0: phi is piecewise linear too
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(||Z_e||_inf)_e`` as one vectorized CVXPY atom."""
         return cp.norm(Z, "inf", axis=1)
 
@@ -501,8 +507,9 @@ def _rows_pnorm(Z: cp.Expression, p: float) -> cp.Expression:
     :meth:`NormP.rows_epigraph` and :meth:`NormP.dual_ball_constraints`.
     """
     if Z.ndim == 1:
-        return cp.pnorm(Z, p)
-    return cp.hstack([cp.pnorm(Z[e, :], p) for e in range(Z.shape[0])])
+        return cp.pnorm(Z, p)  # type: ignore[arg-type]  # CVXPY takes a float p
+    return cp.hstack([cp.pnorm(Z[e, :], p)  # type: ignore[arg-type]
+                      for e in range(Z.shape[0])])
 
 
 class NormP(_NormPenalty):
@@ -543,32 +550,32 @@ class NormP(_NormPenalty):
         self.p = check_scalar(p, "p", min_val=1.0, finite=False, where="NormP",
                               error=PenaltyError)
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(||Z_e||_p)_e``: one vectorized atom for ``p`` in ``{1, 2, inf}``, else one ``pnorm``
         per row (evaluation and small problems; compilers use :meth:`rows_epigraph`)."""
         if np.isinf(self.p):
             return cp.norm(Z, "inf", axis=1)
         if self.p in (1.0, 2.0):
-            return cp.norm(Z, self.p, axis=1)
+            return cp.norm(Z, self.p, axis=1)  # type: ignore[arg-type]  # a float p
         return _rows_pnorm(Z, self.p)
 
-    def dual_norm_expression(self, U):
+    def dual_norm_expression(self, U: cp.Expression) -> cp.Expression:
         """``(||U_e||_q)_e``: one vectorized atom for ``q`` in ``{1, 2, inf}``, else one ``pnorm``
         per row (compilers use :meth:`dual_ball_constraints`)."""
         q = self.q
         if np.isinf(q):
             return cp.norm(U, "inf", axis=1)
         if q in (1.0, 2.0):
-            return cp.norm(U, q, axis=1)
+            return cp.norm(U, q, axis=1)  # type: ignore[arg-type]  # a float q
         return _rows_pnorm(U, q)
 
-    def rows_epigraph(self, Z):
+    def rows_epigraph(self, Z: cp.Expression) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``(T, constraints)`` with ``T_e >= ||Z_e||_p``: a row-wise atom for ``p`` in
         ``{1, 2, inf}``, else one family of power cones
         (:func:`gtvmodel._cvx.norm_rows_epigraph`)."""
         return norm_rows_epigraph(Z, self.p)
 
-    def dual_ball_constraints(self, U, radii):
+    def dual_ball_constraints(self, U: cp.Expression, radii: Any) -> list[cp.Constraint]:
         """The capacities ``||U_e||_q <= radii_e`` (27): a row-wise atom for ``q`` in
         ``{1, 2, inf}``, else one family of power cones (:func:`gtvmodel._cvx.norm_rows_le`)."""
         return norm_rows_le(U, radii, self.q)
@@ -583,7 +590,7 @@ class NormP(_NormPenalty):
         spec.check_keys(required=("p",))
         return cls(spec.exponent("p"))
 
-    def _key(self):
+    def _key(self) -> tuple:
         return (self.p,)
 
     def __repr__(self) -> str:
@@ -613,58 +620,61 @@ class SquaredNorm2(ParameterFree, Penalty):
     kind = "squarednorm2"
     array_api = True
 
-    def fused_rows(self, Z, U, lamA, scale):
+    def fused_rows(self, Z: np.ndarray, U: np.ndarray, lamA: Any,
+                   scale: float) -> np.ndarray | None:
         """None fused: ``phi`` is smooth."""
         return np.zeros(np.atleast_2d(Z).shape, dtype=bool)
 
-    def rows_gradient(self, Z):
+    def rows_gradient(self, Z: np.ndarray) -> np.ndarray:
         """``z_e``."""
         return np.array(np.atleast_2d(Z), dtype=float)
 
-    def rows_hessian(self, Z):
+    def rows_hessian(self, Z: np.ndarray) -> np.ndarray:
         """``I`` on every row."""
         Z = np.atleast_2d(Z)
         return np.broadcast_to(np.eye(Z.shape[1]), (Z.shape[0], Z.shape[1], Z.shape[1])).copy()
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(1/2 ||Z_e||_2^2)_e`` as a CVXPY expression."""
         return 0.5 * cp.sum(cp.square(Z), axis=1)
 
-    def rows_value(self, V):
+    def rows_value(self, V: np.ndarray) -> np.ndarray:
         """``(1/2 ||V_e||_2^2)_e`` (any array namespace)."""
         V = _xp.rows(V)
         return 0.5 * _xp.namespace(V).sum(V * V, axis=1)
 
-    def conjugate_rows(self, U, lamA):
+    def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
         """``||u_e||^2 / (2 lambda A_e)`` (any array namespace)."""
         return _quad_conj_rows(_xp.rows(U), lamA)
 
-    def conjugate_expression(self, U, lamA):
+    def conjugate_expression(self, U: cp.Expression, lamA: Any
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """CVXPY form of ``sum_e ||u_e||^2 / (2 lambda A_e)`` (rows with ``lambda A_e = 0``: the
         constraint ``u_e = 0``)."""
         return _quad_conj_expression(U, lamA)
 
-    def conjugate_regime(self, lam):
+    def conjugate_regime(self, lam: float) -> Any:
         """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
         to zero instead."""
         return lam > 0
 
-    def conjugate_parametric(self, U, weights, lam):
+    def conjugate_parametric(self, U: cp.Expression, weights: np.ndarray, lam: ScaleParameter
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``(1/lambda) sum_e ||u_e||^2 / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
         ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(U, weights, lam)
 
-    def sublevel_radius(self, slack, lamA):
+    def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """``||v||_inf <= ||v||_2 <= sqrt(2 slack / (lambda A_e))``, rounded up."""
         return _sublevel(slack, lamA, 1.0, square=True)
 
-    def prox_rows(self, V, t):
+    def prox_rows(self, V: np.ndarray, t: Any) -> np.ndarray:
         """``prox_{t phi}(v) = v / (1 + t)``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         t = np.broadcast_to(np.asarray(t, dtype=float), (len(V),))
         return V / (1.0 + t)[:, None]
 
-    def dual_update(self, V, sigma, lamA):
+    def dual_update(self, V: np.ndarray, sigma: Any, lamA: Any) -> np.ndarray:
         """DU (33): ``v / (1 + sigma/(lambda A)) = v lambda A / (lambda A + sigma)``
         (docs/conventions.md; ``0`` when ``lambda A = 0``).  Any array namespace."""
         V = _xp.rows(V)
@@ -676,7 +686,7 @@ class SquaredNorm2(ParameterFree, Penalty):
         f = xp.where(la <= 0, 0.0, xp.where(xp.isinf(la), 1.0, f))
         return V * f[:, None]
 
-    def compiled_dual_row(self, lamA, dim):
+    def compiled_dual_row(self, lamA: Any, dim: int) -> Any:
         """DU (33) as the compiled row kernel :class:`~gtvmodel._compiled.ScaleRow` (None for a
         subclass with its own DU)."""
         if type(self).dual_update is not SquaredNorm2.dual_update:
@@ -743,11 +753,11 @@ class QuadForm(Penalty):
         if self.Q.shape[0] != d:
             raise PenaltyError(f"QuadForm: Q has shape {self.Q.shape} but the model has d = {d}")
 
-    def rows_expression(self, Z):
+    def rows_expression(self, Z: cp.Expression) -> cp.Expression:
         """``(1/2 ||L^T Z_e||^2)_e = (1/2 Z_e^T Q Z_e)_e``, ``Q = L L^T`` (Cholesky)."""
         return 0.5 * cp.sum(cp.square(Z @ self.chol), axis=1)
 
-    def rows_value(self, V):
+    def rows_value(self, V: np.ndarray) -> np.ndarray:
         """``(1/2 V_e^T Q V_e)_e`` (any array namespace)."""
         V = _xp.rows(V)
         if _xp.is_numpy(V):
@@ -755,7 +765,7 @@ class QuadForm(Penalty):
         return 0.5 * _xp.namespace(V).sum((V @ _xp.cached_like(self, "Q", self.Q, V)) * V,
                                           axis=1)
 
-    def _whiten(self, U):
+    def _whiten(self, U: Any) -> Any:
         """Rows ``L^{-1} u_e`` (``Q = L L^T``), so that ``u^T Q^{-1} u = ||L^{-1} u||^2``."""
         inv_t = self.__dict__.get("_chol_inv_t")
         if inv_t is None:
@@ -765,26 +775,28 @@ class QuadForm(Penalty):
             return U @ inv_t
         return U @ _xp.cached_like(self, "chol_inv_t", inv_t, U)
 
-    def conjugate_rows(self, U, lamA):
+    def conjugate_rows(self, U: Any, lamA: Any) -> np.ndarray:
         """``u_e^T Q^{-1} u_e / (2 lambda A_e)`` (any array namespace)."""
         return _quad_conj_rows(self._whiten(_xp.rows(U)), lamA)
 
-    def conjugate_expression(self, U, lamA):
+    def conjugate_expression(self, U: cp.Expression, lamA: Any
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """CVXPY form of ``sum_e u_e^T Q^{-1} u_e / (2 lambda A_e)`` through the whitened rows
         ``L^{-1} u_e`` (rows with ``lambda A_e = 0``: ``u_e = 0``)."""
         return _quad_conj_expression(self._whiten(U), lamA)
 
-    def conjugate_regime(self, lam):
+    def conjugate_regime(self, lam: float) -> Any:
         """``lambda > 0``: the compiled form divides by ``lambda``; ``lambda = 0`` pins every flow
         to zero instead."""
         return lam > 0
 
-    def conjugate_parametric(self, U, weights, lam):
+    def conjugate_parametric(self, U: cp.Expression, weights: np.ndarray, lam: ScaleParameter
+                             ) -> tuple[cp.Expression, list[cp.Constraint]]:
         """``(1/lambda) sum_e u_e^T Q^{-1} u_e / (2 A_e)`` with ``1/lambda`` a Parameter (DPP; the
         ``lambda = 0`` regime gives ``u_e = 0``)."""
         return _quad_conj_parametric(self._whiten(U), weights, lam)
 
-    def flow_scale(self, d, w_scale):
+    def flow_scale(self, d: int, w_scale: float) -> float:
         """``w_scale`` times the largest eigenvalue of ``Q`` (the gradient ``Q v``)."""
         return w_scale * float(np.linalg.eigvalsh(self.Q)[-1])
 
@@ -795,7 +807,7 @@ class QuadForm(Penalty):
             self.__dict__["_eigh"] = eig
         return eig
 
-    def sublevel_radius(self, slack, lamA):
+    def sublevel_radius(self, slack: float, lamA: Any) -> np.ndarray:
         """``||v||_inf <= ||v||_2 <= sqrt(2 slack / (lambda A_e q_min))`` with ``q_min`` a lower
         bound of the smallest eigenvalue of ``Q`` (the computed one less its rounding bound
         ``d eps ||Q||``), rounded up; ``inf`` if that bound is not positive."""
@@ -806,14 +818,14 @@ class QuadForm(Penalty):
             return np.full(c.shape, np.inf)
         return _sublevel(slack, lamA, qmin, square=True)
 
-    def prox_rows(self, V, t):
+    def prox_rows(self, V: np.ndarray, t: Any) -> np.ndarray:
         """``prox_{t phi}(v) = (I + t Q)^{-1} v`` in the eigenbasis of ``Q``."""
         V = np.atleast_2d(np.asarray(V, dtype=float))
         t = np.broadcast_to(np.asarray(t, dtype=float), (len(V),))
         ev, B = self._eig()
         return ((V @ B) / (1.0 + t[:, None] * ev[None, :])) @ B.T
 
-    def dual_update(self, V, sigma, lamA):
+    def dual_update(self, V: np.ndarray, sigma: Any, lamA: Any) -> np.ndarray:
         """DU (33): ``(I + (sigma/(lambda A)) Q^{-1})^{-1} v`` (docs/conventions.md), i.e. the
         factor ``lambda A q_k / (lambda A q_k + sigma)`` on the eigenvector of eigenvalue
         ``q_k``.  Any array namespace (the eigenbasis moved beside ``V`` once)."""
@@ -838,7 +850,7 @@ class QuadForm(Penalty):
         spec.check_keys()
         return cls(spec.array("Q"))
 
-    def _key(self):
+    def _key(self) -> tuple:
         return (self.Q.tobytes(),)
 
     def __repr__(self) -> str:

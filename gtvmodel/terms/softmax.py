@@ -226,7 +226,7 @@ class SoftmaxBatch(SampleBatch):
     weights ``c_r = 1/m_i``, the sparse score map ``X_k`` (``(M K, n d)``: ``t = X_k w`` is the
     C-ordered ``(M, K)`` score matrix) and the Gram matrices ``X_i^T X_i`` (cached)."""
 
-    def __init__(self, cls, nodes, losses, n, d):
+    def __init__(self, cls: Any, nodes: np.ndarray, losses: Any, n: int, d: int):
         super().__init__(cls, nodes, losses, n, d)
         K = self.K = self.losses[0].n_classes
         other = [j for j, ls in enumerate(self.losses) if ls.n_classes != K]
@@ -246,33 +246,33 @@ class SoftmaxBatch(SampleBatch):
     def _scores(self, W: np.ndarray) -> np.ndarray:
         return (self.X_k @ W.ravel()).reshape(-1, self.K)
 
-    def expression(self, w_flat, W):
+    def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
         """``sum_i (1/m_i) sum_r [logsumexp(x_r^T W_i) - x_r^T W_i[:, y_r]]`` as one CVXPY
         expression in the flat variable."""
         T = cp.reshape(self.X_k @ w_flat, (self.Xs.shape[0], self.K), order="C")
         return (self.c @ cp.log_sum_exp(T, axis=1)
                 - cp.sum(cp.multiply(self.c[:, None] * self.Y, T)))
 
-    def values(self, W):
+    def values(self, W: np.ndarray) -> np.ndarray:
         """``L_i(w_i)`` at the batch's nodes, ``(n,)`` (0 elsewhere)."""
         T = self._scores(W)
         rows = logsumexp(T, axis=1) - T[np.arange(T.shape[0]), self.y]
         return np.bincount(self.row_node, self.c * rows, minlength=self.n)
 
-    def gradients(self, W):
+    def gradients(self, W: np.ndarray) -> np.ndarray:
         """``grad L_i(w_i) = (1/m_i) sum_r x_r (softmax(x_r^T W_i) - e_{y_r})^T`` flattened,
         ``(n, d)`` (0 outside the batch)."""
         R = self.c[:, None] * (softmax(self._scores(W), axis=1) - self.Y)
         return (self.X_k.T @ R.ravel()).reshape(self.n, self.d)
 
-    def hessian_bounds(self):
+    def hessian_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """``0 <= hess L_i <= (X_i^T X_i / m_i) (x) I_K / 2``."""
         Q = self.gram() / self.ms[:, None, None]
         k, K = Q.shape[0], self.K
         hi = 0.5 * np.einsum("ijl,ab->ijalb", Q, np.eye(K)).reshape(k, self.d, self.d)
         return np.zeros_like(hi), hi
 
-    def dual_part(self, inset, row_of, k):
+    def dual_part(self, inset: np.ndarray, row_of: np.ndarray, k: int) -> NodePart | None:
         """Probability rows ``P_r`` on simplices: ``s_i += vec(X_i^T (P_i - Y_i)) / m_i`` with
         cost ``sum_r c_r sum_a P_ra log P_ra`` (module docstring)."""
         rows = np.flatnonzero(inset[self.row_node])
@@ -297,12 +297,12 @@ class SoftmaxBatch(SampleBatch):
             tot = Pv.sum(axis=1, keepdims=True)
             return np.where(tot > 0, Pv / np.where(tot > 0, tot, 1.0), Y)
 
-        def ev():
+        def ev() -> tuple[np.ndarray, np.ndarray]:
             Pv = point()
             return ((Bt @ (Pv - Y).ravel()).reshape(k, d),
                     np.bincount(owner, c * xlogy(Pv, Pv).sum(axis=1), minlength=k))
 
-        def mag():
+        def mag() -> tuple[np.ndarray, np.ndarray]:
             # |P - Y| plus the simplex defect of the rounded rows: the exact simplex point
             # differs from Pv by |1 - sum_a Pv_ra| <= |computed defect| + K eps in one entry,
             # which changes the contribution by c_r |x_r| times that and the entropy by at most
@@ -315,13 +315,13 @@ class SoftmaxBatch(SampleBatch):
                              + (1.0 + np.log(K)) * defect[:, 0])
             return cm.reshape(k, d), np.bincount(owner, cost_rows, minlength=k)
 
-        def absorb(Rz):
+        def absorb(Rz: np.ndarray) -> None:
             """Least-squares change of ``P`` along directions keeping every row sum, with
             contribution ``R``; kept only on rows that stay nonnegative."""
             Pv = point()
             nz = rows.size * K
 
-            def centred(z):
+            def centred(z: np.ndarray) -> np.ndarray:
                 Z = z.reshape(rows.size, K)
                 return (Z - Z.mean(axis=1, keepdims=True)).ravel()
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -164,7 +164,7 @@ class TermSpec(NamedTuple):
         if v is None and default is not None and name not in self.params:
             return default
         if _real_ok(v, strict):  # the message (below) is built only for a refusal
-            return float(v)
+            return float(v)  # type: ignore[arg-type]  # _real_ok: a finite number
         return header_real(v, f"{self._at()}.{name}", self.where, strict)
 
     def exponent(self, name: str, default: float | None = None) -> float:
@@ -187,7 +187,7 @@ class TermSpec(NamedTuple):
 class ParameterFree:
     """Mixin: the spec of a term without parameters or arrays (``Norm2``, ``NonNeg``, ...)."""
 
-    kind: str
+    kind: ClassVar[str]
 
     def to_spec(self) -> TermSpec:
         """``{"kind": kind}``."""
@@ -212,7 +212,7 @@ class Registry:
         self.error = error
         self._classes: dict[str, type] = {}
 
-    def register_subclass(self, cls: type, base: type) -> None:
+    def register_subclass(self, cls: Any, base: Any) -> None:
         """Register ``cls`` (a subclass of the family's ``base``) if it sets ``kind`` in its
         body and has a ``from_spec`` other than ``base``'s; a class redefined under the same
         module and name replaces the old one."""
