@@ -11,7 +11,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from ..declaration import ModelDeclaration
-from ..terms.losses import ConjugateGroup
+from ..terms.losses import ConjugateGroup, Loss
 from .subspace import MinNormSolver, subspace_solver
 
 __all__ = ["EPS", "NULL_SV_RTOL", "STIFF_RTOL", "NodeKinds", "node_kinds", "AffineConditions",
@@ -131,6 +131,10 @@ class NodeKinds:
     stiff_bases: list[np.ndarray] = field(default_factory=list)
     #: their Gram eigenvalues ``e_j`` (of ``Q_i = X_i^T X_i / m_i``), one array per node
     stiff_values: list[np.ndarray] = field(default_factory=list)
+    #: ``min(0, inf L_i)`` per node from the losses' facts (``Loss.lower_bound``; ``-inf`` at
+    #: conic nodes, bounded by conic duality instead): every library loss is ``>= 0`` (0), a
+    #: loss class that declares a negative bound keeps it (:func:`loss_lower_bounds`)
+    loss_lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def stiff_padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(basis (k_s, d, c), values (k_s, c), mask (k_s, c))``: the stiff directions and
@@ -248,9 +252,27 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     stiff, stiff_bases, stiff_values = _sorted(dirs.stiff, dirs.stiff_bases, dirs.stiff_values)
     general = np.flatnonzero(~handled)
     kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient, stiff,
-                      stiff_bases, stiff_values)
+                      stiff_bases, stiff_values, loss_lower_bounds(model))
     model.cache.put("cert_kinds", kinds)
     return kinds
+
+
+def loss_lower_bounds(model: ModelDeclaration) -> np.ndarray:
+    """``min(0, l_i)`` per node, ``l_i <= inf L_i`` the loss's declared lower bound
+    (:attr:`~gtvmodel.terms.losses.facts.LossFacts.lower_bound`); ``-inf`` at conic nodes.
+    The dual value's zero-demand shortcut (``h_i*(0) <= 0``) and the radii's lower bounds
+    (:mod:`~gtvmodel.certificates.radii`) hold only where it is 0.  Read once per batch where
+    the loss class does not change its facts per instance, else once per loss."""
+    st = model.structure()
+    low = np.zeros(model.num_nodes)
+    for b in st.batches:
+        if b.cls.facts is Loss.facts:  # the class's record for every instance
+            low[b.nodes] = b.cls.class_facts.lower_bound
+        else:
+            low[b.nodes] = np.fromiter((loss.lower_bound for loss in b.losses), float,
+                                       len(b.losses))
+    low[st.conic] = -np.inf
+    return np.minimum(np.where(np.isnan(low), -np.inf, low), 0.0)
 
 
 # ===================================================================== flows

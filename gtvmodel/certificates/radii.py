@@ -103,8 +103,9 @@ def _interior_point(model: ModelDeclaration, i: int) -> np.ndarray | None:
 def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
                        ) -> tuple[np.ndarray, float]:
     """``(l, tau)`` with ``sum_{j in J} l_j - tau <= sum_{j in J} inf h_j`` for every set ``J``
-    of nodes: ``l_j = 0`` for library losses (all are ``>= 0``), ``-h_j*(0)`` by conic duality
-    for symbolic nodes, and ``tau`` the solver tolerance (cached; ``l_j = -inf`` when that
+    of nodes: ``l_j = min(0, inf L_j)`` from the losses' facts for library losses (0: all are
+    ``>= 0``; :func:`~gtvmodel.certificates.kinds.loss_lower_bounds`), ``-h_j*(0)`` by conic
+    duality for symbolic nodes, and ``tau`` the solver tolerance (cached; ``l_j = -inf`` when that
     fails).  One stacked solve of all symbolic nodes at ``s = 0``
     (:func:`~gtvmodel.duality.conic.stacked_conjugates`: its tolerance bounds the sum of the
     nodes' shortfalls, hence that over any subset); where it gives no finite value for every
@@ -112,10 +113,11 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
     cached = model.cache.get("cert_lower")
     if cached is not None:
         return cached
-    n, d = model.num_nodes, model.dim
-    low = np.zeros(n)
+    d = model.dim
+    kinds = node_kinds(model)
+    low = kinds.loss_lower.copy()
     tau = 0.0
-    conic = node_kinds(model).conic
+    conic = kinds.conic
     if conic.size:
         try:
             stacked = conic_mod.stacked_conjugates(model, conic, np.zeros((conic.size, d)))

@@ -303,9 +303,10 @@ def _conic_node_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray,
 
 def _zero_demand(kinds: NodeKinds, S: np.ndarray, node_conj: np.ndarray) -> np.ndarray:
     """Library nodes with exactly zero demand where the all-zero split is the better bound:
-    every library row conjugate, regularizer conjugate and support function is 0 at 0 and all
-    library losses are ``>= 0``, so ``h_i*(0) <= 0`` without residual."""
-    zero = (S == 0).all(axis=1) & ~(node_conj <= 0)
+    every library row conjugate, regularizer conjugate and support function is 0 at 0 and the
+    node's loss is ``>= 0`` (its facts' lower bound, :attr:`NodeKinds.loss_lower`), so
+    ``h_i*(0) = -inf h_i <= 0`` without residual."""
+    zero = (S == 0).all(axis=1) & ~(node_conj <= 0) & (kinds.loss_lower >= 0)
     zero[kinds.conic] = False
     return zero
 
