@@ -9,16 +9,22 @@ declaration, sent once), their node-update plan
 nodes, the flows ``u_e`` of its incident edges and ``(D w)_e`` of the edges it owns (head
 ``e+`` in the shard).
 
-**One iteration** is two rounds of messages routed by the driver:
+**One iteration** is two exchanges of boundary rows:
 
-1. ``node_step``: the incoming flows of the edges owned elsewhere complete ``(D^T u^k)_i``, then
-   PU (32) at the shard's nodes; out go the new weights of the nodes other shards need;
-2. ``edge_step``: with the new weights of its ghosts, DU (33) on the owned edges; out go the
-   new flows of the owned edges whose tail is elsewhere.
+1. PU (32) at the shard's nodes (the flows of the edges owned elsewhere completed ``(D^T
+   u^k)_i``); out go the new weights of the nodes other shards need;
+2. DU (33) on the owned edges with the new weights of its ghosts; out go the new flows of the
+   owned edges whose tail is elsewhere.
 
-The driver sends per iteration ``O(boundary)`` bytes: the boundary rows, the iteration number,
-the step scale ``c`` when it changed and a flag asking for residuals (measured per iteration in
-:attr:`DistributedResult.bytes_sent`).
+With ``routing="workers"`` (the default) each shard pushes its rows to the neighbour shards'
+actors itself and waits for theirs (:meth:`~gtvmodel.primal_dual.shards.Shard.steps`); the
+driver sends one call per shard for all the iterations up to the next residual evaluation of
+the step rule (or the next read of the iterate: certificate, checkpoint, callback), with the
+iteration numbers, the step scale ``c`` when it changed and the residual flag, and receives
+the shards' residual parts: ``O(shards)`` bytes per call whatever the boundary
+(:attr:`DistributedResult.bytes_sent`; the rows between shards are
+:attr:`DistributedResult.peer_bytes`).  With ``routing="driver"`` every iteration is two rounds
+of calls through the driver, which routes the rows (``O(boundary)`` bytes per iteration).
 
 **Same iterates as the serial solver.**  Each shard's sparse products are the rows (columns
 restricted, order kept) of the serial ``D`` and ``D^T``, so ``(D^T u)_i`` is summed in the same
@@ -45,7 +51,8 @@ final certificate's repaired flows and gaps are gathered once, for the result.  
 (it sees the gathered iterate, every iteration) and the checkpoints gather ``(w, u)``.
 
 **Faults.**  Every ``checkpoint_every`` iterations the driver keeps a :class:`Checkpoint`
-``(k, w^k, u^k, step rule)``.  When a call to a shard fails because its worker is gone, the
+``(k, w^k, u^k, step rule)``.  When a call to a shard fails because its worker is gone (with
+worker-to-worker routing: the first failure aborts the other shards' waits for rows), the
 shards are rebuilt on the workers left (their data sent again), restored to the checkpoint and
 the iterations since replayed, so the run finishes with the iterates of an uninterrupted run.
 With no worker left (none within ``recover_timeout`` seconds) :class:`WorkerLostError` carries
@@ -187,7 +194,11 @@ class DistributedResult(PrimalDualResult):
     shards (sent and received), ``certificates_gathered``: how many of them gathered the
     iterate and ran :func:`~gtvmodel.certificates.certificate.certify` at the driver (the
     others were summed from the shards' partial sums, :mod:`~gtvmodel.certificates.
-    sharded_certificate`), ``gather_reasons``: why (each reason once).
+    sharded_certificate`), ``gather_reasons``: why (each reason once); ``routing`` and
+    ``peer_bytes`` (the bytes of the boundary rows the shards pushed to one another, since
+    their last rebuild; 0 when routed by the driver).  ``timings["iterations"]``: the wall
+    time of the iterations (with ``routing="workers"`` the two exchanges are not timed
+    apart: ``node_updates`` and ``edge_updates`` stay 0).
 
     The fields are keyword-only, as :func:`solve_distributed` fills them; each is also the
     attribute of that name.
@@ -209,7 +220,8 @@ class DistributedResult(PrimalDualResult):
     boundary_nodes, boundary_edges : int
         How many nodes and edges have rows that cross shards.
     bytes_sent : ndarray of int
-        The driver's pickled bytes sent per iteration (replays included).
+        The driver's pickled bytes sent per iteration (replays included; with
+        ``routing="workers"`` a call covering several iterations is counted at its last).
     setup_bytes : int
         The pickled bytes of the shards' data sent at setup (and at rebuilds).
     recoveries : int
@@ -222,6 +234,10 @@ class DistributedResult(PrimalDualResult):
         How many certificates gathered the iterate to the driver.
     gather_reasons : list of str
         Why they did (each reason once).
+    routing : {"workers", "driver"}
+        How the boundary rows travelled (:func:`solve_distributed`'s option).
+    peer_bytes : int
+        The bytes of the rows the shards pushed to one another (``routing="workers"``).
 
     Raises
     ------
