@@ -19,7 +19,9 @@
     on a ring lattice with shortcuts (``--routing-nodes`` nodes, average degree 10,
     ``--routing-dim`` = d, squared losses with 5 rows, contiguous shards): seconds per
     iteration (interleaved repeats, median and range), the busiest shard's computing, the
-    driver's bytes per iteration and the bytes between shards per iteration.
+    driver's bytes per iteration and the bytes between shards per iteration; then the
+    orchestration alone (one node per shard on a ring of shards: no computation to speak of),
+    both routings, fitted as ``a + b * shards`` per iteration.
 
 Run: ``python benchmarks/bench_dask.py [--side 316] [--iters 40] [--small-side 100]
 [--cert-side 316] [--only-certificates] [--only-routing --routing-nodes 20000
@@ -215,6 +217,31 @@ def part_g(n: int, d: int, rewire: float, iters: int, repeats: int) -> None:
               f"{nbrs.max()}; setup {res.timings['setup']:.1f} s")
 
 
+def part_g_overhead(iters: int, repeats: int) -> None:
+    print(f"(g) orchestration per iteration, one node per shard (a ring), one worker process "
+          f"per shard, {iters} iterations, {repeats} interleaved repeats:")
+    shards, med = np.array([2, 4, 8]), {"workers": [], "driver": []}
+    for S in shards:
+        model = gm.GTVModel(nx.cycle_graph(int(S)) if S > 2 else nx.path_graph(2), 2, lam=0.5)
+        for i in range(int(S)):
+            model.set_loss(i, gm.QuadraticLoss([float(i), 0.0]))
+        secs: dict[str, list[float]] = {"workers": [], "driver": []}
+        with LocalCluster(n_workers=int(S), threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            for _ in range(repeats):
+                for how in secs:
+                    s, _ = per_iteration(model, iters, backend=gm.DaskBackend(
+                        client, shards=int(S), routing=how))
+                    secs[how].append(s)
+        for how, v in secs.items():
+            med[how].append(float(np.median(v)))
+            print(f"    {S} shards, {how:>7}: {1e3 * np.median(v):.2f} ms/iteration "
+                  f"({1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+    for how, v in med.items():
+        b, a = np.polyfit(shards, v, 1)
+        print(f"    fit, {how}: {1e3 * a:.2f} ms + {1e3 * b:.2f} ms per shard per iteration")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", type=int, default=316)
@@ -226,10 +253,15 @@ def main() -> None:
     p.add_argument("--routing-nodes", type=int, default=20_000)
     p.add_argument("--routing-dim", type=int, default=10)
     p.add_argument("--rewire", type=float, default=0.02)
+    p.add_argument("--overhead-only", action="store_true", help="(g)'s orchestration alone")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
+    if args.overhead_only:
+        part_g_overhead(100, args.repeats)
+        return
     if args.only_routing:
         part_g(args.routing_nodes, args.routing_dim, args.rewire, args.iters, args.repeats)
+        part_g_overhead(100, args.repeats)
         return
     if args.only_certificates:
         cmodel = grid_model(args.cert_side)
