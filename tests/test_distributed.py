@@ -256,9 +256,10 @@ def _kill(cluster, client, which):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize(("vanishing", "routing"), [(False, "workers"), (True, "workers"),
-                                                   (False, "driver")],
-                         ids=["rebuilt", "rebuild-finds-none", "rebuilt-driver-routed"])
+@pytest.mark.parametrize(("vanishing", "routing"), [
+    (False, "workers"), (True, "workers"),
+    pytest.param(False, "driver", marks=pytest.mark.slow)],
+    ids=["rebuilt", "rebuild-finds-none", "rebuilt-driver-routed"])
 def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same(vanishing, routing,
                                                                     monkeypatch):
     """With ``vanishing``, the first rebuild's worker list comes back empty (the scheduler had
