@@ -13,10 +13,19 @@
 (e) an estimate (extrapolated from (b)-(d), not measured) for 10^7 nodes on 100 workers;
 (f) certificates: summed from the shards' partial sums (``certificates="sharded"``) vs the
     iterate gathered and certified at the driver (``"gathered"``), bytes and seconds per
-    certificate, 2 shards, on a ``cert_side x cert_side`` grid.
+    certificate, 2 shards, on a ``cert_side x cert_side`` grid;
+(g) routing (issue 30 item 7): boundary rows from worker to worker (``routing="workers"``)
+    vs through the driver (``"driver"``), 2, 4 and 8 shards, one worker process per shard,
+    on a ring lattice with shortcuts (``--routing-nodes`` nodes, average degree 10,
+    ``--routing-dim`` = d, squared losses with 5 rows, contiguous shards): seconds per
+    iteration (interleaved repeats, median and range), the busiest shard's computing, the
+    driver's bytes per iteration and the bytes between shards per iteration; then the
+    orchestration alone (one node per shard on a ring of shards: no computation to speak of),
+    both routings, fitted as ``a + b * shards`` per iteration.
 
 Run: ``python benchmarks/bench_dask.py [--side 316] [--iters 40] [--small-side 100]
-[--cert-side 316] [--only-certificates]``.
+[--cert-side 316] [--only-certificates] [--only-routing --routing-nodes 20000
+--routing-dim 10 --rewire 0.02 --repeats 3]``.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ def per_iteration(model: gm.GTVModel, iters: int, **kw) -> tuple[float, object]:
     """Seconds per iteration of ``iters`` iterations (no certificates; setup excluded)."""
     res = gm.solve_primal_dual(model, max_iter=iters, tol=0.0, record_every=None, **kw)
     t = res.timings
-    return (t["node_updates"] + t["edge_updates"]) / iters, res
+    return t.get("iterations", t["node_updates"] + t["edge_updates"]) / iters, res
 
 
 def part_a(model: gm.GTVModel) -> np.ndarray:
@@ -157,6 +166,82 @@ def part_f(model: gm.GTVModel, client: Client, labels: np.ndarray) -> None:
           f"relative difference of the gaps {abs(gs - gg) / max(gg, 1e-300):.1e}")
 
 
+def ring_model(n: int, d: int, rewire: float, m: int = 5, seed: int = 0) -> gm.GTVModel:
+    """A ring lattice of ``n`` nodes, each joined to its 10 nearest, a fraction ``rewire`` of
+    the edges rewired (Watts-Strogatz), squared losses with ``m`` rows in ``d`` dimensions."""
+    rng = np.random.default_rng(seed)
+    G = nx.connected_watts_strogatz_graph(n, 10, rewire, seed=seed)
+    model = gm.GTVModel(G, d, lam=0.5)
+    a, b = rng.standard_normal(d), rng.standard_normal(d)
+    X = rng.standard_normal((n, m, d))
+    for i in range(n):
+        w = a if i < n // 2 else b
+        model.set_loss(i, gm.SquaredLoss(X[i], X[i] @ w + 0.1 * rng.standard_normal(m)))
+    return model
+
+
+def part_g(n: int, d: int, rewire: float, iters: int, repeats: int) -> None:
+    model = ring_model(n, d, rewire)
+    print(f"(g) routing: {n} nodes, {model.num_edges} edges ({100 * rewire:g} % rewired), "
+          f"d = {d}, {iters} iterations (default step rule: residuals every 10), {repeats} "
+          "interleaved repeats:")
+    s_serial, ref = per_iteration(model, iters)
+    print(f"    serial: {1e3 * s_serial:.1f} ms/iteration")
+    print("    shards  routing  ms/iter median (min-max)  busiest shard ms/iter  "
+          "driver B/iter  between shards B/iter  max |diff| vs serial")
+    for S in (2, 4, 8):
+        labels = np.arange(n) * S // n  # contiguous arcs of the ring
+        with LocalCluster(n_workers=S, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            rows: dict[str, list] = {"workers": [], "driver": []}
+            for _ in range(repeats):
+                for how in rows:
+                    s, res = per_iteration(model, iters, backend=gm.DaskBackend(
+                        client, shards=labels, routing=how))
+                    rows[how].append((s, res))
+        for how, runs in rows.items():
+            secs = np.array([s for s, _ in runs])
+            res = runs[-1][1]
+            busy = np.median([r.timings["shard_compute_max"] for _, r in runs]) / iters
+            diff = max(np.abs(res.weights - ref.weights).max(),
+                       np.abs(res.flows - ref.flows).max())
+            print(f"    {S:6d}  {how:>7}  {1e3 * np.median(secs):8.1f} ({1e3 * secs.min():.1f}-"
+                  f"{1e3 * secs.max():.1f})  {1e3 * busy:21.1f}  "
+                  f"{res.bytes_sent.sum() / iters:13,.0f}  "
+                  f"{res.peer_bytes / iters:21,.0f}  {diff:.1e}")
+        ends = labels[model.edges]
+        pairs = np.unique(ends[ends[:, 0] != ends[:, 1]], axis=0)
+        nbrs = np.bincount(np.concatenate([pairs[:, 0], pairs[:, 1]]), minlength=S)
+        print(f"            cut {res.cut_edges} edges; boundary {res.boundary_nodes} nodes + "
+              f"{res.boundary_edges} edges; neighbour shards per shard {nbrs.min()}-"
+              f"{nbrs.max()}; setup {res.timings['setup']:.1f} s")
+
+
+def part_g_overhead(iters: int, repeats: int) -> None:
+    print(f"(g) orchestration per iteration, one node per shard (a ring), one worker process "
+          f"per shard, {iters} iterations, {repeats} interleaved repeats:")
+    shards, med = np.array([2, 4, 8]), {"workers": [], "driver": []}
+    for S in shards:
+        model = gm.GTVModel(nx.cycle_graph(int(S)) if S > 2 else nx.path_graph(2), 2, lam=0.5)
+        for i in range(int(S)):
+            model.set_loss(i, gm.QuadraticLoss([float(i), 0.0]))
+        secs: dict[str, list[float]] = {"workers": [], "driver": []}
+        with LocalCluster(n_workers=int(S), threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            for _ in range(repeats):
+                for how in secs:
+                    s, _ = per_iteration(model, iters, backend=gm.DaskBackend(
+                        client, shards=int(S), routing=how))
+                    secs[how].append(s)
+        for how, v in secs.items():
+            med[how].append(float(np.median(v)))
+            print(f"    {S} shards, {how:>7}: {1e3 * np.median(v):.2f} ms/iteration "
+                  f"({1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+    for how, v in med.items():
+        b, a = np.polyfit(shards, v, 1)
+        print(f"    fit, {how}: {1e3 * a:.2f} ms + {1e3 * b:.2f} ms per shard per iteration")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", type=int, default=316)
@@ -164,7 +249,20 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=40)
     p.add_argument("--cert-side", type=int, default=316)
     p.add_argument("--only-certificates", action="store_true", help="run (f) alone")
+    p.add_argument("--only-routing", action="store_true", help="run (g) alone")
+    p.add_argument("--routing-nodes", type=int, default=20_000)
+    p.add_argument("--routing-dim", type=int, default=10)
+    p.add_argument("--rewire", type=float, default=0.02)
+    p.add_argument("--overhead-only", action="store_true", help="(g)'s orchestration alone")
+    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
+    if args.overhead_only:
+        part_g_overhead(100, args.repeats)
+        return
+    if args.only_routing:
+        part_g(args.routing_nodes, args.routing_dim, args.rewire, args.iters, args.repeats)
+        part_g_overhead(100, args.repeats)
+        return
     if args.only_certificates:
         cmodel = grid_model(args.cert_side)
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

@@ -256,11 +256,15 @@ def _kill(cluster, client, which):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("vanishing", [False, True], ids=["rebuilt", "rebuild-finds-none"])
-def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same(vanishing, monkeypatch):
+@pytest.mark.parametrize(("vanishing", "routing"), [
+    (False, "workers"), (True, "workers"),
+    pytest.param(False, "driver", marks=pytest.mark.slow)],
+    ids=["rebuilt", "rebuild-finds-none", "rebuilt-driver-routed"])
+def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same(vanishing, routing,
+                                                                    monkeypatch):
     """With ``vanishing``, the first rebuild's worker list comes back empty (the scheduler had
     just dropped the last worker; seen once in CI on a loaded machine): the recovery waits
-    for a worker and rebuilds again instead of failing."""
+    for a worker and rebuilds again instead of failing.  Both routings recover."""
     model = _model("logistic", n=24)
     kw = {"max_iter": 30, "tol": 0.0, "record_every": 15}
     ref = gm.solve_primal_dual(model, **kw)
@@ -282,7 +286,7 @@ def test_a_killed_worker_is_replaced_and_the_run_finishes_the_same(vanishing, mo
                     monkeypatch.setattr(c, "scheduler_info", empty_once)
 
         res = gm.solve_distributed(model, **kw, callback=kill_at_12, client=c, shards=2,
-                                   checkpoint_every=5)
+                                   checkpoint_every=5, routing=routing)
     assert res.recoveries == (2 if vanishing else 1)
     # both shards rebuilt on the one worker left (first[1], or its nanny's restart if the
     # scheduler dropped it under load), never on the killed one
@@ -474,3 +478,73 @@ def test_sharded_certificate_with_a_shard_without_edges(client):
                                + 0.3 * cp.norm(W[0] - W[1], 2)))
     p.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
     assert res.certificate.gap >= res.certificate.primal_value - p.value - 1e-9
+
+
+# ------------------------------------------------------ worker-to-worker routing (item 7)
+@pytest.mark.parametrize("kind", ["squared", "constrained"])
+def test_worker_routing_gives_the_driver_routed_iterates_bitwise(client, kind):
+    """4 shards on 2 workers (pushes within a worker and across): the iterates, the step
+    scale and the history of ``routing="workers"`` (the default) are those of
+    ``routing="driver"`` bit for bit, and the serial ones to 1e-12; the residual balancing
+    adapts ``c`` on the way (40 iterations, every 10)."""
+    model = _model(kind)
+    kw = {"max_iter": 40, "tol": 0.0, "record_every": 20, "batch_cvxpy": False}
+    serial = gm.solve_primal_dual(model, **kw)
+    runs = {r: gm.solve_primal_dual(model, **kw, backend=gm.DaskBackend(client, shards=4,
+                                                                           routing=r))
+            for r in ("workers", "driver")}
+    w2w, routed = runs["workers"], runs["driver"]
+    assert w2w.routing == "workers" and routed.routing == "driver"
+    np.testing.assert_array_equal(w2w.weights, routed.weights)
+    np.testing.assert_array_equal(w2w.flows, routed.flows)
+    assert w2w.c == routed.c != 1.0
+    np.testing.assert_array_equal(w2w.history.primal_residual, routed.history.primal_residual)
+    np.testing.assert_array_equal(w2w.history.gap, routed.history.gap)
+    _assert_same(serial, w2w)
+
+
+def test_worker_routing_sends_only_scalars_through_the_driver(client):
+    """The driver's bytes do not grow with the boundary (4x the nodes, 10x the dimension):
+    a few scalars per shard and residual evaluation; the rows between shards are exactly the
+    boundary rows each shard needs, every iteration."""
+    kw = {"max_iter": 20, "tol": 0.0, "record_every": 10, "client": client, "shards": 3}
+    small = _model("squared", n=20, isolated=False)
+    big = gm.GTVModel(_graph(80, 1), 20, lam=0.3)
+    rng = np.random.default_rng(1)
+    for i in big.nodes:
+        X = rng.standard_normal((5, 20))
+        big.set_loss(i, gm.SquaredLoss(X, X @ np.ones(20)))
+    res = {name: gm.solve_distributed(m, **kw) for name, m in (("small", small), ("big", big))}
+    for name, model in (("small", small), ("big", big)):
+        r = res[name]
+        lay = ShardLayout.build(model, r.shard_of)
+        rows = sum(a.size + b.size for a, b in zip(lay.recv_nodes, lay.recv_edges, strict=True))
+        assert r.peer_bytes == r.iterations * 8 * model.dim * rows > 0
+        calls = np.count_nonzero(r.bytes_sent)  # one call per shard per residual evaluation
+        assert calls == 2 and r.bytes_sent.sum() <= calls * 3 * 200  # 3 shards, < 200 B each
+    np.testing.assert_array_equal(res["small"].bytes_sent, res["big"].bytes_sent)
+    routed = gm.solve_distributed(big, **kw, routing="driver")
+    assert routed.bytes_sent.sum() > 50 * res["big"].bytes_sent.sum()
+
+
+def test_a_failing_shard_stops_its_neighbours_waits(client):
+    """A node update failing inside the worker-to-worker steps (fixed steps: no initial
+    scale computed before) raises the package's error at once; the neighbours, waiting for
+    its rows, are aborted, and the cluster runs the next solve."""
+    model = _model("squared", n=10, isolated=False)
+    model.add_constraint(3, gm.Box(1.0, 2.0))
+    model.add_constraint(3, model.var(3) <= 0.0)  # infeasible: the CVXPY path says so
+    kw = {"max_iter": 3, "tol": 0.0, "record_every": None, "step": 0.5}
+    with pytest.raises(GTVError) as serial:
+        gm.solve_primal_dual(model, **kw)
+    t0 = time.perf_counter()
+    with pytest.raises(type(serial.value)):
+        gm.solve_distributed(model, **kw, client=client, shards=2)
+    assert time.perf_counter() - t0 < 30
+    ok = _model("squared", n=10, isolated=False)
+    assert gm.solve_distributed(ok, **kw, client=client, shards=2).iterations == 3
+
+
+def test_routing_is_checked():
+    with pytest.raises(ParameterError, match="routing"):
+        gm.DaskBackend(routing="scheduler")

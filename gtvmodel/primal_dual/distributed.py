@@ -9,16 +9,22 @@ declaration, sent once), their node-update plan
 nodes, the flows ``u_e`` of its incident edges and ``(D w)_e`` of the edges it owns (head
 ``e+`` in the shard).
 
-**One iteration** is two rounds of messages routed by the driver:
+**One iteration** is two exchanges of boundary rows:
 
-1. ``node_step``: the incoming flows of the edges owned elsewhere complete ``(D^T u^k)_i``, then
-   PU (32) at the shard's nodes; out go the new weights of the nodes other shards need;
-2. ``edge_step``: with the new weights of its ghosts, DU (33) on the owned edges; out go the
-   new flows of the owned edges whose tail is elsewhere.
+1. PU (32) at the shard's nodes (the flows of the edges owned elsewhere completed ``(D^T
+   u^k)_i``); out go the new weights of the nodes other shards need;
+2. DU (33) on the owned edges with the new weights of its ghosts; out go the new flows of the
+   owned edges whose tail is elsewhere.
 
-The driver sends per iteration ``O(boundary)`` bytes: the boundary rows, the iteration number,
-the step scale ``c`` when it changed and a flag asking for residuals (measured per iteration in
-:attr:`DistributedResult.bytes_sent`).
+With ``routing="workers"`` (the default) each shard pushes its rows to the neighbour shards'
+actors itself and waits for theirs (:meth:`~gtvmodel.primal_dual.shards.Shard.steps`); the
+driver sends one call per shard for all the iterations up to the next residual evaluation of
+the step rule (or the next read of the iterate: certificate, checkpoint, callback), with the
+iteration numbers, the step scale ``c`` when it changed and the residual flag, and receives
+the shards' residual parts: ``O(shards)`` bytes per call whatever the boundary
+(:attr:`DistributedResult.bytes_sent`; the rows between shards are
+:attr:`DistributedResult.peer_bytes`).  With ``routing="driver"`` every iteration is two rounds
+of calls through the driver, which routes the rows (``O(boundary)`` bytes per iteration).
 
 **Same iterates as the serial solver.**  Each shard's sparse products are the rows (columns
 restricted, order kept) of the serial ``D`` and ``D^T``, so ``(D^T u)_i`` is summed in the same
@@ -45,7 +51,8 @@ final certificate's repaired flows and gaps are gathered once, for the result.  
 (it sees the gathered iterate, every iteration) and the checkpoints gather ``(w, u)``.
 
 **Faults.**  Every ``checkpoint_every`` iterations the driver keeps a :class:`Checkpoint`
-``(k, w^k, u^k, step rule)``.  When a call to a shard fails because its worker is gone, the
+``(k, w^k, u^k, step rule)``.  When a call to a shard fails because its worker is gone (with
+worker-to-worker routing: the first failure aborts the other shards' waits for rows), the
 shards are rebuilt on the workers left (their data sent again), restored to the checkpoint and
 the iterations since replayed, so the run finishes with the iterates of an uninterrupted run.
 With no worker left (none within ``recover_timeout`` seconds) :class:`WorkerLostError` carries
@@ -106,6 +113,15 @@ CERT_FEAS_TOL = 1e-8
 
 #: The values of :func:`solve_distributed`'s ``certificates`` option.
 CERTIFICATE_MODES = ("sharded", "gathered")
+
+#: The values of :func:`solve_distributed`'s ``routing`` option: boundary rows from worker to
+#: worker, or through the driver.
+ROUTING_MODES = ("workers", "driver")
+
+#: Seconds a shard waits for a neighbour's rows beyond ``recover_timeout`` before its step
+#: fails as a lost worker (a call to a dead worker may wait ``distributed.comm.timeouts.
+#: connect``, 30 s by default).
+PEER_WAIT_MARGIN = 90.0
 
 
 @dataclass
@@ -178,7 +194,11 @@ class DistributedResult(PrimalDualResult):
     shards (sent and received), ``certificates_gathered``: how many of them gathered the
     iterate and ran :func:`~gtvmodel.certificates.certificate.certify` at the driver (the
     others were summed from the shards' partial sums, :mod:`~gtvmodel.certificates.
-    sharded_certificate`), ``gather_reasons``: why (each reason once).
+    sharded_certificate`), ``gather_reasons``: why (each reason once); ``routing`` and
+    ``peer_bytes`` (the bytes of the boundary rows the shards pushed to one another, since
+    their last rebuild; 0 when routed by the driver).  ``timings["iterations"]``: the wall
+    time of the iterations (with ``routing="workers"`` the two exchanges are not timed
+    apart: ``node_updates`` and ``edge_updates`` stay 0).
 
     The fields are keyword-only, as :func:`solve_distributed` fills them; each is also the
     attribute of that name.
@@ -200,7 +220,8 @@ class DistributedResult(PrimalDualResult):
     boundary_nodes, boundary_edges : int
         How many nodes and edges have rows that cross shards.
     bytes_sent : ndarray of int
-        The driver's pickled bytes sent per iteration (replays included).
+        The driver's pickled bytes sent per iteration (replays included; with
+        ``routing="workers"`` a call covering several iterations is counted at its last).
     setup_bytes : int
         The pickled bytes of the shards' data sent at setup (and at rebuilds).
     recoveries : int
@@ -213,6 +234,10 @@ class DistributedResult(PrimalDualResult):
         How many certificates gathered the iterate to the driver.
     gather_reasons : list of str
         Why they did (each reason once).
+    routing : {"workers", "driver"}
+        How the boundary rows travelled (:func:`solve_distributed`'s option).
+    peer_bytes : int
+        The bytes of the rows the shards pushed to one another (``routing="workers"``).
 
     Raises
     ------
@@ -248,6 +273,8 @@ class DistributedResult(PrimalDualResult):
     certificate_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     certificates_gathered: int = 0
     gather_reasons: list[str] = field(default_factory=list)
+    routing: str = "workers"
+    peer_bytes: int = 0
 
 
 @dataclass
@@ -295,8 +322,12 @@ class _DaskRun(Run):
     def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, W: np.ndarray, U: np.ndarray,
                  pool: ShardPool, prox: str, batch_cvxpy: bool, checkpoint_every: int,
-                 progress: bool, t_start: float, certificates: str = "sharded"):
+                 progress: bool, t_start: float, certificates: str = "sharded",
+                 routing: str = "workers"):
         self.model, self.opts, self.rule, self.pool = model, opts, rule, pool
+        self.routing = routing
+        self._batch: list[Any] | None = None  # worker-to-worker steps queued: [k0, k1, c]
+        self._res2: tuple[float, float] = (float("nan"), float("nan"))
         self.cert_mode = certificates
         self.cert_bytes: list[int] = []
         self.gathered_certs = 0
@@ -307,7 +338,7 @@ class _DaskRun(Run):
         self.checkpoint_every = checkpoint_every
         self.t_start = t_start
         self.timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0,
-                        "certificate": 0.0, "checkpoints": 0.0}
+                        "iterations": 0.0, "certificate": 0.0, "checkpoints": 0.0}
         self.rows: list[tuple] = []
         self.cert = None
         self.bar = progress_bar(opts.max_iter) if progress else None
@@ -323,7 +354,7 @@ class _DaskRun(Run):
         self._gathered: tuple[int, Iterate] | None = None
         self.ckpt = Checkpoint(0, W.copy(), U.copy(), copy.deepcopy(rule))
         try:
-            pool.start(shard_specs(model, self.layout, W, U, rule, prox, batch_cvxpy))
+            self._start_shards(W, U)
             if isinstance(rule, ResidualBalancing):
                 self._pending_c = rule.start(model, _FirstUpdate(self))
         except Exception as exc:  # nothing computed yet: the start point is the checkpoint
@@ -334,6 +365,15 @@ class _DaskRun(Run):
                                   checkpoint=self.ckpt) from exc
         self.ckpt.rule = copy.deepcopy(rule)
         self.timings["setup"] = time.perf_counter() - t_start
+
+    def _start_shards(self, W: np.ndarray, U: np.ndarray) -> None:
+        """Build the shards at ``(W, U)`` with the rule's steps; connect them to one another
+        for worker-to-worker routing."""
+        wait = self.pool.recover_timeout + PEER_WAIT_MARGIN
+        self.pool.start(shard_specs(self.model, self.layout, W, U, self.rule, self.prox,
+                                    self.batch_cvxpy, wait))
+        if self.routing == "workers":
+            self.pool.connect()
 
     # ---------------------------------------------------------------- fault tolerance
     def calls(self, method: str, args: list[tuple]) -> list[Any]:
@@ -372,13 +412,14 @@ class _DaskRun(Run):
         self.rule = copy.deepcopy(ck.rule)
         self.p_res, self.d_res = ck.p_res, ck.d_res
         self._flows_in, self._pending_c, self._gathered = None, None, None
+        self._batch = None
         try:
-            self.pool.start(shard_specs(self.model, self.layout, ck.weights, ck.flows, self.rule,
-                                   self.prox, self.batch_cvxpy))
+            self._start_shards(ck.weights, ck.flows)
             self.done = ck.iteration
             while self.done < target:
                 self._step(self.done)
                 self._finish(self.done + 1)
+            self._flush()
         except Exception as exc:  # another worker lost while rebuilding or replaying
             if not (isinstance(exc, LostWorker) or is_lost(exc)):
                 raise
@@ -397,6 +438,9 @@ class _DaskRun(Run):
         return adapt, adapt or k % self.opts.record_every == 0 or k == self.opts.max_iter
 
     def _step(self, k: int) -> None:
+        if self.routing == "workers":
+            self._queue(k)
+            return
         pool, d = self.pool, self.model.dim
         t0 = time.perf_counter()
         sent0 = pool.sent
@@ -414,8 +458,44 @@ class _DaskRun(Run):
         t2 = time.perf_counter()
         self.timings["node_updates"] += t1 - t0
         self.timings["edge_updates"] += t2 - t1
+        self.timings["iterations"] += t2 - t0
         self.since_cert += t2 - t0
         self.bytes_per_iter.append(pool.sent - sent0)
+
+    def _queue(self, k: int) -> None:
+        """Worker to worker: iteration ``k`` joins the queued steps, which the shards run
+        (:meth:`_flush`) when the residuals are due after it, or when the iterate is read."""
+        if self._batch is None:
+            c, self._pending_c = self._pending_c, None
+            self._batch = [k, k, c]
+        self._batch[1] = k + 1
+        self.bytes_per_iter.append(0)
+        if self._residual_due(k + 1)[1]:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Run the queued iterations ``k0 .. k1-1`` on the shards (:meth:`~gtvmodel.
+        primal_dual.shards.Shard.steps`, one call each: the boundary rows go from worker to
+        worker) with the residuals' parts after the last when due; the call's bytes are
+        counted at the last iteration."""
+        if self._batch is None:
+            return
+        k0, k1, c = self._batch
+        want = self._residual_due(k1)[1]
+        pool, t0, sent0 = self.pool, time.perf_counter(), self.pool.sent
+        try:
+            parts = pool.call_all("steps", [(k0, k1, c, want) for _ in pool.actors])
+        except Exception as exc:
+            if is_lost(exc):
+                raise LostWorker(str(exc)) from exc
+            raise
+        self._batch = None
+        if want:
+            self._res2 = (sum(p[0] for p in parts), sum(p[1] for p in parts))
+        elapsed = time.perf_counter() - t0
+        self.timings["iterations"] += elapsed
+        self.since_cert += elapsed
+        self.bytes_per_iter[-1] += pool.sent - sent0
 
     def advance(self, k: int, new: Any) -> None:
         """After ``k`` iterations: the residuals from the shards' partial sums when the step
@@ -437,7 +517,10 @@ class _DaskRun(Run):
 
     def _finish(self, k: int) -> None:
         adapt, want = self._residual_due(k)
-        if want:
+        if want and self.routing == "workers":  # the shards' parts came with the steps
+            d2, p2 = self._res2
+            self.p_res, self.d_res = math.sqrt(p2), math.sqrt(d2)
+        elif want:
             sent0 = self.pool.sent
             assert self._flows_in is not None  # routed by the edge round of this iteration
             p2 = self.calls("receive_flows", [(f, True) for f in self._flows_in])
@@ -459,6 +542,7 @@ class _DaskRun(Run):
     def _gather(self) -> tuple[np.ndarray, np.ndarray]:
         n, d, E = self.model.num_nodes, self.model.dim, self.model.num_edges
         W, U = np.empty((n, d)), np.empty((E, d))
+        self._flush()
         parts = self.calls("state", [() for _ in self.pool.actors])
         self._gather_bytes = len(pickle.dumps(parts, protocol=5))
         for s, (Ws, Us) in enumerate(parts):
@@ -502,6 +586,7 @@ class _DaskRun(Run):
     def _sharded(self) -> tuple[_Sharded | str, int]:
         """Two rounds of calls: the shards' scalars for the repair's global step, then their
         partial sums; ``(certificate or the reason to gather, bytes received)``."""
+        self._flush()
         actors = self.pool.actors
         scans = self.calls("cert_scan", [() for _ in actors])
         received = len(pickle.dumps(scans, protocol=5))
@@ -544,10 +629,10 @@ class _DaskRun(Run):
         paths: dict[str, int] = {}
         parts = self._guarded(lambda: self.calls("describe", [() for _ in self.pool.actors]),
                               self.done)
-        for part, _ in parts:
+        for part, _, _ in parts:
             for kind, m in part.items():
                 paths[kind] = paths.get(kind, 0) + m
-        self.timings["shard_compute_max"] = max(busy for _, busy in parts)
+        self.timings["shard_compute_max"] = max(busy for _, busy, _ in parts)
         lay = self.layout
         return DistributedResult(
             weights=x.W, flows=x.U, iterations=self.k, status=status,
@@ -560,7 +645,8 @@ class _DaskRun(Run):
             setup_bytes=self.pool.setup_bytes, recoveries=self.recoveries,
             workers=list(self.pool.workers),
             certificate_bytes=np.array(self.cert_bytes, dtype=np.int64),
-            certificates_gathered=self.gathered_certs, gather_reasons=list(self.gather_reasons))
+            certificates_gathered=self.gathered_certs, gather_reasons=list(self.gather_reasons),
+            routing=self.routing, peer_bytes=sum(b for _, _, b in parts))
 
 
 def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: float = 1e-6,
@@ -569,8 +655,8 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
                       progress: bool = False, batch_cvxpy: bool = True,
                       certificate_budget: float | None = 0.25, *, client: Any = None,
                       shards: int | np.ndarray | None = None, checkpoint_every: int = 100,
-                      recover_timeout: float = 30.0, certificates: str = "sharded"
-                      ) -> DistributedResult:
+                      recover_timeout: float = 30.0, certificates: str = "sharded",
+                      routing: str = "workers") -> DistributedResult:
     """Algorithm 1 (paper 001) on a Dask cluster: PU (32) and DU (33) on shards of the nodes,
     each on one worker, until the certified gap (34) is at most ``tol * max(1, |P(w)|)``;
     the same iterates and stopping rule as :func:`~gtvmodel.primal_dual.algorithm.
@@ -606,6 +692,12 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
         (:mod:`~gtvmodel.certificates.sharded_certificate`); ``"gathered"``: every certificate
         gathers ``(w^k, u^k)`` and runs :func:`~gtvmodel.certificates.certificate.certify` at
         the driver.
+    routing : {"workers", "driver"}
+        ``"workers"``: the boundary weights and flows go from worker to worker (each shard
+        pushes its rows to its neighbours' actors); the driver sends the iteration numbers
+        (one call per shard for all iterations between two residual evaluations) and receives
+        the residuals' partial sums.  ``"driver"``: every iteration's rows are routed through
+        the driver in two rounds of calls.  Both give the same iterates, bitwise.
 
     Returns
     -------
@@ -618,7 +710,8 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     ParameterError
         A bad option, named (as :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s;
         ``shards`` out of ``1..n`` or not an integer array of shape ``(n,)``,
-        ``checkpoint_every``, ``recover_timeout``, ``certificates``), or ``client`` not a
+        ``checkpoint_every``, ``recover_timeout``, ``certificates``, ``routing``), or
+        ``client`` not a
         running ``distributed.Client``.
     PartitionError
         An explicit shard array with a negative label or an empty shard.
@@ -654,8 +747,8 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     args = RunArguments(max_iter, tol, prox, step, warm_start, callback, record_every,
                         progress, batch_cvxpy, certificate_budget)
     return DaskBackend(client=client, shards=shards, checkpoint_every=checkpoint_every,
-                       recover_timeout=recover_timeout,
-                       certificates=certificates).solve(model, args)
+                       recover_timeout=recover_timeout, certificates=certificates,
+                       routing=routing).solve(model, args)
 
 
 @dataclass(frozen=True)
@@ -664,15 +757,16 @@ class DaskBackend(Backend):
     of :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`; the options are
     :func:`solve_distributed`'s: ``client`` (None: a ``LocalCluster`` of 2 worker processes
     for the run), ``shards`` (their number, default one per worker, or the shard of every
-    node), ``checkpoint_every``, ``recover_timeout`` and ``certificates``).  The options that
-    need the model or the cluster (``shards``, ``client``) are checked when the run starts.
+    node), ``checkpoint_every``, ``recover_timeout``, ``certificates`` and ``routing``).  The
+    options that need the model or the cluster (``shards``, ``client``) are checked when the
+    run starts.
 
     Examples
     --------
     >>> import gtvmodel as gm
     >>> gm.DaskBackend(shards=2)
     DaskBackend(client=None, shards=2, checkpoint_every=100, recover_timeout=30.0, \
-certificates='sharded')
+certificates='sharded', routing='workers')
     """
 
     name: ClassVar[str] = "dask"
@@ -681,6 +775,7 @@ certificates='sharded')
     checkpoint_every: int = 100
     recover_timeout: float = 30.0
     certificates: str = "sharded"
+    routing: str = "workers"
 
     def __post_init__(self) -> None:
         where = "DaskBackend"
@@ -689,6 +784,7 @@ certificates='sharded')
         object.__setattr__(self, "recover_timeout", check_scalar(
             self.recover_timeout, "recover_timeout", min_val=0.0, where=where))
         check_option(self.certificates, "certificates", CERTIFICATE_MODES, where=where)
+        check_option(self.routing, "routing", ROUTING_MODES, where=where)
 
     def solve(self, model: ModelDeclaration, args: RunArguments) -> DistributedResult:
         """:class:`_DaskRun`'s loop over the shards (raises as :func:`solve_distributed`)."""
@@ -712,7 +808,8 @@ certificates='sharded')
                 labels = partition_nodes(model, min(int(S), model.num_nodes))
             pool = ShardPool(client, ShardLayout.build(model, labels), [], self.recover_timeout)
             run = _DaskRun(model, opts, rule, W, U, pool, args.prox, args.batch_cvxpy,
-                           self.checkpoint_every, args.progress, t_start, self.certificates)
+                           self.checkpoint_every, args.progress, t_start, self.certificates,
+                           self.routing)
             status = run.loop()
             return run.result(status)
         finally:
