@@ -523,10 +523,10 @@ class _DaskRun(Run):
         elif want:
             sent0 = self.pool.sent
             assert self._flows_in is not None  # routed by the edge round of this iteration
-            p2 = self.calls("receive_flows", [(f, True) for f in self._flows_in])
+            parts = self.calls("receive_flows", [(f, True) for f in self._flows_in])
             self.bytes_per_iter[-1] += self.pool.sent - sent0
             self._flows_in = None
-            self.p_res, self.d_res = math.sqrt(sum(p2)), math.sqrt(self._d2)
+            self.p_res, self.d_res = math.sqrt(sum(parts)), math.sqrt(self._d2)
         self.done = k
         if adapt and self.rule.update(k - 1, self.p_res, self.d_res):
             self._pending_c = self.rule.c

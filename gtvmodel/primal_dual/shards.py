@@ -209,7 +209,7 @@ class Shard:
     def connect(self, peers: list[tuple[str, str]]) -> None:
         """The ``(worker address, actor key)`` of every shard's actor (this one's included),
         for :meth:`steps` to push rows to its neighbours."""
-        self.peers = [tuple(p) for p in peers]
+        self.peers = [(str(p[0]), str(p[1])) for p in peers]
 
     async def steps(self, k0: int, k1: int, c: float | None, residual: bool
                     ) -> tuple[float | None, float | None]:
