@@ -43,7 +43,9 @@ __all__ = ["PrimalProblem", "compile_primal", "compile_nodes", "find_infeasible_
 
 @dataclass
 class PrimalProblem:
-    """A compiled primal problem: the CVXPY problem and its handles."""
+    """A compiled primal problem: the CVXPY problem and its handles (``Z`` None in the forms
+    without it; ``flow_constraint`` the first of ``flow_constraints``, whose duals give the
+    flows: :meth:`flows`; ``form`` from :func:`edge_form`)."""
 
     problem: cp.Problem
     W: cp.Variable
