@@ -77,22 +77,22 @@ class PrimalProblem:
         return U
 
 
-def compile_primal(model: ModelDeclaration, cones: bool = True) -> PrimalProblem:
+def compile_primal(model: ModelDeclaration) -> PrimalProblem:
     """Build the vectorized CVXPY problem of (16) (cached on the model until it changes;
-    ``lambda`` is a Parameter, set here to ``model.lam``).  ``cones=False`` keeps ``Z = D W``
-    for every penalty (:func:`edge_form`); a cached problem of the other form is rebuilt."""
-    st = model.structure()
-    form = edge_form(model, st) if cones and model.num_edges else "difference"
+    ``lambda`` is a Parameter, set here to ``model.lam``)."""
     cached = model.cache.get("primal")
-    if cached is not None and (cached.form == form or not model.num_edges):
+    if cached is not None:
         cached.lam.value = model.lam
         return cached
     t0 = time.perf_counter()
+    st = model.structure()
     W = cp.Variable((model.num_nodes, model.dim), name="W")
     lam = cp.Parameter(nonneg=True, name="lambda", value=model.lam)
     terms, cons = _node_terms(model, st, W)
     Z = flow = None
+    form = "none"
     if model.num_edges:
+        form = edge_form(model, st)
         if form == "difference":
             Z = cp.Variable((model.num_edges, model.dim), name="Z")
             flow = Z == st.incidence @ W

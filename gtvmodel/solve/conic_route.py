@@ -143,9 +143,8 @@ def solve_conic(model: ModelDeclaration, name: str, request: RouteRequest, reaso
     certificate (cheap, then polished) meets the accuracy, else the next run goes on (the
     full one: self-certificate with its alternatives and Clarabel's re-solve,
     :func:`_certified`), keeping the better certified answer."""
-    before = model.cache.get("primal")
-    compiled = compile_primal(model, cones=_cone_form(model, name))
-    fresh = compiled is not before
+    fresh = model.cache.get("primal") is None
+    compiled = compile_primal(model)
     passes = _passes(name, model, request)
     if not request.certify:  # nothing can judge an aimed run: it is the answer
         passes = [_Pass(passes[0].options, passes[0].start, passes[0].warm)]
@@ -324,17 +323,6 @@ def _form_options(compiled: PrimalProblem, name: str, options: dict[str, Any]
     if name != "CLARABEL" or method is None or "direct_solve_method" in options:
         return options
     return {**options, "direct_solve_method": method}
-
-
-def _cone_form(model: ModelDeclaration, name: str) -> bool:
-    """Whether the route compiles (16) without ``Z = D W`` where the penalty allows
-    (:func:`gtvmodel.duality.compile.edge_form`): not on the SCS route from
-    :data:`SCS_INDIRECT_SIZE`.  On the 5,000-node ``Norm2`` SBM of
-    ``benchmarks/bench_exact_routes.py`` (SCS's indirect solver) the polished flows of the
-    cone form missed 1e-10 and the polish's flow recovery then took 62-71 s (sparse LUs in
-    ``kernels.feasible_flow``; load 12-14), against a polish of 6.0-8.4 s with ``Z``; at 2,000
-    nodes (factorized SCS) the cone form's polish took 0.15 s and the call 0.87x the anchor's."""
-    return not (name == "SCS" and problem_size(model) >= SCS_INDIRECT_SIZE)
 
 
 def _stalled(record: dict[str, Any], run: _Pass) -> bool:
