@@ -289,3 +289,36 @@ def test_a_tree_with_quadratic_losses_takes_the_direct_route():
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     assert abs(sol.objective - ref.value) <= 1e-8 * max(1.0, abs(ref.value))
     assert gm.solve_exact(model.variant(penalty=gm.Norm2())).info["route"] != "direct"
+
+
+@pytest.mark.parametrize("penalty, p, form", [(gm.Norm2(), 2, "soc"), (gm.Norm1(), 1, "box")])
+def test_forms_without_edge_differences_give_optimal_flows(penalty, p, form):
+    """``Norm2``/``Norm1`` models without node constraints compile without ``Z = D W``
+    (``edge_form``); the flows read from the cone duals (docs/conventions.md's sign) satisfy
+    the node condition ``-(D^T u)_i = grad L_i(w_i)`` at the independent reference, meet the
+    capacities and certify the solver's own weights with the cheap repairs only; a box
+    constraint keeps ``Z``."""
+    model = _sbm(n_per=15, penalty=penalty)
+    W_ref, P_ref = _reference(model, p)
+    sol = gm.solve_exact(model, method="interior", polish=False)
+    compiled = model.cache.get("primal")
+    assert compiled.form == form and compiled.Z is None
+    assert sol.info["tolerances"].get("direct_solve_method") == conic_route.CLARABEL_METHOD.get(
+        form)
+    grad_ref = model.loss_gradients(W_ref)
+    np.testing.assert_allclose(-model.empirical_graph.divergence(sol.flows), grad_ref,
+                               atol=1e-6)
+    assert np.all(penalty.dual_norm(sol.flows) <= model.capacities * (1 + 1e-8))
+    cert = model.certify(sol.weights, sol.flows, project="never", recover=False)
+    assert cert.relative_gap <= 1e-9 and cert.gap >= model.objective(sol.weights) - P_ref \
+        - 1e-12 * P_ref
+    # node constraints: the edge differences stay variables, the answer agrees
+    boxed = _sbm(n_per=15, penalty=penalty)
+    boxed.add_constraint(boxed.nodes[0], gm.Box(-10.0, 10.0))
+    other = gm.solve_exact(boxed, method="interior", polish=False)
+    assert boxed.cache.get("primal").form == "difference"
+    np.testing.assert_allclose(other.weights, sol.weights, atol=1e-6)
+    # NormInf keeps them too
+    inf = _sbm(n_per=15, penalty=gm.NormInf())
+    gm.solve_exact(inf, method="interior", polish=False)
+    assert inf.cache.get("primal").form == "difference"

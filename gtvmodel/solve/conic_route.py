@@ -35,7 +35,8 @@ from .first_order import problem_size, route_solution
 from .polish import polish as polish_fn
 from .request import RouteRequest
 
-__all__ = ["solve_conic", "RESOLVE_OPTIONS", "SCS_AIM", "SCS_INDIRECT_SIZE"]
+__all__ = ["solve_conic", "RESOLVE_OPTIONS", "SCS_AIM", "SCS_INDIRECT_SIZE",
+           "CLARABEL_METHOD"]
 
 
 #: Options of the re-solve that :func:`solve_exact` runs when its self-certificate misses the
@@ -187,7 +188,8 @@ def _run_pass(model: ModelDeclaration, compiled: PrimalProblem, name: str,
     record: dict[str, Any] = {}
     t_run = time.perf_counter()
     try:
-        _, comp, solve_time = run_solver(compiled.problem, name, run.options,
+        _, comp, solve_time = run_solver(compiled.problem, name,
+                                         _form_options(compiled, name, run.options),
                                          request.verbose, state.lenient, "solve_exact", record,
                                          start=run.start, warm_start=run.warm)
     except SolverError as exc:
@@ -304,6 +306,25 @@ def _route_answer(model: ModelDeclaration, compiled: PrimalProblem, name: str,
                           name, timings, info, answer.cert)
 
 
+#: Clarabel's linear solver for the compiled forms where its default (``"auto"``, which picked
+#: faer) was measured slower: the ``"box"`` form of ``Norm1``
+#: (:func:`gtvmodel.duality.compile.edge_form`).  On the 300-node ``Norm1`` SBM of
+#: ``benchmarks/bench_exact_routes.py`` (8 iterations either way, 3 interleaved runs, load 8)
+#: qdldl took 0.38 s against 1.00 s for ``"auto"`` and 1.10 s for faer; on the ``"soc"`` form
+#: of ``Norm2`` the three took 0.28-0.31 s (300 nodes) and 12.1-13.5 s (100 x 100 grid).
+CLARABEL_METHOD = {"box": "qdldl"}
+
+
+def _form_options(compiled: PrimalProblem, name: str, options: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """``options`` with :data:`CLARABEL_METHOD`'s linear solver for the compiled form (unless
+    the caller chose one)."""
+    method = CLARABEL_METHOD.get(compiled.form)
+    if name != "CLARABEL" or method is None or "direct_solve_method" in options:
+        return options
+    return {**options, "direct_solve_method": method}
+
+
 def _stalled(record: dict[str, Any], run: _Pass) -> bool:
     """Whether an aimed run was accepted at a looser level of the ladder than it aimed at."""
     used = (record.get("options") or {}).get("tol_gap_rel")
@@ -407,7 +428,8 @@ def _resolve(model: ModelDeclaration, compiled: PrimalProblem, name: str, answer
     one is certified to a smaller relative gap (34)."""
     record2: dict[str, Any] = {}
     try:
-        _, comp2, st2 = run_solver(compiled.problem, name, options, verbose, lenient,
+        _, comp2, st2 = run_solver(compiled.problem, name,
+                                   _form_options(compiled, name, options), verbose, lenient,
                                    "solve_exact (re-solve)", record2, shortcuts=False)
         info["resolved"] = True
         answer.compile_time += comp2
@@ -481,11 +503,11 @@ def _read(model: ModelDeclaration, compiled: PrimalProblem, name: str) -> tuple[
                           status=status, solver=name)
     W = np.asarray(compiled.W.value, dtype=float).reshape(model.num_nodes, model.dim)
     if compiled.flow_constraint is not None:
-        dual = compiled.flow_constraint.dual_value
-        if dual is None:
+        flows = compiled.flows()
+        if flows is None:
             raise SolverError(f"solve_exact: {name} returned no dual values for the flows",
                               status=status, solver=name)
-        U = -np.asarray(dual, dtype=float).reshape(model.num_edges, model.dim)
+        U = flows.reshape(model.num_edges, model.dim)
     else:
         U = np.zeros((0, model.dim))
     if not (np.isfinite(W).all() and np.isfinite(U).all()):
