@@ -57,10 +57,7 @@ def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: 
     the barrier method from the capacity-weighted least-norm solution (``C = diag(c_r^2)``,
     the electrical flow); None if none is found.  ``A``: the incidence-like node rows, every
     column with entries ``+-1`` in two rows of one cluster."""
-    pattern = abs(A)
-    ncomp, lab = csgraph.connected_components(pattern @ pattern.T, directed=False)
-    keep = np.setdiff1d(np.arange(A.shape[0]), np.unique(lab, return_index=True)[1])
-    A, b = A[keep], b[keep]
+    A, b = _ground(A, b)
     AT = A.T.tocsr()
     C = sp.diags(np.repeat(cap * cap, k), format="csr")
     fac, _ = _factor(A @ C @ AT)
