@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gtvmodel.kernels.feasible_flow import strictly_feasible_flow
+from gtvmodel.kernels.feasible_flow import strictly_feasible_flow, strictly_feasible_point
 
 
 def _instance(seed: int, d: int, scale: float):
@@ -66,3 +66,82 @@ def test_none_when_no_flow_fits(seed: int) -> None:
     B = 1.5 * B / _least_congestion(D, cap, B, d)  # least congestion 1.5: nothing fits
     A, b = _system(D, B, d)
     assert strictly_feasible_flow(A, b, cap, d) is None
+
+
+# ===================================================================== polyhedral capacities
+
+def _polytope_instance(seed: int, scale: float, ties: bool = True):
+    """The flow recovery's system for the ``l_inf`` penalty (d = 3) on a random graph: fused
+    edges ``u_e = p_e - q_e`` in the cross-polytope ``1^T (p_e + q_e) <= c_e`` (rows of
+    ``A_ub``), tie edges ``u_ej = sign_ej t_ej`` on 2 or 3 coordinates with ``1^T t_e = c_e``
+    (rows of ``A_eq``); the demands are those of a flow whose fused rows have ``||u_e||_1 =
+    scale c_e`` and whose ties are strictly positive."""
+    d = 3
+    rng = np.random.default_rng(seed)
+    G = nx.connected_watts_strogatz_graph(40, 4, 0.3, seed=seed)
+    E = np.array(sorted((min(a, b), max(a, b)) for a, b in G.edges))
+    n, m = G.number_of_nodes(), len(E)
+    D = sp.csr_matrix((np.r_[np.ones(m), -np.ones(m)], (np.r_[np.arange(m), np.arange(m)],
+                                                        np.r_[E[:, 0], E[:, 1]])), shape=(m, n))
+    K, _ = _system(D, np.zeros((n, d)), d)
+    cap = rng.uniform(0.5, 2.0, m)
+    tie = rng.random(m) < (0.3 if ties else 0.0)
+    fused = np.flatnonzero(~tie)
+    cols, x_true, ub_owner, eq_owner = [], [], [], []
+    for r, e in enumerate(fused):
+        u = rng.normal(size=d)
+        u *= scale * cap[e] / np.abs(u).sum()
+        cols += [K[:, e * d + j] for j in range(d)] + [-K[:, e * d + j] for j in range(d)]
+        x_true += list(np.maximum(u, 0)) + list(np.maximum(-u, 0))
+        ub_owner += [r] * (2 * d)
+        eq_owner += [-1] * (2 * d)
+    for r, e in enumerate(np.flatnonzero(tie)):
+        js = rng.choice(d, size=int(rng.integers(2, d + 1)), replace=False)
+        t = rng.dirichlet(np.ones(js.size)) * cap[e]
+        cols += [rng.choice([-1.0, 1.0]) * K[:, e * d + j] for j in js]
+        x_true += list(t)
+        ub_owner += [-1] * js.size
+        eq_owner += [r] * js.size
+    A = sp.hstack(cols, format="csr")
+    x_true, ub_owner, eq_owner = np.array(x_true), np.array(ub_owner), np.array(eq_owner)
+    A_ub = _owner_rows(ub_owner, fused.size)
+    A_eq = _owner_rows(eq_owner, int(tie.sum()))
+    return A, A @ x_true, A_eq, cap[tie], A_ub, cap[fused]
+
+
+def _owner_rows(owner: np.ndarray, k: int) -> sp.csr_matrix:
+    cols = np.flatnonzero(owner >= 0)
+    return sp.csr_matrix((np.ones(cols.size), (owner[cols], cols)), shape=(k, owner.size))
+
+
+def _least_congestion_polytope(A, b, A_eq, b_eq, A_ub, b_ub) -> float:
+    """``min s : A x = b, A_eq x = b_eq, x >= 0, A_ub x <= s b_ub`` (CVXPY, Clarabel)."""
+    x = cp.Variable(A.shape[1])
+    s = cp.Variable()
+    cons = [A @ x == b, x >= 0, A_ub @ x <= s * b_ub]
+    if A_eq.shape[0]:
+        cons.append(A_eq @ x == b_eq)
+    prob = cp.Problem(cp.Minimize(s), cons)
+    prob.solve(solver=cp.CLARABEL)
+    return float(s.value)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("ties", [True, False])
+def test_polytope_point_strictly_feasible_when_one_exists(seed: int, ties: bool) -> None:
+    A, b, A_eq, b_eq, A_ub, b_ub = _polytope_instance(seed, 0.99, ties)
+    assert _least_congestion_polytope(A, b, A_eq, b_eq, A_ub, b_ub) < 1.0  # one exists
+    x = strictly_feasible_point(A, b, A_eq, b_eq, A_ub, b_ub)
+    assert x is not None
+    assert np.all(x > 0)
+    assert np.all(A_ub @ x < b_ub)
+    np.testing.assert_allclose(A_eq @ x, b_eq, rtol=1e-10)
+    # conservation on every node (the grounded rows' cluster imbalance is rounding here)
+    np.testing.assert_allclose(A @ x, b, atol=1e-10 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_polytope_point_none_when_nothing_fits(seed: int) -> None:
+    A, b, A_eq, b_eq, A_ub, b_ub = _polytope_instance(seed, 1.0, ties=False)
+    b = 1.5 * b / _least_congestion_polytope(A, b, A_eq, b_eq, A_ub, b_ub)
+    assert strictly_feasible_point(A, b, A_eq, b_eq, A_ub, b_ub) is None

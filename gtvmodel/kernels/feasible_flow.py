@@ -21,16 +21,23 @@ step reused by the others: 14 ms against 19 ms per factorization on a 1,000-node
 ``d = 3``).  When the minimum of the phase-I problem is at least 1 (no strictly feasible
 flow) the method returns None as soon as the central path shows it (``s - 2 m / tau >= 1``)
 or after :data:`PHASE1_STEPS` steps.
+
+:func:`strictly_feasible_point` is the same phase I for polyhedral capacities (``x > 0``,
+disjoint sums ``A_ub x < b_ub`` and ``A_eq x = b_eq``: the cross-polytopes ``||u_e||_1 <=
+lambda A_e`` of the ``l_inf`` penalty as ``u_e = p_e - q_e``, and its ties), whose barrier
+Hessian is diagonal plus one rank-one block per row of ``A_ub``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spl
 
-__all__ = ["strictly_feasible_flow", "PHASE1_STEPS"]
+__all__ = ["strictly_feasible_flow", "strictly_feasible_point", "PHASE1_STEPS"]
 
 #: The most Newton steps of :func:`strictly_feasible_flow`.
 PHASE1_STEPS = 60
@@ -50,10 +57,7 @@ def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: 
     the barrier method from the capacity-weighted least-norm solution (``C = diag(c_r^2)``,
     the electrical flow); None if none is found.  ``A``: the incidence-like node rows, every
     column with entries ``+-1`` in two rows of one cluster."""
-    pattern = abs(A)
-    ncomp, lab = csgraph.connected_components(pattern @ pattern.T, directed=False)
-    keep = np.setdiff1d(np.arange(A.shape[0]), np.unique(lab, return_index=True)[1])
-    A, b = A[keep], b[keep]
+    A, b = _ground(A, b)
     AT = A.T.tocsr()
     C = sp.diags(np.repeat(cap * cap, k), format="csr")
     fac, _ = _factor(A @ C @ AT)
@@ -99,37 +103,65 @@ def _phase_one(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, cap: np.ndarr
 
 
 class _Factor:
-    """SuperLU of a symmetric positive definite ``S``, possibly of ``S`` permuted
-    symmetrically by ``perm`` (``S[perm][:, perm]``): :meth:`solve` solves with ``S``."""
+    """SuperLU of a symmetric positive (semi)definite ``S``, possibly of ``S`` permuted
+    symmetrically by ``perm`` (``S[perm][:, perm]``): :meth:`solve` solves with ``S``.  With
+    ``refine`` (a singular ``S``, factored as ``S + eps diag(S)``): two steps of iterative
+    refinement against ``S`` itself (the range of ``S`` solved to rounding; the null
+    directions, which the callers' ``A^T`` annihilates, grow harmlessly)."""
 
-    def __init__(self, lu: spl.SuperLU, perm: np.ndarray | None) -> None:
-        self.lu, self.perm = lu, perm
+    def __init__(self, lu: spl.SuperLU, perm: np.ndarray | None,
+                 refine: sp.spmatrix | None = None) -> None:
+        self.lu, self.perm, self.refine = lu, perm, refine
 
-    def solve(self, b: np.ndarray) -> np.ndarray:
+    def _solve(self, b: np.ndarray) -> np.ndarray:
         if self.perm is None:
             return self.lu.solve(b)
         x = np.empty_like(b)
         x[self.perm] = self.lu.solve(b[self.perm])
         return x
 
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        x = self._solve(b)
+        if self.refine is not None:
+            for _ in range(_REFINE):
+                x += self._solve(b - self.refine @ x)
+        return x
 
-def _factor(S: sp.spmatrix, perm: np.ndarray | None = None) -> tuple[_Factor | None,
-                                                                      np.ndarray | None]:
+
+#: The relative diagonal shift of a singular Newton matrix (:func:`_factor` with
+#: ``regularize``) and the refinement steps of its solves.
+_SHIFT, _REFINE = 1e-10, 2
+
+
+def _factor(S: sp.spmatrix, perm: np.ndarray | None = None, regularize: bool = False
+            ) -> tuple[_Factor | None, np.ndarray | None]:
     """The factor of the symmetric positive definite ``S`` (a grounded weighted Laplacian)
     and the fill-reducing order it used: SuperLU's minimum degree (``perm`` None), or the
     given ``perm`` of an earlier matrix of the same pattern applied beforehand (the Newton
     matrices of :func:`_phase_one` share one: the ordering, about a quarter of a
-    factorization's time, is computed once); ``(None, perm)`` if ``S`` is singular."""
+    factorization's time, is computed once); ``(None, perm)`` if ``S`` is singular, unless
+    ``regularize``: then ``S + eps diag(S)`` is factored, its solves refined against ``S``
+    (:class:`_Factor`; the tie rows of :func:`strictly_feasible_point` can be implied by
+    the node rows, consistently at an optimum)."""
     opts = {"SymmetricMode": True}
+    S = sp.csc_matrix(S)
     try:
-        if perm is None:
-            lu = spl.splu(S.tocsc(), permc_spec="MMD_AT_PLUS_A", options=opts)
-            return _Factor(lu, None), np.argsort(lu.perm_c)
-        lu = spl.splu(sp.csc_matrix(S)[perm][:, perm], permc_spec="NATURAL", options=opts)
-        return _Factor(lu, perm), perm
+        if not regularize:
+            return _splu(S, perm, opts)
+        fac, perm = _splu(S + _SHIFT * sp.diags(S.diagonal(), format="csc"), perm, opts)
     except RuntimeError:
         return None, perm
+    fac.refine = S
+    return fac, perm
 
+def _splu(S: sp.csc_matrix, perm: np.ndarray | None, opts: dict
+          ) -> tuple[_Factor, np.ndarray]:
+    """SuperLU of ``S`` and its order (minimum degree when ``perm`` is None, else ``perm``
+    applied beforehand)."""
+    if perm is None:
+        lu = spl.splu(S, permc_spec="MMD_AT_PLUS_A", options=opts)
+        return _Factor(lu, None), np.argsort(lu.perm_c)
+    return _Factor(spl.splu(S[perm][:, perm], permc_spec="NATURAL", options=opts), perm), perm
 
 def _ratio(X: np.ndarray, cap: np.ndarray) -> float:
     return float(np.max(np.linalg.norm(X, axis=1) / cap, initial=0.0))
@@ -188,6 +220,140 @@ def _line_search(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.nda
     t = 1.0
     while t > 1e-12:
         if _phi(X + t * dX, s + t * ds, cap, tau) <= f0 + _ALPHA * t * slope:
+            return t
+        t *= _BETA
+    return 0.0
+
+
+# ===================================================================== polyhedral capacities
+
+def strictly_feasible_point(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix,
+                            b_eq: np.ndarray, A_ub: sp.csr_matrix, b_ub: np.ndarray
+                            ) -> np.ndarray | None:
+    """``x > 0`` with ``A x = b`` (node rows, grounded as in :func:`strictly_feasible_flow`),
+    ``A_eq x = b_eq`` and ``A_ub x < b_ub``, every row of ``A_eq`` and ``A_ub`` a sum of its
+    own columns (0/1 entries, each column in at most one row of the two; ``b_eq, b_ub >
+    0``); None if none is found.  The flow recovery's problem for the cross-polytopes of the
+    ``l_inf`` penalty: ``u_e = p_e - q_e`` with ``1^T (p_e + q_e) < lambda A_e`` on the fused
+    edges (``A_ub``), ``t_e > 0`` with ``1^T t_e = lambda A_e`` on the ties (``A_eq``).
+
+    Phase I of the barrier method as in :func:`strictly_feasible_flow`, for
+
+        minimize  s  subject to  A x = b,  A_eq x = b_eq,  x_m + (s - 1) beta_m >= 0,
+                                 A_ub x <= s b_ub
+
+    (``beta_m``: the right-hand side of the column's row over the row's size): any ``s < 1``
+    is a strictly feasible ``x``.  The barrier's Hessian in ``x`` is diagonal plus one
+    rank-one block per row of ``A_ub``, inverted in closed form (Sherman-Morrison), so each
+    Newton step is again one factorization of a grounded weighted Laplacian-type matrix."""
+    A, b = _ground(A, b)
+    A = sp.vstack([A, A_eq], format="csr")
+    b = np.concatenate([b, b_eq])
+    AT = A.T.tocsr()
+    R = sp.vstack([A_ub, A_eq], format="csc")
+    rhs = np.concatenate([b_ub, b_eq])
+    size = np.asarray(R.sum(axis=1)).ravel()
+    owner = np.full(A.shape[1], -1)
+    cols = np.flatnonzero(np.diff(R.indptr) > 0)
+    owner[cols] = R.indices[R.indptr[cols]]
+    beta = np.where(owner >= 0, rhs[np.maximum(owner, 0)] / np.maximum(size[owner], 1.0),
+                    float(rhs.max(initial=1.0)))
+    C = sp.diags(beta * beta, format="csr")
+    fac, _ = _factor(A @ C @ AT, regularize=True)
+    if fac is None:
+        return None
+    x = C @ (AT @ fac.solve(b))
+    lin = _Linear(sp.csr_matrix(A_ub), np.asarray(b_ub, float), beta)
+    return _phase_one_linear(A, AT, b, lin, x)
+
+
+def _ground(A: sp.csr_matrix, b: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``A x = b`` without one row per connected cluster of rows (incidence-like rows: each
+    cluster's rows sum to 0, so that one is implied up to the cluster's imbalance)."""
+    pattern = abs(A)
+    _, lab = csgraph.connected_components(pattern @ pattern.T, directed=False)
+    keep = np.setdiff1d(np.arange(A.shape[0]), np.unique(lab, return_index=True)[1])
+    return A[keep], b[keep]
+
+
+@dataclass
+class _Linear:
+    """The inequalities of :func:`strictly_feasible_point`'s phase I: ``g = x + (s - 1) beta >
+    0`` and ``h = s b_ub - A_ub x > 0``."""
+
+    A_ub: sp.csr_matrix
+    b_ub: np.ndarray
+    beta: np.ndarray
+
+    def slacks(self, x: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
+        return x + (s - 1.0) * self.beta, s * self.b_ub - self.A_ub @ x
+
+    def phi(self, x: np.ndarray, s: float, tau: float) -> float:
+        """The barrier objective ``tau s - sum log g - sum log h`` (inf outside)."""
+        g, h = self.slacks(x, s)
+        if np.any(g <= 0) or np.any(h <= 0):
+            return np.inf
+        return tau * s - float(np.log(g).sum() + np.log(h).sum())
+
+    def derivatives(self, x: np.ndarray, s: float, tau: float
+                    ) -> tuple[np.ndarray, float, sp.csr_matrix, np.ndarray, float]:
+        """``g_x``, ``g_s``, ``H_xx^-1`` (``diag(g^2)`` minus one rank-one block per row of
+        ``A_ub``), ``h_xs`` and ``h_ss`` of :meth:`phi`."""
+        g, h = self.slacks(x, s)
+        AT = self.A_ub.T
+        g_x = -1.0 / g + AT @ (1.0 / h)
+        g_s = tau - float((self.beta / g).sum() + (self.b_ub / h).sum())
+        g2 = g * g
+        a = 1.0 / (h * h)
+        gamma = a / (1.0 + a * (self.A_ub @ g2))
+        Z = sp.diags(g2) @ AT
+        Hinv = (sp.diags(g2) - Z @ sp.diags(gamma) @ Z.T).tocsr()
+        h_xs = self.beta / g2 - AT @ (self.b_ub / (h * h))
+        h_ss = float((self.beta ** 2 / g2).sum() + (self.b_ub ** 2 / (h * h)).sum())
+        return g_x, g_s, Hinv, h_xs, h_ss
+
+
+def _phase_one_linear(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, lin: _Linear,
+                      x: np.ndarray) -> np.ndarray | None:
+    """The barrier iterations of :func:`strictly_feasible_point` from ``x``."""
+    g0, h0 = lin.slacks(x, 1.0)
+    s = 1.0 + max(float(np.max(-g0 / lin.beta, initial=0.0)),
+                  float(np.max(-h0 / lin.b_ub, initial=0.0)))
+    s = 1.05 * s + 1e-3
+    if s < 1.0 + 1e-3 + 1e-12 and np.all(g0 > 0) and np.all(h0 > 0):
+        return x
+    m = x.size + lin.b_ub.size
+    g, h = lin.slacks(x, s)
+    tau = _TAU0 * float((lin.beta / g).sum() + (lin.b_ub / h).sum())
+    perm = None
+    for step in range(PHASE1_STEPS):
+        g_x, g_s, Hinv, h_xs, h_ss = lin.derivatives(x, s, tau)
+        fac, perm = _factor(A @ Hinv @ AT, perm, regularize=True)
+        if fac is None:
+            return None
+        dx, ds = _newton(A, AT, fac, Hinv, b - A @ x, g_x[None], g_s, h_xs[None], h_ss)
+        dx = dx.ravel()
+        dec = -(g_x * dx).sum() - g_s * ds
+        t = _search(lin, tau, x, s, dx, ds, float(g_x @ dx + g_s * ds))
+        if t == 0.0:
+            return None
+        x, s = x + t * dx, s + t * ds
+        if s < 1.0:
+            return x
+        if dec < 1e-3 or (step + 1) % _INNER == 0:
+            if dec < 1e-3 and s - m / tau >= 1.0:
+                return None
+            tau *= 10.0
+    return None
+
+
+def _search(lin: _Linear, tau: float, x: np.ndarray, s: float, dx: np.ndarray, ds: float,
+            slope: float) -> float:
+    """Backtracking on :meth:`_Linear.phi` along ``(dx, ds)`` (0 if no decrease is found)."""
+    f0 = lin.phi(x, s, tau)
+    t = 1.0
+    while t > 1e-12:
+        if lin.phi(x + t * dx, s + t * ds, tau) <= f0 + _ALPHA * t * slope:
             return t
         t *= _BETA
     return 0.0
