@@ -14,6 +14,7 @@ import matplotlib
 import networkx as nx
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import gtvmodel as gm
 
@@ -61,6 +62,17 @@ def _hypothesis_ci_profile() -> None:
 
 
 _hypothesis_ci_profile()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker (``make test`` runs 2, one per core), BLAS and OpenMP run one
+    thread, in the worker and in the processes it starts (notebook kernels, Dask workers):
+    two workers with a pool of two BLAS threads each would oversubscribe the two cores."""
+    if not hasattr(config, "workerinput"):
+        return
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    threadpool_limits(1)
 
 
 @pytest.fixture
