@@ -19,6 +19,10 @@ MIN_PYTHON ?= python3.10
 MIN_VENV   ?= out/venv-min
 # the tests test-min runs (default: the whole default suite, as CI runs it: .ci/run step 4)
 MIN_TESTS  ?=
+# pytest-xdist workers of make test and test-min (one module per worker at a time: module
+# fixtures and caches stay in one process); PYTEST_WORKERS=0 runs the suite in one process
+PYTEST_WORKERS ?= 2
+XDIST      := -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-all test-min lint typecheck bench docs notebooks grade release-lessons clean
 
@@ -34,7 +38,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check gtvmodel tests examples benchmarks
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow"
@@ -44,7 +48,7 @@ test-min:
 	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MIN_VENV)/bin/python -m pip install --quiet -c ci/min-versions.txt -e '.[test]'
 	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(cvxpy|clarabel|numpy|scipy|networkx|matplotlib|tqdm|scikit-learn|array-api-compat|numba)=='
-	$(MIN_VENV)/bin/python -m pytest -q $(MIN_TESTS)
+	$(MIN_VENV)/bin/python -m pytest -q $(XDIST) $(MIN_TESTS)
 
 $(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[docs]'

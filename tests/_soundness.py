@@ -1028,6 +1028,12 @@ class Outcome:
             self.messages.setdefault(cls, f"{cand}: {exc}"[:300])
 
 
+def is_soundness_failure(cls: str) -> bool:
+    """A failure class about soundness (an unsound gap, NaN, a missed infinite gap, a foreign
+    exception), not about tightness of exact solutions ("8", "8n", "8e") or objectives."""
+    return not cls.startswith(("8 ", "8n ", "8e ")) and "objective" not in cls
+
+
 #: Gram matrices with ``e_min/e_max`` below this are numerically singular in double precision.
 SINGULAR_RATIO = 1e-14
 

@@ -1,8 +1,22 @@
+"""Shared test configuration and fixtures.
+
+The model factories below are shared by the test modules (as session fixtures returning the
+factory, so Hypothesis tests can use them too): each draws its data from its own seeded
+``numpy.random.Generator`` in node order, so a test gets the same instance wherever it builds
+it.
+"""
+
 import contextlib
 import os
+from collections.abc import Callable, Hashable
 
 import matplotlib
+import networkx as nx
+import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
+
+import gtvmodel as gm
 
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -50,10 +64,19 @@ def _hypothesis_ci_profile() -> None:
 _hypothesis_ci_profile()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """BLAS and OpenMP run one thread in the test process and in the processes it starts
+    (notebook kernels, Dask workers), as torch does in its tests: the matrices are tiny, and
+    ``make test`` runs 2 pytest-xdist workers on 2 cores, which BLAS pools of two threads each
+    would oversubscribe.  (test_dual.py's d = 100 case under load 13: 3.3 s of CPU with one
+    thread, 6.3-14.4 s with two.)"""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    threadpool_limits(1)
+
+
 @pytest.fixture
 def rng():
-    import numpy as np
-
     return np.random.default_rng(12345)
 
 
@@ -79,3 +102,105 @@ def count_problems():
             cp.Problem.__init__ = init
 
     return counting
+
+
+# ---------------------------------------------------------------- shared model factories
+def node_loss(kind: str, rng: np.random.Generator, m: int = 4, d: int = 3, **reg) -> gm.Loss:
+    """A library loss of ``kind`` on random data: ``X`` ``(m, d)`` standard normal, ``y = e +
+    X b`` (``e``, ``b`` standard normal; labels ``sign(y)`` for the classification losses),
+    ``a`` standard normal for ``"quadratic"``; ``reg``: its ``l1``/``l2`` weights."""
+    X = rng.normal(size=(m, d))
+    y = rng.normal(size=m) + X @ rng.normal(size=d)
+    yb = np.where(y > 0, 1.0, -1.0)
+    return {
+        "squared": lambda: gm.SquaredLoss(X, y, **reg),
+        "logistic": lambda: gm.LogisticLoss(X, yb, **reg),
+        "hinge": lambda: gm.HingeLoss(X, yb, **reg),
+        "absolute": lambda: gm.AbsoluteLoss(X, y, **reg),
+        "huber": lambda: gm.HuberLoss(X, y, M=0.6, **reg),
+        "quadratic": lambda: gm.QuadraticLoss(rng.normal(size=d), **reg),
+    }[kind]()
+
+
+def small_model(kind: str, penalty: gm.Penalty, constraint: gm.Constraint | None = None, *,
+                seed: int = 0, n: int = 9, l1: float = 0.0, l2: float = 0.0, lam: float = 0.3,
+                zero_every: int = 4, d: int = 3) -> gm.GTVModel:
+    """A small connected model: a Watts-Strogatz graph (``n`` nodes, edge weights uniform in
+    ``[0.5, 1.5]``), a :func:`node_loss` of ``kind`` at every node except every
+    ``zero_every``-th (a zero loss), ``constraint`` at every third node."""
+    rng = np.random.default_rng(seed)
+    G = nx.connected_watts_strogatz_graph(n, 4, 0.3, seed=seed)
+    for a, b in G.edges:
+        G.edges[a, b]["weight"] = float(rng.uniform(0.5, 1.5))
+    model = gm.GTVModel(G, d, penalty=penalty, lam=lam)
+    for i in G.nodes:
+        if zero_every and i % zero_every == zero_every - 1:
+            model.set_loss(i, gm.ZeroLoss(l1=l1, l2=l2))
+        else:
+            model.set_loss(i, node_loss(kind, rng, l1=l1, l2=l2, d=d))
+        if constraint is not None and i % 3 == 0:
+            model.add_constraint(i, constraint)
+    return model
+
+
+Truth = Callable[[int, Hashable], "np.ndarray | list[float]"]
+
+
+def squared_model(graph: nx.Graph, dim: int, *, m: int, lam: float,
+                  penalty: gm.Penalty | None = None, rng: int | np.random.Generator = 0,
+                  truth: str | Truth | None = "random", noise: float = 0.0
+                  ) -> tuple[gm.GTVModel, dict]:
+    """Linear regression at every node of ``graph`` (in its node order): ``SquaredLoss(X_i,
+    y_i)`` with ``X_i`` an ``(m, dim)`` standard normal draw and ``y_i = X_i w_i + noise e_i``
+    (``e_i`` standard normal, drawn only when ``noise``), where ``w_i`` is a standard normal
+    draw (``truth="random"``) or ``truth(k, v)`` for the ``k``-th node ``v``; ``truth=None``:
+    ``y_i`` standard normal.  ``rng``: a seed or the generator to continue.  Returns the model
+    and ``{v: (X_i, y_i)}``."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    model = gm.GTVModel(graph, dim, penalty=penalty, lam=lam)
+    data = {}
+    for k, v in enumerate(graph.nodes):
+        X = rng.standard_normal((m, dim))
+        if truth is None:
+            y = rng.standard_normal(m)
+        else:
+            w = rng.standard_normal(dim) if isinstance(truth, str) else np.asarray(truth(k, v))
+            y = X @ w
+            if noise:
+                y = y + noise * rng.standard_normal(m)
+        data[v] = (X, y)
+        model.set_loss(v, gm.SquaredLoss(X, y))
+    return model, data
+
+
+def fused_lasso_chain(seed: int) -> tuple[np.ndarray, gm.GTVModel]:
+    """The 60-node fused-lasso chain: signal ``a`` (6 steps of 10 nodes plus unit noise) and
+    the model ``sum_i (w_i - a_i)^2 + lam sum_i |w_i - w_{i+1}|`` (``Norm1``) of
+    ``_refs.flsa_path``."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    a = np.repeat(rng.normal(size=6) * 3, 10) + rng.normal(size=n)
+    model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1())
+    for i in range(n):
+        model.set_loss(i, gm.QuadraticLoss([a[i]]))
+    return a, model
+
+
+@pytest.fixture(name="node_loss", scope="session")
+def _node_loss_factory():
+    return node_loss
+
+
+@pytest.fixture(name="small_model", scope="session")
+def _small_model_factory():
+    return small_model
+
+
+@pytest.fixture(name="squared_model", scope="session")
+def _squared_model_factory():
+    return squared_model
+
+
+@pytest.fixture(name="fused_lasso_chain", scope="session")
+def _fused_lasso_chain_factory():
+    return fused_lasso_chain

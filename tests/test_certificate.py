@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_dual import build  # tests/ is on sys.path (rootdir-relative import)
 
 import gtvmodel as gm
 from gtvmodel import datasets
@@ -60,13 +59,13 @@ CONSTRAINTS = [None, gm.Box(-0.2, 0.3), gm.NonNeg(), gm.NormBall(0.3), gm.Box(-n
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_exact_solution_is_certified(kind):
+def test_exact_solution_is_certified(kind, small_model):
     """Every loss with every penalty (and a constraint each): the exact solution and its flows
     certify to 1e-6; perturbed weights are never under-reported."""
     rng = np.random.default_rng(0)
     for j, pen in enumerate(PENALTIES):
         con = CONSTRAINTS[j % len(CONSTRAINTS)]
-        model = build(kind, pen, con, seed=j, l2=0.05 * (kind == "absolute"))
+        model = small_model(kind, pen, con, seed=j, l2=0.05 * (kind == "absolute"))
         sol = exact(model)
         cert = model.certify(sol.weights, sol.flows)
         assert_tight(cert, P_of(model, sol))
@@ -76,8 +75,8 @@ def test_exact_solution_is_certified(kind):
             assert_sound(model, model.certify(Wp, flows), P_of(model, sol), Wp)
 
 
-def test_certificate_fields_and_json():
-    model = build("squared", gm.Norm2(), seed=3)
+def test_certificate_fields_and_json(small_model):
+    model = small_model("squared", gm.Norm2(), seed=3)
     sol = exact(model)
     cert = gm.certify(model, sol.weights, sol.flows)
     assert isinstance(cert, gm.Certificate)
@@ -93,8 +92,8 @@ def test_certificate_fields_and_json():
     assert "gap" in cert.summary()
 
 
-def test_infeasible_weights_get_infinite_gap():
-    model = build("squared", gm.Norm2(), gm.Box(-0.2, 0.3), seed=4)
+def test_infeasible_weights_get_infinite_gap(small_model):
+    model = small_model("squared", gm.Norm2(), gm.Box(-0.2, 0.3), seed=4)
     sol = exact(model)
     W = sol.weights.copy()
     W[0] = 5.0  # node 0 carries the box
@@ -104,13 +103,13 @@ def test_infeasible_weights_get_infinite_gap():
     assert not cert.success
 
 
-def test_flows_outside_bounded_domains_are_charged_or_infinite():
+def test_flows_outside_bounded_domains_are_charged_or_infinite(small_model):
     """Hinge rows have a bounded conjugate domain; huge flows with a smooth penalty (no
     capacities to scale them back) leave it.  Without the projection the certificate either
     charges the part outside at a *certified* radius or falls back to zero flows (dual
     feasible for every library node): finite, large and sound.  With a caller's radius the
     residuals are never charged beyond feas_tol; the certificate says what it did."""
-    model = build("hinge", gm.SquaredNorm2(), seed=5, zero_every=0)
+    model = small_model("hinge", gm.SquaredNorm2(), seed=5, zero_every=0)
     sol = exact(model)
     U = 100.0 * sol.flows + 1.0
     p_star = P_of(model, sol)
@@ -208,8 +207,8 @@ def _high_dimensional_case(d: int, sizes: tuple[int, int], seed: int) -> None:
     assert_sound(model, model.certify(Wp), P_of(model, sol), Wp)
 
 
-def test_flows_from_weights_at_optimum_smooth():
-    model = build("logistic", gm.Norm2(), seed=6)
+def test_flows_from_weights_at_optimum_smooth(small_model):
+    model = small_model("logistic", gm.Norm2(), seed=6)
     sol = exact(model)
     U = flows_from_weights(model, sol.weights)
     U2, _ = repair_flows(model, U)
@@ -217,8 +216,8 @@ def test_flows_from_weights_at_optimum_smooth():
     assert cert.relative_gap <= 1e-6, cert.summary()
 
 
-def test_certificate_bad_inputs():
-    model = build("squared", gm.Norm2(), seed=7)
+def test_certificate_bad_inputs(small_model):
+    model = small_model("squared", gm.Norm2(), seed=7)
     with pytest.raises(gm.DataError):
         model.certify(np.zeros((3, 3)))
     with pytest.raises(gm.DataError):
@@ -227,10 +226,10 @@ def test_certificate_bad_inputs():
         model.certify(np.zeros((model.num_nodes, 3)), np.zeros((1, 3)))
 
 
-def test_symbolic_nodes_are_certified():
+def test_symbolic_nodes_are_certified(small_model):
     import cvxpy as cp
 
-    model = build("squared", gm.Norm2(), seed=8, n=6)
+    model = small_model("squared", gm.Norm2(), seed=8, n=6)
     x = model.var(1)
     model.set_loss(1, cp.sum_squares(x - 0.5) + 0.2 * cp.norm1(x))
     sol = exact(model)
@@ -240,14 +239,14 @@ def test_symbolic_nodes_are_certified():
     assert_sound(model, model.certify(Wp, sol.flows), P_of(model, sol), Wp)
 
 
-def test_no_edges_and_lambda_zero():
+def test_no_edges_and_lambda_zero(small_model):
     rng = np.random.default_rng(9)
     model = gm.GTVModel(nx.empty_graph(3), 2)
     for i in range(3):
         model.set_loss(i, gm.QuadraticLoss(rng.normal(size=2)))
     sol = exact(model)
     assert_tight(model.certify(sol.weights), P_of(model, sol))
-    model2 = build("squared", gm.Norm2(), seed=9, lam=0.0, zero_every=0)
+    model2 = small_model("squared", gm.Norm2(), seed=9, lam=0.0, zero_every=0)
     sol2 = exact(model2)
     c = model2.certify(sol2.weights, sol2.flows + 0.3)
     assert np.abs(c.flows).max() == 0.0  # zero capacities
@@ -264,11 +263,11 @@ def test_no_edges_and_lambda_zero():
        scale=st.sampled_from([0.0, 1e-6, 1e-3, 1e-1, 1.0]),
        flows=st.sampled_from(["perturbed", "none", "random"]),
        reg=st.sampled_from([(0.0, 0.0), (0.05, 0.0), (0.0, 0.1)]))
-def test_soundness_property(seed, kind, pen, con, scale, flows, reg):
+def test_soundness_property(seed, kind, pen, con, scale, flows, reg, small_model):
     """Random instances, exact and perturbed weights/flows: never under-reported."""
     rng = np.random.default_rng(seed)
-    model = build(kind, PENALTIES[pen], CONSTRAINTS[con], seed=seed % 97, n=7,
-                  l1=reg[0], l2=reg[1], lam=float(rng.choice([0.05, 0.3, 2.0])))
+    model = small_model(kind, PENALTIES[pen], CONSTRAINTS[con], seed=seed % 97, n=7,
+                        l1=reg[0], l2=reg[1], lam=float(rng.choice([0.05, 0.3, 2.0])))
     sol = exact(model)
     W = sol.weights + scale * rng.normal(size=sol.weights.shape)
     if con and rng.random() < 0.5:  # keep perturbed weights feasible half the time
@@ -284,9 +283,9 @@ def test_soundness_property(seed, kind, pen, con, scale, flows, reg):
         assert_tight(cert, P_of(model, sol))
 
 
-def test_lambda_change_is_picked_up():
+def test_lambda_change_is_picked_up(small_model):
     """Cached certificate machinery must follow model.lam (capacities lambda A_e)."""
-    model = build("logistic", gm.Norm2(), seed=11, zero_every=3)
+    model = small_model("logistic", gm.Norm2(), seed=11, zero_every=3)
     rng = np.random.default_rng(11)
     for lam in (0.3, 0.05):
         model.lam = lam
@@ -299,11 +298,11 @@ def test_lambda_change_is_picked_up():
         assert_sound(model, c, P_of(model, sol), sol.weights)
 
 
-def test_bounded_domains_repair_and_project_option():
+def test_bounded_domains_repair_and_project_option(small_model):
     """Logistic rows: flows pushed out of the conjugate domains are repaired (gradient
     correction or projection) with project="auto"; project="never" stays cheap and may give
     +inf, never an optimistic gap."""
-    model = build("logistic", gm.Norm2(), seed=12, zero_every=3)
+    model = small_model("logistic", gm.Norm2(), seed=12, zero_every=3)
     sol = exact(model)
     rng = np.random.default_rng(12)
     Wp = sol.weights + 1e-3 * rng.normal(size=sol.weights.shape)

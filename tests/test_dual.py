@@ -22,38 +22,6 @@ PENALTIES = [gm.Norm2(), gm.Norm1(), gm.NormInf(), gm.NormP(3), gm.SquaredNorm2(
              gm.QuadForm(np.diag([1.0, 2.0, 0.5]))]
 
 
-def build(kind: str, penalty, constraint=None, *, seed: int = 0, n: int = 9, l1: float = 0.0,
-          l2: float = 0.0, lam: float = 0.3, zero_every: int = 4) -> gm.GTVModel:
-    """A small connected model; every ``zero_every``-th node has no data (zero loss)."""
-    rng = np.random.default_rng(seed)
-    G = nx.connected_watts_strogatz_graph(n, 4, 0.3, seed=seed)
-    for a, b in G.edges:
-        G.edges[a, b]["weight"] = float(rng.uniform(0.5, 1.5))
-    model = gm.GTVModel(G, D, penalty=penalty, lam=lam)
-    for i in G.nodes:
-        if zero_every and i % zero_every == zero_every - 1:
-            model.set_loss(i, gm.ZeroLoss(l1=l1, l2=l2))
-        else:
-            model.set_loss(i, make_loss(kind, rng, l1=l1, l2=l2))
-        if constraint is not None and i % 3 == 0:
-            model.add_constraint(i, constraint)
-    return model
-
-
-def make_loss(kind: str, rng, m: int = 4, d: int = D, **reg) -> gm.Loss:
-    X = rng.normal(size=(m, d))
-    y = rng.normal(size=m) + X @ rng.normal(size=d)
-    yb = np.where(y > 0, 1.0, -1.0)
-    return {
-        "squared": lambda: gm.SquaredLoss(X, y, **reg),
-        "logistic": lambda: gm.LogisticLoss(X, yb, **reg),
-        "hinge": lambda: gm.HingeLoss(X, yb, **reg),
-        "absolute": lambda: gm.AbsoluteLoss(X, y, **reg),
-        "huber": lambda: gm.HuberLoss(X, y, M=0.6, **reg),
-        "quadratic": lambda: gm.QuadraticLoss(rng.normal(size=d), **reg),
-    }[kind]()
-
-
 def solve_dual(model: gm.GTVModel) -> gm.DualSolution:
     """solve_dual with the default policy; an interior-point stall on a degenerate dual is
     retried with accept_inaccurate (the value is still checked against the primal)."""
@@ -81,8 +49,8 @@ def check_strong_duality(model: gm.GTVModel) -> tuple[gm.Solution, gm.DualSoluti
 
 @pytest.mark.parametrize("penalty", PENALTIES, ids=repr)
 @pytest.mark.parametrize("kind", KINDS)
-def test_strong_duality_loss_x_penalty(kind, penalty):
-    model = build(kind, penalty, l2=0.05 if kind == "absolute" else 0.0)
+def test_strong_duality_loss_x_penalty(kind, penalty, small_model):
+    model = small_model(kind, penalty, l2=0.05 if kind == "absolute" else 0.0)
     primal, dual = check_strong_duality(model)
     assert dual.flows.shape == (model.num_edges, D)
     assert dual.status in ("optimal", "optimal_inaccurate")
@@ -103,21 +71,22 @@ PAIRS = [(k, CONSTRAINTS[(2 * i + j) % len(CONSTRAINTS)]) for i, k in enumerate(
 
 
 @pytest.mark.parametrize(("kind", "constraint"), PAIRS, ids=[f"{k}-{c!r}" for k, c in PAIRS])
-def test_strong_duality_with_constraints(kind, constraint):
-    check_strong_duality(build(kind, gm.Norm2(), constraint, seed=1, l1=0.05 * (kind == "huber")))
+def test_strong_duality_with_constraints(kind, constraint, small_model):
+    check_strong_duality(small_model(kind, gm.Norm2(), constraint, seed=1,
+                                     l1=0.05 * (kind == "huber")))
 
 
 @pytest.mark.parametrize("kind", ["squared", "logistic", "quadratic"])
-def test_strong_duality_regularizers(kind):
-    model = build(kind, gm.Norm1(), gm.Box(-1.0, 1.0), seed=2, l1=0.1, l2=0.2, zero_every=3)
+def test_strong_duality_regularizers(kind, small_model):
+    model = small_model(kind, gm.Norm1(), gm.Box(-1.0, 1.0), seed=2, l1=0.1, l2=0.2, zero_every=3)
     primal, dual = check_strong_duality(model)
     assert dual.weights is not None
     assert np.abs(dual.weights - primal.weights).max() <= 1e-5
 
 
-def test_recovered_weights_sign_and_value():
+def test_recovered_weights_sign_and_value(small_model):
     """Squared losses (strictly convex primal): the recovered weights are the primal optimum."""
-    model = build("squared", gm.Norm2(), seed=3, zero_every=0)
+    model = small_model("squared", gm.Norm2(), seed=3, zero_every=0)
     primal, dual = check_strong_duality(model)
     assert dual.weights is not None
     # weights are first-order sensitive to the solvers' 1e-10..1e-13 objective accuracy
@@ -143,26 +112,26 @@ def test_high_dimensional_m_less_than_d():
     check_strong_duality(model)
 
 
-def test_lambda_zero_and_isolated_nodes():
+def test_lambda_zero_and_isolated_nodes(node_loss):
     G = nx.Graph()
     G.add_nodes_from(range(4))
     G.add_edge(0, 1)
     rng = np.random.default_rng(6)
     model = gm.GTVModel(G, D, lam=0.0)
     for i in range(3):
-        model.set_loss(i, make_loss("squared", rng))
+        model.set_loss(i, node_loss("squared", rng))
     primal, dual = check_strong_duality(model)
     assert np.abs(dual.flows).max() <= 1e-8  # lambda = 0: zero capacities
     edgeless = gm.GTVModel(nx.empty_graph(2), D)
-    edgeless.set_loss(0, make_loss("quadratic", rng))
+    edgeless.set_loss(0, node_loss("quadratic", rng))
     primal, dual = check_strong_duality(edgeless)
     assert dual.flows.shape == (0, D)
 
 
-def test_symbolic_nodes_use_conic_terms():
+def test_symbolic_nodes_use_conic_terms(small_model):
     import cvxpy as cp
 
-    model = build("squared", gm.Norm2(), seed=7, n=6)
+    model = small_model("squared", gm.Norm2(), seed=7, n=6)
     x = model.var(2)
     model.set_loss(2, cp.sum_squares(x - 1.0) + cp.norm1(x))
     model.add_constraint(4, lambda v: cp.sum(v) <= 0.5)
@@ -172,7 +141,7 @@ def test_symbolic_nodes_use_conic_terms():
     assert model.objective(dual.weights) == pytest.approx(primal.objective, rel=1e-6)
 
 
-def test_bad_solver_name():
-    model = build("squared", gm.Norm2(), n=5)
+def test_bad_solver_name(small_model):
+    model = small_model("squared", gm.Norm2(), n=5)
     with pytest.raises(gm.SolverError):
         model.solve_dual(solver="NO_SUCH_SOLVER")

@@ -13,7 +13,7 @@ import cvxpy as cp
 import networkx as nx
 import numpy as np
 import pytest
-from _refs import reference_solve
+from _refs import flsa_path, reference_solve
 
 import gtvmodel as gm
 from gtvmodel import datasets
@@ -200,21 +200,9 @@ def test_squarednorm2_quadratic_closed_form(lam):
     np.testing.assert_allclose(sol.flows.ravel(), expected_u, atol=1e-7)
 
 
-def _squared_model(G, lam, penalty=None, seed=4, d=3):
-    rng = np.random.default_rng(seed)
-    model = gm.GTVModel(G, d, penalty=penalty, lam=lam)
-    data = {}
-    for v in G.nodes:
-        X = rng.normal(size=(5, d))
-        y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=5)
-        data[v] = (X, y)
-        model.set_loss(v, gm.SquaredLoss(X, y))
-    return model, data
-
-
-def test_lambda_zero_gives_local_solutions():
+def test_lambda_zero_gives_local_solutions(squared_model):
     G = nx.cycle_graph(6)
-    model, data = _squared_model(G, 0.0)
+    model, data = squared_model(G, 3, m=5, lam=0.0, rng=4, noise=0.1)
     sol = model.solve_exact()
     for v, (X, y) in data.items():
         np.testing.assert_allclose(sol.weight(v), np.linalg.lstsq(X, y, rcond=None)[0],
@@ -222,11 +210,11 @@ def test_lambda_zero_gives_local_solutions():
 
 
 @pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1(), gm.NormInf()])
-def test_large_lambda_gives_pooled_solution(penalty):
+def test_large_lambda_gives_pooled_solution(penalty, squared_model):
     """Above the consensus threshold (MATH.md §5) every node takes the pooled minimizer."""
     G = nx.cycle_graph(6)
     G.add_edge(0, 3)
-    model, data = _squared_model(G, 50.0, penalty)
+    model, data = squared_model(G, 3, m=5, lam=50.0, penalty=penalty, rng=4, noise=0.1)
     sol = model.solve_exact()
     # pooled: minimize sum_i ||y_i - X_i w||^2 / m_i
     Xs = np.vstack([X / np.sqrt(len(y)) for X, y in data.values()])
@@ -262,12 +250,12 @@ def test_flow_sign_node_and_edge_optimality(kind, pen):
                                    lam * model.edge_weights * penalty.rows_value(V), atol=1e-6)
 
 
-def test_node_labels_of_any_hashable_type():
+def test_node_labels_of_any_hashable_type(squared_model):
     """Strings, tuples and mixed int/str labels: results follow list(G.nodes)."""
     base = nx.Graph([(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)])
     labels = ["a", ("t", 1), 7, "7", (0, (1, 2))]
     G = nx.relabel_nodes(base, dict(enumerate(labels)))
-    m_int, data = _squared_model(base, 0.3, d=2)
+    m_int, data = squared_model(base, 2, m=5, lam=0.3, rng=4, noise=0.1)
     m_lab = gm.GTVModel(G, 2, lam=0.3)
     for i, lab in enumerate(labels):
         X, y = data[i]
@@ -308,59 +296,8 @@ def test_scs_agrees_with_clarabel(kind, pen):
 
 
 # ---------------------------------------------------------------- accuracy defaults
-def flsa_path(a: np.ndarray, lams) -> dict[float, np.ndarray]:
-    """Exact 1-D fused lasso  min_w sum_i (w_i - a_i)^2 + lam sum_i |w_i - w_{i+1}|.
-
-    Path algorithm (Friedman et al. 2007, Hoefling 2010): as lam grows, fused groups never
-    split, and a group g of size |g| moves with slope dv_g/dlam = -(s_l + s_r)/(2|g|),
-    s = sign(v_g - v_neighbour), until two neighbouring groups meet.  Events are exact, so the
-    result is exact up to floating-point rounding.
-    """
-    v = np.asarray(a, dtype=float).copy()
-    sizes = np.ones(len(v), dtype=int)
-    lam, todo, out = 0.0, sorted(lams), {}
-    while todo:
-        s = np.zeros(len(v))
-        t = np.array([np.inf])
-        if len(v) > 1:
-            dif = np.sign(v[:-1] - v[1:])
-            s[:-1] += dif
-            s[1:] -= dif
-        slope = -s / (2.0 * sizes)
-        if len(v) > 1:
-            gap, rate = v[:-1] - v[1:], slope[:-1] - slope[1:]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.where(gap * rate < 0, -gap / rate, np.inf)
-        tmin = t.min()
-        while todo and todo[0] <= lam + tmin:
-            L = todo.pop(0)
-            out[L] = np.repeat(v + slope * (L - lam), sizes)
-        if not todo:
-            break
-        lam += tmin
-        v = v + slope * tmin
-        for j in np.flatnonzero(t <= tmin * (1 + 1e-12))[::-1]:
-            vm = (v[j] * sizes[j] + v[j + 1] * sizes[j + 1]) / (sizes[j] + sizes[j + 1])
-            v = np.concatenate([v[:j], [vm], v[j + 2:]])
-            sizes = np.concatenate([sizes[:j], [sizes[j] + sizes[j + 1]], sizes[j + 2:]])
-    return out
-
-
-def fused_lasso_chain(seed: int) -> tuple[np.ndarray, gm.GTVModel]:
-    """The 60-node fused-lasso chain: signal ``a`` (6 steps of 10 nodes plus unit noise) and
-    the model ``sum_i (w_i - a_i)^2 + lam sum_i |w_i - w_{i+1}|`` (``Norm1``) of
-    :func:`flsa_path`."""
-    rng = np.random.default_rng(seed)
-    n = 60
-    a = np.repeat(rng.normal(size=6) * 3, 10) + rng.normal(size=n)
-    model = gm.GTVModel(nx.path_graph(n), 1, penalty=gm.Norm1())
-    for i in range(n):
-        model.set_loss(i, gm.QuadraticLoss([a[i]]))
-    return a, model
-
-
 @pytest.mark.parametrize("seed", [2, 3])
-def test_default_accuracy_on_fused_lasso_chain(seed):
+def test_default_accuracy_on_fused_lasso_chain(seed, fused_lasso_chain):
     """solve_exact()'s defaults match an exact path solution to 1e-7 on a 60-node chain
     (Clarabel's own defaults are off by up to 1e-4 here); OSQP's polish agrees too."""
     a, model = fused_lasso_chain(seed)

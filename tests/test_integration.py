@@ -12,14 +12,18 @@ import pytest
 import gtvmodel as gm
 
 
-def _model(penalty, p_ball, seed=0):
-    rng = np.random.default_rng(seed)
-    G = nx.gnm_random_graph(12, 25, seed=seed + 2)
-    model = gm.GTVModel(G, 3, penalty=penalty, lam=0.2)
-    for i in range(12):
-        model.set_loss(i, gm.SquaredLoss(rng.normal(size=(4, 3)), rng.normal(size=4)))
-        model.add_constraint(i, gm.NormBall(0.3, p=p_ball))
-    return model
+@pytest.fixture
+def ball_model(squared_model):
+    """``(penalty, p_ball, seed=0) -> model``: random squared losses (4 samples, d = 3) on a
+    G(12, 25) graph, ``||w_i||_p_ball <= 0.3`` at every node."""
+    def make(penalty, p_ball, seed=0):
+        G = nx.gnm_random_graph(12, 25, seed=seed + 2)
+        model, _ = squared_model(G, 3, m=4, lam=0.2, penalty=penalty, rng=seed, truth=None)
+        for i in range(12):
+            model.add_constraint(i, gm.NormBall(0.3, p=p_ball))
+        return model
+
+    return make
 
 
 def _reference(model, p_pen, p_ball):
@@ -33,9 +37,9 @@ def _reference(model, p_pen, p_ball):
 
 
 @pytest.mark.parametrize("p_pen,p_ball", [(2, 3), (3, 3), (3, 2)])
-def test_all_paths_agree_with_general_p(p_pen, p_ball):
+def test_all_paths_agree_with_general_p(p_pen, p_ball, ball_model):
     penalty = gm.Norm2() if p_pen == 2 else gm.NormP(p_pen)
-    model = _model(penalty, p_ball)
+    model = ball_model(penalty, p_ball)
     ref = _reference(model, p_pen, p_ball)
     sol = model.solve_exact()
     assert sol.objective == pytest.approx(ref, rel=1e-6)
@@ -48,10 +52,10 @@ def test_all_paths_agree_with_general_p(p_pen, p_ball):
     assert model.objective(res.weights) == pytest.approx(ref, rel=1e-6)
 
 
-def test_inaccurate_status_is_reported_once_not_as_a_cvxpy_warning():
+def test_inaccurate_status_is_reported_once_not_as_a_cvxpy_warning(ball_model):
     """An inaccurate solve is reported by gtvmodel (status or SolverError), never by CVXPY's
     generic warning (which the fallback ladder would otherwise emit on every retry)."""
-    model = _model(gm.Norm2(), 2)
+    model = ball_model(gm.Norm2(), 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sol = model.solve_exact(solver="SCS", max_iters=20, accept_inaccurate=True)
@@ -107,12 +111,12 @@ def test_direct_clarabel_prox_matches_cvxpy_dpp_resolve():
         assert np.all(np.linalg.norm(direct - reference, axis=1) <= bound), (direct, reference)
 
 
-def test_accuracy_warning_when_only_the_loosest_fallback_level_succeeds(monkeypatch):
+def test_accuracy_warning_when_only_the_loosest_fallback_level_succeeds(monkeypatch, ball_model):
     """solve_exact never degrades silently: accepting the solver's own default accuracy (the
     last fallback level) raises an AccuracyWarning and records the tolerances."""
     import gtvmodel.solve.exact as ex
 
-    model = _model(gm.Norm2(), 2)
+    model = ball_model(gm.Norm2(), 2)
     defaults = dict(ex.DEFAULT_SOLVER_OPTIONS["CLARABEL"], max_iter=1)
     levels = [{"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "max_iter": 1},
               {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8, "max_iter": 200}]

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
+from _refs import flsa_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_exact import flsa_path, fused_lasso_chain
 
 import gtvmodel as gm
 from gtvmodel.solve.polish import polish
@@ -157,8 +157,8 @@ def test_logistic_sbm_weights_match_newton_oracle():
 
 
 @pytest.mark.parametrize("seed", [2, 3])
-def test_fused_lasso_chain_matches_exact_path(seed):
-    """The 60-node fused-lasso chain of test_exact.py (Norm1, fused groups at every lambda):
+def test_fused_lasso_chain_matches_exact_path(seed, fused_lasso_chain):
+    """The 60-node fused-lasso chain (conftest.py; Norm1, fused groups at every lambda):
     within 1e-12 of the exact path solution after the polish."""
     a, model = fused_lasso_chain(seed)
     lams = [0.1, 0.5, 2.0, 10.0]

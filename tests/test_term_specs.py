@@ -83,15 +83,6 @@ class Slab(gm.Constraint):
         return cls(spec.real("width"))
 
 
-def _model(penalty: gm.Penalty) -> gm.GTVModel:
-    rng = np.random.default_rng(5)
-    model = gm.GTVModel(nx.cycle_graph(6), 2, penalty=penalty, lam=0.3)
-    for i in range(6):
-        model.set_loss(i, gm.SquaredLoss(rng.normal(size=(4, 2)), rng.normal(size=4)))
-    model.add_constraint(2, gm.Box(-0.25, 0.25))
-    return model
-
-
 def test_new_terms_register_themselves():
     assert PENALTIES.get("test_weighted_norm1") is WeightedNorm1
     assert CONSTRAINTS.get("test_slab") is Slab
@@ -103,8 +94,10 @@ def test_new_terms_register_themselves():
                                       "quadform"}
 
 
-def test_new_terms_roundtrip_through_files_and_solve_the_same(tmp_path: Path):
-    model = _model(WeightedNorm1([1.0, 3.0]))
+def test_new_terms_roundtrip_through_files_and_solve_the_same(tmp_path: Path, squared_model):
+    model, _ = squared_model(nx.cycle_graph(6), 2, m=4, lam=0.3, penalty=WeightedNorm1([1.0, 3.0]),
+                             rng=5, truth=None)
+    model.add_constraint(2, gm.Box(-0.25, 0.25))
     path = tmp_path / "new.npz"
     model.save(path)
     with zipfile.ZipFile(path) as z:

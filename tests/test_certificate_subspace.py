@@ -20,7 +20,6 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_soundness import _is_soundness
 
 import gtvmodel as gm
 from gtvmodel import _compiled
@@ -216,6 +215,6 @@ def test_soundness_instances_through_the_conjugate_gradients(monkeypatch):
         for seed in range(count):
             out = S.run_instance(S.random_instance(seed, family), seed,
                                  exact_rtol=S.EXACT_RTOL.get(family, 1e-6))
-            bad += [(family, seed, c, n) for c, n in out.failures if _is_soundness(c)]
+            bad += [(family, seed, c, n) for c, n in out.failures if S.is_soundness_failure(c)]
     assert not bad, bad
     assert built and all(isinstance(s, PotentialSolver) for s in built)
