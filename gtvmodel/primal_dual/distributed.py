@@ -755,11 +755,30 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
 class DaskBackend(Backend):
     """Algorithm 1 on a Dask cluster, each shard of the nodes on one worker (the ``backend=``
     of :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`; the options are
-    :func:`solve_distributed`'s: ``client`` (None: a ``LocalCluster`` of 2 worker processes
-    for the run), ``shards`` (their number, default one per worker, or the shard of every
-    node), ``checkpoint_every``, ``recover_timeout``, ``certificates`` and ``routing``).  The
-    options that need the model or the cluster (``shards``, ``client``) are checked when the
-    run starts.
+    :func:`solve_distributed`'s).  The options that need the model or the cluster
+    (``shards``, ``client``) are checked when the run starts.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The cluster's client; None starts a ``LocalCluster`` (2 worker processes) for the run.
+    shards : int or (n,) array, optional
+        The number of shards (default: one per worker) or the shard of every node.
+    checkpoint_every : int
+        Keep a :class:`Checkpoint` every this many iterations (default 100).
+    recover_timeout : float
+        Seconds to wait for a worker after one was lost (default 30).
+    certificates : {"sharded", "gathered"}
+        Certificates summed from per-shard partial sums, or computed at the driver on the
+        gathered iterate.
+    routing : {"workers", "driver"}
+        Boundary weights and flows from worker to worker (default), or through the driver.
+
+    Raises
+    ------
+    ParameterError
+        ``checkpoint_every``, ``recover_timeout``, ``certificates`` or ``routing`` out of range
+        (named, here); ``shards`` or ``client`` bad (named, when the run starts).
 
     Examples
     --------

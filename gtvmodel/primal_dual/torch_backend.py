@@ -156,6 +156,14 @@ class TorchBackend(Backend):
     dtype : None, "float64", "float32", torch.float64 or torch.float32
         The iterate's precision (None: float64); float32 is opt-in (module docstring).
 
+    Raises
+    ------
+    ParameterError
+        ``device`` not a torch device (or CUDA asked without a GPU) or ``dtype`` not one of
+        the above, named, when the run starts.
+    UnsupportedError
+        PyTorch is not installed (when the run starts).
+
     Examples
     --------
     >>> import gtvmodel as gm
