@@ -4,7 +4,9 @@
   ``A`` (:func:`condition_operator`) equal the products with ``A`` formed in the test from the
   incidence matrix and the bases (Kronecker and block-diagonal products written here).
 * The refinement rounds after the first aim at ``REFINE_AIM ||b||`` (:func:`round_rtol`): the
-  same correction as rounds to ``1e-12 ||r||`` each, to rounding, with fewer products.
+  same correction as rounds to ``1e-12 ||r||`` each, to rounding, with fewer products; the
+  first round of :class:`PotentialSolver` aims at ``FIRST_AIM`` (refine's stop): the same
+  correction again, with fewer products than a first round to ``1e-12`` and a second one.
 * Certificates through :class:`PotentialSolver` (compiled or not) are no larger than through
   the dense pseudo-inverse and never below the true suboptimality, computed by a plain CVXPY
   formulation of the problem written in this file; and (slow) none is unsound on the
@@ -28,6 +30,7 @@ from gtvmodel.certificates import subspace as subspace_mod
 from gtvmodel.certificates.kinds import node_kinds
 from gtvmodel.certificates.subspace import (
     CG_RTOL,
+    FIRST_AIM,
     REFINE_AIM,
     MinNormSolver,
     PotentialSolver,
@@ -120,12 +123,55 @@ def test_later_rounds_aim_at_the_rounding(monkeypatch):
     delta = solver.solve(b)
     new_calls, calls[0] = calls[0], 0
     monkeypatch.setattr(subspace_mod, "REFINE_AIM", 0.0)  # every round to 1e-12 ||r||
+    monkeypatch.setattr(solver, "first_rtol", CG_RTOL)
     old = solver.solve(b)
     assert new_calls < calls[0]
     nb = np.linalg.norm(b)
     assert np.linalg.norm(A @ delta - b) <= 1e-15 * nb
     np.testing.assert_allclose(delta, old, rtol=0, atol=1e-13 * np.abs(old).max())
     # the minimum-norm solution: delta in range(A^T), dense least squares on the formed A
+    ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def _products(solver: PotentialSolver, b: np.ndarray) -> tuple[np.ndarray, int]:
+    """The correction ``solver.solve(b)`` and the products of ``A A^T`` it took."""
+    calls = [0]
+    plain = solver.normal
+
+    def counted(z):
+        calls[0] += 1
+        return plain(z)
+
+    solver.normal = counted
+    try:
+        return solver.solve(b), calls[0]
+    finally:
+        solver.normal = plain
+
+
+@pytest.mark.parametrize("zero_every", [0, 5])
+def test_first_round_aims_at_the_stop(zero_every):
+    """:class:`PotentialSolver`'s first round aims at ``FIRST_AIM`` (refine's stop): the
+    same correction as a first round to ``CG_RTOL`` followed by rounds to ``REFINE_AIM
+    ||b||``, to rounding, with fewer products; residual within the stop; the minimum-norm
+    solution of dense least squares on ``A`` formed in the test."""
+    model, _, _ = _instance(zero_every=zero_every, seed=1)
+    k = node_kinds(model)
+    A = _formed_A(model, k.subspace, k.subspace_bases)
+    b = A @ np.random.default_rng(4).standard_normal(A.shape[1])
+    solver = PotentialSolver(model.incidence,
+                             SubspaceConditions.build(model, k.subspace, k.subspace_bases))
+    assert solver.first_rtol == FIRST_AIM and MinNormSolver.first_rtol == CG_RTOL
+    assert round_rtol(1.0, 1.0, FIRST_AIM) == FIRST_AIM
+    assert round_rtol(2e-15, 1.0, FIRST_AIM) == pytest.approx(REFINE_AIM / 2e-15)
+    delta, new = _products(solver, b)
+    solver.first_rtol = CG_RTOL  # the previous scheme: 1e-12, then REFINE_AIM ||b||
+    old, before = _products(solver, b)
+    assert new < before
+    nb = np.linalg.norm(b)
+    assert np.linalg.norm(A @ delta - b) <= 1e-15 * nb
+    np.testing.assert_allclose(delta, old, rtol=0, atol=1e-13 * np.abs(old).max())
     ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
 
