@@ -134,8 +134,9 @@ def test_later_rounds_aim_at_the_rounding(monkeypatch):
     np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
 
 
-def _products(solver: PotentialSolver, b: np.ndarray) -> tuple[np.ndarray, int]:
-    """The correction ``solver.solve(b)`` and the products of ``A A^T`` it took."""
+def _products(solver: PotentialSolver, b: np.ndarray, ref: float = 0.0
+              ) -> tuple[np.ndarray, int]:
+    """The correction ``solver.solve(b, ref=ref)`` and the products of ``A A^T`` it took."""
     calls = [0]
     plain = solver.normal
 
@@ -145,7 +146,7 @@ def _products(solver: PotentialSolver, b: np.ndarray) -> tuple[np.ndarray, int]:
 
     solver.normal = counted
     try:
-        return solver.solve(b), calls[0]
+        return solver.solve(b, ref=ref), calls[0]
     finally:
         solver.normal = plain
 
@@ -174,6 +175,35 @@ def test_first_round_aims_at_the_stop(zero_every):
     np.testing.assert_allclose(delta, old, rtol=0, atol=1e-13 * np.abs(old).max())
     ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_later_corrections_aim_at_the_first_residual():
+    """``solve(b, ref=R)`` with ``R > ||b||`` (a later correction of an alternation, ``R`` the
+    first one's ``||b||``): ``round_rtol`` relative to ``R``, a residual within ``1e-15 R``,
+    fewer products than ``ref = 0`` and the same correction to ``1e-15 R`` (the minimum-norm
+    one: dense least squares on ``A`` formed in the test)."""
+    model, _, _ = _instance(seed=2)
+    k = node_kinds(model)
+    A = _formed_A(model, k.subspace, k.subspace_bases)
+    b = A @ np.random.default_rng(5).standard_normal(A.shape[1])
+    nb = np.linalg.norm(b)
+    R = 1e3 * nb
+    assert round_rtol(nb, nb, FIRST_AIM, R) == pytest.approx(FIRST_AIM * 1e3)
+    assert round_rtol(nb, nb, FIRST_AIM, 0.5 * nb) == FIRST_AIM  # ref below ||b||: unused
+    assert round_rtol(1e-3 * nb, nb, FIRST_AIM, R) == pytest.approx(FIRST_AIM * 1e3)
+    solver = PotentialSolver(model.incidence,
+                             SubspaceConditions.build(model, k.subspace, k.subspace_bases))
+    tight, before = _products(solver, b)
+    loose, after = _products(solver, b, R)
+    assert after < before
+    assert np.linalg.norm(A @ loose - b) <= 1e-15 * R
+    ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    for delta in (tight, loose):
+        np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+    # the difference is the residual's correction: ||A^T (A A^T)^+ r|| <= ||r|| / sigma_min
+    sig = np.linalg.svd(A.toarray(), compute_uv=False)
+    smin = sig[sig > 1e-10 * sig[0]].min()
+    assert np.linalg.norm(loose - tight) <= 2e-15 * R / smin
 
 
 def _cvxpy_optimum(edges, data) -> float:

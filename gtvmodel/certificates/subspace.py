@@ -115,17 +115,20 @@ class MinNormSolver:
             return V @ ((V.T @ r) / ev)
         return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
-    def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
+    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
-        residual ``b - A delta``; a residual that remains is left for the caller to charge."""
+        residual ``b - A delta`` until it is within ``1e-15 max(||b||, ref)`` (:func:`refine`;
+        ``ref``: the right-hand side of the first correction of an alternation, so that its
+        later, smaller corrections aim at the same absolute residual); a residual that
+        remains is left for the caller to charge."""
         delta = np.zeros(self.A.shape[1])
         nb = _norm(b)
 
         def step(r: np.ndarray) -> None:
-            delta[:] += self._step(r, round_rtol(_norm(r), nb, self.first_rtol))
+            delta[:] += self._step(r, round_rtol(_norm(r), nb, self.first_rtol, ref))
 
-        refine(b, step, lambda: b - self.A @ delta, rounds)
+        refine(b, step, lambda: b - self.A @ delta, rounds, ref)
         return delta
 
     def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
@@ -449,7 +452,8 @@ def _norm(x: Any) -> float:
     return float(xp.sum(x * x)) ** 0.5
 
 
-def round_rtol(r_norm: float, b_norm: float, first: float = CG_RTOL) -> float:
+def round_rtol(r_norm: float, b_norm: float, first: float = CG_RTOL, ref: float = 0.0
+               ) -> float:
     """The relative tolerance of the conjugate gradients of a refinement round of ``A delta =
     b`` on the residual ``r`` (norms ``r_norm``, ``b_norm``): ``first`` in the first round
     (``r = b``; :data:`CG_RTOL`, or :data:`FIRST_AIM` for :class:`PotentialSolver`); in a
@@ -458,20 +462,23 @@ def round_rtol(r_norm: float, b_norm: float, first: float = CG_RTOL) -> float:
     half the iterations of another solve to ``1e-12 ||r||`` (``1e-24 ||b||``, far below the
     rounding of ``A delta``), the same flows to rounding (identical gaps on the benchmark,
     benchmarks/RESULTS.md); after one to :data:`FIRST_AIM` that misses the stop, about
-    ``1e-3``."""
-    if r_norm <= 0.0:
+    ``1e-3``.  With ``ref > ||b||`` both aims are relative to ``ref`` instead (the same
+    absolute residual for every correction of an alternation, :meth:`MinNormSolver.solve`):
+    ``first ref / ||b||`` and ``REFINE_AIM ref / ||r||``."""
+    if r_norm <= 0.0 or b_norm <= 0.0:
         return first
-    return max(first, REFINE_AIM * b_norm / r_norm)
+    scale = max(b_norm, ref)
+    return max(first * scale / b_norm, REFINE_AIM * scale / r_norm)
 
 
-def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int
-           ) -> None:
+def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int,
+           ref: float = 0.0) -> None:
     """The refinement rounds of the minimum-norm correction (any array namespace): up to
     ``rounds`` times, ``step(r)`` (apply the correction of the residual ``r``, starting from
-    ``b``), then ``r = residual()``, until ``||r|| <= 1e-15 ||b||``; what remains is left for
-    the certificate to charge."""
+    ``b``), then ``r = residual()``, until ``||r|| <= 1e-15 max(||b||, ref)``; what remains
+    is left for the certificate to charge."""
     xp = _xp.namespace(b)
-    nb = max(float(xp.linalg.vector_norm(b)), 1e-300)
+    nb = max(float(xp.linalg.vector_norm(b)), ref, 1e-300)
     r = b
     for _ in range(rounds):
         if float(xp.linalg.vector_norm(r)) <= 1e-15 * nb:
