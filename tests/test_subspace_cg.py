@@ -28,6 +28,7 @@ import gtvmodel as gm
 from gtvmodel import _compiled
 from gtvmodel.certificates import subspace as subspace_mod
 from gtvmodel.certificates.kinds import node_kinds
+from gtvmodel.certificates.repair import CAP_RTOL, alternate_rounds
 from gtvmodel.certificates.subspace import (
     CG_RTOL,
     FIRST_AIM,
@@ -295,3 +296,31 @@ def test_soundness_instances_through_the_conjugate_gradients(monkeypatch):
             bad += [(family, seed, c, n) for c, n in out.failures if _is_soundness(c)]
     assert not bad, bad
     assert built and all(isinstance(s, PotentialSolver) for s in built)
+
+
+def test_alternation_evaluates_the_excess_once_per_round():
+    """``alternate_rounds`` reuses the excess after a correction as the next round's test
+    before its projection: ``rounds + 1`` evaluations when no round ends it (was ``2
+    rounds``), 2 when the first does; projections and corrections as before."""
+    def run(excesses):
+        seen, log = iter(excesses), []
+
+        def excess(U):
+            log.append("e")
+            return next(seen)
+
+        def project(U):
+            log.append("p")
+            return U + 1
+
+        def correct(U):
+            log.append("c")
+            return U * 2, True
+
+        U, did_cap, did_sub = alternate_rounds(0, excess, project, correct, 1.0, 4)
+        return U, did_cap, did_sub, "".join(log)
+
+    big = 1.0
+    assert run([big] * 5) == (30, True, True, "epcepcepcepce")
+    assert run([big, 0.5 * CAP_RTOL]) == (2, True, True, "epce")
+    assert run([0.0, 0.0]) == (0, False, True, "ece")
