@@ -363,35 +363,38 @@ def kernels() -> Kernels:
 
 
 
-def potentials_pass(nodes: np.ndarray, Npad: np.ndarray, offsets: np.ndarray, z: np.ndarray,
+def potentials_pass(nodes: np.ndarray, NT: np.ndarray, offsets: np.ndarray, z: np.ndarray,
                     Z: np.ndarray) -> None:
     """The node potentials ``Z_i = N_i z_i`` of the subspace conditions of repair step 2
     (:meth:`gtvmodel.certificates.subspace.SubspaceConditions.potentials`) written into the
     rows ``nodes`` of ``Z`` (``(n, d)``; the other rows are not touched).  ``nodes``
-    (``(s,)``) are the conditioned nodes, ``Npad`` (``(s, d, k)``) their bases padded with
-    zero columns, ``offsets`` (``(s + 1,)``) the first entry of each node's block of ``z``."""
+    (``(s,)``) are the conditioned nodes, ``NT`` (``(s, k, d)``) their bases transposed and
+    padded with zero rows (``NT[a, c] = N_a[:, c]``: each column contiguous, so the inner loop
+    is an ``axpy`` over ``d``), ``offsets`` (``(s + 1,)``) the first entry of each node's block
+    of ``z``.  Each ``Z_ij`` sums over the columns ``c`` in order."""
     d = Z.shape[1]
     for a in range(nodes.shape[0]):
         i, o, w = nodes[a], offsets[a], offsets[a + 1] - offsets[a]
         for j in range(d):
-            acc = 0.0
-            for c in range(w):
-                acc += Npad[a, j, c] * z[o + c]
-            Z[i, j] = acc
+            Z[i, j] = 0.0
+        for c in range(w):
+            zc = z[o + c]
+            for j in range(d):
+                Z[i, j] += zc * NT[a, c, j]
 
 
-def rows_pass(Npad: np.ndarray, offsets: np.ndarray, G: np.ndarray, out: np.ndarray) -> None:
+def rows_pass(NT: np.ndarray, offsets: np.ndarray, G: np.ndarray, out: np.ndarray) -> None:
     """The stacked ``N_a^T G_a`` (:meth:`gtvmodel.certificates.subspace.SubspaceConditions.
     rows`, ``G`` (``(s, d)``) the rows of ``D^T U`` or ``L Z`` at the conditioned nodes) into
     ``out``, node ``a``'s block from ``offsets[a]`` (the arguments of
-    :func:`potentials_pass`)."""
+    :func:`potentials_pass`: a contiguous dot product over ``d`` per entry)."""
     d = G.shape[1]
     for a in range(G.shape[0]):
         o, w = offsets[a], offsets[a + 1] - offsets[a]
         for c in range(w):
             acc = 0.0
             for j in range(d):
-                acc += Npad[a, j, c] * G[a, j]
+                acc += NT[a, c, j] * G[a, j]
             out[o + c] = acc
 
 

@@ -4,7 +4,9 @@
   ``A`` (:func:`condition_operator`) equal the products with ``A`` formed in the test from the
   incidence matrix and the bases (Kronecker and block-diagonal products written here).
 * The refinement rounds after the first aim at ``REFINE_AIM ||b||`` (:func:`round_rtol`): the
-  same correction as rounds to ``1e-12 ||r||`` each, to rounding, with fewer products.
+  same correction as rounds to ``1e-12 ||r||`` each, to rounding, with fewer products; the
+  first round of :class:`PotentialSolver` aims at ``FIRST_AIM`` (refine's stop): the same
+  correction again, with fewer products than a first round to ``1e-12`` and a second one.
 * Certificates through :class:`PotentialSolver` (compiled or not) are no larger than through
   the dense pseudo-inverse and never below the true suboptimality, computed by a plain CVXPY
   formulation of the problem written in this file; and (slow) none is unsound on the
@@ -25,8 +27,10 @@ import gtvmodel as gm
 from gtvmodel import _compiled
 from gtvmodel.certificates import subspace as subspace_mod
 from gtvmodel.certificates.kinds import node_kinds
+from gtvmodel.certificates.repair import CAP_RTOL, alternate_rounds
 from gtvmodel.certificates.subspace import (
     CG_RTOL,
+    FIRST_AIM,
     REFINE_AIM,
     MinNormSolver,
     PotentialSolver,
@@ -119,6 +123,7 @@ def test_later_rounds_aim_at_the_rounding(monkeypatch):
     delta = solver.solve(b)
     new_calls, calls[0] = calls[0], 0
     monkeypatch.setattr(subspace_mod, "REFINE_AIM", 0.0)  # every round to 1e-12 ||r||
+    monkeypatch.setattr(solver, "first_rtol", CG_RTOL)
     old = solver.solve(b)
     assert new_calls < calls[0]
     nb = np.linalg.norm(b)
@@ -127,6 +132,78 @@ def test_later_rounds_aim_at_the_rounding(monkeypatch):
     # the minimum-norm solution: delta in range(A^T), dense least squares on the formed A
     ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def _products(solver: PotentialSolver, b: np.ndarray, ref: float = 0.0
+              ) -> tuple[np.ndarray, int]:
+    """The correction ``solver.solve(b, ref=ref)`` and the products of ``A A^T`` it took."""
+    calls = [0]
+    plain = solver.normal
+
+    def counted(z):
+        calls[0] += 1
+        return plain(z)
+
+    solver.normal = counted
+    try:
+        return solver.solve(b, ref=ref), calls[0]
+    finally:
+        solver.normal = plain
+
+
+@pytest.mark.parametrize("zero_every", [0, 5])
+def test_first_round_aims_at_the_stop(zero_every):
+    """:class:`PotentialSolver`'s first round aims at ``FIRST_AIM`` (refine's stop): the
+    same correction as a first round to ``CG_RTOL`` followed by rounds to ``REFINE_AIM
+    ||b||``, to rounding, with fewer products; residual within the stop; the minimum-norm
+    solution of dense least squares on ``A`` formed in the test."""
+    model, _, _ = _instance(zero_every=zero_every, seed=1)
+    k = node_kinds(model)
+    A = _formed_A(model, k.subspace, k.subspace_bases)
+    b = A @ np.random.default_rng(4).standard_normal(A.shape[1])
+    solver = PotentialSolver(model.incidence,
+                             SubspaceConditions.build(model, k.subspace, k.subspace_bases))
+    assert solver.first_rtol == FIRST_AIM and MinNormSolver.first_rtol == CG_RTOL
+    assert round_rtol(1.0, 1.0, FIRST_AIM) == FIRST_AIM
+    assert round_rtol(2e-15, 1.0, FIRST_AIM) == pytest.approx(REFINE_AIM / 2e-15)
+    delta, new = _products(solver, b)
+    solver.first_rtol = CG_RTOL  # the previous scheme: 1e-12, then REFINE_AIM ||b||
+    old, before = _products(solver, b)
+    assert new < before
+    nb = np.linalg.norm(b)
+    assert np.linalg.norm(A @ delta - b) <= 1e-15 * nb
+    np.testing.assert_allclose(delta, old, rtol=0, atol=1e-13 * np.abs(old).max())
+    ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_later_corrections_aim_at_the_first_residual():
+    """``solve(b, ref=R)`` with ``R > ||b||`` (a later correction of an alternation, ``R`` the
+    first one's ``||b||``): ``round_rtol`` relative to ``R``, a residual within ``1e-15 R``,
+    fewer products than ``ref = 0`` and the same correction to ``1e-15 R`` (the minimum-norm
+    one: dense least squares on ``A`` formed in the test)."""
+    model, _, _ = _instance(seed=2)
+    k = node_kinds(model)
+    A = _formed_A(model, k.subspace, k.subspace_bases)
+    b = A @ np.random.default_rng(5).standard_normal(A.shape[1])
+    nb = np.linalg.norm(b)
+    R = 1e3 * nb
+    assert round_rtol(nb, nb, FIRST_AIM, R) == pytest.approx(FIRST_AIM * 1e3)
+    assert round_rtol(nb, nb, FIRST_AIM, 0.5 * nb) == FIRST_AIM  # ref below ||b||: unused
+    assert round_rtol(1e-3 * nb, nb, FIRST_AIM, R) == pytest.approx(FIRST_AIM * 1e3)
+    solver = PotentialSolver(model.incidence,
+                             SubspaceConditions.build(model, k.subspace, k.subspace_bases))
+    tight, before = _products(solver, b)
+    loose, after = _products(solver, b, R)
+    assert after < before
+    assert np.linalg.norm(A @ loose - b) <= 1e-15 * R
+    ref = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    for delta in (tight, loose):
+        np.testing.assert_allclose(delta, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+    # the difference is the residual's correction: ||A^T (A A^T)^+ r|| <= ||r|| / sigma_min
+    sig = np.linalg.svd(A.toarray(), compute_uv=False)
+    smin = sig[sig > 1e-10 * sig[0]].min()
+    assert np.linalg.norm(loose - tight) <= 2e-15 * R / smin
 
 
 def _cvxpy_optimum(edges, data) -> float:
@@ -218,3 +295,31 @@ def test_soundness_instances_through_the_conjugate_gradients(monkeypatch):
             bad += [(family, seed, c, n) for c, n in out.failures if S.is_soundness_failure(c)]
     assert not bad, bad
     assert built and all(isinstance(s, PotentialSolver) for s in built)
+
+
+def test_alternation_evaluates_the_excess_once_per_round():
+    """``alternate_rounds`` reuses the excess after a correction as the next round's test
+    before its projection: ``rounds + 1`` evaluations when no round ends it (was ``2
+    rounds``), 2 when the first does; projections and corrections as before."""
+    def run(excesses):
+        seen, log = iter(excesses), []
+
+        def excess(U):
+            log.append("e")
+            return next(seen)
+
+        def project(U):
+            log.append("p")
+            return U + 1
+
+        def correct(U):
+            log.append("c")
+            return U * 2, True
+
+        U, did_cap, did_sub = alternate_rounds(0, excess, project, correct, 1.0, 4)
+        return U, did_cap, did_sub, "".join(log)
+
+    big = 1.0
+    assert run([big] * 5) == (30, True, True, "epcepcepcepce")
+    assert run([big, 0.5 * CAP_RTOL]) == (2, True, True, "epce")
+    assert run([0.0, 0.0]) == (0, False, True, "ece")

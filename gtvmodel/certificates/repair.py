@@ -284,15 +284,18 @@ def alternate_rounds(U: Any, excess: Callable[[Any], float], project: Callable[[
     numpy arrays, or device tensors in edge blocks): the projection onto the capacities (27)
     where ``excess(U)`` is above ``CAP_RTOL scale``, then ``correct(U) -> (U, done)`` (the
     minimum-norm correction of the linear conditions), until the capacities hold.  Returns the
-    flows and whether each step changed them."""
+    flows and whether each step changed them.  ``excess`` runs once per round and once before
+    the first (the excess after a correction is the next round's before its projection)."""
     did_cap = did_sub = False
+    over = excess(U)
     for _ in range(rounds):
-        if excess(U) > CAP_RTOL * scale:
+        if over > CAP_RTOL * scale:
             U = project(U)
             did_cap = True
         U, done = correct(U)
         did_sub |= done
-        if excess(U) <= CAP_RTOL * scale:
+        over = excess(U)
+        if over <= CAP_RTOL * scale:
             break
     return U, did_cap, did_sub
 
@@ -312,6 +315,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
     A = None if solver is None else solver.A
     scale = max(1.0, float(np.abs(U).max(initial=0.0)))
     bmax = 0.0 if b is None else float(np.abs(b).max(initial=0.0))
+    ref = 0.0  # ||r|| of the first correction: the later ones aim at its absolute residual
 
     def cap_excess(U_: np.ndarray) -> float:
         return float(np.max(pen.dual_norm(U_) - cap, initial=0.0)) if cap is not None else 0.0
@@ -321,7 +325,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         return r if b is None else r - b
 
     def correct(U_: np.ndarray) -> tuple[np.ndarray, bool]:
-        nonlocal solver, A
+        nonlocal solver, A, ref
         if A is None:
             return U_, False
         r = residual(U_)
@@ -332,7 +336,9 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
             solver = solver.solver()
             A = solver.A
             r = residual(U_)
-        return U_ - solver.solve(r).reshape(E, d), True
+        delta = solver.solve(r, ref=ref)
+        ref = max(ref, float(np.sqrt(np.sum(r * r))))
+        return U_ - delta.reshape(E, d), True
 
     U, did_cap, did_sub = alternate_rounds(
         U, cap_excess, lambda U_: pen.project_dual_ball(U_, cap), correct, scale, rounds)

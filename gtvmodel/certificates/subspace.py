@@ -27,11 +27,13 @@ shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian pr
 (:func:`condition_operator`; :func:`divergence_rows` forms it for small systems and tests).
 
 Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
-residual of the previous one (``b`` first); the first to :data:`CG_RTOL`, the later ones only
-to :data:`REFINE_AIM` ``||b||`` (:func:`round_rtol`), which halves their products.  On a
-``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned system needs 18-19 products per
-``1e-12`` (about 0.23 per product: a condition number near 2.6, so a stronger preconditioner has
-little to gain there); benchmarks/bench_certificate_cg.py measures a certificate in iterations.
+residual of the previous one (``b`` first); the first to :data:`FIRST_AIM` (refine's stop, so
+usually the only round), the later ones only to :data:`REFINE_AIM` ``||b||``
+(:func:`round_rtol`).  On a ``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned
+system needs 23-25 products per ``1e-15`` (about 0.23 per product: a condition number near
+2.6).  Block Jacobi on the node blocks is the same preconditioner: the block of node ``i`` is
+``N_i^T L_ii N_i = deg(i) I`` (``N_i`` orthonormal); benchmarks/bench_certificate_cg.py
+measures a certificate in iterations.
 """
 
 from __future__ import annotations
@@ -50,10 +52,18 @@ from ..declaration import ModelDeclaration
 __all__ = ["DENSE_MAX", "RANGE_MAX", "CG_RTOL", "CG_MAXITER", "MinNormSolver", "RangeSolver",
            "PotentialSolver", "SubspaceConditions", "conjugate_gradients", "refine", "solver_kind",
            "subspace_solver", "divergence_rows", "condition_operator", "round_rtol",
-           "REFINE_AIM"]
+           "REFINE_AIM", "FIRST_AIM"]
 
-#: Relative residual at which the conjugate gradients of step 2 stop.
+#: Relative residual at which the conjugate gradients of step 2 stop (the first round of
+#: :class:`MinNormSolver`'s formed ``A A^T``; :class:`PotentialSolver` aims at
+#: :data:`FIRST_AIM`).
 CG_RTOL = 1e-12
+
+#: The relative residual that the first round of :class:`PotentialSolver` aims at:
+#: :func:`refine`'s ``1e-15`` stop itself, so one round usually ends the correction (4-5 more
+#: products than :data:`CG_RTOL` instead of a second round of 9-10 after a restart from zero,
+#: and one residual evaluation and one ``D Z`` product fewer; benchmarks/RESULTS.md).
+FIRST_AIM = 1e-15
 
 #: Cap on the conjugate-gradient iterations of step 2 (at most ``10 rows + 100``).
 CG_MAXITER = 3000
@@ -82,6 +92,9 @@ class MinNormSolver:
     declares the node infeasible.
     """
 
+    #: The relative tolerance of the first refinement round (:func:`round_rtol`).
+    first_rtol: float = CG_RTOL
+
     def __init__(self, A: sp.csr_matrix, maxiter: int = CG_MAXITER):
         self.maxiter = min(10 * A.shape[0] + 100, maxiter)
         self.A = A.tocsr()
@@ -102,17 +115,20 @@ class MinNormSolver:
             return V @ ((V.T @ r) / ev)
         return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
-    def solve(self, b: np.ndarray, rounds: int = 3) -> np.ndarray:
+    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
-        residual ``b - A delta``; a residual that remains is left for the caller to charge."""
+        residual ``b - A delta`` until it is within ``1e-15 max(||b||, ref)`` (:func:`refine`;
+        ``ref``: the right-hand side of the first correction of an alternation, so that its
+        later, smaller corrections aim at the same absolute residual); a residual that
+        remains is left for the caller to charge."""
         delta = np.zeros(self.A.shape[1])
         nb = _norm(b)
 
         def step(r: np.ndarray) -> None:
-            delta[:] += self._step(r, round_rtol(_norm(r), nb))
+            delta[:] += self._step(r, round_rtol(_norm(r), nb, self.first_rtol, ref))
 
-        refine(b, step, lambda: b - self.A @ delta, rounds)
+        refine(b, step, lambda: b - self.A @ delta, rounds, ref)
         return delta
 
     def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
@@ -412,7 +428,8 @@ class SubspaceConditions:
         Lc = laplacian.tocsr() if self.nodes is None else laplacian.tocsr()[nodes]
         widths = self._widths(nodes.size)
         offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
-        Npad = None if self.Npad is None else np.ascontiguousarray(self.Npad)
+        NT = None if self.Npad is None else np.ascontiguousarray(
+            np.asarray(self.Npad).transpose(0, 2, 1))  # (s, k, d): the kernels' layout
 
         def apply(z: np.ndarray) -> np.ndarray:
             z = np.ascontiguousarray(z, dtype=float)
@@ -420,9 +437,9 @@ class SubspaceConditions:
             if self.Npad is None:  # N_i = I: the potentials are z itself
                 Z[nodes] = z.reshape(-1, self.d)
                 return np.asarray(Lc @ Z).ravel()
-            kern.potentials_pass(nodes, Npad, offsets, z, Z)
+            kern.potentials_pass(nodes, NT, offsets, z, Z)
             out = np.empty(self.num_rows)
-            kern.rows_pass(Npad, offsets, np.asarray(Lc @ Z), out)
+            kern.rows_pass(NT, offsets, np.asarray(Lc @ Z), out)
             return out
 
         return apply
@@ -435,27 +452,33 @@ def _norm(x: Any) -> float:
     return float(xp.sum(x * x)) ** 0.5
 
 
-def round_rtol(r_norm: float, b_norm: float) -> float:
+def round_rtol(r_norm: float, b_norm: float, first: float = CG_RTOL, ref: float = 0.0
+               ) -> float:
     """The relative tolerance of the conjugate gradients of a refinement round of ``A delta =
-    b`` on the residual ``r`` (norms ``r_norm``, ``b_norm``): :data:`CG_RTOL` in the first
-    round (``r = b``); in a later one, the one that aims at :data:`REFINE_AIM` ``||b||``
-    (``rtol = REFINE_AIM ||b|| / ||r||``, never below :data:`CG_RTOL`).  After a first round
-    to ``1e-12`` that is about ``1e-6``: half the iterations of another solve to ``1e-12
-    ||r||`` (``1e-24 ||b||``, far below the rounding of ``A delta``), the same flows to
-    rounding (identical gaps on the benchmark, benchmarks/RESULTS.md)."""
-    if r_norm <= 0.0:
-        return CG_RTOL
-    return max(CG_RTOL, REFINE_AIM * b_norm / r_norm)
+    b`` on the residual ``r`` (norms ``r_norm``, ``b_norm``): ``first`` in the first round
+    (``r = b``; :data:`CG_RTOL`, or :data:`FIRST_AIM` for :class:`PotentialSolver`); in a
+    later one, the one that aims at :data:`REFINE_AIM` ``||b||`` (``rtol = REFINE_AIM ||b|| /
+    ||r||``, never below ``first``).  After a first round to ``1e-12`` that is about ``1e-6``:
+    half the iterations of another solve to ``1e-12 ||r||`` (``1e-24 ||b||``, far below the
+    rounding of ``A delta``), the same flows to rounding (identical gaps on the benchmark,
+    benchmarks/RESULTS.md); after one to :data:`FIRST_AIM` that misses the stop, about
+    ``1e-3``.  With ``ref > ||b||`` both aims are relative to ``ref`` instead (the same
+    absolute residual for every correction of an alternation, :meth:`MinNormSolver.solve`):
+    ``first ref / ||b||`` and ``REFINE_AIM ref / ||r||``."""
+    if r_norm <= 0.0 or b_norm <= 0.0:
+        return first
+    scale = max(b_norm, ref)
+    return max(first * scale / b_norm, REFINE_AIM * scale / r_norm)
 
 
-def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int
-           ) -> None:
+def refine(b: Any, step: Callable[[Any], None], residual: Callable[[], Any], rounds: int,
+           ref: float = 0.0) -> None:
     """The refinement rounds of the minimum-norm correction (any array namespace): up to
     ``rounds`` times, ``step(r)`` (apply the correction of the residual ``r``, starting from
-    ``b``), then ``r = residual()``, until ``||r|| <= 1e-15 ||b||``; what remains is left for
-    the certificate to charge."""
+    ``b``), then ``r = residual()``, until ``||r|| <= 1e-15 max(||b||, ref)``; what remains
+    is left for the certificate to charge."""
     xp = _xp.namespace(b)
-    nb = max(float(xp.linalg.vector_norm(b)), 1e-300)
+    nb = max(float(xp.linalg.vector_norm(b)), ref, 1e-300)
     r = b
     for _ in range(rounds):
         if float(xp.linalg.vector_norm(r)) <= 1e-15 * nb:
@@ -500,13 +523,16 @@ def conjugate_gradients(apply: Callable[[Any], Any], b: Any, diag: Any, rtol: fl
 
 
 class PotentialSolver(MinNormSolver):
-    """:class:`MinNormSolver`'s conjugate gradients (Jacobi-preconditioned, :data:`CG_RTOL`,
-    at most ``min(10 rows + 100, CG_MAXITER)`` iterations) with ``A``, ``A^T`` and ``A A^T``
-    applied through node potentials (:class:`SubspaceConditions`, module docstring): the same
-    correction, without forming ``A`` (``|E| d`` columns) or ``A A^T``.  ``A A^T`` is
+    """:class:`MinNormSolver`'s conjugate gradients (Jacobi-preconditioned, the first round to
+    :data:`FIRST_AIM`, at most ``min(10 rows + 100, CG_MAXITER)`` iterations) with ``A``,
+    ``A^T`` and ``A A^T`` applied through node potentials (:class:`SubspaceConditions`,
+    module docstring): the same correction, without forming ``A`` (``|E| d`` columns) or ``A
+    A^T``.  ``A A^T`` is
     :meth:`SubspaceConditions.normal_kernel` (compiled node passes around scipy's Laplacian
     product) where numba is available, else :meth:`SubspaceConditions.normal`; the iterations
     are :func:`conjugate_gradients` (no BLAS call, so no BLAS threads)."""
+
+    first_rtol = FIRST_AIM
 
     def __init__(self, incidence: sp.spmatrix, conditions: SubspaceConditions,
                  maxiter: int = CG_MAXITER):
