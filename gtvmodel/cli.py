@@ -1,5 +1,5 @@
 """Command line interface: ``gtvmodel certify PROBLEM WEIGHTS [--flows FLOWS] [--tol T] [--json]``
-and ``gtvmodel reproduce NAME [--seeds K] [--quick] [--out DIR] [--json]`` and
+and ``gtvmodel reproduce NAME [--seeds K] [--quick] [--jobs J] [--out DIR] [--json]`` and
 ``gtvmodel lessons DIR [--force]``.
 
 Checks a candidate solution produced anywhere (any language) against a problem file
@@ -143,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seeds", type=_count("--seeds"), default=3,
                    help="number of seeds (data draws), seeds 0..K-1 (default 3)")
     r.add_argument("--quick", action="store_true", help="shrunk sizes: seconds per experiment")
+    r.add_argument("--jobs", type=_count("--jobs"), default=1,
+                   help="run this many stages (seeds, points) at once, each in its own "
+                   "process; the results do not depend on it (default 1)")
     r.add_argument("--out", default="out", help="directory for the PNG and JSON files "
                    "(default: out)")
     r.add_argument("--json", action="store_true", help="print the results as JSON instead of "
@@ -216,7 +219,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     names = experiments.names() if args.name == "all" else [
         check_option(args.name, "NAME", experiments.names() + ["all"], where="reproduce")]
     results = []
-    progress = experiments.Progress(out=Path(args.out))
+    progress = experiments.Progress(out=Path(args.out), jobs=args.jobs)
     for name in names:
         res = experiments.run(name, seeds=args.seeds, quick=args.quick, progress=progress)
         paths = res.save(args.out, dpi=experiments.DPI)

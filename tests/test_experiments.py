@@ -5,6 +5,7 @@ exists; results serialize, save and are deterministic; the ``gtvmodel reproduce`
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,7 +15,9 @@ from scipy.linalg import sqrtm
 from gtvmodel import cli, datasets, experiments
 from gtvmodel.errors import ParameterError
 from gtvmodel.experiments import Progress, digits, paper000, star, table1, weather
-from gtvmodel.experiments._common import stages
+from gtvmodel.experiments._common import paper_algorithm1, score, stages
+from gtvmodel.primal_dual import solve_primal_dual
+from gtvmodel.terms.penalties import Norm2
 
 #: The seeds of the quick runs: ``reproduce all --quick`` must pass its checks on every seed
 #: the docs mention, not on seed 0 alone.
@@ -65,6 +68,26 @@ def test_stages_report_lines_and_write_partial_results(tmp_path, capsys):
     assert stages(run, [0, 1], "demo", False) == [{"seed": 0, "mse": 1.0},
                                                    {"seed": 1, "mse": 0.5}]
     assert capsys.readouterr().err == ""  # progress=False: silent
+
+
+def test_stages_in_worker_processes(tmp_path, capsys):
+    """``Progress(jobs=2)``: the stages run in two worker processes; the list comes back in
+    the items' order whatever order they complete in, one line per stage, the partial file
+    in the items' order; an error in a stage is raised here; ``jobs`` is checked."""
+    items = [{"seed": k} for k in range(3)]
+    run = partial(dict, mse=0.5)  # picklable: run(item) = {**item, "mse": 0.5}
+    assert stages(run, items, "demo", Progress(out=tmp_path, jobs=2)) == [
+        {"seed": k, "mse": 0.5} for k in range(3)]
+    lines = capsys.readouterr().err.splitlines()
+    assert sorted(line.split(" (")[0] for line in lines) == [
+        f"demo: stage {k}/3" for k in (1, 2, 3)]
+    saved = json.loads((tmp_path / "demo.partial.json").read_text())
+    assert saved["completed"] == 3 and [r["seed"] for r in saved["runs"]] == [0, 1, 2]
+    with pytest.raises(TypeError):
+        stages(run, [{"seed": 0}, 5], "demo", Progress(show=False, jobs=2))
+    for bad in (0, 1.5, True):
+        with pytest.raises(ParameterError, match="jobs"):
+            Progress(jobs=bad)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -124,6 +147,24 @@ def test_001_table1_numbers(quick):
     ref = ((w - data.true_weights) ** 2).sum(axis=1).mean()
     assert run["pooled_mse"] == pytest.approx(ref, rel=1e-5)
     assert run["fedavg_gap"] >= 0 and run["pooled_gap"] <= 1e-6
+
+
+def test_001_table1_lambda_sweep_on_one_model():
+    """The paper's-steps sweep sets ``model.lam`` in turn on one model (its compiled
+    artefacts kept) and restores it: the best lambda's weights and score are those of a
+    model built afresh at that lambda (bit for bit), the shared lambda's score is reused."""
+    cfg = dict(table1.QUICK, R=40)
+    data = datasets.table1(sizes=cfg["sizes"], d=cfg["d"], m=cfg["m"], sigma=cfg["sigma"],
+                           seed=0)
+    model = data.model(Norm2(), lam=cfg["lam"])
+    W_c1, s_c1 = paper_algorithm1(model, cfg["R"], step=1.0, repair_flows=True)
+    lam, W, s, mse = table1._paper_steps_best_lam(data, model, cfg, W_c1, s_c1)
+    assert model.lam == cfg["lam"] and len(mse) == len(cfg["paper_step_lams"])
+    fresh = data.model(Norm2(), lam=lam)
+    W_fresh = solve_primal_dual(fresh, max_iter=cfg["R"], tol=0.0, step=1.0,
+                                record_every=None).weights if lam != cfg["lam"] else W_c1
+    assert np.array_equal(W, W_fresh) and mse[cfg["paper_step_lams"].index(lam)] == data.mse(W)
+    assert s == (s_c1 if lam == cfg["lam"] else score(fresh, W_fresh))
 
 
 def test_001_digits_distances_and_conflict(quick):
@@ -208,11 +249,12 @@ def test_bad_arguments():
 
 
 def test_cli_reproduce_writes_png_and_json_deterministically(quick, tmp_path, capsys):
-    """``reproduce 001-star --quick --out tmp --json`` writes the PNG and the JSON, and its
-    numbers are those of the same run through the function (deterministic for the seeds)."""
+    """``reproduce 001-star --quick --jobs 2 --out tmp --json`` writes the PNG and the JSON,
+    and its numbers are those of the same run through the function, one seed after the other
+    in this process (deterministic for the seeds, whatever process runs them)."""
     out = tmp_path / "tmp"
-    code = cli.main(["reproduce", "001-star", "--quick", "--seeds", str(QUICK_SEEDS), "--out",
-                     str(out), "--json"])
+    code = cli.main(["reproduce", "001-star", "--quick", "--seeds", str(QUICK_SEEDS), "--jobs",
+                     "2", "--out", str(out), "--json"])
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["name"] == "001-star" and printed["success"] is True
@@ -227,6 +269,8 @@ def test_cli_reproduce_bad_input(capsys):
     assert "NAME must be one of" in capsys.readouterr().err
     assert cli.main(["reproduce", "001-star", "--seeds", "0"]) == 2
     assert "--seeds must be >= 1" in capsys.readouterr().err
+    assert cli.main(["reproduce", "001-star", "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +48,23 @@ def seed_list(seeds: int | Sequence[int]) -> list[int]:
 
 @dataclass(frozen=True)
 class Progress:
-    """How an experiment reports its stages (:func:`stages`).
+    """How an experiment runs and reports its stages (:func:`stages`).
 
     ``show``: ``None`` (default) a tqdm bar on a terminal and otherwise one line per stage on
     stderr (a piped or logged run shows where it is), ``True`` the same, ``False`` nothing.
     ``out``: a folder to write ``NAME.partial.json`` into after every stage (the runs
     completed so far, so a stopped run leaves its numbers); ``None``: none.
+    ``jobs``: how many stages run at once, each in its own process (``1``, the default: one
+    after the other in this process).  The stages are independent and deterministic, so the
+    results are the same for every ``jobs``; only the order of the progress lines changes.
     """
 
     show: bool | None = None
     out: Path | None = None
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        check_int(self.jobs, "jobs", min_val=1, where="experiments")
 
     @classmethod
     def of(cls, progress: Any) -> Progress:
@@ -71,24 +80,56 @@ def stages(run: Callable[[Any], dict[str, Any]], items: Sequence[Any], name: str
     """``[run(item) for item in items]``, reporting each stage as it completes
     (:class:`Progress`): a tqdm bar on a terminal, else one line per stage on stderr
     (``name: stage k/K (label) done in W s wall, C s CPU`` and ``summary(result)``), and the
-    results so far as ``NAME.partial.json`` in ``progress.out``."""
+    results so far (in ``items`` order) as ``NAME.partial.json`` in ``progress.out``.  With
+    ``progress.jobs > 1`` the stages run in that many worker processes (``run`` must then be
+    picklable: a module-level function or a :func:`functools.partial` of one); the list
+    returned is in ``items`` order either way."""
     prog = Progress.of(progress)
     bar = prog.show is not False and sys.stderr.isatty()
     lines = prog.show is not False and not bar
-    done: list[dict[str, Any]] = []
+    items = list(items)
+    done: dict[int, dict[str, Any]] = {}
     t_start = time.perf_counter()
-    for k, item in enumerate(tqdm(items, total=len(items), desc=name, disable=not bar,
-                                  leave=False)):
-        wall, cpu = time.perf_counter(), time.process_time()
-        done.append(run(item))
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        if lines:
-            extra = f": {summary(done[-1])}" if summary is not None else ""
-            print(f"{name}: stage {k + 1}/{len(items)} ({label(item)}) done in {wall:.1f} s "
-                  f"wall, {cpu:.1f} s CPU{extra}", file=sys.stderr, flush=True)
-        if prog.out is not None:
-            _write_partial(prog.out, name, done, len(items), time.perf_counter() - t_start)
-    return done
+    with tqdm(total=len(items), desc=name, disable=not bar, leave=False) as pbar:
+        for k, (result, wall, cpu) in _completed(run, items, prog.jobs):
+            done[k] = result
+            pbar.update(1)
+            if lines:
+                extra = f": {summary(result)}" if summary is not None else ""
+                print(f"{name}: stage {len(done)}/{len(items)} ({label(items[k])}) done in "
+                      f"{wall:.1f} s wall, {cpu:.1f} s CPU{extra}", file=sys.stderr, flush=True)
+            if prog.out is not None:
+                _write_partial(prog.out, name, [done[j] for j in sorted(done)], len(items),
+                               time.perf_counter() - t_start)
+    return [done[k] for k in range(len(items))]
+
+
+def _timed(run: Callable[[Any], dict[str, Any]], item: Any
+           ) -> tuple[dict[str, Any], float, float]:
+    """``run(item)`` with the wall and CPU seconds it took (in the process that ran it)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run(item)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _completed(run: Callable[[Any], dict[str, Any]], items: list[Any], jobs: int
+               ) -> Iterator[tuple[int, tuple[dict[str, Any], float, float]]]:
+    """``(k, _timed(run, items[k]))`` as the stages complete: in order in this process for
+    ``jobs = 1`` (or one item), else from ``jobs`` worker processes (started by ``spawn``, so
+    no thread or lock state of this process is copied into them); an error in a stage
+    cancels the stages not yet started and is raised here."""
+    if jobs == 1 or len(items) <= 1:
+        for k, item in enumerate(items):
+            yield k, _timed(run, item)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)),
+                               mp_context=get_context("spawn"))
+    try:
+        futures = {pool.submit(_timed, run, item): k for k, item in enumerate(items)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _write_partial(out: Path, name: str, done: list[dict[str, Any]], total: int,
@@ -193,9 +234,11 @@ def paper_algorithm1(model: ModelDeclaration, iterations: int, step: float | Non
     ``callback(k, weights, flows)`` runs after every iteration (it must return None).
     ``repair_flows``: certify from the weights alone (:func:`certify` builds the flows)
     instead of projecting Algorithm 1's last flows (that projection is one CVXPY problem in
-    ``|E| d`` variables: too large for 001 Table I's 1275 edges in ``d = 100``)."""
+    ``|E| d`` variables: too large for 001 Table I's 1275 edges in ``d = 100``).  The run
+    itself certifies nothing (``record_every=None``: its iterates are the same, and the score
+    certifies the last one)."""
     res = solve_primal_dual(model, max_iter=iterations, tol=0.0, step=step,
-                            record_every=iterations, callback=callback)
+                            record_every=None, callback=callback)
     return res.weights, score(model, res.weights, None if repair_flows else res.flows)
 
 

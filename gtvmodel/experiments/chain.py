@@ -5,7 +5,7 @@ stops holding for the true clusters marked on every curve."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, partial
 from itertools import product
 from typing import Any
 
@@ -64,6 +64,12 @@ def _run(seed: int, n: int, eps: float, rho: float, sigma: float, lam: float, it
             "mse_alg1": data.mse(W_a1), "exact": s_ex, "alg1": s_a1}
 
 
+def _job(job: tuple[Any, float, int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """One stage: ``job = ((panel, rho, sigma), eps, seed)``, run and labelled by its panel."""
+    (panel, rho, sigma), eps, seed = job
+    return dict(_run(seed, cfg["n"], eps, rho, sigma, LAMS[panel], cfg["R"]), panel=panel)
+
+
 def chain_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
                      progress: Any = None, false_pass: float = FALSE_PASS) -> ExperimentResult:
     """Paper 001 VI-B (Figs. 4-5): chain of ``2n = 20`` nodes, two clusters of ``n``, weight 1
@@ -80,9 +86,7 @@ def chain_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
                               include_boundaries="neither", where="chain_experiment")
     cfg = QUICK if quick else FULL
     jobs = list(product(cfg["curves"], cfg["eps"], seeds))
-    runs = stages(lambda job: dict(_run(job[2], cfg["n"], job[1], job[0][1], job[0][2],
-                                        LAMS[job[0][0]], cfg["R"]), panel=job[0][0]),
-                  jobs, "001-chain", progress,
+    runs = stages(partial(_job, cfg=cfg), jobs, "001-chain", progress,
                   label=lambda job: f"{job[0][0]}, rho={job[0][1]:g}, sigma={job[0][2]:g}, "
                   f"eps={job[1]:g}, seed {job[2]}")
     result = ExperimentResult(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -167,7 +168,7 @@ def digits_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
     nodes of each cluster."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = stages(lambda s: _run(s, cfg), seeds, "001-digits", progress,
+    runs = stages(partial(_run, cfg=cfg), seeds, "001-digits", progress,
                   label=lambda s: f"seed {s}")
     result = ExperimentResult(
         name="001-digits", title="paper 001 VI-D, Table II (digits, convex stand-in)",

@@ -5,6 +5,7 @@ regression."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -104,7 +105,7 @@ def table1_000_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     with 10 labelled nodes."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = stages(lambda s: _run(s, cfg), seeds, "000-table1", progress,
+    runs = stages(partial(_run, cfg=cfg), seeds, "000-table1", progress,
                   label=lambda s: f"seed {s}",
                   summary=lambda r: ", ".join(f"{k} test MSE {r[k + '_mse'][1]:.3g}" for k in
                                               ("exact", "alg1_adaptive", "alg1_c1", "pooled")))

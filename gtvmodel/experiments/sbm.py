@@ -5,6 +5,7 @@ per GTV penalty ``phi``), over seeds (one graph draw each), ``lambda = 1e-2``.""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from itertools import product
 from typing import Any
 
@@ -83,6 +84,12 @@ def _job_label(job: tuple) -> str:
     return f"{fig}, rho={rho:g}, p_out={p_out:g}, sigma={sigma:g}, {penalty}, seed {seed}"
 
 
+def _job(job: tuple[tuple, int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """One stage: ``job = (point, seed)``, the point ``(figure, *_run's arguments)``."""
+    point, seed = job
+    return dict(_run(seed, cfg["sizes"], *point[1:]), figure=point[0])
+
+
 def sbm_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
                    progress: Any = None) -> ExperimentResult:
     """Paper 001 VI-A (Figs. 2-3): SBM 100 + 100, ``p_in = 0.5``, ``m_i = 5``, ``d = 2``,
@@ -92,8 +99,7 @@ def sbm_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
     jobs = [(pt, s) for pt in _points(cfg) for s in seeds]
-    runs = stages(lambda job: dict(_run(job[1], cfg["sizes"], *job[0][1:]), figure=job[0][0]),
-                  jobs, "001-sbm", progress, label=_job_label,
+    runs = stages(partial(_job, cfg=cfg), jobs, "001-sbm", progress, label=_job_label,
                   summary=lambda r: f"MSE exact {r['mse_exact']:.3g}, Algorithm 1 "
                   f"{r['mse_alg1']:.3g}")
     result = ExperimentResult(

@@ -5,6 +5,7 @@ bisection) and compare it with :func:`~gtvmodel.theory.consensus_threshold`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -175,7 +176,7 @@ def star_experiment(seeds: Sequence[int] | int = 5, quick: bool = False,
     grid points, 8 bisections."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = stages(lambda s: _seed(s, cfg), seeds, "001-star", progress,
+    runs = stages(partial(_seed, cfg=cfg), seeds, "001-star", progress,
                   label=lambda s: f"seed {s}",
                   summary=lambda r: f"relative difference {r['relative_difference']:.3g}")
     data0 = datasets.star(leaves=cfg["leaves"], m=5, d=2, seed=seeds[0])

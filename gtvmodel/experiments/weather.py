@@ -5,6 +5,7 @@ validation error (44) over 5 random splits, against ``lambda = 0`` (each station
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ def weather_experiment(seeds: Sequence[int] | int = 3, quick: bool = False,
     beats ``lambda = 0`` on validation error over the 5 splits.  ``quick``: 24 stations."""
     seeds = seed_list(seeds)
     cfg = QUICK if quick else FULL
-    runs = stages(lambda s: _run(s, cfg), seeds, "001-weather", progress,
+    runs = stages(partial(_run, cfg=cfg), seeds, "001-weather", progress,
                   label=lambda s: f"seed {s}")
     result = ExperimentResult(
         name="001-weather", title="paper 001 VI-E, Table III, Figs. 8-9 (weather, synthetic)",
