@@ -23,7 +23,9 @@ CVXPY, never the package's compiler or conjugate code:
   Algorithm 1 whose certified gap decreases.
 
 A new term is tested by adding one example factory to the registry (:func:`term_examples`); the
-test module ``tests/test_conformance.py`` parametrizes every check over every example.
+test module ``tests/test_conformance.py`` parametrizes every check over every example.  The
+shared machinery (reference solves, comparisons, the engines on one model) is in
+:mod:`gtvmodel._testing_core`.
 
 Examples
 --------
@@ -34,23 +36,28 @@ Examples
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cvxpy as cp
-import networkx as nx
 import numpy as np
 
-from .certificates.certificate import certify
+from ._testing_core import (
+    LAM,
+    REL,
+    check_engines,
+    close_to,
+    fail,
+    reference_solve,
+    same_spec,
+    selected_checks,
+    small_graph,
+)
+from ._testing_core import REFERENCE_OPTIONS as REFERENCE_OPTIONS  # the battery's solver options
 from .declaration import ModelDeclaration
 from .errors import UnsupportedError
-from .io import load_model, save_model
 from .model import GTVModel
-from .primal_dual.algorithm import solve_primal_dual
-from .solve.exact import solve_exact
 from .terms.constraints import Box, Constraint, NonNeg, NormBall
 from .terms.losses import (
     AbsoluteLoss,
@@ -74,16 +81,6 @@ __all__ = [
     "check_constraint", "run_check", "library_losses", "LOSS_CHECKS", "PENALTY_CHECKS",
     "CONSTRAINT_CHECKS",
 ]
-
-#: Tight CVXPY options of every reference solve of the battery (Clarabel).
-REFERENCE_OPTIONS: dict[str, Any] = {
-    "solver": "CLARABEL", "tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10,
-    "max_iter": 400}
-_LOOSER = {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8}
-#: Relative tolerance of objective comparisons with a reference solve.
-REL = 1e-6
-_UNBOUNDED = (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)
-_LAM = 0.3
 
 
 # ======================================================================= the registry
@@ -208,51 +205,6 @@ def parametrize_terms(family: str, checks: bool = True) -> Any:
                                    ids=[f"{ex.name}-{c}" for ex, c in cases])
 
 
-# ======================================================================= helpers
-def _fail(what: str, detail: str) -> None:
-    raise AssertionError(f"{what}: {detail}")
-
-
-def _close(a: Any, b: Any, rtol: float, atol: float, what: str) -> None:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape:
-        _fail(what, f"shape {a.shape} != {b.shape}")
-    both_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
-    with np.errstate(invalid="ignore"):
-        err = np.where(both_inf, 0.0, np.abs(a - b))
-    bound = atol + rtol * np.abs(np.where(both_inf, 0.0, b))
-    bad = ~(err <= bound)
-    if bad.any():
-        k = np.unravel_index(int(np.argmax(np.where(bad, err - bound, -np.inf))), a.shape)
-        _fail(what, f"{a[k]!r} != {b[k]!r} at {tuple(int(i) for i in k)} (|diff| "
-                    f"{err[k]:.3g} > {bound[k]:.3g})")
-
-
-def _reference(objective: cp.Expression, constraints: Sequence[cp.Constraint] = (),
-               maximize: bool = False) -> tuple[float, str]:
-    """Solve a reference problem tightly; ``(value, status)`` (``+-inf`` if unbounded)."""
-    sense = cp.Maximize if maximize else cp.Minimize
-    prob = cp.Problem(sense(objective), list(constraints))
-    prob.solve(**REFERENCE_OPTIONS)
-    if prob.status == cp.OPTIMAL_INACCURATE:  # Clarabel stalled short of 1e-10: ask 1e-8
-        prob.solve(**{**REFERENCE_OPTIONS, **_LOOSER})
-    if prob.status in _UNBOUNDED:
-        return (np.inf if maximize else -np.inf), prob.status
-    if prob.status != cp.OPTIMAL:
-        _fail("reference solve", f"status {prob.status}")
-    return float(prob.value), prob.status
-
-
-def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-
-def _graph() -> nx.Graph:
-    G = nx.path_graph(4)
-    G.add_edge(0, 2, weight=0.5)
-    return G
-
-
 # ======================================================================= losses
 def _loss_value(loss: Loss, rng: np.random.Generator) -> None:
     d = loss.dim or 3
@@ -260,7 +212,7 @@ def _loss_value(loss: Loss, rng: np.random.Generator) -> None:
     expr = loss.expression(x)
     for w in 1.5 * rng.normal(size=(4, d)):
         x.value = w
-        _close(loss.value(w), expr.value, 1e-9, 1e-12, f"{loss!r}: value vs CVXPY expression")
+        close_to(loss.value(w), expr.value, 1e-9, 1e-12, f"{loss!r}: value vs CVXPY expression")
     _loss_lower_bound(loss, expr)
 
 
@@ -270,9 +222,9 @@ def _loss_lower_bound(loss: Loss, expr: cp.Expression) -> None:
     bound = loss.lower_bound
     if not np.isfinite(bound):
         return
-    low, _ = _reference(expr)
+    low, _ = reference_solve(expr)
     if bound > low + 1e-7 * max(1.0, abs(low)):
-        _fail(f"{loss!r}", f"lower_bound {bound} > min_w L(w) = {low}")
+        fail(f"{loss!r}", f"lower_bound {bound} > min_w L(w) = {low}")
 
 
 def _loss_gradient(loss: Loss, rng: np.random.Generator) -> None:
@@ -282,12 +234,12 @@ def _loss_gradient(loss: Loss, rng: np.random.Generator) -> None:
             loss.gradient(np.zeros(d))
         except UnsupportedError:
             return
-        _fail(f"{loss!r}", "not smooth but gradient() does not raise UnsupportedError")
+        fail(f"{loss!r}", "not smooth but gradient() does not raise UnsupportedError")
     h = 1e-6
     for w in rng.normal(size=(3, d)):
         fd = np.array([(loss.value(w + h * e) - loss.value(w - h * e)) / (2 * h)
                        for e in np.eye(d)])
-        _close(loss.gradient(w), fd, 1e-6, 1e-6, f"{loss!r}: gradient vs finite differences")
+        close_to(loss.gradient(w), fd, 1e-6, 1e-6, f"{loss!r}: gradient vs finite differences")
 
 
 def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
@@ -296,15 +248,15 @@ def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
     d = loss.dim or 3
     if not loss.lipschitz:
         if loss.smoothness != np.inf:
-            _fail(f"{loss!r}", f"no Lipschitz gradient but smoothness = {loss.smoothness}")
+            fail(f"{loss!r}", f"no Lipschitz gradient but smoothness = {loss.smoothness}")
         if loss.smooth:
             _no_hessian_bound(loss, rng, d)
         return
     lo, hi = loss.hessian_bounds(d)
-    _close(loss.smoothness, np.linalg.eigvalsh(hi)[-1], 1e-12, 0.0,
+    close_to(loss.smoothness, np.linalg.eigvalsh(hi)[-1], 1e-12, 0.0,
            f"{loss!r}: smoothness vs lambda_max(H_hi)")
     if not loss.strong_convexity <= np.linalg.eigvalsh(lo)[0] + 1e-12:
-        _fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(H_lo)")
+        fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(H_lo)")
     h = 1e-5
     for w in 2 * rng.normal(size=(3, d)):
         H = np.array([(loss.gradient(w + h * e) - loss.gradient(w - h * e)) / (2 * h)
@@ -313,7 +265,7 @@ def _loss_curvature(loss: Loss, rng: np.random.Generator) -> None:
         for low, high, what in ((lo, H, "H_lo <= hess L"), (H, hi, "hess L <= H_hi")):
             gap = np.linalg.eigvalsh(high - low)[0]
             if gap < -1e-5:
-                _fail(f"{loss!r}", f"{what} fails at w = {w} (eigenvalue {gap:.3g})")
+                fail(f"{loss!r}", f"{what} fails at w = {w} (eigenvalue {gap:.3g})")
 
 
 def _no_hessian_bound(loss: Loss, rng: np.random.Generator, d: int) -> None:
@@ -325,26 +277,26 @@ def _no_hessian_bound(loss: Loss, rng: np.random.Generator, d: int) -> None:
     except UnsupportedError:
         pass
     else:
-        _fail(f"{loss!r}", "no Lipschitz gradient but hessian_bounds() answers")
+        fail(f"{loss!r}", "no Lipschitz gradient but hessian_bounds() answers")
     h = 1e-6
     for w in rng.normal(size=(3, d)):
         H = np.array([(loss.gradient(w + h * e) - loss.gradient(w - h * e)) / (2 * h)
                       for e in np.eye(d)])
         low = np.linalg.eigvalsh(0.5 * (H + H.T))[0]
         if loss.strong_convexity > low + 1e-5 * max(1.0, abs(low)):
-            _fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(hess L) "
+            fail(f"{loss!r}", f"strong_convexity {loss.strong_convexity} > lambda_min(hess L) "
                   f"= {low} at w = {w}")
 
 
 def _cvx_conjugate(loss: Loss, s: np.ndarray) -> float:
     """``sup_w s^T w - L(w)`` by CVXPY, written here (not the package's conjugate code)."""
     w = cp.Variable(s.size)
-    return _reference(s @ w - loss.expression(w), maximize=True)[0]
+    return reference_solve(s @ w - loss.expression(w), maximize=True)[0]
 
 
 def _cvx_prox(loss: Loss, v: np.ndarray, tau: float) -> np.ndarray:
     z = cp.Variable(v.size)
-    _reference(loss.expression(z) + cp.sum_squares(z - v) / (2 * tau))
+    reference_solve(loss.expression(z) + cp.sum_squares(z - v) / (2 * tau))
     return z.value
 
 
@@ -353,21 +305,21 @@ def _loss_conjugate(loss: Loss, rng: np.random.Generator) -> None:
     for s in np.vstack([0.05 * rng.normal(size=(2, d)), 2.0 * rng.normal(size=(1, d))]):
         ref = _cvx_conjugate(loss, s)
         got = loss.conjugate(s)
-        _close(got, ref, REL, 1e-7, f"{loss!r}: conjugate at s={s} vs CVXPY sup_w s.w - L(w)")
+        close_to(got, ref, REL, 1e-7, f"{loss!r}: conjugate at s={s} vs CVXPY sup_w s.w - L(w)")
         w = rng.normal(size=d)
         if loss.value(w) + got < s @ w - 1e-7 * (1 + abs(s @ w)):
-            _fail(f"{loss!r}", f"Fenchel-Young violated: L(w) + L*(s) = "
+            fail(f"{loss!r}", f"Fenchel-Young violated: L(w) + L*(s) = "
                                f"{loss.value(w) + got} < s.w = {s @ w}")
     # equality at a subgradient: s = (v - prox(v)) / tau is in dL(prox(v))
     for v in rng.normal(size=(2, d)):
         z = _cvx_prox(loss, v, 1.0)
         s = v - z
-        _close(loss.value(z) + loss.conjugate(s), s @ z, REL, 1e-7,
+        close_to(loss.value(z) + loss.conjugate(s), s @ z, REL, 1e-7,
                f"{loss!r}: Fenchel-Young equality at s = v - prox(v)")
     if loss.smooth:
         w = rng.normal(size=d)
         g = loss.gradient(w)
-        _close(loss.conjugate(g), g @ w - loss.value(w), REL, 1e-7,
+        close_to(loss.conjugate(g), g @ w - loss.value(w), REL, 1e-7,
                f"{loss!r}: Fenchel-Young equality at s = grad L(w)")
 
 
@@ -383,8 +335,8 @@ def _loss_prox(loss: Loss, rng: np.random.Generator) -> None:
         ref = _cvx_prox(loss, v, tau)
         fz, fr = _prox_objective(loss, v, tau, z), _prox_objective(loss, v, tau, ref)
         if fz > fr + 1e-8 * max(1.0, abs(fr)):
-            _fail(f"{loss!r}", f"prox(v, {tau}) is not optimal: objective {fz} > CVXPY {fr}")
-        _close(z, ref, 0.0, 1e-4, f"{loss!r}: prox(v, {tau}) vs CVXPY")
+            fail(f"{loss!r}", f"prox(v, {tau}) is not optimal: objective {fz} > CVXPY {fr}")
+        close_to(z, ref, 0.0, 1e-4, f"{loss!r}: prox(v, {tau}) vs CVXPY")
 
 
 def _regularizer(loss: Loss, w: np.ndarray) -> float:
@@ -412,10 +364,10 @@ def _batch_radii(batch: LossBatch, losses: list[Loss], pos: np.ndarray, base: np
             continue
         x = cp.Variable(batch.d)
         cons = [ls._base_expression(x) <= level[pos[k]]]
-        top = max(_reference(sign * x[j], cons, maximize=True)[0]
+        top = max(reference_solve(sign * x[j], cons, maximize=True)[0]
                   for j in range(batch.d) for sign in (1.0, -1.0))
         if not radii[k] >= top - 1e-7 * (1 + top):
-            _fail(name, f"sublevel_radii {radii[k]} < max ||w||_inf = {top} on "
+            fail(name, f"sublevel_radii {radii[k]} < max ||w||_inf = {top} on "
                         f"{{L <= {level[pos[k]]}}} at batch position {k} (unsound radius)")
 
 
@@ -437,14 +389,14 @@ def _batch_conjugates(batch: LossBatch, losses: list[Loss], pos: np.ndarray,
     val, rho, _, _, _, conv = group.evaluate(S, W0, np.zeros(at.size), np.zeros(at.size))
     known = np.all(np.isfinite(rho), axis=1)
     if np.any(~known & ~(val == np.inf)):
-        _fail(name, f"conjugate_group gave finite values {val} with unknown residuals {rho}")
+        fail(name, f"conjugate_group gave finite values {val} with unknown residuals {rho}")
     ref = np.array([losses[k].conjugate(S[j] - rho[j]) if known[j] else np.inf
                     for j, k in enumerate(at)])
     if np.any(val < ref - 1e-7 * (1 + np.abs(ref))):
-        _fail(name, f"conjugate_group values {val} below the conjugates {ref} (unsound)")
+        fail(name, f"conjugate_group values {val} below the conjugates {ref} (unsound)")
     inside = known & np.asarray(conv, dtype=bool) & (
         np.abs(np.where(known[:, None], rho, 0.0)).max(axis=1) <= 1e-9 * (1 + np.abs(S).max()))
-    _close(val[inside], ref[inside], REL, 1e-7,
+    close_to(val[inside], ref[inside], REL, 1e-7,
            f"{name}: conjugate_group vs per-node conjugate (converged nodes)")
 
 
@@ -456,23 +408,23 @@ def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
     base = np.zeros(batch.n)
     base[pos] = [ls.value(W[i]) - _regularizer(ls, W[i]) for i, ls in zip(pos, losses,
                                                                               strict=True)]
-    _close(batch.values(W), base, 1e-10, 1e-12, f"{name}: values vs per-node value")
+    close_to(batch.values(W), base, 1e-10, 1e-12, f"{name}: values vs per-node value")
     Wv = cp.Variable((batch.n, d))
     Wv.value = W
     expr = batch.expression(cp.vec(Wv, order="C"), Wv)
     total = float(base.sum())
     if expr is None:
         if any(not ls.is_zero and ls.has_data for ls in losses) or abs(total) > 1e-12:
-            _fail(name, f"expression is None (compiled as zero) but the values sum to {total}")
+            fail(name, f"expression is None (compiled as zero) but the values sum to {total}")
     else:
-        _close(expr.value, total, 1e-9, 1e-12, f"{name}: expression vs summed values")
+        close_to(expr.value, total, 1e-9, 1e-12, f"{name}: expression vs summed values")
     if losses[0].base_smooth:  # the unregularized part: central differences of value - reg
         h, G = 1e-6, np.zeros((batch.n, d))
         for k, ls in zip(pos, losses, strict=True):
             G[k] = [((ls.value(W[k] + h * e) - _regularizer(ls, W[k] + h * e))
                      - (ls.value(W[k] - h * e) - _regularizer(ls, W[k] - h * e))) / (2 * h)
                     for e in np.eye(d)]
-        _close(batch.gradients(W), G, 1e-6, 1e-6,
+        close_to(batch.gradients(W), G, 1e-6, 1e-6,
                f"{name}: gradients vs finite differences of the per-node values")
     _batch_conjugates(batch, losses, pos, rng, name)
     _batch_radii(batch, losses, pos, base, name)
@@ -481,7 +433,7 @@ def _loss_batch(factory: Callable[[np.random.Generator], Loss], rng: np.random.G
     if ok.all():
         V, tau = rng.normal(size=(pos.size, d)), np.array([0.3, 1.0, 2.5])
         ref = np.array([_cvx_prox(ls, V[k], tau[k]) for k, ls in enumerate(losses)])
-        _close(batch.prox(V, tau), ref, 0.0, 1e-4, f"{name}: stacked prox vs CVXPY per node")
+        close_to(batch.prox(V, tau), ref, 0.0, 1e-4, f"{name}: stacked prox vs CVXPY per node")
 
 
 def _batch_hessian_bounds(batch: LossBatch, losses: list[Loss], name: str, d: int) -> None:
@@ -493,14 +445,14 @@ def _batch_hessian_bounds(batch: LossBatch, losses: list[Loss], name: str, d: in
             batch.hessian_bounds()
         except UnsupportedError:
             return
-        _fail(name, "no Lipschitz gradient but hessian_bounds() answers")
+        fail(name, "no Lipschitz gradient but hessian_bounds() answers")
     if facts.differentiable:
         lo, hi = batch.hessian_bounds()
         for j, ls in enumerate(losses):
             reg = 2.0 * ls.l2 * np.eye(d)
             ref_lo, ref_hi = ls.hessian_bounds(d) if ls.smooth else (lo[j] + reg, hi[j] + reg)
-            _close(lo[j] + reg, ref_lo, 1e-12, 1e-14, f"{name}: hessian_bounds (lower)")
-            _close(hi[j] + reg, ref_hi, 1e-12, 1e-14, f"{name}: hessian_bounds (upper)")
+            close_to(lo[j] + reg, ref_lo, 1e-12, 1e-14, f"{name}: hessian_bounds (lower)")
+            close_to(hi[j] + reg, ref_hi, 1e-12, 1e-14, f"{name}: hessian_bounds (upper)")
 
 
 def _loss_spec(loss: Loss, rng: np.random.Generator) -> None:
@@ -509,97 +461,33 @@ def _loss_spec(loss: Loss, rng: np.random.Generator) -> None:
     spec = LOSSES.describe(loss)
     back = type(loss).from_spec(spec)
     if type(back) is not type(loss):
-        _fail(f"{loss!r}", f"from_spec built a {type(back).__name__}")
+        fail(f"{loss!r}", f"from_spec built a {type(back).__name__}")
     for w in rng.normal(size=(3, loss.dim or 3)):
-        _close(back.value(w), loss.value(w), 0.0, 0.0, f"{loss!r}: value after to/from_spec")
-    _same_spec(back.to_spec(), spec, f"{loss!r}")
-
-
-def _same_spec(got: Any, spec: Any, name: str) -> None:
-    """Two :class:`~gtvmodel.terms.spec.TermSpec` agree in kind, parameters and arrays."""
-    if (got.kind, dict(got.params)) != (spec.kind, dict(spec.params)):
-        _fail(name, f"spec {got.kind} {dict(got.params)} after a round trip, was "
-                    f"{spec.kind} {dict(spec.params)}")
-    for key, arr in spec.arrays.items():
-        if key not in got.arrays or not np.array_equal(got.arrays[key], arr):
-            _fail(name, f"spec array {key!r} changed in a round trip")
+        close_to(back.value(w), loss.value(w), 0.0, 0.0, f"{loss!r}: value after to/from_spec")
+    same_spec(back.to_spec(), spec, f"{loss!r}")
 
 
 def _loss_model(factory: Callable[[np.random.Generator], Loss], rng: np.random.Generator
                 ) -> tuple[ModelDeclaration, Callable[[list[cp.Variable]], tuple]]:
-    G = _graph()
+    G = small_graph()
     losses = [factory(np.random.default_rng(int(rng.integers(2**31)))) for _ in G.nodes]
     d = losses[0].dim or 3
-    model = GTVModel(G, d, penalty=Norm2(), lam=_LAM)
+    model = GTVModel(G, d, penalty=Norm2(), lam=LAM)
     model.set_losses(dict(enumerate(losses)))
 
     def reference(x: list[cp.Variable]) -> tuple:
         obj = sum(ls.expression(x[i]) for i, ls in enumerate(losses))
         for u, v, a in G.edges(data="weight", default=1.0):
-            obj = obj + _LAM * a * cp.norm(x[u] - x[v], 2)
+            obj = obj + LAM * a * cp.norm(x[u] - x[v], 2)
         return obj, []
     return model, reference
-
-
-def _file_terms(model: ModelDeclaration) -> bool:
-    """Whether every term of ``model`` is a library term of problem files (registered)."""
-    losses = [model.loss_at(i) for i in range(model.num_nodes)]
-    cons = [c for i in range(model.num_nodes) for c in model.constraints_at(i)]
-    return (all(type(ls) is LOSSES.get(ls.kind) for ls in losses)
-            and type(model.penalty) is PENALTIES.get(model.penalty.kind)
-            and all(type(c) is CONSTRAINTS.get(c.kind) for c in cons))
-
-
-def _check_engines(model: ModelDeclaration, reference: Callable[[list[cp.Variable]], tuple],
-                   rng: np.random.Generator, project: Callable[[np.ndarray], np.ndarray],
-                   max_iter: int, name: str) -> None:
-    """Exact solve vs the reference, certificates sound and tight, Algorithm 1, file."""
-    x = [cp.Variable(model.dim) for _ in range(model.num_nodes)]
-    obj, cons = reference(x)
-    p_star, _ = _reference(obj, cons)
-    scale = max(1.0, abs(p_star))
-    sol = solve_exact(model)
-    _close(sol.objective, p_star, REL, 1e-9, f"{name}: solve_exact objective vs CVXPY")
-    _close(model.objective(sol.weights), p_star, REL, 1e-9,
-           f"{name}: objective at solve_exact's weights vs CVXPY")
-    cert = certify(model, sol.weights, sol.flows)
-    if not cert.gap <= 1e-5 * scale:
-        _fail(name, f"certificate at the exact solution is loose: gap {cert.gap} "
-                    f"(P* = {p_star})")
-    for s in (1e-3, 1e-2, 1e-1):
-        W = project(sol.weights + s * rng.normal(size=sol.weights.shape))
-        sub = model.objective(W) - p_star
-        for flows in (sol.flows, None):
-            g = certify(model, W, flows).gap
-            if not g >= sub - 1e-7 * scale:
-                _fail(name, f"unsound certificate at noise {s}: gap {g} < P(W) - P* = {sub}")
-            if not np.isfinite(g):
-                _fail(name, f"infinite certificate at noise {s} (P(W) - P* = {sub})")
-    start = project(sol.weights + 0.3 * rng.normal(size=sol.weights.shape))
-    res = solve_primal_dual(model, max_iter=max_iter, tol=0.0, record_every=max_iter // 4,
-                            certificate_budget=None,
-                            warm_start=(start, np.zeros_like(sol.flows)))
-    gaps = np.asarray(res.history.gap, dtype=float)
-    if not (np.isfinite(gaps[-1]) and (gaps[-1] < gaps[0] or gaps[-1] <= 1e-9 * scale)):
-        _fail(name, f"Algorithm 1's certified gap did not decrease: {gaps.tolist()}")
-    if not gaps[-1] >= model.objective(res.weights) - p_star - 1e-7 * scale:
-        _fail(name, f"Algorithm 1's certified gap {gaps[-1]} < P(w) - P*")
-    if not _file_terms(model):
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        save_model(model, Path(tmp) / "model.npz")
-        back = load_model(Path(tmp) / "model.npz")
-    for W in rng.normal(size=(2, *sol.weights.shape)):
-        W = project(W)
-        _close(back.objective(W), model.objective(W), 1e-13, 0.0,
-               f"{name}: objective after a problem-file round trip")
 
 
 def _loss_engines(factory: Callable[[np.random.Generator], Loss], rng: np.random.Generator
                   ) -> None:
     model, reference = _loss_model(factory, rng)
     cvxpy_prox = not all(model.loss_at(i).has_exact_prox() for i in range(model.num_nodes))
-    _check_engines(model, reference, rng, lambda W: W, 8 if cvxpy_prox else 80,
+    check_engines(model, reference, rng, lambda W: W, 8 if cvxpy_prox else 80,
                    f"model of {model.loss_at(0)!r}")
 
 
@@ -610,14 +498,6 @@ _LOSS_TERM_CHECKS: dict[str, Callable[[Loss, np.random.Generator], None]] = {
 _LOSS_FACTORY_CHECKS = {"batch": _loss_batch, "engines": _loss_engines}
 #: The checks of :func:`check_loss` by name.
 LOSS_CHECKS: tuple[str, ...] = (*_LOSS_TERM_CHECKS, *_LOSS_FACTORY_CHECKS)
-
-
-def _selected(checks: Iterable[str] | None, known: Sequence[str], family: str) -> list[str]:
-    chosen = list(known if checks is None else checks)
-    unknown = [c for c in chosen if c not in known]
-    if unknown:
-        raise ValueError(f"unknown {family} checks {unknown}; known: {list(known)}")
-    return chosen
 
 
 def check_loss(loss_factory: Callable[[np.random.Generator], Loss],
@@ -640,7 +520,7 @@ def check_loss(loss_factory: Callable[[np.random.Generator], Loss],
     AssertionError
         Naming the term, the check and the point where it failed.
     """
-    for name in _selected(checks, LOSS_CHECKS, "loss"):
+    for name in selected_checks(checks, LOSS_CHECKS, "loss"):
         rng = np.random.default_rng(seed)
         if name in _LOSS_TERM_CHECKS:
             _LOSS_TERM_CHECKS[name](loss_factory(rng), rng)
@@ -657,15 +537,15 @@ def _pen_value(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
     V = rng.normal(size=(5, d))
     V[0] = 0.0
     rows = penalty.rows_value(V)
-    _close(rows, _rows_expr(penalty, V), 1e-9, 1e-12, f"{penalty!r}: rows_value vs CVXPY")
-    _close(rows, [penalty.value(v) for v in V], 1e-12, 0.0, f"{penalty!r}: rows vs value")
+    close_to(rows, _rows_expr(penalty, V), 1e-9, 1e-12, f"{penalty!r}: rows_value vs CVXPY")
+    close_to(rows, [penalty.value(v) for v in V], 1e-12, 0.0, f"{penalty!r}: rows vs value")
     if np.any(rows < 0) or rows[0] != 0:
-        _fail(f"{penalty!r}", f"phi must be >= 0 with phi(0) = 0, got {rows}")
+        fail(f"{penalty!r}", f"phi must be >= 0 with phi(0) = 0, got {rows}")
 
 
 def _cvx_pen_prox(penalty: Penalty, v: np.ndarray, t: float) -> np.ndarray:
     z = cp.Variable((1, v.size))
-    _reference(t * cp.sum(penalty.rows_expression(z)) + cp.sum_squares(z[0] - v) / 2)
+    reference_solve(t * cp.sum(penalty.rows_expression(z)) + cp.sum_squares(z[0] - v) / 2)
     return z.value[0]
 
 
@@ -675,15 +555,15 @@ def _pen_conjugate(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
     got = penalty.conjugate_rows(U, lamA)
     for e in range(4):
         v = cp.Variable((1, d))
-        ref, _ = _reference(U[e] @ v[0] - lamA[e] * cp.sum(penalty.rows_expression(v)),
+        ref, _ = reference_solve(U[e] @ v[0] - lamA[e] * cp.sum(penalty.rows_expression(v)),
                             maximize=True)
-        _close(got[e], ref, REL, 1e-7, f"{penalty!r}: conjugate_rows row {e} (lambda A_e = "
+        close_to(got[e], ref, REL, 1e-7, f"{penalty!r}: conjugate_rows row {e} (lambda A_e = "
                                        f"{lamA[e]}) vs CVXPY sup_v u.v - lambda A_e phi(v)")
         w = rng.normal(size=d)
         if lamA[e] * penalty.value(w) + got[e] < U[e] @ w - 1e-7 * (1 + abs(U[e] @ w)):
-            _fail(f"{penalty!r}", f"Fenchel-Young violated at row {e}")
-    _close(got[4], 0.0, 0, 1e-12, f"{penalty!r}: conjugate at lambda A_e = 0, u = 0")
-    _close(got, [penalty.conjugate_rows(U[e:e + 1], lamA[e])[0] for e in range(5)], 1e-12,
+            fail(f"{penalty!r}", f"Fenchel-Young violated at row {e}")
+    close_to(got[4], 0.0, 0, 1e-12, f"{penalty!r}: conjugate at lambda A_e = 0, u = 0")
+    close_to(got, [penalty.conjugate_rows(U[e:e + 1], lamA[e])[0] for e in range(5)], 1e-12,
            0.0, f"{penalty!r}: conjugate_rows stacked vs one row at a time")
 
 
@@ -696,29 +576,29 @@ def _pen_prox(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
         Z = None
     if Z is not None:
         ref = np.array([_cvx_pen_prox(penalty, V[e], t[e]) for e in range(4)])
-        _close(Z, ref, 0.0, 1e-5, f"{penalty!r}: prox_rows vs CVXPY")
+        close_to(Z, ref, 0.0, 1e-5, f"{penalty!r}: prox_rows vs CVXPY")
     # DU (33): prox_{sigma g*}(v), g = lamA phi, by Moreau from a CVXPY prox of g / sigma
     sigma, lamA = np.array([0.5, 2.0, 1.0, 0.3]), np.array([0.4, 1.0, 2.0, 0.8])
     du = penalty.dual_update(V, sigma, lamA)
     ref = np.array([V[e] - sigma[e] * _cvx_pen_prox(penalty, V[e] / sigma[e],
                                                     lamA[e] / sigma[e]) for e in range(4)])
-    _close(du, ref, 0.0, 1e-5, f"{penalty!r}: dual_update (DU (33)) vs CVXPY")
+    close_to(du, ref, 0.0, 1e-5, f"{penalty!r}: dual_update (DU (33)) vs CVXPY")
     out = np.empty_like(V)
-    _close(penalty.dual_updater(lamA, d)(V.copy(), sigma, out), du, 1e-12, 1e-14,
+    close_to(penalty.dual_updater(lamA, d)(V.copy(), sigma, out), du, 1e-12, 1e-14,
            f"{penalty!r}: dual_updater vs dual_update")
     conj = penalty.conjugate_rows(du, lamA)
     if not np.all(np.isfinite(conj)):
-        _fail(f"{penalty!r}", f"dual_update leaves the conjugate's domain: {conj}")
+        fail(f"{penalty!r}", f"dual_update leaves the conjugate's domain: {conj}")
 
 
 def _pen_spec(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
     spec = PENALTIES.describe(penalty)
     back = type(penalty).from_spec(spec)
-    _same_spec(back.to_spec(), spec, f"{penalty!r}")
+    same_spec(back.to_spec(), spec, f"{penalty!r}")
     if back != penalty:
-        _fail(f"{penalty!r}", f"from_spec(to_spec) gave {back!r}")
+        fail(f"{penalty!r}", f"from_spec(to_spec) gave {back!r}")
     V = rng.normal(size=(3, d))
-    _close(back.rows_value(V), penalty.rows_value(V), 0.0, 0.0, f"{penalty!r}: spec values")
+    close_to(back.rows_value(V), penalty.rows_value(V), 0.0, 0.0, f"{penalty!r}: spec values")
 
 
 def _squared_nodes(model: ModelDeclaration, rng: np.random.Generator, shift: float = 0.0
@@ -732,8 +612,8 @@ def _squared_nodes(model: ModelDeclaration, rng: np.random.Generator, shift: flo
 
 
 def _pen_engines(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
-    G = _graph()
-    model = GTVModel(G, d, penalty=penalty, lam=_LAM)
+    G = small_graph()
+    model = GTVModel(G, d, penalty=penalty, lam=LAM)
     losses = _squared_nodes(model, rng)
 
     def reference(x: list[cp.Variable]) -> tuple:
@@ -741,8 +621,8 @@ def _pen_engines(penalty: Penalty, rng: np.random.Generator, d: int) -> None:
                   for i, ls in enumerate(losses))
         Z = cp.vstack([x[u] - x[v] for u, v in G.edges])
         a = np.array([w for _, _, w in G.edges(data="weight", default=1.0)])
-        return obj + _LAM * (a @ penalty.rows_expression(Z)), []
-    _check_engines(model, reference, rng, lambda W: W, 80, f"model with {penalty!r}")
+        return obj + LAM * (a @ penalty.rows_expression(Z)), []
+    check_engines(model, reference, rng, lambda W: W, 80, f"model with {penalty!r}")
 
 
 _PENALTY_CHECKS = {"value": _pen_value, "conjugate": _pen_conjugate, "prox": _pen_prox,
@@ -772,7 +652,7 @@ def check_penalty(penalty: Penalty, checks: Iterable[str] | None = None, seed: i
     AssertionError
         Naming the penalty, the check and the row where it failed.
     """
-    for name in _selected(checks, PENALTY_CHECKS, "penalty"):
+    for name in selected_checks(checks, PENALTY_CHECKS, "penalty"):
         _PENALTY_CHECKS[name](penalty, np.random.default_rng(seed), dim)
 
 
@@ -781,41 +661,41 @@ def _con_project(c: Constraint, rng: np.random.Generator, d: int) -> None:
     for w in 1.5 * rng.normal(size=(4, d)):
         p = c.project(w)
         z = cp.Variable(d)
-        _reference(cp.sum_squares(z - w), c.constraints(z))
-        _close(p, z.value, 0.0, 1e-6, f"{c!r}: project vs CVXPY")
+        reference_solve(cp.sum_squares(z - w), c.constraints(z))
+        close_to(p, z.value, 0.0, 1e-6, f"{c!r}: project vs CVXPY")
         if not c.violation(p) <= 1e-9:
-            _fail(f"{c!r}", f"violation {c.violation(p)} at its own projection {p}")
+            fail(f"{c!r}", f"violation {c.violation(p)} at its own projection {p}")
         outside = np.linalg.norm(w - z.value) > 1e-5
         if outside != (c.violation(w) > 0):
-            _fail(f"{c!r}", f"violation({w}) = {c.violation(w)} but the distance to C is "
+            fail(f"{c!r}", f"violation({w}) = {c.violation(w)} but the distance to C is "
                             f"{np.linalg.norm(w - z.value)}")
         bounds = c.coordinate_bounds(d)
         if bounds is not None:
-            _close(p, np.clip(w, *bounds), 0.0, 1e-12, f"{c!r}: coordinate_bounds vs project")
+            close_to(p, np.clip(w, *bounds), 0.0, 1e-12, f"{c!r}: coordinate_bounds vs project")
 
 
 def _con_support(c: Constraint, rng: np.random.Generator, d: int) -> None:
     for s in rng.normal(size=(4, d)):
         x = cp.Variable(d)
-        ref, _ = _reference(s @ x, c.constraints(x), maximize=True)
+        ref, _ = reference_solve(s @ x, c.constraints(x), maximize=True)
         got = c.support(s)
-        _close(got, ref, REL, 1e-8, f"{c!r}: support({s}) vs CVXPY max s.x over C")
+        close_to(got, ref, REL, 1e-8, f"{c!r}: support({s}) vs CVXPY max s.x over C")
         p = c.project(rng.normal(size=d))
         if s @ p > got + 1e-9 * (1 + abs(got)):
-            _fail(f"{c!r}", f"s.x = {s @ p} > support(s) = {got} at a point of C")
+            fail(f"{c!r}", f"s.x = {s @ p} > support(s) = {got} at a point of C")
     r = c.inf_radius(d)
     x = cp.Variable(d)
-    sup = max(_reference(sign * x[j], c.constraints(x), maximize=True)[0]
+    sup = max(reference_solve(sign * x[j], c.constraints(x), maximize=True)[0]
               for j in range(d) for sign in (1, -1))
     if not r >= sup - 1e-9:
-        _fail(f"{c!r}", f"inf_radius {r} < max ||x||_inf over C = {sup}")
+        fail(f"{c!r}", f"inf_radius {r} < max ||x||_inf over C = {sup}")
     hs = c.halfspaces(d)
     if hs is not None:
         A, b = hs
         for s, beta in zip(np.atleast_2d(A), np.atleast_1d(b), strict=True):
-            top, _ = _reference(s @ x, c.constraints(x), maximize=True)
+            top, _ = reference_solve(s @ x, c.constraints(x), maximize=True)
             if top > beta + 1e-8 * (1 + abs(beta)):
-                _fail(f"{c!r}", f"halfspace {s}.x <= {beta} fails on C (max {top})")
+                fail(f"{c!r}", f"halfspace {s}.x <= {beta} fails on C (max {top})")
 
 
 def _con_spec(c: Constraint, rng: np.random.Generator, d: int) -> None:
@@ -823,14 +703,14 @@ def _con_spec(c: Constraint, rng: np.random.Generator, d: int) -> None:
         return
     spec = CONSTRAINTS.describe(c)
     back = type(c).from_spec(spec)
-    _same_spec(back.to_spec(), spec, f"{c!r}")
+    same_spec(back.to_spec(), spec, f"{c!r}")
     for w in 2 * rng.normal(size=(3, d)):
-        _close(back.project(w), c.project(w), 0.0, 0.0, f"{c!r}: project after spec")
+        close_to(back.project(w), c.project(w), 0.0, 0.0, f"{c!r}: project after spec")
 
 
 def _con_engines(c: Constraint, rng: np.random.Generator, d: int) -> None:
-    G = _graph()
-    model = GTVModel(G, d, penalty=Norm2(), lam=_LAM)
+    G = small_graph()
+    model = GTVModel(G, d, penalty=Norm2(), lam=LAM)
     losses = _squared_nodes(model, rng, shift=1.5)
     on = (0, 2)
     for i in on:
@@ -840,14 +720,14 @@ def _con_engines(c: Constraint, rng: np.random.Generator, d: int) -> None:
         obj = sum(cp.sum_squares(ls.y - ls.X @ x[i]) / ls.m + ls.l2 * cp.sum_squares(x[i])
                   for i, ls in enumerate(losses))
         for u, v, a in G.edges(data="weight", default=1.0):
-            obj = obj + _LAM * a * cp.norm(x[u] - x[v], 2)
+            obj = obj + LAM * a * cp.norm(x[u] - x[v], 2)
         return obj, [k for i in on for k in c.constraints(x[i])]
 
     def project(W: np.ndarray) -> np.ndarray:
         W = W.copy()
         W[list(on)] = [c.project(W[i]) for i in on]
         return W
-    _check_engines(model, reference, rng, project, 80, f"model with {c!r}")
+    check_engines(model, reference, rng, project, 80, f"model with {c!r}")
 
 
 _CONSTRAINT_CHECKS = {"project": _con_project, "support": _con_support, "spec": _con_spec,
@@ -878,7 +758,7 @@ def check_constraint(constraint_factory: Callable[[np.random.Generator], Constra
     AssertionError
         Naming the constraint, the check and the point where it failed.
     """
-    for name in _selected(checks, CONSTRAINT_CHECKS, "constraint"):
+    for name in selected_checks(checks, CONSTRAINT_CHECKS, "constraint"):
         rng = np.random.default_rng(seed)
         _CONSTRAINT_CHECKS[name](constraint_factory(rng), rng, dim)
 

@@ -29,6 +29,7 @@ from typing import Any
 import cvxpy as cp
 import networkx as nx
 import numpy as np
+from scipy.special import xlogy
 
 import gtvmodel as gm
 from gtvmodel.errors import GTVError, SolverError
@@ -74,6 +75,10 @@ EXACT_RTOL = {"stiff": 1e-9}
 P_VALUES = (1.0001, 1.0009765625, 1.001, 1.01, 1.1, 1.5, 3.0, 7.5, 50.0, 100.0, 333.0, 1000.0)
 
 LIB_LOSSES = ("squared", "logistic", "hinge", "absolute", "huber", "quadratic", "zero")
+#: Share of the ``"mixed"`` family's library nodes replaced by a Poisson node (counts ``y_r``
+#: drawn from ``Poisson(exp(x_r^T w_anchor))``), drawn from a stream of their own so that every
+#: other draw of an instance stays as it was.
+POISSON_SHARE = 0.2
 SYM_ATOMS = ("inv_pos", "pow_m1", "qol", "neglog", "negentr", "exp", "lse", "pnorm")
 
 
@@ -109,7 +114,7 @@ class ConSpec:
 
 @dataclass
 class NodeSpec:
-    loss: str                      # one of LIB_LOSSES or "sym"
+    loss: str                      # one of LIB_LOSSES, "poisson" or "sym"
     X: np.ndarray | None = None
     y: np.ndarray | None = None
     a: np.ndarray | None = None
@@ -265,6 +270,17 @@ def _lib_node(rng: np.random.Generator, kind: str, d: int, anchor: np.ndarray,
     return NodeSpec(kind, X=X, y=y, M=_loguniform(rng, 0.1, 3.0), l1=_maybe(rng, 0.3), l2=l2)
 
 
+def _poisson_node(rng: np.random.Generator, d: int, anchor: np.ndarray) -> NodeSpec:
+    """A Poisson node: ``m`` samples ``x_r`` (scale 0.5), counts ``y_r ~ Poisson(exp(x_r^T
+    anchor))`` (zeros included), ``l2 > 0`` on half the nodes (the minimum is not attained when
+    every ``y_r = 0``)."""
+    m = int(rng.integers(1, 7))
+    X = 0.5 * rng.normal(size=(m, d))
+    y = rng.poisson(np.exp(X @ anchor)).astype(float)
+    l2 = _loguniform(rng, 1e-2, 1.0) if rng.random() < 0.5 else _maybe(rng, 0.3)
+    return NodeSpec("poisson", X=X, y=y, l1=_maybe(rng, 0.3), l2=l2)
+
+
 def _maybe(rng: np.random.Generator, prob: float) -> float:
     return _loguniform(rng, 1e-3, 1.0) if rng.random() < prob else 0.0
 
@@ -282,8 +298,10 @@ def _penalty(rng: np.random.Generator, d: int, kinds: tuple[str, ...]) -> tuple:
 ALL_PENALTIES = ("norm2", "norm1", "norminf", "normp", "sq", "quad")
 
 
-def random_instance(seed: int, family: str = "mixed") -> Instance:
-    """One random instance of ``family`` (see :data:`FAMILIES`), deterministic in ``seed``."""
+def random_instance(seed: int, family: str = "mixed", poisson: bool = True) -> Instance:
+    """One random instance of ``family`` (see :data:`FAMILIES`), deterministic in ``seed``;
+    ``poisson=False`` leaves out the Poisson nodes of the ``"mixed"`` family (the instance as
+    drawn before they were added: :data:`POISSON_SHARE`)."""
     rng = np.random.default_rng([seed, ALL_FAMILIES.index(family)])
     if family == "stiff":
         return _stiff_instance(rng, seed)
@@ -298,11 +316,14 @@ def random_instance(seed: int, family: str = "mixed") -> Instance:
     edges = _graph(rng, n)
 
     if family == "mixed":
+        side = np.random.default_rng([seed, len(ALL_FAMILIES), 29])  # the Poisson nodes' draws
         for i in range(n):
             if rng.random() < 0.25:
                 nd = NodeSpec("sym", sym=_sym_loss(rng, d, anchors[i], SYM_ATOMS))
             else:
                 nd = _lib_node(rng, str(rng.choice(LIB_LOSSES)), d, anchors[i])
+                if poisson and side.random() < POISSON_SHARE:
+                    nd = _poisson_node(side, d, anchors[i])
             if rng.random() < 0.35:
                 nd.cons = [_constraint(rng, d, anchors[i], ("box", "nonneg", "ball", "sym_sum",
                                                             "sym_norm", "sym_lower"))
@@ -520,6 +541,8 @@ def node_loss_value(nd: NodeSpec, w: np.ndarray, dom_tol: float = 0.0) -> float:
         elif nd.loss == "huber":
             r = np.abs(t - y)
             terms = np.where(r <= nd.M, r * r, 2 * nd.M * r - nd.M ** 2)
+        elif nd.loss == "poisson":   # exp(t) - y t - (y - y log y), 0 log 0 = 0
+            terms = np.exp(t) - y * t - (y - xlogy(y, y))
         else:  # pragma: no cover
             raise ValueError(nd.loss)
         base = math.fsum(terms) / m
@@ -665,6 +688,8 @@ def _cvx_loss(nd: NodeSpec, x: cp.Variable) -> cp.Expression:
             base = cp.norm1(nd.y - t) / m
         elif nd.loss == "huber":
             base = cp.sum(cp.huber(t - nd.y, nd.M)) / m
+        elif nd.loss == "poisson":
+            base = cp.sum(cp.exp(t) - cp.multiply(nd.y, t) - (nd.y - xlogy(nd.y, nd.y))) / m
         else:  # pragma: no cover
             raise ValueError(nd.loss)
     if nd.l1:
@@ -805,6 +830,8 @@ def build_model(inst: Instance) -> gm.GTVModel:
             model.set_loss(i, gm.QuadraticLoss(nd.a, **reg))
         elif nd.loss == "huber":
             model.set_loss(i, gm.HuberLoss(nd.X, nd.y, nd.M, **reg))
+        elif nd.loss == "poisson":
+            model.set_loss(i, gm.PoissonLoss(nd.X, nd.y, **reg))
         else:
             cls = {"squared": gm.SquaredLoss, "logistic": gm.LogisticLoss,
                    "hinge": gm.HingeLoss, "absolute": gm.AbsoluteLoss}[nd.loss]

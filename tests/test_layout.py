@@ -183,7 +183,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("theory", frozenset({"theory"})),
     ("facade", frozenset({"", "model", "io", "cli", "__main__", "datasets", "plot", "baselines",
                           "graphs", "path", "scores", "comparison", "experiments", "flower",
-                          "sklearn", "testing"})),
+                          "sklearn", "testing", "_testing_core"})),
 )
 
 #: Private names one unit may import from another: none (the helpers of ``kernels/`` that the

@@ -233,7 +233,7 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
                             where="solve_direct")
     chosen, reason, terms = _plan(model)
-    if chosen is None:
+    if chosen is None or terms is None:
         raise UnsupportedError(f"solve_direct: no direct algorithm applies: {reason}")
     if method == "path" and chosen != "path":
         raise UnsupportedError(f"solve_direct: method='path' needs a forest of paths, but {reason}")
