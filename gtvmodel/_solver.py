@@ -304,6 +304,15 @@ def check_solver(solver: Any, where: str | None = None) -> str:
     return name
 
 
+def _is_qp(problem: cp.Problem) -> bool:
+    """Whether OSQP can take ``problem``: a QP objective and only linear constraints (cvxpy
+    1.7's ``is_qp`` also says yes beside explicit ``cp.SOC`` constraints, the edge cones of
+    the compiled problem without ``Z = D W``)."""
+    linear = (cp.constraints.Equality, cp.constraints.Zero, cp.constraints.Inequality,
+              cp.constraints.NonNeg, cp.constraints.NonPos)
+    return problem.is_qp() and all(isinstance(c, linear) for c in problem.constraints)
+
+
 def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], verbose: bool,
                accept_inaccurate: bool, what: str,
                record: dict[str, Any] | None = None, *,
@@ -332,7 +341,7 @@ def run_solver(problem: cp.Problem, solver: str | None, opts: dict[str, Any], ve
     see :func:`_attempt`).
     """
     name = check_solver(solver)
-    if name == "OSQP" and not problem.is_qp():
+    if name == "OSQP" and not _is_qp(problem):
         raise SolverError(
             f"{what}: OSQP solves only quadratic programs (squared, quadratic or zero losses, "
             "Box/NonNeg/NormBall(p=1 or inf) constraints, Norm1/NormInf/SquaredNorm2/QuadForm "
