@@ -301,23 +301,36 @@ def _code_lines(src: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) ->
 
 
 #: kernels/tv.py (the numba-compiled dynamic programs) is not yet split to these limits
-SIZE_EXEMPT = {"tv.py"}
+#: Functions exempt from the 60-line limit, with the measured reason: ``_tv_forest`` is one
+#: numba-compiled dynamic program over the forest order (paths and trees); split into compiled
+#: helpers its path algorithm ran 4.8-6.8x slower (each call passes 8 arrays whose reference
+#: counts numba updates; benchmarks/RESULTS.md, "Certifying weights alone, third round").
+FUNCTION_EXEMPT = {("kernels/tv.py", "_tv_forest")}
+
+#: The units of the package, each checked alone (a package's modules, or the top level).
+SIZED = ["", "kernels", "terms", "terms/losses", "duality", "certificates", "primal_dual",
+         "solve", "theory", "graphs", "baselines", "experiments"]
 
 
-@pytest.mark.parametrize("package", ["kernels", "duality", "certificates", "solve"])
+@pytest.mark.parametrize("package", SIZED)
 def test_short_functions_and_modules(package):
-    """Issue 29 item 8 on these packages: at most 60 lines of code per function and 800
-    lines per module."""
+    """Issue 29 item 8 on the whole package: at most 60 lines of code per function (but
+    :data:`FUNCTION_EXEMPT`) and 800 lines per module."""
     long = []
     for path in sorted((PKG / package).glob("*.py")):
-        if path.name in SIZE_EXEMPT:
-            continue
+        rel = path.relative_to(PKG).as_posix()
         src = path.read_text().splitlines()
         if len(src) > 800:
-            long.append(f"{path.name}: {len(src)} lines")
+            long.append(f"{rel}: {len(src)} lines")
         for node in ast.walk(ast.parse("\n".join(src))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and _code_lines(src, node) > 60:
-                long.append(f"{path.name}:{node.lineno} {node.name}: "
+                    and _code_lines(src, node) > 60 and (rel, node.name) not in FUNCTION_EXEMPT:
+                long.append(f"{rel}:{node.lineno} {node.name}: "
                             f"{_code_lines(src, node)} lines of code")
     assert not long, "; ".join(long)
+
+
+def test_every_package_is_sized():
+    """A new subpackage gets the size check too."""
+    found = {p.parent.relative_to(PKG).as_posix() for p in PKG.rglob("__init__.py")}
+    assert {("" if f == "." else f) for f in found} <= set(SIZED)
