@@ -14,6 +14,7 @@ import scipy.sparse.linalg as spla
 
 from .._solver import check_solver, run_solver
 from .._validate import check_option
+from ..certificates.recovery import balance_flows
 from ..declaration import ModelDeclaration
 from ..errors import ParameterError, PenaltyError, SolverError
 from .constants import theorem2_constants
@@ -81,26 +82,24 @@ def min_congestion(model: ModelDeclaration, G: np.ndarray, solver: str | None, w
                           "demands balance", status=prob.status, solver=name)
     if prob.status == cp.OPTIMAL:
         return float(t.value) * g_s / a_s
-    return _balanced_congestion(model, DTk, G[keep] / g_s, U.value, what, name,
-                                prob.status) * g_s
+    return _balanced_congestion(model, G / g_s, U.value, what, name, prob.status) * g_s
 
 
-def _balanced_congestion(model: ModelDeclaration, DTk: Any, Gk: np.ndarray, U: Any, what: str,
-                         name: str, status: str) -> float:
+def _balanced_congestion(model: ModelDeclaration, G: np.ndarray, U: Any, what: str, name: str,
+                         status: str) -> float:
     """The congestion ``max_e ||u_e||_* / A_e`` of an inaccurate solver's flows ``U`` made to
-    meet the balance exactly: ``U + DTk^T y`` with ``(DTk DTk^T) y = -Gk - DTk U`` (the
-    grounded Laplacian, nonsingular with one node per component dropped).  A feasible flow's
-    congestion bounds the minimum from above, so ``congestion <= 1 + tol`` stays a proof where
-    the solver ends "inaccurate" at the degenerate optimum 1 of :func:`verify_recovery`
-    (its lifted optimum puts every boundary edge at capacity)."""
+    meet the balance ``D^T u = -G`` exactly: ``U`` plus the electrical flow of the residual
+    (:func:`~gtvmodel.certificates.recovery.balance_flows`, per connected component).  A
+    feasible flow's congestion bounds the minimum from above, so ``congestion <= 1 + tol``
+    stays a proof where the solver ends "inaccurate" at the degenerate optimum 1 of
+    :func:`verify_recovery` (its lifted optimum puts every boundary edge at capacity)."""
     if U is None:
         raise SolverError(f"{what}: {name} stopped with status {status!r} and no flows",
                           status=status, solver=name)
+    D = model.incidence.tocsr()
     U = np.asarray(U, dtype=float)
-    r = -Gk - DTk @ U
-    lap = (DTk @ DTk.T).tocsc()
-    Y = spla.splu(lap).solve(np.ascontiguousarray(r))
-    U = U + DTk.T @ Y
+    U = U + balance_flows(D, np.ones(D.shape[0]), model.structure().components,
+                          -G - D.T @ U)
     return float(np.max(model.penalty.dual_norm(U) / model.edge_weights))
 
 
