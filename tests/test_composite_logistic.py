@@ -1,7 +1,8 @@
-"""Logistic + ``l1`` / box prox (:class:`SmoothCompositeProxBatch`): the warm-started calls'
-Newton steps on the last call's active sets (``_held_newton``) and their active-set update
-(``_held_states``), against an independent CVXPY prox written here (exponential cone via
-``cp.logistic``, one tight Clarabel solve per node)."""
+"""Logistic + ``l1`` / box prox (:class:`SmoothCompositeProxBatch`, its solver in
+``gtvmodel.kernels.composite_newton``): the warm-started calls' Newton steps on the last call's
+active sets (``_held_newton``) and their active-set update (``_held_states``), against an
+independent CVXPY prox written here (exponential cone via ``cp.logistic``, one tight Clarabel
+solve per node)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pytest
 from scipy.special import expit
 
 import gtvmodel as gm
-from gtvmodel.terms.composite import SmoothCompositeProxBatch, kkt_certified, spd_solve
+from gtvmodel.kernels import composite_newton
+from gtvmodel.kernels.composite_newton import certified_at, rows_of
+from gtvmodel.kernels.linalg import spd_solve
+from gtvmodel.terms.composite import SmoothCompositeProxBatch, kkt_certified
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
 
@@ -42,13 +46,13 @@ def _batch(rng, k, d, l1, lo, hi):
 def _spy_general_steps(monkeypatch):
     """Counts the calls that needed the general proximal Newton steps (and their nodes)."""
     calls = []
-    orig = SmoothCompositeProxBatch._general_steps
+    orig = composite_newton._general_steps
 
-    def spy(self, Z, mu, g, start, pad, done, H):
+    def spy(pb, Z, mu, g, start, done, H):
         calls.append(int((~done).sum()))
-        return orig(self, Z, mu, g, start, pad, done, H)
+        return orig(pb, Z, mu, g, start, done, H)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_general_steps", spy)
+    monkeypatch.setattr(composite_newton, "_general_steps", spy)
     return calls
 
 
@@ -136,13 +140,13 @@ def test_held_active_sets_update_where_a_bound_or_an_l1_zero_is_crossed(monkeypa
     V = np.tile([0.3, -0.1], (k, 1))
     Z = batch.prox(V, tau)
     updated = []
-    orig = SmoothCompositeProxBatch._held_states
+    orig = composite_newton._held_states
 
-    def spy(self, *args):
+    def spy(*args):
         updated.append(1)
-        return orig(self, *args)
+        return orig(*args)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_held_states", spy)
+    monkeypatch.setattr(composite_newton, "_held_states", spy)
     for shift in ([1.5, 0.0], [0.0, 0.6], [-1.5, 0.0], [0.0, -2.0], [3.0, 3.0]):
         V = V + np.asarray(shift)
         Z = batch.prox(V, tau, Z)
@@ -187,7 +191,7 @@ def _padded_kkt(batch, Z, a, mu, g):
 
 
 def test_true_kkt_is_kkt_certified_on_the_padded_rows():
-    """``_true_kkt`` (the structured check: data rows through their sums, unit rows directly)
+    """``true_kkt`` (the structured check: data rows through their sums, unit rows directly)
     decides as :func:`kkt_certified` on the padded rows: at exact answers (all certified), at
     points moved by ``1e-9`` to ``1e-3`` relative, with a held dual's sign flipped, and at a
     point with a ``nan``."""
@@ -199,8 +203,8 @@ def test_true_kkt_is_kkt_certified_on_the_padded_rows():
     Z = batch.prox(V, tau)
     mu, g = 2.0 * batch.l2 + 1.0 / tau, V / tau[:, None]
     a = batch._dual_start[1]
-    um, S = batch._unit_map(batch._padded()), np.arange(k)
-    rw = batch._rows_of(S)
+    pb, S = batch._newton(), np.arange(k)
+    um, rw = pb.units, rows_of(pb.data, S)
     seen = set()
     for scale in (0.0, 1e-9, 1e-6, 1e-3):
         Zp = Z * (1 + scale * rng.standard_normal(Z.shape))
@@ -210,7 +214,7 @@ def test_true_kkt_is_kkt_certified_on_the_padded_rows():
             ap[:10, U] = -ap[:10, U]
         if scale == 1e-3:
             Zp[3, 1] = np.nan
-        ours = batch._certified_at(um, rw, S, S, Zp, ap, mu, g)
+        ours = certified_at(pb, rw, S, S, Zp, ap, mu, g)
         np.testing.assert_array_equal(ours, _padded_kkt(batch, Zp, ap, mu, g))
         seen.update(ours.tolist())
         if scale == 0.0:
@@ -230,13 +234,13 @@ def test_many_nodes_with_changing_active_sets_equal_cvxpy(monkeypatch):
     data, batch = _batch(rng, k, d, 0.2, lo, hi)
     calls = _spy_general_steps(monkeypatch)
     held = []
-    orig = SmoothCompositeProxBatch._held_states
+    orig = composite_newton._held_states
 
-    def spy(self, Z, aU, stU, pad, nodes):
+    def spy(pb, Z, aU, stU, nodes):
         held.append(nodes.size)
-        return orig(self, Z, aU, stU, pad, nodes)
+        return orig(pb, Z, aU, stU, nodes)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_held_states", spy)
+    monkeypatch.setattr(composite_newton, "_held_states", spy)
     V, tau = rng.standard_normal((k, d)), np.full(k, 2.0)
     Z = batch.prox(V, tau)
     for it in range(6):
