@@ -1,7 +1,8 @@
-"""Logistic + ``l1`` / box prox (:class:`SmoothCompositeProxBatch`): the warm-started calls'
-Newton steps on the last call's active sets (``_held_newton``) and their active-set update
-(``_held_states``), against an independent CVXPY prox written here (exponential cone via
-``cp.logistic``, one tight Clarabel solve per node)."""
+"""Logistic + ``l1`` / box prox (:class:`SmoothCompositeProxBatch`, its solver in
+``gtvmodel.kernels.composite_newton``): the warm-started calls' Newton steps on the last call's
+active sets (``_held_newton``) and their active-set update (``_held_states``), against an
+independent CVXPY prox written here (exponential cone via ``cp.logistic``, one tight Clarabel
+solve per node)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ import pytest
 from scipy.special import expit
 
 import gtvmodel as gm
-from gtvmodel.terms.composite import SmoothCompositeProxBatch, kkt_certified, spd_solve
+from gtvmodel.kernels import composite_newton
+from gtvmodel.kernels.composite_newton import (
+    CompositeNewton,
+    certified_at,
+    composite_prox_newton,
+    predicted_start,
+    rows_of,
+    unit_rows,
+)
+from gtvmodel.kernels.linalg import spd_solve
+from gtvmodel.terms.composite import SmoothCompositeProxBatch, kkt_certified
 
 TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
 
@@ -42,13 +53,13 @@ def _batch(rng, k, d, l1, lo, hi):
 def _spy_general_steps(monkeypatch):
     """Counts the calls that needed the general proximal Newton steps (and their nodes)."""
     calls = []
-    orig = SmoothCompositeProxBatch._general_steps
+    orig = composite_newton._general_steps
 
-    def spy(self, Z, mu, g, start, pad, done, H):
+    def spy(pb, Z, mu, g, start, done, H):
         calls.append(int((~done).sum()))
-        return orig(self, Z, mu, g, start, pad, done, H)
+        return orig(pb, Z, mu, g, start, done, H)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_general_steps", spy)
+    monkeypatch.setattr(composite_newton, "_general_steps", spy)
     return calls
 
 
@@ -136,13 +147,13 @@ def test_held_active_sets_update_where_a_bound_or_an_l1_zero_is_crossed(monkeypa
     V = np.tile([0.3, -0.1], (k, 1))
     Z = batch.prox(V, tau)
     updated = []
-    orig = SmoothCompositeProxBatch._held_states
+    orig = composite_newton._held_states
 
-    def spy(self, *args):
+    def spy(*args):
         updated.append(1)
-        return orig(self, *args)
+        return orig(*args)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_held_states", spy)
+    monkeypatch.setattr(composite_newton, "_held_states", spy)
     for shift in ([1.5, 0.0], [0.0, 0.6], [-1.5, 0.0], [0.0, -2.0], [3.0, 3.0]):
         V = V + np.asarray(shift)
         Z = batch.prox(V, tau, Z)
@@ -187,7 +198,7 @@ def _padded_kkt(batch, Z, a, mu, g):
 
 
 def test_true_kkt_is_kkt_certified_on_the_padded_rows():
-    """``_true_kkt`` (the structured check: data rows through their sums, unit rows directly)
+    """``true_kkt`` (the structured check: data rows through their sums, unit rows directly)
     decides as :func:`kkt_certified` on the padded rows: at exact answers (all certified), at
     points moved by ``1e-9`` to ``1e-3`` relative, with a held dual's sign flipped, and at a
     point with a ``nan``."""
@@ -199,8 +210,8 @@ def test_true_kkt_is_kkt_certified_on_the_padded_rows():
     Z = batch.prox(V, tau)
     mu, g = 2.0 * batch.l2 + 1.0 / tau, V / tau[:, None]
     a = batch._dual_start[1]
-    um, S = batch._unit_map(batch._padded()), np.arange(k)
-    rw = batch._rows_of(S)
+    pb, S = batch._newton(), np.arange(k)
+    um, rw = pb.units, rows_of(pb.data, S)
     seen = set()
     for scale in (0.0, 1e-9, 1e-6, 1e-3):
         Zp = Z * (1 + scale * rng.standard_normal(Z.shape))
@@ -210,7 +221,7 @@ def test_true_kkt_is_kkt_certified_on_the_padded_rows():
             ap[:10, U] = -ap[:10, U]
         if scale == 1e-3:
             Zp[3, 1] = np.nan
-        ours = batch._certified_at(um, rw, S, S, Zp, ap, mu, g)
+        ours = certified_at(pb, rw, S, S, Zp, ap, mu, g)
         np.testing.assert_array_equal(ours, _padded_kkt(batch, Zp, ap, mu, g))
         seen.update(ours.tolist())
         if scale == 0.0:
@@ -230,13 +241,13 @@ def test_many_nodes_with_changing_active_sets_equal_cvxpy(monkeypatch):
     data, batch = _batch(rng, k, d, 0.2, lo, hi)
     calls = _spy_general_steps(monkeypatch)
     held = []
-    orig = SmoothCompositeProxBatch._held_states
+    orig = composite_newton._held_states
 
-    def spy(self, Z, aU, stU, pad, nodes):
+    def spy(pb, Z, aU, stU, nodes):
         held.append(nodes.size)
-        return orig(self, Z, aU, stU, pad, nodes)
+        return orig(pb, Z, aU, stU, nodes)
 
-    monkeypatch.setattr(SmoothCompositeProxBatch, "_held_states", spy)
+    monkeypatch.setattr(composite_newton, "_held_states", spy)
     V, tau = rng.standard_normal((k, d)), np.full(k, 2.0)
     Z = batch.prox(V, tau)
     for it in range(6):
@@ -259,3 +270,90 @@ def test_spd_solve_equals_lapack(d):
     b = rng.standard_normal((50, d))
     ref = np.linalg.solve(H, b[:, :, None])[:, :, 0]
     np.testing.assert_allclose(spd_solve(H, b), ref, rtol=1e-9, atol=1e-12)
+
+
+class _LogisticRows:
+    """The logistic row ``ell(t, y) = log(1 + exp(-y t))`` and its derivatives in ``t``,
+    written here (the kernel's row callables, no loss class of the package)."""
+
+    @staticmethod
+    def _ell(t, y, p):
+        return np.logaddexp(0.0, -y * t)
+
+    @staticmethod
+    def _ell_d1(t, y, p):
+        return -y * expit(-y * t)
+
+    @staticmethod
+    def _ell_d2(t, y, p):
+        s = expit(y * t)
+        return s * (1.0 - s)
+
+    @classmethod
+    def _ell_d12(cls, t, y, p):
+        return cls._ell_d1(t, y, p), cls._ell_d2(t, y, p)
+
+
+def _kernel_problem(data, l1, lo, hi):
+    """:class:`CompositeNewton` of the nodes ``data`` built from arrays here: the data rows
+    (``ell*(a) = a^2 / 2`` models: ``cq = 1`` on ``R``), then ``d`` ``l1`` rows (``e_j``,
+    duals in ``[-eta, eta]``), ``d`` upper bound rows (``s = hi``, duals ``>= 0``) and ``d``
+    lower bound rows (``s = lo``, duals ``<= 0``)."""
+    k, d = lo.shape
+    ms = np.array([X.shape[0] for X, *_ in data])
+    m = ms.max()
+    Xs = np.concatenate([X for X, *_ in data])
+    local = np.repeat(np.arange(k), ms)
+    starts = np.concatenate([[0], np.cumsum(ms)[:-1]])
+    slot = np.arange(Xs.shape[0]) - starts[local]
+    c = 1.0 / ms[local]
+    eye, zero, inf = np.broadcast_to(np.eye(d), (k, d, d)), np.zeros((k, d)), np.full((k, d),
+                                                                                     np.inf)
+    P = np.concatenate([np.zeros((k, m, d)), eye, eye, eye], axis=1)
+    data_fixed = np.ones((k, m), dtype=bool)
+    data_fixed[local, slot] = False
+    pad = {"P": P, "cs": np.concatenate([np.zeros((k, m)), zero, hi, lo], axis=1),
+           "cq": np.concatenate([(~data_fixed).astype(float), zero, zero, zero], axis=1),
+           "lo": np.concatenate([np.where(data_fixed, 0.0, -np.inf), zero - l1, zero, -inf], 1),
+           "hi": np.concatenate([np.where(data_fixed, 0.0, np.inf), zero + l1, inf, zero], 1),
+           "fixed": np.concatenate([data_fixed, np.zeros((k, 3 * d), dtype=bool)], axis=1),
+           "coord": np.concatenate([np.full(m, -1)] + [np.arange(d)] * 3)}
+    cX = c[:, None] * Xs
+    rows = {"Xs": Xs, "y": np.concatenate([y for _, y, *_ in data]), "p": None, "c": c,
+            "cX": cX, "acX": np.abs(cX), "cXX": cX[:, :, None] * Xs[:, None, :], "slot": slot,
+            "local": local, "starts": starts, "ms": ms}
+    return CompositeNewton(_LogisticRows, rows, pad, unit_rows(pad, d), np.full(k, l1))
+
+
+def test_the_kernel_on_arrays_equals_cvxpy_cold_and_warm(monkeypatch):
+    """``composite_prox_newton`` called on arrays built here (a row loss written here, no
+    batch): a cold call (general steps only) and warm calls from its active sets and the
+    first-order start (held Newton steps certify every node, no general step) equal the
+    independent CVXPY prox; every node certified."""
+    rng = np.random.default_rng(31)
+    k, d, l1 = 8, 3, 0.2
+    lo, hi = np.full((k, d), -0.5), np.full((k, d), 0.5)
+    data = []
+    for _ in range(k):
+        X = rng.standard_normal((int(rng.integers(2, 6)), d)) * np.logspace(0, 1, d)
+        y = np.sign(X @ np.ones(d) + 0.5 * rng.standard_normal(X.shape[0]))
+        y[y == 0] = 1.0
+        data.append((X, y, l1, 0.0))
+    pb = _kernel_problem(data, l1, lo, hi)
+    tau = np.full(k, 2.0)
+    mu = 1.0 / tau
+    V = rng.standard_normal((k, d))
+    Z = np.clip(V, lo, hi)
+    done, start, H = composite_prox_newton(pb, Z, mu, V / tau[:, None], None)
+    assert done.all()
+    _assert_exact(data, V, tau, lo, hi, Z)
+    calls = _spy_general_steps(monkeypatch)
+    for _ in range(3):
+        last = {"mu": mu, "g": V / tau[:, None], "Z": Z.copy(), "H": H}
+        V = V + 0.01 * rng.standard_normal(V.shape)
+        g = V / tau[:, None]
+        Z = np.clip(predicted_start(pb, last, mu, g, start), lo, hi)
+        done, start, H = composite_prox_newton(pb, Z, mu, g, start)
+        assert done.all()
+        _assert_exact(data, V, tau, lo, hi, Z)
+    assert calls == []  # the held Newton steps certified every node

@@ -300,12 +300,10 @@ def _code_lines(src: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) ->
                if i not in doc and src[i - 1].strip() and not src[i - 1].strip().startswith("#"))
 
 
-#: kernels/tv.py (the numba-compiled dynamic programs) is not yet split to these limits
-#: Functions exempt from the 60-line limit, with the measured reason: ``_tv_forest`` is one
-#: numba-compiled dynamic program over the forest order (paths and trees); split into compiled
-#: helpers its path algorithm ran 4.8-6.8x slower (each call passes 8 arrays whose reference
-#: counts numba updates; benchmarks/RESULTS.md, "Certifying weights alone, third round").
-FUNCTION_EXEMPT = {("kernels/tv.py", "_tv_forest")}
+#: Functions exempt from the 60-line limit, each with its measured reason: none since
+#: ``kernels/tv.py``'s ``_tv_forest`` runs its helpers inlined without reference counting
+#: (benchmarks/RESULTS.md, "The last two items of issue 29").
+FUNCTION_EXEMPT: set[tuple[str, str]] = set()
 
 #: The units of the package, each checked alone (a package's modules, or the top level).
 SIZED = ["", "kernels", "terms", "terms/losses", "duality", "certificates", "primal_dual",

@@ -123,8 +123,17 @@ def forest_order(n: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 # ``ends`` (int64[2]): on a path the deque's (head, tail) (ids head..tail-1, sorted by z);
 # on a tree the roots of the min-heap (side 0) and the max-heap (side 1) of leftist heaps
 # whose links are the rows of ``H``: H[s] left child, H[2 + s] right child, H[4 + s] rank,
-# H[6] the merge's stack.  Everything runs in one function (array arguments of helper calls
-# cost reference counting in numba: 20x slower here).
+# H[6] the merge's stack.
+#
+# The dynamic program runs in one compiled function without numba's reference counting
+# (``_RAW``: ``_nrt=False``, so no array is allocated there: ``_tv_forest`` allocates and calls
+# it once), its helpers inlined into it at numba's IR level (``_INLINE``).  With reference
+# counting every helper call, inlined or not, updates the counts of its array arguments: the
+# path algorithm ran 4.8-7.8x slower split that way (benchmarks/RESULTS.md).
+_RAW = {**_NB, "_nrt": False}
+_INLINE = {**_RAW, "inline": "always"}
+
+
 @numba.njit(**_NB)
 def _heap_merge(s, a, b, bz, H):
     """Merge the leftist heaps of side ``s`` (min of ``z``, side 1: of ``-z``) rooted at
@@ -157,8 +166,185 @@ def _heap_merge(s, a, b, bz, H):
     return r
 
 
+@numba.njit(**_INLINE)
+def _front(s, ends, alive, H, bz, heap):
+    """The id of side ``s``'s first breakpoint (-1: none); on a tree the dead tops of its
+    heap (popped from the other side) are removed first."""
+    i = -1
+    if heap:
+        i = ends[s]
+        while i >= 0 and not alive[i]:
+            i = _heap_merge(s, H[s, i], H[2 + s, i], bz, H)
+        ends[s] = i
+    elif ends[0] < ends[1]:
+        i = ends[0] if s == 0 else ends[1] - 1
+    return i
+
+
+@numba.njit(**_INLINE)
+def _pop(s, i, ends, alive, H, bz, bda, bdb, heap):
+    """Removes side ``s``'s first breakpoint ``i``; returns its change of slope and jump in
+    side ``s``'s coordinates."""
+    da = bda[i] if s == 0 else -bda[i]
+    db = bdb[i]
+    if heap:
+        alive[i] = False
+        ends[s] = _heap_merge(s, H[s, i], H[2 + s, i], bz, H)
+    elif s == 0:
+        ends[0] += 1
+    else:
+        ends[1] -= 1
+    return da, db
+
+
+@numba.njit(**_INLINE)
+def _clip(s, level, zk, line, crossing, ends, alive, H, bz, bda, bdb, heap):
+    """Clips side ``s`` of ``F'`` from below at ``level`` (side 0: ``F' >= -t``, side 1:
+    ``-F'(-y) >= -t``): pops the breakpoints (and the accumulated ``l1`` kink ``zk`` at 0)
+    before the crossing, writes the side's new line and its crossing point ``crossing[s]``;
+    returns ``zk`` and the new first breakpoint ``(push, position, change of slope, jump)``."""
+    a, v, z0 = line[s, 0], line[s, 1], line[s, 2]
+    last = -np.inf
+    push, py, pa, pb = False, 0.0, 0.0, 0.0
+    while True:
+        i = _front(s, ends, alive, H, bz, heap)
+        has = i >= 0
+        y = 0.0
+        if has:
+            y = bz[i] if s == 0 else -bz[i]
+        kink = zk > 0.0 and (not has or y > 0.0)
+        if kink:
+            y = 0.0
+            has = True
+        fm = v + a * (y - z0) if has else 0.0  # F'(y-)
+        if not has or fm >= level:  # the crossing is on the line before y
+            if a > 0.0:
+                xc = min(max(z0 + (level - v) / a, last), y if has else np.inf)
+                push, py, pa, pb = True, xc, a, 0.0
+                crossing[s] = xc
+                a, v, z0 = 0.0, level, xc
+            elif v < level:  # only by rounding (F' -> level at +inf)
+                crossing[s] = last
+                a, v = 0.0, level
+                z0 = last if last > -np.inf else z0
+            else:  # F' >= level everywhere: nothing changes
+                crossing[s] = -np.inf
+            break
+        if kink:
+            da, db = 0.0, zk
+            zk = 0.0
+        else:  # pop breakpoint i
+            da, db = _pop(s, i, ends, alive, H, bz, bda, bdb, heap)
+        fp = fm + db  # F'(y+)
+        if fp >= level:  # the crossing is at the jump at y
+            push, py, pa, pb = True, y, a + da, fp - level
+            crossing[s] = y
+            a, v, z0 = 0.0, level, y
+            break
+        a, v, z0, last = a + da, fp, y, y
+    line[s, 0], line[s, 1], line[s, 2] = a, v, z0
+    return zk, push, py, pa, pb
+
+
+@numba.njit(**_INLINE)
+def _push(s, py, pa, pb, count, ends, alive, H, bz, bda, bdb, heap):
+    """Adds the breakpoint ``(py, pa, pb)`` (side ``s``'s coordinates) as side ``s``'s
+    first; returns the next free id on a tree (``count``)."""
+    if heap:
+        i = count
+        count += 1
+    elif s == 0:
+        ends[0] -= 1
+        i = ends[0]
+    else:
+        i = ends[1]
+        ends[1] += 1
+    bz[i] = py if s == 0 else -py
+    bda[i] = pa if s == 0 else -pa
+    bdb[i] = pb
+    if heap:
+        alive[i] = True
+        for side in range(2):
+            H[side, i] = H[2 + side, i] = -1
+            H[4 + side, i] = 1
+            ends[side] = _heap_merge(side, ends[side], i, bz, H)
+    return count
+
+
+@numba.njit(**_INLINE)
+def _add_term(line, q, p, eta):
+    """Adds ``h_c'(x) = 2 q x - 2 p + eta sign(x)`` to both sides' lines: slope ``2q``, value
+    ``-2p - eta`` at 0 (side 0), ``2p - eta`` at 0 (side 1: ``-h_c'(-y)``); the jump ``2 eta``
+    at 0 is the caller's."""
+    two_q = 2.0 * q
+    for s in range(2):
+        at0 = (-2.0 if s == 0 else 2.0) * p - eta
+        line[s, 1] += at0 + two_q * line[s, 2]
+        line[s, 0] += two_q
+
+
+@numba.njit(**_INLINE)
+def _send(c, pc, zk, line, roots, lines, kinks, ends, bz, H):
+    """On a tree: the message of node ``c`` (its clipped ``F'``) joins its parent ``pc``'s."""
+    for s in range(2):
+        roots[pc, s] = _heap_merge(s, roots[pc, s], ends[s], bz, H)
+        lines[pc, s, 1] += line[s, 1] + line[s, 0] * (lines[pc, s, 2] - line[s, 2])
+        lines[pc, s, 0] += line[s, 0]
+    kinks[pc] += zk
+
+
+@numba.njit(**_RAW)
+def _forest_dp(order, parent, t, q, p, eta, heap, x, bounds, bz, bda, bdb, alive, H, ends,
+               line, crossing, roots, lines, kinks):
+    """The dynamic program of :func:`_tv_forest` into its arrays (``x``: the minimizer)."""
+    n, d = q.shape
+    for j in range(d):
+        count = 0
+        zk = 0.0  # the jump of the accumulated l1 kinks at 0
+        ends[0] = ends[1] = n + 1
+        line[:] = 0.0
+        if heap:
+            roots[:] = -1
+            lines[:] = 0.0
+            kinks[:] = 0.0
+        for k in range(n - 1, -1, -1):
+            c = order[k]
+            pc = parent[c]
+            if heap:
+                ends[0], ends[1] = roots[c, 0], roots[c, 1]
+                for s in range(2):  # (no slice copy: it may allocate)
+                    for f in range(3):
+                        line[s, f] = lines[c, s, f]
+                zk = kinks[c]
+            _add_term(line, q[c, j], p[c, j], eta[c])
+            zk += 2.0 * eta[c]
+            level = -(t[c] if pc >= 0 else 0.0)
+            for s in range(2):  # clip side s from below at level: F' >= -t, then -F' >= -t
+                zk, push, py, pa, pb = _clip(s, level, zk, line, crossing, ends, alive, H, bz,
+                                             bda, bdb, heap)
+                if push:  # the new first breakpoint of side s
+                    count = _push(s, py, pa, pb, count, ends, alive, H, bz, bda, bdb, heap)
+            lo = crossing[0]
+            hi = max(-crossing[1], lo)
+            if pc < 0:  # a root: the zero of F' nearest to 0; the next path starts afresh
+                x[c, j] = min(max(0.0, lo), hi) + 0.0  # no -0.0
+                ends[0] = ends[1] = n + 1
+                line[:] = 0.0
+                zk = 0.0
+                continue
+            bounds[c, 0], bounds[c, 1] = lo, hi
+            if heap:  # the message joins the parent's F'
+                _send(c, pc, zk, line, roots, lines, kinks, ends, bz, H)
+        for k in range(n):
+            c = order[k]
+            if parent[c] >= 0:
+                x[c, j] = min(max(x[parent[c], j], bounds[c, 0]), bounds[c, 1]) + 0.0
+
+
 @numba.njit(**_NB)
 def _tv_forest(order, parent, t, q, p, eta, heap):
+    """The minimizer of the module's problem on a forest (``heap``: a tree's leftist heaps,
+    else a path's deque): allocates the work arrays and runs :func:`_forest_dp`."""
     n, d = q.shape
     x = np.zeros((n, d))
     bounds = np.empty((n, 2))
@@ -175,125 +361,8 @@ def _tv_forest(order, parent, t, q, p, eta, heap):
     roots = np.empty((m, 2), dtype=np.int64)
     lines = np.empty((m, 2, 3))
     kinks = np.empty(m)
-    for j in range(d):
-        count = 0
-        zk = 0.0  # the jump of the accumulated l1 kinks at 0
-        ends[0] = ends[1] = n + 1
-        line[:] = 0.0
-        if heap:
-            roots[:] = -1
-            lines[:] = 0.0
-            kinks[:] = 0.0
-        for k in range(n - 1, -1, -1):
-            c = order[k]
-            pc = parent[c]
-            if heap:
-                ends[0], ends[1] = roots[c, 0], roots[c, 1]
-                line[:] = lines[c]
-                zk = kinks[c]
-            # add h_c'(x) = 2 q x - 2 p + eta sign(x): slope 2q, value -2p - eta at 0 (side 0),
-            # 2p - eta at 0 (side 1: -h_c'(-y)), a jump 2 eta at 0
-            two_q = 2.0 * q[c, j]
-            for s in range(2):
-                at0 = (-2.0 if s == 0 else 2.0) * p[c, j] - eta[c]
-                line[s, 1] += at0 + two_q * line[s, 2]
-                line[s, 0] += two_q
-            zk += 2.0 * eta[c]
-            level = -(t[c] if pc >= 0 else 0.0)
-            for s in range(2):  # clip side s from below at level: F' >= -t, then -F' >= -t
-                a, v, z0 = line[s, 0], line[s, 1], line[s, 2]
-                last = -np.inf
-                push, py, pa, pb = False, 0.0, 0.0, 0.0
-                while True:
-                    i = -1
-                    if heap:
-                        i = ends[s]
-                        while i >= 0 and not alive[i]:
-                            i = _heap_merge(s, H[s, i], H[2 + s, i], bz, H)
-                        ends[s] = i
-                    elif ends[0] < ends[1]:
-                        i = ends[0] if s == 0 else ends[1] - 1
-                    has = i >= 0
-                    y = 0.0
-                    if has:
-                        y = bz[i] if s == 0 else -bz[i]
-                    kink = zk > 0.0 and (not has or y > 0.0)
-                    if kink:
-                        y = 0.0
-                        has = True
-                    fm = v + a * (y - z0) if has else 0.0  # F'(y-)
-                    if not has or fm >= level:  # the crossing is on the line before y
-                        if a > 0.0:
-                            xc = min(max(z0 + (level - v) / a, last), y if has else np.inf)
-                            push, py, pa, pb = True, xc, a, 0.0
-                            crossing[s] = xc
-                            a, v, z0 = 0.0, level, xc
-                        elif v < level:  # only by rounding (F' -> level at +inf)
-                            crossing[s] = last
-                            a, v = 0.0, level
-                            z0 = last if last > -np.inf else z0
-                        else:  # F' >= level everywhere: nothing changes
-                            crossing[s] = -np.inf
-                        break
-                    if kink:
-                        da, db = 0.0, zk
-                        zk = 0.0
-                    else:  # pop breakpoint i
-                        da = bda[i] if s == 0 else -bda[i]
-                        db = bdb[i]
-                        if heap:
-                            alive[i] = False
-                            ends[s] = _heap_merge(s, H[s, i], H[2 + s, i], bz, H)
-                        elif s == 0:
-                            ends[0] += 1
-                        else:
-                            ends[1] -= 1
-                    fp = fm + db  # F'(y+)
-                    if fp >= level:  # the crossing is at the jump at y
-                        push, py, pa, pb = True, y, a + da, fp - level
-                        crossing[s] = y
-                        a, v, z0 = 0.0, level, y
-                        break
-                    a, v, z0, last = a + da, fp, y, y
-                line[s, 0], line[s, 1], line[s, 2] = a, v, z0
-                if push:  # the new first breakpoint of side s
-                    if heap:
-                        i = count
-                        count += 1
-                    elif s == 0:
-                        ends[0] -= 1
-                        i = ends[0]
-                    else:
-                        i = ends[1]
-                        ends[1] += 1
-                    bz[i] = py if s == 0 else -py
-                    bda[i] = pa if s == 0 else -pa
-                    bdb[i] = pb
-                    if heap:
-                        alive[i] = True
-                        for side in range(2):
-                            H[side, i] = H[2 + side, i] = -1
-                            H[4 + side, i] = 1
-                            ends[side] = _heap_merge(side, ends[side], i, bz, H)
-            lo = crossing[0]
-            hi = max(-crossing[1], lo)
-            if pc < 0:  # a root: the zero of F' nearest to 0; the next path starts afresh
-                x[c, j] = min(max(0.0, lo), hi) + 0.0  # no -0.0
-                ends[0] = ends[1] = n + 1
-                line[:] = 0.0
-                zk = 0.0
-                continue
-            bounds[c, 0], bounds[c, 1] = lo, hi
-            if heap:  # the message joins the parent's F'
-                for s in range(2):
-                    roots[pc, s] = _heap_merge(s, roots[pc, s], ends[s], bz, H)
-                    lines[pc, s, 1] += line[s, 1] + line[s, 0] * (lines[pc, s, 2] - line[s, 2])
-                    lines[pc, s, 0] += line[s, 0]
-                kinks[pc] += zk
-        for k in range(n):
-            c = order[k]
-            if parent[c] >= 0:
-                x[c, j] = min(max(x[parent[c], j], bounds[c, 0]), bounds[c, 1]) + 0.0
+    _forest_dp(order, parent, t, q, p, eta, heap, x, bounds, bz, bda, bdb, alive, H, ends, line,
+               crossing, roots, lines, kinks)
     return x
 
 

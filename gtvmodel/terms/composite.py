@@ -47,8 +47,9 @@ almost every node before any such model is built.
 
 The solvers themselves work on arrays and are in :mod:`gtvmodel.kernels.composite` (the
 active-set method, the KKT check), :mod:`gtvmodel.kernels.systems` and
-:mod:`gtvmodel.kernels.steps` (its systems, affine and trust-region ball steps); this module
-builds their rows from the losses and constraints.
+:mod:`gtvmodel.kernels.steps` (its systems, affine and trust-region ball steps) and
+:mod:`gtvmodel.kernels.composite_newton` (the proximal Newton method); this module builds their
+rows from the losses and constraints.
 """
 
 from __future__ import annotations
@@ -61,7 +62,12 @@ import numpy as np
 from .._solver import run_solver
 from ..errors import SolverError
 from ..kernels.composite import KKT_RTOL, composite_active_set_prox, kkt_certified, states_at
-from ..kernels.linalg import spd_solve
+from ..kernels.composite_newton import (
+    CompositeNewton,
+    composite_prox_newton,
+    predicted_start,
+    unit_rows,
+)
 from .losses import DataFitBatch, Loss
 
 __all__ = ["CompositeProxBatch", "SmoothCompositeProxBatch", "composite_active_set_prox",
@@ -287,22 +293,24 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
     """Smooth data fits that are not piecewise quadratic (:class:`LogisticLoss`, any
     :class:`~gtvmodel.terms.losses.DataFitLoss` with the row derivatives ``_ell_d1`` and
     ``_ell_d2``) with ``l1`` and a coordinate box per node: PU (32) exactly and vectorized by
-    a proximal Newton method (:meth:`_prox`).  At ``z_k`` the smooth part ``f(z) = sum_r c_r
-    ell(x_r^T z) + mu ||z||^2 / 2 - g^T z`` is replaced by its quadratic model (Hessian ``X^T
-    diag(c ell'') X + mu I``), which with the ``l1`` and box rows is the problem of
-    :func:`composite_active_set_prox` (data rows ``sqrt(c_r ell''_r) x_r`` with ``ell*(a) =
-    a^2 / 2``), solved exactly; a backtracking line search on the true objective follows
-    (vectorized over nodes).  A node stops when its point meets the KKT conditions of the true
-    problem (:func:`kkt_certified`, the data rows' duals ``ell'(x_r^T z)`` held) at
-    ``KKT_RTOL``; nodes that do not within ``max_outer`` steps take one CVXPY solve (counted in
-    :attr:`fallbacks`).  A warm call first takes up to ``held_steps`` Newton steps on the last
-    call's active sets (:meth:`_held_newton`, :meth:`_held_states`), certified the same way."""
+    a proximal Newton method (:meth:`_prox`, the solver
+    :func:`~gtvmodel.kernels.composite_newton.composite_prox_newton`).  At ``z_k`` the smooth
+    part ``f(z) = sum_r c_r ell(x_r^T z) + mu ||z||^2 / 2 - g^T z`` is replaced by its
+    quadratic model (Hessian ``X^T diag(c ell'') X + mu I``), which with the ``l1`` and box
+    rows is the problem of :func:`composite_active_set_prox` (data rows ``sqrt(c_r ell''_r)
+    x_r`` with ``ell*(a) = a^2 / 2``), solved exactly; a backtracking line search on the true
+    objective follows (vectorized over nodes).  A node stops when its point meets the KKT
+    conditions of the true problem (:func:`kkt_certified`, the data rows' duals ``ell'(x_r^T
+    z)`` held) at ``KKT_RTOL``; nodes that do not within ``max_outer`` steps take one CVXPY
+    solve (counted in :attr:`fallbacks`).  A warm call first takes up to ``held_steps``
+    Newton steps on the last call's active sets, certified the same way.  This class builds
+    the rows (:meth:`_data_block`, :meth:`_row_data`) and keeps the state between calls."""
 
     #: Proximal Newton steps before a node takes the CVXPY path.
     max_outer = 40
 
-    #: Newton steps on the last call's active sets (:meth:`_held_newton`), updated after each
-    #: (:meth:`_held_states`), before the general steps.
+    #: Newton steps on the last call's active sets, updated after each, before the general
+    #: steps.
     held_steps = 3
 
     @staticmethod
@@ -324,7 +332,7 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
 
     def _data_block(self) -> dict[str, np.ndarray]:
         """Data rows of the quadratic models: ``ell*(a) = a^2 / 2`` (``c q = 1``, ``s = 0``)
-        on ``R``; their ``P`` is set at every step (:meth:`_model_rows`)."""
+        on ``R``; the kernel sets their ``P`` at every step."""
         k, m, d = self.ms.size, self.max_rows(), self.d
         slot = self._slot()
         data = {"P": np.zeros((k, m, d)), "cs": np.zeros((k, m)), "cq": np.zeros((k, m)),
@@ -336,131 +344,49 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
         data["fixed"][self.local, slot] = False
         return data
 
-    def _rows_of(self, nodes: np.ndarray) -> dict[str, Any]:  # type: ignore[override]
-        """The sample rows of ``nodes`` (sorted; every node has a row) as compact arrays, in
-        the nodes' order: ``Xs``, ``y``, ``p``, ``c``, ``cX = c_r x_r``, ``acX = |c_r x_r|``,
-        ``cXX = c_r x_r x_r^T``, each row's position ``loc`` in ``nodes``, the ``reduceat``
-        offsets ``offs`` of the nodes' row blocks, and its node and slot in :meth:`_padded`
-        (``node``, ``slot``).  All nodes: views of the cached arrays."""
-        rp = self._row_products()
-        if nodes.size == self.ms.size:
-            r: Any = slice(None)
-            loc, offs = self.local, self.starts
-        else:
-            mask = np.zeros(self.ms.size, dtype=bool)
-            mask[nodes] = True
-            r = np.flatnonzero(mask[self.local])
-            loc, offs = self._blocks(self.ms[nodes])
-        return {"Xs": self.Xs[r], "y": self.y[r], "p": None if self.p is None else self.p[r],
-                "c": self.c[r], "cX": rp["cX"][r], "acX": rp["acX"][r], "cXX": rp["cXX"][r],
-                "node": self.local[r], "slot": rp["slot"][r], "loc": loc, "offs": offs,
-                "ms": self.ms[nodes]}
+    def _newton(self) -> CompositeNewton:
+        """The arrays of :func:`~gtvmodel.kernels.composite_newton.composite_prox_newton` for
+        this batch (the rows cached; ``max_outer`` and ``held_steps`` read at each call)."""
+        pad = self._padded()
+        um = self.__dict__.get("_units")
+        if um is None:
+            um = self.__dict__["_units"] = unit_rows(pad, self.d)
+        return CompositeNewton(self.cls, self._row_data(), pad, um, self.l1,
+                               max_outer=self.max_outer, held_steps=self.held_steps)
 
-    @staticmethod
-    def _blocks(ms: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's block and the ``reduceat`` offsets of consecutive blocks of ``ms`` rows."""
-        return (np.repeat(np.arange(ms.size), ms),
-                np.concatenate(([0], np.cumsum(ms)[:-1])).astype(np.int64))
-
-    def _kept_rows(self, rw: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
-        """:meth:`_rows_of` of the nodes ``keep`` (a mask over ``rw``'s nodes), from ``rw``'s
-        rows (no gather from the full arrays)."""
-        rk = np.flatnonzero(keep[rw["loc"]])  # (np.take: faster than a mask's gather)
-        out = {key: (None if val is None else np.take(val, rk, axis=0))
-               for key, val in rw.items() if key not in ("loc", "offs", "ms")}
-        out["ms"] = rw["ms"][keep]
-        out["loc"], out["offs"] = self._blocks(out["ms"])
-        return out
-
-    def _at(self, rw: dict[str, Any], Z: np.ndarray) -> np.ndarray:
-        """``t_r = x_r^T z_i`` for ``rw``'s rows (``Z``: their nodes' points, compact)."""
-        return np.einsum("rd,rd->r", rw["Xs"], np.take(Z, rw["loc"], axis=0))
-
-    def _derivs(self, rw: dict[str, Any], Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``ell'(x_r^T z)``, ``ell''(x_r^T z)`` for ``rw``'s rows (:meth:`_at`)."""
-        return self.cls._ell_d12(self._at(rw, Z), rw["y"], rw["p"])
-
-    @staticmethod
-    def _sum(rw: dict[str, Any], rows: np.ndarray) -> np.ndarray:
-        """``sum_{r in i} rows_r`` per node of ``rw`` (every node has a row)."""
-        return np.add.reduceat(rows, rw["offs"], axis=0)
-
-    def _objective(self, rw: dict[str, Any], Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                   l1: np.ndarray) -> np.ndarray:
-        """``F_i(z) = sum_r c_r ell(x_r^T z) + eta_i ||z||_1 + mu_i ||z||^2 / 2 - g_i^T z`` for
-        ``rw``'s nodes (compact arrays)."""
-        ell = self.cls._ell(self._at(rw, Z), rw["y"], rw["p"])
-        return (self._sum(rw, rw["c"] * ell) + l1 * np.abs(Z).sum(axis=1)
-                + 0.5 * mu * (Z**2).sum(axis=1) - (g * Z).sum(axis=1))
-
-    def _model_rows(self, rw: dict[str, Any], P: np.ndarray, Z: np.ndarray, g: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        """The quadratic model of ``sum_r c_r ell(x_r^T z) - g^T z`` at ``Z`` (``rw``'s nodes,
-        compact): writes its data rows ``sqrt(c_r ell''_r) x_r`` into ``P`` and returns ``(g -
-        sum_r c_r (ell'_r - ell''_r t_r) x_r, ell'_r)`` (its linear part, the rows' first
-        derivatives)."""
-        t = self._at(rw, Z)
-        d1, d2 = self.cls._ell_d12(t, rw["y"], rw["p"])
-        P[rw["loc"], rw["slot"], :] = np.sqrt(rw["c"] * d2)[:, None] * rw["Xs"]
-        return g - self._sum(rw, (rw["c"] * (d1 - d2 * t))[:, None] * rw["Xs"]), d1
-
-    def _true_kkt(self, um: dict[str, Any], nodes: np.ndarray | slice, Z: np.ndarray,
-                  aU: np.ndarray, G1: np.ndarray, A1: np.ndarray, mu: np.ndarray,
-                  g: np.ndarray) -> np.ndarray:
-        """:func:`kkt_certified` of PU (32) itself for ``nodes`` (compact arrays) at ``Z``: the
-        data rows ``P_r = c_r x_r`` with their duals ``ell'(x_r^T z)`` held (``lo = hi``, so
-        only stationarity and finiteness involve them: ``G1 = sum_r ell'_r c_r x_r``, ``A1 =
-        sum_r |ell'_r| |c_r x_r|``), the ``l1`` and box rows ``P_u = e_j`` (:meth:`_unit_map`)
-        with the duals ``aU``.  The same conditions at the same tolerance as
-        :func:`kkt_certified` on :meth:`_padded`'s rows, without the padded arrays:
-        stationarity ``|mu z - g + G1 + sum_u a_u e_j| <= rtol (|mu z| + |g| + A1 + sum_u |a_u|
-        e_j)`` per coordinate, every unit dual in ``[lo_u, hi_u]`` with ``grad_u = s_u - z_j``
-        at most ``tol_u`` where ``a_u > lo_u`` and at least ``-tol_u`` where ``a_u < hi_u``,
-        ``tol_u = rtol (|s_u| + scale_j / mu)``, and a finite ``scale`` (finite ``z``, unit
-        duals and ``A1``, so the data duals: :func:`kkt_certified`'s finiteness, also failing
-        where the sum overflows); padding rows are left out."""
-        fixed, s, lo, hi = (um[key][nodes] for key in ("fixed", "s", "lo", "hi"))
-        E, coord = um["Ef"], um["coord"]
-        with np.errstate(over="ignore", invalid="ignore"):
-            a = np.where(fixed, 0.0, aU)
-            muZ = mu[:, None] * Z
-            stat = np.abs(muZ - g + G1 + a @ E)
-            scale = np.abs(muZ) + np.abs(g) + A1 + np.abs(a) @ E
-            grad = s - Z[:, coord]
-            tol = KKT_RTOL * (np.abs(s) + (scale / mu[:, None])[:, coord])
-            rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
-                       & ((a >= hi) | (grad >= -tol))) | fixed
-            # a finite scale: z, the unit duals and A1 finite (overflow of the sum too)
-            return (rows_ok.all(axis=1) & (stat <= KKT_RTOL * scale).all(axis=1)
-                    & np.isfinite(scale).all(axis=1))
+    def _row_data(self) -> dict[str, Any]:
+        """The sample rows of :class:`~gtvmodel.kernels.composite_newton.CompositeNewton`
+        (cached): ``Xs``, ``y``, ``p``, ``c``, ``c_r x_r`` ``(M, d)``, ``|c_r x_r|``, ``c_r x_r
+        x_r^T`` ``(M, d, d)``, each row's node and slot in :meth:`_padded`, the nodes' row
+        counts and first rows."""
+        rp = self.__dict__.get("_row_products_cache")
+        if rp is None:
+            cX = self.c[:, None] * self.Xs
+            rp = self.__dict__["_row_products_cache"] = {
+                "Xs": self.Xs, "y": self.y, "p": self.p, "c": self.c, "cX": cX,
+                "acX": np.abs(cX), "cXX": cX[:, :, None] * self.Xs[:, None, :],
+                "slot": self._slot(), "local": self.local, "starts": self.starts, "ms": self.ms}
+        return rp
 
     def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         """Proximal Newton on ``L_i(z) + eta_i ||z||_1 + kappa_i ||z||^2 + iota_{box_i}(z) +
-        ||z - v_i||^2 / (2 tau_i)``, from ``W0`` (else ``v_i``) clipped to the box, the
-        quadratic models' active sets warm-started from the last call's.  With a last call,
-        its answer moved to first order (:meth:`_predicted`) first takes Newton steps on the
-        last active sets (:meth:`_held_newton`); the nodes whose point then meets the true KKT
-        conditions (:meth:`_true_kkt`) are done.  The others take the general steps
-        (:meth:`_general_steps`): each solves the quadratic model exactly
-        (:func:`composite_active_set_prox`), stops the nodes whose answer meets the true KKT
-        conditions and moves the others along ``zhat - z`` with Armijo backtracking on the true
-        objective; the nodes left take :meth:`cvxpy_prox`."""
+        ||z - v_i||^2 / (2 tau_i)``
+        (:func:`~gtvmodel.kernels.composite_newton.composite_prox_newton`), from ``W0`` (else
+        ``v_i``) clipped to the box, the quadratic models' active sets warm-started from the
+        last call's; with a last call, from its answer moved to first order
+        (:func:`~gtvmodel.kernels.composite_newton.predicted_start`).  The nodes whose point
+        does not meet the true KKT conditions take :meth:`cvxpy_prox`."""
         k = self.ms.size
         mu = 2.0 * self.l2 + 1.0 / tau
         g = V / tau[:, None]
-        pad = self._padded()
+        pb = self._newton()
         start = self.__dict__.get("_dual_start")
         if start is not None and start[0].shape[0] != k:
             start = None
-        Z = np.clip(self._predicted(mu, g, start, pad) if start is not None else
+        Z = np.clip(predicted_start(pb, self.__dict__.get("_last"), mu, g, start)
+                    if start is not None else
                     V if W0 is None else np.asarray(W0, dtype=float), *self.box)
-        done = np.zeros(k, dtype=bool)
-        H = None
-        if start is not None:
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                H = self._held_newton(Z, mu, g, start, pad, done)
-        if not done.all():
-            start, H = self._general_steps(Z, mu, g, start, pad, done, H)
+        done, start, H = composite_prox_newton(pb, Z, mu, g, start)
         self.__dict__["_dual_start"] = start
         self.__dict__["_last"] = {"mu": mu, "g": g, "Z": Z.copy(), "H": H}
         bad = np.flatnonzero(~done)
@@ -468,273 +394,3 @@ class SmoothCompositeProxBatch(CompositeProxBatch):
             self.fallbacks += int(bad.size)
             Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
         return Z
-
-    def _general_steps(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                       start: tuple[np.ndarray, ...] | None, pad: dict[str, np.ndarray],
-                       done: np.ndarray, H: np.ndarray | None
-                       ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-        """:meth:`_prox`'s proximal Newton steps for the nodes ``S`` not ``done`` (``Z`` and
-        ``done`` updated in place), on compact arrays of ``S`` and their rows only: returns
-        the active sets and duals for the next call's start and the data part of the Hessians
-        ``X^T diag(c ell'') X`` (those of ``H`` for the nodes done before, else of each node's
-        last quadratic model)."""
-        k = self.ms.size
-        S = np.flatnonzero(~done)
-        sx: np.ndarray | slice = S if S.size < k else slice(None)
-        um, rw = self._unit_map(pad), self._rows_of(S)
-        rows: dict[str, Any] = {key: pad[key][sx] for key in ("cs", "cq", "lo", "hi", "fixed")}
-        P = pad["P"][sx].copy()
-        Zc, muc, gc, l1c = Z[S], mu[sx], g[sx], self.l1[sx]
-        st: Any = None if start is None else tuple(s[sx] for s in start)  # (copies: S < k)
-        n = S.size
-        fin = np.zeros(n, dtype=bool)
-        act = np.arange(n)
-        for _ in range(self.max_outer):
-            ix = act if act.size < n else slice(None)
-            gt, d1 = self._model_rows(rw, P, Zc, gc)
-            # the model's own KKT check is not needed: the true one below certifies
-            Zh, _, new = composite_active_set_prox(
-                P[ix], **{key: val[ix] for key, val in rows.items()}, mu=muc[ix], g=gt[ix],
-                Z0=Zc[ix], coord=pad["coord"], start=None if st is None else
-                tuple(s[ix] for s in st), check=False)
-            if st is None:
-                st = tuple(np.array(s) for s in new)
-            else:
-                for full, part in zip(st, new, strict=True):
-                    full[ix] = part
-            Znew = Zc.copy()
-            Znew[ix] = Zh
-            # the model's error at zhat is O(|zhat - z|^2): after a long step the true
-            # KKT check cannot pass (skipping it only defers a node to the next step)
-            near = np.abs(Zh - Zc[ix]).max(axis=1) <= 1e-4 * (1.0 + np.abs(Zh).max(axis=1))
-            cert = np.zeros(n, dtype=bool)
-            if near.any():
-                cert[act[near]] = self._certified_at(um, rw, act[near], S, Znew, st[1], muc, gc)
-            Zc[cert] = Znew[cert]
-            fin |= cert
-            act = act[~cert[act]]
-            if act.size == 0:
-                break
-            act = self._line_search(rw, act, Zc, Znew, d1, muc, gc, l1c)
-            if act.size == 0:
-                break
-        Z[S], done[S] = Zc, fin
-        if start is None or S.size == k:
-            start = st
-        else:
-            for full, part in zip(start, st, strict=True):
-                full[S] = part
-        Pm = P[:, pad["coord"] < 0]
-        Hm = np.einsum("krd,kre->kde", Pm, Pm)
-        if H is None or S.size == k:
-            return start, Hm
-        H = H.copy()
-        H[S] = Hm
-        return start, H
-
-    def _certified_at(self, um: dict[str, Any], rw: dict[str, Any], sel: np.ndarray,
-                      S: np.ndarray, Z: np.ndarray, a: np.ndarray, mu: np.ndarray,
-                      g: np.ndarray) -> np.ndarray:
-        """:meth:`_true_kkt` of the compact nodes ``sel`` (positions in ``S``, ``rw``'s nodes)
-        at ``Z[sel]`` with the unit rows' duals of ``a[sel]`` (the quadratic model's)."""
-        keep = np.zeros(S.size, dtype=bool)
-        keep[sel] = True
-        sub = rw if keep.all() else self._kept_rows(rw, keep)
-        Zs = Z[sel]
-        d1 = self.cls._ell_d1(self._at(sub, Zs), sub["y"], sub["p"])
-        return self._true_kkt(um, S[sel], Zs, a[sel][:, um["U"]],
-                              self._sum(sub, d1[:, None] * sub["cX"]),
-                              self._sum(sub, np.abs(d1)[:, None] * sub["acX"]), mu[sel], g[sel])
-
-    def _predicted(self, mu: np.ndarray, g: np.ndarray, start: tuple[np.ndarray, ...],
-                   pad: dict[str, np.ndarray]) -> np.ndarray:
-        """A start for the call at ``g``: the last call's answer moved to first order, ``dz =
-        (H_FF)^{-1} (g - g_last)_F`` on the coordinates ``F`` that no free ``l1`` or bound row
-        fixes (last active sets ``start``), ``H = X^T diag(c ell'') X + mu I`` with the last
-        call's data part (Algorithm 1's next point is near: the Newton steps from there are
-        fewer; the stop is the same)."""
-        last = self.__dict__.get("_last")
-        if last is None or not np.array_equal(last["mu"], mu) or last["g"].shape != g.shape:
-            return last["Z"] if last is not None and last["Z"].shape == g.shape else g / mu[:, None]
-        um = self._unit_map(pad)
-        fr = ((start[0][:, um["U"]] == 0) & ~um["fixed"]) @ um["Ef"] == 0
-        dz = self._reduced_solve(last["H"], mu, fr, g - last["g"])
-        return last["Z"] + dz
-
-    def _unit_map(self, pad: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The ``l1`` and box rows of :meth:`_padded` (cached): their indices ``U``, the
-        one-hot ``Ef`` ``(|U|, d)`` of their coordinates (float), their ``s`` (``z_j`` where
-        such a row is free), dual intervals ``lo``, ``hi`` (and where those are infinite) and
-        padding."""
-        um = self.__dict__.get("_units")
-        if um is None:
-            U = np.flatnonzero(pad["coord"] >= 0)
-            lo, hi = pad["lo"][:, U], pad["hi"][:, U]
-            um = self.__dict__["_units"] = {
-                "U": U, "Ef": (pad["coord"][U][:, None] == np.arange(self.d)).astype(float),
-                "coord": pad["coord"][U], "s": pad["cs"][:, U], "fixed": pad["fixed"][:, U],
-                "lo": lo, "hi": hi, "inf_lo": np.isinf(lo), "inf_hi": np.isinf(hi)}
-        return um
-
-    def _row_products(self) -> dict[str, np.ndarray]:
-        """``c_r x_r`` ``(M, d)``, ``|c_r x_r|``, ``c_r x_r x_r^T`` ``(M, d, d)`` and each
-        sample row's slot in :meth:`_padded` (cached)."""
-        rp = self.__dict__.get("_row_products_cache")
-        if rp is None:
-            cX = self.c[:, None] * self.Xs
-            rp = self.__dict__["_row_products_cache"] = {
-                "cX": cX, "acX": np.abs(cX), "cXX": cX[:, :, None] * self.Xs[:, None, :],
-                "slot": self._slot()}
-        return rp
-
-    @staticmethod
-    def _reduced_solve(Hd: np.ndarray, mu: np.ndarray, free: np.ndarray, rhs: np.ndarray
-                       ) -> np.ndarray:
-        """``dz`` with ``(Hd + mu I)_FF dz_F = rhs_F`` and ``dz = 0`` off ``F`` (``free``,
-        ``(k, d)``), for every node at once (:func:`spd_solve`)."""
-        d = Hd.shape[1]
-        H = Hd + mu[:, None, None] * np.eye(d)
-        H = np.where(free[:, :, None] & free[:, None, :], H, np.eye(d))
-        return spd_solve(H, np.where(free, rhs, 0.0))
-
-    def _held_states(self, Z: np.ndarray, aU: np.ndarray, stU: np.ndarray,
-                     pad: dict[str, np.ndarray], nodes: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``l1`` and box rows' active sets (``stU``, duals ``aU``: those rows' columns of
-        the nodes ``nodes``, compact) after a step of :meth:`_held_newton` that was not
-        certified (a primal-dual active-set update): a free row whose dual left its interval
-        is held at the bound it passed; any other row is held at the bound the sign of ``z_j
-        - s_r`` points to (``z`` past a bound frees that bound's row: ``z_j`` is set there;
-        past ``0`` the ``l1`` row's dual changes sign), and free where it is ``0`` or that bound
-        is infinite.  Returns ``(states, duals)`` (held duals at their bounds)."""
-        um = self._unit_map(pad)
-        lo, hi, fixed = um["lo"][nodes], um["hi"][nodes], um["fixed"][nodes]
-        free = (stU == 0) & ~fixed
-        sU = np.sign(Z[:, um["coord"]] - um["s"][nodes])
-        sU = np.where(free, np.where(aU > hi, 1, np.where(aU < lo, -1, 0)), sU)
-        sU = np.where(((sU < 0) & um["inf_lo"][nodes]) | ((sU > 0) & um["inf_hi"][nodes]), 0,
-                      sU)
-        sU = np.where(fixed, -1, sU)
-        aU = np.where(fixed, 0.0, np.where(sU < 0, lo, np.where(sU > 0, hi, aU)))
-        return sU.astype(stU.dtype), aU
-
-    def _held_sets(self, um: dict[str, Any], nodes: np.ndarray | slice, stU: np.ndarray,
-                   aU: np.ndarray) -> dict[str, np.ndarray]:
-        """What the held active sets ``stU`` (duals ``aU``) of the ``l1`` and box rows fix for
-        ``nodes``: the free rows (``free``), how many fix each coordinate (``nfix``; a free row
-        fixes ``z_j = s_r``), the fixed coordinates (``fixc``) and their values (``zfix``), and
-        the held rows' duals summed per coordinate (``held``)."""
-        free = (stU == 0) & ~um["fixed"][nodes]
-        E = um["Ef"]
-        nfix = free @ E
-        return {"free": free, "nfix": nfix, "fixc": nfix > 0,
-                "zfix": np.where(free, um["s"][nodes], 0.0) @ E,
-                "held": np.where(free | um["fixed"][nodes], 0.0, aU) @ E}
-
-    def _held_newton(self, Z: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                     start: tuple[np.ndarray, ...], pad: dict[str, np.ndarray],
-                     done: np.ndarray) -> np.ndarray:
-        """Up to ``held_steps`` Newton steps on PU (32) with the ``l1`` and box rows' last
-        active sets held (``start``), on compact arrays of the nodes not yet certified: a free
-        such row fixes ``z_j = s_r`` (``0`` or the bound, :meth:`_held_sets`), a held one adds
-        its dual (``+-eta``, ``0``) to the gradient; on the other coordinates ``F``, ``(H_FF)
-        dz_F = -grad_F`` with ``H = X^T diag(c ell'') X + mu I`` at ``z``.  After a step the
-        rows' ``ell'`` and ``ell''`` are evaluated once at the new point: the free rows' duals
-        are the stationarity residual on their coordinates, the point is certified by the true
-        KKT conditions (:meth:`_true_kkt`; a node with two free rows on one coordinate is
-        not), and for the nodes left the held sets are updated (:meth:`_held_states`) and the
-        next step's gradient and Hessian come from the same evaluation (re-evaluated only at
-        the nodes where a newly fixed coordinate moved ``z``).  A wrong active set or an
-        unconverged step is only a node left for the general steps.  Certified nodes get
-        their ``Z``, ``done`` and ``start`` (states and duals, the data rows' duals
-        ``ell'(x_r^T z)``) in place.  Returns ``X^T diag(c ell'') X`` per node at the start of
-        its last step (the next call's :meth:`_predicted`)."""
-        um = self._unit_map(pad)
-        U = um["U"]
-        k, d = Z.shape
-        H = np.zeros((k, d, d))
-        nodes = np.arange(k)
-        rw = self._rows_of(nodes)
-        stU, aU = start[0][:, U], start[1][:, U]
-        Zs, mu_s, g_s = Z, mu, g
-        d1: Any = None
-        d2: Any = None
-        for step in range(self.held_steps):
-            ix = nodes if nodes.size < k else slice(None)
-            hs = self._held_sets(um, ix, stU, aU)
-            Zn = np.where(hs["fixc"], hs["zfix"], Zs)
-            if d1 is None:
-                d1, d2 = self._derivs(rw, Zn)
-            else:  # the last step's evaluation, except where a newly fixed coordinate moved z
-                moved = (Zn != Zs).any(axis=1)
-                if moved.any():
-                    sub = self._kept_rows(rw, moved)
-                    rm = moved[rw["loc"]]
-                    d1[rm], d2[rm] = self._derivs(sub, Zn[moved])
-            Hd = self._sum(rw, d2[:, None, None] * rw["cXX"])
-            H[ix] = Hd
-            grad = self._sum(rw, d1[:, None] * rw["cX"]) + mu_s[:, None] * Zn - g_s + hs["held"]
-            Zs = Zn + self._reduced_solve(Hd, mu_s, ~hs["fixc"], -grad)
-            d1, d2 = self._derivs(rw, Zs)
-            G1 = self._sum(rw, d1[:, None] * rw["cX"])
-            res = g_s - hs["held"] - mu_s[:, None] * Zs - G1
-            aU = np.where(hs["free"], res[:, um["coord"]], aU)
-            ok = (hs["nfix"] <= 1).all(axis=1) & self._true_kkt(
-                um, ix, Zs, aU, G1, self._sum(rw, np.abs(d1)[:, None] * rw["acX"]), mu_s, g_s)
-            if ok.any():
-                self._write_certified(Z, start, nodes[ok], Zs[ok], stU[ok], aU[ok], rw,
-                                      ok, d1, U)
-                done[nodes[ok]] = True
-            if ok.all() or step == self.held_steps - 1:
-                break
-            keep = ~ok
-            nodes, Zs, stU, aU, mu_s, g_s = (x[keep] for x in (nodes, Zs, stU, aU, mu_s, g_s))
-            rk = keep[rw["loc"]]
-            d1, d2 = d1[rk], d2[rk]
-            rw = self._kept_rows(rw, keep)
-            stU, aU = self._held_states(Zs, aU, stU, pad, nodes)
-        return H
-
-    @staticmethod
-    def _write_certified(Z: np.ndarray, start: tuple[np.ndarray, ...], nodes: np.ndarray,
-                         Zc: np.ndarray, stU: np.ndarray, aU: np.ndarray, rw: dict[str, Any],
-                         ok: np.ndarray, d1: np.ndarray, U: np.ndarray) -> None:
-        """Writes the certified ``nodes``' points ``Zc``, their ``l1``/box rows' states and
-        duals and their data rows' duals ``d1`` (the rows of ``rw`` whose node is ``ok``) into
-        ``Z`` and ``start`` (in place)."""
-        Z[nodes] = Zc
-        cols = slice(U[0], U[-1] + 1) if U[-1] - U[0] + 1 == U.size else U  # (usually a tail)
-        for full, part in zip(start, (stU, aU), strict=False):
-            if isinstance(cols, slice):
-                full[nodes, cols] = part
-            else:
-                full[nodes[:, None], cols] = part
-        rm = ok[rw["loc"]]
-        start[1][rw["node"][rm], rw["slot"][rm]] = d1[rm]
-
-    def _line_search(self, rw: dict[str, Any], act: np.ndarray, Z: np.ndarray,
-                     Znew: np.ndarray, d1: np.ndarray, mu: np.ndarray, g: np.ndarray,
-                     l1: np.ndarray) -> np.ndarray:
-        """Moves ``Z[act]`` along ``Znew - Z`` (in place; ``rw``'s nodes, compact) by Armijo
-        backtracking on the true objective (:meth:`_objective`): the largest ``s = 2^-j`` with
-        ``F(z + s dz) <= F(z) + s D / 4 + 1e-13 (1 + |F|)``, ``D = grad f^T dz + eta
-        (||zhat||_1 - ||z||_1)``; returns the nodes that moved (a node that cannot is left for
-        the CVXPY path)."""
-        dz = Znew - Z
-        grad = self._sum(rw, (rw["c"] * d1)[:, None] * rw["Xs"]) + mu[:, None] * Z - g
-        D = ((grad * dz).sum(axis=1) + l1 * (np.abs(Znew).sum(axis=1) - np.abs(Z).sum(axis=1)))
-        F0 = self._objective(rw, Z, mu, g, l1)
-        step = np.zeros(Z.shape[0])
-        todo = act.copy()
-        s = 1.0
-        for _ in range(40):
-            Ft = self._objective(rw, Z + s * dz, mu, g, l1)
-            good = Ft[todo] <= F0[todo] + 0.25 * s * D[todo] + 1e-13 * (1.0 + np.abs(F0[todo]))
-            step[todo[good]] = s
-            todo = todo[~good]
-            if todo.size == 0:
-                break
-            s *= 0.5
-        moved = act[step[act] > 0]
-        Z[moved] += step[moved, None] * dz[moved]
-        return moved
