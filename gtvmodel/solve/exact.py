@@ -92,6 +92,10 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
+       Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
+       ``Norm2`` or ``Norm1``, no node constraints: :mod:`gtvmodel.solve.native`), the
+       aimed run hands Clarabel its arrays directly, without CVXPY
+       (``info["formulation"] == "direct"``); it is certified like any other run.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
     (1e-13 first: the reference solve of earlier versions), ``method="first_order"``
