@@ -23,7 +23,11 @@ optimum (``benchmarks/RESULTS.md``).  As OSQP polishes on its active set, :func:
    1000-node SBM (5000 unknowns) CG took 86 iterations and 0.06 s where the LU took 1.7-4.6 s;
    on a 32 x 32 grid (5120) CG took 855 iterations and 0.24 s, the LU 0.05 s);
 3. builds flows satisfying the node optimality conditions (23): ``u_e = lambda A_e grad
-   phi(z_e)`` on the other edges, and on the fused ones the interior-point flows corrected by
+   phi(z_e)`` on the other edges, and on the fused ones (and the edges inside a cluster: on
+   the 5,000-node SBM of ``benchmarks/bench_exact_routes.py`` two edges inside clusters, read
+   as not fused from SCS's 1e-5 answer, got ``u_e = 0``, the flows exceeded their capacities
+   by 47 % and the certificate's recovery from the weights took 43-76 s) the interior-point
+   flows corrected by
    the capacity-weighted minimum-norm solution of the balance ``D_F^T u_F = -(grad h(W) +
    D_N^T u_N)`` (one grounded Laplacian solve per cluster pattern; on an ``l1`` zero the
    cluster's residual is shared in proportion to ``eta_i``): the interior-point flows keep
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
@@ -59,7 +63,7 @@ from ..errors import GTVError
 from ..terms.losses import smooth_gradients
 
 __all__ = ["polish", "Polished", "ZERO_TOL", "MAX_NEWTON", "MIN_STEP", "DIRECT_SIZE",
-           "CG_ITERATIONS"]
+           "CG_ITERATIONS", "CAPACITY_ROUNDS"]
 
 #: A cluster coordinate with an ``l1`` regularizer is held at 0 when its mean is at most
 #: ``ZERO_TOL max(1, ||W||_inf)``.
@@ -344,19 +348,70 @@ def polished_flows(model: ModelDeclaration, st: ModelStructure, structure: _Stru
         return np.zeros((0, d))
     cap = model.capacities
     U = cap[:, None] * model.penalty.rows_gradient(st.incidence @ W)
+    # an edge inside a cluster (both ends in it, not read as fused) carries a free flow too
+    inside = structure.labels[st.edges[:, 0]] == structure.labels[st.edges[:, 1]]
+    structure = replace(structure, fused=structure.fused | inside)
     U[structure.fused] = U0[structure.fused]
-    R = -(smooth_gradients(st.batches, st.l2, W) + st.l1[:, None] * np.sign(W)
-          + st.incidence.T @ U)
-    R -= _l1_share(st, structure, R)
+    G = smooth_gradients(st.batches, st.l2, W) + st.l1[:, None] * np.sign(W)
     patterns: dict[bytes, list[int]] = {}  # coordinates with the same fused edges: one solve
     for j in range(d):
         patterns.setdefault(np.packbits(structure.fused[:, j]).tobytes(), []).append(j)
+    _balance(model, st, structure, G, U, patterns)
+    return _within_capacities(model, st, structure, G, U, patterns)
+
+
+#: The most rounds of :func:`_within_capacities`.
+CAPACITY_ROUNDS = 20
+
+
+def _balance(model: ModelDeclaration, st: ModelStructure, structure: _Structure,
+             G: np.ndarray, U: np.ndarray, patterns: dict[bytes, list[int]]) -> None:
+    """``U`` on the fused coordinates corrected in place by the capacity-weighted
+    minimum-norm flow of the node residual ``-(G + D^T U)`` (``G`` the smooth gradients and
+    ``l1`` signs at the polished point; module docstring, step 3)."""
+    cap = model.capacities
+    R = -(G + st.incidence.T @ U)
+    R -= _l1_share(st, structure, R)
     for js in patterns.values():
         F = np.flatnonzero(structure.fused[:, js[0]])
         if F.size:
             U[np.ix_(F, np.asarray(js))] += balance_flows(st.incidence[F], cap[F],
                                                structure.labels[:, js[0]], R[:, js])
-    return U
+
+
+def _within_capacities(model: ModelDeclaration, st: ModelStructure, structure: _Structure,
+                       G: np.ndarray, U: np.ndarray, patterns: dict[bytes, list[int]]
+                       ) -> np.ndarray:
+    """Balanced flows ``U`` brought within the capacities ``||u_e||_* <= lambda A_e`` by
+    alternating projections: the fused coordinates projected onto the balls
+    (:meth:`Penalty.project_dual_ball`), then balanced again (:func:`_balance`), for at most
+    :data:`CAPACITY_ROUNDS` rounds or until a round removes less than 0.1 % of the excess;
+    returns the balanced flows of least excess.  On the 5,000-node SBM (``Norm2``) of
+    ``benchmarks/bench_exact_routes.py``, from SCS's 1e-5 answer, the balanced flows
+    exceeded their capacities by 3.6e-8 (relative) and one round brought them within
+    (certified 5.5e-13 with its own flows)."""
+    cap = model.capacities
+    rows = structure.fused.any(axis=1)
+    project = getattr(model.penalty, "project_dual_ball", None)
+    if project is None:  # no capacities (SquaredNorm2)
+        return U
+
+    def excess(V: np.ndarray) -> float:
+        return float(np.max(model.penalty.dual_norm(V[rows]) / cap[rows] - 1.0, initial=0.0))
+
+    best, best_excess = U, excess(U)
+    V = U
+    for _ in range(CAPACITY_ROUNDS):
+        if best_excess <= 0.0:
+            break
+        V = V.copy()
+        V[structure.fused] = project(V, cap)[structure.fused]
+        _balance(model, st, structure, G, V, patterns)
+        e = excess(V)
+        if not e < (1.0 - 1e-3) * best_excess:  # stalled: no flows within reach
+            break
+        best, best_excess = V, e
+    return best
 
 
 def _l1_share(st: ModelStructure, structure: _Structure, R: np.ndarray) -> np.ndarray:
