@@ -9,7 +9,7 @@ terms, and the penalty ``Norm2`` or ``Norm1`` on at least one edge.  Clarabel so
 
     minimize  1/2 x^T P x + q^T x   s.t.  A x + s = b,  s in K
 
-with ``x = (vec(W), t, r)``, the same data CVXPY's canonicalization of the compiled problem
+with ``x = (r, t, vec(W))``, the same data CVXPY's canonicalization of the compiled problem
 (:func:`gtvmodel.duality.compile.compile_primal`, forms ``"soc"`` and ``"box"``) hands it:
 
 * the squared losses through their residuals ``r = X_blk vec(W) - y`` (zero-cone rows) and
@@ -78,7 +78,8 @@ def native_form(model: ModelDeclaration) -> str:
 @dataclass
 class _Data:
     """Clarabel's arrays of (16) (module docstring) and where the flows' duals sit:
-    ``edge_rows`` the first row of the edge constraints, ``form`` ``"soc"`` or ``"box"``."""
+    ``edge_rows`` the first row of the edge constraints, ``form`` ``"soc"`` or ``"box"``,
+    ``w_col`` the first column of ``vec(W)``."""
 
     P: sp.csc_matrix
     q: np.ndarray
@@ -87,6 +88,7 @@ class _Data:
     cones: list[Any]
     edge_rows: int
     form: str
+    w_col: int
 
 
 def native_data(model: ModelDeclaration) -> _Data:
@@ -113,7 +115,7 @@ def native_data(model: ModelDeclaration) -> _Data:
     pr = np.repeat(idx, d, axis=1).ravel()
     pc = np.tile(idx, (1, d)).ravel()
     keep = (pr <= pc) & (hess.ravel() != 0.0)
-    c = np.concatenate([b.c for b in squared]) if squared else np.zeros(0)
+    c = np.ones(rows_r)  # the residuals scaled by sqrt(c_r) (CVXPY's sum_squares form)
     rr = np.arange(nd + n_edge, nv)
     P = sp.csc_matrix((np.concatenate([hess.ravel()[keep], 2.0 * c]),
                        (np.concatenate([pr[keep], rr]), np.concatenate([pc[keep], rr]))),
@@ -129,11 +131,12 @@ def native_data(model: ModelDeclaration) -> _Data:
     for b in squared:
         k = b.y.size
         X = b.X_blk.tocoo()
+        root = np.sqrt(b.c)
         blocks.append(sp.coo_matrix(
-            (np.concatenate([X.data, -np.ones(k)]),
+            (np.concatenate([X.data * root[X.row], -np.ones(k)]),
              (np.concatenate([X.row, np.arange(k)]),
               np.concatenate([X.col, offset + np.arange(k)]))), shape=(k, nv)))
-        rhs.append(b.y)
+        rhs.append(b.y * root)
         offset += k
     if rows_r:
         cones.append(clarabel.ZeroConeT(rows_r))
@@ -142,7 +145,22 @@ def native_data(model: ModelDeclaration) -> _Data:
     rhs.append(np.zeros(block.shape[0]))
     cones.extend(edge_cones)
     A = sp.vstack(blocks, format="csc")
-    return _Data(P, q, A, np.concatenate(rhs), cones, rows_r, form)
+    # CVXPY's layout: the columns r, t or T, W (T and W by columns), the rows of T by
+    # columns (measured below)
+    cols = np.concatenate([np.arange(nd + n_edge, nv),
+                           nd + (_by_columns(m, d) if form == "box" else np.arange(m)),
+                           _by_columns(n, d)])
+    rows = np.arange(A.shape[0])
+    if form == "box":
+        rows = np.concatenate([np.arange(rows_r), rows_r + _by_columns(m, d),
+                               rows_r + m * d + _by_columns(m, d)])
+    return _Data(sp.csc_matrix(P[cols][:, cols]), q[cols], sp.csc_matrix(A[rows][:, cols]),
+                 np.concatenate(rhs)[rows], cones, rows_r, form, rows_r + n_edge)
+
+
+def _by_columns(k: int, d: int) -> np.ndarray:
+    """The positions in a C-ordered ``(k, d)`` array of its entries in Fortran order."""
+    return (np.arange(k)[None, :] * d + np.arange(d)[:, None]).ravel()
 
 
 def _edge_rows(form: str, D: sp.csr_matrix, d: int, nv: int
@@ -199,12 +217,12 @@ def solve_native(model: ModelDeclaration, options: dict[str, Any],
     wall = time.perf_counter() - t1
     n, d, m = model.num_nodes, model.dim, model.num_edges
     x, z = np.asarray(sol.x, dtype=float), np.asarray(sol.z, dtype=float)
-    W = x[:n * d].reshape(n, d).copy()
+    W = x[data.w_col:data.w_col + n * d].reshape(d, n).T.copy()
     z = z[data.edge_rows:]
     if data.form == "soc":
         U = -z.reshape(m, d + 1)[:, 1:]
     else:
-        U = (z[:m * d] - z[m * d:]).reshape(m, d)
+        U = (z[:m * d] - z[m * d:]).reshape(d, m).T
     solve_time = float(sol.solve_time)
     return NativeAnswer(W, np.ascontiguousarray(U), str(sol.status), int(sol.iterations),
                         solve_time, (t1 - t_built) + max(wall - solve_time, 0.0),

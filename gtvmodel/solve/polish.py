@@ -261,16 +261,25 @@ def hessian(model: ModelDeclaration, st: ModelStructure, W: np.ndarray,
     Hn[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
     H = P.T @ _block_diag(Hn) @ P
     if model.num_edges:
-        BP = edge_expansion(st, P, d) if BP is None else BP
         He = model.capacities[:, None, None] * model.penalty.rows_hessian(st.incidence @ W)
-        H = H + BP.T @ _block_diag(He) @ BP
+        if He.any():  # 0 for piecewise-linear penalties (Norm1)
+            BP = edge_expansion(st, P, d) if BP is None else BP
+            H = H + BP.T @ _block_diag(He) @ BP
     return sp.csc_matrix(H)
 
 
 def edge_expansion(st: ModelStructure, P: sp.csr_matrix, d: int) -> sp.csr_matrix:
     """``(D (x) I_d) P``: the edge differences of the cluster coordinates (the same at every
-    Newton step, so :func:`newton` builds it once)."""
-    return sp.kron(st.incidence, sp.identity(d), format="csr") @ P
+    Newton step, so :func:`newton` builds it once).  ``D (x) I_d`` is built from the edges
+    directly: ``sp.kron`` took 10 ms of a 130 ms polish at 300 nodes (cProfile, load 9)."""
+    m = st.edges.shape[0]
+    rows = np.repeat(np.arange(m * d), 2)
+    j = np.tile(np.arange(d), m)
+    cols = np.stack([st.edges[:, 0].repeat(d) * d + j, st.edges[:, 1].repeat(d) * d + j],
+                    axis=1).ravel()
+    Dk = sp.csr_matrix((np.tile([1.0, -1.0], m * d), (rows, cols)),
+                       shape=(m * d, st.incidence.shape[1] * d))
+    return Dk @ P
 
 
 def _block_diag(B: np.ndarray) -> sp.bsr_matrix:
@@ -293,7 +302,7 @@ def newton(model: ModelDeclaration, st: ModelStructure, structure: _Structure,
     v = (P.T @ W.ravel()) / np.maximum(counts, 1.0)
     f = model.objective((P @ v).reshape(n, d))
     iters, direct = 0, P.shape[1] <= DIRECT_SIZE
-    BP = edge_expansion(st, P, d) if model.num_edges else None
+    BP = None  # built at the first Hessian that needs it
     while iters < MAX_NEWTON:
         iters += 1
         Wv = (P @ v).reshape(n, d)
