@@ -146,7 +146,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     certified conic answer is polished: Newton's method on (16) restricted to its fused
     clusters (and ``l1`` zeros), with flows meeting the node optimality conditions on them;
     the polished point replaces the answer only when its certified gap (34) is at most the
-    solver's and its objective is not larger.  It applies to library losses with a Hessian
+    solver's and its objective is not larger (after an aimed run: when it is certified to
+    ``accuracy`` and its objective is not larger; the solver's answer is then not certified
+    itself, one certificate fewer).  It applies to library losses with a Hessian
     (squared, quadratic, logistic, Huber, zero; ``l1``/``l2`` regularizers),
     ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node constraints, and
     is skipped otherwise; ``info["polish"]`` says what happened (``status`` ``"applied"``,
@@ -447,7 +449,7 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     d = 2, 2-3 interleaved repeats, load 6-11 on 2 cores, 2026-11-28; time to a certified
     relative gap <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved
     by Clarabel and by SCS; ``benchmarks/RESULTS.md``): 0.65x and 0.79x at 1,000 nodes
-    (``Norm2``, ``Norm1``), 0.53x and 0.49x at 2,000, 0.26x (``Norm2``) at 5,000 (with SCS's
+    (``Norm2``, ``Norm1``), 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (with SCS's
     indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and
     0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s
     2.2x-6.6x of the SCS route's time.

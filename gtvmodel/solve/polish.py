@@ -35,7 +35,10 @@ optimum (``benchmarks/RESULTS.md``).  As OSQP polishes on its active set, :func:
    cluster with cycles they exceeded them by 14 % on an 8 x 8 grid);
 4. certifies the polished point with :func:`~gtvmodel.certificates.certificate.certify` and
    keeps it only if its certified gap is at most the interior-point answer's and its objective
-   (16) is not above it (up to the rounding of its evaluation, ``8 eps |P|``).
+   (16) is not above it (up to the rounding of its evaluation, ``8 eps |P|``); where the
+   caller passes the answer's certificate as a function (the aimed runs of
+   :mod:`gtvmodel.solve.conic_route`), a polished point certified to the accuracy with an
+   objective not above the answer's is kept without computing it.
 
 Scope: library losses whose batches have a Hessian (squared, quadratic, logistic, Huber, zero;
 with ``l1``/``l2`` regularizers), penalties with a polish (:class:`~gtvmodel.terms.penalties.
