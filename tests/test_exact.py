@@ -334,12 +334,15 @@ def test_defaults_are_tighter_than_solver_defaults():
 
 
 def test_lam_change_reuses_compiled_problem():
-    """lam is a CVXPY Parameter: changing it re-solves the same compiled problem."""
+    """lam is a CVXPY Parameter: changing it re-solves the same compiled problem (the CVXPY
+    route: method="interior"; the default aimed run of these models builds no CVXPY
+    problem, gtvmodel.solve.native)."""
     model, _ = build("squared", gm.Norm2(), 0.1, {})
-    model.solve_exact()
+    model.solve_exact(method="interior")
     compiled = model.cache.get("primal")
+    assert compiled is not None
     model.lam = 0.9
-    sol = model.solve_exact()
+    sol = model.solve_exact(method="interior")
     assert model.cache.get("primal") is compiled
     _, losses = build("squared", gm.Norm2(), 0.9, {})
     ref_obj, _ = reference_solve(GRAPH, losses, gm.Norm2(), 0.9, D)

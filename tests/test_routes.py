@@ -120,17 +120,24 @@ def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
 
 
 def test_accuracy_not_met_by_the_aimed_run_escalates_to_the_full_ladder(monkeypatch):
-    """Without the polish Clarabel aims at the accuracy (1e-10); with a certificate that
+    """Without the polish Clarabel aims at the accuracy (1e-10; here by the direct arrays of
+    gtvmodel.solve.native, recorded as their ``tol_gap_rel``); with a certificate that
     cannot meet it the route runs the full ladder (1e-13 first) and keeps the better answer."""
     model = _sbm(n_per=15)
     runs = []
     real = _solver.run_solver
+    real_native = conic_route.solve_native
 
     def counted(*args, **kwargs):
         runs.append(kwargs.get("start"))
         return real(*args, **kwargs)
 
+    def counted_native(model, options, verbose=False):
+        runs.append(options["tol_gap_rel"])
+        return real_native(model, options, verbose)
+
     monkeypatch.setattr(conic_route, "run_solver", counted)
+    monkeypatch.setattr(conic_route, "solve_native", counted_native)
     sol = gm.solve_exact(model, polish=False, solver="CLARABEL")
     assert runs[0] == 1e-10 and sol.success
     if sol.certificate.relative_gap <= 1e-10:
@@ -159,6 +166,12 @@ def _worse(certify):
     return wrapped
 
 
+def _no_polish(model, answer, info, accuracy, own=None):
+    """``conic_route._polished`` without the polish: the answer keeps its own certificate."""
+    if own is not None:
+        answer.cert = own()
+
+
 def test_a_failed_route_hands_over_to_the_next(monkeypatch):
     monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
     model = _sbm(n_per=15)
@@ -179,7 +192,7 @@ def test_a_failed_route_hands_over_to_the_next(monkeypatch):
     assert not failed.success and failed.weights is None
     # an SCS answer not certified to the required accuracy hands over too
     monkeypatch.setattr(conic_route, "run_solver", real)
-    monkeypatch.setattr(conic_route, "_polished", lambda *args: None)  # no polish: SCS at 1e-5...
+    monkeypatch.setattr(conic_route, "_polished", _no_polish)  # no polish: SCS at 1e-5...
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gm.AccuracyWarning)  # Clarabel misses 1e-14 too
         sol = gm.solve_exact(model, accuracy=1e-14)  # ...and at 1e-9 misses 1e-14

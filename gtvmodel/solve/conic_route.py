@@ -4,7 +4,9 @@ certified accuracy (:func:`_passes`), its flows read from the multipliers of ``Z
 (docs/conventions.md's sign), each answer certified (34) (:mod:`gtvmodel.certificates`),
 re-solved with :data:`RESOLVE_OPTIONS` where the certificate misses the accuracy, and polished
 (:mod:`gtvmodel.solve.polish`).  The choice among the routes is
-:data:`gtvmodel.solve.exact.ROUTES`.
+:data:`gtvmodel.solve.exact.ROUTES`.  Clarabel's aimed run skips CVXPY where the model has
+the closed-form arrays of :mod:`gtvmodel.solve.native`; the CVXPY problem is then compiled
+only if a later run needs it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..duality.compile import (
 from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
 from ..solution import Solution
 from .first_order import problem_size, route_solution
+from .native import native_form, native_reason, solve_native
 from .polish import polish as polish_fn
 from .request import RouteRequest
 
@@ -79,12 +82,14 @@ class _Pass:
     """One solver run of a conic route: ``options`` over the defaults, ``start`` (the ladder's
     first ``tol_gap_rel``, :func:`gtvmodel._solver.run_solver`), ``warm`` (SCS warm start),
     ``aimed`` (a run before the full one: cheap certificate, kept only if it meets the
-    accuracy)."""
+    accuracy), ``native`` (Clarabel on the arrays of :mod:`gtvmodel.solve.native`, without
+    CVXPY)."""
 
     options: dict[str, Any]
     start: float | None = None
     warm: bool = False
     aimed: bool = False
+    native: bool = False
 
 
 def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_Pass]:
@@ -116,8 +121,20 @@ def _passes(name: str, model: ModelDeclaration, request: RouteRequest) -> list[_
         # against 3.6 s at 1e-8, load 12)
         start = max((t for t in levels if t <= request.accuracy), default=levels[0])
         if start > levels[0]:
-            return [_Pass(dict(opts), start=start, aimed=True), full]
+            native = not opts and request.certify and native_reason(model) is None
+            return [_Pass(dict(opts), start=start, aimed=True, native=native), full]
     return [full]
+
+
+def _aimed_options(name: str, start: float) -> dict[str, Any]:
+    """The options of the ladder's level that :func:`gtvmodel._solver.run_solver` starts at
+    for ``start`` (its loosest level whose ``tol_gap_rel`` is at most ``start``)."""
+    options = dict(DEFAULT_SOLVER_OPTIONS[name])
+    for level in FALLBACK_SOLVER_OPTIONS[name]:
+        if level["tol_gap_rel"] > start:
+            break
+        options.update(level)
+    return options
 
 
 @dataclass
@@ -143,8 +160,7 @@ def solve_conic(model: ModelDeclaration, name: str, request: RouteRequest, reaso
     certificate (cheap, then polished) meets the accuracy, else the next run goes on (the
     full one: self-certificate with its alternatives and Clarabel's re-solve,
     :func:`_certified`), keeping the better certified answer."""
-    fresh = model.cache.get("primal") is None
-    compiled = compile_primal(model)
+    compiled = _Lazy(model)
     passes = _passes(name, model, request)
     if not request.certify:  # nothing can judge an aimed run: it is the answer
         passes = [_Pass(passes[0].options, passes[0].start, passes[0].warm)]
@@ -178,13 +194,70 @@ def solve_conic(model: ModelDeclaration, name: str, request: RouteRequest, reaso
         _check_certified(name, answer, info, request.accept_inaccurate, request.required)
     elif request.polish:
         info["polish"] = {"status": "skipped", "reason": "certify=False"}
-    return _route_answer(model, compiled, name, request, state, fresh)
+    return _route_answer(model, compiled, name, request, state)
 
 
-def _run_pass(model: ModelDeclaration, compiled: PrimalProblem, name: str,
+class _Lazy:
+    """The compiled CVXPY problem of a route (:func:`compile_primal`), built at the first
+    call: a route whose direct run (:data:`_Pass.native`) is certified never builds it.
+    ``fresh``: it was not cached on the model before."""
+
+    def __init__(self, model: ModelDeclaration) -> None:
+        self.model = model
+        self.fresh = model.cache.get("primal") is None
+        self.problem: PrimalProblem | None = None
+
+    def __call__(self) -> PrimalProblem:
+        if self.problem is None:
+            self.problem = compile_primal(self.model)
+        return self.problem
+
+    def build_time(self) -> float:
+        """The seconds of building the CVXPY expressions in this route (0 if cached)."""
+        return self.problem.build_time if self.fresh and self.problem is not None else 0.0
+
+
+def _native_pass(model: ModelDeclaration, name: str, request: RouteRequest, run: _Pass,
+                 state: _Progress) -> bool:
+    """The aimed run by Clarabel on the arrays of :mod:`gtvmodel.solve.native` (no CVXPY),
+    certified and polished like an aimed run through CVXPY (:func:`_aimed_pass`); False (the
+    full run through CVXPY goes on) when Clarabel does not report it solved or its
+    certificate misses the accuracy."""
+    assert run.start is not None
+    options = _aimed_options(name, run.start)
+    method = CLARABEL_METHOD.get(native_form(model))
+    if method is not None:
+        options["direct_solve_method"] = method
+    try:
+        ans = solve_native(model, options, request.verbose)
+    except (ValueError, RuntimeError, ArithmeticError) as exc:
+        state.info.setdefault("aimed_failures", []).append(f"Clarabel (direct): {exc}")
+        return False
+    state.spent[0] += ans.build_time
+    state.spent[1] += ans.solve_time
+    state.spent[3] += ans.setup_time
+    if ans.status != "Solved" or not (np.isfinite(ans.W).all() and np.isfinite(ans.U).all()):
+        state.info.setdefault("aimed_failures", []).append(
+            f"Clarabel (direct): status {ans.status!r}")
+        return False
+    state.answer = _Answer(ans.W, ans.U, cp.OPTIMAL, math.nan, None, 0.0, 0.0)
+    record = {"options": options}
+    state.info["tolerances"] = options
+    state.info["formulation"] = "direct"
+    done = _aimed_pass(model, name, request, run, record, state)
+    if done:
+        return True
+    state.info.pop("formulation", None)
+    return False
+
+
+def _run_pass(model: ModelDeclaration, lazy: _Lazy, name: str,
               request: RouteRequest, run: _Pass, state: _Progress) -> bool:
     """One run of a conic route, read and certified into ``state``; True when the route ends
     with it (its answer, or the kept one, is final), False to go on to the next run."""
+    if run.native:
+        return _native_pass(model, name, request, run, state)
+    compiled = lazy()
     record: dict[str, Any] = {}
     t_run = time.perf_counter()
     try:
@@ -243,19 +316,30 @@ def _aimed_pass(model: ModelDeclaration, name: str, request: RouteRequest, run: 
     answer = state.answer
     assert answer is not None
     scratch: dict[str, Any] = {"tolerances": record.get("options")}
-    t0 = time.perf_counter()
-    try:
+
+    def own() -> Any:
         # SCS's loose answer is certified by its polish, not by finer repairs of its
         # own flows (fallback): on the 2,000-node SBM (Norm2) the fallback's flows
         # built from the weights took 0.34 s of a 0.41 s certificate, for 7.4e-8
-        answer.cert = certify_fn(model, answer.W, answer.U, tol=request.accuracy,
-                                 project="never", recover=False, fallback=name != "SCS")
+        t0 = time.perf_counter()
+        try:
+            return certify_fn(model, answer.W, answer.U, tol=request.accuracy,
+                              project="never", recover=False, fallback=name != "SCS")
+        finally:
+            state.spent[2] += time.perf_counter() - t0
+
+    try:
+        if request.polish and answer.status == cp.OPTIMAL \
+                and request.polish_reason(model) is None:
+            # the answer's own certificate only where the polished point is not kept
+            # at once (polish's docstring): one certificate fewer per call
+            _polished(model, answer, scratch, request.accuracy, own)
+        else:
+            answer.cert = own()
+            if request.polish:
+                _polished(model, answer, scratch, request.accuracy)
     except GTVError:  # the full run's self-certificate records why
         return False
-    finally:
-        state.spent[2] += time.perf_counter() - t0
-    if request.polish:
-        _polished(model, answer, scratch, request.accuracy)
     if answer.cert.success_at(request.accuracy):
         state.info.update(scratch)
         state.info["certified"] = True
@@ -289,13 +373,13 @@ def _full_pass(model: ModelDeclaration, compiled: PrimalProblem, name: str,
         state.info["certified"] = state.kept.cert.success_at(request.required)
 
 
-def _route_answer(model: ModelDeclaration, compiled: PrimalProblem, name: str,
-                  request: RouteRequest, state: _Progress, fresh: bool) -> Solution:
+def _route_answer(model: ModelDeclaration, compiled: _Lazy, name: str,
+                  request: RouteRequest, state: _Progress) -> Solution:
     """The route's :class:`~gtvmodel.solution.Solution` with its timings (compile, solve,
     solver setup, certificate, polish) and ``success``."""
     answer, info, spent = state.answer, state.info, state.spent
     assert answer is not None
-    timings = {"compile": (compiled.build_time if fresh else 0.0) + spent[0],
+    timings = {"compile": compiled.build_time() + spent[0],
                "solve": spent[1], "solver_setup": spent[3]}
     if request.certify:
         timings["certificate"] = spent[2] + info.pop("certificate_time", 0.0)
@@ -404,15 +488,22 @@ def _certified(model: ModelDeclaration, compiled: PrimalProblem, name: str, answ
 
 
 def _polished(model: ModelDeclaration, answer: _Answer, info: dict[str, Any],
-              accuracy: float) -> None:
+              accuracy: float, own: Any = None) -> None:
     """The polish of the certified answer (:func:`gtvmodel.solve.polish.polish`): replaces it
     when certified at least as good; records ``info["polish"]``.  An answer the solver calls
-    inaccurate is left as it is (its status, raised or accepted, stays the caller's to see)."""
+    inaccurate is left as it is (its status, raised or accepted, stays the caller's to see).
+    ``own``: the function computing the answer's certificate, called by the polish only where
+    needed (then ``answer.cert`` is set from the polish's result)."""
     if answer.status != cp.OPTIMAL:
         info["polish"] = {"status": "skipped", "reason": f"solver status {answer.status!r}"}
+        if own is not None:
+            answer.cert = own()
         return
-    done = polish_fn(model, answer.W, answer.U, answer.cert, accuracy)
+    done = polish_fn(model, answer.W, answer.U, answer.cert if own is None else own,
+                     accuracy)
     info["polish"] = done.info
+    if own is not None:
+        answer.cert = done.certificate
     if done.applied:
         answer.W, answer.U, answer.cert = done.weights, done.flows, done.certificate
         answer.objective = done.info["objective_after"]

@@ -92,6 +92,10 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
+       Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
+       ``Norm2`` or ``Norm1``, no node constraints: :mod:`gtvmodel.solve.native`), the
+       aimed run hands Clarabel its arrays directly, without CVXPY
+       (``info["formulation"] == "direct"``); it is certified like any other run.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
     (1e-13 first: the reference solve of earlier versions), ``method="first_order"``
@@ -142,7 +146,9 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     certified conic answer is polished: Newton's method on (16) restricted to its fused
     clusters (and ``l1`` zeros), with flows meeting the node optimality conditions on them;
     the polished point replaces the answer only when its certified gap (34) is at most the
-    solver's and its objective is not larger.  It applies to library losses with a Hessian
+    solver's and its objective is not larger (after an aimed run: when it is certified to
+    ``accuracy`` and its objective is not larger; the solver's answer is then not certified
+    itself, one certificate fewer).  It applies to library losses with a Hessian
     (squared, quadratic, logistic, Huber, zero; ``l1``/``l2`` regularizers),
     ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node constraints, and
     is skipped otherwise; ``info["polish"]`` says what happened (``status`` ``"applied"``,
@@ -384,9 +390,10 @@ def _direct_run(model: ModelDeclaration, request: RouteRequest, reason: str
     return sol
 
 
-#: Route 2 of :func:`solve_exact`: the direct solvers (measured: a 100,000-node path in
-#: 2.3-10.6 ms of kernel time against prox-tv's 1.6-9.9 ms (fastest runs 1.41x, load 8), and
-#: the whole certified call in 0.07-0.33 s, where the conic route took 4.3-7.8 s;
+#: Route 2 of :func:`solve_exact`: the direct solvers (measured: a 100,000-node path in a
+#: median 2.34 ms of kernel time against prox-tv's 1.84 ms, per-repeat ratio 1.26 in wall and
+#: in CPU time (51 alternating calls, load 9), and the whole certified call in 0.07-0.33 s
+#: (0.32-0.62 s at load 9), where the conic route took 4.3-7.8 s;
 #: ``benchmarks/bench_direct.py``).
 DIRECT_ROUTE = Route("direct", _direct_accepts, _direct_run)
 
@@ -439,13 +446,13 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     :data:`SCS_MIN_SIZE`, and no solver options are given.
 
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
-    d = 2, 3 interleaved repeats, load 8-11 on 2 cores; time to a certified relative gap
-    <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved by Clarabel
-    and by SCS; ``benchmarks/RESULTS.md``): 0.86x and 0.90x at 1,000 nodes (``Norm2``,
-    ``Norm1``), 1.06x and 0.70x at 2,000, 0.60x and 0.37x at 5,000 (with SCS's indirect
-    linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and 0.95x at
-    1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s 2.2x-6.6x of the
-    SCS route's time.
+    d = 2, 2-3 interleaved repeats, load 6-11 on 2 cores, 2026-11-28; time to a certified
+    relative gap <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved
+    by Clarabel and by SCS; ``benchmarks/RESULTS.md``): 0.65x and 0.79x at 1,000 nodes
+    (``Norm2``, ``Norm1``), 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (with SCS's
+    indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and
+    0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s
+    2.2x-6.6x of the SCS route's time.
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""
