@@ -15,6 +15,10 @@ from ... import _xp
 
 _EPS = float(np.finfo(float).eps)
 
+#: Relative cut-off of the pseudo-inverses of the row-dual correction (:func:`_pinv_sym`,
+#: :func:`_pinv_sym_apply`): eigenvalues ``<= PINV_RCOND max_j e_j`` count as zero.
+PINV_RCOND = 1e-13
+
 
 
 def _soft(S: Any, eta: Any) -> Any:
@@ -107,7 +111,7 @@ def squared_maximizers(e: np.ndarray, V: np.ndarray, q: np.ndarray, kappa: np.nd
 def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
                             p: np.ndarray | None, c: np.ndarray, rn: np.ndarray,
                             kappa: np.ndarray, S: np.ndarray, W: np.ndarray,
-                            m_max: int | None = None
+                            m_max: int | None = None, gram: tuple[Any, Any] | None = None
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Upper bounds of ``h_k*(s_k)``, ``h = (1/m) sum_r ell(x_r^T w) + kappa ||w||^2``, for
     ``k`` smooth data-fit nodes at once, read off (approximate) maximizers ``W``.
@@ -132,6 +136,12 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     Any array namespace for row losses whose formulas are written for it (squared rows: the
     device certificate, :mod:`gtvmodel.certificates.device_certificate`), with ``m_max``
     (the most rows of a node, for ``gamma``) given where counting them would cost a pass.
+
+    ``gram``: the eigen-decompositions ``(e, V)`` (``(k, d)``, ``(k, d, d)``) of the nodes'
+    Gram matrices ``G_k = sum_r c_r^2 x_r x_r^T`` where the caller has them cached (they
+    depend on the data only: the batches' :meth:`~gtvmodel.terms.losses.LossBatch.shared`
+    factors); without it :func:`_absorbed_row_duals` forms and pseudo-inverts ``G_k`` on every
+    call.
     """
     xp = _xp.namespace(S)
     k = S.shape[0]
@@ -139,7 +149,8 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     if m_max is None:
         m_max = int(np.bincount(rn, minlength=k).max(initial=0))
     with np.errstate(over="ignore", invalid="ignore"):
-        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max)
+        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max,
+                                gram)
         contrib = sum_rows_by(rn, (c * v)[:, None] * X, k)
         mag = xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k)
         conj = cls.ell_conjugate(v, y, p)
@@ -160,13 +171,16 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
 
 def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
                         p: np.ndarray | None, c: np.ndarray, rn: np.ndarray, S: np.ndarray,
-                        v: np.ndarray, skip: np.ndarray, m_max: int) -> np.ndarray:
+                        v: np.ndarray, skip: np.ndarray, m_max: int,
+                        gram: tuple[Any, Any] | None = None) -> np.ndarray:
     """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one
     minimum-norm step ``X^T (c dv) = s - X^T (c v)`` (batched over the nodes), clipped to
     the rows' conjugate domains and kept node by node only where the residual shrinks.  (The
     duals ``ell'(x_r^T w)`` of a far-away maximizer carry the rounding of ``x_r^T w``; any
     ``v`` gives an exact split, so correcting it is free.)  Nodes in ``skip`` (``kappa > 0``:
-    their ``s_2`` slot takes the residual exactly) are left alone.  Any array namespace
+    their ``s_2`` slot takes the residual exactly) are left alone.  ``(B^T B)^+`` is
+    applied through the cached eigen-decompositions ``gram`` where given
+    (:func:`_pinv_sym_apply`), else formed and pseudo-inverted here.  Any array namespace
     (:func:`datafit_conjugate_split`)."""
     xp = _xp.namespace(S)
     k, d = S.shape
@@ -181,14 +195,20 @@ def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
         return v  # rounding-level already: nothing to gain
     res[~need] = 0.0
     # per node the minimum-norm dv with B^T dv = res, B = diag(c) X_k: dv = B (B^T B)^+ res,
-    # batched (one d x d pseudo-inverse per node that needs it; no iterations)
+    # batched (one d x d pseudo-inverse per node that needs it, or the cached factors; no
+    # iterations)
     sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
     B = c[sel, None] * X[sel]
     nodes = xp.nonzero(need)[0]
     local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
     local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
-    G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
-    z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
+    if gram is not None:
+        whole = nodes.shape[0] == k  # no copy of the factors when every node needs it
+        z = _pinv_sym_apply(gram[0] if whole else gram[0][nodes],
+                            gram[1] if whole else gram[1][nodes], res[nodes])
+    else:
+        G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
+        z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
     dv = xp.zeros_like(v)
     dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
     lo, hi = cls._ell_conj_bounds(y, p)
@@ -203,8 +223,19 @@ def _pinv_sym(G: Any) -> Any:
     """Pseudo-inverses of the symmetric PSD ``(k, d, d)`` stack ``G`` (relative cut-off
     ``1e-13``): numpy's eigen-decomposition form, another namespace's ``linalg.pinv``."""
     if _xp.is_numpy(G):
-        return np.linalg.pinv(G, rcond=1e-13, hermitian=True)
-    return _xp.namespace(G).linalg.pinv(G, rtol=1e-13)
+        return np.linalg.pinv(G, rcond=PINV_RCOND, hermitian=True)
+    return _xp.namespace(G).linalg.pinv(G, rtol=PINV_RCOND)
+
+
+def _pinv_sym_apply(e: Any, V: Any, r: Any) -> Any:
+    """``G_k^+ r_k`` for the symmetric PSD stack ``G_k = V_k diag(e_k) V_k^T`` given by its
+    eigen-decompositions (``(k, d)``, ``(k, d, d)``), with :func:`_pinv_sym`'s relative
+    cut-off ``1e-13``: two ``(k, d, d)`` passes, no factorization.  Any array namespace."""
+    xp = _xp.namespace(r)
+    cut = PINV_RCOND * xp.max(xp.abs(e), axis=1)
+    ok = e > cut[:, None]
+    t = xp.einsum("kji,kj->ki", V, r)  # V^T r
+    return xp.einsum("kij,kj->ki", V, xp.where(ok, t / xp.where(ok, e, 1.0), 0.0))
 
 
 def _clip(v: Any, lo: Any, hi: Any) -> Any:
