@@ -115,13 +115,19 @@ class MinNormSolver:
             return V @ ((V.T @ r) / ev)
         return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
-    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0) -> np.ndarray:
+    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0,
+              rtol: float | None = None) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
         residual ``b - A delta`` until it is within ``1e-15 max(||b||, ref)`` (:func:`refine`;
         ``ref``: the right-hand side of the first correction of an alternation, so that its
         later, smaller corrections aim at the same absolute residual); a residual that
-        remains is left for the caller to charge."""
+        remains is left for the caller to charge.  With ``rtol``: one round only, the
+        conjugate gradients stopped at ``rtol ||b||`` (an intermediate correction of the
+        repair's alternation, whose next correction takes over what it leaves,
+        :data:`~gtvmodel.certificates.repair.LOOSE_RTOL`)."""
+        if rtol is not None:
+            return self._step(b, rtol)
         delta = np.zeros(self.A.shape[1])
         nb = _norm(b)
 
