@@ -151,8 +151,8 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     with np.errstate(over="ignore", invalid="ignore"):
         v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max,
                                 gram)
-        contrib = sum_rows_by(rn, (c * v)[:, None] * X, k)
-        mag = xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k)
+        contrib = sum_rows_by(rn, X, k, c * v)
+        mag = xp.abs(S) + _abs_rows_sum(rn, c * v, X, k)
         conj = cls.ell_conjugate(v, y, p)
         val = sum_rows_by(rn, c * conj, k)
         vmag = sum_rows_by(rn, c * cls.ell_conjugate_magnitude(v, y, p), k)
@@ -186,10 +186,10 @@ def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
     k, d = S.shape
     if X.shape[0] == 0 or not bool(xp.all(xp.isfinite(v))):
         return v
-    res = S - sum_rows_by(rn, (c * v)[:, None] * X, k)
+    res = S - sum_rows_by(rn, X, k, c * v)
     res[skip] = 0.0
     gamma = (m_max + 4) * _EPS
-    noise = gamma * (xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k))
+    noise = gamma * (xp.abs(S) + _abs_rows_sum(rn, c * v, X, k))
     need = xp.any(xp.abs(res) > noise, axis=1)
     if not bool(xp.any(need)):
         return v  # rounding-level already: nothing to gain
@@ -197,26 +197,33 @@ def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
     # per node the minimum-norm dv with B^T dv = res, B = diag(c) X_k: dv = B (B^T B)^+ res,
     # batched (one d x d pseudo-inverse per node that needs it, or the cached factors; no
     # iterations)
-    sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
-    B = c[sel, None] * X[sel]
-    nodes = xp.nonzero(need)[0]
-    local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
-    local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
-    if gram is not None:
-        whole = nodes.shape[0] == k  # no copy of the factors when every node needs it
-        z = _pinv_sym_apply(gram[0] if whole else gram[0][nodes],
-                            gram[1] if whole else gram[1][nodes], res[nodes])
+    if gram is not None:  # on every node (res = 0 where none is needed: z = 0 there), so
+        # neither the factors nor the rows are copied (the certificate's peak memory)
+        z = _pinv_sym_apply(gram[0], gram[1], res)
+        dv = c * xp.einsum("rj,rj->r", X, z[rn])  # b_r^T z, b_r = c_r x_r
     else:
+        sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
+        B = c[sel, None] * X[sel]
+        nodes = xp.nonzero(need)[0]
+        local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
+        local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
         G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
         z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
-    dv = xp.zeros_like(v)
-    dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
+        dv = xp.zeros_like(v)
+        dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
     lo, hi = cls._ell_conj_bounds(y, p)
     v2 = _clip(v + dv, lo, hi)
-    res2 = S - sum_rows_by(rn, (c * v2)[:, None] * X, k)
+    res2 = S - sum_rows_by(rn, X, k, c * v2)
     res2[skip] = 0.0
     better = (xp.max(xp.abs(res2), axis=1) < xp.max(xp.abs(res), axis=1)) & ~skip
     return xp.where(better[rn], v2, v)
+
+
+def _abs_rows_sum(rn: Any, a: Any, X: Any, k: int) -> Any:
+    """``sum_r |a_r| |x_r|`` by owner (:func:`sum_rows_by` with weights ``|a|``: one ``(M,
+    d)`` temporary; the certificate's peak memory is reached in this module, issue 30 item
+    3)."""
+    return sum_rows_by(rn, _xp.namespace(X).abs(X), k, _xp.namespace(a).abs(a))
 
 
 def _pinv_sym(G: Any) -> Any:
@@ -265,17 +272,20 @@ def _grouped_grams(owner: np.ndarray, B: np.ndarray, k: int) -> np.ndarray:
     return xp.reshape(G, (k, d, d))
 
 
-def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
+def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int, w: Any = None) -> np.ndarray:
     """Sum the rows of ``A`` (``(M, d)``) by owner ``rn``: a ``(k, d)`` array, as one sparse
     product ``R A`` with the ``k x M`` owner matrix ``R`` built in CSR form directly (each
     owner's rows in their order, so the sums are those of a sequential ``bincount``, bit for
-    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10).  A tensor ``A``
-    (with ``rn`` beside it; ``(M,)`` too) goes to :func:`gtvmodel._xp.segment_sum`."""
+    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10).  With row weights
+    ``w`` (``(M,)``) the sums of ``w_r a_r``, the weights in ``R`` (the same products and sums
+    as of the formed ``w[:, None] * A``, bit for bit, without that ``(M, d)`` temporary).  A
+    tensor ``A`` (with ``rn`` beside it; ``(M,)`` too) goes to
+    :func:`gtvmodel._xp.segment_sum`."""
     if not _xp.is_numpy(A):
-        return _xp.segment_sum(rn, A, k)
+        return _xp.segment_sum(rn, A if w is None else w[:, None] * A, k)
     A = np.asarray(A, dtype=float)
     if A.ndim == 1:
-        return sum_rows_by(rn, A[:, None], k)[:, 0]
+        return sum_rows_by(rn, A[:, None], k, w)[:, 0]
     M = A.shape[0]
     if M == 0:
         return np.zeros((k, A.shape[1]))
@@ -283,4 +293,5 @@ def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
     np.cumsum(np.bincount(rn, minlength=k), out=indptr[1:])
     rows = (np.arange(M) if bool(np.all(rn[1:] >= rn[:-1]))
             else np.argsort(rn, kind="stable"))
-    return sp.csr_matrix((np.ones(M), rows, indptr), shape=(k, M)) @ A
+    data = np.ones(M) if w is None else np.asarray(w, dtype=float)[rows]
+    return sp.csr_matrix((data, rows, indptr), shape=(k, M)) @ A
