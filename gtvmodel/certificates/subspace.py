@@ -29,11 +29,14 @@ shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian pr
 Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
 residual of the previous one (``b`` first); the first to :data:`FIRST_AIM` (refine's stop, so
 usually the only round), the later ones only to :data:`REFINE_AIM` ``||b||``
-(:func:`round_rtol`).  On a ``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned
-system needs 23-25 products per ``1e-15`` (about 0.23 per product: a condition number near
-2.6).  Block Jacobi on the node blocks is the same preconditioner: the block of node ``i`` is
-``N_i^T L_ii N_i = deg(i) I`` (``N_i`` orthonormal); benchmarks/bench_certificate_cg.py
-measures a certificate in iterations.
+(:func:`round_rtol`).  The repair's corrections before the last of its alternation with the
+capacity projection are one round to :data:`~gtvmodel.certificates.repair.LOOSE_RTOL` only
+(``solve(b, rtol=...)``: about 5 products; the next correction takes over what they
+leave).  On a ``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned system needs
+23-25 products per ``1e-15`` (about 0.23 per product: a condition number near 2.6).  Block
+Jacobi on the node blocks is the same preconditioner: the block of node ``i`` is ``N_i^T
+L_ii N_i = deg(i) I`` (``N_i`` orthonormal); benchmarks/bench_certificate_cg.py measures a
+certificate in iterations.
 """
 
 from __future__ import annotations
