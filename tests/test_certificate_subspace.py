@@ -300,7 +300,9 @@ def test_soundness_instances_through_the_conjugate_gradients(monkeypatch):
 def test_alternation_evaluates_the_excess_once_per_round():
     """``alternate_rounds`` reuses the excess after a correction as the next round's test
     before its projection: ``rounds + 1`` evaluations when no round ends it (was ``2
-    rounds``), 2 when the first does; projections and corrections as before."""
+    rounds``), 2 when the first does; projections and corrections as before.  Every
+    correction but the last round's may stop early (``c``: loose, ``C``: full); a loose one
+    after which the capacities hold is finished by a full one."""
     def run(excesses):
         seen, log = iter(excesses), []
 
@@ -312,14 +314,14 @@ def test_alternation_evaluates_the_excess_once_per_round():
             log.append("p")
             return U + 1
 
-        def correct(U):
-            log.append("c")
-            return U * 2, True
+        def correct(U, loose):
+            log.append("c" if loose else "C")
+            return U * 2, True, loose
 
         U, did_cap, did_sub = alternate_rounds(0, excess, project, correct, 1.0, 4)
         return U, did_cap, did_sub, "".join(log)
 
     big = 1.0
-    assert run([big] * 5) == (30, True, True, "epcepcepcepce")
-    assert run([big, 0.5 * CAP_RTOL]) == (2, True, True, "epce")
-    assert run([0.0, 0.0]) == (0, False, True, "ece")
+    assert run([big] * 5) == (30, True, True, "epcepcepcepCe")
+    assert run([big, 0.5 * CAP_RTOL]) == (4, True, True, "epceC")
+    assert run([0.0, 0.0]) == (0, False, True, "eceC")

@@ -70,6 +70,7 @@ from .certificate import Certificate
 from .device_subspace import DeviceSubspace
 from .kinds import EPS, capacities, node_kinds, norm_penalty
 from .repair import (
+    LOOSE_RTOL,
     PROJECT_NOTE,
     alternate_rounds,
     capacity_ratio,
@@ -89,7 +90,7 @@ from .sharded_certificate import (
     repair_rows,
     shard_scan,
 )
-from .subspace import refine
+from .subspace import CG_RTOL, PotentialSolver, refine
 from .value import demand_rounding
 
 __all__ = ["DeviceCertifier", "to_host"]
@@ -153,24 +154,30 @@ class DeviceCertifier:
         return max(max(float(self.torch.max(pen.dual_norm(U[b]) - _xp.like(cap[b], U))), 0.0)
                    for b in blocks)
 
-    def _correct(self, U: Any, blocks: list[slice]) -> tuple[Any, bool]:
+    def _correct(self, U: Any, blocks: list[slice], loose: bool) -> tuple[Any, bool, bool]:
         """Step 2 in place: ``U - D Z``, the minimum-norm correction of the subspace conditions
         (:class:`~gtvmodel.certificates.device_subspace.DeviceSubspace`) with the host
-        solver's refinement rounds (:func:`~gtvmodel.certificates.subspace.refine`); not done
-        when the residual is rounding (:func:`~gtvmodel.certificates.repair.within_rounding`)."""
+        solver's refinement rounds (:func:`~gtvmodel.certificates.subspace.refine`), or with
+        ``loose`` and conjugate gradients one round to the host's
+        :data:`~gtvmodel.certificates.repair.LOOSE_RTOL` (the host's schedule,
+        :func:`~gtvmodel.certificates.repair.alternate_rounds`); not done when the residual is
+        rounding (:func:`~gtvmodel.certificates.repair.within_rounding`)."""
         sub = self.subspace
         assert sub is not None  # (called only with subspace conditions)
         r = sub.residual(U)
         if within_rounding(float(r.abs().max()), float(U.abs().max())):
-            return U, False
+            return U, False, False
 
-        def step(r_: Any) -> None:
-            Z = sub.potentials(r_)
+        def step(r_: Any, rtol: float = CG_RTOL) -> None:
+            Z = sub.potentials(r_, rtol)
             for b in blocks:
                 U[b] -= self._rows_of(self.D, b) @ Z
 
+        if loose and isinstance(sub.host, PotentialSolver):
+            step(r, LOOSE_RTOL)
+            return U, True, True
         refine(r, step, lambda: sub.residual(U), 3)
-        return U, True
+        return U, True, False
 
     def _alternate(self, U: Any, blocks: list[slice]) -> tuple[Any, float, list[str]]:
         """Steps 1-3 of the repair with subspace conditions, as
@@ -189,7 +196,8 @@ class DeviceCertifier:
 
         Up, did_cap, did_sub = alternate_rounds(
             U.clone(), lambda U_: self._excess(U_, blocks), project,
-            lambda U_: self._correct(U_, blocks), max(1.0, float(U.abs().max())), 4)
+            lambda U_, loose: self._correct(U_, blocks, loose), max(1.0, float(U.abs().max())),
+            4)
         theta = min(capacity_ratio(model, Up[b], b) for b in blocks)
         repairs = ([PROJECT_NOTE] if did_cap else []) + ([subspace_note(model)] if did_sub
                                                           else [])

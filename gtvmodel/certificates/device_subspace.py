@@ -65,16 +65,17 @@ class DeviceSubspace:
         """``A vec(U)``: the stacked ``N_i^T (D^T U)_i`` (0 where the conditions hold)."""
         return self.conditions.rows(self.DT @ U)
 
-    def potentials(self, r: Any) -> Any:
+    def potentials(self, r: Any, rtol: float = CG_RTOL) -> Any:
         """The node potentials ``Z`` (``(n, d)``) of the minimum-norm ``delta = D Z`` with
         ``A delta = r``: conjugate gradients on the device (:class:`~gtvmodel.certificates.
         subspace.PotentialSolver`'s), else the host solver's factorization on a host copy of
         ``r`` (:class:`~gtvmodel.certificates.subspace.RangeSolver`'s potentials, or
-        :class:`~gtvmodel.certificates.subspace.MinNormSolver`'s multipliers)."""
+        :class:`~gtvmodel.certificates.subspace.MinNormSolver`'s multipliers).  ``rtol``:
+        the conjugate gradients' relative residual."""
         cond, host = self.conditions, self.host
         if isinstance(host, PotentialSolver):
             z = conjugate_gradients(lambda p: cond.normal(p, self.L.__matmul__), r, cond.diag,
-                                    CG_RTOL, host.maxiter)
+                                    rtol, host.maxiter)
             return cond.potentials(z)
         rn = _xp.to_numpy(r)
         if isinstance(host, RangeSolver):

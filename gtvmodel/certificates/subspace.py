@@ -29,11 +29,14 @@ shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian pr
 Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
 residual of the previous one (``b`` first); the first to :data:`FIRST_AIM` (refine's stop, so
 usually the only round), the later ones only to :data:`REFINE_AIM` ``||b||``
-(:func:`round_rtol`).  On a ``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned
-system needs 23-25 products per ``1e-15`` (about 0.23 per product: a condition number near
-2.6).  Block Jacobi on the node blocks is the same preconditioner: the block of node ``i`` is
-``N_i^T L_ii N_i = deg(i) I`` (``N_i`` orthonormal); benchmarks/bench_certificate_cg.py
-measures a certificate in iterations.
+(:func:`round_rtol`).  The repair's corrections before the last of its alternation with the
+capacity projection are one round to :data:`~gtvmodel.certificates.repair.LOOSE_RTOL` only
+(``solve(b, rtol=...)``: about 5 products; the next correction takes over what they
+leave).  On a ``G(n, E)`` graph of mean degree 20 the Jacobi-preconditioned system needs
+23-25 products per ``1e-15`` (about 0.23 per product: a condition number near 2.6).  Block
+Jacobi on the node blocks is the same preconditioner: the block of node ``i`` is ``N_i^T
+L_ii N_i = deg(i) I`` (``N_i`` orthonormal); benchmarks/bench_certificate_cg.py measures a
+certificate in iterations.
 """
 
 from __future__ import annotations
@@ -115,13 +118,19 @@ class MinNormSolver:
             return V @ ((V.T @ r) / ev)
         return conjugate_gradients(self.K.__matmul__, r, self.diag, rtol, self.maxiter)
 
-    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0) -> np.ndarray:
+    def solve(self, b: np.ndarray, rounds: int = 3, ref: float = 0.0,
+              rtol: float | None = None) -> np.ndarray:
         """The minimum-norm ``delta`` with ``A delta = b``: ``delta = A^T z``, ``(A A^T) z = b``
         (pseudo-inverse or conjugate gradients), refined for up to ``rounds`` rounds on the
         residual ``b - A delta`` until it is within ``1e-15 max(||b||, ref)`` (:func:`refine`;
         ``ref``: the right-hand side of the first correction of an alternation, so that its
         later, smaller corrections aim at the same absolute residual); a residual that
-        remains is left for the caller to charge."""
+        remains is left for the caller to charge.  With ``rtol``: one round only, the
+        conjugate gradients stopped at ``rtol ||b||`` (an intermediate correction of the
+        repair's alternation, whose next correction takes over what it leaves,
+        :data:`~gtvmodel.certificates.repair.LOOSE_RTOL`)."""
+        if rtol is not None:
+            return self._step(b, rtol)
         delta = np.zeros(self.A.shape[1])
         nb = _norm(b)
 

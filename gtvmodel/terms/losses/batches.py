@@ -388,10 +388,13 @@ class DataFitBatch(SampleBatch):
         rows, rn = self._rows_of(sel)
         grp = (self.cls, self.Xs[rows], self.y[rows], take_rows(self.p, rows), self.c[rows], rn,
                self.l2[sel])
+        e, V = self.gram_eigh()
+        whole = sel.size == self.ms.size
+        gram = (e[sel] / (self.ms[sel] ** 2)[:, None], V if whole else V[sel])
 
         def evaluate(S: np.ndarray, W0: np.ndarray, wloc: np.ndarray, rnd: np.ndarray
                      ) -> tuple[np.ndarray, ...]:
-            val, rho, r_rnd, vmag, wmax, conv = newton_conjugates(grp, S, W0)
+            val, rho, r_rnd, vmag, wmax, conv = newton_conjugates(grp, S, W0, gram=gram)
             wl = np.where(conv, np.maximum(wloc, np.abs(wmax).max(axis=1, initial=0.0)), wloc)
             return val, rho, r_rnd, vmag, wl, conv
 
@@ -523,14 +526,19 @@ class SquaredBatch(DataFitBatch):
 
     def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
         """Two valid splits (:func:`datafit_conjugate_split` at :func:`squared_maximizers`
-        from 0 and from the candidate's weights); per node the smaller bound is kept."""
+        from 0 and from the candidate's weights); per node the smaller bound is kept.  The
+        row-dual correction reuses the cached ``Q_i = B_i diag(e_i) B_i^T``: the Gram matrix of
+        the weighted rows ``x_r / m_i`` is ``Q_i / m_i`` (``e_i / m_i``, ``B_i``), so no
+        certificate forms or pseudo-inverts it again."""
         sel = np.flatnonzero(free & (self.l1 == 0))
         if sel.size == 0:
             return None
         rows, rn = self._rows_of(sel)
         data = self.squared_data()
         m_max = int(np.bincount(rn, minlength=sel.size).max(initial=0))
-        host = {"e": data["e"][sel], "V": data["B"][sel], "q": data["q"][sel],
+        whole = sel.size == self.ms.size  # no copies of the (k, d, d) factors
+        host = {"e": data["e"][sel], "V": data["B"] if whole else data["B"][sel],
+                "q": data["q"][sel], "gram_e": data["e"][sel] / self.ms[sel, None],
                 "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
                 "c": self.c[rows], "rn": rn}
         moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
@@ -551,7 +559,7 @@ def _squared_conjugate_split(host: dict, moved: SimpleNamespace, m_max: int, S: 
             break  # rounding-level residuals already: the second cannot do better
         Wm = squared_maximizers(a["e"], a["V"], a["q"], a["kappa"], S, base)
         out = datafit_conjugate_split(SquaredLoss, a["X"], a["y"], None, a["c"],
-                                      a["rn"], a["kappa"], S, Wm, m_max)
+                                      a["rn"], a["kappa"], S, Wm, m_max, (a["gram_e"], a["V"]))
         wl = xp.maximum(wloc, xp.max(xp.abs(Wm), axis=1))
         # choose by the value plus a local-scale residual charge (both are valid)
         total = out[0] + xp.sum(wl[:, None] * (out[1] + out[2]), axis=1)
@@ -567,7 +575,8 @@ def _squared_conjugate_split(host: dict, moved: SimpleNamespace, m_max: int, S: 
     return val, rho, r_rnd, mag, best[2], np.ones(len(host["q"]), dtype=bool)
 
 
-def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40
+def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 40,
+                      gram: tuple[np.ndarray, np.ndarray] | None = None
                       ) -> tuple[np.ndarray, ...]:
     """Conjugates of smooth data-fit nodes (no ``l1``/constraints) in numpy, all nodes at once.
 
@@ -577,12 +586,14 @@ def newton_conjugates(group: tuple, S: np.ndarray, W0: np.ndarray, iters: int = 
     :func:`datafit_conjugate_split` (an exact evaluation at a feasible split, hence an upper
     bound of ``h*(s)`` once the residual bound ``rho`` is charged).  Where ``s`` is outside the
     domain the iteration diverges and ``rho`` stays large: the caller then uses the CVXPY path.
-    ``group`` is ``(cls, X, y, p, c, rn, kappa)``.  Returns ``(values, rho, rounding,
-    magnitudes, maximizers, converged)``."""
+    ``group`` is ``(cls, X, y, p, c, rn, kappa)``, ``gram`` the cached factors of the
+    weighted rows' Gram matrices (:func:`datafit_conjugate_split`).  Returns ``(values, rho,
+    rounding, magnitudes, maximizers, converged)``."""
     cls, X, y, p, c, rn, kappa = group
     w = newton_conjugate_maximizers(cls, X, y, p, c, rn, kappa, S, W0, iters)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w)
+        val, rho, rnd, vmag = datafit_conjugate_split(cls, X, y, p, c, rn, kappa, S, w,
+                                                      gram=gram)
         t = np.einsum("rj,rj->r", X, w[rn])
         k = S.shape[0]
         gres = np.abs(S - sum_rows_by(rn, (c * cls._ell_d1(t, y, p))[:, None] * X, k)

@@ -15,6 +15,10 @@ from ... import _xp
 
 _EPS = float(np.finfo(float).eps)
 
+#: Relative cut-off of the pseudo-inverses of the row-dual correction (:func:`_pinv_sym`,
+#: :func:`_pinv_sym_apply`): eigenvalues ``<= PINV_RCOND max_j e_j`` count as zero.
+PINV_RCOND = 1e-13
+
 
 
 def _soft(S: Any, eta: Any) -> Any:
@@ -107,7 +111,7 @@ def squared_maximizers(e: np.ndarray, V: np.ndarray, q: np.ndarray, kappa: np.nd
 def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
                             p: np.ndarray | None, c: np.ndarray, rn: np.ndarray,
                             kappa: np.ndarray, S: np.ndarray, W: np.ndarray,
-                            m_max: int | None = None
+                            m_max: int | None = None, gram: tuple[Any, Any] | None = None
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Upper bounds of ``h_k*(s_k)``, ``h = (1/m) sum_r ell(x_r^T w) + kappa ||w||^2``, for
     ``k`` smooth data-fit nodes at once, read off (approximate) maximizers ``W``.
@@ -132,6 +136,12 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     Any array namespace for row losses whose formulas are written for it (squared rows: the
     device certificate, :mod:`gtvmodel.certificates.device_certificate`), with ``m_max``
     (the most rows of a node, for ``gamma``) given where counting them would cost a pass.
+
+    ``gram``: the eigen-decompositions ``(e, V)`` (``(k, d)``, ``(k, d, d)``) of the nodes'
+    Gram matrices ``G_k = sum_r c_r^2 x_r x_r^T`` where the caller has them cached (they
+    depend on the data only: the batches' :meth:`~gtvmodel.terms.losses.LossBatch.shared`
+    factors); without it :func:`_absorbed_row_duals` forms and pseudo-inverts ``G_k`` on every
+    call.
     """
     xp = _xp.namespace(S)
     k = S.shape[0]
@@ -139,9 +149,10 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     if m_max is None:
         m_max = int(np.bincount(rn, minlength=k).max(initial=0))
     with np.errstate(over="ignore", invalid="ignore"):
-        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max)
-        contrib = sum_rows_by(rn, (c * v)[:, None] * X, k)
-        mag = xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k)
+        v = _absorbed_row_duals(cls, X, y, p, c, rn, S, cls._ell_d1(t, y, p), kappa > 0, m_max,
+                                gram)
+        contrib = sum_rows_by(rn, X, k, c * v)
+        mag = xp.abs(S) + _abs_rows_sum(rn, c * v, X, k)
         conj = cls.ell_conjugate(v, y, p)
         val = sum_rows_by(rn, c * conj, k)
         vmag = sum_rows_by(rn, c * cls.ell_conjugate_magnitude(v, y, p), k)
@@ -160,51 +171,78 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
 
 def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
                         p: np.ndarray | None, c: np.ndarray, rn: np.ndarray, S: np.ndarray,
-                        v: np.ndarray, skip: np.ndarray, m_max: int) -> np.ndarray:
+                        v: np.ndarray, skip: np.ndarray, m_max: int,
+                        gram: tuple[Any, Any] | None = None) -> np.ndarray:
     """Row duals ``v`` corrected so that ``sum_r c_r v_r x_r`` matches ``s`` better: one
     minimum-norm step ``X^T (c dv) = s - X^T (c v)`` (batched over the nodes), clipped to
     the rows' conjugate domains and kept node by node only where the residual shrinks.  (The
     duals ``ell'(x_r^T w)`` of a far-away maximizer carry the rounding of ``x_r^T w``; any
     ``v`` gives an exact split, so correcting it is free.)  Nodes in ``skip`` (``kappa > 0``:
-    their ``s_2`` slot takes the residual exactly) are left alone.  Any array namespace
+    their ``s_2`` slot takes the residual exactly) are left alone.  ``(B^T B)^+`` is
+    applied through the cached eigen-decompositions ``gram`` where given
+    (:func:`_pinv_sym_apply`), else formed and pseudo-inverted here.  Any array namespace
     (:func:`datafit_conjugate_split`)."""
     xp = _xp.namespace(S)
     k, d = S.shape
     if X.shape[0] == 0 or not bool(xp.all(xp.isfinite(v))):
         return v
-    res = S - sum_rows_by(rn, (c * v)[:, None] * X, k)
+    res = S - sum_rows_by(rn, X, k, c * v)
     res[skip] = 0.0
     gamma = (m_max + 4) * _EPS
-    noise = gamma * (xp.abs(S) + sum_rows_by(rn, xp.abs(c * v)[:, None] * xp.abs(X), k))
+    noise = gamma * (xp.abs(S) + _abs_rows_sum(rn, c * v, X, k))
     need = xp.any(xp.abs(res) > noise, axis=1)
     if not bool(xp.any(need)):
         return v  # rounding-level already: nothing to gain
     res[~need] = 0.0
     # per node the minimum-norm dv with B^T dv = res, B = diag(c) X_k: dv = B (B^T B)^+ res,
-    # batched (one d x d pseudo-inverse per node that needs it; no iterations)
-    sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
-    B = c[sel, None] * X[sel]
-    nodes = xp.nonzero(need)[0]
-    local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
-    local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
-    G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
-    z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
-    dv = xp.zeros_like(v)
-    dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
+    # batched (one d x d pseudo-inverse per node that needs it, or the cached factors; no
+    # iterations)
+    if gram is not None:  # on every node (res = 0 where none is needed: z = 0 there), so
+        # neither the factors nor the rows are copied (the certificate's peak memory)
+        z = _pinv_sym_apply(gram[0], gram[1], res)
+        dv = c * xp.einsum("rj,rj->r", X, z[rn])  # b_r^T z, b_r = c_r x_r
+    else:
+        sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
+        B = c[sel, None] * X[sel]
+        nodes = xp.nonzero(need)[0]
+        local = xp.full((k,), -1, dtype=sel.dtype, device=_xp.device_of(S))
+        local[nodes] = xp.arange(nodes.shape[0], dtype=sel.dtype, device=_xp.device_of(S))
+        G = _grouped_grams(local[rn[sel]], B, nodes.shape[0])
+        z = xp.einsum("kij,kj->ki", _pinv_sym(G), res[nodes])
+        dv = xp.zeros_like(v)
+        dv[sel] = xp.einsum("rj,rj->r", B, z[local[rn[sel]]])
     lo, hi = cls._ell_conj_bounds(y, p)
     v2 = _clip(v + dv, lo, hi)
-    res2 = S - sum_rows_by(rn, (c * v2)[:, None] * X, k)
+    res2 = S - sum_rows_by(rn, X, k, c * v2)
     res2[skip] = 0.0
     better = (xp.max(xp.abs(res2), axis=1) < xp.max(xp.abs(res), axis=1)) & ~skip
     return xp.where(better[rn], v2, v)
+
+
+def _abs_rows_sum(rn: Any, a: Any, X: Any, k: int) -> Any:
+    """``sum_r |a_r| |x_r|`` by owner (:func:`sum_rows_by` with weights ``|a|``: one ``(M,
+    d)`` temporary; the certificate's peak memory is reached in this module, issue 30 item
+    3)."""
+    return sum_rows_by(rn, _xp.namespace(X).abs(X), k, _xp.namespace(a).abs(a))
 
 
 def _pinv_sym(G: Any) -> Any:
     """Pseudo-inverses of the symmetric PSD ``(k, d, d)`` stack ``G`` (relative cut-off
     ``1e-13``): numpy's eigen-decomposition form, another namespace's ``linalg.pinv``."""
     if _xp.is_numpy(G):
-        return np.linalg.pinv(G, rcond=1e-13, hermitian=True)
-    return _xp.namespace(G).linalg.pinv(G, rtol=1e-13)
+        return np.linalg.pinv(G, rcond=PINV_RCOND, hermitian=True)
+    return _xp.namespace(G).linalg.pinv(G, rtol=PINV_RCOND)
+
+
+def _pinv_sym_apply(e: Any, V: Any, r: Any) -> Any:
+    """``G_k^+ r_k`` for the symmetric PSD stack ``G_k = V_k diag(e_k) V_k^T`` given by its
+    eigen-decompositions (``(k, d)``, ``(k, d, d)``), with :func:`_pinv_sym`'s relative
+    cut-off ``1e-13``: two ``(k, d, d)`` passes, no factorization.  Any array namespace."""
+    xp = _xp.namespace(r)
+    cut = PINV_RCOND * xp.max(xp.abs(e), axis=1)
+    ok = e > cut[:, None]
+    t = xp.einsum("kji,kj->ki", V, r)  # V^T r
+    return xp.einsum("kij,kj->ki", V, xp.where(ok, t / xp.where(ok, e, 1.0), 0.0))
 
 
 def _clip(v: Any, lo: Any, hi: Any) -> Any:
@@ -234,17 +272,20 @@ def _grouped_grams(owner: np.ndarray, B: np.ndarray, k: int) -> np.ndarray:
     return xp.reshape(G, (k, d, d))
 
 
-def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
+def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int, w: Any = None) -> np.ndarray:
     """Sum the rows of ``A`` (``(M, d)``) by owner ``rn``: a ``(k, d)`` array, as one sparse
     product ``R A`` with the ``k x M`` owner matrix ``R`` built in CSR form directly (each
     owner's rows in their order, so the sums are those of a sequential ``bincount``, bit for
-    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10).  A tensor ``A``
-    (with ``rn`` beside it; ``(M,)`` too) goes to :func:`gtvmodel._xp.segment_sum`."""
+    bit; 3-8x faster than a ``bincount`` per column at 2e6 rows, d = 10).  With row weights
+    ``w`` (``(M,)``) the sums of ``w_r a_r``, the weights in ``R`` (the same products and sums
+    as of the formed ``w[:, None] * A``, bit for bit, without that ``(M, d)`` temporary).  A
+    tensor ``A`` (with ``rn`` beside it; ``(M,)`` too) goes to
+    :func:`gtvmodel._xp.segment_sum`."""
     if not _xp.is_numpy(A):
-        return _xp.segment_sum(rn, A, k)
+        return _xp.segment_sum(rn, A if w is None else w[:, None] * A, k)
     A = np.asarray(A, dtype=float)
     if A.ndim == 1:
-        return sum_rows_by(rn, A[:, None], k)[:, 0]
+        return sum_rows_by(rn, A[:, None], k, w)[:, 0]
     M = A.shape[0]
     if M == 0:
         return np.zeros((k, A.shape[1]))
@@ -252,4 +293,5 @@ def sum_rows_by(rn: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
     np.cumsum(np.bincount(rn, minlength=k), out=indptr[1:])
     rows = (np.arange(M) if bool(np.all(rn[1:] >= rn[:-1]))
             else np.argsort(rn, kind="stable"))
-    return sp.csr_matrix((np.ones(M), rows, indptr), shape=(k, M)) @ A
+    data = np.ones(M) if w is None else np.asarray(w, dtype=float)[rows]
+    return sp.csr_matrix((data, rows, indptr), shape=(k, M)) @ A
