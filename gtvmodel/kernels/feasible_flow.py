@@ -274,8 +274,9 @@ def strictly_feasible_point(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix
     return _phase_one_linear(A, A.T.tocsr(), b, lin, x)
 
 
-#: The weight of a change of demand relative to that of a flow in :func:`_start`.
-_SOFT = 1e-8
+#: The weight of a change of demand relative to that of a flow in :func:`_start`, and the
+#: extra refinement steps of its solve.
+_SOFT, _SOFT_REFINE = 1e-8, 4
 
 
 def _start(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix, b_eq: np.ndarray,
@@ -297,7 +298,13 @@ def _start(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix, b_eq: np.ndarra
     fac, _ = _factor(S, regularize=True)
     if fac is None:
         return None
-    x = c * (MT @ fac.solve(np.concatenate([b, b_eq])))
+    rhs = np.concatenate([b, b_eq])
+    y = fac.solve(rhs)
+    if B is not None:
+        # the soft directions' eigenvalues (kappa B) are close to the shift: refine further
+        for _ in range(_SOFT_REFINE):
+            y += fac.solve(rhs - S @ y)
+    x = c * (MT @ y)
     return x, (b if B is None else A @ x)
 
 
