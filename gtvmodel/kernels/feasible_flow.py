@@ -214,12 +214,33 @@ def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: sp.csr_matr
     return (dx0 + ds * dx1).reshape(shape), float(ds)
 
 
+def _reach(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.ndarray) -> float:
+    """The largest step along ``(dX, ds)`` inside the cones ``||x_r|| < s c_r``: the first
+    positive root of the slacks ``(s + t ds)^2 c_r^2 - ||x_r + t dx_r||^2`` (quadratics in
+    ``t``; inf if none vanishes), and of ``s + t ds``."""
+    c2 = cap * cap
+    qa = ds * ds * c2 - (dX * dX).sum(axis=1)
+    qb = 2.0 * (s * ds * c2 - (X * dX).sum(axis=1))
+    qc = s * s * c2 - (X * X).sum(axis=1)
+    disc = qb * qb - 4.0 * qa * qc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sq = np.sqrt(np.maximum(disc, 0.0))
+        # the roots (-qb -+ sq) / (2 qa), in the cancellation-free forms
+        r1 = np.where(qb > 0, -(qb + sq) / (2.0 * qa), (2.0 * qc) / (-qb + sq))
+        r2 = np.where(qb > 0, (2.0 * qc) / (-(qb + sq)), (-qb + sq) / (2.0 * qa))
+    roots = np.concatenate([r1[disc >= 0], r2[disc >= 0]])
+    roots = roots[np.isfinite(roots) & (roots > 0)]
+    t = float(roots.min(initial=np.inf))
+    return min(t, -s / ds) if ds < 0 else t
+
+
 def _line_search(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.ndarray,
                  tau: float, g_x: np.ndarray, g_s: float) -> float:
-    """Backtracking on :func:`_phi` along ``(dX, ds)`` (0 if no decrease is found)."""
+    """Backtracking on :func:`_phi` along ``(dX, ds)`` from ``min(1, 0.99 t_max)`` (``t_max``:
+    the step to the boundary, :func:`_reach`; 0 if no decrease is found)."""
     f0 = _phi(X, s, cap, tau)
     slope = float((g_x * dX).sum() + g_s * ds)
-    t = 1.0
+    t = min(1.0, _TO_BOUNDARY * _reach(X, s, dX, ds, cap))
     while t > 1e-12:
         if _phi(X + t * dX, s + t * ds, cap, tau) <= f0 + _ALPHA * t * slope:
             return t
