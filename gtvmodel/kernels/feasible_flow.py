@@ -25,7 +25,11 @@ or after :data:`PHASE1_STEPS` steps.
 :func:`strictly_feasible_point` is the same phase I for polyhedral capacities (``x > 0``,
 disjoint sums ``A_ub x < b_ub`` and ``A_eq x = b_eq``: the cross-polytopes ``||u_e||_1 <=
 lambda A_e`` of the ``l_inf`` penalty as ``u_e = p_e - q_e``, and its ties), whose barrier
-Hessian is diagonal plus one rank-one block per row of ``A_ub``.
+Hessian is diagonal plus one rank-one block per row of ``A_ub``; its right-hand side may first
+move in the range of a positive semidefinite ``soft`` (:func:`_start`).  Both line searches
+start from 0.99 of the step to the boundary (the slacks are linear in the step for polyhedra,
+quadratic for the cones), not from 1: 8 instead of 13 Newton steps (``l_inf``) and 7 instead
+of 8 (``l2``) on a 1,000-node SBM at ``d = 3``.
 """
 
 from __future__ import annotations
