@@ -145,3 +145,33 @@ def test_polytope_point_none_when_nothing_fits(seed: int) -> None:
     A, b, A_eq, b_eq, A_ub, b_ub = _polytope_instance(seed, 1.0, ties=False)
     b = 1.5 * b / _least_congestion_polytope(A, b, A_eq, b_eq, A_ub, b_ub)
     assert strictly_feasible_point(A, b, A_eq, b_eq, A_ub, b_ub) is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_polytope_point_soft_rows_take_the_least_change_of_demand(seed: int) -> None:
+    """An inconsistent system (an imbalance no flow carries, as the gradients at weights a
+    little off the optimum leave it) with ``soft`` rows: the point meets the hard rows and
+    the ties exactly, and its change of the soft rows' demands is within 1 % of the least in
+    the metric of ``soft`` (CVXPY: ``min delta^T B^-1 delta`` over the changes that make the
+    system consistent; the kernel weighs the flows' norm too, ``1e-8`` against it)."""
+    A, b, A_eq, b_eq, A_ub, b_ub = _polytope_instance(seed, 0.9, ties=True)
+    rng = np.random.default_rng(seed)
+    m = A.shape[0]
+    on = rng.random(m) < 0.5
+    w = np.where(on, rng.uniform(1.0, 3.0, m), 0.0)
+    b = b + 1e-3 * rng.normal(size=m)  # inconsistent: the clusters' sums move
+    x = strictly_feasible_point(A, b, A_eq, b_eq, A_ub, b_ub, sp.diags(w, format="csr"))
+    assert x is not None
+    assert np.all(x > 0)
+    assert np.all(A_ub @ x < b_ub)
+    np.testing.assert_allclose(A_eq @ x, b_eq, rtol=1e-10)
+    delta = b - A @ x
+    np.testing.assert_allclose(delta[~on], 0.0, atol=1e-10)
+    y, dl = cp.Variable(A.shape[1]), cp.Variable(int(on.sum()))
+    sel = sp.csr_matrix((np.ones(on.sum()), (np.flatnonzero(on), np.arange(on.sum()))),
+                        shape=(m, int(on.sum())))
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.multiply(1.0 / w[on], cp.square(dl)))),
+                      [A @ y + sel @ dl == b, A_eq @ y == b_eq])
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    least = float(np.sum(dl.value ** 2 / w[on]))
+    assert least <= float(np.sum(delta[on] ** 2 / w[on])) <= 1.01 * least

@@ -25,7 +25,11 @@ or after :data:`PHASE1_STEPS` steps.
 :func:`strictly_feasible_point` is the same phase I for polyhedral capacities (``x > 0``,
 disjoint sums ``A_ub x < b_ub`` and ``A_eq x = b_eq``: the cross-polytopes ``||u_e||_1 <=
 lambda A_e`` of the ``l_inf`` penalty as ``u_e = p_e - q_e``, and its ties), whose barrier
-Hessian is diagonal plus one rank-one block per row of ``A_ub``.
+Hessian is diagonal plus one rank-one block per row of ``A_ub``; its right-hand side may first
+move in the range of a positive semidefinite ``soft`` (:func:`_start`).  Both line searches
+start from 0.99 of the step to the boundary (the slacks are linear in the step for polyhedra,
+quadratic for the cones), not from 1: 8 instead of 13 Newton steps (``l_inf``) and 7 instead
+of 8 (``l2``) on a 1,000-node SBM at ``d = 3``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ _INNER = 4
 _TAU0 = 10.0
 #: Backtracking: sufficient decrease and factor.
 _ALPHA, _BETA = 0.01, 0.5
+#: The share of the step to the boundary where :func:`_search` starts backtracking.
+_TO_BOUNDARY = 0.99
 
 
 def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: int
@@ -212,12 +218,33 @@ def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: sp.csr_matr
     return (dx0 + ds * dx1).reshape(shape), float(ds)
 
 
+def _reach(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.ndarray) -> float:
+    """The largest step along ``(dX, ds)`` inside the cones ``||x_r|| < s c_r``: the first
+    positive root of the slacks ``(s + t ds)^2 c_r^2 - ||x_r + t dx_r||^2`` (quadratics in
+    ``t``; inf if none vanishes), and of ``s + t ds``."""
+    c2 = cap * cap
+    qa = ds * ds * c2 - (dX * dX).sum(axis=1)
+    qb = 2.0 * (s * ds * c2 - (X * dX).sum(axis=1))
+    qc = s * s * c2 - (X * X).sum(axis=1)
+    disc = qb * qb - 4.0 * qa * qc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sq = np.sqrt(np.maximum(disc, 0.0))
+        # the roots (-qb -+ sq) / (2 qa), in the cancellation-free forms
+        r1 = np.where(qb > 0, -(qb + sq) / (2.0 * qa), (2.0 * qc) / (-qb + sq))
+        r2 = np.where(qb > 0, (2.0 * qc) / (-(qb + sq)), (-qb + sq) / (2.0 * qa))
+    roots = np.concatenate([r1[disc >= 0], r2[disc >= 0]])
+    roots = roots[np.isfinite(roots) & (roots > 0)]
+    t = float(roots.min(initial=np.inf))
+    return min(t, -s / ds) if ds < 0 else t
+
+
 def _line_search(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.ndarray,
                  tau: float, g_x: np.ndarray, g_s: float) -> float:
-    """Backtracking on :func:`_phi` along ``(dX, ds)`` (0 if no decrease is found)."""
+    """Backtracking on :func:`_phi` along ``(dX, ds)`` from ``min(1, 0.99 t_max)`` (``t_max``:
+    the step to the boundary, :func:`_reach`; 0 if no decrease is found)."""
     f0 = _phi(X, s, cap, tau)
     slope = float((g_x * dX).sum() + g_s * ds)
-    t = 1.0
+    t = min(1.0, _TO_BOUNDARY * _reach(X, s, dX, ds, cap))
     while t > 1e-12:
         if _phi(X + t * dX, s + t * ds, cap, tau) <= f0 + _ALPHA * t * slope:
             return t
@@ -228,8 +255,8 @@ def _line_search(X: np.ndarray, s: float, dX: np.ndarray, ds: float, cap: np.nda
 # ===================================================================== polyhedral capacities
 
 def strictly_feasible_point(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix,
-                            b_eq: np.ndarray, A_ub: sp.csr_matrix, b_ub: np.ndarray
-                            ) -> np.ndarray | None:
+                            b_eq: np.ndarray, A_ub: sp.csr_matrix, b_ub: np.ndarray,
+                            soft: sp.spmatrix | None = None) -> np.ndarray | None:
     """``x > 0`` with ``A x = b`` (node rows, grounded as in :func:`strictly_feasible_flow`),
     ``A_eq x = b_eq`` and ``A_ub x < b_ub``, every row of ``A_eq`` and ``A_ub`` a sum of its
     own columns (0/1 entries, each column in at most one row of the two; ``b_eq, b_ub >
@@ -245,11 +272,14 @@ def strictly_feasible_point(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix
     (``beta_m``: the right-hand side of the column's row over the row's size): any ``s < 1``
     is a strictly feasible ``x``.  The barrier's Hessian in ``x`` is diagonal plus one
     rank-one block per row of ``A_ub``, inverted in closed form (Sherman-Morrison), so each
-    Newton step is again one factorization of a grounded weighted Laplacian-type matrix."""
-    A, b = _ground(A, b)
-    A = sp.vstack([A, A_eq], format="csr")
-    b = np.concatenate([b, b_eq])
-    AT = A.T.tocsr()
+    Newton step is again one factorization of a grounded weighted Laplacian-type matrix.
+
+    ``soft`` (positive semidefinite, on the rows of ``A``): the right-hand side ``b`` may move
+    in its range, by the least change that makes the whole system consistent (:func:`_start`);
+    ``A_eq`` and the directions outside that range are met as given.  The flow recovery's
+    smooth nodes: at weights a little off the optimum their gradients ``b`` leave the clusters
+    and ties with an imbalance (first order in the weights' error) that no flow carries, a
+    change of the demands of second-order cost does."""
     R = sp.vstack([A_ub, A_eq], format="csc")
     rhs = np.concatenate([b_ub, b_eq])
     size = np.asarray(R.sum(axis=1)).ravel()
@@ -258,13 +288,49 @@ def strictly_feasible_point(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix
     owner[cols] = R.indices[R.indptr[cols]]
     beta = np.where(owner >= 0, rhs[np.maximum(owner, 0)] / np.maximum(size[owner], 1.0),
                     float(rhs.max(initial=1.0)))
-    C = sp.diags(beta * beta, format="csr")
-    fac, _ = _factor(A @ C @ AT, regularize=True)
+    start = _start(A, b, A_eq, b_eq, beta * beta, soft)
+    if start is None:
+        return None
+    x, b = start
+    A, b = _ground(A, b)
+    A = sp.vstack([A, A_eq], format="csr")
+    b = np.concatenate([b, b_eq])
+    lin = _Linear(sp.csr_matrix(A_ub), np.asarray(b_ub, float), beta)
+    return _phase_one_linear(A, A.T.tocsr(), b, lin, x)
+
+
+#: The weight of a change of demand relative to that of a flow in :func:`_start`, and the
+#: extra refinement steps of its solve.
+_SOFT, _SOFT_REFINE = 1e-8, 4
+
+
+def _start(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix, b_eq: np.ndarray,
+           c: np.ndarray, B: sp.spmatrix | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(x, b - delta)``: the weighted least-norm ``x = C M^T y`` (``C = diag(c)``, ``M = [A;
+    A_eq]``) of ``A x = b - delta``, ``A_eq x = b_eq``, where ``delta = kappa B y`` (in the
+    range of ``B``, positive semidefinite, on the rows of ``A``; None: ``delta = 0``) is the
+    least change that makes the system consistent: ``(M C M^T + kappa B') y = (b, b_eq)``
+    (``B'`` = ``B`` padded with zeros, ``kappa`` = :data:`_SOFT` ``max diag(M C M^T) / max
+    diag(B)``), solved as :func:`_factor` solves a singular system (shifted, refined), so that
+    ``delta`` minimizes ``x^T C^-1 x + delta^T B^+ delta / kappa``: the demands move only where
+    no flow meets them.  None if the factorization fails."""
+    M = sp.vstack([A, A_eq], format="csr")
+    MT = M.T.tocsr()
+    S = (M @ sp.diags(c) @ MT).tocsr()
+    if B is not None and B.diagonal().max(initial=0.0) > 0:
+        kappa = _SOFT * float(S.diagonal().max()) / float(B.diagonal().max())
+        S = S + kappa * sp.block_diag([B, sp.csr_matrix((A_eq.shape[0],) * 2)], format="csr")
+    fac, _ = _factor(S, regularize=True)
     if fac is None:
         return None
-    x = C @ (AT @ fac.solve(b))
-    lin = _Linear(sp.csr_matrix(A_ub), np.asarray(b_ub, float), beta)
-    return _phase_one_linear(A, AT, b, lin, x)
+    rhs = np.concatenate([b, b_eq])
+    y = fac.solve(rhs)
+    if B is not None:
+        # the soft directions' eigenvalues (kappa B) are close to the shift: refine further
+        for _ in range(_SOFT_REFINE):
+            y += fac.solve(rhs - S @ y)
+    x = c * (MT @ y)
+    return x, (b if B is None else A @ x)
 
 
 def _ground(A: sp.csr_matrix, b: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -349,9 +415,16 @@ def _phase_one_linear(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, lin: _
 
 def _search(lin: _Linear, tau: float, x: np.ndarray, s: float, dx: np.ndarray, ds: float,
             slope: float) -> float:
-    """Backtracking on :meth:`_Linear.phi` along ``(dx, ds)`` (0 if no decrease is found)."""
+    """Backtracking on :meth:`_Linear.phi` along ``(dx, ds)`` from the step to the boundary
+    (the slacks are linear in the step: ``0.99`` of the largest that keeps them positive, if
+    below 1), 0 if no decrease is found."""
     f0 = lin.phi(x, s, tau)
-    t = 1.0
+    g, h = lin.slacks(x, s)
+    dg, dh = dx + ds * lin.beta, ds * lin.b_ub - lin.A_ub @ dx
+    with np.errstate(divide="ignore"):
+        reach = min(float(np.min(np.where(dg < 0, -g / dg, np.inf), initial=np.inf)),
+                    float(np.min(np.where(dh < 0, -h / dh, np.inf), initial=np.inf)))
+    t = min(1.0, _TO_BOUNDARY * reach)
     while t > 1e-12:
         if lin.phi(x + t * dx, s + t * ds, tau) <= f0 + _ALPHA * t * slope:
             return t
