@@ -107,9 +107,9 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
     ``>= 0``; :func:`~gtvmodel.certificates.kinds.loss_lower_bounds`), and ``-h_j*(0)`` for
     symbolic nodes from a certified bound of their conjugate at ``s = 0``
     (:func:`~gtvmodel.duality.conic_bounds.conjugate_bound`, which rests on no solver tolerance,
-    so ``tau = 0``).  Its shift must be at rounding level (charged to first order, as
-    :func:`~gtvmodel.certificates.value.residual_charge` does without weights); otherwise, or
-    when no bound exists, ``l_j = -inf``.  Cached."""
+    so ``tau = 0``).  Its demand shift is charged to first order at the solver's maximizer,
+    ``sum_j (|shift_j| + rounding_j) max(1, |w_j|)`` (no radius exists yet: these bounds make
+    the radii); ``l_j = -inf`` where no bound exists.  Cached."""
     cached = model.cache.get("cert_lower")
     if cached is not None:
         return cached
@@ -122,10 +122,9 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
         except GTVError:
             low[i] = -np.inf
             continue
-        shift = np.abs(bound.shift)
-        rounding = bool((shift <= bound.shift_rounding).all())
-        low[i] = -(bound.value + float((shift + bound.shift_rounding).sum())) if rounding \
-            else -np.inf
+        scale = np.maximum(1.0, np.abs(bound.point if bound.point is not None else np.nan))
+        charge = float((np.abs(bound.shift) + bound.shift_rounding) @ scale)
+        low[i] = -(bound.value + charge) if np.isfinite(charge) else -np.inf
     low = np.where(np.isnan(low), -np.inf, low)
     model.cache.put("cert_lower", (low, 0.0))
     return low, 0.0

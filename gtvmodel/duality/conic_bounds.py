@@ -26,8 +26,11 @@ certificate with a certified radius ``R`` uses)
 
 the *shift* ``s' - s`` is returned beside the bound and charged like any residual outside a
 conjugate's domain (:func:`gtvmodel.certificates.value.residual_charge`).  A residual left on
-the auxiliary columns (epigraph variables and the like) must be at rounding level, or the
-bound is ``+inf``.
+the auxiliary columns (epigraph variables and the like) is at rounding level after the repair
+in most cases; where it is not (a cone block held on its boundary, e.g. an exponential cone
+of ``-log`` at the optimum), it is charged to first order at the solver's primal point,
+``sum_j |rho_j| max(1, |x_j|)`` (added to the value and named in ``reason``): that part, and
+only that part, rests on the solver's point, as rounding-level residuals do.
 """
 
 from __future__ import annotations
@@ -43,13 +46,15 @@ from scipy.linalg import null_space
 from .._solver import DEFAULT_SOLVER_OPTIONS
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError
-from .conic import ConicData, cone_rows, node_conic_data
+from .conic import ConeRows, ConicData, cone_rows, node_conic_data
 
 __all__ = ["ConjugateBound", "conjugate_bound"]
 
 _EPS = float(np.finfo(float).eps)
 #: Rounds of (minimum-norm balance correction, move into ``K^*``) tried on the solver's ``z``.
 _REPAIR_ROUNDS = 8
+#: Rounds of the fallback candidates (minimum-norm, into ``K^*``, null-space moves).
+_FALLBACK_ROUNDS = 3
 #: A residual entry within this many ulps of the sums that form it counts as rounding.
 _ROUNDING_ULPS = 64.0
 _UNBOUNDED = ("DualInfeasible", "AlmostDualInfeasible")
@@ -65,7 +70,8 @@ class ConjugateBound:
     unbounded, i.e. ``s`` is outside the conjugate's domain, or the dual point could not be
     repaired); ``shift_rounding`` bounds the rounding error of computing ``shift`` (an entry
     within it may be pure rounding); ``magnitude`` bounds the sum of the absolute summands of
-    ``value`` (for the certificate's rounding bound); ``status`` is Clarabel's."""
+    ``value`` (for the certificate's rounding bound); ``status`` is Clarabel's; ``point`` the
+    solver's maximizer ``w`` (for first-order charges where no radius exists)."""
 
     value: float
     shift: np.ndarray
@@ -73,6 +79,8 @@ class ConjugateBound:
     magnitude: float
     status: str
     reason: str = ""
+    #: the solver's maximizer ``w`` of (P_s) (its primal point; NaN where none)
+    point: np.ndarray | None = None
 
 
 def _cones(D: ConicData, box: int) -> list[Any]:
@@ -115,12 +123,13 @@ def _mat_to_svec(M: np.ndarray) -> np.ndarray:
     return np.where(r == c, 1.0, np.sqrt(2.0)) * M[r, c]
 
 
-def _into_dual_cone(D: ConicData, z: np.ndarray, box: int) -> np.ndarray:
+def _into_dual_cone(D: ConicData, z: np.ndarray, box: int,
+                    rows: ConeRows | None = None) -> np.ndarray:
     """A point of ``K^*`` near ``z`` (the Euclidean projection for the nonnegative, second-order
     and PSD cones; for the exponential and power cones a move along one coordinate), so that
     :func:`_in_dual_cone` accepts it."""
     z = z.copy()
-    rows = cone_rows([(0, D)])
+    rows = rows or cone_rows([(0, D)])
     nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
     z[nn] = np.maximum(z[nn], 0.0)
     for k, starts in rows.soc.items():
@@ -161,11 +170,12 @@ def _into_dual_cone(D: ConicData, z: np.ndarray, box: int) -> np.ndarray:
     return z
 
 
-def _in_dual_cone(D: ConicData, z: np.ndarray, box: int) -> bool:
+def _in_dual_cone(D: ConicData, z: np.ndarray, box: int,
+                  rows: ConeRows | None = None) -> bool:
     """``z in K^*`` (dual cones as in :mod:`gtvmodel.duality.conic`), checked entry by entry."""
     if not np.isfinite(z).all():
         return False
-    rows = cone_rows([(0, D)])
+    rows = rows or cone_rows([(0, D)])
     nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
     if (z[nn] < 0).any():
         return False
@@ -193,14 +203,15 @@ def _in_dual_cone(D: ConicData, z: np.ndarray, box: int) -> bool:
     return True
 
 
-def _row_weights(D: ConicData, z: np.ndarray, box: int) -> np.ndarray:
+def _row_weights(D: ConicData, z: np.ndarray, box: int,
+                 rows: ConeRows | None = None) -> np.ndarray:
     """Per-row weights of the margin-weighted balance correction, the squares of how far each
     row of ``z`` may move and stay in ``K^*`` (free rows ``1 + max|z|``; a nonnegative row its
     value; a cone block its distance from the boundary, 0 on it, so active rows stay put): the
     correction ``delta = -W A (A^T W A)^+ rho`` then minimizes ``||W^{-1/2} delta||``, a step
     inside the barrier's Dikin ellipsoid when that norm is below 1."""
     w = np.zeros(z.size)
-    rows = cone_rows([(0, D)])
+    rows = rows or cone_rows([(0, D)])
     w[:D.zero] = 1.0 + float(np.abs(z).max(initial=0.0))
     nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
     w[nn] = np.maximum(z[nn], 0.0)
@@ -225,7 +236,7 @@ def _row_weights(D: ConicData, z: np.ndarray, box: int) -> np.ndarray:
         if (u > 0).all():
             geo = float(np.prod((u / a) ** a))
             w[rr] = min(max(1.0 - abs(z[rr[-1]]) / geo, 0.0), 1.0) * float(np.abs(z[rr]).sum())
-    return w * w
+    return np.nan_to_num(w * w, nan=0.0, posinf=0.0)
 
 
 class _Balance:
@@ -242,6 +253,7 @@ class _Balance:
                               shape=(cols.size, D.num_vars))
             A = sp.vstack([A, E, -E]).tocsr()
         self.D, self.A, self.absA = D, A, abs(A)
+        self.rows = cone_rows([(0, D)])
         AT = A.T.toarray()
         self.AT_pinv = np.linalg.pinv(AT) if A.shape[0] else None
         self.null = null_space(AT) if A.shape[0] else np.zeros((0, 0))
@@ -258,7 +270,7 @@ class _Balance:
     def _qualifies(self, z: np.ndarray) -> tuple[bool, float, bool]:
         """``(in K^* with rounding-level auxiliary residual, size of the w columns' residual,
         rounding-level everywhere)``."""
-        if not _in_dual_cone(self.D, z, self.box):
+        if not _in_dual_cone(self.D, z, self.box, self.rows):
             return False, np.inf, False
         rho, rnd = self.residual(z)
         small = np.abs(rho) <= rnd
@@ -278,14 +290,14 @@ class _Balance:
         zw = z
         for _ in range(_REPAIR_ROUNDS):
             zw = self._weighted(zw)
-            for cand in (zw, _into_dual_cone(self.D, zw, self.box)):
+            for cand in (zw, _into_dual_cone(self.D, zw, self.box, self.rows)):
                 ok, size, exact = self._qualifies(cand)
                 if ok and exact:
                     return cand
                 if ok and size < best_size:
                     best, best_size = cand, size
             zw = cand
-        for _ in range(_REPAIR_ROUNDS if self.AT_pinv is not None else 0):
+        for _ in range(_FALLBACK_ROUNDS if self.AT_pinv is not None else 0):
             cands = self._candidates(z)
             for cand in cands:
                 ok, size, exact = self._qualifies(cand)
@@ -300,16 +312,22 @@ class _Balance:
         """The margin-weighted correction ``z - W A (A^T W A)^+ rho`` (:func:`_row_weights`),
         as ``W^{1/2}`` times the minimum-norm solution of ``(W^{1/2} A)^T y = rho`` (better
         conditioned than the normal equations)."""
-        sw = np.sqrt(_row_weights(self.D, z, self.box))
-        B = self.A.multiply(sw[:, None]).T.toarray()  # (W^{1/2} A)^T, its min-norm solution
-        return z - sw * np.linalg.lstsq(B, self.residual(z)[0], rcond=None)[0]
+        with np.errstate(all="ignore"):
+            sw = np.sqrt(_row_weights(self.D, z, self.box, self.rows))
+            B = self.A.multiply(sw[:, None]).T.toarray()  # (W^{1/2} A)^T
+            rho = self.residual(z)[0]
+        if not (np.isfinite(B).all() and np.isfinite(rho).all()):
+            return z  # LAPACK's least squares may not return on non-finite input
+        return z - sw * np.linalg.lstsq(B, rho, rcond=None)[0]
 
     def _candidates(self, z: np.ndarray) -> list[np.ndarray]:
         """The minimum-norm correction of ``z``, it moved into ``K^*``, that point's null-space
         component of the move doubled, the null-space component of the point removed."""
         assert self.AT_pinv is not None  # only called with rows
-        z = z - self.AT_pinv @ self.residual(z)[0]
-        inside = _into_dual_cone(self.D, z, self.box)
+        rho = self.residual(z)[0]
+        if np.isfinite(rho).all():
+            z = z - self.AT_pinv @ rho
+        inside = _into_dual_cone(self.D, z, self.box, self.rows)
         cands = [z, inside]
         if self.null.shape[1]:
             g = self.null @ (self.null.T @ (inside - z))
@@ -328,8 +346,8 @@ def _balance(model: ModelDeclaration, i: int, boxed: bool) -> _Balance:
     return bal
 
 
-def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None]:
-    """Clarabel on (P_s) with the package's accuracy defaults: ``(status, z)``."""
+def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None, np.ndarray]:
+    """Clarabel on (P_s) with the package's accuracy defaults: ``(status, z, x)``."""
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     for key, val in DEFAULT_SOLVER_OPTIONS["CLARABEL"].items():
@@ -338,8 +356,9 @@ def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None]:
     solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), bal.c, bal.A.tocsc(), b,
                                     _cones(bal.D, bal.box), settings)
     sol = solver.solve()
-    z = np.asarray(sol.z, dtype=float)
-    return str(sol.status), (z if z.size == b.size and np.isfinite(z).all() else None)
+    z, x = np.asarray(sol.z, dtype=float), np.asarray(sol.x, dtype=float)
+    ok = z.size == b.size and np.isfinite(z).all()
+    return str(sol.status), (z if ok else None), (x if x.size == n else np.full(n, np.inf))
 
 
 def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
@@ -359,7 +378,7 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     absent = D.x_cols[0] < 0  # w does not occur: a demand on it is outside the domain
     bal.c = D.c0 + D.C @ np.where(absent, 0.0, s)
     b = np.concatenate([D.b, np.full(bal.box, float(radius or 0.0))])
-    status, z = _solve(bal, b)
+    status, z, x = _solve(bal, b)
     if status in _INFEASIBLE:
         raise InfeasibleError(f"conjugate of node {model.nodes[i]!r}: the node's constraints "
                               "(with its loss's domain) have no feasible point")
@@ -367,15 +386,25 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     if z is None or status in _UNBOUNDED:
         why = "s is outside the conjugate's domain" if status in _UNBOUNDED else "no dual point"
         return ConjugateBound(np.inf, zero, zero, np.inf, status, f"{why} (Clarabel: {status})")
-    z = bal.repaired(z)
-    if z is None:
-        return ConjugateBound(np.inf, zero, zero, np.inf, status,
-                              "the dual point could not be made feasible at rounding level "
-                              f"(Clarabel: {status})")
+    repaired = bal.repaired(z)
+    aux_charge, reason = 0.0, ""
+    if repaired is None:  # the auxiliary residual stays above rounding: charge it at x
+        repaired = _into_dual_cone(D, bal._weighted(z), bal.box, bal.rows)
+        rho = bal.residual(repaired)[0]
+        aux_charge = float(np.abs(rho[bal.aux]) @ np.maximum(1.0, np.abs(x[bal.aux])))
+        reason = ("auxiliary residual above rounding, charged at the solver's point "
+                  f"({aux_charge:.2e}; Clarabel: {status})")
+        if not (np.isfinite(aux_charge) and _in_dual_cone(D, repaired, bal.box, bal.rows)):
+            return ConjugateBound(np.inf, zero, zero, np.inf, status,
+                                  "the dual point could not be made feasible "
+                                  f"(Clarabel: {status})")
+    z = repaired
     rho, rnd = bal.residual(z)
     shift, shift_rnd = np.where(absent, -s, 0.0), np.zeros(model.dim)
     cols = D.x_cols[0][~absent]
     shift[~absent], shift_rnd[~absent] = rho[cols], rnd[cols]
-    value = float(b @ z) - D.d0
-    magnitude = float(np.abs(b) @ np.abs(z)) + abs(D.d0)
-    return ConjugateBound(value + 0.0, shift, shift_rnd, magnitude, status)
+    value = float(b @ z) - D.d0 + aux_charge
+    magnitude = float(np.abs(b) @ np.abs(z)) + abs(D.d0) + aux_charge
+    point = np.full(model.dim, np.nan)
+    point[~absent] = x[cols]
+    return ConjugateBound(value + 0.0, shift, shift_rnd, magnitude, status, reason, point)
