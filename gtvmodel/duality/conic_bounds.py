@@ -259,7 +259,7 @@ class _Balance:
         self.null = null_space(AT) if A.shape[0] else np.zeros((0, 0))
         self.aux = np.ones(A.shape[1], dtype=bool)
         self.aux[cols[cols >= 0]] = False
-        self.c = D.c0
+        self.c, self.b = D.c0, D.b
 
     def residual(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(rho, bound of its rounding)`` at the current ``c``."""
@@ -267,46 +267,53 @@ class _Balance:
         rnd = _ROUNDING_ULPS * _EPS * (self.absA.T @ np.abs(z) + np.abs(self.c))
         return rho, rnd
 
-    def _qualifies(self, z: np.ndarray) -> tuple[bool, float, bool]:
-        """``(in K^* with rounding-level auxiliary residual, size of the w columns' residual,
-        rounding-level everywhere)``."""
+    def _charges(self, z: np.ndarray, x: np.ndarray) -> tuple[float, float, bool]:
+        """``(auxiliary charge, score, rounding level everywhere)`` of a candidate ``z`` (``inf``
+        outside ``K^*``): auxiliary residual entries above rounding charged to first order at
+        the solver's point ``x``, ``sum |rho_j| max(1, |x_j|)``; the score adds the bound's value
+        and the ``w`` columns' residual at ``x`` (to rank candidates; that residual is charged
+        by the caller, at a radius)."""
         if not _in_dual_cone(self.D, z, self.box, self.rows):
-            return False, np.inf, False
+            return np.inf, np.inf, False
         rho, rnd = self.residual(z)
-        small = np.abs(rho) <= rnd
-        return bool(small[self.aux].all()), float(np.abs(rho[~self.aux]).sum()), bool(small.all())
+        big = np.abs(rho) > rnd
+        scale = np.maximum(1.0, np.abs(x))
+        aux = float((np.abs(rho) * scale)[big & self.aux].sum())
+        score = float(self.b @ z) + aux + float((np.abs(rho) * scale)[~self.aux].sum())
+        return aux, score, not big.any()
 
-    def repaired(self, z: np.ndarray) -> np.ndarray | None:
-        """A point of ``K^*`` whose residual is at rounding level on the auxiliary columns, or
-        None.  First margin-weighted corrections of the balance (:func:`_row_weights`: near the
-        solver's point, so the bound stays as tight as the solve), each also moved into ``K^*``
-        (a step can leave it by a few ulps at a boundary optimum); where they stall, rounds of
-        the minimum-norm correction, a move into ``K^*``, and (since the move can undo the
-        correction) the move's component in the null space of ``A^T``, which leaves the balance
-        unchanged, doubled until the point is inside, or the null-space component of the point
-        removed.  Every candidate is checked; the first at rounding level
-        everywhere is returned, else the one with the smallest residual on the ``w`` columns."""
-        best, best_size = None, np.inf
+    def repaired(self, z: np.ndarray, x: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """``(z', auxiliary charge)``: a point of ``K^*`` near the solver's ``z`` and the charge
+        of its auxiliary residual (:meth:`_charges`), or ``(None, inf)``.  First margin-weighted
+        corrections of the balance (:func:`_row_weights`: near the solver's point, so the bound
+        stays as tight as the solve), each also moved into ``K^*`` (a step can leave it by a few
+        ulps at a boundary optimum); the first at rounding level everywhere is returned.  Then
+        rounds of the minimum-norm correction, a move into ``K^*``, and (since the move can undo
+        the correction) the move's component in the null space of ``A^T``, which leaves the
+        balance unchanged, doubled until the point is inside, or the null-space component of
+        the point removed.  Of all candidates, the one with the smallest score is returned."""
+        best, best_score, best_aux = None, np.inf, np.inf
+
+        def consider(cand: np.ndarray) -> bool:
+            nonlocal best, best_score, best_aux
+            aux, score, exact = self._charges(cand, x)
+            if score < best_score:
+                best, best_score, best_aux = cand, score, aux
+            return exact
+
         zw = z
         for _ in range(_REPAIR_ROUNDS):
             zw = self._weighted(zw)
             for cand in (zw, _into_dual_cone(self.D, zw, self.box, self.rows)):
-                ok, size, exact = self._qualifies(cand)
-                if ok and exact:
-                    return cand
-                if ok and size < best_size:
-                    best, best_size = cand, size
+                if consider(cand):
+                    return cand, 0.0
             zw = cand
         for _ in range(_FALLBACK_ROUNDS if self.AT_pinv is not None else 0):
             cands = self._candidates(z)
             for cand in cands:
-                ok, size, exact = self._qualifies(cand)
-                if ok and exact:
-                    return cand
-                if ok and size < best_size:
-                    best, best_size = cand, size
+                consider(cand)
             z = cands[1]
-        return best
+        return best, best_aux
 
     def _weighted(self, z: np.ndarray) -> np.ndarray:
         """The margin-weighted correction ``z - W A (A^T W A)^+ rho`` (:func:`_row_weights`),
@@ -386,19 +393,13 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     if z is None or status in _UNBOUNDED:
         why = "s is outside the conjugate's domain" if status in _UNBOUNDED else "no dual point"
         return ConjugateBound(np.inf, zero, zero, np.inf, status, f"{why} (Clarabel: {status})")
-    repaired = bal.repaired(z)
-    aux_charge, reason = 0.0, ""
-    if repaired is None:  # the auxiliary residual stays above rounding: charge it at x
-        repaired = _into_dual_cone(D, bal._weighted(z), bal.box, bal.rows)
-        rho = bal.residual(repaired)[0]
-        aux_charge = float(np.abs(rho[bal.aux]) @ np.maximum(1.0, np.abs(x[bal.aux])))
-        reason = ("auxiliary residual above rounding, charged at the solver's point "
-                  f"({aux_charge:.2e}; Clarabel: {status})")
-        if not (np.isfinite(aux_charge) and _in_dual_cone(D, repaired, bal.box, bal.rows)):
-            return ConjugateBound(np.inf, zero, zero, np.inf, status,
-                                  "the dual point could not be made feasible "
-                                  f"(Clarabel: {status})")
-    z = repaired
+    bal.b = b
+    z, aux_charge = bal.repaired(z, x)
+    if z is None or not np.isfinite(aux_charge):
+        return ConjugateBound(np.inf, zero, zero, np.inf, status,
+                              f"the dual point could not be moved into K* (Clarabel: {status})")
+    reason = (f"auxiliary residual above rounding, charged {aux_charge:.2e} at the solver's "
+              f"point (Clarabel: {status})" if aux_charge else "")
     rho, rnd = bal.residual(z)
     shift, shift_rnd = np.where(absent, -s, 0.0), np.zeros(model.dim)
     cols = D.x_cols[0][~absent]
