@@ -267,20 +267,20 @@ class _Balance:
         rnd = _ROUNDING_ULPS * _EPS * (self.absA.T @ np.abs(z) + np.abs(self.c))
         return rho, rnd
 
-    def _charges(self, z: np.ndarray, x: np.ndarray) -> tuple[float, float, bool]:
+    def _charges(self, z: np.ndarray, x: np.ndarray) -> tuple[float, tuple[bool, float], bool]:
         """``(auxiliary charge, score, rounding level everywhere)`` of a candidate ``z`` (``inf``
         outside ``K^*``): auxiliary residual entries above rounding charged to first order at
-        the solver's point ``x``, ``sum |rho_j| max(1, |x_j|)``; the score adds the bound's value
-        and the ``w`` columns' residual at ``x`` (to rank candidates; that residual is charged
-        by the caller, at a radius)."""
+        the solver's point ``x``, ``sum |rho_j| max(1, |x_j|)``; the score ranks a ``w`` residual
+        above rounding last (the caller charges it at a radius), then adds the bound's value and
+        that residual at ``x``."""
         if not _in_dual_cone(self.D, z, self.box, self.rows):
-            return np.inf, np.inf, False
+            return np.inf, (True, np.inf), False
         rho, rnd = self.residual(z)
         big = np.abs(rho) > rnd
         scale = np.maximum(1.0, np.abs(x))
         aux = float((np.abs(rho) * scale)[big & self.aux].sum())
         score = float(self.b @ z) + aux + float((np.abs(rho) * scale)[~self.aux].sum())
-        return aux, score, not big.any()
+        return aux, (bool(big[~self.aux].any()), score), not big.any()
 
     def repaired(self, z: np.ndarray, x: np.ndarray) -> tuple[np.ndarray | None, float]:
         """``(z', auxiliary charge)``: a point of ``K^*`` near the solver's ``z`` and the charge
@@ -292,7 +292,7 @@ class _Balance:
         the correction) the move's component in the null space of ``A^T``, which leaves the
         balance unchanged, doubled until the point is inside, or the null-space component of
         the point removed.  Of all candidates, the one with the smallest score is returned."""
-        best, best_score, best_aux = None, np.inf, np.inf
+        best, best_score, best_aux = None, (True, np.inf), np.inf
 
         def consider(cand: np.ndarray) -> bool:
             nonlocal best, best_score, best_aux
