@@ -177,6 +177,7 @@ CacheSlot = Literal[
     "conic_nodes_boxed",    # duality.conic: {position: radius-restricted node problem}
     "conic_joint",          # duality.conic: {node tuple: joint problem}
     "conic_stacked",        # duality.conic: {node tuple: stacked (P_S) with a Parameter S}
+    "conic_bounds",         # duality.conic_bounds: {(position, boxed): dual balance}
     "cert_kinds",           # certificates.kinds.NodeKinds
     "cert_gradient",        # certificates.repair: minimum-norm solver on gradient nodes
     "cert_subspace",        # certificates.repair: minimum-norm solver on subspace nodes

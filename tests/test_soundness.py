@@ -147,8 +147,6 @@ def test_known_counterexamples(seed: int, family: str) -> None:
     assert not bad, f"seed={seed} family={family!r}: {bad} {out.messages}"
 
 
-@pytest.mark.xfail(strict=True, reason="conic conjugate of a symbolic node: Clarabel's "
-                   "accepted gap tolerance does not bound its error (found 2026-11-28)")
 def test_symbolic_conjugate_far_from_the_origin_is_sound() -> None:
     """Found by the slow sweep on 2026-11-28 (mixed seed 70, the draw with Poisson nodes): the
     certificate of Algorithm 1's 30th iterate has a dual value 4.6e-8 above the objective of a
@@ -156,9 +154,10 @@ def test_symbolic_conjugate_far_from_the_origin_is_sound() -> None:
     is node 0, the symbolic loss ``2.069 / w_0``: at its demand ``s ~ (-4.7e-7, 0)`` the
     supremum of ``s^T w - h(w)`` lies at ``w_0 ~ 2,100``; Clarabel reports "optimal" and the
     conjugate -0.0019681857 with a duality-gap tolerance of 2e-9, while SCS at 1e-12 gives
-    -0.0019681186: 6.7e-8 higher.  ``duality.conic.node_conjugate`` adds only the gap
-    tolerance, not the feasibility error's share of the objective at so large a point.
-    Strict: the fix makes this pass, and the mark must go."""
+    -0.0019681186: 6.7e-8 higher.  ``duality.conic.node_conjugate`` added only the gap
+    tolerance, not the feasibility error's share of the objective at so large a point.  The
+    certificate now bounds conic conjugates from a repaired, checked dual point
+    (:mod:`gtvmodel.duality.conic_bounds`)."""
     out = _outcome(70, "mixed", poisson=True)
     bad = _report(70, "mixed", out, _is_soundness, poisson=True)
     assert not bad, f"seed=70 family='mixed': {bad} {out.messages}"

@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 
 from .._solver import run_solver, separable_gap_tolerance
 from ..declaration import ModelDeclaration, components
-from ..duality import conic as conic_mod
+from ..duality.conic_bounds import conjugate_bound
 from ..errors import GTVError, SolverError
 from .kinds import EPS, node_kinds
 
@@ -104,37 +104,30 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
                        ) -> tuple[np.ndarray, float]:
     """``(l, tau)`` with ``sum_{j in J} l_j - tau <= sum_{j in J} inf h_j`` for every set ``J``
     of nodes: ``l_j = min(0, inf L_j)`` from the losses' facts for library losses (0: all are
-    ``>= 0``; :func:`~gtvmodel.certificates.kinds.loss_lower_bounds`), ``-h_j*(0)`` by conic
-    duality for symbolic nodes, and ``tau`` the solver tolerance (cached; ``l_j = -inf`` when that
-    fails).  One stacked solve of all symbolic nodes at ``s = 0``
-    (:func:`~gtvmodel.duality.conic.stacked_conjugates`: its tolerance bounds the sum of the
-    nodes' shortfalls, hence that over any subset); where it gives no finite value for every
-    node, node by node with each node's own tolerance folded into ``l_j`` (``tau = 0``)."""
+    ``>= 0``; :func:`~gtvmodel.certificates.kinds.loss_lower_bounds`), and ``-h_j*(0)`` for
+    symbolic nodes from a certified bound of their conjugate at ``s = 0``
+    (:func:`~gtvmodel.duality.conic_bounds.conjugate_bound`, which rests on no solver tolerance,
+    so ``tau = 0``).  Its demand shift is charged to first order at the solver's maximizer,
+    ``sum_j (|shift_j| + rounding_j) max(1, |w_j|)`` (no radius exists yet: these bounds make
+    the radii); ``l_j = -inf`` where no bound exists.  Cached."""
     cached = model.cache.get("cert_lower")
     if cached is not None:
         return cached
     d = model.dim
     kinds = node_kinds(model)
     low = kinds.loss_lower.copy()
-    tau = 0.0
-    conic = kinds.conic
-    if conic.size:
+    for i in kinds.conic:
         try:
-            stacked = conic_mod.stacked_conjugates(model, conic, np.zeros((conic.size, d)))
+            bound = conjugate_bound(model, int(i), np.zeros(d))
         except GTVError:
-            stacked = None
-        if stacked is not None:
-            low[conic], tau = -stacked[0], stacked[1]
-        else:
-            for i in conic:
-                try:
-                    val, tol = conic_mod.node_conjugate(model, int(i), np.zeros(d))
-                    low[i] = -(val + tol)
-                except GTVError:
-                    low[i] = -np.inf
+            low[i] = -np.inf
+            continue
+        scale = np.maximum(1.0, np.abs(bound.point if bound.point is not None else np.nan))
+        charge = float((np.abs(bound.shift) + bound.shift_rounding) @ scale)
+        low[i] = -(bound.value + charge) if np.isfinite(charge) else -np.inf
     low = np.where(np.isnan(low), -np.inf, low)
-    model.cache.put("cert_lower", (low, tau))
-    return low, tau
+    model.cache.put("cert_lower", (low, 0.0))
+    return low, 0.0
 
 def certified_radii(model: ModelDeclaration, upper: float, solver: str | None = None) -> np.ndarray:
     """Per-node radii ``R_i`` with ``||w*_i||_inf <= R_i`` for some minimizer ``w*``

@@ -15,7 +15,7 @@ from .. import _xp
 from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
-from ..duality import conic as conic_mod
+from ..duality.conic_bounds import conjugate_bound
 from ..duality.dual import node_conjugate_parts
 from ..errors import GTVError, SolverError
 from ..terms.losses import (
@@ -258,47 +258,27 @@ def _read_split(model: ModelDeclaration, parts: list[Any], gall: np.ndarray, Sg:
 
 def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: Radii,
                   nb: _NodeBounds) -> float:
-    """Conic (symbolic) nodes ``c``: their numeric conjugates (:mod:`gtvmodel.duality.conic`)
-    into ``nb``; returns the solver tolerance to subtract from the dual value.
-
-    First one stacked solve of all of them (:func:`~gtvmodel.duality.conic.stacked_conjugates`:
-    ``value_k + tau`` bounds each conjugate and ``sum_k value_k + tau`` their sum, so ``tau`` is
-    added once; ``tau`` is never less than what node-by-node runs charge); where it gives no
-    finite value for every node (a demand outside a domain, a failed run), node by node
-    (:func:`_conic_node_bounds`), which tells those nodes apart."""
-    try:
-        stacked = conic_mod.stacked_conjugates(model, c, S[c])
-    except GTVError:
-        stacked = None
-    vals, tol = stacked if stacked is not None else _conic_node_bounds(model, c, S, radii)
-    nb.conj[c] = vals
-    nb.cmag[c] = np.abs(vals)
-    return tol
-
-
-def _conic_node_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray,
-                       radii: Radii) -> tuple[np.ndarray, float]:
-    """Node-by-node conjugates of the conic nodes ``c`` (:func:`~gtvmodel.duality.conic.
-    node_conjugate`) and the sum of their solver tolerances.  A demand (a hair) outside a
-    conjugate's domain gives ``+inf``; with a certified radius ``R_i`` the conjugate of
-    ``h_i + iota{||x||_inf <= R_i}`` is exact for the problem (finite) and is used instead."""
-    vals = np.empty(c.size)
-    tols = np.zeros(c.size)
-    for j, i in enumerate(c):
+    """Conic (symbolic) nodes ``c``: certified bounds of their conjugates into ``nb``
+    (:func:`~gtvmodel.duality.conic_bounds.conjugate_bound`: ``h_i^*(s_i + shift_i) <= value_i``
+    from a repaired, checked dual point of (P_s)); the shift is charged like a residual outside
+    the domain (``R_i |shift_i|``, or to first order where it is rounding,
+    :func:`residual_charge`).  A demand (a hair) outside a conjugate's domain gives ``+inf``;
+    with a certified radius ``R_i`` the bound of ``(h_i + iota{||x||_inf <= R_i})^*`` is used
+    instead.  Returns 0.0: nothing is left to subtract from the dual value (the bounds rest on
+    no solver tolerance)."""
+    for i in c:
+        i = int(i)
         try:
-            vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i])
-        except GTVError:
-            vals[j] = np.inf
-        if not np.isfinite(vals[j]) and np.isfinite(radii()[i]):
-            try:
-                vals[j], tols[j] = conic_mod.node_conjugate(model, int(i), S[i],
-                                                            radius=float(radii()[i]))
-            except GTVError:
-                vals[j] = np.inf
-    # a numeric conjugate may fall short by the duality-gap tolerance of the solver run that
-    # produced it (run_solver may fall back to looser tolerances): node_conjugate returns that
-    # tolerance, add it
-    return vals, float(tols[np.isfinite(vals)].sum())
+            bound = conjugate_bound(model, i, S[i])
+            if not np.isfinite(bound.value) and np.isfinite(radii()[i]):
+                bound = conjugate_bound(model, i, S[i], radius=float(radii()[i]))
+        except GTVError:  # empty constraints: no finite bound
+            nb.conj[i] = nb.cmag[i] = np.inf
+            continue
+        nb.conj[i], nb.cmag[i] = bound.value, bound.magnitude
+        nb.rho[i] = np.abs(bound.shift)
+        nb.rnd[i] += bound.shift_rounding
+    return 0.0
 
 
 def _zero_demand(kinds: NodeKinds, S: np.ndarray, node_conj: np.ndarray) -> np.ndarray:

@@ -82,6 +82,8 @@ from ..errors import DataError, GTVError, InfeasibleError, SolverError, Unsuppor
 
 __all__ = [
     "ConicData",
+    "ConeRows",
+    "cone_rows",
     "conic_nodes",
     "conic_data",
     "node_conic_data",
@@ -375,7 +377,7 @@ def svec_matrix(n: int) -> sp.csr_matrix:
 
 
 @dataclass
-class _ConeRows:
+class ConeRows:
     """The rows of the stacked conic data, grouped by cone (the zero cone's dual is free and
     has none): nonnegative rows, second-order cones by size (their first rows), PSD blocks
     ``(first row, k)``, exponential triples, 3-d power cones (rows, ``alpha``) and n-d power
@@ -390,9 +392,9 @@ class _ConeRows:
     pnd: dict[tuple[float, ...], list[int]] = field(default_factory=dict)
 
 
-def _cone_rows(data: list[tuple[int, ConicData]]) -> _ConeRows:
+def cone_rows(data: list[tuple[int, ConicData]]) -> ConeRows:
     """The rows of several nodes' conic data (row offsets given), grouped by cone."""
-    rows = _ConeRows()
+    rows = ConeRows()
     nonneg, soc, psd, exp = rows.nonneg, rows.soc, rows.psd, rows.exp
     p3d_rows, p3d_alpha, pnd = rows.p3d_rows, rows.p3d_alpha, rows.pnd
     for off, D in data:
@@ -420,7 +422,7 @@ def _cone_rows(data: list[tuple[int, ConicData]]) -> _ConeRows:
 def _dual_cone_constraints(z: cp.Variable, data: list[tuple[int, ConicData]]
                            ) -> list[cp.Constraint]:
     """``z in K^*`` for the stacked rows of several nodes' conic data (row offsets given)."""
-    rows = _cone_rows(data)
+    rows = cone_rows(data)
     nonneg, soc, psd, exp = rows.nonneg, rows.soc, rows.psd, rows.exp
     p3d_rows, p3d_alpha, pnd = rows.p3d_rows, rows.p3d_alpha, rows.pnd
     out: list[cp.Constraint] = []
@@ -538,8 +540,12 @@ def node_conjugate(model: ModelDeclaration, i: int, s: Any, solver: str | None =
 
     ``tolerance`` is the duality-gap tolerance of the run the solver accepted: the value is
     ``-(primal objective)`` at an approximate minimizer, which may exceed the exact minimum by
-    up to that gap, so the exact conjugate is at most ``value + tolerance`` (up to the solver's
-    feasibility tolerance).  Clarabel: ``tol_gap_abs + tol_gap_rel max(1, |value|)`` of the
+    up to that gap, so the exact conjugate is at most ``value + tolerance`` *as far as the
+    solver's stated accuracy goes*: the feasibility error's share of the objective is not in it
+    and grows with the maximizer (``2.069 / w_0`` at ``s = (-1e-10, 0)``: 3.9e-5 against a
+    tolerance of 2e-9).  Certificates therefore use
+    :func:`gtvmodel.duality.conic_bounds.conjugate_bound`, which rests on no stated accuracy.
+    Clarabel: ``tol_gap_abs + tol_gap_rel max(1, |value|)`` of the
     accepted options (its ``reduced_tol_gap_*`` for an accepted inaccurate status); SCS:
     ``eps_abs + eps_rel max(1, |value|)``; other solvers ``1e-6 max(1, |value|)``.  On the
     boundary of the conjugate's domain (an unattained sup) solvers may report inaccuracy.
@@ -634,7 +640,8 @@ def stacked_conjugates(model: ModelDeclaration, nodes: list[int] | np.ndarray, S
     (never less than node-by-node runs would charge).  Where the solver's own objective is
     below CVXPY's evaluation at the point, the difference is added (the conservative side, as
     :func:`node_conjugate` does).
-    Like the node-by-node values, this rests on the solver's reported accuracy."""
+    Like the node-by-node values, this rests on the solver's reported accuracy (see
+    :func:`node_conjugate`; certified bounds: :mod:`gtvmodel.duality.conic_bounds`)."""
     nodes_t = tuple(_check_position(model, i) for i in nodes)
     S = check_rows(S, "S", len(nodes_t), model.dim, where="stacked_conjugates",
                    rows_label="nodes")

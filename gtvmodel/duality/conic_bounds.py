@@ -1,0 +1,411 @@
+"""Certified upper bounds of a conic node's conjugate from a dual point (docs/certificates.md).
+
+A conic node's (P_s) in Clarabel's form (:class:`~gtvmodel.duality.conic.ConicData`) is
+
+    minimize  c(s)^T x + d0   subject to  A x + r = b,  r in K,     c(s) = c0 - E s
+
+(``E`` selects the columns of the node's variable ``w``).  **Weak duality** gives, for every
+``z in K^*`` with ``A^T z + c(s) = 0``, ``min (P_s) >= d0 - b^T z``, i.e.
+
+    h^*(s) <= b^T z - d0,            h = L_i + iota_{C_i}.
+
+This holds for *any* such ``z``, whatever the solver reported; so the bound rests only on two
+checks made here, not on the solver's stated accuracy: ``z`` lies in ``K^*`` (checked cone by
+cone) and the residual ``rho = A^T z + c(s)`` vanishes.  A solver's ``z`` satisfies the balance
+only to its feasibility tolerance, and the share of the objective that this error carries,
+``rho^T x*``, grows with the maximizer ``x*`` (``2.069 / w_0`` at ``s = (-1e-10, 0)`` has its
+supremum at ``w_0 ~ 1.4e5``; Clarabel's conjugate there is 3.9e-5 low while its gap tolerance is
+2e-9).  So ``z`` is repaired first: a few rounds of the minimum-norm correction of the balance
+(``A^T delta = -rho``) followed by a move into ``K^*``, until the residual is at rounding level.
+
+What remains on the columns of ``w`` is absorbed into the demand: ``z`` is exactly feasible for
+``s' = s + E^T rho``, and for the conjugate of ``h + iota{||w||_inf <= R}`` (which is what a
+certificate with a certified radius ``R`` uses)
+
+    (h + iota{||w||_inf <= R})^*(s) <= h^*(s') + R ||s - s'||_1,
+
+the *shift* ``s' - s`` is returned beside the bound and charged like any residual outside a
+conjugate's domain (:func:`gtvmodel.certificates.value.residual_charge`).  A residual left on
+the auxiliary columns (epigraph variables and the like) is at rounding level after the repair
+in most cases; where it is not (a cone block held on its boundary, e.g. an exponential cone
+of ``-log`` at the optimum), it is charged to first order at the solver's primal point,
+``sum_j |rho_j| max(1, |x_j|)`` (added to the value and named in ``reason``): that part, and
+only that part, rests on the solver's point, as rounding-level residuals do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import null_space
+
+from .._solver import DEFAULT_SOLVER_OPTIONS
+from ..declaration import ModelDeclaration
+from ..errors import InfeasibleError
+from .conic import ConeRows, ConicData, cone_rows, node_conic_data
+
+__all__ = ["ConjugateBound", "conjugate_bound"]
+
+_EPS = float(np.finfo(float).eps)
+#: Rounds of (minimum-norm balance correction, move into ``K^*``) tried on the solver's ``z``.
+_REPAIR_ROUNDS = 8
+#: Rounds of the fallback candidates (minimum-norm, into ``K^*``, null-space moves).
+_FALLBACK_ROUNDS = 3
+#: A residual entry within this many ulps of the sums that form it counts as rounding.
+_ROUNDING_ULPS = 64.0
+_UNBOUNDED = ("DualInfeasible", "AlmostDualInfeasible")
+_INFEASIBLE = ("PrimalInfeasible", "AlmostPrimalInfeasible")
+
+
+@dataclass(frozen=True)
+class ConjugateBound:
+    """``h^*(s + shift) <= value`` for a conic node ``h = L_i + iota_{C_i}`` at demand ``s``,
+    so ``(h + iota{||w||_inf <= R})^*(s) <= value + R ||shift||_1``.
+
+    ``value`` is ``+inf`` where no bound could be certified (``reason`` says why: the problem is
+    unbounded, i.e. ``s`` is outside the conjugate's domain, or the dual point could not be
+    repaired); ``shift_rounding`` bounds the rounding error of computing ``shift`` (an entry
+    within it may be pure rounding); ``magnitude`` bounds the sum of the absolute summands of
+    ``value`` (for the certificate's rounding bound); ``status`` is Clarabel's; ``point`` the
+    solver's maximizer ``w`` (for first-order charges where no radius exists)."""
+
+    value: float
+    shift: np.ndarray
+    shift_rounding: np.ndarray
+    magnitude: float
+    status: str
+    reason: str = ""
+    #: the solver's maximizer ``w`` of (P_s) (its primal point; NaN where none)
+    point: np.ndarray | None = None
+
+
+def _cones(D: ConicData, box: int) -> list[Any]:
+    """Clarabel's cone list for ``D`` plus ``box`` trailing nonnegative rows."""
+    cones: list[Any] = []
+    if D.zero:
+        cones.append(clarabel.ZeroConeT(D.zero))
+    if D.nonneg:
+        cones.append(clarabel.NonnegativeConeT(D.nonneg))
+    cones += [clarabel.SecondOrderConeT(k) for k in D.soc]
+    cones += [clarabel.PSDTriangleConeT(k) for k in D.psd]
+    cones += [clarabel.ExponentialConeT() for _ in range(D.exp)]
+    cones += [clarabel.PowerConeT(a) for a in D.p3d]
+    cones += [clarabel.GenPowerConeT(list(al), 1) for al in D.pnd]
+    if box:
+        cones.append(clarabel.NonnegativeConeT(box))
+    return cones
+
+
+def _svec_to_mat(v: np.ndarray, k: int) -> np.ndarray:
+    """The symmetric matrix of Clarabel's ``svec`` (upper triangle by columns, off-diagonal
+    entries scaled by ``sqrt(2)``)."""
+    M = np.zeros((k, k))
+    iu = np.triu_indices(k)
+    order = np.lexsort((iu[0], iu[1]))  # column by column
+    r, c = iu[0][order], iu[1][order]
+    M[r, c] = v
+    M[c, r] = v
+    off = r != c
+    M[r[off], c[off]] /= np.sqrt(2.0)
+    M[c[off], r[off]] /= np.sqrt(2.0)
+    return M
+
+
+def _mat_to_svec(M: np.ndarray) -> np.ndarray:
+    k = M.shape[0]
+    iu = np.triu_indices(k)
+    order = np.lexsort((iu[0], iu[1]))
+    r, c = iu[0][order], iu[1][order]
+    return np.where(r == c, 1.0, np.sqrt(2.0)) * M[r, c]
+
+
+def _into_dual_cone(D: ConicData, z: np.ndarray, box: int,
+                    rows: ConeRows | None = None) -> np.ndarray:
+    """A point of ``K^*`` near ``z`` (the Euclidean projection for the nonnegative, second-order
+    and PSD cones; for the exponential and power cones a move along one coordinate), so that
+    :func:`_in_dual_cone` accepts it."""
+    z = z.copy()
+    rows = rows or cone_rows([(0, D)])
+    nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
+    z[nn] = np.maximum(z[nn], 0.0)
+    for k, starts in rows.soc.items():
+        for r in starts:
+            t, x = z[r], z[r + 1:r + k]
+            nx = float(np.linalg.norm(x))
+            if nx <= t:
+                continue
+            if nx <= -t:
+                z[r:r + k] = 0.0
+            else:
+                a = 0.5 * (t + nx)
+                z[r], z[r + 1:r + k] = a, (a / nx) * x
+                z[r] = max(z[r], float(np.linalg.norm(z[r + 1:r + k])))
+    for r, k in rows.psd:
+        n = k * (k + 1) // 2
+        lam, V = np.linalg.eigh(_svec_to_mat(z[r:r + n], k))
+        z[r:r + n] = _mat_to_svec((V * np.maximum(lam, 0.0)) @ V.T)
+    ex = np.concatenate(rows.exp) if rows.exp else np.zeros(0, dtype=np.int64)
+    for j in range(0, ex.size, 3):  # (u, v, w): -u e^{v/u} <= e w with u < 0
+        u, v, w = z[ex[j]], z[ex[j + 1]], z[ex[j + 2]]
+        if u >= 0.0:
+            z[ex[j]], z[ex[j + 1]], z[ex[j + 2]] = 0.0, max(v, 0.0), max(w, 0.0)
+        else:
+            z[ex[j + 2]] = max(w, float(-u * np.exp(v / u - 1.0)) * (1.0 + 4 * _EPS))
+    for rr, a in zip(rows.p3d_rows, rows.p3d_alpha, strict=True):
+        u, v = max(z[rr[0]], 0.0), max(z[rr[1]], 0.0)
+        geo = (u / a) ** a * (v / (1.0 - a)) ** (1.0 - a)
+        z[rr[0]], z[rr[1]] = u, v
+        z[rr[2]] = np.sign(z[rr[2]]) * min(abs(z[rr[2]]), geo * (1.0 - 4 * _EPS))
+    for al, starts in rows.pnd.items():
+        a = np.array(al)
+        for r in starts:
+            u = np.maximum(z[r:r + a.size], 0.0)
+            geo = float(np.prod((u / a) ** a))
+            z[r:r + a.size] = u
+            z[r + a.size] = np.sign(z[r + a.size]) * min(abs(z[r + a.size]), geo * (1 - 4 * _EPS))
+    return z
+
+
+def _in_dual_cone(D: ConicData, z: np.ndarray, box: int,
+                  rows: ConeRows | None = None) -> bool:
+    """``z in K^*`` (dual cones as in :mod:`gtvmodel.duality.conic`), checked entry by entry."""
+    if not np.isfinite(z).all():
+        return False
+    rows = rows or cone_rows([(0, D)])
+    nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
+    if (z[nn] < 0).any():
+        return False
+    for k, starts in rows.soc.items():
+        if any(z[r] < np.linalg.norm(z[r + 1:r + k]) for r in starts):
+            return False
+    for r, k in rows.psd:
+        if np.linalg.eigvalsh(_svec_to_mat(z[r:r + k * (k + 1) // 2], k)).min() < 0:
+            return False
+    ex = np.concatenate(rows.exp) if rows.exp else np.zeros(0, dtype=np.int64)
+    u, v, w = z[ex[0::3]], z[ex[1::3]], z[ex[2::3]]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        inner = (u < 0) & (-u * np.exp(v / u - 1.0) <= w)
+    if not (inner | ((u == 0) & (v >= 0) & (w >= 0))).all():
+        return False
+    for rr, a in zip(rows.p3d_rows, rows.p3d_alpha, strict=True):
+        u, v = z[rr[0]], z[rr[1]]
+        if min(u, v) < 0 or (u / a) ** a * (v / (1.0 - a)) ** (1.0 - a) < abs(z[rr[2]]):
+            return False
+    for al, starts in rows.pnd.items():
+        av = np.array(al)
+        if any((z[r:r + av.size] < 0).any() or np.prod((z[r:r + av.size] / av) ** av)
+               < abs(z[r + av.size]) for r in starts):
+            return False
+    return True
+
+
+def _row_weights(D: ConicData, z: np.ndarray, box: int,
+                 rows: ConeRows | None = None) -> np.ndarray:
+    """Per-row weights of the margin-weighted balance correction, the squares of how far each
+    row of ``z`` may move and stay in ``K^*`` (free rows ``1 + max|z|``; a nonnegative row its
+    value; a cone block its distance from the boundary, 0 on it, so active rows stay put): the
+    correction ``delta = -W A (A^T W A)^+ rho`` then minimizes ``||W^{-1/2} delta||``, a step
+    inside the barrier's Dikin ellipsoid when that norm is below 1."""
+    w = np.zeros(z.size)
+    rows = rows or cone_rows([(0, D)])
+    w[:D.zero] = 1.0 + float(np.abs(z).max(initial=0.0))
+    nn = np.concatenate([*rows.nonneg, np.arange(D.num_rows, D.num_rows + box)])
+    w[nn] = np.maximum(z[nn], 0.0)
+    for k, starts in rows.soc.items():
+        for r in starts:
+            w[r:r + k] = max(z[r] - float(np.linalg.norm(z[r + 1:r + k])), 0.0)
+    for r, k in rows.psd:
+        n = k * (k + 1) // 2
+        w[r:r + n] = max(float(np.linalg.eigvalsh(_svec_to_mat(z[r:r + n], k)).min()), 0.0)
+    ex = np.concatenate(rows.exp) if rows.exp else np.zeros(0, dtype=np.int64)
+    for j in range(0, ex.size, 3):
+        u, v, t = z[ex[j]], z[ex[j + 1]], z[ex[j + 2]]
+        if u < 0 and t > 0:
+            slack = min(max(1.0 - float(-u * np.exp(v / u - 1.0)) / t, 0.0), 1.0)
+            w[ex[j:j + 3]] = slack * (abs(u) + abs(v) + t)
+    blocks = [(rr, np.array([a, 1.0 - a])) for rr, a in zip(rows.p3d_rows, rows.p3d_alpha,
+                                                             strict=True)]
+    blocks += [(np.arange(r, r + len(al) + 1), np.array(al)) for al, st in rows.pnd.items()
+               for r in st]
+    for rr, a in blocks:
+        u = z[rr[:-1]]
+        if (u > 0).all():
+            geo = float(np.prod((u / a) ** a))
+            w[rr] = min(max(1.0 - abs(z[rr[-1]]) / geo, 0.0), 1.0) * float(np.abs(z[rr]).sum())
+    return np.nan_to_num(w * w, nan=0.0, posinf=0.0)
+
+
+class _Balance:
+    """The balance ``A^T z + c = 0`` of (D_s) for one node (with or without the box rows):
+    ``A``, the pseudo-inverse of ``A^T`` (the minimum-norm correction), a basis of its null
+    space, and the ``w`` columns; independent of ``s`` and built once per conic data."""
+
+    def __init__(self, D: ConicData, boxed: bool):
+        cols = D.x_cols[0]
+        A = D.A
+        self.box = 2 * cols.size if boxed else 0
+        if self.box:
+            E = sp.csr_matrix((np.ones(cols.size), (np.arange(cols.size), cols)),
+                              shape=(cols.size, D.num_vars))
+            A = sp.vstack([A, E, -E]).tocsr()
+        self.D, self.A, self.absA = D, A, abs(A)
+        self.rows = cone_rows([(0, D)])
+        AT = A.T.toarray()
+        self.AT_pinv = np.linalg.pinv(AT) if A.shape[0] else None
+        self.null = null_space(AT) if A.shape[0] else np.zeros((0, 0))
+        self.aux = np.ones(A.shape[1], dtype=bool)
+        self.aux[cols[cols >= 0]] = False
+        self.c, self.b = D.c0, D.b
+
+    def residual(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rho, bound of its rounding)`` at the current ``c``."""
+        rho = self.A.T @ z + self.c
+        rnd = _ROUNDING_ULPS * _EPS * (self.absA.T @ np.abs(z) + np.abs(self.c))
+        return rho, rnd
+
+    def _charges(self, z: np.ndarray, x: np.ndarray) -> tuple[float, tuple[bool, float], bool]:
+        """``(auxiliary charge, score, rounding level everywhere)`` of a candidate ``z`` (``inf``
+        outside ``K^*``): auxiliary residual entries above rounding charged to first order at
+        the solver's point ``x``, ``sum |rho_j| max(1, |x_j|)``; the score ranks a ``w`` residual
+        above rounding last (the caller charges it at a radius), then adds the bound's value and
+        that residual at ``x``."""
+        if not _in_dual_cone(self.D, z, self.box, self.rows):
+            return np.inf, (True, np.inf), False
+        rho, rnd = self.residual(z)
+        big = np.abs(rho) > rnd
+        scale = np.maximum(1.0, np.abs(x))
+        aux = float((np.abs(rho) * scale)[big & self.aux].sum())
+        score = float(self.b @ z) + aux + float((np.abs(rho) * scale)[~self.aux].sum())
+        return aux, (bool(big[~self.aux].any()), score), not big.any()
+
+    def repaired(self, z: np.ndarray, x: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """``(z', auxiliary charge)``: a point of ``K^*`` near the solver's ``z`` and the charge
+        of its auxiliary residual (:meth:`_charges`), or ``(None, inf)``.  First margin-weighted
+        corrections of the balance (:func:`_row_weights`: near the solver's point, so the bound
+        stays as tight as the solve), each also moved into ``K^*`` (a step can leave it by a few
+        ulps at a boundary optimum); the first at rounding level everywhere is returned.  Then
+        rounds of the minimum-norm correction, a move into ``K^*``, and (since the move can undo
+        the correction) the move's component in the null space of ``A^T``, which leaves the
+        balance unchanged, doubled until the point is inside, or the null-space component of
+        the point removed.  Of all candidates, the one with the smallest score is returned."""
+        best, best_score, best_aux = None, (True, np.inf), np.inf
+
+        def consider(cand: np.ndarray) -> bool:
+            nonlocal best, best_score, best_aux
+            aux, score, exact = self._charges(cand, x)
+            if score < best_score:
+                best, best_score, best_aux = cand, score, aux
+            return exact
+
+        zw = z
+        for _ in range(_REPAIR_ROUNDS):
+            zw = self._weighted(zw)
+            for cand in (zw, _into_dual_cone(self.D, zw, self.box, self.rows)):
+                if consider(cand):
+                    return cand, 0.0
+            zw = cand
+        for _ in range(_FALLBACK_ROUNDS if self.AT_pinv is not None else 0):
+            cands = self._candidates(z)
+            for cand in cands:
+                consider(cand)
+            z = cands[1]
+        return best, best_aux
+
+    def _weighted(self, z: np.ndarray) -> np.ndarray:
+        """The margin-weighted correction ``z - W A (A^T W A)^+ rho`` (:func:`_row_weights`),
+        as ``W^{1/2}`` times the minimum-norm solution of ``(W^{1/2} A)^T y = rho`` (better
+        conditioned than the normal equations)."""
+        with np.errstate(all="ignore"):
+            sw = np.sqrt(_row_weights(self.D, z, self.box, self.rows))
+            B = self.A.multiply(sw[:, None]).T.toarray()  # (W^{1/2} A)^T
+            rho = self.residual(z)[0]
+        if not (np.isfinite(B).all() and np.isfinite(rho).all()):
+            return z  # LAPACK's least squares may not return on non-finite input
+        return z - sw * np.linalg.lstsq(B, rho, rcond=None)[0]
+
+    def _candidates(self, z: np.ndarray) -> list[np.ndarray]:
+        """The minimum-norm correction of ``z``, it moved into ``K^*``, that point's null-space
+        component of the move doubled, the null-space component of the point removed."""
+        assert self.AT_pinv is not None  # only called with rows
+        rho = self.residual(z)[0]
+        if np.isfinite(rho).all():
+            z = z - self.AT_pinv @ rho
+        inside = _into_dual_cone(self.D, z, self.box, self.rows)
+        cands = [z, inside]
+        if self.null.shape[1]:
+            g = self.null @ (self.null.T @ (inside - z))
+            cands += [z + 2.0 ** k * g for k in range(0, 40, 2)] if np.any(g) else []
+            cands.append(z - self.null @ (self.null.T @ z))
+        return cands
+
+
+def _balance(model: ModelDeclaration, i: int, boxed: bool) -> _Balance:
+    """The node's :class:`_Balance`, cached with its conic data (rebuilt when that changes)."""
+    D = node_conic_data(model, i)
+    cache: dict[Any, _Balance] = model.cache.get_or_build("conic_bounds", dict)
+    bal = cache.get((i, boxed))
+    if bal is None or bal.D is not D:
+        bal = cache[(i, boxed)] = _Balance(D, boxed)
+    return bal
+
+
+def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None, np.ndarray]:
+    """Clarabel on (P_s) with the package's accuracy defaults: ``(status, z, x)``."""
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    for key, val in DEFAULT_SOLVER_OPTIONS["CLARABEL"].items():
+        setattr(settings, key, val)
+    n = bal.D.num_vars
+    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), bal.c, bal.A.tocsc(), b,
+                                    _cones(bal.D, bal.box), settings)
+    sol = solver.solve()
+    z, x = np.asarray(sol.z, dtype=float), np.asarray(sol.x, dtype=float)
+    ok = z.size == b.size and np.isfinite(z).all()
+    return str(sol.status), (z if ok else None), (x if x.size == n else np.full(n, np.inf))
+
+
+def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
+                    radius: float | None = None) -> ConjugateBound:
+    """A certified bound ``h^*(s + shift) <= value`` for the conic node at position ``i``
+    (module docstring), from Clarabel's dual point of (P_s), repaired and checked here.
+
+    ``radius``: solve (P_s) with the box ``||w||_inf <= radius`` instead, whose conjugate is
+    finite for every ``s`` (for a demand a hair outside the conjugate's domain; the bound is then
+    on that boxed conjugate, which a certificate with certified radius ``radius`` may use).
+    Raises :class:`InfeasibleError` when the node's constraints (with its loss's domain) are
+    empty."""
+    s = np.asarray(s, dtype=float).reshape(model.dim)
+    boxed = radius is not None and (node_conic_data(model, i).x_cols[0] >= 0).all()
+    bal = _balance(model, i, boxed)
+    D = bal.D
+    absent = D.x_cols[0] < 0  # w does not occur: a demand on it is outside the domain
+    bal.c = D.c0 + D.C @ np.where(absent, 0.0, s)
+    b = np.concatenate([D.b, np.full(bal.box, float(radius or 0.0))])
+    status, z, x = _solve(bal, b)
+    if status in _INFEASIBLE:
+        raise InfeasibleError(f"conjugate of node {model.nodes[i]!r}: the node's constraints "
+                              "(with its loss's domain) have no feasible point")
+    zero = np.zeros(model.dim)
+    if z is None or status in _UNBOUNDED:
+        why = "s is outside the conjugate's domain" if status in _UNBOUNDED else "no dual point"
+        return ConjugateBound(np.inf, zero, zero, np.inf, status, f"{why} (Clarabel: {status})")
+    bal.b = b
+    z, aux_charge = bal.repaired(z, x)
+    if z is None or not np.isfinite(aux_charge):
+        return ConjugateBound(np.inf, zero, zero, np.inf, status,
+                              f"the dual point could not be moved into K* (Clarabel: {status})")
+    reason = (f"auxiliary residual above rounding, charged {aux_charge:.2e} at the solver's "
+              f"point (Clarabel: {status})" if aux_charge else "")
+    rho, rnd = bal.residual(z)
+    shift, shift_rnd = np.where(absent, -s, 0.0), np.zeros(model.dim)
+    cols = D.x_cols[0][~absent]
+    shift[~absent], shift_rnd[~absent] = rho[cols], rnd[cols]
+    value = float(b @ z) - D.d0 + aux_charge
+    magnitude = float(np.abs(b) @ np.abs(z)) + abs(D.d0) + aux_charge
+    point = np.full(model.dim, np.nan)
+    point[~absent] = x[cols]
+    return ConjugateBound(value + 0.0, shift, shift_rnd, magnitude, status, reason, point)
