@@ -11,6 +11,7 @@ import pytest
 
 import gtvmodel as gm
 import gtvmodel.kernels.boxqp as boxqp
+import gtvmodel.terms.losses.batches as losses_batches
 from gtvmodel.kernels import nodeqp
 from gtvmodel.terms.losses import LossBatch
 
@@ -148,3 +149,49 @@ def test_algorithm1_iterates_equal_on_both_paths(monkeypatch):
         assert runs[0].paths.get("cvxpy fallbacks", 0) == runs[1].paths.get("cvxpy fallbacks", 0)
         np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
         np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+def _logistic_reference(ls, v, tau):
+    """argmin_z (1/m) sum_r log(1 + exp(-y_r x_r^T z)) + l2 ||z||^2 + ||z - v||^2 / (2 tau)."""
+    z = cp.Variable(ls.X.shape[1])
+    obj = (cp.sum(cp.logistic(cp.multiply(-ls.y, ls.X @ z))) / ls.X.shape[0]
+           + ls.l2 * cp.sum_squares(z) + cp.sum_squares(z - v) / (2 * tau))
+    cp.Problem(cp.Minimize(obj)).solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12,
+                                       tol_feas=1e-12)
+    return z.value
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_compiled_logistic_prox_matches_independent_cvxpy(d, monkeypatch):
+    monkeypatch.setattr(losses_batches, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(20 + d)
+    losses = []
+    for _ in range(5):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * 10.0 ** rng.uniform(-1, 1.5)
+        losses.append(gm.LogisticLoss(X, np.sign(rng.standard_normal(m)),
+                                      l2=float(rng.choice([0.0, 0.2]))))
+    batch = LossBatch(gm.LogisticLoss, np.arange(5), losses, 5, d)
+    assert batch._compiled_newton()
+    V = 3.0 * rng.standard_normal((5, d))
+    tau = 10.0 ** rng.uniform(-1.5, 1.5, 5)
+    Z = batch.prox(V, tau)
+    Z2 = batch.prox(V + 0.01, tau * 1.1, W0=Z)  # from the predictor of the last answer
+    for j, ls in enumerate(losses):
+        for z, v, t in ((Z[j], V[j], tau[j]), (Z2[j], V[j] + 0.01, 1.1 * tau[j])):
+            ref = _logistic_reference(ls, v, t)
+            np.testing.assert_allclose(z, ref, rtol=0, atol=2e-7 * (1 + np.abs(ref).max()))
+
+
+def test_algorithm1_logistic_iterates_equal_on_both_paths(monkeypatch):
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    runs = []
+    for threshold in (10**9, 0):  # numpy Newton, then the compiled node loop
+        monkeypatch.setattr(losses_batches, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: gm.LogisticLoss(sq.loss(v).X, np.sign(sq.loss(v).y), l2=0.01)
+                          for v in sq.nodes})
+        runs.append(model.solve_primal_dual(max_iter=80, tol=0, step=10.0, record_every=None))
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)

@@ -7,8 +7,12 @@ active sets).
 - :func:`box_dual_pass`: the steps of :func:`~gtvmodel.kernels.boxqp.dual_active_set_prox`
   (the box QP of the row duals of hinge and absolute losses), node by node, with the same
   active-set rule, anti-cycling rule, stop test and pseudo-inverse cache.
+- :func:`logistic_newton_pass`: the damped Newton method of
+  :func:`~gtvmodel.kernels.newton.newton_minimize` for logistic rows, node by node (same
+  steps, Armijo rule and stops).
 
-Optional: numba is imported only by :func:`compiled_box_dual` (``gtvmodel[fast]``); the
+Optional: numba is imported only by :func:`compiled_box_dual` and
+:func:`compiled_logistic_newton` (``gtvmodel[fast]``); the
 callers keep their numpy paths, which stay the reference.
 """
 
@@ -21,7 +25,8 @@ import numpy as np
 
 from .._compiled import Compiled
 
-__all__ = ["box_dual_pass", "compiled_box_dual", "COMPILED_MIN_NODES"]
+__all__ = ["box_dual_pass", "compiled_box_dual", "logistic_newton_pass",
+           "compiled_logistic_newton", "COMPILED_MIN_NODES"]
 
 #: Calls on fewer nodes stay on the numpy path with ``compiled=None`` (the numba import and
 #: the cache load cost more than such a call).
@@ -312,3 +317,166 @@ def compiled_box_dual() -> Compiled:
     for helper in (_pinv_jacobi, _box_point, _box_next_set, _restart):
         extending.register_jitable(inline="always")(helper)
     return Compiled(numba, box_dual_pass)
+
+
+def logistic_newton_pass(X, y, c, ends, mu, g, Z, lip, H, max_iter, predict, mu0, g0
+                         ):  # unannotated: compiled by numba
+    """Damped Newton (:func:`~gtvmodel.kernels.newton.newton_minimize`) on ``F_i(z) = sum_r
+    c_r log(1 + exp(-y_r x_r^T z)) + mu_i ||z||^2 / 2 - g_i^T z`` node by node, in place on
+    ``Z`` (the starts).  Node ``i`` owns the rows ``ends[i]:ends[i + 1]`` of ``X`` ``(M,
+    d)``, ``y``, ``c``.  Per step: the gradient (a node stops where ``||grad|| <= mu 1e-15 (1
+    + ||z||_inf)``), the Hessian ``sum_r c_r s_r (1 - s_r) x_r x_r^T + mu I`` (written into
+    ``H[i]``, the next call's predictor), the Newton step by Cholesky; the full step where
+    ``lip_i ||step|| <= 1.5 mu`` (``lip``: a Lipschitz constant of the Hessian of ``L_i``:
+    the cubic bound makes it a descent), else Armijo backtracking ``F(z - s step) <= F(z) - s
+    dec / 4 + 1e-13 (1 + |F(z)|)`` (40 halvings at most, then the node stops unmoved); it
+    stops after a move below ``1e-15 (1 + ||z||_inf)``, a negligible decrement ``dec <= 1e-30
+    (1 + |F|)``, or a full step whose quadratic-convergence bound ``lip / (2 mu) (||grad|| /
+    mu)^2`` is below ``1e-15 (1 + ||z+||_inf)``.  With ``predict``, ``Z`` and ``H`` are the
+    last call's answer and Hessian for ``(mu0, g0)`` and each node starts from
+    :func:`~gtvmodel.kernels.newton.newton_predictor`'s point (one Newton step of the new
+    ``F`` from the old answer with the old Hessian shifted by ``mu - mu0``)."""
+    k, d = Z.shape
+    G = np.empty(d)
+    step = np.empty(d)
+    zt = np.empty(d)
+    L = np.empty((d, d))
+    for i in range(k):
+        r0, r1, mi, z = ends[i], ends[i + 1], mu[i], Z[i]
+        F = np.nan
+        if predict:
+            dmu = mi - mu0[i]
+            for j in range(d):
+                G[j] = dmu * z[j] - (g[i, j] - g0[i, j])
+                H[i, j, j] += dmu
+            _cholesky_solve(H[i], G, step, L)
+            for j in range(d):
+                z[j] -= step[j]
+        for _ in range(max_iter):
+            gnorm, zinf = _logistic_derivatives(X, y, c, r0, r1, mi, g[i], z, G, H[i])
+            if gnorm <= mi * 1e-15 * (1.0 + zinf):
+                break
+            _cholesky_solve(H[i], G, step, L)
+            snorm, dec = 0.0, 0.0
+            for j in range(d):
+                snorm += step[j] * step[j]
+                dec += G[j] * step[j]
+            ts, tiny = 1.0, False
+            if lip[i] * np.sqrt(snorm) <= 1.5 * mi:
+                F = np.nan  # moved without an evaluation
+            else:
+                if np.isnan(F):
+                    F = _logistic_value(X, y, c, r0, r1, mi, g[i], z)
+                ts, F = _armijo(X, y, c, r0, r1, mi, g[i], z, step, zt, F, dec)
+                if ts == 0.0:
+                    break  # rejected after 40 halvings: unmoved
+                tiny = dec <= 1e-30 * (1.0 + abs(F))
+            small, znew_inf = True, 0.0
+            for j in range(d):
+                mv = ts * step[j]
+                small = small and abs(mv) <= 1e-15 * (1.0 + zinf)
+                z[j] -= mv
+                znew_inf = max(znew_inf, abs(z[j]))
+            if small or tiny or (ts == 1.0 and 0.5 * lip[i] / mi * (gnorm / mi) ** 2
+                                 <= 1e-15 * (1.0 + znew_inf)):
+                break
+
+
+def _expit(u):  # unannotated: compiled by numba
+    """``1 / (1 + exp(-u))`` without overflow."""
+    if u >= 0.0:
+        return 1.0 / (1.0 + np.exp(-u))
+    e = np.exp(u)
+    return e / (1.0 + e)
+
+
+def _logistic_derivatives(X, y, c, r0, r1, mu, g, z, G, H):  # unannotated: compiled by numba
+    """The gradient ``G`` and Hessian ``H`` of :func:`logistic_newton_pass`'s ``F`` at ``z``;
+    returns ``(||G||, ||z||_inf)``."""
+    d = z.shape[0]
+    for j in range(d):
+        G[j] = mu * z[j] - g[j]
+        for q in range(d):
+            H[j, q] = mu if j == q else 0.0
+    for r in range(r0, r1):
+        t = 0.0
+        for j in range(d):
+            t += X[r, j] * z[j]
+        s = _expit(-y[r] * t)
+        d1 = c[r] * (-y[r] * s)
+        d2 = c[r] * s * (1.0 - s)
+        for j in range(d):
+            G[j] += d1 * X[r, j]
+            for q in range(d):
+                H[j, q] += d2 * X[r, j] * X[r, q]
+    gn, zinf = 0.0, 0.0
+    for j in range(d):
+        gn += G[j] * G[j]
+        zinf = max(zinf, abs(z[j]))
+    return np.sqrt(gn), zinf
+
+
+def _logistic_value(X, y, c, r0, r1, mu, g, z):  # unannotated: compiled by numba
+    """``F(z)`` of :func:`logistic_newton_pass` (``log(1 + exp(u))`` without overflow)."""
+    d = z.shape[0]
+    val = 0.0
+    for j in range(d):
+        val += 0.5 * mu * z[j] * z[j] - g[j] * z[j]
+    for r in range(r0, r1):
+        t = 0.0
+        for j in range(d):
+            t += X[r, j] * z[j]
+        u = -y[r] * t
+        val += c[r] * (max(u, 0.0) + np.log1p(np.exp(-abs(u))))
+    return val
+
+
+def _armijo(X, y, c, r0, r1, mu, g, z, step, zt, F, dec):  # unannotated: compiled by numba
+    """The largest ``s = 2^-j`` (``j < 40``) with ``F(z - s step) <= F - s dec / 4 + 1e-13 (1
+    + |F|)``, and ``F`` there; ``(0, F)`` where none."""
+    s = 1.0
+    for _ in range(40):
+        for j in range(z.shape[0]):
+            zt[j] = z[j] - s * step[j]
+        Ft = _logistic_value(X, y, c, r0, r1, mu, g, zt)
+        if Ft <= F - 0.25 * s * dec + 1e-13 * (1.0 + abs(F)):
+            return s, Ft
+        s *= 0.5
+    return 0.0, F
+
+
+def _cholesky_solve(A, b, x, L):  # unannotated: compiled by numba
+    """``x = A^-1 b`` for a symmetric positive definite ``A`` (``d x d``) by Cholesky
+    (``L`` work space)."""
+    d = b.shape[0]
+    for j in range(d):
+        s = A[j, j]
+        for q in range(j):
+            s -= L[j, q] * L[j, q]
+        L[j, j] = np.sqrt(s)
+        for r in range(j + 1, d):
+            s = A[r, j]
+            for q in range(j):
+                s -= L[r, q] * L[j, q]
+            L[r, j] = s / L[j, j]
+    for j in range(d):
+        s = b[j]
+        for q in range(j):
+            s -= L[j, q] * x[q]
+        x[j] = s / L[j, j]
+    for j in range(d - 1, -1, -1):
+        s = x[j]
+        for q in range(j + 1, d):
+            s -= L[q, j] * x[q]
+        x[j] = s / L[j, j]
+
+
+@functools.cache
+def compiled_logistic_newton() -> Compiled:
+    """numba's compiled :func:`logistic_newton_pass` (built on the first call, cached on
+    disk); ``ImportError`` without numba."""
+    numba = importlib.import_module("numba")
+    extending = importlib.import_module("numba.extending")
+    for helper in (_expit, _logistic_derivatives, _logistic_value, _armijo, _cholesky_solve):
+        extending.register_jitable(helper)
+    return Compiled(numba, logistic_newton_pass)
