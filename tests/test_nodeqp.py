@@ -11,8 +11,10 @@ import pytest
 
 import gtvmodel as gm
 import gtvmodel.kernels.boxqp as boxqp
+import gtvmodel.kernels.composite as composite
 import gtvmodel.terms.losses.batches as losses_batches
 from gtvmodel.kernels import nodeqp
+from gtvmodel.terms.composite import CompositeProxBatch
 from gtvmodel.terms.losses import LossBatch
 
 pytest.importorskip("numba")
@@ -193,5 +195,65 @@ def test_algorithm1_logistic_iterates_equal_on_both_paths(monkeypatch):
         model.set_losses({v: gm.LogisticLoss(sq.loss(v).X, np.sign(sq.loss(v).y), l2=0.01)
                           for v in sq.nodes})
         runs.append(model.solve_primal_dual(max_iter=80, tol=0, step=10.0, record_every=None))
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", [gm.SquaredLoss, gm.HuberLoss, gm.HingeLoss, gm.AbsoluteLoss])
+def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
+    # composite rows (l1 rows, data rows with q > 0 or linear) at exact answers of the active
+    # set, and perturbed by 1e-13 ... 1e-4 (relative), NaN duals at some nodes
+    rng = np.random.default_rng(31)
+    k, d = 300, 3
+    losses = []
+    for _ in range(k):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * np.logspace(0, 1, d)
+        y = np.sign(rng.standard_normal(m)) if cls is gm.HingeLoss else rng.standard_normal(m)
+        kw = {"M": 0.5} if cls is gm.HuberLoss else {}
+        losses.append(cls(X, y, l1=float(rng.choice([0.0, 0.1])), **kw))
+    batch = CompositeProxBatch(cls, np.arange(k), losses, k, d)
+    pad = batch._padded()
+    V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
+    Z, ok, (_, a, _) = composite.composite_active_set_prox(**pad, mu=1 / tau, g=V / tau[:, None],
+                                                           Z0=V, check=False)
+    rows = {name: arr for name, arr in pad.items() if name not in ("coord", "l1row")}
+    for eps in (0.0, 1e-13, 1e-11, 1e-9, 1e-4):
+        Zp = Z * (1 + eps * rng.standard_normal(Z.shape))
+        ap = a * (1 + eps * rng.standard_normal(a.shape))
+        ap[:3, 0] = np.nan
+        out = []
+        for threshold in (10**9, 0):
+            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+            out.append(composite.kkt_certified(**rows, mu=1 / tau, g=V / tau[:, None], Z=Zp,
+                                               a=ap))
+        assert not out[1][:3].any()
+        assert np.array_equal(out[0], out[1]), (eps, np.flatnonzero(out[0] != out[1]))
+        if eps == 0.0:
+            assert out[1][3:].mean() > 0.95
+        if eps == 1e-4:
+            assert out[1].mean() < 0.05
+
+
+@pytest.mark.parametrize("case", ["absolute l1 box", "huber ball", "squared l1 ball1"])
+def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
+    # the composite active set with the compiled KKT check and next active sets, and without
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    make, cons = {
+        "absolute l1 box": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y, l1=0.05), [gm.Box(-1, 1)]),
+        "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
+        "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
+                             [gm.NormBall(1.0, p=1)])}[case]
+    runs = []
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: make(sq.loss(v)) for v in sq.nodes})
+        for v in sq.nodes:
+            for con in cons:
+                model.add_constraint(v, con)
+        runs.append(model.solve_primal_dual(max_iter=60, tol=0, step=10.0, record_every=None))
+    assert runs[0].paths.get("cvxpy fallbacks", 0) == runs[1].paths.get("cvxpy fallbacks", 0)
     np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
     np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)

@@ -10,9 +10,11 @@ active sets).
 - :func:`logistic_newton_pass`: the damped Newton method of
   :func:`~gtvmodel.kernels.newton.newton_minimize` for logistic rows, node by node (same
   steps, Armijo rule and stops).
+- :func:`kkt_pass`: the KKT check :func:`~gtvmodel.kernels.composite.kkt_certified` of the
+  composite prox node by node (one pass over each node's rows, no ``(k, R, d)``
+  temporaries), and its next active sets :func:`next_states_pass`.
 
-Optional: numba is imported only by :func:`compiled_box_dual` and
-:func:`compiled_logistic_newton` (``gtvmodel[fast]``); the
+Optional: numba is imported only by the ``compiled_*`` functions (``gtvmodel[fast]``); the
 callers keep their numpy paths, which stay the reference.
 """
 
@@ -26,7 +28,8 @@ import numpy as np
 from .._compiled import Compiled
 
 __all__ = ["box_dual_pass", "compiled_box_dual", "logistic_newton_pass",
-           "compiled_logistic_newton", "COMPILED_MIN_NODES"]
+           "compiled_logistic_newton", "kkt_pass", "compiled_kkt", "next_states_pass",
+           "compiled_next_states", "COMPILED_MIN_NODES"]
 
 #: Calls on fewer nodes stay on the numpy path with ``compiled=None`` (the numba import and
 #: the cache load cost more than such a call).
@@ -480,3 +483,98 @@ def compiled_logistic_newton() -> Compiled:
     for helper in (_expit, _logistic_derivatives, _logistic_value, _armijo, _cholesky_solve):
         extending.register_jitable(helper)
     return Compiled(numba, logistic_newton_pass)
+
+
+def kkt_pass(P, cs, cq, lo, hi, fixed, mu, g, Z, a, rtol, ok):  # unannotated: numba
+    """``ok[i]``: the conditions of :func:`~gtvmodel.kernels.composite.kkt_certified` (without
+    balls; ``mu`` already holds ``mu + nu``) at node ``i``, each summed in one pass over the
+    node's rows: stationarity ``|mu z - g + P^T a| <= rtol (|mu z| + |g| + |P|^T |a|)``
+    per coordinate; every non-padding dual in ``[lo_r, hi_r]`` with ``grad_r = cs_r + cq_r
+    a_r - P_r z`` at most ``tol_r`` where ``a_r > lo_r`` and at least ``-tol_r`` where ``a_r <
+    hi_r``, ``tol_r = rtol (|cs_r| + cq_r |a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu)``;
+    ``z`` and ``a`` finite (a NaN fails every comparison)."""
+    k, R, d = P.shape
+    stat = np.empty(d)
+    scale = np.empty(d)
+    for i in range(k):
+        mi = mu[i]
+        good = True
+        for j in range(d):
+            mz = mi * Z[i, j]
+            stat[j] = mz - g[i, j]
+            scale[j] = abs(mz) + abs(g[i, j])
+            good = good and np.isfinite(Z[i, j])
+        for r in range(R):
+            ar = 0.0 if fixed[i, r] else a[i, r]
+            good = good and np.isfinite(ar)
+            for j in range(d):
+                stat[j] += P[i, r, j] * ar
+                scale[j] += abs(P[i, r, j]) * abs(ar)
+        for j in range(d):
+            good = good and abs(stat[j]) <= rtol * scale[j]
+        for r in range(R):
+            if not good:
+                break
+            if fixed[i, r]:
+                continue
+            ar = a[i, r]
+            pz, zs = 0.0, 0.0
+            for j in range(d):
+                pz += P[i, r, j] * Z[i, j]
+                zs += abs(P[i, r, j]) * (scale[j] / mi)
+            grad = cs[i, r] + cq[i, r] * ar - pz
+            tol = rtol * (abs(cs[i, r]) + cq[i, r] * abs(ar) + zs)
+            good = (ar >= lo[i, r] and ar <= hi[i, r] and (ar <= lo[i, r] or grad <= tol)
+                    and (ar >= hi[i, r] or grad >= -tol))
+        ok[i] = good
+
+
+@functools.cache
+def compiled_kkt() -> Compiled:
+    """numba's compiled :func:`kkt_pass` (built on the first call, cached on disk);
+    ``ImportError`` without numba."""
+    return Compiled(importlib.import_module("numba"), kkt_pass)
+
+
+def next_states_pass(P, cs, cq, lo, hi, fixed, tol_s, tol_p, tol_q, gamma, nlo, nhi, ix, a, Z,
+                     free, state, grad):  # unannotated: compiled by numba
+    """``kernels.composite._next_states`` of the nodes ``ix`` (positions in the row arrays;
+    ``a``, ``Z``, ``free``, and the outputs ``state`` (int8) and ``grad`` are the nodes' own
+    rows, in the order of ``ix``): ``grad_r = cs_r + cq_r a_r - P_r z``, at most ``tol_r =
+    tol_s + tol_p ||z||_1 + tol_q |a_r|`` counts as zero; a free row whose gradient is not
+    zero goes to the bound it points to, else the trial point ``a_r - gamma_r grad_r`` decides
+    (``-1`` at or below ``lo``, ``+1`` at or above ``hi``); padding is held (``-1``); never
+    at an infinite bound (state 0 there)."""
+    n, R = a.shape
+    d = Z.shape[1]
+    for q in range(n):
+        i = ix[q]
+        zn1 = 0.0
+        for j in range(d):
+            zn1 += abs(Z[q, j])
+        for r in range(R):
+            pz = 0.0
+            for j in range(d):
+                pz += P[i, r, j] * Z[q, j]
+            gr = cs[i, r] - pz
+            tol = tol_s[i, r] + tol_p[i, r] * zn1
+            if cq[i, r] != 0.0:  # (rows without q: a does not enter, nor its rounding)
+                gr += cq[i, r] * a[q, r]
+                tol += tol_q[i, r] * abs(a[q, r])
+            grad[q, r] = gr
+            big = abs(gr) > tol
+            trial = a[q, r] - gamma[i, r] * gr if big else a[q, r]
+            if free[q, r] and big:
+                down, up = gr > 0, gr < 0
+            else:
+                down, up = trial <= lo[i, r], trial >= hi[i, r]
+            down = down or fixed[i, r]
+            up = up and not down
+            state[q, r] = (1 if up and nhi[i, r] else 0) - (1 if down and nlo[i, r] else 0)
+
+
+@functools.cache
+def compiled_next_states() -> Compiled:
+    """numba's compiled :func:`next_states_pass` (built on the first call, cached on disk);
+    ``ImportError`` without numba."""
+    return Compiled(importlib.import_module("numba"), next_states_pass)
