@@ -14,6 +14,7 @@ import gtvmodel.kernels.boxqp as boxqp
 import gtvmodel.kernels.composite as composite
 import gtvmodel.terms.losses.batches as losses_batches
 from gtvmodel.kernels import nodeqp
+from gtvmodel.primal_dual import strategies
 from gtvmodel.terms.composite import CompositeProxBatch
 from gtvmodel.terms.losses import LossBatch
 
@@ -255,5 +256,106 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
                 model.add_constraint(v, con)
         runs.append(model.solve_primal_dual(max_iter=60, tol=0, step=10.0, record_every=None))
     assert runs[0].paths.get("cvxpy fallbacks", 0) == runs[1].paths.get("cvxpy fallbacks", 0)
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+def _logistic_composite_reference(ls, v, tau, lo, hi):
+    """argmin over lo <= z <= hi of (1/m) sum_r log(1 + exp(-y_r x_r^T z)) + l1 ||z||_1 +
+    l2 ||z||^2 + ||z - v||^2 / (2 tau)."""
+    z = cp.Variable(ls.X.shape[1])
+    obj = (cp.sum(cp.logistic(cp.multiply(-ls.y, ls.X @ z))) / ls.X.shape[0]
+           + ls.l1 * cp.norm1(z) + ls.l2 * cp.sum_squares(z) + cp.sum_squares(z - v) / (2 * tau))
+    cons = [z[i] >= lo[i] for i in np.flatnonzero(np.isfinite(lo))] + \
+        [z[i] <= hi[i] for i in np.flatnonzero(np.isfinite(hi))]
+    cp.Problem(cp.Minimize(obj), cons).solve(solver="CLARABEL", tol_gap_abs=1e-12,
+                                             tol_gap_rel=1e-12, tol_feas=1e-12)
+    return z.value
+
+
+def _logistic_objective(ls, v, tau, z):
+    """The prox objective in numpy, written here."""
+    return (np.logaddexp(0.0, -ls.y * (ls.X @ z)).mean() + ls.l1 * np.abs(z).sum()
+            + ls.l2 * z @ z + (z - v) @ (z - v) / (2 * tau))
+
+
+def _logistic_composite_batch(rng, k, d):
+    losses, lo, hi = [], np.full((k, d), -np.inf), np.full((k, d), np.inf)
+    for i in range(k):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * 10.0 ** rng.uniform(-1, 1.5)
+        losses.append(gm.LogisticLoss(X, np.sign(rng.standard_normal(m)),
+                                      l1=float(rng.choice([0.0, 0.05, 1.0])),
+                                      l2=float(rng.choice([0.0, 0.2]))))
+        if i % 3:
+            lo[i] = np.where(rng.random(d) < 0.6, -rng.uniform(0, 1, d), -np.inf)
+            hi[i] = np.where(rng.random(d) < 0.6, rng.uniform(0, 1, d), np.inf)
+        if i % 5 == 1:
+            lo[i, 0] = 0.0  # a bound at the l1 kink
+    batch = strategies.CompiledSmoothCompositeBatch(gm.LogisticLoss, np.arange(k), losses, k,
+                                                    d, box=(lo, hi))
+    return batch, losses, lo, hi
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_compiled_logistic_l1_box_prox_matches_independent_cvxpy(d, monkeypatch):
+    monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(40 + d)
+    batch, losses, lo, hi = _logistic_composite_batch(rng, 12, d)
+    V = 2.0 * rng.standard_normal((12, d))
+    tau = 10.0 ** rng.uniform(-1.5, 1.5, 12)
+    Z = batch.prox(V, tau)
+    Z2 = batch.prox(V + 0.01, tau, W0=Z)  # from the last answer moved to first order
+    assert batch.fallbacks == 0
+    for j, ls in enumerate(losses):
+        for z, v in ((Z[j], V[j]), (Z2[j], V[j] + 0.01)):
+            assert np.all(z >= lo[j]) and np.all(z <= hi[j])
+            ref = _logistic_composite_reference(ls, v, tau[j], lo[j], hi[j])
+            if np.abs(z - ref).max() <= 1e-8 * (1 + np.abs(ref).max()):
+                continue
+            # else Clarabel's exponential cones are the inexact ones: the reference (projected
+            # into the box) is worse than z by at least the quadratic growth of the
+            # (1/tau)-strongly convex prox objective at its minimizer
+            ref = np.clip(ref, lo[j], hi[j])
+            f, f_ref = (_logistic_objective(ls, v, tau[j], x) for x in (z, ref))
+            assert f_ref - f >= 0.5 / tau[j] * np.sum((z - ref) ** 2) * (1 - 1e-6) \
+                - 1e-14 * abs(f), (j, np.abs(z - ref).max(), f, f_ref)
+
+
+def test_compiled_logistic_l1_box_uncertified_nodes_fall_back(monkeypatch):
+    monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(7)
+    batch, losses, lo, hi = _logistic_composite_batch(rng, 4, 2)
+    real = strategies.compiled_logistic_composite()
+
+    def no_steps(*args):  # max_iter = 0: nothing is certified
+        args = list(args)
+        args[11] = 0
+        return real(*args)
+
+    monkeypatch.setattr(strategies, "compiled_logistic_composite", lambda: no_steps)
+    V, tau = rng.standard_normal((4, 2)), np.ones(4)
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks == 4
+    for j, ls in enumerate(losses):
+        ref = _logistic_composite_reference(ls, V[j], 1.0, lo[j], hi[j])
+        np.testing.assert_allclose(Z[j], ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("l1, box", [(0.05, False), (0.0, True), (0.05, True)])
+def test_algorithm1_logistic_l1_box_iterates_equal_the_proximal_newton(l1, box, monkeypatch):
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    runs = []
+    for threshold in (10**9, 0):  # proximal Newton (terms.composite), then the compiled one
+        monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: gm.LogisticLoss(sq.loss(v).X, np.sign(sq.loss(v).y), l1=l1)
+                          for v in sq.nodes})
+        for v in sq.nodes:
+            if box:
+                model.add_constraint(v, gm.Box([-1.0, 0.0], [1.0, 0.3]))
+        runs.append(model.solve_primal_dual(max_iter=80, tol=0, step=10.0, record_every=None))
+    assert "cvxpy fallbacks" not in runs[1].paths
     np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
     np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)

@@ -10,6 +10,8 @@ active sets).
 - :func:`logistic_newton_pass`: the damped Newton method of
   :func:`~gtvmodel.kernels.newton.newton_minimize` for logistic rows, node by node (same
   steps, Armijo rule and stops).
+- :func:`logistic_composite_pass`: logistic losses with ``l1`` and a coordinate box by a
+  projected Newton method node by node, every answer certified by the KKT conditions.
 - :func:`kkt_pass`: the KKT check :func:`~gtvmodel.kernels.composite.kkt_certified` of the
   composite prox node by node (one pass over each node's rows, no ``(k, R, d)``
   temporaries), and its next active sets :func:`next_states_pass`.
@@ -29,7 +31,8 @@ from .._compiled import Compiled
 
 __all__ = ["box_dual_pass", "compiled_box_dual", "logistic_newton_pass",
            "compiled_logistic_newton", "kkt_pass", "compiled_kkt", "next_states_pass",
-           "compiled_next_states", "COMPILED_MIN_NODES"]
+           "compiled_next_states", "logistic_composite_pass", "compiled_logistic_composite",
+           "COMPILED_MIN_NODES"]
 
 #: Calls on fewer nodes stay on the numpy path with ``compiled=None`` (the numba import and
 #: the cache load cost more than such a call).
@@ -315,11 +318,8 @@ def _restart(P, cs, lo, hi, fixed, mu, g, rtol, gam, pn, B, V, a_prev, z, state,
 def compiled_box_dual() -> Compiled:
     """numba's compiled :func:`box_dual_pass` (built on the first call, cached on disk; its
     helper :func:`_pinv_jacobi` registered as jit-callable); ``ImportError`` without numba."""
-    numba = importlib.import_module("numba")
-    extending = importlib.import_module("numba.extending")
-    for helper in (_pinv_jacobi, _box_point, _box_next_set, _restart):
-        extending.register_jitable(inline="always")(helper)
-    return Compiled(numba, box_dual_pass)
+    _register_helpers()
+    return Compiled(importlib.import_module("numba"), box_dual_pass)
 
 
 def logistic_newton_pass(X, y, c, ends, mu, g, Z, lip, H, max_iter, predict, mu0, g0
@@ -356,7 +356,7 @@ def logistic_newton_pass(X, y, c, ends, mu, g, Z, lip, H, max_iter, predict, mu0
             for j in range(d):
                 z[j] -= step[j]
         for _ in range(max_iter):
-            gnorm, zinf = _logistic_derivatives(X, y, c, r0, r1, mi, g[i], z, G, H[i])
+            gnorm, zinf = _logistic_derivatives(X, y, c, r0, r1, mi, g[i], z, G, H[i], zt)
             if gnorm <= mi * 1e-15 * (1.0 + zinf):
                 break
             _cholesky_solve(H[i], G, step, L)
@@ -393,12 +393,15 @@ def _expit(u):  # unannotated: compiled by numba
     return e / (1.0 + e)
 
 
-def _logistic_derivatives(X, y, c, r0, r1, mu, g, z, G, H):  # unannotated: compiled by numba
-    """The gradient ``G`` and Hessian ``H`` of :func:`logistic_newton_pass`'s ``F`` at ``z``;
-    returns ``(||G||, ||z||_inf)``."""
+def _logistic_derivatives(X, y, c, r0, r1, mu, g, z, G, H, S
+                          ):  # unannotated: compiled by numba
+    """The gradient ``G`` and Hessian ``H`` of :func:`logistic_newton_pass`'s ``F`` at ``z``,
+    and the gradient's scale ``S = |mu z| + |g| + sum_r |c_r ell'_r x_r|`` (the magnitudes it
+    sums); returns ``(||G||, ||z||_inf)``."""
     d = z.shape[0]
     for j in range(d):
         G[j] = mu * z[j] - g[j]
+        S[j] = abs(mu * z[j]) + abs(g[j])
         for q in range(d):
             H[j, q] = mu if j == q else 0.0
     for r in range(r0, r1):
@@ -410,6 +413,7 @@ def _logistic_derivatives(X, y, c, r0, r1, mu, g, z, G, H):  # unannotated: comp
         d2 = c[r] * s * (1.0 - s)
         for j in range(d):
             G[j] += d1 * X[r, j]
+            S[j] += abs(d1 * X[r, j])
             for q in range(d):
                 H[j, q] += d2 * X[r, j] * X[r, q]
     gn, zinf = 0.0, 0.0
@@ -478,11 +482,8 @@ def _cholesky_solve(A, b, x, L):  # unannotated: compiled by numba
 def compiled_logistic_newton() -> Compiled:
     """numba's compiled :func:`logistic_newton_pass` (built on the first call, cached on
     disk); ``ImportError`` without numba."""
-    numba = importlib.import_module("numba")
-    extending = importlib.import_module("numba.extending")
-    for helper in (_expit, _logistic_derivatives, _logistic_value, _armijo, _cholesky_solve):
-        extending.register_jitable(helper)
-    return Compiled(numba, logistic_newton_pass)
+    _register_helpers()
+    return Compiled(importlib.import_module("numba"), logistic_newton_pass)
 
 
 def kkt_pass(P, cs, cq, lo, hi, fixed, mu, g, Z, a, rtol, ok):  # unannotated: numba
@@ -578,3 +579,206 @@ def compiled_next_states() -> Compiled:
     """numba's compiled :func:`next_states_pass` (built on the first call, cached on disk);
     ``ImportError`` without numba."""
     return Compiled(importlib.import_module("numba"), next_states_pass)
+
+
+def logistic_composite_pass(X, y, c, ends, mu, g, eta, lo, hi, Z, lip, max_iter, rtol, ok,
+                            Hk, predict, mu0, g0):  # unannotated: compiled by numba
+    """PU (32) of logistic losses with ``l1`` and a coordinate box, node by node: ``argmin_z
+    F(z) = f(z) + eta_i ||z||_1`` over ``lo_i <= z <= hi_i``, ``f(z) = sum_r c_r log(1 +
+    exp(-y_r x_r^T z)) + mu_i ||z||^2 / 2 - g_i^T z`` (rows ``ends[i]:ends[i + 1]``), from
+    ``Z`` (inside the box), in place.
+
+    Projected Newton on the coordinates' sign pattern: a coordinate at ``0`` whose gradient
+    is within ``eta`` and one at a bound whose gradient (with the ``l1`` term on the side it
+    would move to) pushes outwards are held; the others move along the Newton step of ``f +
+    eta s^T z`` on them (``s``: their signs, or the side they leave ``0`` or a bound to),
+    projected back onto the box and the signs' orthants (a coordinate that would cross ``0``
+    stops exactly there), with Armijo backtracking on ``F`` (the full step is taken without
+    evaluating ``F`` where no projection binds and ``lip_i ||step|| <= 1.5 mu_i``, ``lip``
+    a Lipschitz constant of the Hessian of the data term: then ``F`` is smooth on the segment
+    and the cubic bound gives the Armijo decrease).  A node is done (``ok[i]``) when
+    its KKT conditions hold: every coordinate's minimum-norm subgradient of ``F`` (the box's
+    normal cone included) is at most ``rtol (|mu z_j| + |g_j| + sum_r |c_r ell'_r x_rj| +
+    eta)``; ``ok[i]`` False after ``max_iter`` steps or a failed line search (the caller's
+    fallback).  ``Hk`` ``(k, d, d)`` receives each node's last Hessian of ``f``; with
+    ``predict``, ``Z`` and ``Hk`` are the last call's answer and Hessian for ``(mu0, g0)``,
+    and each node starts from that answer moved to first order on its free coordinates
+    (nonzero, strictly inside the box): ``-H_FF^-1 ((mu - mu0) z - (g - g0))_F``, projected
+    back onto the box and the coordinates' orthants."""
+    k, d = Z.shape
+    G = np.empty(d)
+    S = np.empty(d)
+    s = np.empty(d)
+    step = np.empty(d)
+    zt = np.empty(d)
+    A = np.empty((d, d))
+    L = np.empty((d, d))
+    work = np.empty((3, d))
+    idx = np.empty(d, dtype=np.int64)
+    free = np.empty(d, dtype=np.bool_)
+    for i in range(k):
+        ok[i] = False
+        r0, r1, z = ends[i], ends[i + 1], Z[i]
+        if predict:
+            _predicted(z, Hk[i], mu[i] - mu0[i], g[i], g0[i], lo[i], hi[i], G, s, free, step,
+                       L, A, work, idx)
+        for _ in range(max_iter):
+            _logistic_derivatives(X, y, c, r0, r1, mu[i], g[i], z, G, Hk[i], S)
+            H = Hk[i]
+            if _sign_pattern(z, G, S, eta[i], lo[i], hi[i], rtol, s, free):
+                ok[i] = True
+                break
+            nf = _free_newton_step(H, G, s, eta[i], free, step, L, A, work, idx)
+            if nf == 0:
+                break
+            if _full_step_sure(z, step, s, free, lo[i], hi[i], lip[i], mu[i]):
+                for j in range(d):
+                    z[j] += step[j]
+            elif not _projected_search(X, y, c, r0, r1, mu[i], g[i], eta[i], lo[i], hi[i], z,
+                                       step, s, free, zt, G):
+                break
+
+
+def _sign_pattern(z, G, S, eta, lo, hi, rtol, s, free):  # unannotated: compiled by numba
+    """The KKT check of :func:`logistic_composite_pass` at ``z`` (gradient ``G`` of ``f``,
+    scale ``S``; returns whether it holds) and the coordinates that move (``free``) with the
+    sign ``s`` of their ``l1`` term on the side they move to."""
+    good = True
+    for j in range(z.shape[0]):
+        zj, gj = z[j], G[j]
+        if lo[j] == hi[j]:
+            res, free[j], s[j] = 0.0, False, 0.0
+        elif zj <= lo[j]:  # may move up: l1 slope of the side above lo
+            s[j] = 1.0 if lo[j] >= 0.0 else -1.0
+            res = min(gj + eta * s[j], 0.0)
+            free[j] = gj + eta * s[j] < 0.0
+        elif zj >= hi[j]:
+            s[j] = -1.0 if hi[j] <= 0.0 else 1.0
+            res = max(gj + eta * s[j], 0.0)
+            free[j] = gj + eta * s[j] > 0.0
+        elif zj == 0.0:
+            res = max(abs(gj) - eta, 0.0)
+            free[j] = abs(gj) > eta
+            s[j] = -1.0 if gj > 0.0 else 1.0  # it leaves 0 against its gradient
+        else:
+            s[j] = 1.0 if zj > 0.0 else -1.0
+            res, free[j] = gj + eta * s[j], True
+        good = good and abs(res) <= rtol * (S[j] + eta)
+    return good
+
+
+def _free_newton_step(H, G, s, eta, free, step, L, A, work, idx
+                      ):  # unannotated: compiled by numba
+    """The Newton step of ``f + eta s^T z`` on the ``free`` coordinates (``-H_FF^-1 (G + eta
+    s)_F``, the free block gathered into ``A``, Cholesky in ``L``; 0 elsewhere) into
+    ``step``; returns the number of free coordinates (``work``, ``idx``: work space)."""
+    d = G.shape[0]
+    nf = 0
+    for j in range(d):
+        if free[j]:
+            idx[nf] = j
+            nf += 1
+    b, x = work[0, :nf], work[1, :nf]
+    for a in range(nf):
+        b[a] = -(G[idx[a]] + eta * s[idx[a]])
+        for e in range(nf):
+            A[a, e] = H[idx[a], idx[e]]
+    if nf:
+        _cholesky_solve(A[:nf, :nf], b, x, L[:nf, :nf])
+    for j in range(d):
+        step[j] = 0.0
+    for a in range(nf):
+        step[idx[a]] = x[a]
+    return nf
+
+
+def _predicted(z, H, dmu, g, g0, lo, hi, G, s, free, step, L, A, work, idx
+               ):  # unannotated: compiled by numba
+    """The start of :func:`logistic_composite_pass` from the last answer ``z`` (moved in
+    place): the first-order change of the minimizer on the free coordinates (nonzero,
+    strictly inside the box) for the change ``dmu``, ``g - g0`` of ``f``, with the last
+    Hessian ``H`` (shifted by ``dmu``), projected onto the box and the orthants."""
+    d = z.shape[0]
+    for j in range(d):
+        free[j] = z[j] != 0.0 and lo[j] < z[j] < hi[j]
+        s[j] = 0.0
+        G[j] = dmu * z[j] - (g[j] - g0[j])
+        H[j, j] += dmu
+    _free_newton_step(H, G, s, 0.0, free, step, L, A, work, idx)
+    for j in range(d):
+        if free[j]:
+            v = min(max(z[j] + step[j], lo[j]), hi[j])
+            z[j] = 0.0 if v * z[j] < 0.0 else v
+
+
+def _full_step_sure(z, step, s, free, lo, hi, lip, mu):  # unannotated: compiled by numba
+    """Whether the full step of :func:`logistic_composite_pass` needs no line search: every
+    free coordinate stays in its box and its sign's orthant (no projection), and ``lip
+    ||step|| <= 1.5 mu`` (the cubic bound then gives the Armijo decrease of the smooth
+    restriction)."""
+    n2 = 0.0
+    for j in range(z.shape[0]):
+        if free[j]:
+            v = z[j] + step[j]
+            if v < lo[j] or v > hi[j] or s[j] * v < 0.0:
+                return False
+        n2 += step[j] * step[j]
+    return lip * np.sqrt(n2) <= 1.5 * mu
+
+
+def _projected_search(X, y, c, r0, r1, mu, g, eta, lo, hi, z, step, s, free, zt, G
+                      ):  # unannotated: compiled by numba
+    """Armijo backtracking along the projected path ``P(z + t step)`` (box, and the free
+    coordinates' sign orthants): the largest ``t = 2^-j`` (``j < 40``) with ``F(P(z + t
+    step)) <= F(z) - dec_t / 4 + 1e-13 (1 + |F(z)|)``, ``dec_t = -(G + eta s)^T (P(z + t
+    step) - z)``; ``z`` moved there and True, or unmoved and False."""
+    d = z.shape[0]
+    F0 = _logistic_value(X, y, c, r0, r1, mu, g, z) + eta * _norm1(z)
+    t = 1.0
+    for _ in range(40):
+        dec = 0.0
+        for j in range(d):
+            v = z[j] + t * step[j] if free[j] else z[j]
+            v = min(max(v, lo[j]), hi[j])
+            if free[j] and s[j] * v < 0.0 and lo[j] <= 0.0 <= hi[j]:
+                v = 0.0  # the orthant's face: exactly 0
+            zt[j] = v
+            dec -= (G[j] + eta * s[j]) * (v - z[j]) if free[j] else 0.0
+        Ft = _logistic_value(X, y, c, r0, r1, mu, g, zt) + eta * _norm1(zt)
+        if Ft <= F0 - 0.25 * max(dec, 0.0) + 1e-13 * (1.0 + abs(F0)):
+            moved = False
+            for j in range(d):
+                moved = moved or zt[j] != z[j]
+                z[j] = zt[j]
+            return moved
+        t *= 0.5
+    return False
+
+
+def _norm1(z):  # unannotated: compiled by numba
+    out = 0.0
+    for j in range(z.shape[0]):
+        out += abs(z[j])
+    return out
+
+
+@functools.cache
+def compiled_logistic_composite() -> Compiled:
+    """numba's compiled :func:`logistic_composite_pass` (built on the first call, cached on
+    disk); ``ImportError`` without numba."""
+    _register_helpers()
+    return Compiled(importlib.import_module("numba"), logistic_composite_pass)
+
+
+@functools.cache
+def _register_helpers() -> None:
+    """The node loops' helpers made callable from numba's compiled code, once (those called
+    per node and step inlined: a call passing a dozen arrays costs more than their work);
+    ``ImportError`` without numba."""
+    extending = importlib.import_module("numba.extending")
+    for helper in (_pinv_jacobi, _box_point, _box_next_set, _restart, _expit,
+                   _logistic_derivatives, _sign_pattern, _free_newton_step, _full_step_sure):
+        extending.register_jitable(inline="always")(helper)
+    for helper in (_logistic_value, _armijo, _cholesky_solve, _predicted, _projected_search,
+                   _norm1):  # (called from several places: not inlined)
+        extending.register_jitable(helper)
