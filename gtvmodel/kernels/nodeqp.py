@@ -777,8 +777,9 @@ def _register_helpers() -> None:
     ``ImportError`` without numba."""
     extending = importlib.import_module("numba.extending")
     for helper in (_pinv_jacobi, _box_point, _box_next_set, _restart, _expit,
-                   _logistic_derivatives, _sign_pattern, _free_newton_step, _full_step_sure):
+                   _logistic_derivatives, _sign_pattern, _free_newton_step, _full_step_sure,
+                   _predicted):
         extending.register_jitable(inline="always")(helper)
-    for helper in (_logistic_value, _armijo, _cholesky_solve, _predicted, _projected_search,
-                   _norm1):  # (called from several places: not inlined)
+    # called from several places (inlined there, numba's SSA check warns at compile time)
+    for helper in (_logistic_value, _armijo, _projected_search, _norm1, _cholesky_solve):
         extending.register_jitable(helper)
