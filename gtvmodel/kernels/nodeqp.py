@@ -776,10 +776,11 @@ def _register_helpers() -> None:
     per node and step inlined: a call passing a dozen arrays costs more than their work);
     ``ImportError`` without numba."""
     extending = importlib.import_module("numba.extending")
-    for helper in (_pinv_jacobi, _box_point, _box_next_set, _restart, _expit,
-                   _logistic_derivatives, _sign_pattern, _free_newton_step, _full_step_sure,
-                   _predicted):
+    for helper in (_box_point, _box_next_set, _expit, _logistic_derivatives, _sign_pattern,
+                   _free_newton_step, _full_step_sure, _predicted):
         extending.register_jitable(inline="always")(helper)
-    # called from several places (inlined there, numba's SSA check warns at compile time)
-    for helper in (_logistic_value, _armijo, _projected_search, _norm1, _cholesky_solve):
+    # called from several places (inlined there, numba's SSA check warns at compile time) or
+    # rarely (a changed active set, a restart: inlining them only costs compile time)
+    for helper in (_logistic_value, _armijo, _projected_search, _norm1, _cholesky_solve,
+                   _pinv_jacobi, _restart):
         extending.register_jitable(helper)
