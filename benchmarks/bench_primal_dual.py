@@ -23,7 +23,7 @@
     ``--only-f`` runs (f) alone, ``--f-cases Logistic`` only the cases naming ``Logistic``;
     ``--f-nodes 10000`` runs the same cases on a larger SBM of two equal clusters with the same
     per-node sample size (m_i = 5), d = 2 and mean degree (~50) (the CVXPY path is timed only
-    up to 1,000 nodes).
+    up to 1,000 nodes); ``--f-degree 10`` sets that mean degree instead.
 
 Run: ``python benchmarks/bench_primal_dual.py [--repeats 5] [--skip-scale]``.  Medians of the
 repeats are reported.
@@ -324,13 +324,15 @@ def main() -> None:
     ap.add_argument("--f-cases", default="", help="(f): only the cases whose name has this")
     ap.add_argument("--f-nodes", type=int, default=200,
                     help="(f): nodes of the SBM (200: paper 001 VI-A's; more: same degree)")
+    ap.add_argument("--f-degree", type=float, default=None,
+                    help="(f): mean degree of the SBM (default: paper 001 VI-A's, ~50)")
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
     print(f"measuring {gm.__file__}; load average {os.getloadavg()[0]:.2f} "
           f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if args.only_f:
-        general_losses(R, args.f_cases, args.f_nodes)
+        general_losses(R, args.f_cases, args.f_nodes, args.f_degree)
         return
     if args.only_e:
         scale(args)
@@ -520,23 +522,28 @@ def time_residuals(model: gm.GTVModel, r: gm.PrimalDualResult, reps: int = 3) ->
           f"{np.median(wall) / every * 1e3:.1f} ms per iteration")
 
 
-def f_instance(n: int) -> gm.GTVModel:
+def f_instance(n: int, degree: float | None = None) -> gm.GTVModel:
     """(f)'s squared-loss model: paper 001 VI-A's SBM for ``n = 200``, else two clusters of
-    ``n / 2`` with the same mean degree (``p_in = 0.5 * 100 / (n / 2)``), ``m_i`` and ``d``."""
-    if n == 200:
+    ``n / 2`` with the same mean degree (``p_in = 0.5 * 100 / (n / 2)``), ``m_i`` and ``d``;
+    ``degree``: that mean degree instead (``p_in = (degree - 1) / (n / 2)``, one expected
+    edge across)."""
+    if n == 200 and degree is None:
         return sbm(rho=1.0, seed=0).model(gm.Norm2(), lam=1e-2)
     half = n // 2
-    return sbm(sizes=(half, n - half), p_in=50.0 / half, p_out=1.0 / half, rho=1.0,
+    p_in = 50.0 / half if degree is None else (degree - 1.0) / half
+    return sbm(sizes=(half, n - half), p_in=p_in, p_out=1.0 / half, rho=1.0,
                seed=0).model(gm.Norm2(), lam=1e-2)
 
 
-def general_losses(R: int, cases_like: str = "", n: int = 200) -> None:
+def general_losses(R: int, cases_like: str = "", n: int = 200,
+                   degree: float | None = None) -> None:
     """(f): losses without a closed-form prox on paper 001 VI-A's SBM, fixed c = 10: absolute
     and hinge (dual active set), and l1-regularized or box-constrained squared, Huber, hinge and
     absolute losses (the composite active set of gtvmodel.terms.composite), logistic losses with
     l1 or a box (its proximal Newton method); ``cases_like``: only the cases naming it; ``n``
-    nodes (:func:`f_instance`; the CVXPY path is timed up to 1,000 nodes only)."""
-    sq = f_instance(n)
+    nodes of mean degree ``degree`` (:func:`f_instance`; the CVXPY path is timed up to 1,000
+    nodes only)."""
+    sq = f_instance(n, degree)
     c, iters = 10.0, 200 if n <= 1000 else 50
     with_cvxpy = n <= 1000
     print(f"gtvmodel measured: {gm.__file__}")

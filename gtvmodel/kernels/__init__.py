@@ -10,6 +10,7 @@ the terms, the solvers, the certificates or Algorithm 1).
   trust-region ball steps);
 - :mod:`gtvmodel.kernels.boxqp`: the active-set box QP of linear row conjugates (hinge,
   absolute) and the active-set rule the composite prox shares;
+- :mod:`gtvmodel.kernels.nodeqp`: the same box QP node by node in numba (optional);
 - :mod:`gtvmodel.kernels.newton`: damped Newton for smooth data fits (prox and conjugate);
 - :mod:`gtvmodel.kernels.composite_newton`: proximal Newton for smooth data fits with ``l1``
   and boxes (each step's quadratic model by the composite prox);

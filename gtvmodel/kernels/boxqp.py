@@ -12,11 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _compiled
+from .nodeqp import COMPILED_MIN_NODES, compiled_box_dual
+
 
 def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray, fixed: np.ndarray, mu: np.ndarray, g: np.ndarray,
                          Z0: np.ndarray, *, start: tuple[np.ndarray, np.ndarray] | None = None,
-                         max_iter: int = 50, rtol: float = 1e-13, cache: dict | None = None
+                         max_iter: int = 50, rtol: float = 1e-13, cache: dict | None = None,
+                         compiled: bool | None = None
                          ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Exact ``argmin_z sum_r c_r ell(x_r^T z, y_r) + mu_i ||z||^2 / 2 - g_i^T z`` for ``k``
     nodes at once, for row losses with a *linear* conjugate ``ell*(a) = s_r a`` on ``[lo_r,
@@ -50,7 +54,10 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     False for the caller's fallback.  After ``6`` steps only the most violated row of a node
     changes per step (against cycles).  ``cache`` (a dict the caller keeps between calls on
     the same rows) holds every node's last active set and its free rows' pseudo-inverse: a node
-    whose active set is the cached one reuses it (it depends on the set only).
+    whose active set is the cached one reuses it (it depends on the set only).  ``compiled``:
+    the steps node by node in numba's :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (the
+    same rules; a node costs its own steps only), the restart of cycling nodes on the numpy
+    path; None: where numba is installed and there are ``COMPILED_MIN_NODES`` nodes or more.
     """
     k = cs.shape[0]
     pnorm2 = np.einsum("krd,krd->kr", P, P)
@@ -67,10 +74,15 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
         state, a_prev = start[0].copy(), start[1].copy()
     q = _BoxQP(P, K, cs, lo, hi, fixed, mu, g, pnorm, gamma, rtol, cache, state, a_prev,
                np.array(Z0, dtype=float))
-    left = _box_run(q, np.arange(k), max_iter)
-    if left.size:  # cycling nodes: near the solution by projected gradients, then again
-        _box_restart(q, left)
-        left = _box_run(q, left, max_iter)
+    if compiled is None:
+        compiled = k >= COMPILED_MIN_NODES and _compiled.available()
+    if compiled:  # the restart of cycling nodes included
+        left = _box_run_compiled(q, max_iter)
+    else:
+        left = _box_run(q, np.arange(k), max_iter)
+        if left.size:  # cycling nodes: near the solution by projected gradients, then again
+            _box_restart(q, left)
+            left = _box_run(q, left, max_iter)
     done = np.ones(k, dtype=bool)
     done[left] = False
     return q.Z, done, (q.state, q.a_prev)
@@ -98,6 +110,30 @@ class _BoxQP:
     state: np.ndarray
     a_prev: np.ndarray
     Z: np.ndarray
+
+
+def _box_run_compiled(q: _BoxQP, max_iter: int) -> np.ndarray:
+    """:func:`_box_run` on every node by the compiled node loop
+    :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (its pseudo-inverses in ``q.cache``, as
+    :func:`_free_rows_pinv` keeps them), the restart of :func:`_box_restart` included;
+    returns the nodes not converged after it."""
+    k, m, d = q.P.shape
+    cache = {} if q.cache is None else q.cache
+    if "state" not in cache or cache["state"].shape != (k, m):
+        cache["state"] = np.full((k, m), 127, dtype=np.int8)  # no set yet
+        cache["pinv"] = np.zeros((k, d, m))
+    q.state = np.ascontiguousarray(q.state, dtype=np.int8)
+    q.a_prev = np.ascontiguousarray(q.a_prev, dtype=float)
+    done = np.zeros(k, dtype=bool)
+    compiled_box_dual()(np.ascontiguousarray(q.P, dtype=float),
+                        np.ascontiguousarray(q.cs, dtype=float),
+                        np.ascontiguousarray(q.lo, dtype=float),
+                        np.ascontiguousarray(q.hi, dtype=float),
+                        np.ascontiguousarray(q.fixed, dtype=bool),
+                        np.ascontiguousarray(q.mu, dtype=float),
+                        np.ascontiguousarray(q.g, dtype=float), float(q.rtol), q.state,
+                        q.a_prev, q.Z, cache["state"], cache["pinv"], int(max_iter), done)
+    return np.flatnonzero(~done)
 
 
 def _box_tolerance(q: _BoxQP, rows: np.ndarray, Za: np.ndarray) -> np.ndarray:

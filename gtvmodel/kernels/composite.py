@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _compiled
 from .boxqp import _active_set_step, _box_qp_projected_gradient
+from .nodeqp import COMPILED_MIN_NODES, compiled_kkt, compiled_next_states
 from .steps import _affine_solve, _ball_solve, _row_duals
 from .systems import _merge_later, _system_matrices, _updated_system, _with_rhs
 
@@ -403,7 +405,10 @@ def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray 
     ``grad_r = c_r (s_r + q_r a_r) - P_r^T z``: :func:`~gtvmodel.kernels.boxqp._box_active_set`
     at the tolerance ``rtol (|c s| + |c q a| + ||P_r|| ||z||_1)`` (constants ``c`` of
     :func:`_row_constants`), fused with the rule that a dual is never held at an infinite
-    bound (that row stays free)."""
+    bound (that row stays free).  From ``COMPILED_MIN_NODES`` nodes on, where numba is
+    installed, node by node in :func:`~gtvmodel.kernels.nodeqp.next_states_pass`."""
+    if a.shape[0] >= COMPILED_MIN_NODES and _compiled.available():
+        return _next_states_compiled(c, rows, ix, a, Za, free)
     lo, hi = rows["lo"][ix], rows["hi"][ix]
     Pz = np.einsum("krd,kd->kr", rows["P"][ix], Za)
     tol = c["tol_s"][ix] + c["tol_p"][ix] * (np.abs(Za) @ c["ones_d"])[:, None]
@@ -418,6 +423,26 @@ def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray 
     down = np.where(fb, grad > 0, trial <= lo) | rows["fixed"][ix]  # (padding: held at lo)
     up = np.where(fb, grad < 0, trial >= hi) & ~down
     return ((up & c["nhi"][ix]).view(np.int8) - (down & c["nlo"][ix]).view(np.int8)), grad
+
+
+def _next_states_compiled(c: dict[str, Any], rows: dict[str, np.ndarray],
+                          ix: np.ndarray | slice, a: np.ndarray, Za: np.ndarray,
+                          free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_next_states` by :func:`~gtvmodel.kernels.nodeqp.next_states_pass` (the rows'
+    arrays read in place at the positions ``ix``, no gathers)."""
+    k = rows["P"].shape[0]
+    nodes = np.arange(k)[ix] if isinstance(ix, slice) else np.asarray(ix, dtype=np.int64)
+    state = np.empty(a.shape, dtype=np.int8)
+    grad = np.empty(a.shape)
+    f64 = [np.ascontiguousarray(rows[key], dtype=float) for key in ("P", "cs", "cq", "lo", "hi")]
+    compiled_next_states()(*f64, np.ascontiguousarray(rows["fixed"], dtype=bool),
+                           *[np.ascontiguousarray(c[key], dtype=float)
+                             for key in ("tol_s", "tol_p", "tol_q", "gamma")],
+                           np.ascontiguousarray(c["nlo"]), np.ascontiguousarray(c["nhi"]),
+                           nodes, np.ascontiguousarray(a, dtype=float),
+                           np.ascontiguousarray(Za, dtype=float),
+                           np.ascontiguousarray(free, dtype=bool), state, grad)
+    return state, grad
 
 
 def _leaving_multiplier(sy: dict[str, Any], z: np.ndarray, ad: np.ndarray, ad_b: np.ndarray,
@@ -455,9 +480,19 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
     (relative to ``|c_r s_r| + |c_r q_r a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu``); then
     ``z`` is the exact minimizer up to that residual over the modulus ``mu``.  With balls
     ``||z||_2 <= radius_i`` and their multipliers ``nu >= 0``: stationarity with ``mu + nu``,
-    ``||z|| <= r (1 + rtol)`` and, where ``nu > 0``, ``||z|| >= r (1 - rtol)``."""
+    ``||z|| <= r (1 + rtol)`` and, where ``nu > 0``, ``||z|| >= r (1 - rtol)``.  From
+    ``COMPILED_MIN_NODES`` nodes on, where numba is installed, node by node in
+    :func:`~gtvmodel.kernels.nodeqp.kkt_pass` (the same conditions)."""
     if nu is not None:
         mu = mu + nu
+    if P.shape[0] >= COMPILED_MIN_NODES and _compiled.available():
+        ok = np.empty(P.shape[0], dtype=bool)
+        f64 = [np.ascontiguousarray(x, dtype=float) for x in (P, cs, cq, lo, hi)]
+        compiled_kkt()(*f64, np.ascontiguousarray(fixed, dtype=bool),
+                       np.ascontiguousarray(np.broadcast_to(mu, (P.shape[0],)), dtype=float),
+                       *[np.ascontiguousarray(x, dtype=float) for x in (g, Z, a)],
+                       float(rtol), ok)
+        return _ball_conditions(ok, Z, nu, radius, rtol)
     with np.errstate(over="ignore", invalid="ignore"):
         a = np.where(fixed, 0.0, a)
         absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
@@ -477,6 +512,13 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         # every condition of a node at once: rows, stationarity, finite z and duals
         ok = np.asarray(np.concatenate((rows_ok, stat <= rtol * stat_scale, np.isfinite(Z),
                                         np.isfinite(a)), axis=1).all(axis=1))
+    return _ball_conditions(ok, Z, nu, radius, rtol)
+
+
+def _ball_conditions(ok: np.ndarray, Z: np.ndarray, nu: np.ndarray | None,
+                     radius: np.ndarray | None, rtol: float) -> np.ndarray:
+    """``ok`` and, with balls ``||z||_2 <= radius_i`` (multipliers ``nu``), the balls'
+    conditions of :func:`kkt_certified`."""
     if radius is not None:
         nz = np.linalg.norm(Z, axis=1)
         nu = np.zeros_like(nz) if nu is None else nu

@@ -20,14 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import _xp
+from .. import _compiled, _xp
 from ..declaration import ModelDeclaration
+from ..kernels.composite import KKT_RTOL
+from ..kernels.nodeqp import COMPILED_MIN_NODES, compiled_logistic_composite
 from ..terms.composite import CompositeProxBatch, SmoothCompositeProxBatch
 from ..terms.constraints import Box, NormBall
-from ..terms.losses import LossBatch
+from ..terms.losses import LogisticLoss, LossBatch
 
 __all__ = ["NodeGroup", "BatchProxGroup", "NodeUpdateStrategy", "IsotropicProx", "ExactProx",
-           "CompositeProx", "SmoothCompositeProx", "STRATEGIES", "strategy_key", "box_ball"]
+           "CompositeProx", "SmoothCompositeProx", "CompiledSmoothCompositeBatch", "STRATEGIES",
+           "strategy_key", "box_ball"]
 
 
 class NodeGroup:
@@ -226,6 +229,44 @@ class CompositeProx(NodeUpdateStrategy):
         return BatchProxGroup(batch.seal(), subset=subset)
 
 
+class CompiledSmoothCompositeBatch(SmoothCompositeProxBatch):
+    """:class:`~gtvmodel.terms.composite.SmoothCompositeProxBatch` whose logistic nodes (from
+    ``COMPILED_MIN_NODES`` nodes on, numba installed) take the compiled projected Newton
+    method :func:`~gtvmodel.kernels.nodeqp.logistic_composite_pass` node by node: every
+    answer certified by the true KKT conditions at ``KKT_RTOL`` (as the proximal Newton
+    method's), a node that is not takes one CVXPY solve (counted in :attr:`fallbacks`).  A
+    call whose ``W0`` is the last answer starts from it moved to first order (the last
+    Hessians)."""
+
+    def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
+        k = self.ms.size
+        if not (self.cls is LogisticLoss and self.p is None and k >= COMPILED_MIN_NODES
+                and _compiled.available()):
+            return super()._prox(V, tau, W0)
+        mu = np.ascontiguousarray(2.0 * self.l2 + 1.0 / tau, dtype=float)
+        g = np.ascontiguousarray(V / tau[:, None], dtype=float)
+        lo, hi = (np.ascontiguousarray(b, dtype=float) for b in self.box)
+        last = self.__dict__.get("_compiled_last")
+        # the last answer moved to first order starts the call where W0 is that answer
+        predict = last is not None and last["g"].shape == g.shape and (
+            W0 is None or np.array_equal(W0, last["Z"]))
+        Z = np.array(last["Z"] if predict else np.clip(V if W0 is None else W0, lo, hi),
+                     dtype=float)
+        H = last["H"] if predict else np.zeros((k, self.d, self.d))
+        ok = np.zeros(k, dtype=bool)
+        compiled_logistic_composite()(
+            self.Xs, self.y, self.c, np.append(self.starts, self.Xs.shape[0]), mu, g,
+            np.ascontiguousarray(np.broadcast_to(self.l1, (k,)), dtype=float), lo, hi, Z,
+            np.ascontiguousarray(self.hessian_lipschitz(), dtype=float), 60, KKT_RTOL, ok, H,
+            predict, last["mu"] if predict else mu, last["g"] if predict else g)
+        self.__dict__["_compiled_last"] = {"mu": mu, "g": g, "Z": Z.copy(), "H": H}
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            self.fallbacks += int(bad.size)
+            Z[bad] = np.array([self.cvxpy_prox(int(j), V[j], float(tau[j])) for j in bad])
+        return Z
+
+
 class SmoothCompositeProx(CompositeProx):
     """Smooth data fits that are not piecewise quadratic (logistic) with ``l1`` and/or a
     coordinate box, no ball: the proximal Newton method of
@@ -234,7 +275,7 @@ class SmoothCompositeProx(CompositeProx):
 
     name = "smooth-composite"
     kind = "smooth-composite"
-    batch_class = SmoothCompositeProxBatch
+    batch_class = CompiledSmoothCompositeBatch
 
     def takes(self, loss: Any, comp: tuple) -> bool:
         return bool(np.isinf(comp[2:]).all() and SmoothCompositeProxBatch.accepts(loss))

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ... import _xp
+from ... import _compiled, _xp
 from ..._cvx import bounds_constraints
 from ...kernels.boxqp import dual_active_set_prox
 from ...kernels.linalg import grouped_gram
@@ -24,6 +24,7 @@ from ...kernels.newton import (
     newton_predictor,
     take_rows,
 )
+from ...kernels.nodeqp import COMPILED_MIN_NODES, compiled_logistic_newton
 from .base import _cvxpy_prox
 from .batch import ConjugateGroup, LossBatch, NodePart, _check_lipschitz, scatter_rows
 from .conjugates import (
@@ -35,7 +36,7 @@ from .conjugates import (
     sum_rows_by,
 )
 from .datafit import DataFitLoss, _rows_sum_cvx
-from .library import AbsoluteLoss, HingeLoss, SquaredLoss
+from .library import AbsoluteLoss, HingeLoss, LogisticLoss, SquaredLoss
 from .simple import QuadraticLoss, ZeroLoss
 
 _EPS = float(np.finfo(float).eps)
@@ -351,15 +352,30 @@ class DataFitBatch(SampleBatch):
         g = V / tau[:, None]
         Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
         last = self.__dict__.get("_newton_last")
-        if last is not None and last["g"].shape == g.shape and (
-                W0 is None or np.array_equal(Z0, last["Z"])):
-            Z0 = newton_predictor(last, mu, g)
-        else:
+        predict = last is not None and last["g"].shape == g.shape and (
+            W0 is None or np.array_equal(Z0, last["Z"]))
+        if not predict:
             last = {"H": mu[:, None, None] * np.eye(self.d)}
-        Z = newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu, g, Z0,
-                            max_iter=60, hess=last["H"], lip=self.hessian_lipschitz())
+        if self._compiled_newton():  # the same method node by node, compiled
+            Z = np.array(last["Z"] if predict else Z0, dtype=float)
+            lip = self.hessian_lipschitz()
+            compiled_logistic_newton()(
+                self.Xs, self.y, self.c, np.append(self.starts, self.Xs.shape[0]), mu, g, Z,
+                np.full(Z.shape[0], np.inf) if lip is None else lip, last["H"], 60, predict,
+                last.get("mu", mu), last.get("g", g))
+        else:
+            if predict:
+                Z0 = newton_predictor(last, mu, g)
+            Z = newton_minimize(self.cls, self.Xs, self.y, self.p, self.c, self.local, mu, g,
+                                Z0, max_iter=60, hess=last["H"], lip=self.hessian_lipschitz())
         self.__dict__["_newton_last"] = {"H": last["H"], "mu": mu, "g": g, "Z": Z.copy()}
         return Z
+
+    def _compiled_newton(self) -> bool:
+        """:meth:`_prox` runs :func:`~gtvmodel.kernels.nodeqp.logistic_newton_pass` (logistic
+        rows, ``COMPILED_MIN_NODES`` nodes or more, numba installed)."""
+        return (self.cls is LogisticLoss and self.p is None and _compiled.available()
+                and self.ms.size >= COMPILED_MIN_NODES)
 
     # --- conjugates
     def dual_part(self, inset: np.ndarray, row_of: np.ndarray, k: int) -> NodePart | None:

@@ -1,0 +1,361 @@
+"""The compiled node loops of :mod:`gtvmodel.kernels.nodeqp` (issue 30 item 4): the hinge and
+absolute losses' dual active-set prox node by node in numba, against an independent CVXPY
+formulation of PU (32) written here (epigraph QP, tight Clarabel), against the numpy steps of
+:func:`gtvmodel.kernels.boxqp.dual_active_set_prox`, and Algorithm 1's iterates on both paths."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import gtvmodel as gm
+import gtvmodel.kernels.boxqp as boxqp
+import gtvmodel.kernels.composite as composite
+import gtvmodel.terms.losses.batches as losses_batches
+from gtvmodel.kernels import nodeqp
+from gtvmodel.primal_dual import strategies
+from gtvmodel.terms.composite import CompositeProxBatch
+from gtvmodel.terms.losses import LossBatch
+
+pytest.importorskip("numba")
+
+TIGHT = {"solver": "CLARABEL", "tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13}
+
+
+def _reference(ls, v, tau):
+    """argmin_z (1/m) sum_r ell_r(x_r^T z) + l2 ||z||^2 + ||z - v||^2 / (2 tau), rows by their
+    epigraph."""
+    m, d = ls.X.shape
+    z, t = cp.Variable(d), cp.Variable(m)
+    r = ls.X @ z
+    hinge = isinstance(ls, gm.HingeLoss)
+    cons = [t >= 0, t >= 1 - cp.multiply(ls.y, r)] if hinge else [t >= r - ls.y, t >= ls.y - r]
+    cp.Problem(cp.Minimize(cp.sum(t) / m + ls.l2 * cp.sum_squares(z)
+                           + cp.sum_squares(z - v) / (2 * tau)), cons).solve(**TIGHT)
+    return z.value
+
+
+def _objective(ls, v, tau, z):
+    """The prox objective in numpy, written here."""
+    t = ls.X @ z
+    rows = np.maximum(0.0, 1.0 - ls.y * t) if isinstance(ls, gm.HingeLoss) else np.abs(t - ls.y)
+    return rows.mean() + ls.l2 * z @ z + (z - v) @ (z - v) / (2 * tau)
+
+
+def _batch(rng, cls, k, d, cond, m_max=8):
+    out = []
+    for _ in range(k):
+        m = int(rng.integers(1, m_max))
+        X = rng.standard_normal((m, d)) * np.logspace(0, np.log10(cond), d)
+        if m > 2 and rng.random() < 0.3:
+            X[1] = X[0]  # repeated rows: a singular dual QP with ties
+        y = np.sign(rng.standard_normal(m)) if cls is gm.HingeLoss else rng.standard_normal(m)
+        out.append(cls(X, y, l2=float(rng.choice([0.0, 0.3]))))
+    return LossBatch(cls, np.arange(k), out, k, d), out
+
+
+def _run(batch, V, tau, compiled, cache=None):
+    pad = batch._padded()
+    mu = 2.0 * batch.l2 + 1.0 / tau
+    return boxqp.dual_active_set_prox(**pad, mu=mu, g=V / tau[:, None], Z0=V,
+                                      cache={} if cache is None else cache, compiled=compiled)
+
+
+@pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
+@pytest.mark.parametrize("d, cond", [(1, 1.0), (2, 10.0), (3, 1e3), (4, 1e4)])
+def test_compiled_prox_matches_independent_cvxpy(cls, d, cond, monkeypatch):
+    # through the batch's prox (a node that does not converge takes its CVXPY fallback)
+    monkeypatch.setattr(boxqp, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(d)
+    batch, losses = _batch(rng, cls, 6, d, cond)
+    V = 2.0 * rng.standard_normal((6, d))
+    tau = 10.0 ** rng.uniform(-1.5, 1.5, 6)
+    Z = batch.prox(V, tau)
+    for j, ls in enumerate(losses):
+        ref = _reference(ls, V[j], tau[j])
+        if np.abs(Z[j] - ref).max() <= 1e-8 * (1 + np.abs(ref).max()):
+            continue
+        # else the reference is the inexact one (Clarabel reports "inaccurate" at some badly
+        # conditioned rows): worse than Z by at least the quadratic growth of the mu-strongly
+        # convex prox objective at its minimizer
+        mu = 2 * ls.l2 + 1 / tau[j]
+        f, f_ref = (_objective(ls, V[j], tau[j], z) for z in (Z[j], ref))
+        assert f_ref - f >= 0.5 * mu * np.sum((Z[j] - ref) ** 2) * (1 - 1e-6) - 1e-15 * abs(f)
+
+
+@pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
+def test_compiled_steps_equal_the_numpy_steps(cls):
+    # 400 nodes, ragged rows, repeated rows (ties), some cycling into the restart; then warm
+    # calls from the last active set with the pseudo-inverse cache, as Algorithm 1 makes them
+    rng = np.random.default_rng(11)
+    batch, _ = _batch(rng, cls, 400, 3, 30.0)
+    tau = 10.0 ** rng.uniform(-1, 1, 400)
+    V = 3.0 * rng.standard_normal((400, 3))
+    caches = ({}, {})
+    starts = [None, None]
+    for _ in range(4):
+        out = []
+        for j, compiled in enumerate((False, True)):
+            pad = batch._padded()
+            mu = 2.0 * batch.l2 + 1.0 / tau
+            out.append(boxqp.dual_active_set_prox(**pad, mu=mu, g=V / tau[:, None], Z0=V,
+                                                  start=starts[j], cache=caches[j],
+                                                  compiled=compiled))
+            starts[j] = out[-1][2]
+        (Zn, okn, _), (Zc, okc, _) = out
+        assert np.array_equal(okn, okc)
+        np.testing.assert_allclose(Zc[okc], Zn[okn], rtol=0, atol=1e-10)
+        V = V + 0.3 * rng.standard_normal(V.shape)
+
+
+def test_no_steps_claim_nothing():
+    rng = np.random.default_rng(6)
+    batch, _ = _batch(rng, gm.AbsoluteLoss, 5, 2, 1.0)
+    pad, V = batch._padded(), 3.0 * rng.standard_normal((5, 2))
+    _, ok, _ = boxqp.dual_active_set_prox(**pad, mu=np.ones(5), g=V, Z0=np.zeros((5, 2)),
+                                          max_iter=0, compiled=True)
+    assert not ok.any()
+
+
+def test_jacobi_pseudo_inverse_equals_numpy():
+    rng = np.random.default_rng(2)
+    for trial in range(400):
+        m, d = int(rng.integers(1, 8)), int(rng.integers(1, 5))
+        A = rng.standard_normal((m, d)) * np.logspace(0, rng.uniform(0, 6), d)
+        if trial % 3 == 0:
+            A[rng.random(m) < 0.4] = 0.0  # held rows: zero rows
+        if trial % 5 == 0 and d > 1:
+            A[:, -1] = 2.0 * A[:, 0]  # rank-deficient
+        out = np.zeros((d, m))
+        nodeqp._pinv_jacobi(A.copy(), np.empty((d, d)), out)
+        ref = np.linalg.pinv(A)
+        cond = np.linalg.cond(A) if np.abs(A).max() > 0 and np.linalg.matrix_rank(A) == d \
+            else 1e3
+        np.testing.assert_allclose(out, ref, rtol=0,
+                                   atol=1e-13 * min(cond, 1e6) * max(np.abs(ref).max(), 1.0))
+
+
+def test_algorithm1_iterates_equal_on_both_paths(monkeypatch):
+    # the 001 VI-A SBM with absolute losses and with hinge losses, 60 iterations
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    for make in (lambda ls: gm.AbsoluteLoss(ls.X, ls.y),
+                 lambda ls: gm.HingeLoss(ls.X, np.sign(ls.y))):
+        runs = []
+        for threshold in (10**9, 0):  # numpy steps, then the compiled node loop
+            monkeypatch.setattr(boxqp, "COMPILED_MIN_NODES", threshold)
+            model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+            model.set_losses({v: make(sq.loss(v)) for v in sq.nodes})
+            runs.append(model.solve_primal_dual(max_iter=60, tol=0, step=10.0,
+                                                record_every=None))
+        assert runs[0].paths.get("cvxpy fallbacks", 0) == runs[1].paths.get("cvxpy fallbacks", 0)
+        np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+def _logistic_reference(ls, v, tau):
+    """argmin_z (1/m) sum_r log(1 + exp(-y_r x_r^T z)) + l2 ||z||^2 + ||z - v||^2 / (2 tau)."""
+    z = cp.Variable(ls.X.shape[1])
+    obj = (cp.sum(cp.logistic(cp.multiply(-ls.y, ls.X @ z))) / ls.X.shape[0]
+           + ls.l2 * cp.sum_squares(z) + cp.sum_squares(z - v) / (2 * tau))
+    cp.Problem(cp.Minimize(obj)).solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12,
+                                       tol_feas=1e-12)
+    return z.value
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_compiled_logistic_prox_matches_independent_cvxpy(d, monkeypatch):
+    monkeypatch.setattr(losses_batches, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(20 + d)
+    losses = []
+    for _ in range(5):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * 10.0 ** rng.uniform(-1, 1.5)
+        losses.append(gm.LogisticLoss(X, np.sign(rng.standard_normal(m)),
+                                      l2=float(rng.choice([0.0, 0.2]))))
+    batch = LossBatch(gm.LogisticLoss, np.arange(5), losses, 5, d)
+    assert batch._compiled_newton()
+    V = 3.0 * rng.standard_normal((5, d))
+    tau = 10.0 ** rng.uniform(-1.5, 1.5, 5)
+    Z = batch.prox(V, tau)
+    Z2 = batch.prox(V + 0.01, tau * 1.1, W0=Z)  # from the predictor of the last answer
+    for j, ls in enumerate(losses):
+        for z, v, t in ((Z[j], V[j], tau[j]), (Z2[j], V[j] + 0.01, 1.1 * tau[j])):
+            ref = _logistic_reference(ls, v, t)
+            np.testing.assert_allclose(z, ref, rtol=0, atol=2e-7 * (1 + np.abs(ref).max()))
+
+
+def test_algorithm1_logistic_iterates_equal_on_both_paths(monkeypatch):
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    runs = []
+    for threshold in (10**9, 0):  # numpy Newton, then the compiled node loop
+        monkeypatch.setattr(losses_batches, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: gm.LogisticLoss(sq.loss(v).X, np.sign(sq.loss(v).y), l2=0.01)
+                          for v in sq.nodes})
+        runs.append(model.solve_primal_dual(max_iter=80, tol=0, step=10.0, record_every=None))
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", [gm.SquaredLoss, gm.HuberLoss, gm.HingeLoss, gm.AbsoluteLoss])
+def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
+    # composite rows (l1 rows, data rows with q > 0 or linear) at exact answers of the active
+    # set, and perturbed by 1e-13 ... 1e-4 (relative), NaN duals at some nodes
+    rng = np.random.default_rng(31)
+    k, d = 300, 3
+    losses = []
+    for _ in range(k):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * np.logspace(0, 1, d)
+        y = np.sign(rng.standard_normal(m)) if cls is gm.HingeLoss else rng.standard_normal(m)
+        kw = {"M": 0.5} if cls is gm.HuberLoss else {}
+        losses.append(cls(X, y, l1=float(rng.choice([0.0, 0.1])), **kw))
+    batch = CompositeProxBatch(cls, np.arange(k), losses, k, d)
+    pad = batch._padded()
+    V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
+    Z, ok, (_, a, _) = composite.composite_active_set_prox(**pad, mu=1 / tau, g=V / tau[:, None],
+                                                           Z0=V, check=False)
+    rows = {name: arr for name, arr in pad.items() if name not in ("coord", "l1row")}
+    for eps in (0.0, 1e-13, 1e-11, 1e-9, 1e-4):
+        Zp = Z * (1 + eps * rng.standard_normal(Z.shape))
+        ap = a * (1 + eps * rng.standard_normal(a.shape))
+        ap[:3, 0] = np.nan
+        out = []
+        for threshold in (10**9, 0):
+            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+            out.append(composite.kkt_certified(**rows, mu=1 / tau, g=V / tau[:, None], Z=Zp,
+                                               a=ap))
+        assert not out[1][:3].any()
+        assert np.array_equal(out[0], out[1]), (eps, np.flatnonzero(out[0] != out[1]))
+        if eps == 0.0:
+            assert out[1][3:].mean() > 0.95
+        if eps == 1e-4:
+            assert out[1].mean() < 0.05
+
+
+@pytest.mark.parametrize("case", ["absolute l1 box", "huber ball", "squared l1 ball1"])
+def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
+    # the composite active set with the compiled KKT check and next active sets, and without
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    make, cons = {
+        "absolute l1 box": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y, l1=0.05), [gm.Box(-1, 1)]),
+        "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
+        "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
+                             [gm.NormBall(1.0, p=1)])}[case]
+    runs = []
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: make(sq.loss(v)) for v in sq.nodes})
+        for v in sq.nodes:
+            for con in cons:
+                model.add_constraint(v, con)
+        runs.append(model.solve_primal_dual(max_iter=60, tol=0, step=10.0, record_every=None))
+    assert runs[0].paths.get("cvxpy fallbacks", 0) == runs[1].paths.get("cvxpy fallbacks", 0)
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+def _logistic_composite_reference(ls, v, tau, lo, hi):
+    """argmin over lo <= z <= hi of (1/m) sum_r log(1 + exp(-y_r x_r^T z)) + l1 ||z||_1 +
+    l2 ||z||^2 + ||z - v||^2 / (2 tau)."""
+    z = cp.Variable(ls.X.shape[1])
+    obj = (cp.sum(cp.logistic(cp.multiply(-ls.y, ls.X @ z))) / ls.X.shape[0]
+           + ls.l1 * cp.norm1(z) + ls.l2 * cp.sum_squares(z) + cp.sum_squares(z - v) / (2 * tau))
+    cons = [z[i] >= lo[i] for i in np.flatnonzero(np.isfinite(lo))] + \
+        [z[i] <= hi[i] for i in np.flatnonzero(np.isfinite(hi))]
+    cp.Problem(cp.Minimize(obj), cons).solve(solver="CLARABEL", tol_gap_abs=1e-12,
+                                             tol_gap_rel=1e-12, tol_feas=1e-12)
+    return z.value
+
+
+def _logistic_objective(ls, v, tau, z):
+    """The prox objective in numpy, written here."""
+    return (np.logaddexp(0.0, -ls.y * (ls.X @ z)).mean() + ls.l1 * np.abs(z).sum()
+            + ls.l2 * z @ z + (z - v) @ (z - v) / (2 * tau))
+
+
+def _logistic_composite_batch(rng, k, d):
+    losses, lo, hi = [], np.full((k, d), -np.inf), np.full((k, d), np.inf)
+    for i in range(k):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * 10.0 ** rng.uniform(-1, 1.5)
+        losses.append(gm.LogisticLoss(X, np.sign(rng.standard_normal(m)),
+                                      l1=float(rng.choice([0.0, 0.05, 1.0])),
+                                      l2=float(rng.choice([0.0, 0.2]))))
+        if i % 3:
+            lo[i] = np.where(rng.random(d) < 0.6, -rng.uniform(0, 1, d), -np.inf)
+            hi[i] = np.where(rng.random(d) < 0.6, rng.uniform(0, 1, d), np.inf)
+        if i % 5 == 1:
+            lo[i, 0] = 0.0  # a bound at the l1 kink
+    batch = strategies.CompiledSmoothCompositeBatch(gm.LogisticLoss, np.arange(k), losses, k,
+                                                    d, box=(lo, hi))
+    return batch, losses, lo, hi
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_compiled_logistic_l1_box_prox_matches_independent_cvxpy(d, monkeypatch):
+    monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(40 + d)
+    batch, losses, lo, hi = _logistic_composite_batch(rng, 12, d)
+    V = 2.0 * rng.standard_normal((12, d))
+    tau = 10.0 ** rng.uniform(-1.5, 1.5, 12)
+    Z = batch.prox(V, tau)
+    Z2 = batch.prox(V + 0.01, tau, W0=Z)  # from the last answer moved to first order
+    assert batch.fallbacks == 0
+    for j, ls in enumerate(losses):
+        for z, v in ((Z[j], V[j]), (Z2[j], V[j] + 0.01)):
+            assert np.all(z >= lo[j]) and np.all(z <= hi[j])
+            ref = _logistic_composite_reference(ls, v, tau[j], lo[j], hi[j])
+            if np.abs(z - ref).max() <= 1e-8 * (1 + np.abs(ref).max()):
+                continue
+            # else Clarabel's exponential cones are the inexact ones: the reference (projected
+            # into the box) is worse than z by at least the quadratic growth of the
+            # (1/tau)-strongly convex prox objective at its minimizer
+            ref = np.clip(ref, lo[j], hi[j])
+            f, f_ref = (_logistic_objective(ls, v, tau[j], x) for x in (z, ref))
+            assert f_ref - f >= 0.5 / tau[j] * np.sum((z - ref) ** 2) * (1 - 1e-6) \
+                - 1e-14 * abs(f), (j, np.abs(z - ref).max(), f, f_ref)
+
+
+def test_compiled_logistic_l1_box_uncertified_nodes_fall_back(monkeypatch):
+    monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", 0)
+    rng = np.random.default_rng(7)
+    batch, losses, lo, hi = _logistic_composite_batch(rng, 4, 2)
+    real = strategies.compiled_logistic_composite()
+
+    def no_steps(*args):  # max_iter = 0: nothing is certified
+        args = list(args)
+        args[11] = 0
+        return real(*args)
+
+    monkeypatch.setattr(strategies, "compiled_logistic_composite", lambda: no_steps)
+    V, tau = rng.standard_normal((4, 2)), np.ones(4)
+    Z = batch.prox(V, tau)
+    assert batch.fallbacks == 4
+    for j, ls in enumerate(losses):
+        ref = _logistic_composite_reference(ls, V[j], 1.0, lo[j], hi[j])
+        np.testing.assert_allclose(Z[j], ref, rtol=0, atol=1e-6 * (1 + np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("l1, box", [(0.05, False), (0.0, True), (0.05, True)])
+def test_algorithm1_logistic_l1_box_iterates_equal_the_proximal_newton(l1, box, monkeypatch):
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    runs = []
+    for threshold in (10**9, 0):  # proximal Newton (terms.composite), then the compiled one
+        monkeypatch.setattr(strategies, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: gm.LogisticLoss(sq.loss(v).X, np.sign(sq.loss(v).y), l1=l1)
+                          for v in sq.nodes})
+        for v in sq.nodes:
+            if box:
+                model.add_constraint(v, gm.Box([-1.0, 0.0], [1.0, 0.3]))
+        runs.append(model.solve_primal_dual(max_iter=80, tol=0, step=10.0, record_every=None))
+    assert "cvxpy fallbacks" not in runs[1].paths
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
