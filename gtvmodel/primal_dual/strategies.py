@@ -246,9 +246,9 @@ class CompiledSmoothCompositeBatch(SmoothCompositeProxBatch):
         mu = np.ascontiguousarray(2.0 * self.l2 + 1.0 / tau, dtype=float)
         g = np.ascontiguousarray(V / tau[:, None], dtype=float)
         lo, hi = (np.ascontiguousarray(b, dtype=float) for b in self.box)
-        last = self.__dict__.get("_compiled_last")
+        last: dict[str, Any] = self.__dict__.get("_compiled_last") or {}
         # the last answer moved to first order starts the call where W0 is that answer
-        predict = last is not None and last["g"].shape == g.shape and (
+        predict = bool(last) and last["g"].shape == g.shape and (
             W0 is None or np.array_equal(W0, last["Z"]))
         Z = np.array(last["Z"] if predict else np.clip(V if W0 is None else W0, lo, hi),
                      dtype=float)

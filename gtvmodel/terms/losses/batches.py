@@ -351,8 +351,8 @@ class DataFitBatch(SampleBatch):
         mu = 2.0 * self.l2 + 1.0 / tau
         g = V / tau[:, None]
         Z0 = V.copy() if W0 is None else np.array(W0, dtype=float)
-        last = self.__dict__.get("_newton_last")
-        predict = last is not None and last["g"].shape == g.shape and (
+        last: dict[str, Any] = self.__dict__.get("_newton_last") or {}
+        predict = bool(last) and last["g"].shape == g.shape and (
             W0 is None or np.array_equal(Z0, last["Z"]))
         if not predict:
             last = {"H": mu[:, None, None] * np.eye(self.d)}
