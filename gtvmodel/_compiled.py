@@ -34,6 +34,7 @@ from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
+           "affine_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
@@ -193,9 +194,9 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
     such: the caller recomputes it when there are any).  With ``residual``: the sum of squares
     of the dual residual ``(u^k - u^{k+1}) / sigma - D (w^k - w^{k+1})``
     (:func:`gtvmodel.primal_dual.steps.residuals`, the same operations per entry; ``dW =
-    w^k - w^{k+1}``), read while the block is in cache (wrong for flagged rows:
-    the caller recomputes it when there are any); else 0.  Returns ``(number of flagged
-    rows, sum of squares)``."""
+    w^k - w^{k+1}``), read while the block is in cache, over the rows not flagged: those
+    then hold ``u^k`` again, not the argument (the caller computes their DU and residual);
+    else 0.  Returns ``(number of flagged rows, sum of squares)``."""
     d = U.shape[1]
     nf = 0
     rsq = 0.0
@@ -231,9 +232,16 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
                         out[e, j] += a * Y[c, j]
                 for j in range(d):
                     out[e, j] = s * out[e, j] + U[e, j]
+        nf0 = nf
         nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
         if residual:
+            q = nf0  # the block's flagged rows (ascending) are left out
             for e in range(b0, b1):
+                if q < nf and flagged[q] == e:  # u^k back (out may be U): the caller's row
+                    for j in range(d):
+                        out[e, j] = old[e - b0, j]
+                    q += 1
+                    continue
                 s = sigma[e]
                 for j in range(d):
                     r = (old[e - b0, j] - out[e, j]) / s - ddw[e - b0, j]
@@ -274,9 +282,16 @@ def pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray
             s = sigma[e]
             for j in range(d):
                 out[e, j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
+        nf0 = nf
         nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
         if residual:
+            q = nf0  # the block's flagged rows (ascending) are left out
             for e in range(b0, b1):
+                if q < nf and flagged[q] == e:  # u^k back (out may be U): the caller's row
+                    for j in range(d):
+                        out[e, j] = old[e - b0, j]
+                    q += 1
+                    continue
                 h, t = heads[e], tails[e]
                 s = sigma[e]
                 for j in range(d):
@@ -304,6 +319,37 @@ def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.n
             c, a = indices[k], data[k]
             for j in range(d):
                 out[i, j] += a * U[c, j]
+
+
+def affine_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray,
+                     M: np.ndarray, b: np.ndarray, W_new: np.ndarray, Y: np.ndarray) -> int:
+    """PU (32) of the nodes ``rows`` whose node update is affine, ``w_i^{k+1} = M_a (v_i +
+    b_a)`` (``a`` the node's position in ``rows``; the squared loss's (69), ``M_a = (I (1 +
+    2 tau_i kappa_i) + 2 tau_i Q_i)^{-1}``, ``b_a = 2 tau_i q_i``), in one pass over the
+    nodes: ``v_i = w_i^k - tau_i (D^T u^k)_i`` (:func:`~gtvmodel.primal_dual.updates.
+    prox_point`), ``w_i^{k+1}`` into ``W_new[i]`` and ``Y_i = 2 w_i^{k+1} - w_i^k``
+    (:func:`~gtvmodel.primal_dual.updates.extrapolate`, the argument of DU (33)) into
+    ``Y[i]``: the same operations per entry (the sum over ``j`` of ``M_a[k, j] (v + b)_j`` in
+    order ``j = 0, 1, ...``).  Returns the number of rows with a non-finite ``w_i^{k+1}``."""
+    d = W.shape[1]
+    u = np.empty(d)
+    bad = 0
+    for a in range(rows.shape[0]):
+        i = rows[a]
+        t = tau[i]
+        for j in range(d):
+            u[j] = (W[i, j] - t * DTu[i, j]) + b[a, j]
+        ok = True
+        for k in range(d):
+            z = 0.0
+            for j in range(d):
+                z += M[a, k, j] * u[j]
+            W_new[i, k] = z
+            Y[i, k] = 2.0 * z - W[i, k]
+            ok = ok and np.isfinite(z)
+        if not ok:
+            bad += 1
+    return bad
 
 
 class Compiled:
@@ -338,12 +384,13 @@ class Compiled:
 
 
 class Kernels(NamedTuple):
-    """The compiled :func:`edge_pass`, :func:`pair_pass` and :func:`node_pass`
-    (:func:`kernels`)."""
+    """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass` and
+    :func:`affine_node_pass` (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
     pair_pass: Compiled
+    affine_node_pass: Compiled
 
 
 @functools.cache
@@ -359,7 +406,7 @@ def kernels() -> Kernels:
         return ROW_KERNELS.get(getattr(params, "instance_class", None))
 
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
-                   Compiled(numba, pair_pass))
+                   Compiled(numba, pair_pass), Compiled(numba, affine_node_pass))
 
 
 

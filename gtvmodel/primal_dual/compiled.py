@@ -27,10 +27,12 @@ from .. import _compiled
 from .._validate import check_option
 from ..errors import UnsupportedError
 from ..terms.penalties import Penalty
-from .steps import dual_residual
-from .updates import EdgeUpdates
+from .prox import NodeUpdates
+from .strategies import BatchProxGroup
+from .updates import EdgeUpdates, dual_argument, extrapolate, prox_point
 
-__all__ = ["CompiledEdgeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES", "make_edge_updates"]
+__all__ = ["CompiledEdgeUpdates", "CompiledNodeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES",
+           "make_edge_updates"]
 
 #: The options of ``NumpyBackend(kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
@@ -85,16 +87,16 @@ class CompiledEdgeUpdates:
     def __call__(self, Y: np.ndarray, U: np.ndarray, sigma: np.ndarray, sigma_col: np.ndarray,
                  out: np.ndarray, W: np.ndarray | None = None,
                  W_new: np.ndarray | None = None) -> np.ndarray:
-        """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``, not ``U``) from ``Y = 2 w^{k+1}
-        - w^k``, ``u^k = U`` and the steps ``sigma`` (``sigma_col`` unused: the interface of
-        :class:`~gtvmodel.primal_dual.updates.EdgeUpdates`); with ``W = w^k`` and ``W_new =
-        w^{k+1}`` also the dual residual's norm in the same pass (:attr:`dual_residual`).
-        ``out`` may be ``U`` (in place) when the residual is not asked for."""
+        """Write ``u^{k+1}`` (33) into ``out`` (``(|E|, d)``: ``U`` itself, in place, or
+        another array) from ``Y = 2 w^{k+1} - w^k``, ``u^k = U`` and the steps ``sigma``
+        (``sigma_col`` unused: the interface of :class:`~gtvmodel.primal_dual.updates.
+        EdgeUpdates`); with ``W = w^k`` and ``W_new = w^{k+1}`` also the dual residual's norm
+        in the same pass (:attr:`dual_residual`), in place or not."""
         Y, sigma = np.ascontiguousarray(Y), np.ascontiguousarray(sigma, dtype=float)
         sums = self._sums[1] if self._fresh is not None and \
             self._fresh[1] is self._sums[0] else self._sums[0]
         edge_pass = self._pass
-        want = W is not None
+        want = W is not None and W_new is not None
         # (a node-sized array: fewer rows to gather)
         dW = W - W_new if W is not None and W_new is not None else Y
         if self._pool is None:
@@ -111,11 +113,18 @@ class CompiledEdgeUpdates:
                                      [np.empty(0, dtype=np.int64)])
             rsq = sum(r for _, r in got)
         if flagged.size:  # rows the kernel declines: the penalty's numpy DU on the argument
-            out[flagged] = self.penalty.dual_update(out[flagged], sigma[flagged],
-                                                    self.lamA[flagged])
-        self.dual_residual = (None if W is None or W_new is None else
-                              dual_residual(self.D, W, W_new, U, out, sigma[:, None])
-                              if flagged.size else float(np.sqrt(rsq)))
+            s_f, lam_f = sigma[flagged], self.lamA[flagged]
+            if want:  # the kernel left u^k there (out may be U): argument and residual here
+                old, Df = out[flagged], self.D[flagged]
+                new = self.penalty.dual_update(dual_argument(old, Df @ Y, s_f[:, None]),
+                                               s_f, lam_f)
+                R = (out[flagged] - new) / s_f[:, None]
+                R -= Df @ dW
+                rsq += float(np.einsum("ij,ij->", R, R))
+                out[flagged] = new
+            else:
+                out[flagged] = self.penalty.dual_update(out[flagged], s_f, lam_f)
+        self.dual_residual = float(np.sqrt(rsq)) if want else None
         if self._pool is not None or flagged.size:
             self._node_sums(out, sums)
         self._fresh = (out, sums)
@@ -149,6 +158,58 @@ class CompiledEdgeUpdates:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+class CompiledNodeUpdates:
+    """PU (32) for every node with ``v = w^k - T D^T u^k`` and ``Y = 2 w^{k+1} - w^k`` in the
+    same pass: the groups whose node update is affine (squared losses without constraints:
+    ``w_i^{k+1} = M_i (v_i + b_i)``, :meth:`~gtvmodel.terms.losses.batches.SquaredBatch.
+    affine_prox`) by the compiled :func:`~gtvmodel._compiled.affine_node_pass` (one read of
+    ``w^k``, ``D^T u^k`` and the operator, no ``(n, d)`` temporaries), the other groups by
+    their own update (:class:`~gtvmodel.primal_dual.prox.NodeUpdates`) on their rows.  The
+    same operations per entry as :func:`~gtvmodel.primal_dual.updates.prox_point`, the
+    batch's prox and :func:`~gtvmodel.primal_dual.updates.extrapolate` (but for the order of
+    the sum in ``M_i u``).  :meth:`make` returns None where no group is affine."""
+
+    def __init__(self, updates: NodeUpdates, affine: list[tuple[np.ndarray, Any]],
+                 other: list[tuple[np.ndarray, Any]]):
+        self.kernels = _compiled.kernels()
+        self.updates, self.affine, self.other = updates, affine, other
+        self._tau: np.ndarray | None = None
+        self._ops: list[tuple[np.ndarray, np.ndarray]] = []
+
+    @classmethod
+    def make(cls, updates: NodeUpdates) -> CompiledNodeUpdates | None:
+        """The compiled node updates of ``updates``' groups, or None (no affine group)."""
+        affine, other = [], []
+        for grp in updates.groups:
+            rows = np.ascontiguousarray(grp.nodes, dtype=np.int64)
+            if isinstance(grp, BatchProxGroup) and grp.box is None and grp.ball is None \
+                    and hasattr(grp.batch, "affine_prox") and grp.batch.prox_supported().all():
+                affine.append((rows, grp.batch))
+            else:
+                other.append((rows, grp))
+        return cls(updates, affine, other) if affine else None
+
+    def __call__(self, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray, tau_col: np.ndarray,
+                 k: int, W_new: np.ndarray, Y: np.ndarray) -> int:
+        """``w^{k+1}`` (32) into ``W_new`` and ``2 w^{k+1} - w^k`` into ``Y`` from ``w^k = W``,
+        ``D^T u^k = DTu`` and the steps ``tau`` (``tau_col`` the same as a column) at
+        iteration ``k``; returns the number of nodes with a non-finite ``w^{k+1}``."""
+        if tau is not self._tau:  # the operators for these steps (cached by the batches)
+            self._ops = [batch.affine_prox(tau[rows]) for rows, batch in self.affine]
+            self._tau = tau
+        bad = 0
+        node_pass = self.kernels.affine_node_pass
+        for (rows, _), (M, b) in zip(self.affine, self._ops, strict=True):
+            bad += node_pass(rows, W, DTu, tau, M, b, W_new, Y)
+        for rows, grp in self.other:
+            V = prox_point(W[rows], tau_col[rows], DTu[rows])
+            Z = grp.update(V, tau[rows], k, W[rows])
+            W_new[rows] = Z
+            Y[rows] = extrapolate(Z, W[rows], np.empty_like(Z))
+            bad += int(np.count_nonzero(~np.isfinite(Z).all(axis=1)))
+        return bad
 
 
 def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
