@@ -14,12 +14,22 @@ import pytest
 import scipy.sparse as sp
 
 import gtvmodel as gm
-from gtvmodel.primal_dual.compiled import CompiledNodeUpdates
+from gtvmodel.primal_dual import compiled
+from gtvmodel.primal_dual.compiled import CompiledNodeUpdates, edge_order
 from gtvmodel.primal_dual.prox import NodeUpdates
 
 pytest.importorskip("numba")
 
 NUMBA = gm.NumpyBackend(kernel="numba")
+
+
+@pytest.fixture(params=["model order", "tail blocks"])
+def blocks(request, monkeypatch):
+    """The compiled pass's own edge order: trivial at these sizes (one block of tails), or
+    with blocks of 3 nodes (``TAIL_BLOCK_BYTES`` made small), so the flows are reordered."""
+    if request.param == "tail blocks":
+        monkeypatch.setattr(compiled, "TAIL_BLOCK_BYTES", 3 * 16 * 4)
+    return request.param
 
 
 def _model(seed: int, d: int = 4, weights: tuple[float, float] = (0.2, 3.0)
@@ -80,7 +90,7 @@ def _plain_loop(model: gm.GTVModel, data: dict, tau: np.ndarray, sigma: np.ndarr
     return W, U
 
 
-def test_iterates_equal_a_plain_loop():
+def test_iterates_equal_a_plain_loop(blocks):
     """50 iterations, uneven steps: the compiled node pass (squared nodes), the quadratic and
     isolated groups beside it and the in-place edge pass give the plain loop's iterates to
     1e-12, and the numpy path's."""
@@ -104,7 +114,7 @@ def test_iterates_equal_a_plain_loop():
     assert 0 < np.sum(nrm >= caps * (1 - 1e-9)) < model.num_edges  # edges at and below capacity
 
 
-def test_step_rule_residuals_and_certificates_equal_the_numpy_path():
+def test_step_rule_residuals_and_certificates_equal_the_numpy_path(blocks):
     """The default step rule (residual balancing) with certificates every 10 iterations: the
     same history (residuals folded into the passes, step scales, gaps) and iterates as the
     numpy path; the final certificate is that of the returned iterate."""
@@ -122,7 +132,7 @@ def test_step_rule_residuals_and_certificates_equal_the_numpy_path():
     assert again.gap == pytest.approx(b.certificate.gap, rel=1e-9, abs=1e-12)
 
 
-def test_arrays_handed_to_a_callback_are_never_written_again():
+def test_arrays_handed_to_a_callback_are_never_written_again(blocks):
     """A callback keeps every ``(w^k, u^k)`` it was given: none changes afterwards."""
     model, _ = _model(3)
     seen, copies = [], []
@@ -139,7 +149,7 @@ def test_arrays_handed_to_a_callback_are_never_written_again():
     assert np.array_equal(r.weights, copies[-1][0]) and np.array_equal(r.flows, copies[-1][1])
 
 
-def test_declined_rows_keep_the_dual_residual_in_place():
+def test_declined_rows_keep_the_dual_residual_in_place(blocks):
     """Capacities below the kernel's proven range (``lambda A_e < 2^-900``) take the numpy
     DU; with the flows updated in place their dual-residual rows come from the argument of DU:
     the same residuals and iterates as the numpy path."""
@@ -171,3 +181,27 @@ def test_compiled_node_updates_count_non_finite_rows():
     assert nodes(W, DTu, tau, tau[:, None], 0, W_new, Y) == 1
     assert not np.isfinite(W_new[i]).all() and np.isfinite(np.delete(W_new, i, 0)).all()
     np.testing.assert_array_equal(Y[np.arange(n) != i], 2 * W_new[np.arange(n) != i])
+
+
+def test_tail_blocks_and_warm_starts(blocks):
+    """The order of :func:`edge_order` (blocks of tails, heads inside) is a permutation;
+    20 + 20 iterations from a warm start (model-order flows in, model-order flows out)
+    equal 40 at once, and the kernel's order changes nothing in the result's flows."""
+    model, _ = _model(6)
+    pairs = np.asarray(model.incidence.indices).reshape(-1, 2)
+    order = edge_order(pairs[:, 0], pairs[:, 1], model.num_nodes, model.dim)
+    assert (order is None) == (blocks == "model order")  # one block of tails: no reordering
+    if order is not None:
+        assert np.array_equal(np.sort(order), np.arange(model.num_edges))
+        tails = pairs[order, 1] // max(1, compiled.TAIL_BLOCK_BYTES // (16 * model.dim))
+        assert np.all(np.diff(tails) >= 0)
+        assert not np.array_equal(order, np.arange(model.num_edges))
+    run = {"step": 0.9, "tol": 0, "record_every": None, "backend": NUMBA}
+    first = gm.solve_primal_dual(model, max_iter=20, **run)
+    second = gm.solve_primal_dual(model, max_iter=20, warm_start=first, **run)
+    once = gm.solve_primal_dual(model, max_iter=40, **run)
+    ref = gm.solve_primal_dual(model, max_iter=40, step=0.9, tol=0, record_every=None,
+                               backend=gm.NumpyBackend(kernel="numpy"))
+    for r in (second, once):
+        np.testing.assert_allclose(r.weights, ref.weights, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(r.flows, ref.flows, rtol=0, atol=1e-12)

@@ -137,15 +137,20 @@ class Run:
 
     def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
-                 progress: bool, t_start: float, threads: int = 1, kernel: str = "auto"):
+                 progress: bool, t_start: float, threads: int = 1, kernel: str = "auto",
+                 reorder: bool = False):
         self.model, self.opts, self.rule = model, opts, rule
         self.updates: NodeUpdateMaps = updates
         self.t_start = t_start
         self.D = model.incidence
         self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
+        # reorder: the compiled edge pass keeps u^k in its own edge order (perm; the flows
+        # handed out, to a callback, a certificate or the result, are in the model's)
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
-                                                    DT=self.DT)
+                                                    DT=self.DT, reorder=reorder,
+                                                    cache=model.cache)
+        self.perm: np.ndarray | None = getattr(self.edges, "perm", None)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
@@ -156,7 +161,8 @@ class Run:
         self.timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0,
                         "certificate": 0.0}
         # D^T u^0: zero without a warm start (no product)
-        self.x = Iterate(W, U, np.zeros_like(W) if warm_start is None else self.DT @ U)
+        self.x = Iterate(W, U if warm_start is None or self.perm is None else U[self.perm],
+                         np.zeros_like(W) if warm_start is None else self.DT @ U)
         self.Y = np.empty_like(W)  # 2 w^{k+1} - w^k, rewritten every iteration
         # u^{k-1}'s array, reused for u^{k+1} unless a callback or a certificate saw it
         self._spare: np.ndarray | None = None
@@ -197,7 +203,7 @@ class Run:
             if (self.certificate_due(k) or k == max_iter) and self.record(k):
                 status = "converged"
                 break
-            if callback is not None and callback(k, self.x.W, self.x.U):
+            if callback is not None and callback(k, self.x.W, self.flows(self.x.U)):
                 status = "stopped"
                 if not self.rows or self.rows[-1][0] != k:
                     self.record(k)
@@ -336,14 +342,20 @@ class Run:
         """The certificate of the current iterate (:func:`~gtvmodel.certificates.certificate.
         certify` without the escalation); read for ``primal_value``, ``gap``, ....  The flows'
         array is never reused for a later iterate (the certificate may keep it)."""
-        self._seen, self._seen_w = self.x.U, self.x.W
-        return certify(self.model, self.x.W, self.x.U, fallback=False)
+        # (with perm the certificate gets a copy: u^k's array may take u^{k+1})
+        self._seen, self._seen_w = (self.x.U if self.perm is None else None), self.x.W
+        return certify(self.model, self.x.W, self.flows(self.x.U), fallback=False)
+
+    def flows(self, U: Any) -> Any:
+        """The flows ``U`` of the iterate in the model's edge order (a copy where the
+        compiled edge pass keeps its own order, :attr:`perm`)."""
+        return U if self.perm is None else self.edges.model_order(U)  # type: ignore[union-attr]
 
     def result(self, status: str) -> PrimalDualResult:
         """The :class:`PrimalDualResult` of the run (``status`` from :meth:`loop`)."""
         self.timings["total"] = time.perf_counter() - self.t_start
         return PrimalDualResult(
-            weights=self.x.W, flows=self.x.U, iterations=self.k, status=status,
+            weights=self.x.W, flows=self.flows(self.x.U), iterations=self.k, status=status,
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
             c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))
