@@ -205,3 +205,42 @@ def test_tail_blocks_and_warm_starts(blocks):
     for r in (second, once):
         np.testing.assert_allclose(r.weights, ref.weights, rtol=0, atol=1e-12)
         np.testing.assert_allclose(r.flows, ref.flows, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_norm2_pass_edge_by_edge_equals_the_block_pass(residual):
+    """``l2_pair_pass`` (``Norm2`` edge by edge, the projection written into it) gives
+    ``pair_pass``'s flows, sums, declined rows and residual bit for bit: rows on, just inside
+    and just outside the ball at scales 1e-150 ... 1e150, zero rows, NaN and overflowing
+    rows, radii below the kernel's range; in place (``out`` is ``U``)."""
+    from gtvmodel import _compiled
+    from gtvmodel._norms import EPS
+
+    rng = np.random.default_rng(7)
+    rows, radii = [], []
+    for scale in (1e-150, 1e-20, 1.0, 1e20, 1e150):
+        for factor in (1 - 8 * EPS, 1 - EPS, 1.0, 1 + EPS, 1 + 4 * EPS, 3.0, 0.3):
+            v = rng.standard_normal(5)
+            r = scale * rng.uniform(0.5, 2.0)
+            rows.append(v / np.linalg.norm(v) * r * factor)
+            radii.append(r)
+    rows += [np.zeros(5), np.full(5, np.nan), np.full(5, 1e200), rng.standard_normal(5)]
+    radii += [1.0, 1.0, 1.0, 1e-300]
+    U0, r = np.array(rows), np.array(radii)
+    E, n, d = len(U0), 12, 5
+    heads = rng.integers(0, n // 2, E).astype(np.int32)
+    tails = rng.integers(n // 2, n, E).astype(np.int32)
+    Y, dW = 1e-3 * rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    sigma = rng.uniform(0.1, 1.0, E)
+    params = gm.Norm2().compiled_dual_row(r, d)
+    kern = _compiled.kernels()
+    got = []
+    for kernel in (kern.pair_pass, kern.l2_pair_pass):
+        U, DTu, fl = U0.copy(), np.empty((n, d)), np.empty(E, dtype=np.int64)
+        nf, rsq = kernel(heads, tails, Y, U, sigma, U, params, 0, E, DTu, True, fl, dW,
+                         residual)
+        got.append((U, DTu, fl[:nf], rsq))
+    (U1, S1, f1, r1), (U2, S2, f2, r2) = got
+    assert f1.size >= 3 and np.array_equal(f1, f2)
+    assert np.array_equal(U1, U2, equal_nan=True) and np.array_equal(S1, S2, equal_nan=True)
+    assert r1 == r2 or (np.isnan(r1) and np.isnan(r2))

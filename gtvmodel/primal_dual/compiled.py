@@ -95,7 +95,10 @@ class CompiledEdgeUpdates:
                                 cache.get_or_build("pd_edge_order", build))
             if self.perm is not None:
                 self.row = penalty.compiled_dual_row(lamA[self.perm], dim)
-            self._pass, self._ends = self.kernels.pair_pass, tuple(ends)
+            # Norm2: the pass edge by edge (the projection written into it)
+            self._pass = (self.kernels.l2_pair_pass if isinstance(self.row, _compiled.L2BallRow)
+                          else self.kernels.pair_pass)
+            self._ends = tuple(ends)
         else:
             self._pass, self._ends = self.kernels.edge_pass, self._csr
         self.DT = D.T.tocsr() if DT is None else DT

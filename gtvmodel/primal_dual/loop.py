@@ -294,11 +294,12 @@ class Run:
 
     def _residuals_due(self, k: int) -> bool:
         """Whether :meth:`advance` after ``k`` iterations needs the residuals (the step rule
-        adapts, or the history records them); the rule's state does not change between the
+        adapts, or the history records them: not at the last iteration of a run without
+        certificates, which has no history); the rule's state does not change between the
         iteration and its :meth:`advance`."""
-        rule = self.rule
-        return ((rule.active and k % rule.every == 0) or k % self.opts.record_every == 0
-                or k == self.opts.max_iter)
+        rule, opts = self.rule, self.opts
+        return ((rule.active and k % rule.every == 0) or k % opts.record_every == 0
+                or (k == opts.max_iter and opts.certifying))
 
     def certificate_due(self, k: int) -> bool:
         """A certificate is scheduled at multiples of ``record_every`` and postponed until the
