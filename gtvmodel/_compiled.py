@@ -34,7 +34,7 @@ from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
-           "affine_node_pass", "scatter_rows", "l2_pair_pass",
+           "affine_node_pass", "gather_rows", "l2_pair_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
@@ -419,15 +419,15 @@ def affine_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.n
     return bad
 
 
-def scatter_rows(index: np.ndarray, U: np.ndarray, out: np.ndarray) -> None:
-    """``out[index[a]] = U[a]`` for every row ``a`` (the flows of the compiled edge pass
-    back in the model's edge order: numpy's fancy assignment copies row by row several times
-    slower)."""
+def gather_rows(index: np.ndarray, U: np.ndarray, out: np.ndarray) -> None:
+    """``out[a] = U[index[a]]`` for every row ``a`` (the flows of the compiled edge pass back
+    in the model's edge order, written in order: numpy's fancy indexing copies row by row
+    several times slower, and scattered writes into a new array pay a page per row)."""
     d = U.shape[1]
-    for a in range(U.shape[0]):
+    for a in range(out.shape[0]):
         i = index[a]
         for j in range(d):
-            out[i, j] = U[a, j]
+            out[a, j] = U[i, j]
 
 
 class Compiled:
@@ -463,14 +463,14 @@ class Compiled:
 
 class Kernels(NamedTuple):
     """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass`,
-    :func:`affine_node_pass`, :func:`scatter_rows` and :func:`l2_pair_pass`
+    :func:`affine_node_pass`, :func:`gather_rows` and :func:`l2_pair_pass`
     (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
     pair_pass: Compiled
     affine_node_pass: Compiled
-    scatter_rows: Compiled
+    gather_rows: Compiled
     l2_pair_pass: Compiled
 
 
@@ -488,7 +488,7 @@ def kernels() -> Kernels:
 
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
                    Compiled(numba, pair_pass), Compiled(numba, affine_node_pass),
-                   Compiled(numba, scatter_rows), Compiled(numba, l2_pair_pass))
+                   Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass))
 
 
 

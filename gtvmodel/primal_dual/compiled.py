@@ -81,18 +81,22 @@ class CompiledEdgeUpdates:
         #: The edge order of the flows (None: the model's).
         self.perm: np.ndarray | None = None
         if pairs:
-            def build() -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+            def build() -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray,
+                                 np.ndarray]:
                 heads, tails = D.indices[0::2], D.indices[1::2]
                 # (32-bit indices where they fit: less to read per edge)
                 it = np.int32 if max(D.shape) < 2**31 else np.int64
                 perm = edge_order(heads, tails, D.shape[1], dim) if reorder else None
+                inv = None
                 if perm is not None:
                     perm = perm.astype(it)
+                    inv = np.empty_like(perm)
+                    inv[perm] = np.arange(perm.size, dtype=it)
                     heads, tails = heads[perm], tails[perm]
-                return (perm, np.ascontiguousarray(heads, dtype=it),
+                return (perm, inv, np.ascontiguousarray(heads, dtype=it),
                         np.ascontiguousarray(tails, dtype=it))
-            self.perm, *ends = (build() if cache is None or not reorder else
-                                cache.get_or_build("pd_edge_order", build))
+            self.perm, self._inv, *ends = (build() if cache is None or not reorder else
+                                           cache.get_or_build("pd_edge_order", build))
             if self.perm is not None:
                 self.row = penalty.compiled_dual_row(lamA[self.perm], dim)
             # Norm2: the pass edge by edge (the projection written into it)
@@ -175,7 +179,7 @@ class CompiledEdgeUpdates:
         if self.perm is None:
             return U
         out = np.empty_like(U)
-        self.kernels.scatter_rows(self.perm, np.ascontiguousarray(U), out)
+        self.kernels.gather_rows(self._inv, np.ascontiguousarray(U), out)
         return out
 
     def node_sums(self, U: np.ndarray) -> np.ndarray:

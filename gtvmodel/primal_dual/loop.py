@@ -354,9 +354,10 @@ class Run:
 
     def result(self, status: str) -> PrimalDualResult:
         """The :class:`PrimalDualResult` of the run (``status`` from :meth:`loop`)."""
+        flows = self.flows(self.x.U)  # (in the model's edge order: counted in the total)
         self.timings["total"] = time.perf_counter() - self.t_start
         return PrimalDualResult(
-            weights=self.x.W, flows=self.flows(self.x.U), iterations=self.k, status=status,
+            weights=self.x.W, flows=flows, iterations=self.k, status=status,
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
             c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))
