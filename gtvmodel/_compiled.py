@@ -34,7 +34,7 @@ from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
-           "affine_node_pass", "gather_rows", "l2_pair_pass",
+           "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
@@ -430,6 +430,30 @@ def gather_rows(index: np.ndarray, U: np.ndarray, out: np.ndarray) -> None:
             out[a, j] = U[i, j]
 
 
+def unpermute_rows(index: np.ndarray, U: np.ndarray, done: np.ndarray) -> None:
+    """``U[a] = U_old[index[a]]`` for every row ``a``, in place (:func:`gather_rows` without a
+    second array), cycle by cycle; ``done`` (``U``'s rows, all False) marks the rows
+    written."""
+    d = U.shape[1]
+    t = np.empty(d)
+    for i in range(U.shape[0]):
+        if done[i]:
+            continue
+        for j in range(d):
+            t[j] = U[i, j]
+        a = i
+        while True:
+            done[a] = True
+            k = index[a]
+            if k == i:
+                for j in range(d):
+                    U[a, j] = t[j]
+                break
+            for j in range(d):
+                U[a, j] = U[k, j]
+            a = k
+
+
 class Compiled:
     """``func`` compiled by numba (``nogil``, so threads run it in parallel) with
     ``cache=True``: the machine code is kept in ``__pycache__`` (or ``NUMBA_CACHE_DIR``,
@@ -463,7 +487,8 @@ class Compiled:
 
 class Kernels(NamedTuple):
     """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass`,
-    :func:`affine_node_pass`, :func:`gather_rows` and :func:`l2_pair_pass`
+    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass` and
+    :func:`unpermute_rows`
     (:func:`kernels`)."""
 
     edge_pass: Compiled
@@ -472,6 +497,7 @@ class Kernels(NamedTuple):
     affine_node_pass: Compiled
     gather_rows: Compiled
     l2_pair_pass: Compiled
+    unpermute_rows: Compiled
 
 
 @functools.cache
@@ -488,7 +514,8 @@ def kernels() -> Kernels:
 
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
                    Compiled(numba, pair_pass), Compiled(numba, affine_node_pass),
-                   Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass))
+                   Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass),
+                   Compiled(numba, unpermute_rows))
 
 
 

@@ -244,3 +244,21 @@ def test_norm2_pass_edge_by_edge_equals_the_block_pass(residual):
     assert f1.size >= 3 and np.array_equal(f1, f2)
     assert np.array_equal(U1, U2, equal_nan=True) and np.array_equal(S1, S2, equal_nan=True)
     assert r1 == r2 or (np.isnan(r1) and np.isnan(r2))
+
+
+def test_rows_back_in_the_model_order():
+    """``gather_rows`` and the in-place ``unpermute_rows`` give ``U[index]`` for a random
+    permutation (long and short cycles, fixed points)."""
+    from gtvmodel import _compiled
+
+    rng = np.random.default_rng(8)
+    kern = _compiled.kernels()
+    for E in (1, 2, 57):
+        U = rng.standard_normal((E, 3))
+        index = rng.permutation(E).astype(np.int32)
+        out = np.empty_like(U)
+        kern.gather_rows(index, U, out)
+        np.testing.assert_array_equal(out, U[index])
+        V = U.copy()
+        kern.unpermute_rows(index, V, np.zeros(E, dtype=bool))
+        np.testing.assert_array_equal(V, U[index])

@@ -173,10 +173,14 @@ class CompiledEdgeUpdates:
         self._fresh = (out, sums)
         return out
 
-    def model_order(self, U: np.ndarray) -> np.ndarray:
-        """The flows ``U`` (in :attr:`perm`'s order) in the model's edge order (a new array;
-        ``U`` itself without :attr:`perm`)."""
+    def model_order(self, U: np.ndarray, in_place: bool = False) -> np.ndarray:
+        """The flows ``U`` (in :attr:`perm`'s order) in the model's edge order: a new array,
+        or ``U`` itself rearranged with ``in_place`` (no second ``(|E|, d)`` array: the end
+        of a run); ``U`` itself without :attr:`perm`."""
         if self.perm is None:
+            return U
+        if in_place and U.flags.c_contiguous:
+            self.kernels.unpermute_rows(self._inv, U, np.zeros(U.shape[0], dtype=bool))
             return U
         out = np.empty_like(U)
         self.kernels.gather_rows(self._inv, np.ascontiguousarray(U), out)

@@ -354,7 +354,10 @@ class Run:
 
     def result(self, status: str) -> PrimalDualResult:
         """The :class:`PrimalDualResult` of the run (``status`` from :meth:`loop`)."""
-        flows = self.flows(self.x.U)  # (in the model's edge order: counted in the total)
+        # the flows in the model's edge order, in place (the run is over; nobody else holds
+        # them: a certificate or a callback got copies), counted in the total
+        flows = self.x.U if self.perm is None else \
+            self.edges.model_order(self.x.U, in_place=True)  # type: ignore[union-attr]
         self.timings["total"] = time.perf_counter() - self.t_start
         return PrimalDualResult(
             weights=self.x.W, flows=flows, iterations=self.k, status=status,
