@@ -135,6 +135,10 @@ class Run:
     steps ``T``, ``Sigma`` (with their rule), the iterate, the certificate schedule and the
     history rows, and the timings."""
 
+    #: The compiled edge pass's edge order of ``u^k`` (None: the model's; a subclass that
+    #: keeps its own iterate leaves it None, :meth:`flows` is then the identity).
+    perm: np.ndarray | None = None
+
     def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
                  progress: bool, t_start: float, threads: int = 1, kernel: str = "auto",
@@ -150,7 +154,7 @@ class Run:
                                                     model.dim, kernel, threads=threads,
                                                     DT=self.DT, reorder=reorder,
                                                     cache=model.cache)
-        self.perm: np.ndarray | None = getattr(self.edges, "perm", None)
+        self.perm = getattr(self.edges, "perm", None)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
