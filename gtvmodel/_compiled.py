@@ -34,6 +34,7 @@ from ._norms import L2BallProjection
 
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
+           "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
@@ -193,9 +194,9 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
     such: the caller recomputes it when there are any).  With ``residual``: the sum of squares
     of the dual residual ``(u^k - u^{k+1}) / sigma - D (w^k - w^{k+1})``
     (:func:`gtvmodel.primal_dual.steps.residuals`, the same operations per entry; ``dW =
-    w^k - w^{k+1}``), read while the block is in cache (wrong for flagged rows:
-    the caller recomputes it when there are any); else 0.  Returns ``(number of flagged
-    rows, sum of squares)``."""
+    w^k - w^{k+1}``), read while the block is in cache, over the rows not flagged: those
+    then hold ``u^k`` again, not the argument (the caller computes their DU and residual);
+    else 0.  Returns ``(number of flagged rows, sum of squares)``."""
     d = U.shape[1]
     nf = 0
     rsq = 0.0
@@ -231,9 +232,16 @@ def edge_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, Y: np.n
                         out[e, j] += a * Y[c, j]
                 for j in range(d):
                     out[e, j] = s * out[e, j] + U[e, j]
+        nf0 = nf
         nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
         if residual:
+            q = nf0  # the block's flagged rows (ascending) are left out
             for e in range(b0, b1):
+                if q < nf and flagged[q] == e:  # u^k back (out may be U): the caller's row
+                    for j in range(d):
+                        out[e, j] = old[e - b0, j]
+                    q += 1
+                    continue
                 s = sigma[e]
                 for j in range(d):
                     r = (old[e - b0, j] - out[e, j]) / s - ddw[e - b0, j]
@@ -274,9 +282,16 @@ def pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray
             s = sigma[e]
             for j in range(d):
                 out[e, j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
+        nf0 = nf
         nf = _dual_rows(out, b0, b1, sigma, params, flagged, nf)
         if residual:
+            q = nf0  # the block's flagged rows (ascending) are left out
             for e in range(b0, b1):
+                if q < nf and flagged[q] == e:  # u^k back (out may be U): the caller's row
+                    for j in range(d):
+                        out[e, j] = old[e - b0, j]
+                    q += 1
+                    continue
                 h, t = heads[e], tails[e]
                 s = sigma[e]
                 for j in range(d):
@@ -292,6 +307,73 @@ def pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray
     return nf, rsq
 
 
+def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndarray,
+                 sigma: np.ndarray, out: np.ndarray, params: Any, e0: int, e1: int,
+                 DTu: np.ndarray, scatter: bool, flagged: np.ndarray, dW: np.ndarray,
+                 residual: bool) -> tuple[int, float]:
+    """:func:`pair_pass` for ``Norm2`` (``params`` an :class:`L2BallRow`) edge by edge: the
+    argument, the projection, the residual and the scatter of one edge while its row is in
+    registers, about 20-35 % less CPU than :func:`pair_pass`'s blocks when the endpoints' rows
+    are in cache (benchmarks/RESULTS.md, issue 30; a call per row to a row kernel costs about
+    as much as the row, so the projection is written here: the operations of
+    :func:`_l2_ball_rows`, in the same order, which ``tests/test_primal_dual_fused.py`` checks
+    bit for bit).  The same arguments and returns as :func:`pair_pass` and the same flows and
+    sums bit for bit (declined rows hold the argument, or ``u^k`` again with ``residual``)."""
+    p = params
+    d = U.shape[1]
+    nf = 0
+    rsq = 0.0
+    if scatter:
+        DTu[:, :] = 0.0
+    old = np.empty(d)
+    x = np.empty(d)  # the row in registers, written once
+    for e in range(e0, e1):
+        h, t = heads[e], tails[e]
+        s = sigma[e]
+        if residual:
+            for j in range(d):
+                old[j] = U[e, j]
+        for j in range(d):
+            x[j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
+        # _l2_ball_rows on the row e
+        sq = 0.0
+        for j in range(d):
+            sq += x[j] * x[j]
+        nrm = np.sqrt(sq)
+        ok = nrm <= p.hi
+        if ok and nrm < p.lo:
+            for j in range(d):
+                ok = ok and x[j] == 0.0
+        elif ok:
+            upper = nrm * p.grow
+            r = p.r[e]
+            if not upper <= r:
+                f = (r * p.scale_factor) / nrm
+                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
+                      and r >= p.r_min)
+                if ok:
+                    for j in range(d):
+                        x[j] *= f
+        if not ok:
+            flagged[nf] = e
+            nf += 1
+            if residual:  # u^k back (out may be U): the caller's row
+                for j in range(d):
+                    x[j] = old[j]
+        elif residual:
+            for j in range(d):
+                rr = (old[j] - x[j]) / s - ((0.0 + dW[h, j]) - dW[t, j])
+                rsq += rr * rr
+        for j in range(d):
+            out[e, j] = x[j]
+        if scatter:
+            for j in range(d):
+                DTu[h, j] += x[j]
+            for j in range(d):
+                DTu[t, j] -= x[j]
+    return nf, rsq
+
+
 def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.ndarray,
               out: np.ndarray, i0: int, i1: int) -> None:
     """Rows ``i0 <= i < i1`` of ``D^T U`` into ``out`` from ``D^T``'s CSR arrays (the
@@ -304,6 +386,72 @@ def node_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.n
             c, a = indices[k], data[k]
             for j in range(d):
                 out[i, j] += a * U[c, j]
+
+
+def affine_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray,
+                     M: np.ndarray, b: np.ndarray, W_new: np.ndarray, Y: np.ndarray) -> int:
+    """PU (32) of the nodes ``rows`` whose node update is affine, ``w_i^{k+1} = M_a (v_i +
+    b_a)`` (``a`` the node's position in ``rows``; the squared loss's (69), ``M_a = (I (1 +
+    2 tau_i kappa_i) + 2 tau_i Q_i)^{-1}``, ``b_a = 2 tau_i q_i``), in one pass over the
+    nodes: ``v_i = w_i^k - tau_i (D^T u^k)_i`` (:func:`~gtvmodel.primal_dual.updates.
+    prox_point`), ``w_i^{k+1}`` into ``W_new[i]`` and ``Y_i = 2 w_i^{k+1} - w_i^k``
+    (:func:`~gtvmodel.primal_dual.updates.extrapolate`, the argument of DU (33)) into
+    ``Y[i]``: the same operations per entry (the sum over ``j`` of ``M_a[k, j] (v + b)_j`` in
+    order ``j = 0, 1, ...``).  Returns the number of rows with a non-finite ``w_i^{k+1}``."""
+    d = W.shape[1]
+    u = np.empty(d)
+    bad = 0
+    for a in range(rows.shape[0]):
+        i = rows[a]
+        t = tau[i]
+        for j in range(d):
+            u[j] = (W[i, j] - t * DTu[i, j]) + b[a, j]
+        ok = True
+        for k in range(d):
+            z = 0.0
+            for j in range(d):
+                z += M[a, k, j] * u[j]
+            W_new[i, k] = z
+            Y[i, k] = 2.0 * z - W[i, k]
+            ok = ok and np.isfinite(z)
+        if not ok:
+            bad += 1
+    return bad
+
+
+def gather_rows(index: np.ndarray, U: np.ndarray, out: np.ndarray) -> None:
+    """``out[a] = U[index[a]]`` for every row ``a`` (the flows of the compiled edge pass back
+    in the model's edge order, written in order: numpy's fancy indexing copies row by row
+    several times slower, and scattered writes into a new array pay a page per row)."""
+    d = U.shape[1]
+    for a in range(out.shape[0]):
+        i = index[a]
+        for j in range(d):
+            out[a, j] = U[i, j]
+
+
+def unpermute_rows(index: np.ndarray, U: np.ndarray, done: np.ndarray) -> None:
+    """``U[a] = U_old[index[a]]`` for every row ``a``, in place (:func:`gather_rows` without a
+    second array), cycle by cycle; ``done`` (``U``'s rows, all False) marks the rows
+    written."""
+    d = U.shape[1]
+    t = np.empty(d)
+    for i in range(U.shape[0]):
+        if done[i]:
+            continue
+        for j in range(d):
+            t[j] = U[i, j]
+        a = i
+        while True:
+            done[a] = True
+            k = index[a]
+            if k == i:
+                for j in range(d):
+                    U[a, j] = t[j]
+                break
+            for j in range(d):
+                U[a, j] = U[k, j]
+            a = k
 
 
 class Compiled:
@@ -338,12 +486,18 @@ class Compiled:
 
 
 class Kernels(NamedTuple):
-    """The compiled :func:`edge_pass`, :func:`pair_pass` and :func:`node_pass`
+    """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass`,
+    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass` and
+    :func:`unpermute_rows`
     (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
     pair_pass: Compiled
+    affine_node_pass: Compiled
+    gather_rows: Compiled
+    l2_pair_pass: Compiled
+    unpermute_rows: Compiled
 
 
 @functools.cache
@@ -359,7 +513,9 @@ def kernels() -> Kernels:
         return ROW_KERNELS.get(getattr(params, "instance_class", None))
 
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
-                   Compiled(numba, pair_pass))
+                   Compiled(numba, pair_pass), Compiled(numba, affine_node_pass),
+                   Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass),
+                   Compiled(numba, unpermute_rows))
 
 
 

@@ -191,6 +191,7 @@ CacheSlot = Literal[
     "pd_plan",              # primal_dual.prox: {prox option: node partition of plan()}
     "pd_groups",            # primal_dual.prox: {(loss class, constraint kind): group template}
     "pd_incidence_T",       # primal_dual.loop: D^T as CSR
+    "pd_edge_order",        # primal_dual.compiled: the compiled edge pass's order, endpoints
 ]
 SLOTS = frozenset(CacheSlot.__args__)
 

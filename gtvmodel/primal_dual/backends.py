@@ -107,7 +107,7 @@ class NumpyBackend(Backend):
         rule = make_step_rule(model, args.step)
         updates = NodeUpdates(model, args.prox, args.batch_cvxpy)
         run = Run(model, opts, rule, updates, args.warm_start, args.progress, t_start,
-                  threads=self.threads, kernel=self.kernel)
+                  threads=self.threads, kernel=self.kernel, reorder=True)
         try:
             status = run.loop()
         finally:

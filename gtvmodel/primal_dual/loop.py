@@ -32,7 +32,7 @@ from ..declaration import ModelDeclaration
 from ..duality.compile import data_overflow_message
 from ..errors import DataError, ParameterError, SolverError
 from ..results import Labels
-from .compiled import make_edge_updates
+from .compiled import CompiledNodeUpdates, make_edge_updates
 from .prox import PROX_OPTIONS, NodeUpdates
 from .result import History, PrimalDualResult
 from .steps import FixedSteps, ResidualBalancing, primal_residual, steps_from_scale
@@ -135,17 +135,26 @@ class Run:
     steps ``T``, ``Sigma`` (with their rule), the iterate, the certificate schedule and the
     history rows, and the timings."""
 
+    #: The compiled edge pass's edge order of ``u^k`` (None: the model's; a subclass that
+    #: keeps its own iterate leaves it None, :meth:`flows` is then the identity).
+    perm: np.ndarray | None = None
+
     def __init__(self, model: ModelDeclaration, opts: Options,
                  rule: FixedSteps | ResidualBalancing, updates: NodeUpdates, warm_start: Any,
-                 progress: bool, t_start: float, threads: int = 1, kernel: str = "auto"):
+                 progress: bool, t_start: float, threads: int = 1, kernel: str = "auto",
+                 reorder: bool = False):
         self.model, self.opts, self.rule = model, opts, rule
         self.updates: NodeUpdateMaps = updates
         self.t_start = t_start
         self.D = model.incidence
         self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
+        # reorder: the compiled edge pass keeps u^k in its own edge order (perm; the flows
+        # handed out, to a callback, a certificate or the result, are in the model's)
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
-                                                    DT=self.DT)
+                                                    DT=self.DT, reorder=reorder,
+                                                    cache=model.cache)
+        self.perm = getattr(self.edges, "perm", None)
         self.deg = model.degrees
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges,
@@ -156,11 +165,17 @@ class Run:
         self.timings = {"setup": 0.0, "node_updates": 0.0, "edge_updates": 0.0,
                         "certificate": 0.0}
         # D^T u^0: zero without a warm start (no product)
-        self.x = Iterate(W, U, np.zeros_like(W) if warm_start is None else self.DT @ U)
+        self.x = Iterate(W, U if warm_start is None or self.perm is None else U[self.perm],
+                         np.zeros_like(W) if warm_start is None else self.DT @ U)
         self.Y = np.empty_like(W)  # 2 w^{k+1} - w^k, rewritten every iteration
         # u^{k-1}'s array, reused for u^{k+1} unless a callback or a certificate saw it
         self._spare: np.ndarray | None = None
         self._seen: np.ndarray | None = None  # the flows last handed to a certificate
+        # the same for the weights with the compiled node pass (it writes w^{k+1} into w^{k-1}'s
+        # array); the compiled node updates themselves are made on the first iteration
+        self._spare_w: np.ndarray | None = None
+        self._seen_w: np.ndarray | None = None
+        self._nodes: CompiledNodeUpdates | None | bool = False
         self.rows: list[tuple] = []
         self.cert = None
         self.bar = progress_bar(opts.max_iter) if progress else None
@@ -192,7 +207,7 @@ class Run:
             if (self.certificate_due(k) or k == max_iter) and self.record(k):
                 status = "converged"
                 break
-            if callback is not None and callback(k, self.x.W, self.x.U):
+            if callback is not None and callback(k, self.x.W, self.flows(self.x.U)):
                 status = "stopped"
                 if not self.rows or self.rows[-1][0] != k:
                     self.record(k)
@@ -210,20 +225,35 @@ class Run:
         """Iteration ``k``: PU (32) at every node, then DU (33) on every edge."""
         x = self.x
         t0 = time.perf_counter()
-        V = prox_point(x.W, self.tau_col, x.DTu)
-        W_new = self.updates(V, self.tau, k, x.W)
-        if not np.isfinite(W_new).all():
-            raise_non_finite(self.model, W_new, V, self.tau, k)
+        nodes = self.compiled_nodes()
+        if nodes is not None:  # PU (32) and Y = 2 w^{k+1} - w^k in one compiled pass
+            W_new, self._spare_w = self._spare_w, None
+            if W_new is None:
+                W_new = np.empty_like(x.W)
+            if nodes(x.W, x.DTu, self.tau, self.tau_col, k, W_new, self.Y):
+                raise_non_finite(self.model, W_new, prox_point(x.W, self.tau_col, x.DTu),
+                                 self.tau, k)
+            Y = self.Y
+        else:
+            V = prox_point(x.W, self.tau_col, x.DTu)
+            W_new = self.updates(V, self.tau, k, x.W)
+            if not np.isfinite(W_new).all():
+                raise_non_finite(self.model, W_new, V, self.tau, k)
+            Y = None
         t1 = time.perf_counter()
         # the dual residual of advance(k + 1), when due, in the edge pass (no |E| x d arrays)
         due = self._residuals_due(k + 1)
-        # u^{k+1} goes into u^{k-1}'s array (not over u^k: the compiled pass is about 9 %
-        # faster with distinct arrays, and the residual's iterations need u^k anyway)
+        # the compiled pass writes u^{k+1} over u^k where nobody else holds it (one (|E|, d)
+        # array: less memory and traffic); the numpy blocks into u^{k-1}'s array
         out, self._spare = self._spare, None
-        if out is None:
+        if self.kernel == "numba" and self.opts.callback is None and x.U is not self._seen:
+            out = x.U
+        elif out is None:
             out = np.empty_like(x.U)
-        U_new = self.edges(extrapolate(W_new, x.W, self.Y), x.U, self.sigma, self.sigma_col,
-                           out, *((x.W, W_new) if due else ()))
+        if Y is None:
+            Y = extrapolate(W_new, x.W, self.Y)
+        U_new = self.edges(Y, x.U, self.sigma, self.sigma_col, out,
+                           *((x.W, W_new) if due else ()))
         DTu_new = self.edges.node_sums(U_new)
         t2 = time.perf_counter()
         timings = self.timings
@@ -231,6 +261,16 @@ class Run:
         timings["node_updates"] += t1 - t0
         self.since_cert += t2 - t0
         return Iterate(W_new, U_new, DTu_new)
+
+    def compiled_nodes(self) -> CompiledNodeUpdates | None:
+        """The compiled node updates (:class:`~gtvmodel.primal_dual.compiled.
+        CompiledNodeUpdates`) where the edge update is compiled (``kernel="numba"``) and a
+        group of nodes has an affine update; else None (the groups' own updates)."""
+        if self._nodes is False:
+            self._nodes = (CompiledNodeUpdates.make(self.updates)
+                           if self.kernel == "numba" and isinstance(self.updates, NodeUpdates)
+                           else None)
+        return self._nodes  # type: ignore[return-value]
 
     def advance(self, k: int, new: Iterate) -> None:
         """Move to ``new`` after ``k`` iterations: the residuals when the step rule or the
@@ -240,8 +280,11 @@ class Run:
         if self._residuals_due(k):
             self.p_res = primal_residual(x.W, new.W, x.DTu, new.DTu, self.tau_col)
             self.d_res = self.dual_residual(x, new)
-        if self.opts.callback is None and x.U is not self._seen:
+        if self.opts.callback is None and x.U is not self._seen and x.U is not new.U:
             self._spare = x.U  # nobody else holds u^{k-1}: its array takes u^{k+1}
+        if self.opts.callback is None and x.W is not self._seen_w and x.W is not new.W \
+                and self._nodes:
+            self._spare_w = x.W  # the same for w^{k-1} (the compiled node pass only)
         self.x = new
         if adapt and isinstance(rule, ResidualBalancing) \
                 and rule.update(k - 1, self.p_res, self.d_res):
@@ -255,11 +298,12 @@ class Run:
 
     def _residuals_due(self, k: int) -> bool:
         """Whether :meth:`advance` after ``k`` iterations needs the residuals (the step rule
-        adapts, or the history records them); the rule's state does not change between the
+        adapts, or the history records them: not at the last iteration of a run without
+        certificates, which has no history); the rule's state does not change between the
         iteration and its :meth:`advance`."""
-        rule = self.rule
-        return ((rule.active and k % rule.every == 0) or k % self.opts.record_every == 0
-                or k == self.opts.max_iter)
+        rule, opts = self.rule, self.opts
+        return ((rule.active and k % rule.every == 0) or k % opts.record_every == 0
+                or (k == opts.max_iter and opts.certifying))
 
     def certificate_due(self, k: int) -> bool:
         """A certificate is scheduled at multiples of ``record_every`` and postponed until the
@@ -303,14 +347,24 @@ class Run:
         """The certificate of the current iterate (:func:`~gtvmodel.certificates.certificate.
         certify` without the escalation); read for ``primal_value``, ``gap``, ....  The flows'
         array is never reused for a later iterate (the certificate may keep it)."""
-        self._seen = self.x.U
-        return certify(self.model, self.x.W, self.x.U, fallback=False)
+        # (with perm the certificate gets a copy: u^k's array may take u^{k+1})
+        self._seen, self._seen_w = (self.x.U if self.perm is None else None), self.x.W
+        return certify(self.model, self.x.W, self.flows(self.x.U), fallback=False)
+
+    def flows(self, U: Any) -> Any:
+        """The flows ``U`` of the iterate in the model's edge order (a copy where the
+        compiled edge pass keeps its own order, :attr:`perm`)."""
+        return U if self.perm is None else self.edges.model_order(U)  # type: ignore[union-attr]
 
     def result(self, status: str) -> PrimalDualResult:
         """The :class:`PrimalDualResult` of the run (``status`` from :meth:`loop`)."""
+        # the flows in the model's edge order, in place (the run is over; nobody else holds
+        # them: a certificate or a callback got copies), counted in the total
+        flows = self.x.U if self.perm is None else \
+            self.edges.model_order(self.x.U, in_place=True)  # type: ignore[union-attr]
         self.timings["total"] = time.perf_counter() - self.t_start
         return PrimalDualResult(
-            weights=self.x.W, flows=self.x.U, iterations=self.k, status=status,
+            weights=self.x.W, flows=flows, iterations=self.k, status=status,
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
             c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))

@@ -509,6 +509,12 @@ class SquaredBatch(DataFitBatch):
         M, b = self._squared_operator(tau)
         return _xp.namespace(V).einsum("kij,kj->ki", M, V + b)
 
+    def affine_prox(self, tau: Any) -> tuple[Any, Any]:
+        """``(M, b)`` with :meth:`prox` ``= M_i (v_i + b_i)`` per node for the steps ``tau``
+        (69): the operator of :meth:`_squared_operator` (cached per ``tau``), for a compiled
+        node update (:class:`gtvmodel.primal_dual.compiled.CompiledNodeUpdates`)."""
+        return self._squared_operator(tau)
+
     def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Where ``Q_i = X_i^T X_i / m_i`` is diagonal (off-diagonal entries exactly 0):
         ``c_i = diag(Q_i)``, ``b_i = q_i = X_i^T y_i / m_i`` (``(1/m) ||y - X w||^2 = w^T Q w
