@@ -80,6 +80,7 @@ class CompiledEdgeUpdates:
         self._ends: tuple[np.ndarray, ...]
         #: The edge order of the flows (None: the model's).
         self.perm: np.ndarray | None = None
+        self._inv: np.ndarray | None = None  # its inverse
         if pairs:
             def build() -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray,
                                  np.ndarray]:
