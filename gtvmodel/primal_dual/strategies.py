@@ -26,7 +26,7 @@ from ..kernels.composite import KKT_RTOL
 from ..kernels.nodeqp import COMPILED_MIN_NODES, compiled_logistic_composite
 from ..terms.composite import CompositeProxBatch, SmoothCompositeProxBatch
 from ..terms.constraints import Box, NormBall
-from ..terms.losses import LogisticLoss, LossBatch
+from ..terms.losses import LossBatch
 
 __all__ = ["NodeGroup", "BatchProxGroup", "NodeUpdateStrategy", "IsotropicProx", "ExactProx",
            "CompositeProx", "SmoothCompositeProx", "CompiledSmoothCompositeBatch", "STRATEGIES",
@@ -240,8 +240,7 @@ class CompiledSmoothCompositeBatch(SmoothCompositeProxBatch):
 
     def _prox(self, V: np.ndarray, tau: np.ndarray, W0: np.ndarray | None) -> np.ndarray:
         k = self.ms.size
-        if not (self.cls is LogisticLoss and self.p is None and k >= COMPILED_MIN_NODES
-                and _compiled.available()):
+        if not (self.logistic_rows() and k >= COMPILED_MIN_NODES and _compiled.available()):
             return super()._prox(V, tau, W0)
         mu = np.ascontiguousarray(2.0 * self.l2 + 1.0 / tau, dtype=float)
         g = np.ascontiguousarray(V / tau[:, None], dtype=float)

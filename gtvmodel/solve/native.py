@@ -45,7 +45,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..declaration import ModelDeclaration
-from ..terms.losses import QuadraticBatch, QuadraticLoss, SquaredBatch, SquaredLoss, ZeroBatch
 from ..terms.penalties import Norm1, Norm2
 
 __all__ = ["native_reason", "native_form", "NativeAnswer", "solve_native", "native_data"]
@@ -63,10 +62,8 @@ def native_reason(model: ModelDeclaration) -> str | None:
         return "symbolic terms or node constraints"
     if st.l1.any():
         return "l1 regularizers"
-    for b in st.batches:
-        if not ((type(b) is SquaredBatch and b.cls is SquaredLoss)
-                or (type(b) is QuadraticBatch and b.cls is QuadraticLoss)
-                or type(b) is ZeroBatch):
+    for b in st.batches:  # quadratics: squared rows, or constant Hessians (LossFacts.quadratic)
+        if not all(ls.facts.quadratic for ls in b.losses):
             return f"{b.cls.__name__} is not a quadratic"
     return None
 
@@ -102,15 +99,16 @@ def native_data(model: ModelDeclaration) -> _Data:
     zero = np.zeros((n, d))
     hess = np.zeros((n, d, d))
     grad = np.zeros((n, d))
-    squared = [b for b in st.batches if type(b) is SquaredBatch]
-    for b in st.batches:
-        if type(b) is not SquaredBatch:
+    rows_of = [b.squared_rows() for b in st.batches]
+    squared = [r for r in rows_of if r is not None]
+    for b, r in zip(st.batches, rows_of, strict=True):
+        if r is None:
             hess[b.nodes] += cast(np.ndarray, b.hessians(zero))  # constant: quadratics
             grad += b.gradients(zero)
     hess[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
     form = native_form(model)
     n_edge = m if form == "soc" else m * d
-    rows_r = sum(b.y.size for b in squared)
+    rows_r = sum(y.size for _, y, _ in squared)
     nv = nd + n_edge + rows_r
     # P: the node blocks (upper triangles) and the residuals' diag(2 c)
     idx = np.arange(nd).reshape(n, d)
@@ -130,15 +128,15 @@ def native_data(model: ModelDeclaration) -> _Data:
     rhs: list[np.ndarray] = []
     cones: list[Any] = []
     offset = nd + n_edge
-    for b in squared:
-        k = b.y.size
-        X = b.X_blk.tocoo()
-        root = np.sqrt(b.c)
+    for X_blk, y, c_rows in squared:
+        k = y.size
+        X = X_blk.tocoo()
+        root = np.sqrt(c_rows)
         blocks.append(sp.coo_matrix(
             (np.concatenate([X.data * root[X.row], -np.ones(k)]),
              (np.concatenate([X.row, np.arange(k)]),
               np.concatenate([X.col, offset + np.arange(k)]))), shape=(k, nv)))
-        rhs.append(b.y * root)
+        rhs.append(y * root)
         offset += k
     if rows_r:
         cones.append(clarabel.ZeroConeT(rows_r))

@@ -302,6 +302,14 @@ class LossBatch(ABC):
         None when the domain has none this way."""
         return None
 
+    # ------------------------------------------------------------ exact solvers
+    def squared_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None:
+        """``(X_blk, y, c)`` with ``sum_{i in batch} L_i(w_i) = sum_r c_r ((X_blk vec(W))_r -
+        y_r)^2`` (``X_blk`` acting on the model's node-major ``vec(W)``; unregularized): the
+        residual rows of the native exact route (:mod:`gtvmodel.solve.native`); None (the
+        default) when the batch's losses are not stated so."""
+        return None
+
     # ------------------------------------------------------------ direct solvers
     def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(c, b)``, ``(k, d)`` each in batch order, with ``L_i(w) = sum_j (c_ij w_j^2 - 2

@@ -371,10 +371,16 @@ class DataFitBatch(SampleBatch):
         self.__dict__["_newton_last"] = {"H": last["H"], "mu": mu, "g": g, "Z": Z.copy()}
         return Z
 
+    def logistic_rows(self) -> bool:
+        """Whether the rows are the logistic loss's (``ell(t) = log(1 + e^{-y t})``, no
+        parameter): the row functions the compiled passes of :mod:`gtvmodel.kernels.nodeqp`
+        have built in."""
+        return self.cls is LogisticLoss and self.p is None
+
     def _compiled_newton(self) -> bool:
         """:meth:`_prox` runs :func:`~gtvmodel.kernels.nodeqp.logistic_newton_pass` (logistic
         rows, ``COMPILED_MIN_NODES`` nodes or more, numba installed)."""
-        return (self.cls is LogisticLoss and self.p is None and _compiled.available()
+        return (self.logistic_rows() and _compiled.available()
                 and self.ms.size >= COMPILED_MIN_NODES)
 
     # --- conjugates
@@ -487,6 +493,13 @@ class SquaredBatch(DataFitBatch):
         eigen-decompositions, computed once per model)."""
         super().prepare(tau)
         self._squared_operator(tau)
+
+    def squared_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None:
+        """``(X_blk, y, c)``: the rows ``c_r (x_r^T w - y_r)^2`` themselves (where every loss
+        states it is quadratic)."""
+        if not all(ls.facts.quadratic for ls in self.losses):
+            return None
+        return self.X_blk, self.y, self.c
 
     def squared_data(self) -> dict[str, np.ndarray]:
         """``e``, ``B`` (of ``Q_i``) and ``q_i = X_i^T y_i / m_i`` (cached)."""

@@ -43,6 +43,9 @@ class LossFacts:
     piecewise_quadratic : bool
         The row conjugate is quadratic on an interval (squared, Huber, hinge, absolute):
         PU (32) with ``l1`` and boxes is exact by the dual active-set method.
+    quadratic : bool
+        ``L`` is a quadratic function (a constant Hessian: squared, quadratic and zero
+        losses), so an exact solver may state it by its Hessian and gradient at 0.
     """
 
     differentiable: bool = True
@@ -52,6 +55,7 @@ class LossFacts:
     exact_prox: bool = False
     isotropic_prox: bool = False
     piecewise_quadratic: bool = False
+    quadratic: bool = False
 
     def __post_init__(self) -> None:
         if self.lipschitz_gradient and not self.differentiable:

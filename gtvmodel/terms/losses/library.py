@@ -119,7 +119,7 @@ class SquaredLoss(DataFitLoss):
 
     kind = "squared"
     row = SquaredRow()
-    class_facts = LossFacts(exact_prox=True, piecewise_quadratic=True)
+    class_facts = LossFacts(exact_prox=True, piecewise_quadratic=True, quadratic=True)
     #: ``scaling`` -> the factor ``s(m)`` of ``L(w) = s ||y - X w||^2`` (docs/conventions.md,
     #: "Conventions users bring"): the mean (default), the sum, half the sum (prox-tv, SnapVX
     #: examples), half the mean (scikit-learn's Lasso and ElasticNet).

@@ -52,7 +52,8 @@ class ZeroLoss(Loss):
     """
 
     kind = "zero"
-    class_facts = LossFacts(exact_prox=True, isotropic_prox=True, has_data=False)
+    class_facts = LossFacts(exact_prox=True, isotropic_prox=True, has_data=False,
+                            quadratic=True)
 
     @property
     def is_zero(self) -> bool:
@@ -129,7 +130,7 @@ class QuadraticLoss(Loss):
 
     kind = "quadratic"
     spec_arrays = {"a": ("d",)}
-    class_facts = LossFacts(exact_prox=True, isotropic_prox=True)
+    class_facts = LossFacts(exact_prox=True, isotropic_prox=True, quadratic=True)
 
     def squared_rows(self, d: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(I, a, 1)``: ``||w - a||^2 = ||a - I w||^2 / 1``."""
