@@ -39,7 +39,8 @@ def test_far_maximizers_are_bounded_soundly(s0, s1):
     """The slow sweep's defect (mixed seed 70): ``2.069 / w_0`` with its supremum at
     ``w_0 = sqrt(2.069 / |s_0|)`` (up to 1.4e5).  Clarabel's own dual value is up to 3.9e-5
     below the conjugate here; the repaired bound, with its shift charged at a radius, never is.
-    Where the maximizer is near (``s_0 = -1e-4, -1``) the bound is tight."""
+    Where the maximizer is near (``s_0 = -1e-4, -1``) the bound is tight (to Clarabel's gap on
+    the scaled objective)."""
     model, c = _inv_pos_model(), 2.069
     s = np.array([s0, s1])
     b = conjugate_bound(model, 0, s)
@@ -48,7 +49,7 @@ def test_far_maximizers_are_bounded_soundly(s0, s1):
             bound = b.value + R * float(np.abs(b.shift).sum())
             assert bound >= _inv_pos_conjugate(c, s, R) - 1e-12 * max(1.0, abs(bound))
     if s1 == 0 and s0 <= -1e-4:
-        assert b.value == pytest.approx(_inv_pos_conjugate(c, s), rel=1e-9, abs=1e-12)
+        assert b.value == pytest.approx(_inv_pos_conjugate(c, s), rel=1e-7, abs=1e-12)
         assert (np.abs(b.shift) <= b.shift_rounding).all()
 
 

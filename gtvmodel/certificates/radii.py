@@ -122,7 +122,10 @@ def _loss_lower_bounds(model: ModelDeclaration, solver: str | None
         except GTVError:
             low[i] = -np.inf
             continue
-        scale = np.maximum(1.0, np.abs(bound.point if bound.point is not None else np.nan))
+        if bound.point is None or not np.isfinite(bound.value):
+            low[i] = -np.inf
+            continue
+        scale = np.maximum(1.0, np.abs(bound.point))
         charge = float((np.abs(bound.shift) + bound.shift_rounding) @ scale)
         low[i] = -(bound.value + charge) if np.isfinite(charge) else -np.inf
     low = np.where(np.isnan(low), -np.inf, low)

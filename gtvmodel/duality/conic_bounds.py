@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import null_space
 
-from .._solver import DEFAULT_SOLVER_OPTIONS
+from .._solver import DEFAULT_SOLVER_OPTIONS, FALLBACK_SOLVER_OPTIONS
 from ..declaration import ModelDeclaration
 from ..errors import InfeasibleError
 from .conic import ConeRows, ConicData, cone_rows, node_conic_data
@@ -58,6 +58,12 @@ _FALLBACK_ROUNDS = 3
 #: A residual entry within this many ulps of the sums that form it counts as rounding.
 _ROUNDING_ULPS = 64.0
 _UNBOUNDED = ("DualInfeasible", "AlmostDualInfeasible")
+_ANSWERED = ("Solved", "AlmostSolved")
+#: Largest first-order charge of an auxiliary residual, relative to ``max(1, |value|)``: a
+#: larger one means the solver's point is too far from an optimum to charge at (the slow
+#: soundness sweep's feas_scale seed 39: Clarabel stopped with InsufficientProgress, and a
+#: charge of 1.5e6 at its point fell 3.6e5 short); the bound is then ``+inf``.
+_AUX_CHARGE_RTOL = 1e-6
 _INFEASIBLE = ("PrimalInfeasible", "AlmostPrimalInfeasible")
 
 
@@ -354,16 +360,25 @@ def _balance(model: ModelDeclaration, i: int, boxed: bool) -> _Balance:
 
 
 def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None, np.ndarray]:
-    """Clarabel on (P_s) with the package's accuracy defaults: ``(status, z, x)``."""
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    for key, val in DEFAULT_SOLVER_OPTIONS["CLARABEL"].items():
-        setattr(settings, key, val)
+    """Clarabel on (P_s): ``(status, z, x)``, with the package's accuracy defaults and, where
+    Clarabel stops without an (almost) optimal answer, its looser levels
+    (:data:`~gtvmodel._solver.FALLBACK_SOLVER_OPTIONS`) in turn."""
     n = bal.D.num_vars
-    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), bal.c, bal.A.tocsc(), b,
-                                    _cones(bal.D, bal.box), settings)
-    sol = solver.solve()
-    z, x = np.asarray(sol.z, dtype=float), np.asarray(sol.x, dtype=float)
+    levels = [DEFAULT_SOLVER_OPTIONS["CLARABEL"], *FALLBACK_SOLVER_OPTIONS["CLARABEL"]]
+    # the objective scaled to unit size (its dual point scales back): large demands stall
+    # Clarabel otherwise (feas_scale seed 39, |s| ~ 6e3)
+    scale = max(1.0, float(np.abs(bal.c).max(initial=0.0)))
+    for level in levels:
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        for key, val in {**DEFAULT_SOLVER_OPTIONS["CLARABEL"], **level}.items():
+            setattr(settings, key, val)
+        solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), bal.c / scale, bal.A.tocsc(), b,
+                                        _cones(bal.D, bal.box), settings)
+        sol = solver.solve()
+        if str(sol.status) in (*_ANSWERED, *_UNBOUNDED, *_INFEASIBLE):
+            break
+    z, x = scale * np.asarray(sol.z, dtype=float), np.asarray(sol.x, dtype=float)
     ok = z.size == b.size and np.isfinite(z).all()
     return str(sol.status), (z if ok else None), (x if x.size == n else np.full(n, np.inf))
 
@@ -398,6 +413,10 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     if z is None or not np.isfinite(aux_charge):
         return ConjugateBound(np.inf, zero, zero, np.inf, status,
                               f"the dual point could not be moved into K* (Clarabel: {status})")
+    if aux_charge > _AUX_CHARGE_RTOL * max(1.0, abs(float(b @ z) - D.d0)):
+        return ConjugateBound(np.inf, zero, zero, np.inf, status,
+                              f"the auxiliary residual's charge {aux_charge:.2e} at the solver's "
+                              f"point is too large to rest on it (Clarabel: {status})")
     reason = (f"auxiliary residual above rounding, charged {aux_charge:.2e} at the solver's "
               f"point (Clarabel: {status})" if aux_charge else "")
     rho, rnd = bal.residual(z)
