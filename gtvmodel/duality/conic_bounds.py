@@ -30,7 +30,8 @@ the auxiliary columns (epigraph variables and the like) is at rounding level aft
 in most cases; where it is not (a cone block held on its boundary, e.g. an exponential cone
 of ``-log`` at the optimum), it is charged to first order at the solver's primal point,
 ``sum_j |rho_j| max(1, |x_j|)`` (added to the value and named in ``reason``): that part, and
-only that part, rests on the solver's point, as rounding-level residuals do.
+only that part, rests on the solver's point, as rounding-level residuals do, and only while it
+is at most :data:`_AUX_CHARGE_RTOL` of the value (else ``+inf``).
 """
 
 from __future__ import annotations
