@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gtvmodel as gm
+from gtvmodel.certificates.value import dual_value
 from gtvmodel.duality.conic_bounds import conjugate_bound
 from gtvmodel.errors import InfeasibleError
 
@@ -95,3 +96,23 @@ def test_quadratic_node_bound_is_tight_and_sound():
         b = conjugate_bound(model, 0, s)
         assert (np.abs(b.shift) <= b.shift_rounding).all()
         assert exact - 1e-12 * max(1, abs(exact)) <= b.value <= exact + 1e-9 * max(1, abs(exact))
+
+
+def test_rounding_sized_demand_on_a_free_coordinate_needs_no_radius():
+    """A zero-loss node with one linear symbolic constraint (``w_0 >= 0.6``): flows a solver
+    returns leave demands of ~1e-14 on its free coordinates, outside the conjugate's domain.
+    The shift is charged to first order (like a rounding residual), so the exact solution
+    still certifies tightly (the floors' seed 0 of the mixed family needed this)."""
+    model = gm.GTVModel(nx.path_graph(3), dim=2, penalty=gm.Norm2(), lam=0.5)
+    model.set_loss(0, gm.ZeroLoss())
+    model.add_constraint(0, lambda x: x[0] >= 0.6)
+    model.set_loss(1, gm.QuadraticLoss([1.0, 2.0]))
+    model.set_loss(2, gm.QuadraticLoss([-1.0, 0.5]))
+    sol = model.solve_exact()
+    U = sol.flows.copy()
+    U[0, 1] += 3e-14  # edge (0, 1): node 0's free coordinate gets a demand of 3e-14
+    P = model.objective(sol.weights)
+    D = dual_value(model, U, np.inf)["value"]  # no radius at all
+    assert P - 1e-9 * max(1.0, abs(P)) <= D <= P
+    cert = model.certify(sol.weights, U)
+    assert 0.0 <= cert.relative_gap <= 1e-9
