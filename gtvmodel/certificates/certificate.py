@@ -20,9 +20,9 @@ convolution that defines it), so the computed ``D`` never exceeds the true one:
   :func:`gtvmodel.duality.dual.node_conjugate_parts`, stacked over all of them in one CVXPY problem
   built once per model (DPP) and re-solved; the solver's point is projected into the domains
   and the value recomputed in numpy, so solver inaccuracy cannot make it too small;
-- conic nodes (symbolic losses/constraints): one stacked solve,
-  :func:`gtvmodel.duality.conic.stacked_conjugates`, plus its stated solver tolerance (node by
-  node where it fails).
+- conic nodes (symbolic losses/constraints): a bound from a repaired, checked dual point of
+  each node's conic program (:func:`gtvmodel.duality.conic_bounds.conjugate_bound`), its demand
+  shift charged like a residual (no solver tolerance is taken on trust).
 
 **Residuals and the radii R_i** (docs/conventions.md).  Where ``s_i`` lies (numerically) just
 outside the domain of ``h_i*`` (a zero-loss node needs ``s_i = 0`` exactly, a split computed in

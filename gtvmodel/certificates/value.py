@@ -15,7 +15,7 @@ from .. import _xp
 from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
-from ..duality.conic_bounds import conjugate_bound
+from ..duality.conic_bounds import ConjugateBound, conjugate_bound
 from ..duality.dual import node_conjugate_parts
 from ..errors import GTVError, SolverError
 from ..terms.losses import (
@@ -291,7 +291,9 @@ def _conic_bounds(model: ModelDeclaration, c: np.ndarray, S: np.ndarray, radii: 
 _SHIFT_RTOL = 1e-12
 
 
-def _negligible_shift(bound: Any) -> bool:
+def _negligible_shift(bound: ConjugateBound) -> bool:
+    """Whether a conic node's demand shift is below :data:`_SHIFT_RTOL` in its first-order
+    effect ``sum_j |shift_j| max(1, |w_j|)`` at the solver's maximizer ``w``."""
     if bound.point is None or not np.isfinite(bound.value):
         return False
     effect = float(np.abs(bound.shift) @ np.maximum(1.0, np.abs(bound.point)))

@@ -36,6 +36,7 @@ is at most :data:`_AUX_CHARGE_RTOL` of the value (else ``+inf``).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,7 +250,9 @@ def _row_weights(D: ConicData, z: np.ndarray, box: int,
 class _Balance:
     """The balance ``A^T z + c = 0`` of (D_s) for one node (with or without the box rows):
     ``A``, the pseudo-inverse of ``A^T`` (the minimum-norm correction), a basis of its null
-    space, and the ``w`` columns; independent of ``s`` and built once per conic data."""
+    space, and the ``w`` columns; independent of ``s`` and built once per conic data.  The
+    demand's ``c`` and the right-hand side ``b`` are set on a shallow copy per call
+    (:func:`conjugate_bound`)."""
 
     def __init__(self, D: ConicData, boxed: bool):
         cols = D.x_cols[0]
@@ -396,7 +399,9 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     empty."""
     s = np.asarray(s, dtype=float).reshape(model.dim)
     boxed = radius is not None and (node_conic_data(model, i).x_cols[0] >= 0).all()
-    bal = _balance(model, i, boxed)
+    # a shallow copy: the cached matrices shared, the demand's c and b this call's own (two
+    # certificates of one model in two threads must not see each other's)
+    bal = copy.copy(_balance(model, i, boxed))
     D = bal.D
     absent = D.x_cols[0] < 0  # w does not occur: a demand on it is outside the domain
     bal.c = D.c0 + D.C @ np.where(absent, 0.0, s)
