@@ -445,7 +445,7 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     best = _bound(model, bal, s, absent, status, z, x)
     for _ in range(_RESCALE_ROUNDS):
         cols = _column_scales(x)
-        if not (np.isfinite(best.value) and _loose(bal, best, x) and cols is not None):
+        if cols is None or (np.isfinite(best.value) and not _loose(bal, best, x)):
             break
         status, z, x = _solve(bal, bal.b, cols)
         if status in _INFEASIBLE:
@@ -467,8 +467,11 @@ def _loose(bal: _Balance, bound: ConjugateBound, x: np.ndarray) -> bool:
 
 
 def _better(alt: ConjugateBound, best: ConjugateBound) -> bool:
-    """Whether ``alt`` replaces ``best``: a smaller value at a demand shift no larger (beyond
-    rounding) in any coordinate, so that it is smaller at every radius's charge too."""
+    """Whether ``alt`` replaces ``best``: a finite value where ``best`` has none, or a smaller
+    value at a demand shift no larger (beyond rounding) in any coordinate, so that it is
+    smaller at every radius's charge too."""
+    if not np.isfinite(best.value):
+        return bool(np.isfinite(alt.value))
     over = np.abs(alt.shift) > np.maximum(np.abs(best.shift), best.shift_rounding) + \
         alt.shift_rounding
     return bool(alt.value < best.value and not over.any())
