@@ -80,7 +80,8 @@ feasible.  Before the dual value is taken:
    (sound, never optimistic).
 
 **Escalation** (``fallback=True``): a certificate within ``1e3 tol`` of certifying (or
-infinite) is tried again with 16 projection rounds and with flows built from the weights; one
+infinite) is tried again with 16 projection rounds, with the given flows at the subgradient of
+the edges that are not fused (:func:`subgradient_flows`) and with flows built from the weights; one
 whose repair rescaled all flows by ``theta < 0.999`` also with the convex projection of the
 given flows; the smallest bound is returned.
 
@@ -106,7 +107,8 @@ of ``W`` to the minimizer (that needs strong convexity); weights that violate a 
 constraints by more than ``feas_tol max(1, ||w_i||_inf)`` or lie outside a symbolic loss's
 domain get ``gap = inf`` (with :attr:`Certificate.reason`); floating-point rounding is bounded
 by the usual model ``|fl(x op y) - x op y| <= eps |x op y|`` summed over the terms, not by
-interval arithmetic; conic (symbolic) conjugates rest on the solver's reported accuracy.
+interval arithmetic; the conic (symbolic) nodes' sublevel radii rest on the solver's reported
+accuracy (their conjugates do not).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ import numpy as np
 from .._solver import check_solver
 from .._validate import check_bool, check_option, check_scalar
 from ..declaration import ModelDeclaration
+from ..errors import UnsupportedError
 from ..results import Labels, Result
 from ..terms.losses import smooth_gradients
 from .dual_side import (
@@ -538,6 +541,10 @@ def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: 
     if near and cert.flow_scale < 1.0:
         tries.append((flows, 16, "a finer repair of the given flows (16 rounds)"))
     if near and flows is not None:
+        snapped = subgradient_flows(model, cert.weights, flows)
+        if snapped is not None:
+            tries.append((snapped, 4, "the given flows with the edges that are not fused "
+                                      "moved to lambda A_e grad phi(v_e)"))
         tries.append((None, 4, "flows built from the weights"))
     for trial_flows, rounds, what in tries:
         alt = _certify_once(model, weights, trial_flows, tol, feas_tol, radius, solver, project,
@@ -551,6 +558,50 @@ def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: 
         if cert.success_at(tol):
             break
     return cert
+
+def subgradient_flows(model: ModelDeclaration, weights: Any, flows: Any) -> np.ndarray | None:
+    """The given flows with every edge that is clearly not fused moved onto the face of its
+    dual ball that the edge condition of (16) selects, ``u_e = lambda A_e grad phi(v_e)``
+    (:meth:`~gtvmodel.terms.penalties.Norm2.rows_gradient`; ``l1``: coordinate by coordinate),
+    the fused ones (and ``l_inf`` rows whose largest two ``|v_ej|`` are within the threshold)
+    kept; None for a penalty that is not a norm, or where nothing moves.
+
+    "Clearly not fused": a difference above the first threshold of
+    :func:`~gtvmodel.certificates.recovery.fused_thresholds` (the widest gap of the sorted
+    differences).  At an optimum the edge condition fixes these flows exactly, while a
+    solver's flows meet it only to the solver's feasibility tolerance, which the
+    complementarity term ``lambda A_e phi(v_e) - u_e^T v_e`` multiplies by ``||v_e||``: a
+    symbolic node at ``w_0 ~ 2e3`` beside edges of capacity ``~1e-8`` lost 1.3e-4 of its gap
+    to flows 1e-8 below their capacity.  Any flows are certified soundly; these are one more
+    candidate (:func:`certify`'s escalation keeps the smaller gap)."""
+    pen = model.penalty
+    if not pen.is_norm or model.num_edges == 0:
+        return None
+    W = model.check_weights(weights)
+    U = np.array(model.check_flows(flows), dtype=float)
+    if not (np.isfinite(W).all() and np.isfinite(U).all()):
+        return None
+    V = model.empirical_graph.diff(W)
+    tau = fused_thresholds(model, W)[0]
+    try:
+        G = pen.rows_gradient(V)
+    except UnsupportedError:  # NormP(p) for p other than 1, 2, inf
+        return None
+    if model.dim == 1 or pen.p == 1.0:  # the box ball: coordinate by coordinate
+        move = np.abs(V) > tau
+    else:
+        r = pen.rows_value(V)
+        move = r > tau
+        if pen.p == np.inf and model.dim > 1:  # a tie has no gradient: keep those rows
+            A = np.sort(np.abs(V), axis=1)
+            move &= A[:, -1] - A[:, -2] > tau
+        move = np.repeat(move[:, None], model.dim, axis=1)
+    if not move.any():
+        return None
+    cap = np.broadcast_to(model.capacities[:, None], U.shape)
+    U[move] = (cap * G)[move]
+    return U
+
 
 #: The share of the gap at the stiff nodes above which :func:`certify` also tries the affine
 #: variant of the repair (:data:`~gtvmodel.certificates.kinds.STIFF_RTOL`).

@@ -32,6 +32,12 @@ of ``-log`` at the optimum), it is charged to first order at the solver's primal
 ``sum_j |rho_j| max(1, |x_j|)`` (added to the value and named in ``reason``): that part, and
 only that part, rests on the solver's point, as rounding-level residuals do, and only while it
 is at most :data:`_AUX_CHARGE_RTOL` of the value (else ``+inf``).
+
+A solve that Clarabel does not call "Solved", or whose bound lies above its own primal value
+(:data:`_LOOSE_RTOL`), is repeated with the columns of (P_s) scaled by the last answer's
+``|x|`` (``x = diag(|x|) y``: the balance and ``z`` are unchanged, so the checks above apply
+as they are); the bound with the smaller value at no larger shift is kept.  A far maximizer
+beside a small epigraph variable is badly scaled for the interior-point method.
 """
 
 from __future__ import annotations
@@ -363,28 +369,54 @@ def _balance(model: ModelDeclaration, i: int, boxed: bool) -> _Balance:
     return bal
 
 
-def _solve(bal: _Balance, b: np.ndarray) -> tuple[str, np.ndarray | None, np.ndarray]:
+def _solve(bal: _Balance, b: np.ndarray, cols: np.ndarray | None = None
+           ) -> tuple[str, np.ndarray | None, np.ndarray]:
     """Clarabel on (P_s): ``(status, z, x)``, with the package's accuracy defaults and, where
     Clarabel stops without an (almost) optimal answer, its looser levels
-    (:data:`~gtvmodel._solver.FALLBACK_SOLVER_OPTIONS`) in turn."""
+    (:data:`~gtvmodel._solver.FALLBACK_SOLVER_OPTIONS`) in turn.  ``cols``: positive column
+    scales ``x = diag(cols) y`` (the problem solved in ``y``; ``z`` and the balance
+    ``A^T z + c = 0`` are unchanged by the substitution, so the bound needs no conversion)."""
     n = bal.D.num_vars
+    cols = np.ones(n) if cols is None else cols
     levels = [DEFAULT_SOLVER_OPTIONS["CLARABEL"], *FALLBACK_SOLVER_OPTIONS["CLARABEL"]]
     # the objective scaled to unit size (its dual point scales back): large demands stall
     # Clarabel otherwise (feas_scale seed 39, |s| ~ 6e3)
-    scale = max(1.0, float(np.abs(bal.c).max(initial=0.0)))
+    c = cols * bal.c
+    scale = max(1.0, float(np.abs(c).max(initial=0.0)))
+    A = (bal.A @ sp.diags(cols)).tocsc()
     for level in levels:
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         for key, val in {**DEFAULT_SOLVER_OPTIONS["CLARABEL"], **level}.items():
             setattr(settings, key, val)
-        solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), bal.c / scale, bal.A.tocsc(), b,
+        solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), c / scale, A, b,
                                         _cones(bal.D, bal.box), settings)
         sol = solver.solve()
         if str(sol.status) in (*_ANSWERED, *_UNBOUNDED, *_INFEASIBLE):
             break
-    z, x = scale * np.asarray(sol.z, dtype=float), np.asarray(sol.x, dtype=float)
+    z, x = scale * np.asarray(sol.z, dtype=float), cols * np.asarray(sol.x, dtype=float)
     ok = z.size == b.size and np.isfinite(z).all()
     return str(sol.status), (z if ok else None), (x if x.size == n else np.full(n, np.inf))
+
+
+#: A bound farther than this (relative to ``max(1, |value|)``) above the solver's own primal
+#: value ``-(c^T x + d0)`` is loose; so is every bound from a solve that Clarabel did not call
+#: "Solved" (a badly scaled maximizer: ``2.069 / w_0`` at ``w_0 ~ 2e3`` with its epigraph
+#: variable ``~5e-4``; Clarabel stops "AlmostSolved" 4e-6 above the conjugate at a point that
+#: is infeasible by 4e-3, so its primal value agrees with the loose bound).  (P_s) is then
+#: solved again with its columns scaled by ``|x|``.
+_LOOSE_RTOL = 1e-9
+#: Re-solves with the columns scaled by the last solve's ``|x|``.
+_RESCALE_ROUNDS = 2
+
+
+def _column_scales(x: np.ndarray) -> np.ndarray | None:
+    """``|x|`` with zeros (and anything below ``1e-8 max(1, ||x||_inf)``) raised to that
+    floor, or None where ``x`` is not finite."""
+    if not np.isfinite(x).all():
+        return None
+    ax = np.abs(x)
+    return np.maximum(ax, 1e-8 * max(1.0, float(ax.max(initial=0.0))))
 
 
 def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
@@ -405,16 +437,55 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
     D = bal.D
     absent = D.x_cols[0] < 0  # w does not occur: a demand on it is outside the domain
     bal.c = D.c0 + D.C @ np.where(absent, 0.0, s)
-    b = np.concatenate([D.b, np.full(bal.box, float(radius or 0.0))])
-    status, z, x = _solve(bal, b)
+    bal.b = np.concatenate([D.b, np.full(bal.box, float(radius or 0.0))])
+    status, z, x = _solve(bal, bal.b)
     if status in _INFEASIBLE:
         raise InfeasibleError(f"conjugate of node {model.nodes[i]!r}: the node's constraints "
                               "(with its loss's domain) have no feasible point")
+    best = _bound(model, bal, s, absent, status, z, x)
+    for _ in range(_RESCALE_ROUNDS):
+        cols = _column_scales(x)
+        if cols is None or (np.isfinite(best.value) and not _loose(bal, best, x)):
+            break
+        status, z, x = _solve(bal, bal.b, cols)
+        if status in _INFEASIBLE:
+            break
+        alt = _bound(model, bal, s, absent, status, z, x)
+        if _better(alt, best):
+            best = alt
+    return best
+
+
+def _loose(bal: _Balance, bound: ConjugateBound, x: np.ndarray) -> bool:
+    """Whether ``bound`` may be loose (:data:`_LOOSE_RTOL`): a solve Clarabel did not call
+    "Solved", or a bound above the solver's primal value ``-(c^T x + d0)`` (an estimate: ``x``
+    is feasible only to the solver's tolerance)."""
+    if bound.status != "Solved":
+        return True
+    primal = -(float(bal.c @ x) + bal.D.d0)
+    return bool(bound.value - primal > _LOOSE_RTOL * max(1.0, abs(bound.value)))
+
+
+def _better(alt: ConjugateBound, best: ConjugateBound) -> bool:
+    """Whether ``alt`` replaces ``best``: a finite value where ``best`` has none, or a smaller
+    value at a demand shift no larger (beyond rounding) in any coordinate, so that it is
+    smaller at every radius's charge too."""
+    if not np.isfinite(best.value):
+        return bool(np.isfinite(alt.value))
+    over = np.abs(alt.shift) > np.maximum(np.abs(best.shift), best.shift_rounding) + \
+        alt.shift_rounding
+    return bool(alt.value < best.value and not over.any())
+
+
+def _bound(model: ModelDeclaration, bal: _Balance, s: np.ndarray, absent: np.ndarray,
+           status: str, z: np.ndarray | None, x: np.ndarray) -> ConjugateBound:
+    """The :class:`ConjugateBound` of one solve's dual point ``z`` (repaired and checked,
+    module docstring), or an infinite one saying why."""
+    D, b = bal.D, bal.b
     zero = np.zeros(model.dim)
     if z is None or status in _UNBOUNDED:
         why = "s is outside the conjugate's domain" if status in _UNBOUNDED else "no dual point"
         return ConjugateBound(np.inf, zero, zero, np.inf, status, f"{why} (Clarabel: {status})")
-    bal.b = b
     z, aux_charge = bal.repaired(z, x)
     if z is None or not np.isfinite(aux_charge):
         return ConjugateBound(np.inf, zero, zero, np.inf, status,
