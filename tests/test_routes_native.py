@@ -174,3 +174,45 @@ def test_polished_flows_are_free_inside_clusters_and_within_capacities():
     cert = gm.certify(model, W1, U1, tol=1e-10, project="never", recover=False,
                       fallback=False)
     assert cert.relative_gap <= 1e-9
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1()])
+def test_auto_polish_certifies_first_and_polishes_only_a_missed_answer(penalty, monkeypatch):
+    """polish="auto" (default): Clarabel's aimed answer certified to the accuracy by its own
+    flows is returned unpolished (no polish time); polish=True polishes it; an aimed answer
+    whose own certificate misses the accuracy is polished and then certified.  The
+    reference is plain CVXPY."""
+    model = _mixed(penalty)
+    W_ref, P_ref = _reference(model, 1 if isinstance(penalty, gm.Norm1) else 2)
+    sol = gm.solve_exact(model)
+    assert sol.info["formulation"] == "direct"
+    assert sol.info["polish"] == {"status": "skipped", "reason": conic_route.CERTIFIED_FIRST}
+    assert "polish" not in sol.timings and sol.timings["certificate"] > 0.0
+    assert sol.success and sol.certificate.relative_gap <= 1e-10
+    P = model.objective(sol.weights)
+    assert P - P_ref <= 1e-9 * P_ref and sol.certificate.gap >= P - P_ref - 1e-10 * P_ref
+    always = gm.solve_exact(model, polish=True)
+    assert always.info["polish"]["status"] == "applied" and "polish" in always.timings
+    assert always.certificate.relative_gap <= 1e-10
+    assert "polish" not in gm.solve_exact(model, polish=False).info
+
+    # an aimed answer off in the weights: its own flows miss 1e-10, the polish certifies it
+    def off(model, options, verbose=False):
+        ans = solve_native(model, options, verbose)
+        ans.W = ans.W + 1e-5
+        return ans
+
+    monkeypatch.setattr(conic_route, "solve_native", off)
+    missed = gm.solve_exact(model)
+    assert missed.info["formulation"] == "direct"
+    assert missed.info["polish"]["status"] == "applied"
+    assert missed.info["polish"]["gap_before"] > 1e-10 * P_ref
+    assert missed.success and missed.certificate.relative_gap <= 1e-10
+    P = model.objective(missed.weights)
+    assert P - P_ref <= 1e-9 * P_ref and missed.certificate.gap >= P - P_ref - 1e-10 * P_ref
+    np.testing.assert_allclose(missed.weights, W_ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), "auto"])
+def test_polish_accepts_bools_and_auto(value):
+    assert gm.solve_exact(_mixed(gm.Norm2(), seed=1), polish=value).success
