@@ -457,13 +457,14 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     :data:`SCS_MIN_SIZE`, and no solver options are given.
 
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
-    d = 2, 2-3 interleaved repeats, load 6-11 on 2 cores, 2026-11-28; time to a certified
-    relative gap <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved
-    by Clarabel and by SCS; ``benchmarks/RESULTS.md``): 0.65x and 0.79x at 1,000 nodes
-    (``Norm2``, ``Norm1``), 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (with SCS's
-    indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and
-    0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s
-    2.2x-6.6x of the SCS route's time.
+    d = 2, load 3.7-5.1 on 2 cores, 2026-11-28; time to a certified relative gap <= 1e-10
+    against the best of a hand-written vectorized CVXPY problem solved by Clarabel and by
+    SCS; ``benchmarks/RESULTS.md``): 0.73x and 0.74x at 1,000 nodes (``Norm2``, ``Norm1``; 5
+    interleaved repeats), 0.90x and 0.71x at 2,000, 0.27x and 0.39x at 5,000 (one run each;
+    with SCS's indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier rounds: 0.65x
+    and 0.79x at 1,000 nodes, 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (load
+    6-11); 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
+    ``method="interior"``'s 2.2x-6.6x of the SCS route's time (load 3.6-4.5).
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""
