@@ -90,12 +90,21 @@ def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkey
     assert P - P_ref <= 1e-10 * max(1.0, P_ref) and P_ref - P <= 1e-9 * P_ref
     assert sol.certificate.gap >= P - P_ref - 1e-12 * P_ref  # sound
     np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
-    # Clarabel's route aims at the accuracy and is certified as tightly
+    # Clarabel's route aims at the accuracy and is certified as tightly; its answer, certified
+    # to the accuracy by its own flows, is not polished (polish="auto"), and with polish=True
+    # its weights are exact in flat directions too
     clar = gm.solve_exact(model, solver="CLARABEL")
     assert clar.info["route"] == "clarabel"
     assert clar.info["tolerances"]["tol_gap_rel"] == 1e-10
     assert clar.info["certified_relative_gap"] <= 1e-10
-    np.testing.assert_allclose(clar.weights, sol.weights, atol=1e-8)
+    assert clar.info["polish"] == {"status": "skipped", "reason": conic_route.CERTIFIED_FIRST}
+    P = model.objective(clar.weights)
+    assert P - P_ref <= 1e-10 * P_ref and clar.certificate.gap >= P - P_ref - 1e-12 * P_ref
+    np.testing.assert_allclose(clar.weights, W_ref, atol=1e-5)
+    polished = gm.solve_exact(model, solver="CLARABEL", polish=True)
+    assert polished.info["polish"]["status"] == "applied"
+    assert polished.info["certified_relative_gap"] <= 1e-10
+    np.testing.assert_allclose(polished.weights, sol.weights, atol=1e-8)
 
 
 def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):

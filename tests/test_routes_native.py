@@ -174,3 +174,88 @@ def test_polished_flows_are_free_inside_clusters_and_within_capacities():
     cert = gm.certify(model, W1, U1, tol=1e-10, project="never", recover=False,
                       fallback=False)
     assert cert.relative_gap <= 1e-9
+
+
+@pytest.mark.parametrize("penalty", [gm.Norm2(), gm.Norm1()])
+def test_auto_polish_certifies_first_and_polishes_only_a_missed_answer(penalty, monkeypatch):
+    """polish="auto" (default): Clarabel's aimed answer certified to the accuracy by its own
+    flows is returned unpolished (no polish time); polish=True polishes it; an aimed answer
+    whose own certificate misses the accuracy is polished and then certified.  The
+    reference is plain CVXPY."""
+    model = _mixed(penalty)
+    W_ref, P_ref = _reference(model, 1 if isinstance(penalty, gm.Norm1) else 2)
+    sol = gm.solve_exact(model)
+    assert sol.info["formulation"] == "direct"
+    assert sol.info["polish"] == {"status": "skipped", "reason": conic_route.CERTIFIED_FIRST}
+    assert "polish" not in sol.timings and sol.timings["certificate"] > 0.0
+    assert sol.success and sol.certificate.relative_gap <= 1e-10
+    P = model.objective(sol.weights)
+    assert P - P_ref <= 1e-9 * P_ref and sol.certificate.gap >= P - P_ref - 1e-10 * P_ref
+    always = gm.solve_exact(model, polish=True)
+    assert always.info["polish"]["status"] == "applied" and "polish" in always.timings
+    assert always.certificate.relative_gap <= 1e-10
+    assert "polish" not in gm.solve_exact(model, polish=False).info
+
+    # an aimed answer off in the weights: its own flows miss 1e-10, the polish certifies it
+    def off(model, options, verbose=False):
+        ans = solve_native(model, options, verbose)
+        ans.W = ans.W + 1e-5
+        return ans
+
+    monkeypatch.setattr(conic_route, "solve_native", off)
+    missed = gm.solve_exact(model)
+    assert missed.info["formulation"] == "direct"
+    assert missed.info["polish"]["status"] == "applied"
+    assert missed.info["polish"]["gap_before"] > 1e-10 * P_ref
+    assert missed.success and missed.certificate.relative_gap <= 1e-10
+    P = model.objective(missed.weights)
+    assert P - P_ref <= 1e-9 * P_ref and missed.certificate.gap >= P - P_ref - 1e-10 * P_ref
+    np.testing.assert_allclose(missed.weights, W_ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), "auto"])
+def test_polish_accepts_bools_and_auto(value):
+    assert gm.solve_exact(_mixed(gm.Norm2(), seed=1), polish=value).success
+
+
+def test_residual_rows_are_the_squared_losses_up_to_a_constant():
+    """The residual rows handed to Clarabel (``native._residual_rows``): a node with more
+    than d rows is compressed to d (QR), the others kept; the sum of squares equals the
+    losses' sum_i (1/m_i) ||y_i - X_i w_i||^2 up to one constant at every W, also for a
+    rank-deficient X_i (repeated rows) and rows of zeros."""
+    from gtvmodel.solve.native import _residual_rows
+
+    rng = np.random.default_rng(3)
+    n, d = 7, 3
+    model = gm.GTVModel(nx.path_graph(n), dim=d, lam=0.2)
+    sizes = {0: 1, 1: 3, 2: 5, 3: 8, 4: 5, 6: 4}  # node 5 without data
+    data = {}
+    for i, m in sizes.items():
+        X = rng.standard_normal((m, d))
+        if i == 4:
+            X = np.repeat(X[:1], m, axis=0)  # rank 1
+        if i == 6:
+            X[1] = 0.0  # a constant row
+        y = rng.standard_normal(m)
+        data[i] = (X, y)
+        model.set_loss(i, gm.SquaredLoss(X, y))
+    squared = [r for r in (b.squared_rows() for b in model.structure().batches)
+               if r is not None]
+    node, F, t = _residual_rows(squared, n, d)
+    counts = np.bincount(node, minlength=n)
+    assert counts.tolist() == [1, 3, 3, 3, 3, 0, 3]  # min(m_i, d), node 6 without its 0 row
+
+    def losses(W):
+        return sum(((y - X @ W[i]) ** 2).sum() / len(y) for i, (X, y) in data.items())
+
+    def rows(W):
+        return float((((F * W[node]).sum(axis=1) - t) ** 2).sum())
+
+    gaps = [losses(W) - rows(W) for W in rng.standard_normal((5, n, d)) * 3.0]
+    assert np.ptp(gaps) <= 1e-12 * max(abs(g) for g in gaps)
+    # the direct run on such a model matches plain CVXPY
+    W_ref, P_ref = _reference(model, 2)
+    ans = solve_native(model, _AIM)
+    assert ans.status == "Solved"
+    assert abs(model.objective(ans.W) - P_ref) <= 1e-8 * P_ref
+    np.testing.assert_allclose(ans.W, W_ref, atol=1e-5)

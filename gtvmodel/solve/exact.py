@@ -34,7 +34,7 @@ from .first_order import (
     route_solution,
     solve_first_order,
 )
-from .request import Route, RouteRequest
+from .request import Route, RouteRequest, check_polish
 
 __all__ = ["solve_exact", "Route", "RouteRequest", "ROUTES", "select_routes", "iter_routes",
            "scs_accepts", "SCS_MIN_DEGREE", "SCS_MIN_SIZE", "SCS_INDIRECT_SIZE",
@@ -59,7 +59,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
                 accept_inaccurate: bool = False,
                 verbose: bool = False, certify: bool = True, accuracy: float | None = None,
                 raise_on_failure: bool = True, method: str = "auto",
-                auto_threshold: int | None = None, polish: bool = True,
+                auto_threshold: int | None = None, polish: bool | str = "auto",
                 **opts: Any) -> Solution:
     """Solve (16) to a certified accuracy; returns weights, flows ``u``, the certificate and
     timings.
@@ -142,13 +142,21 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     skips it (and the polish, and the escalation: one run at the aimed tolerances, or the full
     ladder where nothing else is aimed at).
 
-    **Polish** (issue 17; :mod:`gtvmodel.solve.polish`).  With ``polish=True`` (default) the
-    certified conic answer is polished: Newton's method on (16) restricted to its fused
-    clusters (and ``l1`` zeros), with flows meeting the node optimality conditions on them;
-    the polished point replaces the answer only when its certified gap (34) is at most the
-    solver's and its objective is not larger (after an aimed run: when it is certified to
-    ``accuracy`` and its objective is not larger; the solver's answer is then not certified
-    itself, one certificate fewer).  It applies to library losses with a Hessian
+    **Polish** (issue 17; :mod:`gtvmodel.solve.polish`).  The certified conic answer is
+    polished: Newton's method on (16) restricted to its fused clusters (and ``l1`` zeros),
+    with flows meeting the node optimality conditions on them; the polished point replaces
+    the answer only when its certified gap (34) is at most the solver's and its objective is
+    not larger (after an aimed run: when it is certified to ``accuracy`` and its objective is
+    not larger; the solver's answer is then not certified itself, one certificate fewer).
+    With ``polish="auto"`` (default) Clarabel's aimed answer is certified first and polished
+    only where its own flows miss ``accuracy`` (``info["polish"]["reason"]`` is
+    :data:`gtvmodel.solve.conic_route.CERTIFIED_FIRST` where it was not; SCS's loose answer
+    and every full run, e.g. ``method="interior"``, are always polished): the answer is then
+    certified to ``accuracy`` as always, but its weights are those of the interior point,
+    accurate in flat directions only as far as the certified gap bounds them (on a 80-node
+    SBM 1.6e-6 from the polished weights, ``tests/test_routes.py``).  ``polish=True``
+    polishes every answer (weights exact in flat directions up to rounding where the polish
+    is applied), ``polish=False`` none.  It applies to library losses with a Hessian
     (squared, quadratic, logistic, Huber, zero; ``l1``/``l2`` regularizers),
     ``Norm2``/``Norm1``/``SquaredNorm2`` penalties and models without node constraints, and
     is skipped otherwise; ``info["polish"]`` says what happened (``status`` ``"applied"``,
@@ -184,8 +192,10 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     auto_threshold : int, optional
         Size ``(n + |E|) d`` above which ``"auto"`` takes the first-order route (``>= 0``;
         None: :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`).
-    polish : bool
-        Polish the certified conic answer by Newton's method on its fused clusters
+    polish : bool or "auto"
+        Polish the certified conic answer by Newton's method on its fused clusters: ``True``
+        always, ``"auto"`` (default) where an aimed Clarabel answer is not certified to
+        ``accuracy`` by its own flows, and after SCS and every full run, ``False`` never
         ("Polish" above).
 
     Returns
@@ -202,7 +212,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     ------
     ParameterError
         A bad option, named (``solver`` not a string, ``accept_inaccurate``, ``verbose``,
-        ``certify``, ``raise_on_failure`` or ``polish`` not a bool, ``accuracy`` not
+        ``certify`` or ``raise_on_failure`` not a bool, ``polish`` neither a bool nor
+        ``"auto"``, ``accuracy`` not
         positive, an unknown ``method``, a negative ``auto_threshold`` once the size rule
         is consulted: ``method="auto"``, no ``solver``).
     SolverError
@@ -245,7 +256,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     >>> sol.certificate.success, sol.certificate.gap < 1e-6
     (True, True)
     """
-    polish = check_bool(polish, "polish", "solve_exact")
+    polish = check_polish(polish, "solve_exact")
     method = check_option(method, "method", METHODS, where="solve_exact")
     check_bool(raise_on_failure, "raise_on_failure", "solve_exact")
     given = accuracy is not None
@@ -446,13 +457,14 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     :data:`SCS_MIN_SIZE`, and no solver options are given.
 
     Measured (``benchmarks/bench_exact_routes.py``, the 2-block SBMs of mean degree about 10,
-    d = 2, 2-3 interleaved repeats, load 6-11 on 2 cores, 2026-11-28; time to a certified
-    relative gap <= 1e-10 against the best of a hand-written vectorized CVXPY problem solved
-    by Clarabel and by SCS; ``benchmarks/RESULTS.md``): 0.65x and 0.79x at 1,000 nodes
-    (``Norm2``, ``Norm1``), 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (with SCS's
-    indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier, at load 3.6-4.5: 0.89x and
-    0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against ``method="interior"``'s
-    2.2x-6.6x of the SCS route's time.
+    d = 2, load 3.7-5.1 on 2 cores, 2026-11-28; time to a certified relative gap <= 1e-10
+    against the best of a hand-written vectorized CVXPY problem solved by Clarabel and by
+    SCS; ``benchmarks/RESULTS.md``): 0.73x and 0.74x at 1,000 nodes (``Norm2``, ``Norm1``; 5
+    interleaved repeats), 0.90x and 0.71x at 2,000, 0.27x and 0.39x at 5,000 (one run each;
+    with SCS's indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier rounds: 0.65x
+    and 0.79x at 1,000 nodes, 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (load
+    6-11); 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
+    ``method="interior"``'s 2.2x-6.6x of the SCS route's time (load 3.6-4.5).
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""

@@ -8,11 +8,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..declaration import ModelDeclaration
+from ..errors import ParameterError
 from ..solution import Solution
 from .polish import unsupported_reason
 
-__all__ = ["RouteRequest", "Route"]
+__all__ = ["RouteRequest", "Route", "check_polish", "POLISH_OPTIONS"]
+
+#: The values of ``solve_exact``'s ``polish``: ``"auto"`` (polish an aimed run's answer only
+#: where its own certificate misses the accuracy; always after a full run), ``True`` (always),
+#: ``False`` (never).
+POLISH_OPTIONS = ("auto", True, False)
+
+
+def check_polish(value: Any, where: str) -> bool | str:
+    """``polish`` checked: a bool (Python or numpy) or ``"auto"``; :class:`ParameterError`
+    naming it otherwise."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value == "auto":
+        return value
+    raise ParameterError(f"{where}: polish must be True, False or 'auto', got {value!r}")
 
 
 @dataclass
@@ -22,7 +40,8 @@ class RouteRequest:
     needs (:data:`SUCCESS_ACCURACY` unless ``accuracy`` was given), ``given`` whether it was;
     ``aimed`` False (``method="interior"``) runs the conic solver's full ladder at once;
     ``handover`` (``method="auto"`` without a named solver) lets a route whose answer is not
-    certified to ``required`` hand over to the next one instead of warning."""
+    certified to ``required`` hand over to the next one instead of warning; ``polish`` is one
+    of :data:`POLISH_OPTIONS`."""
 
     solver: str | None
     accept_inaccurate: bool
@@ -33,7 +52,7 @@ class RouteRequest:
     given: bool
     raise_on_failure: bool
     threshold: int | None
-    polish: bool
+    polish: bool | str
     opts: dict[str, Any] = field(default_factory=dict)
     aimed: bool = True
     handover: bool = False
@@ -44,9 +63,14 @@ class RouteRequest:
         or ``polish=False``/``certify=False``); None if it does.  Computed once per call."""
         if "polish" not in self._facts:
             self._facts["polish"] = (
-                "polish=False" if not self.polish else "certify=False" if not self.certify
+                "polish=False" if self.polish is False else "certify=False" if not self.certify
                 else unsupported_reason(model))
         return self._facts["polish"]
+
+    def polish_when_needed(self) -> bool:
+        """Whether an aimed run's answer is certified first and polished only where that
+        certificate misses ``accuracy`` (``polish="auto"``)."""
+        return self.polish == "auto"
 
 
 @dataclass(frozen=True)
