@@ -185,7 +185,9 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray
     ``weights`` (checked ``(n, d)``) and stiff nodes (:data:`~gtvmodel.certificates.kinds.
     STIFF_RTOL`), step 2 is the affine variant: the demands also match the gradients of the
     weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`)."""
-    U = model.check_flows(flows).copy()
+    U = model.check_flows(flows)  # a new array (the repair works on it in place)
+    if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
+        U = U.copy()
     if model.num_edges == 0:
         return U, [], 1.0
     U, repairs, solver, b = _alternate(model, U, rounds, weights)
