@@ -20,10 +20,13 @@ null directions of ``X_i``; the affine variant adds the stiff directions).  That
 :class:`SubspaceConditions` (the products ``A``, ``A^T``, ``A A^T`` through potentials) and
 :func:`conjugate_gradients` are written against the array API (:mod:`gtvmodel._xp`), so that the
 certificate of a device iterate corrects its flows where they are
-(:mod:`gtvmodel.certificates.device_subspace`); the host runs the same
-:func:`conjugate_gradients` (norms as sums of squares: no BLAS call, whose threads spin on a
-shared machine), with ``A A^T`` by compiled node passes and scipy's Laplacian product
-(:meth:`SubspaceConditions.normal_kernel`).  ``A`` itself is never formed on the host either
+(:mod:`gtvmodel.certificates.device_subspace`); the host runs the same iteration with its
+vector updates and dot products in compiled passes where numba is available
+(:func:`_host_conjugate_gradients`; no BLAS call either way, whose threads spin on a shared
+machine), with ``A A^T`` by compiled node passes and scipy's Laplacian product
+(:meth:`SubspaceConditions.normal_kernel`), and ``A u`` and the potentials of a correction
+by the same node passes (:meth:`SubspaceConditions.host_operator`,
+:meth:`~SubspaceConditions.host_potentials`).  ``A`` itself is never formed on the host either
 (:func:`condition_operator`; :func:`divergence_rows` forms it for small systems and tests).
 
 Cost (issue 30 item 3): a correction is :func:`refine`'s rounds, each a solve from zero on the
