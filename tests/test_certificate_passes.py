@@ -127,6 +127,28 @@ def test_host_node_passes_match_the_formed_matrix():
     assert cond.host_layout is cond.host_layout  # formed once
 
 
+@needs_numba
+def test_loose_correction_in_place_equals_the_formed_one():
+    """``subtract_loose`` (``U -= D Z`` in one compiled pass) equals ``U - D @ Z`` of the same
+    correction bit for bit, and the correction moves ``A u`` towards ``b``."""
+    model = _model()
+    k = node_kinds(model)
+    solver = subspace.PotentialSolver(model.incidence, SubspaceConditions.build(
+        model, k.subspace, k.subspace_bases))
+    rng = np.random.default_rng(7)
+    U = rng.standard_normal((model.num_edges, model.dim))
+    b = solver.A @ U.ravel()
+    ref = U - solver.solve(b, rtol=1e-3).reshape(U.shape)
+    got = U.copy()
+    solver.subtract_loose(got, b, 1e-3)
+    assert np.array_equal(got, ref)
+    assert np.linalg.norm(solver.A @ got.ravel()) <= 1e-3 * np.linalg.norm(b)
+    dense = subspace.MinNormSolver(sp.csr_matrix(solver.A @ np.eye(solver.A.shape[1])))
+    via = U.copy()
+    dense.subtract_loose(via, b, 1e-3)  # the generic form: U -= solve(b, rtol)
+    assert np.linalg.norm(dense.A @ via.ravel()) <= 1e-9 * np.linalg.norm(b)
+
+
 def test_row_ranges_keep_the_sums_bit_for_bit(monkeypatch):
     rng = np.random.default_rng(5)
     counts = rng.integers(0, 9, 50)  # owners with 0..8 rows

@@ -356,9 +356,12 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
             r = residual(U_)
         # only the conjugate gradients stop early (a factorization costs the same either way)
         loose = loose and solver.eig is None and cap is not None
-        delta = solver.solve(r, ref=ref, rtol=LOOSE_RTOL if loose else None)
+        # in place: U_ is repair's copy or a projection's output
+        if loose:
+            solver.subtract_loose(U_, r, LOOSE_RTOL)
+        else:
+            U_ -= solver.solve(r, ref=ref).reshape(E, d)
         ref = max(ref, float(np.sqrt(np.sum(r * r))))
-        U_ -= delta.reshape(E, d)  # in place: U_ is repair's copy or a projection's output
         return U_, True, loose
 
     U, did_cap, did_sub = alternate_rounds(

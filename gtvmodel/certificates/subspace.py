@@ -152,6 +152,11 @@ class MinNormSolver:
         """One minimum-norm correction ``A^T (A A^T)^+ r`` (conjugate gradients to ``rtol``)."""
         return self.AT @ self.multipliers(r, rtol)
 
+    def subtract_loose(self, U: np.ndarray, b: np.ndarray, rtol: float) -> None:
+        """``U -= delta`` in place (``U`` the ``(|E|, d)`` flows) for :meth:`solve`'s
+        one-round correction ``delta`` of ``A delta = b`` to ``rtol``."""
+        U -= self._step(b, rtol).reshape(U.shape)
+
 
 class RangeSolver(MinNormSolver):
     """The minimum-norm correction of the subspace conditions ``N_i^T (D^T delta)_i = b_i``
@@ -660,3 +665,13 @@ class PotentialSolver(MinNormSolver):
     def _step(self, r: np.ndarray, rtol: float = CG_RTOL) -> np.ndarray:
         """``delta = D Z``, ``Z`` the potentials of the multipliers of ``r`` (to ``rtol``)."""
         return np.asarray(self.D @ self.potentials(self.multipliers(r, rtol))).ravel()
+
+    def subtract_loose(self, U: np.ndarray, b: np.ndarray, rtol: float) -> None:
+        """:meth:`MinNormSolver.subtract_loose` with ``U -= D Z`` in one compiled pass over
+        the edges where numba is available (:func:`gtvmodel._compiled.subtract_rows_pass`:
+        bit for bit ``U - D @ Z``, without the ``|E| x d`` correction)."""
+        if not (_compiled.available() and U.flags.c_contiguous and U.dtype == np.float64):
+            return super().subtract_loose(U, b, rtol)
+        Z = np.ascontiguousarray(self.potentials(self.multipliers(b, rtol)), dtype=float)
+        D = self.D  # its entries in the order scipy's product takes them
+        _compiled.subspace_kernels().subtract_rows_pass(D.indptr, D.indices, D.data, Z, U)
