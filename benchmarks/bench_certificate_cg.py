@@ -11,8 +11,10 @@ first certificate (which builds the node classification and the step-2 solver, c
 model) is reported apart.  Per ``m``: the median ratio certificate / iteration (min-max over
 the repeats), the step-2 conjugate gradients (solves, products of ``A A^T``, seconds), and
 ``ru_maxrss`` (the process's peak) after the solver's 30 iterations and after the
-certificates: one ``m`` per process for the memory of that instance alone.  BLAS threads
-pinned to one (``_pin_threads``).
+certificates: one ``m`` per process for the memory of that instance alone, one certificate
+alive at a time (``--hold``: also the first certificate, the previous repeat's certificate and
+this repeat's solver result, the accounting of the runs before 2026-11-28 07:00 UTC).  BLAS
+threads pinned to one (``_pin_threads``).
 
 With ``--grid K`` the graph is the ``K x K`` grid instead (degree 4: a worse-conditioned
 Laplacian).
@@ -96,16 +98,25 @@ def measure(a: argparse.Namespace, m: int) -> None:
     cert = gm.certify(model, W, U, fallback=False)
     first = time.perf_counter() - t
     first_cg = (cg.solves, cg.products, cg.seconds)
+    gap, rel = cert.gap, cert.relative_gap
+    if not a.hold:  # one certificate alive at a time (a user's run keeps the latest)
+        del cert
     its, certs, cgs = [], [], []
+    run = prev = None  # with --hold: this repeat's solver result, the previous certificate
     for _ in range(a.reps):
         r = model.solve_primal_dual(max_iter=10, tol=0, record_every=None)
         its.append((r.timings["node_updates"] + r.timings["edge_updates"]) / 10)
+        run = r if a.hold else None
+        del r
         cg.reset()
         t = time.perf_counter()
         c = gm.certify(model, W, U, fallback=False)
         certs.append(time.perf_counter() - t)
         cgs.append(cg.seconds)
-        assert c.gap == cert.gap or abs(c.gap - cert.gap) <= 1e-12 * abs(cert.gap)
+        assert c.gap == gap or abs(c.gap - gap) <= 1e-12 * abs(gap)
+        prev = c if a.hold else None
+        del c
+    del run, prev
     subspace.conjugate_gradients = cg.plain
     ratios = [c / i for c, i in zip(certs, its, strict=True)]
     it = statistics.median(its)
@@ -113,8 +124,8 @@ def measure(a: argparse.Namespace, m: int) -> None:
           f"{statistics.median(certs):.3f} s = {statistics.median(ratios):.1f} iterations "
           f"({min(ratios):.1f}-{max(ratios):.1f}); first {first:.3f} s = {first / it:.1f}; CG "
           f"{cg.solves} solves, {cg.products} products, {statistics.median(cgs):.3f} s "
-          f"(first: {first_cg[0]}, {first_cg[1]}, {first_cg[2]:.3f} s); gap {cert.gap:.12g} "
-          f"(relative {cert.relative_gap:.2e}); peak RSS solver {rss_solver:.0f} MiB, with "
+          f"(first: {first_cg[0]}, {first_cg[1]}, {first_cg[2]:.3f} s); gap {gap:.12g} "
+          f"(relative {rel:.2e}); peak RSS solver {rss_solver:.0f} MiB, with "
           f"certificates {_rss_mib():.0f} MiB ({_rss_mib() / rss_solver:.2f}x); load "
           f"{os.getloadavg()[0]:.2f}; {gm.__file__}", flush=True)
 
@@ -125,6 +136,10 @@ def main() -> None:
         ap.add_argument(f"--{k}", type=lambda s: int(float(s)), default=v)
     ap.add_argument("--ms", default="5,12", help="comma-separated samples per node")
     ap.add_argument("--lam", type=float, default=0.1)
+    ap.add_argument("--hold", action="store_true",
+                    help="keep the first certificate and the previous repeat's solver result "
+                         "and certificate alive (the memory accounting before 2026-11-28 "
+                         "07:00 UTC)")
     a = ap.parse_args()
     print(f"threads {_pin_threads.THREADS}", flush=True)
     for m in (int(v) for v in a.ms.split(",")):

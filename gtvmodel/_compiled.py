@@ -35,7 +35,8 @@ from ._norms import L2BallProjection
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
            "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
-           "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
+           "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels", "dot_pass",
+           "cg_update_pass", "cg_direction_pass", "subtract_rows_pass"]
 
 
 def available() -> bool:
@@ -554,16 +555,76 @@ def rows_pass(NT: np.ndarray, offsets: np.ndarray, G: np.ndarray, out: np.ndarra
             out[o + c] = acc
 
 
+def dot_pass(a: np.ndarray, b: np.ndarray) -> float:
+    """``sum_i a_i b_i`` of two vectors, in index order (no BLAS call: no BLAS threads)."""
+    acc = 0.0
+    for i in range(a.shape[0]):
+        acc += a[i] * b[i]
+    return acc
+
+
+def cg_update_pass(z: np.ndarray, r: np.ndarray, p: np.ndarray, Kp: np.ndarray, alpha: float,
+                   minv: np.ndarray) -> tuple[float, float]:
+    """One update of the conjugate gradients of repair step 2
+    (:func:`gtvmodel.certificates.subspace.conjugate_gradients`), in place: ``z += alpha p``,
+    ``r -= alpha K p``; returns ``(||r||^2, r^T M^-1 r)`` of the new residual (``M^-1 =
+    minv``, the Jacobi preconditioner).  One pass instead of six numpy ones."""
+    rr = 0.0
+    ry = 0.0
+    for i in range(z.shape[0]):
+        z[i] += alpha * p[i]
+        ri = r[i] - alpha * Kp[i]
+        r[i] = ri
+        rr += ri * ri
+        ry += ri * (minv[i] * ri)
+    return rr, ry
+
+
+def cg_direction_pass(p: np.ndarray, r: np.ndarray, minv: np.ndarray, beta: float) -> None:
+    """The next search direction of the conjugate gradients, in place: ``p = M^-1 r + beta
+    p``."""
+    for i in range(p.shape[0]):
+        p[i] = minv[i] * r[i] + beta * p[i]
+
+
+def subtract_rows_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                       Z: np.ndarray, U: np.ndarray) -> None:
+    """``U -= D Z`` in place for a CSR matrix ``D`` (``indptr``, ``indices``, ``data``; the
+    incidence: a correction ``delta = D Z`` of the flows of repair step 2 from its node
+    potentials ``Z``): each row's ``(D Z)_e`` summed in the order of its entries from 0, as
+    scipy's sparse product does, then subtracted (bit for bit ``U - D @ Z``, without the
+    ``|E| x d`` product)."""
+    d = U.shape[1]
+    acc = np.empty(d)
+    for e in range(U.shape[0]):
+        for j in range(d):
+            acc[j] = 0.0
+        for q in range(indptr[e], indptr[e + 1]):
+            c, v = indices[q], data[q]
+            for j in range(d):
+                acc[j] += v * Z[c, j]
+        for j in range(d):
+            U[e, j] -= acc[j]
+
+
 class SubspaceKernels(NamedTuple):
-    """The compiled :func:`potentials_pass` and :func:`rows_pass` (:func:`subspace_kernels`)."""
+    """The compiled :func:`potentials_pass`, :func:`rows_pass`, :func:`dot_pass`,
+    :func:`cg_update_pass`, :func:`cg_direction_pass` and :func:`subtract_rows_pass`
+    (:func:`subspace_kernels`)."""
 
     potentials_pass: Compiled
     rows_pass: Compiled
+    dot_pass: Compiled
+    cg_update_pass: Compiled
+    cg_direction_pass: Compiled
+    subtract_rows_pass: Compiled
 
 
 @functools.cache
 def subspace_kernels() -> SubspaceKernels:
-    """numba's compiled :func:`potentials_pass` and :func:`rows_pass` (:class:`Compiled`),
-    built on the first call; ``ImportError`` without numba."""
+    """numba's compiled passes of repair step 2 (:class:`SubspaceKernels`,
+    :class:`Compiled`), built on the first call; ``ImportError`` without numba."""
     numba = importlib.import_module("numba")
-    return SubspaceKernels(Compiled(numba, potentials_pass), Compiled(numba, rows_pass))
+    return SubspaceKernels(*(Compiled(numba, f) for f in (
+        potentials_pass, rows_pass, dot_pass, cg_update_pass, cg_direction_pass,
+        subtract_rows_pass)))

@@ -695,8 +695,16 @@ def _rounding(model: ModelDeclaration, pr: _Primal, dual: DualSide, W: np.ndarra
     return nrow * EPS * ((abs(pr.P) if fin(pr.P) else 0.0)
                          + np.abs(pr.lossv[fin(pr.lossv)]).sum() + np.abs(pr.penv).sum()
                          + np.abs(nc[fin(nc)]).sum() + np.abs(ec[fin(ec)]).sum()
-                         + np.abs(dual.S * W).sum()
-                         + (np.abs(dual.U * pr.V).sum() if model.num_edges else 0.0))
+                         + np.abs(dual.S * W).sum() + _abs_product_sum(dual.U, pr.V))
+
+
+def _abs_product_sum(U: np.ndarray, V: np.ndarray) -> float:
+    """``sum |U * V|`` with one ``|E| x d`` temporary (its ``abs`` in place), 0 without
+    rows."""
+    if U.size == 0:
+        return 0.0
+    t = U * V
+    return float(np.abs(t, out=t).sum())
 
 
 def _kkt(model: ModelDeclaration, W: np.ndarray, U0: np.ndarray, node_gaps: np.ndarray,

@@ -185,7 +185,9 @@ def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray
     ``weights`` (checked ``(n, d)``) and stiff nodes (:data:`~gtvmodel.certificates.kinds.
     STIFF_RTOL`), step 2 is the affine variant: the demands also match the gradients of the
     weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`)."""
-    U = model.check_flows(flows).copy()
+    U = model.check_flows(flows)  # a new array (the repair works on it in place)
+    if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
+        U = U.copy()
     if model.num_edges == 0:
         return U, [], 1.0
     U, repairs, solver, b = _alternate(model, U, rounds, weights)
@@ -330,7 +332,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
     pen = norm_penalty(model)
     solver, b, note = _conditions(model, weights)
     A = None if solver is None else solver.A
-    scale = max(1.0, float(np.abs(U).max(initial=0.0)))
+    scale = max(1.0, _abs_max(U))
     bmax = 0.0 if b is None else float(np.abs(b).max(initial=0.0))
     ref = 0.0  # ||r|| of the first correction: the later ones aim at its absolute residual
 
@@ -346,8 +348,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         if A is None:
             return U_, False, False
         r = residual(U_)
-        if within_rounding(float(np.abs(r).max(initial=0.0)),
-                           max(float(np.abs(U_).max(initial=0.0)), bmax)):
+        if within_rounding(float(np.abs(r).max(initial=0.0)), max(_abs_max(U_), bmax)):
             return U_, False, False
         if isinstance(solver, _LazySubspace):  # a correction is needed: build the solver
             solver = solver.solver()
@@ -355,9 +356,13 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
             r = residual(U_)
         # only the conjugate gradients stop early (a factorization costs the same either way)
         loose = loose and solver.eig is None and cap is not None
-        delta = solver.solve(r, ref=ref, rtol=LOOSE_RTOL if loose else None)
+        # in place: U_ is repair's copy or a projection's output
+        if loose:
+            solver.subtract_loose(U_, r, LOOSE_RTOL)
+        else:
+            U_ -= solver.solve(r, ref=ref).reshape(E, d)
         ref = max(ref, float(np.sqrt(np.sum(r * r))))
-        return U_ - delta.reshape(E, d), True, loose
+        return U_, True, loose
 
     U, did_cap, did_sub = alternate_rounds(
         U, cap_excess, lambda U_: pen.project_dual_ball(U_, cap), correct, scale, rounds)
@@ -367,6 +372,11 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
     if did_sub:
         repairs.append(note)
     return U, repairs, solver, b
+
+
+def _abs_max(U: np.ndarray) -> float:
+    """``max |U|`` (0 for an empty array; NaN propagates) without the ``|U|`` copy."""
+    return max(float(U.max(initial=0.0)), -float(U.min(initial=0.0)))
 
 
 def capacity_ratio(model: ModelDeclaration, U: Any, rows: slice = slice(None)) -> float:

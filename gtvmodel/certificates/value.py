@@ -318,7 +318,7 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     :func:`node_bounds`' dict at the demands ``s = -D^T u`` (with their rounding bound) and
     ``edge_conj`` (|E|,) and ``value``.  ``weights`` (optional) warm-start the Newton path of
     smooth data-fit nodes and set the local radii of rounding-level residuals."""
-    U = model.check_flows(flows)
+    U = _checked_flows(model, flows)
     S, rnd = demands(model, U)
     out = node_bounds(model, S, rnd, radius, solver, weights)
     edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
@@ -326,6 +326,17 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     out["edge_conj"] = edge_conj
     out["value"] = -float(out["node_conj"].sum()) - float(edge_conj.sum()) - out["conic_tol"]
     return out
+
+
+def _checked_flows(model: ModelDeclaration, flows: Any) -> np.ndarray:
+    """``flows`` itself where it is already a finite float ``(|E|, d)`` array (no copy of
+    the flows: the certificate's peak memory, issue 30 item 3), else
+    :meth:`~gtvmodel.declaration.ModelDeclaration.check_flows`' checked copy."""
+    shape = (model.num_edges, model.dim)
+    if (isinstance(flows, np.ndarray) and flows.dtype == np.float64 and flows.shape == shape
+            and bool(np.isfinite(flows).all())):
+        return flows
+    return model.check_flows(flows)
 
 
 def node_bounds(model: ModelDeclaration, S: np.ndarray, rnd: np.ndarray, radius: Any,

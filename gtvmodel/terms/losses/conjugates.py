@@ -145,7 +145,7 @@ def datafit_conjugate_split(cls: Any, X: np.ndarray, y: np.ndarray,
     """
     xp = _xp.namespace(S)
     k = S.shape[0]
-    t = xp.einsum("rj,rj->r", X, W[rn])
+    t = _row_dots(X, W, rn)
     if m_max is None:
         m_max = int(np.bincount(rn, minlength=k).max(initial=0))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -200,7 +200,7 @@ def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
     if gram is not None:  # on every node (res = 0 where none is needed: z = 0 there), so
         # neither the factors nor the rows are copied (the certificate's peak memory)
         z = _pinv_sym_apply(gram[0], gram[1], res)
-        dv = c * xp.einsum("rj,rj->r", X, z[rn])  # b_r^T z, b_r = c_r x_r
+        dv = c * _row_dots(X, z, rn)  # b_r^T z, b_r = c_r x_r
     else:
         sel = xp.nonzero(need[rn])[0]  # only the rows of the nodes that need it
         B = c[sel, None] * X[sel]
@@ -220,10 +220,53 @@ def _absorbed_row_duals(cls: Any, X: np.ndarray, y: np.ndarray,
 
 
 def _abs_rows_sum(rn: Any, a: Any, X: Any, k: int) -> Any:
-    """``sum_r |a_r| |x_r|`` by owner (:func:`sum_rows_by` with weights ``|a|``: one ``(M,
-    d)`` temporary; the certificate's peak memory is reached in this module, issue 30 item
-    3)."""
-    return sum_rows_by(rn, _xp.namespace(X).abs(X), k, _xp.namespace(a).abs(a))
+    """``sum_r |a_r| |x_r|`` by owner (:func:`sum_rows_by` with weights ``|a|``; on host
+    numpy in the owner-aligned row ranges of :func:`row_chunks`, so that ``|X|`` is never
+    formed whole: the same sums bit for bit, each owner's rows in one range; the
+    certificate's peak memory is reached in this module, issue 30 item 3)."""
+    if not _xp.is_numpy(X):
+        return sum_rows_by(rn, _xp.namespace(X).abs(X), k, _xp.namespace(a).abs(a))
+    out = np.zeros((k, X.shape[1]))
+    for sl in row_chunks(rn, X.shape[1]):
+        out += sum_rows_by(rn[sl], np.abs(X[sl]), k, np.abs(a[sl]))
+    return out
+
+
+def _row_dots(X: Any, W: Any, rn: Any) -> Any:
+    """``x_r^T w_{rn_r}`` for every row ``r`` (``X`` ``(M, d)``, ``W`` ``(k, d)``): numpy's
+    ``einsum`` of ``X`` and ``W[rn]``, on host numpy in the row ranges of :func:`row_chunks`
+    (each row's sum as in one call, without the whole ``(M, d)`` gather)."""
+    xp = _xp.namespace(X)
+    if not _xp.is_numpy(X):
+        return xp.einsum("rj,rj->r", X, W[rn])
+    out = np.empty(X.shape[0])
+    for sl in row_chunks(rn, X.shape[1]):
+        out[sl] = np.einsum("rj,rj->r", X[sl], W[rn[sl]])
+    return out
+
+
+#: Entries of one ``(rows, d)`` temporary of :func:`row_chunks`' ranges (8 MiB of floats).
+CHUNK_ENTRIES = 1 << 20
+
+
+def row_chunks(rn: np.ndarray, d: int) -> list[slice]:
+    """Consecutive row ranges of about :data:`CHUNK_ENTRIES` ``/ d`` rows covering ``0..M``,
+    each ending where an owner's rows end (``rn`` nondecreasing; otherwise, or for few
+    rows, one range): per-owner sums over a range equal those over all rows bit for bit."""
+    M = int(rn.shape[0])
+    step = max(1, CHUNK_ENTRIES // max(d, 1))
+    if M <= step or not bool(np.all(rn[1:] >= rn[:-1])):
+        return [slice(0, M)]
+    bounds = [0]
+    while bounds[-1] < M:
+        a = bounds[-1]
+        b = min(a + step, M)
+        if b < M:  # back to the first row of the owner at b, or past the owner at a
+            b = int(np.searchsorted(rn, rn[b], side="left"))
+            if b <= a:
+                b = int(np.searchsorted(rn, rn[a], side="right"))
+        bounds.append(b)
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _pinv_sym(G: Any) -> Any:
