@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gtvmodel.kernels import feasible_flow as ff
 from gtvmodel.kernels.feasible_flow import strictly_feasible_flow, strictly_feasible_point
 
 
@@ -175,3 +176,41 @@ def test_polytope_point_soft_rows_take_the_least_change_of_demand(seed: int) -> 
     prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     least = float(np.sum(dl.value ** 2 / w[on]))
     assert least <= float(np.sum(delta[on] ** 2 / w[on])) <= 1.01 * least
+
+
+# ===================================================================== Newton matrices
+
+@pytest.mark.parametrize("seed", range(3))
+def test_newton_matrices_equal_the_sparse_product(seed: int) -> None:
+    """The phase I's Newton matrices ``A H A^T``, assembled from ``H``'s blocks by the map of
+    ``_Normal`` (in the order of its first factorization), equal the product computed by
+    scipy with ``H`` written out, and their factors solve them: on the recovery's system for
+    the cross-polytopes (columns with two and three entries; blocks of the rows of ``A_ub``,
+    the other columns alone) and random positive definite blocks, two factorizations in a
+    row (the second in the first one's order)."""
+    A, _, A_eq, _, A_ub, _ = _polytope_instance(seed, 0.9, ties=True)
+    M = sp.vstack([A, A_eq], format="csr")
+    rng = np.random.default_rng(seed)
+    lin = ff._Linear(sp.csr_matrix(A_ub), np.ones(A_ub.shape[0]), np.ones(A.shape[1]))
+    normal = ff._Normal(M, lin.groups)
+    for _ in range(2):
+        blocks = []
+        for G in lin.groups:
+            Q = rng.normal(size=G.shape + G.shape[1:])
+            blocks.append(Q @ Q.transpose(0, 2, 1) + np.eye(G.shape[1]))
+        H = ff._BlockDiagonal(lin.groups, blocks)
+        rows = np.concatenate([np.repeat(G, G.shape[1], axis=1).ravel() for G in lin.groups])
+        cols = np.concatenate([np.tile(G, (1, G.shape[1])).ravel() for G in lin.groups])
+        Hs = sp.csr_matrix((np.concatenate([B.ravel() for B in blocks]), (rows, cols)),
+                           shape=(A.shape[1],) * 2)
+        v = rng.normal(size=(A.shape[1], 2))
+        np.testing.assert_allclose(H @ v, Hs @ v, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(H @ v[:, 0], Hs @ v[:, 0], rtol=1e-12, atol=1e-12)
+        S = (M @ Hs @ M.T).toarray()
+        np.testing.assert_allclose(normal.matrix(H).toarray(), S, rtol=1e-12,
+                                   atol=1e-12 * np.abs(S).max())
+        fac = normal.factor(H, regularize=True)
+        assert fac is not None
+        y = rng.normal(size=S.shape[0])
+        rhs = S @ y  # consistent (the tie rows may be implied by the node rows)
+        np.testing.assert_allclose(S @ fac.solve(rhs), rhs, atol=1e-9 * np.abs(rhs).max())

@@ -15,12 +15,14 @@ the caller needs (the flow recovery of :mod:`gtvmodel.certificates.recovery`, wh
 conditions of (16) are ``A x = b`` and the dual balls (27) of the fused edges the rows; ``k =
 1`` is a box per coordinate, ``k = d`` an ``l2`` ball).  Each Newton step solves ``(A H^-1
 A^T) nu = ...`` with ``H`` the block-diagonal Hessian of the barrier in ``x`` (inverted in
-closed form) twice (the scalar ``s`` is eliminated) with one SuperLU factorization of that
-weighted Laplacian, grounded at one row per cluster (the fill-reducing order of the first
-step reused by the others: 14 ms against 19 ms per factorization on a 1,000-node SBM at
-``d = 3``).  When the minimum of the phase-I problem is at least 1 (no strictly feasible
-flow) the method returns None as soon as the central path shows it (``s - 2 m / tau >= 1``)
-or after :data:`PHASE1_STEPS` steps.
+closed form) for two right-hand sides (the scalar ``s`` is eliminated) with one SuperLU
+factorization of that weighted Laplacian, grounded at one row per cluster (the fill-reducing
+order of the first step reused by the others: 14 ms against 19 ms per factorization on a
+1,000-node SBM at ``d = 3``), assembled from the Hessian's blocks by a map computed once
+(:class:`_Normal`, no sparse matrix products per step; the electrical flow's matrix has
+the same pattern and gives the order).  When the minimum of the phase-I problem is at least
+1 (no strictly feasible flow) the method returns None as soon as the central path shows it
+(``s - 2 m / tau >= 1``) or after :data:`PHASE1_STEPS` steps.
 
 :func:`strictly_feasible_point` is the same phase I for polyhedral capacities (``x > 0``,
 disjoint sums ``A_ub x < b_ub`` and ``A_eq x = b_eq``: the cross-polytopes ``||u_e||_1 <=
@@ -65,29 +67,30 @@ def strictly_feasible_flow(A: sp.csr_matrix, b: np.ndarray, cap: np.ndarray, k: 
     column with entries ``+-1`` in two rows of one cluster."""
     A, b = _ground(A, b)
     AT = A.T.tocsr()
-    C = sp.diags(np.repeat(cap * cap, k), format="csr")
-    fac, _ = _factor(A @ C @ AT)
+    groups = [np.arange(cap.size * k).reshape(-1, k)]
+    normal = _Normal(A, groups)  # the start's matrix has the Newton matrices' pattern
+    fac = normal.factor(_BlockDiagonal(groups, [(cap * cap)[:, None, None] * np.eye(k)]))
     if fac is None:
         return None
-    X = (C @ (AT @ fac.solve(b))).reshape(-1, k)
+    X = (np.repeat(cap * cap, k) * (AT @ fac.solve(b))).reshape(-1, k)
     if _ratio(X, cap) >= 1.0:
-        X = _phase_one(A, AT, b, cap, X)
+        X = _phase_one(A, AT, b, cap, X, normal)
     return None if X is None or _ratio(X, cap) >= 1.0 else X.ravel()
 
 
 def _phase_one(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, cap: np.ndarray,
-               X: np.ndarray) -> np.ndarray | None:
-    """The barrier iterations of :func:`strictly_feasible_flow` from ``X`` (rows)."""
+               X: np.ndarray, normal: _Normal) -> np.ndarray | None:
+    """The barrier iterations of :func:`strictly_feasible_flow` from ``X`` (rows; ``normal``:
+    the Newton matrices)."""
     s = 1.05 * _ratio(X, cap) + 1e-3
     c2 = cap * cap
     # tau: _TAU0 times the barrier's pull on s at the start, so that the first steps already
     # lower s (from m / s, the first rounds raised s: 14 steps instead of 10 on a 1,000-node
     # SBM at d = 3)
     tau = _TAU0 * float((2.0 * s * c2 / (s * s * c2 - (X * X).sum(axis=1))).sum())
-    perm = None  # the Newton matrices' fill-reducing order, from the first
     for step in range(PHASE1_STEPS):
         g_x, g_s, Hinv, h_xs, h_ss = _derivatives(X, s, cap, tau)
-        fac, perm = _factor(A @ Hinv @ AT, perm)
+        fac = normal.factor(Hinv)
         if fac is None:
             return None
         dX, ds = _newton(A, AT, fac, Hinv, b - A @ X.ravel(), g_x, g_s, h_xs, h_ss)
@@ -139,35 +142,129 @@ class _Factor:
 _SHIFT, _REFINE = 1e-10, 2
 
 
-def _factor(S: sp.spmatrix, perm: np.ndarray | None = None, regularize: bool = False
-            ) -> tuple[_Factor | None, np.ndarray | None]:
-    """The factor of the symmetric positive definite ``S`` (a grounded weighted Laplacian)
-    and the fill-reducing order it used: SuperLU's minimum degree (``perm`` None), or the
-    given ``perm`` of an earlier matrix of the same pattern applied beforehand (the Newton
-    matrices of :func:`_phase_one` share one: the ordering, about a quarter of a
-    factorization's time, is computed once); ``(None, perm)`` if ``S`` is singular, unless
-    ``regularize``: then ``S + eps diag(S)`` is factored, its solves refined against ``S``
-    (:class:`_Factor`; the tie rows of :func:`strictly_feasible_point` can be implied by
-    the node rows, consistently at an optimum)."""
-    opts = {"SymmetricMode": True}
+def _factor(S: sp.spmatrix, regularize: bool = False) -> _Factor | None:
+    """The factor of the symmetric positive definite ``S`` (:func:`_splu`); None if ``S`` is
+    singular, unless ``regularize``: then ``S + eps diag(S)`` is factored, its solves refined
+    against ``S`` (:class:`_Factor`; the tie rows of :func:`strictly_feasible_point` can be
+    implied by the node rows, consistently at an optimum)."""
     S = sp.csc_matrix(S)
     try:
-        if not regularize:
-            return _splu(S, perm, opts)
-        fac, perm = _splu(S + _SHIFT * sp.diags(S.diagonal(), format="csc"), perm, opts)
+        fac, _ = _splu(S + _SHIFT * sp.diags(S.diagonal(), format="csc") if regularize else S)
     except RuntimeError:
-        return None, perm
-    fac.refine = S
-    return fac, perm
+        return None
+    if regularize:
+        fac.refine = S
+    return fac
 
-def _splu(S: sp.csc_matrix, perm: np.ndarray | None, opts: dict
-          ) -> tuple[_Factor, np.ndarray]:
-    """SuperLU of ``S`` and its order (minimum degree when ``perm`` is None, else ``perm``
-    applied beforehand)."""
+
+#: SuperLU's options for the symmetric positive definite matrices here; with
+#: ``diag_pivot_thresh = 0`` it keeps the diagonal pivots (a Cholesky factorization in LU
+#: form: stable without pivoting; 785k instead of 814k entries in ``L + U`` and 8 % less time
+#: on the ``l_inf`` Newton matrices of a 1,000-node SBM at ``d = 3``).
+_SUPERLU = {"diag_pivot_thresh": 0.0, "options": {"SymmetricMode": True}}
+
+
+def _splu(S: sp.csc_matrix, perm: np.ndarray | None = None) -> tuple[_Factor, np.ndarray]:
+    """SuperLU of ``S`` in SuperLU's minimum degree order of ``S + S^T`` (``perm`` None), or of
+    ``S[perm][:, perm]`` given already in the order ``perm``, and the order."""
     if perm is None:
-        lu = spl.splu(S, permc_spec="MMD_AT_PLUS_A", options=opts)
+        lu = spl.splu(S, permc_spec="MMD_AT_PLUS_A", **_SUPERLU)
         return _Factor(lu, None), np.argsort(lu.perm_c)
-    return _Factor(spl.splu(S[perm][:, perm], permc_spec="NATURAL", options=opts), perm), perm
+    return _Factor(spl.splu(S, permc_spec="NATURAL", **_SUPERLU), perm), perm
+
+
+class _BlockDiagonal:
+    """A block-diagonal matrix: dense blocks ``blocks[k][b]`` on the columns ``groups[k][b]``
+    (``(nb, size)`` index arrays, each column in one block); ``@`` a vector or the columns of
+    an array."""
+
+    def __init__(self, groups: list[np.ndarray], blocks: list[np.ndarray]) -> None:
+        self.groups, self.blocks = groups, blocks
+
+    def __matmul__(self, v: np.ndarray) -> np.ndarray:
+        out = np.empty_like(v)
+        for G, B in zip(self.groups, self.blocks, strict=True):
+            # einsum for a vector, matmul for columns (3-4x faster than einsum there)
+            out[G] = np.einsum("bij,bj->bi", B, v[G]) if v.ndim == 1 else np.matmul(B, v[G])
+        return out
+
+
+class _Normal:
+    """The Newton matrices ``S = A H A^T`` of a phase I, ``H`` block diagonal on fixed column
+    groups (:class:`_BlockDiagonal`), assembled without sparse products: the pattern of ``S``
+    and the entry each product term ``A_ic H_cc' A_jc'`` adds to are computed once, then
+    ``S``'s entries are one weighted ``bincount`` of the blocks' entries per step, directly
+    in the fill-reducing order of the first factorization (SuperLU's minimum degree, about a
+    quarter of a factorization's time, computed once)."""
+
+    def __init__(self, A: sp.spmatrix, groups: list[np.ndarray]) -> None:
+        A = sp.csc_matrix(A)
+        A.sort_indices()
+        m = A.shape[0]
+        cnt = np.diff(A.indptr)
+        wid = int(cnt.max(initial=1))
+        rows = np.zeros((A.shape[1], wid), dtype=np.int64)
+        vals = np.zeros((A.shape[1], wid))
+        pos = np.arange(A.nnz) - np.repeat(A.indptr[:-1], cnt)
+        col = np.repeat(np.arange(A.shape[1]), cnt)
+        rows[col, pos], vals[col, pos] = A.indices, A.data
+        keys, coef, src, off = [], [], [], 0
+        for G in groups:
+            nb, k = G.shape
+            w = int(cnt[G].max(initial=1))
+            R, V = rows[G][:, :, :w], vals[G][:, :, :w]  # (nb, k, w)
+            c = V[:, :, None, :, None] * V[:, None, :, None, :]  # (nb, k, k, w, w)
+            i = np.broadcast_to(R[:, :, None, :, None], c.shape)
+            j = np.broadcast_to(R[:, None, :, None, :], c.shape)
+            e = np.broadcast_to((off + np.arange(nb * k * k).reshape(nb, k, k))[..., None, None],
+                                c.shape)
+            nz = c != 0
+            keys.append(j[nz] * m + i[nz])  # column-major: the CSC order
+            coef.append(c[nz])
+            src.append(e[nz])
+            off += nb * k * k
+        self.coef, self.src = np.concatenate(coef), np.concatenate(src)
+        pattern, self.slot = np.unique(np.concatenate(keys), return_inverse=True)
+        self.rows, cols = pattern % m, pattern // m
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=m))])
+        self.diag = np.flatnonzero(self.rows == cols)
+        self.m, self.cols = m, cols
+        self.order: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def matrix(self, H: _BlockDiagonal) -> sp.csc_matrix:
+        """``A H A^T`` (CSC, sorted indices)."""
+        flat = np.concatenate([B.ravel() for B in H.blocks])
+        data = np.bincount(self.slot, weights=self.coef * flat[self.src],
+                           minlength=self.rows.size)
+        return sp.csc_matrix((data, self.rows, self.indptr), shape=(self.m, self.m))
+
+    def factor(self, H: _BlockDiagonal, regularize: bool = False) -> _Factor | None:
+        """:func:`_factor` of ``A H A^T`` (None if singular), in the order of the first."""
+        S = self.matrix(H)
+        F = S
+        if regularize:
+            F = S.copy()
+            F.data[self.diag] += _SHIFT * S.data[self.diag]
+        try:
+            if self.order is None:
+                fac, perm = _splu(F)
+                inv = np.argsort(perm)
+                pk = inv[self.cols] * self.m + inv[self.rows]
+                sigma = np.argsort(pk)
+                pc = pk[sigma] // self.m
+                self.order = (perm, sigma, pk[sigma] % self.m,
+                              np.concatenate([[0], np.cumsum(np.bincount(pc,
+                                                                         minlength=self.m))]))
+            else:
+                perm, sigma, prow, pptr = self.order
+                fac, _ = _splu(sp.csc_matrix((F.data[sigma], prow, pptr),
+                                             shape=(self.m, self.m)), perm)
+        except RuntimeError:
+            return None
+        if regularize:
+            fac.refine = S
+        return fac
+
 
 def _ratio(X: np.ndarray, cap: np.ndarray) -> float:
     return float(np.max(np.linalg.norm(X, axis=1) / cap, initial=0.0))
@@ -182,7 +279,7 @@ def _phi(X: np.ndarray, s: float, cap: np.ndarray, tau: float) -> float:
 
 
 def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float
-                 ) -> tuple[np.ndarray, float, sp.csr_matrix, np.ndarray, float]:
+                 ) -> tuple[np.ndarray, float, _BlockDiagonal, np.ndarray, float]:
     """Gradient and Hessian of :func:`_phi`: ``g_x`` (rows), ``g_s``, ``H_xx^-1`` (block
     diagonal, closed form), ``h_xs`` (rows) and ``h_ss``."""
     k = X.shape[1]
@@ -195,14 +292,13 @@ def _derivatives(X: np.ndarray, s: float, cap: np.ndarray, tau: float
     coef = 2.0 / (slack + 2.0 * q)
     blocks = (slack / 2.0)[:, None, None] * (np.eye(k)[None] - coef[:, None, None]
                                              * X[:, :, None] * X[:, None, :])
-    r = X.shape[0]
-    Hinv = sp.bsr_matrix((blocks, np.arange(r), np.arange(r + 1)), shape=(r * k, r * k)).tocsr()
+    Hinv = _BlockDiagonal([np.arange(X.size).reshape(-1, k)], [blocks])
     h_xs = -4.0 * s * c2[:, None] * X / (slack * slack)[:, None]
     h_ss = float((-2.0 * c2 / slack + 4.0 * s * s * c2 * c2 / (slack * slack)).sum())
     return g_x, g_s, Hinv, h_xs, h_ss
 
 
-def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: sp.csr_matrix,
+def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: _BlockDiagonal,
             res: np.ndarray, g_x: np.ndarray, g_s: float, h_xs: np.ndarray, h_ss: float
             ) -> tuple[np.ndarray, float]:
     """The Newton step ``(dX, ds)`` with ``A dX = res`` (``res = b - A x``: the step also
@@ -210,11 +306,14 @@ def _newton(A: sp.csr_matrix, AT: sp.csr_matrix, fac: _Factor, Hinv: sp.csr_matr
     ``ds`` from the scalar equation."""
     shape = g_x.shape
     g, h = g_x.ravel(), h_xs.ravel()
-    nu0 = fac.solve(-res - A @ (Hinv @ g))
-    nu1 = fac.solve(-(A @ (Hinv @ h)))
-    dx0 = -(Hinv @ (g + AT @ nu0))
-    dx1 = -(Hinv @ (h + AT @ nu1))
-    ds = -(g_s + h @ dx0) / (h_ss + h @ dx1)
+    gh = np.column_stack([g, h])
+    rhs = -(A @ (Hinv @ gh))
+    rhs[:, 0] -= res
+    dx = -(Hinv @ (gh + AT @ fac.solve(rhs)))  # both right-hand sides in one solve
+    dx0, dx1 = dx[:, 0], dx[:, 1]
+    # h^T dx by einsum, not BLAS: a threaded ddot (n > 10^4) took 15 ms under load
+    hd = np.einsum("i,ij->j", h, dx)
+    ds = -(g_s + hd[0]) / (h_ss + hd[1])
     return (dx0 + ds * dx1).reshape(shape), float(ds)
 
 
@@ -320,7 +419,7 @@ def _start(A: sp.csr_matrix, b: np.ndarray, A_eq: sp.csr_matrix, b_eq: np.ndarra
     if B is not None and B.diagonal().max(initial=0.0) > 0:
         kappa = _SOFT * float(S.diagonal().max()) / float(B.diagonal().max())
         S = S + kappa * sp.block_diag([B, sp.csr_matrix((A_eq.shape[0],) * 2)], format="csr")
-    fac, _ = _factor(S, regularize=True)
+    fac = _factor(S, regularize=True)
     if fac is None:
         return None
     rhs = np.concatenate([b, b_eq])
@@ -351,6 +450,22 @@ class _Linear:
     b_ub: np.ndarray
     beta: np.ndarray
 
+    def __post_init__(self) -> None:
+        """The blocks of the barrier's Hessian: the columns of the rows of ``A_ub`` (grouped
+        by the rows' sizes; ``group_rows`` their rows), then the other columns one by one."""
+        A = sp.csr_matrix(self.A_ub)
+        A.sort_indices()
+        size = np.diff(A.indptr)
+        self.groups: list[np.ndarray] = []
+        self.group_rows: list[np.ndarray | None] = []
+        for k in np.unique(size[size > 0]):
+            rows = np.flatnonzero(size == k)
+            self.groups.append(A.indices[A.indptr[rows][:, None] + np.arange(k)])
+            self.group_rows.append(rows)
+        rest = np.setdiff1d(np.arange(A.shape[1]), A.indices)
+        self.groups.append(rest[:, None])
+        self.group_rows.append(None)
+
     def slacks(self, x: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
         return x + (s - 1.0) * self.beta, s * self.b_ub - self.A_ub @ x
 
@@ -362,7 +477,7 @@ class _Linear:
         return tau * s - float(np.log(g).sum() + np.log(h).sum())
 
     def derivatives(self, x: np.ndarray, s: float, tau: float
-                    ) -> tuple[np.ndarray, float, sp.csr_matrix, np.ndarray, float]:
+                    ) -> tuple[np.ndarray, float, _BlockDiagonal, np.ndarray, float]:
         """``g_x``, ``g_s``, ``H_xx^-1`` (``diag(g^2)`` minus one rank-one block per row of
         ``A_ub``), ``h_xs`` and ``h_ss`` of :meth:`phi`."""
         g, h = self.slacks(x, s)
@@ -372,8 +487,16 @@ class _Linear:
         g2 = g * g
         a = 1.0 / (h * h)
         gamma = a / (1.0 + a * (self.A_ub @ g2))
-        Z = sp.diags(g2) @ AT
-        Hinv = (sp.diags(g2) - Z @ sp.diags(gamma) @ Z.T).tocsr()
+        blocks = []
+        for G, rows in zip(self.groups, self.group_rows, strict=True):
+            z = g2[G]  # diag(g^2) minus, on a row of A_ub, its Sherman-Morrison term
+            blk = np.zeros(G.shape + G.shape[1:])
+            idx = np.arange(G.shape[1])
+            blk[:, idx, idx] = z
+            if rows is not None:
+                blk -= gamma[rows][:, None, None] * z[:, :, None] * z[:, None, :]
+            blocks.append(blk)
+        Hinv = _BlockDiagonal(self.groups, blocks)
         h_xs = self.beta / g2 - AT @ (self.b_ub / (h * h))
         h_ss = float((self.beta ** 2 / g2).sum() + (self.b_ub ** 2 / (h * h)).sum())
         return g_x, g_s, Hinv, h_xs, h_ss
@@ -391,16 +514,16 @@ def _phase_one_linear(A: sp.csr_matrix, AT: sp.csr_matrix, b: np.ndarray, lin: _
     m = x.size + lin.b_ub.size
     g, h = lin.slacks(x, s)
     tau = _TAU0 * float((lin.beta / g).sum() + (lin.b_ub / h).sum())
-    perm = None
+    normal = _Normal(A, lin.groups)
     for step in range(PHASE1_STEPS):
         g_x, g_s, Hinv, h_xs, h_ss = lin.derivatives(x, s, tau)
-        fac, perm = _factor(A @ Hinv @ AT, perm, regularize=True)
+        fac = normal.factor(Hinv, regularize=True)
         if fac is None:
             return None
         dx, ds = _newton(A, AT, fac, Hinv, b - A @ x, g_x[None], g_s, h_xs[None], h_ss)
         dx = dx.ravel()
         dec = -(g_x * dx).sum() - g_s * ds
-        t = _search(lin, tau, x, s, dx, ds, float(g_x @ dx + g_s * ds))
+        t = _search(lin, tau, x, s, dx, ds, float((g_x * dx).sum() + g_s * ds))
         if t == 0.0:
             return None
         x, s = x + t * dx, s + t * ds
