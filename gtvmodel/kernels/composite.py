@@ -477,8 +477,12 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
     :func:`composite_active_set_prox` to ``rtol`` relative to the magnitudes of the terms:
     stationarity ``mu z - g + P^T a = 0``, every dual in its interval, and ``grad_r = c_r (s_r
     + q_r a_r) - P_r^T z`` at most 0 where ``a_r > lo_r`` and at least 0 where ``a_r < hi_r``
-    (relative to ``|c_r s_r| + |c_r q_r a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu``); then
-    ``z`` is the exact minimizer up to that residual over the modulus ``mu``.  With balls
+    (to ``rtol (|c_r s_r| + |c_r q_r a_r| + |P_r|^T |z|) + |P_r|^T |mu z - g + P^T a| / mu``:
+    the conditions at the point ``z' = (g - P^T a) / mu`` where stationarity is exact; a
+    tolerance relative to ``|P_r|^T (|g| + |P|^T |a|) / mu`` instead had certified a wrong
+    answer of an absolute loss at condition ``3e4``, ``mu = 1.3e-3``, where ``P^T a`` cancels
+    to ``1e-4`` of its terms); then ``z`` is the exact minimizer up to that residual over the
+    modulus ``mu``.  With balls
     ``||z||_2 <= radius_i`` and their multipliers ``nu >= 0``: stationarity with ``mu + nu``,
     ``||z|| <= r (1 + rtol)`` and, where ``nu > 0``, ``||z|| >= r (1 - rtol)``.  From
     ``COMPILED_MIN_NODES`` nodes on, where numba is installed, node by node in
@@ -498,14 +502,17 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
         stat = np.abs(muZ - g + np.einsum("krd,kr->kd", P, a))
         stat_scale = np.abs(muZ) + np.abs(g) + np.einsum("krd,kr->kd", absP, absa)
-        # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
-        zscale = np.einsum("krd,kd->kr", absP, stat_scale / mu[:, None])
+        # the rows' conditions hold at z' = z - (mu z - g + P^T a) / mu, where stationarity is
+        # exact: |grad_r(z') - grad_r(z)| <= |P_r|^T |stat| / mu, charged in full (not at
+        # rtol: where P^T a cancels, stat may be far above z's own rounding)
+        shift = np.einsum("krd,kd->kr", absP, stat / mu[:, None])
+        zscale = np.einsum("krd,kd->kr", absP, np.abs(Z))
         if cq.any():
             grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
-            tol = rtol * (np.abs(cs) + cq * absa + zscale)
+            tol = rtol * (np.abs(cs) + cq * absa + zscale) + shift
         else:  # (the same without the zero terms)
             grad = cs - np.einsum("krd,kd->kr", P, Z)
-            tol = rtol * (np.abs(cs) + zscale)
+            tol = rtol * (np.abs(cs) + zscale) + shift
         rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
                    & ((a >= hi) | (grad >= -tol)))
         rows_ok |= fixed

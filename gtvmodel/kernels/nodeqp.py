@@ -492,7 +492,8 @@ def kkt_pass(P, cs, cq, lo, hi, fixed, mu, g, Z, a, rtol, ok):  # unannotated: n
     node's rows: stationarity ``|mu z - g + P^T a| <= rtol (|mu z| + |g| + |P|^T |a|)``
     per coordinate; every non-padding dual in ``[lo_r, hi_r]`` with ``grad_r = cs_r + cq_r
     a_r - P_r z`` at most ``tol_r`` where ``a_r > lo_r`` and at least ``-tol_r`` where ``a_r <
-    hi_r``, ``tol_r = rtol (|cs_r| + cq_r |a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu)``;
+    hi_r``, ``tol_r = rtol (|cs_r| + cq_r |a_r| + |P_r|^T |z|) + |P_r|^T
+    |mu z - g + P^T a| / mu``;
     ``z`` and ``a`` finite (a NaN fails every comparison)."""
     k, R, d = P.shape
     stat = np.empty(d)
@@ -519,12 +520,13 @@ def kkt_pass(P, cs, cq, lo, hi, fixed, mu, g, Z, a, rtol, ok):  # unannotated: n
             if fixed[i, r]:
                 continue
             ar = a[i, r]
-            pz, zs = 0.0, 0.0
+            pz, zs, shift = 0.0, 0.0, 0.0
             for j in range(d):
                 pz += P[i, r, j] * Z[i, j]
-                zs += abs(P[i, r, j]) * (scale[j] / mi)
+                zs += abs(P[i, r, j]) * abs(Z[i, j])
+                shift += abs(P[i, r, j]) * (abs(stat[j]) / mi)
             grad = cs[i, r] + cq[i, r] * ar - pz
-            tol = rtol * (abs(cs[i, r]) + cq[i, r] * abs(ar) + zs)
+            tol = rtol * (abs(cs[i, r]) + cq[i, r] * abs(ar) + zs) + shift
             good = (ar >= lo[i, r] and ar <= hi[i, r] and (ar <= lo[i, r] or grad <= tol)
                     and (ar >= hi[i, r] or grad >= -tol))
         ok[i] = good
