@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _compiled
 from .boxqp import _active_set_step, _box_qp_projected_gradient
-from .nodeqp import COMPILED_MIN_NODES, compiled_kkt, compiled_next_states
+from .nodeqp import COMPILED_MIN_NODES, compiled_box_dual, compiled_kkt, compiled_next_states
 from .steps import _affine_solve, _ball_solve, _row_duals
 from .systems import _merge_later, _system_matrices, _updated_system, _with_rhs
 
@@ -36,7 +36,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               radius: np.ndarray | None = None,
                               radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
                               max_iter: int = 50, rtol: float = 1e-13, check: bool = True,
-                              cache: dict | None = None) -> tuple[np.ndarray, np.ndarray | None,
+                              cache: dict | None = None, compiled: bool | None = None
+                              ) -> tuple[np.ndarray, np.ndarray | None,
                                          tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
@@ -77,10 +78,18 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     check that ends the call is the same); the systems that the later steps build for the
     few nodes still changing are written into it when the call ends (:func:`_merge_later`),
     so the next call starts from every node's final active set without rebuilding; it also
-    keeps the rows' constants (:func:`_row_constants`).
+    keeps the rows' constants (:func:`_row_constants`).  ``compiled`` (None: where numba is
+    installed and there are ``COMPILED_MIN_NODES`` nodes or more): rows with ``q = 0`` only
+    and no ball (hinge and absolute losses with ``l1`` and boxes) take the steps node by node
+    in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (:func:`_run_compiled`).
     """
     run = _prepared(P, cs, cq, lo, hi, fixed, mu, g, Z0, coord, start, radius, radius1, l1row,
                     rtol, cache)
+    if compiled is None:
+        compiled = run.k >= COMPILED_MIN_NODES and _compiled.available()
+    if compiled and not run.c["any_q"] and not run.any_ball and not run.ball1.size:
+        ok = _run_compiled(run, max_iter, rtol)
+        return run.Z, ok if check else None, (run.state, run.a_prev, run.nu)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         left = _run_steps(run, np.arange(run.k), max_iter)
         if left.size:  # cycling nodes: near the solution by projected gradients, then again
@@ -327,6 +336,52 @@ def _run_steps(run: _Run, act: np.ndarray, max_iter: int) -> np.ndarray:
         if act.size == 0:
             break
     return act
+
+
+def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
+    """The active-set steps of every node in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass`
+    (rows with ``q = 0``, no ball: the box QP of the row duals with the ``l1`` and box rows
+    as linear rows, ``H = mu I``, so the projection onto the free rows' equations is the same
+    with or without the unit rows in the pseudo-inverse; its pseudo-inverses kept in
+    ``run.cache``); the coordinates of free unit rows set to their values exactly (as
+    :func:`_system_matrices` fixes them, the first row of a coordinate winning); returns
+    :func:`_certified`, after the nodes that fail it took the numpy steps again from where
+    the loop left them (another pseudo-inverse: the free unit rows' coordinates fixed)."""
+    rows, k = run.rows, run.k
+    P = rows["P"]
+    R, d = P.shape[1:]
+    cache = {} if run.cache is None else run.cache
+    if cache.get("node-state") is None or cache["node-state"].shape != (k, R):
+        cache["node-state"] = np.full((k, R), 127, dtype=np.int8)  # no set yet
+        cache["node-pinv"] = np.zeros((k, d, R))
+    run.state = np.ascontiguousarray(run.state, dtype=np.int8)
+    run.a_prev = np.ascontiguousarray(run.a_prev, dtype=float)
+    run.Z = np.ascontiguousarray(run.Z, dtype=float)
+    done = np.zeros(k, dtype=bool)
+    f64 = [np.ascontiguousarray(rows[key], dtype=float) for key in ("P", "cs", "lo", "hi")]
+    compiled_box_dual()(*f64, np.ascontiguousarray(rows["fixed"], dtype=bool),
+                        np.ascontiguousarray(np.broadcast_to(run.mu, (k,)), dtype=float),
+                        np.ascontiguousarray(run.g, dtype=float), float(rtol), run.state,
+                        run.a_prev, run.Z, cache["node-state"], cache["node-pinv"],
+                        int(max_iter), done)
+    unit = run.c["unit"]
+    if unit.size:
+        free = (run.state[:, unit] == 0) & ~rows["fixed"][:, unit]
+        kk, uu = np.nonzero(free)
+        kk, urows = kk[::-1], unit[uu[::-1]]
+        run.Z[kk, run.c["coord"][urows]] = rows["cs"][kk, urows]
+    ok = _certified(run)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        sub = {key: rows[key][bad] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+        Zb, okb, (sb, ab, _) = composite_active_set_prox(
+            **sub, mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad], coord=run.c["coord"],
+            start=(run.state[bad], run.a_prev[bad]), max_iter=max_iter, rtol=rtol,
+            compiled=False)
+        run.Z[bad], run.state[bad], run.a_prev[bad], ok[bad] = Zb, sb, ab, okb
+        if run.cache is not None:  # (their pseudo-inverses are not the loop's now)
+            cache["node-state"][bad] = 127
+    return ok
 
 
 def _restart(run: _Run, left: np.ndarray) -> None:

@@ -52,7 +52,9 @@ def box_dual_pass(P, cs, lo, hi, fixed, mu, g, rtol, state, a_prev, Z, cstate, c
     ones ``a0``; then the next set by the primal-dual rule (a gradient ``grad_r = cs_r - P_r
     z`` within ``rtol (|cs_r| + ||P_r|| ||z||_1)`` counts as zero; a free row whose equation
     is not met goes to the bound its gradient points to; from the 7th step on only the most
-    violated row changes).  A node stops when its set repeats (``done[i]`` True): the KKT
+    violated row changes; a dual is never held at an infinite bound, that row stays free:
+    the box rows of :func:`~gtvmodel.kernels.composite.composite_active_set_prox`).  A node
+    stops when its set repeats (``done[i]`` True): the KKT
     conditions of the box QP hold, ``Z[i]`` is the exact minimizer to rounding.  A node
     still cycling after ``max_iter`` steps restarts once from a projected-gradient point
     (:func:`_restart`) and takes up to ``max_iter`` steps again; ``done[i]`` False after
@@ -174,6 +176,8 @@ def _box_next_set(P, cs, lo, hi, fixed, rtol, state, a, z, gam, pn, grad, it, ne
             new[r] = -1 if s > 0 else 1
         else:
             new[r] = -1 if trial <= lo[r] else (1 if trial >= hi[r] else 0)
+        if (new[r] < 0 and lo[r] == -np.inf) or (new[r] > 0 and hi[r] == np.inf):
+            new[r] = 0  # never held at an infinite bound (the composite prox's box rows)
     if it >= 6:  # one row changes: the one whose trial point violates its bounds most
         best, jbest = -1.0, -1
         for r in range(m):
