@@ -236,8 +236,8 @@ def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
             assert out[1].mean() < 0.05
 
 
-@pytest.mark.parametrize("case", ["absolute l1 box", "hinge l1", "huber ball",
-                                  "squared l1 ball1"])
+@pytest.mark.parametrize("case", ["absolute l1 box", "hinge l1", "absolute ball",
+                                  "huber ball", "squared l1 ball1"])
 def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     # the composite active set with the compiled KKT check and next active sets (hinge and
     # absolute rows: the whole steps in box_dual_pass), and without
@@ -246,6 +246,7 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     make, cons = {
         "absolute l1 box": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y, l1=0.05), [gm.Box(-1, 1)]),
         "hinge l1": (lambda ls: gm.HingeLoss(ls.X, np.sign(ls.y), l1=0.05), []),
+        "absolute ball": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y), [gm.NormBall(1.0)]),
         "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
         "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
                              [gm.NormBall(1.0, p=1)])}[case]
@@ -263,8 +264,9 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
 
 
-def _composite_reference(ls, v, tau, lo, hi):
-    """:func:`_reference` with ``l1 ||z||_1`` and the box ``lo <= z <= hi``."""
+def _composite_reference(ls, v, tau, lo, hi, radius=np.inf):
+    """:func:`_reference` with ``l1 ||z||_1``, the box ``lo <= z <= hi`` and the ball ``||z||_2
+    <= radius``."""
     m, d = ls.X.shape
     z, t = cp.Variable(d), cp.Variable(m)
     r = ls.X @ z
@@ -272,9 +274,11 @@ def _composite_reference(ls, v, tau, lo, hi):
     cons = [t >= 0, t >= 1 - cp.multiply(ls.y, r)] if hinge else [t >= r - ls.y, t >= ls.y - r]
     cons += [z[i] >= lo[i] for i in np.flatnonzero(np.isfinite(lo))]
     cons += [z[i] <= hi[i] for i in np.flatnonzero(np.isfinite(hi))]
+    cons += [cp.norm(z, 2) <= radius] if np.isfinite(radius) else []
     cp.Problem(cp.Minimize(cp.sum(t) / m + ls.l1 * cp.norm1(z) + ls.l2 * cp.sum_squares(z)
                            + cp.sum_squares(z - v) / (2 * tau)), cons).solve(**TIGHT)
-    return np.clip(z.value, lo, hi)
+    # feasible: scaled into the ball (towards 0, in every box here), clipped to the box
+    return np.clip(z.value * min(1.0, radius / max(np.linalg.norm(z.value), 1e-300)), lo, hi)
 
 
 def _composite_batch(rng, cls, k, d, cond):
@@ -296,21 +300,26 @@ def _composite_batch(rng, cls, k, d, cond):
 
 
 @pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
-@pytest.mark.parametrize("d, cond", [(1, 1.0), (2, 10.0), (3, 1e2), (4, 1e3)])
-def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, monkeypatch):
-    # hinge and absolute rows with l1 and boxes: the composite active set's steps node by node
-    # in box_dual_pass (l1 and box rows as linear rows), four warm calls; 12 nodes of each
-    # call against the CVXPY prox written here, every call equal to the numpy steps' answers
-    # or better (at d = 4, condition 1e3 the numpy steps leave 85 of 240 node updates to the
-    # CVXPY path, 2e-9 off; the compiled loop 10)
-    rng = np.random.default_rng(int(10 * d + cond))
-    k = 60
+@pytest.mark.parametrize("d, cond, ball", [(1, 1.0, False), (2, 10.0, False), (3, 1e2, False),
+                                           (4, 1e3, False), (1, 1.0, True), (3, 1e2, True)])
+def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, ball, monkeypatch):
+    # hinge and absolute rows with l1, boxes and (ball) Euclidean balls: the composite active
+    # set's steps node by node in box_dual_pass (l1 and box rows as linear rows, the ball's
+    # step in closed form), four warm calls; 8 nodes of each call against the CVXPY prox
+    # written here, every call equal to the numpy steps' answers or better (at d = 4,
+    # condition 1e3 and 60 nodes the numpy steps left 85 of 240 node updates to the CVXPY
+    # path, 2e-9 off; the compiled loop 10)
+    rng = np.random.default_rng(int(10 * d + cond + ball))
+    k = 40
     losses, lo, hi = _composite_batch(rng, cls, k, d, cond)
     V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
+    radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf) if ball \
+        else np.full(k, np.inf)
     batches = []
     for threshold in (10**9, 0):
         monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
-        batches.append(CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi)))
+        batches.append(CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi),
+                                          radius=radius if ball else None))
     for call in range(4):
         Vc, tc = V + 0.3 * call * np.cos(np.arange(k * d).reshape(k, d) + call), tau * 1.3**call
         out = []
@@ -318,6 +327,7 @@ def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, monkeyp
             monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
             out.append(batch.prox(Vc, tc))
         assert np.all(out[1] >= lo) and np.all(out[1] <= hi)
+        assert np.all(np.linalg.norm(out[1], axis=1) <= radius * (1 + 1e-12))
 
         def objective(j, z, Vc=Vc, tc=tc):
             return _objective(losses[j], Vc[j], tc[j], z) + losses[j].l1 * np.abs(z).sum()
@@ -325,8 +335,8 @@ def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, monkeyp
         for j in np.flatnonzero(np.abs(out[1] - out[0]).max(axis=1) > 1e-10):
             f, f_np = objective(j, out[1][j]), objective(j, out[0][j])
             assert f <= f_np + 1e-13 * (1 + abs(f_np)), (call, j, f, f_np)
-        for j in range(call, k, 5)[:12]:
-            ref = _composite_reference(losses[j], Vc[j], tc[j], lo[j], hi[j])
+        for j in range(call, k, 5)[:8]:
+            ref = _composite_reference(losses[j], Vc[j], tc[j], lo[j], hi[j], radius[j])
             if np.abs(out[1][j] - ref).max() > 1e-8 * (1 + np.abs(ref).max()):
                 f, f_ref = objective(j, out[1][j]), objective(j, ref)
                 assert f <= f_ref + 1e-13 * (1 + abs(f_ref)), (call, j, f, f_ref)

@@ -132,7 +132,8 @@ def _box_run_compiled(q: _BoxQP, max_iter: int) -> np.ndarray:
                         np.ascontiguousarray(q.fixed, dtype=bool),
                         np.ascontiguousarray(q.mu, dtype=float),
                         np.ascontiguousarray(q.g, dtype=float), float(q.rtol), q.state,
-                        q.a_prev, q.Z, cache["state"], cache["pinv"], int(max_iter), done)
+                        q.a_prev, q.Z, cache["state"], cache["pinv"], int(max_iter), done,
+                        np.zeros(0), np.zeros(0))  # (no ball)
     return np.flatnonzero(~done)
 
 

@@ -80,14 +80,15 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     so the next call starts from every node's final active set without rebuilding; it also
     keeps the rows' constants (:func:`_row_constants`).  ``compiled`` (None: where numba is
     installed and there are ``COMPILED_MIN_NODES`` nodes or more): rows with ``q = 0`` only
-    and no ball (hinge and absolute losses with ``l1`` and boxes) take the steps node by node
-    in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (:func:`_run_compiled`).
+    and no 1-norm ball (hinge and absolute losses with ``l1``, boxes and Euclidean balls)
+    take the steps node by node in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass`
+    (:func:`_run_compiled`).
     """
     run = _prepared(P, cs, cq, lo, hi, fixed, mu, g, Z0, coord, start, radius, radius1, l1row,
                     rtol, cache)
     if compiled is None:
         compiled = run.k >= COMPILED_MIN_NODES and _compiled.available()
-    if compiled and not run.c["any_q"] and not run.any_ball and not run.ball1.size:
+    if compiled and not run.c["any_q"] and not run.ball1.size:
         ok = _run_compiled(run, max_iter, rtol)
         return run.Z, ok if check else None, (run.state, run.a_prev, run.nu)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -340,10 +341,11 @@ def _run_steps(run: _Run, act: np.ndarray, max_iter: int) -> np.ndarray:
 
 def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
     """The active-set steps of every node in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass`
-    (rows with ``q = 0``, no ball: the box QP of the row duals with the ``l1`` and box rows
-    as linear rows, ``H = mu I``, so the projection onto the free rows' equations is the same
-    with or without the unit rows in the pseudo-inverse; its pseudo-inverses kept in
-    ``run.cache``); the coordinates of free unit rows set to their values exactly (as
+    (rows with ``q = 0``, no 1-norm ball: the box QP of the row duals with the ``l1`` and
+    box rows as linear rows, ``H = mu I``, so the projection onto the free rows' equations is
+    the same with or without the unit rows in the pseudo-inverse, and a Euclidean ball's
+    step is in closed form, :func:`~gtvmodel.kernels.nodeqp._ball_step`; its pseudo-inverses
+    kept in ``run.cache``); the coordinates of free unit rows set to their values exactly (as
     :func:`_system_matrices` fixes them, the first row of a coordinate winning); returns
     :func:`_certified`, after the nodes that fail it took the numpy steps again from where
     the loop left them (another pseudo-inverse: the free unit rows' coordinates fixed)."""
@@ -363,7 +365,9 @@ def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
                         np.ascontiguousarray(np.broadcast_to(run.mu, (k,)), dtype=float),
                         np.ascontiguousarray(run.g, dtype=float), float(rtol), run.state,
                         run.a_prev, run.Z, cache["node-state"], cache["node-pinv"],
-                        int(max_iter), done)
+                        int(max_iter), done,
+                        np.ascontiguousarray(run.radius, dtype=float) if run.any_ball
+                        else np.zeros(0), run.nu)
     unit = run.c["unit"]
     if unit.size:
         free = (run.state[:, unit] == 0) & ~rows["fixed"][:, unit]
@@ -374,11 +378,12 @@ def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
     bad = np.flatnonzero(~ok)
     if bad.size:
         sub = {key: rows[key][bad] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
-        Zb, okb, (sb, ab, _) = composite_active_set_prox(
+        Zb, okb, (sb, ab, nub) = composite_active_set_prox(
             **sub, mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad], coord=run.c["coord"],
-            start=(run.state[bad], run.a_prev[bad]), max_iter=max_iter, rtol=rtol,
+            start=(run.state[bad], run.a_prev[bad], run.nu[bad]),
+            radius=run.radius[bad] if run.any_ball else None, max_iter=max_iter, rtol=rtol,
             compiled=False)
-        run.Z[bad], run.state[bad], run.a_prev[bad], ok[bad] = Zb, sb, ab, okb
+        run.Z[bad], run.state[bad], run.a_prev[bad], run.nu[bad], ok[bad] = Zb, sb, ab, nub, okb
         if run.cache is not None:  # (their pseudo-inverses are not the loop's now)
             cache["node-state"][bad] = 127
     return ok

@@ -40,7 +40,7 @@ COMPILED_MIN_NODES = 256
 
 
 def box_dual_pass(P, cs, lo, hi, fixed, mu, g, rtol, state, a_prev, Z, cstate, cpinv,
-                  max_iter, done):  # unannotated: compiled by numba
+                  max_iter, done, radius, nu):  # unannotated: compiled by numba
     """Up to ``max_iter`` active-set steps of
     :func:`~gtvmodel.kernels.boxqp.dual_active_set_prox` on every node, in place.
 
@@ -64,15 +64,20 @@ def box_dual_pass(P, cs, lo, hi, fixed, mu, g, rtol, state, a_prev, Z, cstate, c
     ``(k, d)``; ``state`` (int8), ``a_prev`` ``(k, m)`` and ``Z`` ``(k, d)`` are read as the
     start and overwritten; ``cstate`` / ``cpinv`` ``(k, m)`` / ``(k, d, m)``: every node's
     last active set and its free rows' pseudo-inverse (``numpy.linalg.pinv``, ``rcond =
-    1e-15``), reused while the set is unchanged and updated here.
+    1e-15``), reused while the set is unchanged and updated here.  ``radius`` ``(k,)``
+    (empty: none): Euclidean balls ``||z_i|| <= radius_i`` (``inf``: none), their multipliers
+    written into ``nu`` (:func:`_ball_step`; the restart with ``mu + nu``).
     """
     k, m, d = P.shape
     w = np.empty((5, max(m, d)))  # work rows: h, z, t | a, grad, gamma, norms
     new = np.empty(m, dtype=np.int8)
     pf = np.empty((m, d))
     vb = np.empty((d, d))
+    balls = radius.shape[0] > 0
     for i in range(k):
         done[i] = False
+        ri = radius[i] if balls else np.inf
+        nui = 0.0
         for r in range(m):
             s2 = 0.0
             for j in range(d):
@@ -81,8 +86,8 @@ def box_dual_pass(P, cs, lo, hi, fixed, mu, g, rtol, state, a_prev, Z, cstate, c
             w[4, r] = mu[i] / max(s2, 1e-300)
         for phase in range(2):
             for it in range(max_iter):
-                _box_point(P[i], cs[i], lo[i], hi[i], fixed[i], mu[i], g[i], state[i],
-                           a_prev[i], Z[i], cstate[i], cpinv[i], pf, vb, w)
+                nui = _box_point(P[i], cs[i], lo[i], hi[i], fixed[i], mu[i], g[i], state[i],
+                                 a_prev[i], Z[i], cstate[i], cpinv[i], pf, vb, w, ri)
                 if not _box_next_set(P[i], cs[i], lo[i], hi[i], fixed[i], rtol, state[i],
                                      a_prev[i], Z[i], w[4, :m], w[3, :m], w[0, :m], it, new):
                     done[i] = True
@@ -90,16 +95,20 @@ def box_dual_pass(P, cs, lo, hi, fixed, mu, g, rtol, state, a_prev, Z, cstate, c
             if done[i] or phase == 1:
                 break
             # cycling: near the solution by projected gradients, the set read off there
-            _restart(P[i], cs[i], lo[i], hi[i], fixed[i], mu[i], g[i], rtol, w[4, :m],
-                     w[3, :m], pf, vb, a_prev[i], Z[i], state[i], w[0, :m], w[1, :m],
-                     w[2, :d])
+            _restart(P[i], cs[i], lo[i], hi[i], fixed[i], mu[i] + nui, g[i], rtol,
+                     w[4, :m], w[3, :m], pf, vb, a_prev[i], Z[i], state[i], w[0, :m],
+                     w[1, :m], w[2, :d])
+        if balls:
+            nu[i] = nui
 
 
-def _box_point(P, cs, lo, hi, fixed, mu, g, state, a_prev, z, cstate, cpinv, pf, vb, w
+def _box_point(P, cs, lo, hi, fixed, mu, g, state, a_prev, z, cstate, cpinv, pf, vb, w, radius
                ):  # unannotated: compiled by numba
     """One node's point for its active set ``state`` (:func:`box_dual_pass`): ``z`` and the
     row duals ``a_prev`` written; the free rows' pseudo-inverse ``cpinv`` recomputed
-    (:func:`_pinv_jacobi`) where ``state`` is not the cached ``cstate``; ``w``: work rows."""
+    (:func:`_pinv_jacobi`) where ``state`` is not the cached ``cstate``; ``w``: work rows;
+    inside the ball ``||z|| <= radius`` (``inf``: none) by :func:`_ball_step`, the duals then
+    with ``mu + nu``; returns ``nu``."""
     m, d = P.shape
     h, t = w[0], w[2]
     for j in range(d):
@@ -125,20 +134,14 @@ def _box_point(P, cs, lo, hi, fixed, mu, g, state, a_prev, z, cstate, cpinv, pf,
                 for j in range(d):
                     pf[r, j] = P[r, j] if state[r] == 0 else 0.0
             _pinv_jacobi(pf, vb, cpinv)
-    for _ in range(2):  # the projection of h onto the free rows' equations, refined once
-        for j in range(d):
-            t[j] = 0.0
-        for r in range(m):
-            if state[r] == 0:
-                s = cs[r]
-                for j in range(d):
-                    s -= P[r, j] * z[j]
-                for j in range(d):
-                    t[j] += cpinv[j, r] * s
-        for j in range(d):
-            z[j] += t[j]
+    ball = radius < np.inf
+    z0 = w[1, :d]
+    for j in range(d):
+        z0[j] = 0.0
+    _project_free(P, cs, state, cpinv, z, z0, ball and nfree > 0, t)
+    nu = _ball_step(z, z0, mu, radius) if ball else 0.0
     for j in range(d):  # the free rows' duals nearest the previous ones
-        s = mu * (h[j] - z[j])
+        s = mu * h[j] - (mu + nu) * z[j]
         for r in range(m):
             if state[r] == 0:
                 s -= P[r, j] * a_prev[r]
@@ -152,6 +155,57 @@ def _box_point(P, cs, lo, hi, fixed, mu, g, state, a_prev, z, cstate, cpinv, pf,
             a_prev[r] = s
         else:
             a_prev[r] = 0.0 if fixed[r] else (lo[r] if st < 0 else hi[r])
+    return nu
+
+
+def _project_free(P, cs, state, cpinv, z, z0, both, t):  # unannotated: compiled by numba
+    """``z`` (and, with ``both``, ``z0``) projected onto the free rows' equations ``P_r z =
+    cs_r`` (``state = 0``) by their pseudo-inverse ``cpinv``, refined once, in place (``t``:
+    work space; one call site, so that numba inlines it once)."""
+    m, d = P.shape
+    for v in range(2 if both else 1):
+        x = z if v == 0 else z0
+        for _ in range(2):
+            for j in range(d):
+                t[j] = 0.0
+            for r in range(m):
+                if state[r] == 0:
+                    s = cs[r]
+                    for j in range(d):
+                        s -= P[r, j] * x[j]
+                    for j in range(d):
+                        t[j] += cpinv[j, r] * s
+            for j in range(d):
+                x[j] += t[j]
+
+
+def _ball_step(z, z0, mu, radius):  # unannotated: compiled by numba
+    """The point of :func:`_box_point` inside the ball ``||z|| <= radius``, in place on
+    ``z`` (the projection ``z_a`` of ``h`` onto the free rows' equations), and its
+    multiplier ``nu``: with ``H = mu I`` the minimizer on the affine set with multiplier
+    ``nu`` is ``z0 + (z_a - z0) mu / (mu + nu)`` (``z0``: the affine set's least-norm point,
+    the projection of 0, orthogonal to ``z_a - z0``), so where ``||z_a|| > radius``,
+    ``||z_a - z0|| > rho = sqrt(radius^2 - ||z0||^2)`` (at least ``1e-8 radius``: rows that
+    leave no point in the ball must change) gives ``nu = mu (||z_a - z0|| / rho - 1)`` and
+    ``||z - z0|| = rho`` (``kernels.steps._ball_solve`` where no row has ``q > 0``); else
+    ``nu = 0``."""
+    d = z.shape[0]
+    zz = 0.0
+    for j in range(d):
+        zz += z[j] * z[j]
+    if zz <= radius * radius:
+        return 0.0
+    n0, ny = 0.0, 0.0
+    for j in range(d):
+        n0 += z0[j] * z0[j]
+        ny += (z[j] - z0[j]) * (z[j] - z0[j])
+    ny = np.sqrt(ny)
+    rho = np.sqrt(max(radius * radius - n0, (1e-8 * radius) ** 2))
+    if ny <= rho:
+        return 0.0
+    for j in range(d):
+        z[j] = z0[j] + (z[j] - z0[j]) * (rho / ny)
+    return mu * (ny / rho - 1.0)
 
 
 def _box_next_set(P, cs, lo, hi, fixed, rtol, state, a, z, gam, pn, grad, it, new
@@ -782,8 +836,9 @@ def _register_helpers() -> None:
     per node and step inlined: a call passing a dozen arrays costs more than their work);
     ``ImportError`` without numba."""
     extending = importlib.import_module("numba.extending")
-    for helper in (_box_point, _box_next_set, _expit, _logistic_derivatives, _sign_pattern,
-                   _free_newton_step, _full_step_sure, _predicted):
+    for helper in (_box_point, _box_next_set, _project_free, _ball_step, _expit,
+                   _logistic_derivatives, _sign_pattern, _free_newton_step, _full_step_sure,
+                   _predicted):
         extending.register_jitable(inline="always")(helper)
     # called from several places (inlined there, numba's SSA check warns at compile time) or
     # rarely (a changed active set, a restart: inlining them only costs compile time)
