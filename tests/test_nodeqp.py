@@ -13,7 +13,7 @@ import gtvmodel as gm
 import gtvmodel.kernels.boxqp as boxqp
 import gtvmodel.kernels.composite as composite
 import gtvmodel.terms.losses.batches as losses_batches
-from gtvmodel.kernels import nodeqp
+from gtvmodel.kernels import nodebox
 from gtvmodel.primal_dual import strategies
 from gtvmodel.terms.composite import CompositeProxBatch
 from gtvmodel.terms.losses import LossBatch
@@ -128,7 +128,7 @@ def test_jacobi_pseudo_inverse_equals_numpy():
         if trial % 5 == 0 and d > 1:
             A[:, -1] = 2.0 * A[:, 0]  # rank-deficient
         out = np.zeros((d, m))
-        nodeqp._pinv_jacobi(A.copy(), np.empty((d, d)), out)
+        nodebox._pinv_jacobi(A.copy(), np.empty((d, d)), out)
         ref = np.linalg.pinv(A)
         cond = np.linalg.cond(A) if np.abs(A).max() > 0 and np.linalg.matrix_rank(A) == d \
             else 1e3

@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import _compiled
 from .boxqp import _active_set_step, _box_qp_projected_gradient
-from .nodeqp import COMPILED_MIN_NODES, compiled_box_dual, compiled_kkt, compiled_next_states
+from .nodebox import compiled_box_dual
+from .nodeqp import COMPILED_MIN_NODES, compiled_kkt, compiled_next_states
 from .steps import _affine_solve, _ball_solve, _row_duals
 from .systems import _merge_later, _system_matrices, _updated_system, _with_rhs
 
@@ -81,7 +82,7 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     keeps the rows' constants (:func:`_row_constants`).  ``compiled`` (None: where numba is
     installed and there are ``COMPILED_MIN_NODES`` nodes or more): rows with ``q = 0`` only
     and no 1-norm ball (hinge and absolute losses with ``l1``, boxes and Euclidean balls)
-    take the steps node by node in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass`
+    take the steps node by node in :func:`~gtvmodel.kernels.nodebox.box_dual_pass`
     (:func:`_run_compiled`).
     """
     run = _prepared(P, cs, cq, lo, hi, fixed, mu, g, Z0, coord, start, radius, radius1, l1row,
@@ -340,11 +341,11 @@ def _run_steps(run: _Run, act: np.ndarray, max_iter: int) -> np.ndarray:
 
 
 def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
-    """The active-set steps of every node in :func:`~gtvmodel.kernels.nodeqp.box_dual_pass`
+    """The active-set steps of every node in :func:`~gtvmodel.kernels.nodebox.box_dual_pass`
     (rows with ``q = 0``, no 1-norm ball: the box QP of the row duals with the ``l1`` and
     box rows as linear rows, ``H = mu I``, so the projection onto the free rows' equations is
     the same with or without the unit rows in the pseudo-inverse, and a Euclidean ball's
-    step is in closed form, :func:`~gtvmodel.kernels.nodeqp._ball_step`; its pseudo-inverses
+    step is in closed form, :func:`~gtvmodel.kernels.nodebox._ball_step`; its pseudo-inverses
     kept in ``run.cache``); the coordinates of free unit rows set to their values exactly (as
     :func:`_system_matrices` fixes them, the first row of a coordinate winning); returns
     :func:`_certified`, after the nodes that fail it took the numpy steps again from where
