@@ -72,7 +72,10 @@ def _check(losses, V, tau, lo, hi, Z, radius=None, radius1=None):
     """Z agrees with the reference to 1e-8, or the reference is the inexact one: it is worse
     than Z (feasible) by at least the quadratic growth (mu/2)||z_ref - z||^2 of the
     mu-strongly convex prox objective (Clarabel reports "inaccurate" on badly scaled data),
-    up to the objective's rounding (1e-13 relative)."""
+    up to the objective's rounding (1e-13 relative to its terms: a row's loss is computed
+    from ``x_r^T z - y_r``, whose rounding is relative to ``|x_r|^T |z| + |y_r|``; a hinge
+    row at its kink, 1.7e-12 off it at ``|x_r|^T |z| = 200``, moved the objective by 3.4e-13
+    at 1.7e-3)."""
     radius = np.full(len(losses), np.inf) if radius is None else radius
     radius1 = np.full(len(losses), np.inf) if radius1 is None else radius1
     assert np.all(np.abs(Z).sum(axis=1) <= radius1 * (1 + 1e-12))
@@ -87,7 +90,8 @@ def _check(losses, V, tau, lo, hi, Z, radius=None, radius1=None):
         mu = 2 * ls.l2 + 1 / tau[j]
         f, f_ref = (_objective(ls, V[j], tau[j], z) for z in (Z[j], ref))
         growth = 0.5 * mu * np.sum((Z[j] - ref) ** 2)
-        assert f_ref - f >= growth * (1 - 1e-6) - 1e-13 * (1 + abs(f)), \
+        terms = np.mean(np.abs(ls.X) @ np.abs(Z[j]) + np.abs(ls.y))
+        assert f_ref - f >= growth * (1 - 1e-6) - 1e-13 * (1 + abs(f) + terms), \
             (j, gap, f, f_ref)
 
 
@@ -201,8 +205,24 @@ def _box(rng, k, d, width):
 # time); its CVXPY answer, 2.5e-8 off, is polished (CompositeProxBatch._polished)
 @example(seed=0, which=1, d=4, log_scale=-1.375, log_cond=4.375, log_tau=0.0, log_eta=0.0,
          boxed=False)
+# absolute loss at condition 3e4 with a box and l1: node 1's wrong answer passed the KKT check
+# (test_kkt_tolerance_is_not_widened_by_cancelling_duals)
+@example(seed=542574935, which=3, d=2, log_scale=-0.109, log_cond=4.511, log_tau=3.117,
+         log_eta=0.0, boxed=True)
+# hinge at tau = 1e4: the answer's free row 1.7e-12 off its kink (terms of 200; the reference
+# 7.8e-8 away along a direction of curvature mu = 1e-4): _check's rounding of the objective
+@example(seed=91, which=2, d=4, log_scale=1.79804073108936, log_cond=1.79804073108936,
+         log_tau=3.890497222568822, log_eta=-3.0, boxed=True)
 def test_batched_prox_matches_independent_cvxpy(seed, which, d, log_scale, log_cond, log_tau,
                                                 log_eta, boxed):
+    losses, V, tau, lo, hi, batch = _prox_case(seed, which, d, log_scale, log_cond, log_tau,
+                                               log_eta, boxed)
+    _check(losses, V, tau, lo, hi, batch.prox(V, tau))
+
+
+def _prox_case(seed, which, d, log_scale, log_cond, log_tau, log_eta, boxed):
+    """The batch of 4 nodes of test_batched_prox_matches_independent_cvxpy: ``(losses, V,
+    tau, lo, hi, batch)``."""
     rng = np.random.default_rng(seed)
     cls, k = CLASSES[which], 4
     eta = 0.0 if log_eta is None else 10.0**log_eta
@@ -212,7 +232,32 @@ def test_batched_prox_matches_independent_cvxpy(seed, which, d, log_scale, log_c
         (np.full((k, d), -np.inf), np.full((k, d), np.inf))
     batch = CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi))
     tau = 10.0 ** (log_tau + rng.uniform(-0.5, 0.5, k))
-    _check(losses, V, tau, lo, hi, batch.prox(V, tau))
+    return losses, V, tau, lo, hi, batch
+
+
+@pytest.mark.parametrize("threshold", [10**9, 0])  # numpy, compiled (where numba is installed)
+def test_kkt_tolerance_is_not_widened_by_cancelling_duals(threshold, monkeypatch):
+    # the @example above: absolute loss, 6 rows with columns of norms 1 and 2e4, l1 = 1, a box,
+    # tau = 774 (mu = 1.3e-3).  The active-set steps ended at node 1 with z = (0, -4.5e-5),
+    # data rows 0 and 4-5 held at +1 where their dual gradients are +0.16 and +0.11 (wrong
+    # sign): the prox objective 0.6616 against the minimizer's 0.4234.  P^T a cancels there to
+    # 1e-4 of its terms |P|^T |a| = 1.8e4, and the row tolerance, relative to (|g| + |P|^T
+    # |a|) / mu, was 0.53: the check passed.  Now the rows' tolerance is z's own rounding plus
+    # the stationarity residual's effect |P_r|^T |mu z - g + P^T a| / mu (1e-6 here).
+    monkeypatch.setattr(kernel_mod, "COMPILED_MIN_NODES", threshold)
+    losses, V, tau, lo, hi, batch = _prox_case(542574935, 3, 2, -0.109, 4.511, 3.117, 0.0, True)
+    rows = {name: arr[1:2] for name, arr in batch._padded().items()
+            if name not in ("coord", "l1row")}
+    z = np.array([[0.0, -4.5386710504246965e-05]])
+    a = np.array([[1.0, 0.527411251179839, -1.0, -1.0, 1.0, 1.0, 0.0, 0.1348282201654604, 1.0,
+                   0.0, 0.0, 0.0, 0.0]])
+    mu = 1.0 / tau[1:2]
+    assert not composite_mod.kkt_certified(**rows, mu=mu, g=V[1:2] * mu[:, None], Z=z, a=a)[0]
+    Z = batch.prox(V, tau)
+    ref = _reference(losses[1], V[1], tau[1], lo[1], hi[1])
+    np.testing.assert_allclose(Z[1], ref, rtol=0, atol=1e-10)
+    assert _objective(losses[1], V[1], tau[1], Z[1]) <= 0.4233621829724
+    _check(losses, V, tau, lo, hi, Z)
 
 
 def test_cycling_node_is_polished_from_its_cvxpy_answer_to_the_exact_point():

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _compiled
-from .nodeqp import COMPILED_MIN_NODES, compiled_box_dual
+from .nodebox import compiled_box_dual
+from .nodeqp import COMPILED_MIN_NODES
 
 
 def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.ndarray,
@@ -55,7 +56,7 @@ def dual_active_set_prox(P: np.ndarray, K: np.ndarray, cs: np.ndarray, lo: np.nd
     changes per step (against cycles).  ``cache`` (a dict the caller keeps between calls on
     the same rows) holds every node's last active set and its free rows' pseudo-inverse: a node
     whose active set is the cached one reuses it (it depends on the set only).  ``compiled``:
-    the steps node by node in numba's :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (the
+    the steps node by node in numba's :func:`~gtvmodel.kernels.nodebox.box_dual_pass` (the
     same rules; a node costs its own steps only), the restart of cycling nodes on the numpy
     path; None: where numba is installed and there are ``COMPILED_MIN_NODES`` nodes or more.
     """
@@ -114,7 +115,7 @@ class _BoxQP:
 
 def _box_run_compiled(q: _BoxQP, max_iter: int) -> np.ndarray:
     """:func:`_box_run` on every node by the compiled node loop
-    :func:`~gtvmodel.kernels.nodeqp.box_dual_pass` (its pseudo-inverses in ``q.cache``, as
+    :func:`~gtvmodel.kernels.nodebox.box_dual_pass` (its pseudo-inverses in ``q.cache``, as
     :func:`_free_rows_pinv` keeps them), the restart of :func:`_box_restart` included;
     returns the nodes not converged after it."""
     k, m, d = q.P.shape
@@ -132,7 +133,8 @@ def _box_run_compiled(q: _BoxQP, max_iter: int) -> np.ndarray:
                         np.ascontiguousarray(q.fixed, dtype=bool),
                         np.ascontiguousarray(q.mu, dtype=float),
                         np.ascontiguousarray(q.g, dtype=float), float(q.rtol), q.state,
-                        q.a_prev, q.Z, cache["state"], cache["pinv"], int(max_iter), done)
+                        q.a_prev, q.Z, cache["state"], cache["pinv"], int(max_iter), done,
+                        np.zeros(0), np.zeros(0))  # (no ball)
     return np.flatnonzero(~done)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _compiled
 from .boxqp import _active_set_step, _box_qp_projected_gradient
+from .nodebox import compiled_box_dual
 from .nodeqp import COMPILED_MIN_NODES, compiled_kkt, compiled_next_states
 from .steps import _affine_solve, _ball_solve, _row_duals
 from .systems import _merge_later, _system_matrices, _updated_system, _with_rhs
@@ -36,7 +37,8 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
                               radius: np.ndarray | None = None,
                               radius1: np.ndarray | None = None, l1row: np.ndarray | None = None,
                               max_iter: int = 50, rtol: float = 1e-13, check: bool = True,
-                              cache: dict | None = None) -> tuple[np.ndarray, np.ndarray | None,
+                              cache: dict | None = None, compiled: bool | None = None
+                              ) -> tuple[np.ndarray, np.ndarray | None,
                                          tuple[np.ndarray, ...]]:
     """Exact ``argmin_z sum_r c_r ell_r(x_r^T z) + mu_i ||z||^2 / 2 - g_i^T z`` (subject to
     ``||z||_2 <= radius_i`` where ``radius`` is given and finite) for ``k`` nodes, rows with
@@ -77,10 +79,19 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     check that ends the call is the same); the systems that the later steps build for the
     few nodes still changing are written into it when the call ends (:func:`_merge_later`),
     so the next call starts from every node's final active set without rebuilding; it also
-    keeps the rows' constants (:func:`_row_constants`).
+    keeps the rows' constants (:func:`_row_constants`).  ``compiled`` (None: where numba is
+    installed and there are ``COMPILED_MIN_NODES`` nodes or more): rows with ``q = 0`` only
+    and no 1-norm ball (hinge and absolute losses with ``l1``, boxes and Euclidean balls)
+    take the steps node by node in :func:`~gtvmodel.kernels.nodebox.box_dual_pass`
+    (:func:`_run_compiled`).
     """
     run = _prepared(P, cs, cq, lo, hi, fixed, mu, g, Z0, coord, start, radius, radius1, l1row,
                     rtol, cache)
+    if compiled is None:
+        compiled = run.k >= COMPILED_MIN_NODES and _compiled.available()
+    if compiled and not run.c["any_q"] and not run.ball1.size:
+        ok = _run_compiled(run, max_iter, rtol)
+        return run.Z, ok if check else None, (run.state, run.a_prev, run.nu)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         left = _run_steps(run, np.arange(run.k), max_iter)
         if left.size:  # cycling nodes: near the solution by projected gradients, then again
@@ -329,6 +340,56 @@ def _run_steps(run: _Run, act: np.ndarray, max_iter: int) -> np.ndarray:
     return act
 
 
+def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
+    """The active-set steps of every node in :func:`~gtvmodel.kernels.nodebox.box_dual_pass`
+    (rows with ``q = 0``, no 1-norm ball: the box QP of the row duals with the ``l1`` and
+    box rows as linear rows, ``H = mu I``, so the projection onto the free rows' equations is
+    the same with or without the unit rows in the pseudo-inverse, and a Euclidean ball's
+    step is in closed form, :func:`~gtvmodel.kernels.nodebox._ball_step`; its pseudo-inverses
+    kept in ``run.cache``); the coordinates of free unit rows set to their values exactly (as
+    :func:`_system_matrices` fixes them, the first row of a coordinate winning); returns
+    :func:`_certified`, after the nodes that fail it took the numpy steps again from where
+    the loop left them (another pseudo-inverse: the free unit rows' coordinates fixed)."""
+    rows, k = run.rows, run.k
+    P = rows["P"]
+    R, d = P.shape[1:]
+    cache = {} if run.cache is None else run.cache
+    if cache.get("node-state") is None or cache["node-state"].shape != (k, R):
+        cache["node-state"] = np.full((k, R), 127, dtype=np.int8)  # no set yet
+        cache["node-pinv"] = np.zeros((k, d, R))
+    run.state = np.ascontiguousarray(run.state, dtype=np.int8)
+    run.a_prev = np.ascontiguousarray(run.a_prev, dtype=float)
+    run.Z = np.ascontiguousarray(run.Z, dtype=float)
+    done = np.zeros(k, dtype=bool)
+    f64 = [np.ascontiguousarray(rows[key], dtype=float) for key in ("P", "cs", "lo", "hi")]
+    compiled_box_dual()(*f64, np.ascontiguousarray(rows["fixed"], dtype=bool),
+                        np.ascontiguousarray(np.broadcast_to(run.mu, (k,)), dtype=float),
+                        np.ascontiguousarray(run.g, dtype=float), float(rtol), run.state,
+                        run.a_prev, run.Z, cache["node-state"], cache["node-pinv"],
+                        int(max_iter), done,
+                        np.ascontiguousarray(run.radius, dtype=float) if run.any_ball
+                        else np.zeros(0), run.nu)
+    unit = run.c["unit"]
+    if unit.size:
+        free = (run.state[:, unit] == 0) & ~rows["fixed"][:, unit]
+        kk, uu = np.nonzero(free)
+        kk, urows = kk[::-1], unit[uu[::-1]]
+        run.Z[kk, run.c["coord"][urows]] = rows["cs"][kk, urows]
+    ok = _certified(run)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        sub = {key: rows[key][bad] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+        Zb, okb, (sb, ab, nub) = composite_active_set_prox(
+            **sub, mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad], coord=run.c["coord"],
+            start=(run.state[bad], run.a_prev[bad], run.nu[bad]),
+            radius=run.radius[bad] if run.any_ball else None, max_iter=max_iter, rtol=rtol,
+            compiled=False)
+        run.Z[bad], run.state[bad], run.a_prev[bad], run.nu[bad], ok[bad] = Zb, sb, ab, nub, okb
+        if run.cache is not None:  # (their pseudo-inverses are not the loop's now)
+            cache["node-state"][bad] = 127
+    return ok
+
+
 def _restart(run: _Run, left: np.ndarray) -> None:
     """The nodes ``left`` (still cycling) moved near the solution by projected gradients
     (:func:`_box_qp_projected_gradient`, the dual QP with the balls' multipliers fixed), their
@@ -477,8 +538,12 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
     :func:`composite_active_set_prox` to ``rtol`` relative to the magnitudes of the terms:
     stationarity ``mu z - g + P^T a = 0``, every dual in its interval, and ``grad_r = c_r (s_r
     + q_r a_r) - P_r^T z`` at most 0 where ``a_r > lo_r`` and at least 0 where ``a_r < hi_r``
-    (relative to ``|c_r s_r| + |c_r q_r a_r| + |P_r|^T (|mu z| + |g| + |P|^T |a|) / mu``); then
-    ``z`` is the exact minimizer up to that residual over the modulus ``mu``.  With balls
+    (to ``rtol (|c_r s_r| + |c_r q_r a_r| + |P_r|^T |z|) + |P_r|^T |mu z - g + P^T a| / mu``:
+    the conditions at the point ``z' = (g - P^T a) / mu`` where stationarity is exact; a
+    tolerance relative to ``|P_r|^T (|g| + |P|^T |a|) / mu`` instead had certified a wrong
+    answer of an absolute loss at condition ``3e4``, ``mu = 1.3e-3``, where ``P^T a`` cancels
+    to ``1e-4`` of its terms); then ``z`` is the exact minimizer up to that residual over the
+    modulus ``mu``.  With balls
     ``||z||_2 <= radius_i`` and their multipliers ``nu >= 0``: stationarity with ``mu + nu``,
     ``||z|| <= r (1 + rtol)`` and, where ``nu > 0``, ``||z|| >= r (1 - rtol)``.  From
     ``COMPILED_MIN_NODES`` nodes on, where numba is installed, node by node in
@@ -498,14 +563,17 @@ def kkt_certified(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray,
         absa, absP, muZ = np.abs(a), np.abs(P), mu[:, None] * Z
         stat = np.abs(muZ - g + np.einsum("krd,kr->kd", P, a))
         stat_scale = np.abs(muZ) + np.abs(g) + np.einsum("krd,kr->kd", absP, absa)
-        # z's own scale is that of the terms it is computed from, (|g| + |P|^T |a|) / mu
-        zscale = np.einsum("krd,kd->kr", absP, stat_scale / mu[:, None])
+        # the rows' conditions hold at z' = z - (mu z - g + P^T a) / mu, where stationarity is
+        # exact: |grad_r(z') - grad_r(z)| <= |P_r|^T |stat| / mu, charged in full (not at
+        # rtol: where P^T a cancels, stat may be far above z's own rounding)
+        shift = np.einsum("krd,kd->kr", absP, stat / mu[:, None])
+        zscale = np.einsum("krd,kd->kr", absP, np.abs(Z))
         if cq.any():
             grad = cs + cq * a - np.einsum("krd,kd->kr", P, Z)
-            tol = rtol * (np.abs(cs) + cq * absa + zscale)
+            tol = rtol * (np.abs(cs) + cq * absa + zscale) + shift
         else:  # (the same without the zero terms)
             grad = cs - np.einsum("krd,kd->kr", P, Z)
-            tol = rtol * (np.abs(cs) + zscale)
+            tol = rtol * (np.abs(cs) + zscale) + shift
         rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
                    & ((a >= hi) | (grad >= -tol)))
         rows_ok |= fixed

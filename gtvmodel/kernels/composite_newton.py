@@ -203,7 +203,7 @@ def true_kkt(um: dict[str, Any], nodes: np.ndarray | slice, Z: np.ndarray, aU: n
     stationarity ``|mu z - g + G1 + sum_u a_u e_j| <= rtol (|mu z| + |g| + A1 + sum_u |a_u|
     e_j)`` per coordinate, every unit dual in ``[lo_u, hi_u]`` with ``grad_u = s_u - z_j``
     at most ``tol_u`` where ``a_u > lo_u`` and at least ``-tol_u`` where ``a_u < hi_u``,
-    ``tol_u = rtol (|s_u| + scale_j / mu)``, and a finite ``scale`` (finite ``z``, unit
+    ``tol_u = rtol (|s_u| + |z_j|) + stat_j / mu``, and a finite ``scale`` (finite ``z``, unit
     duals and ``A1``, so the data duals: ``kkt_certified``'s finiteness, also failing
     where the sum overflows); padding rows are left out."""
     fixed, s, lo, hi = (um[key][nodes] for key in ("fixed", "s", "lo", "hi"))
@@ -214,7 +214,8 @@ def true_kkt(um: dict[str, Any], nodes: np.ndarray | slice, Z: np.ndarray, aU: n
         stat = np.abs(muZ - g + G1 + a @ E)
         scale = np.abs(muZ) + np.abs(g) + A1 + np.abs(a) @ E
         grad = s - Z[:, coord]
-        tol = KKT_RTOL * (np.abs(s) + (scale / mu[:, None])[:, coord])
+        # (kkt_certified's row tolerance: the conditions at z' = z - stat / mu)
+        tol = KKT_RTOL * np.abs(s) + (KKT_RTOL * np.abs(Z) + stat / mu[:, None])[:, coord]
         rows_ok = ((a >= lo) & (a <= hi) & ((a <= lo) | (grad <= tol))
                    & ((a >= hi) | (grad >= -tol))) | fixed
         # a finite scale: z, the unit duals and A1 finite (overflow of the sum too)
