@@ -196,7 +196,10 @@ def test_timings_are_one_mapping_of_seconds(results, reports):
         "Certificate": {"repair", "evaluate", "total"},
     }
     for name, r in results.items():
-        assert set(r.timings) == expected[name], name
+        keys = expected[name]
+        if name == "Solution" and "time" not in r.info["polish"]:
+            keys = keys - {"polish"}  # polish="auto" skipped it: the answer certified first
+        assert set(r.timings) == keys, name
         assert all(isinstance(t, float) and t >= 0 for t in r.timings.values()), name
     _, clusters, rec = reports
     assert clusters[0].timings == {} and rec.timings == {}
