@@ -35,6 +35,7 @@ from ._norms import L2BallProjection
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
            "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
+           "sample_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels"]
 
 
@@ -419,6 +420,56 @@ def affine_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.n
     return bad
 
 
+def sample_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray,
+                     X: np.ndarray, starts: np.ndarray, ms: np.ndarray, K: np.ndarray,
+                     koff: np.ndarray, inv_alpha: np.ndarray, q: np.ndarray, W_new: np.ndarray,
+                     Y: np.ndarray) -> int:
+    """:func:`affine_node_pass` for nodes with fewer samples than dimensions (``m_a < d``),
+    the operator from the samples by Woodbury's identity: ``w_i^{k+1} = (u - X_a^T (K_a (X_a
+    u))) / alpha_a`` with ``u = v_i + b_a``, ``b_a = 2 tau_i q_a`` formed here as
+    :func:`affine_node_pass`'s caller forms it (:class:`~gtvmodel.terms.losses.batches.
+    SampleOperator`: node ``a``'s samples ``X[starts[a]:starts[a] + ms[a]]``, ``K_a`` at
+    ``K[koff[a]:]`` row-major, ``inv_alpha[a] = 1/alpha_a``): ``2 m d + m^2`` multiply-adds
+    and ``m (d + m)`` numbers read per node, where the ``d x d`` operator takes ``d^2`` of
+    each.  The same ``v``, ``w^{k+1}`` and ``Y`` arithmetic around it; returns the number of
+    rows with a non-finite ``w_i^{k+1}``."""
+    d = W.shape[1]
+    u = np.empty(d)
+    p = np.empty(d)  # X_a u (m_a < d entries)
+    g = np.empty(d)  # K_a X_a u
+    bad = 0
+    for a in range(rows.shape[0]):
+        i = rows[a]
+        t = tau[i]
+        t2 = 2.0 * t
+        for j in range(d):
+            u[j] = (W[i, j] - t * DTu[i, j]) + t2 * q[a, j]
+        s0, m, o = starts[a], ms[a], koff[a]
+        for r in range(m):
+            acc = 0.0
+            for j in range(d):
+                acc += X[s0 + r, j] * u[j]
+            p[r] = acc
+        for r in range(m):
+            acc = 0.0
+            for c in range(m):
+                acc += K[o + r * m + c] * p[c]
+            g[r] = acc
+        ia = inv_alpha[a]
+        ok = True
+        for j in range(d):
+            acc = u[j]
+            for r in range(m):
+                acc -= X[s0 + r, j] * g[r]
+            z = acc * ia
+            W_new[i, j] = z
+            Y[i, j] = 2.0 * z - W[i, j]
+            ok = ok and np.isfinite(z)
+        if not ok:
+            bad += 1
+    return bad
+
+
 def gather_rows(index: np.ndarray, U: np.ndarray, out: np.ndarray) -> None:
     """``out[a] = U[index[a]]`` for every row ``a`` (the flows of the compiled edge pass back
     in the model's edge order, written in order: numpy's fancy indexing copies row by row
@@ -487,9 +538,8 @@ class Compiled:
 
 class Kernels(NamedTuple):
     """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass`,
-    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass` and
-    :func:`unpermute_rows`
-    (:func:`kernels`)."""
+    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass`,
+    :func:`unpermute_rows` and :func:`sample_node_pass` (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
@@ -498,6 +548,7 @@ class Kernels(NamedTuple):
     gather_rows: Compiled
     l2_pair_pass: Compiled
     unpermute_rows: Compiled
+    sample_node_pass: Compiled
 
 
 @functools.cache
@@ -515,7 +566,7 @@ def kernels() -> Kernels:
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
                    Compiled(numba, pair_pass), Compiled(numba, affine_node_pass),
                    Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass),
-                   Compiled(numba, unpermute_rows))
+                   Compiled(numba, unpermute_rows), Compiled(numba, sample_node_pass))
 
 
 

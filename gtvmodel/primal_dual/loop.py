@@ -147,18 +147,23 @@ class Run:
         self.updates: NodeUpdateMaps = updates
         self.t_start = t_start
         self.D = model.incidence
-        self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
+        self._DT: Any = None  # D^T as CSR (built on first use: the compiled pass needs none)
         # reorder: the compiled edge pass keeps u^k in its own edge order (perm; the flows
         # handed out, to a callback, a certificate or the result, are in the model's)
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
-                                                    DT=self.DT, reorder=reorder,
+                                                    DT=lambda: self.DT, reorder=reorder,
                                                     cache=model.cache)
         self.perm = getattr(self.edges, "perm", None)
         self.deg = model.degrees
+        # the compiled node updates (kernel "numba", an affine group), made before the steps:
+        # the step rule's start and the set-up then build their operators, not the numpy
+        # path's d x d ones
+        self._nodes: CompiledNodeUpdates | None | bool = False
+        nodes = self.compiled_nodes()
         if isinstance(rule, ResidualBalancing):
-            self._set_steps(*steps_from_scale(self.deg, model.num_edges,
-                                              rule.start(model, updates)))
+            self._set_steps(*steps_from_scale(self.deg, model.num_edges, rule.start(
+                model, updates if nodes is None else nodes.apply)))
         else:
             self._set_steps(rule.tau, rule.sigma)
         W, U = initial_point(model, warm_start)
@@ -175,7 +180,6 @@ class Run:
         # array); the compiled node updates themselves are made on the first iteration
         self._spare_w: np.ndarray | None = None
         self._seen_w: np.ndarray | None = None
-        self._nodes: CompiledNodeUpdates | None | bool = False
         self.rows: list[tuple] = []
         self.cert = None
         self.bar = progress_bar(opts.max_iter) if progress else None
@@ -183,8 +187,22 @@ class Run:
         self.cert_durations: list[float] = []
         self.since_cert = 0.0  # seconds spent iterating since the last certificate
         self.k = 0
-        updates.prepare(self.tau)  # one-off factorizations: set-up, not iteration 1
+        # one-off factorizations: set-up, not iteration 1
+        (updates if nodes is None else nodes).prepare(self.tau)
         self.timings["setup"] = time.perf_counter() - t_start
+
+    @property
+    def DT(self) -> Any:
+        """``D^T`` (CSR, kept in the model's cache, slot ``"pd_incidence_T"``), built on first
+        use (a subclass may replace it by its own array)."""
+        if self._DT is None:
+            self._DT = self.model.cache.get_or_build("pd_incidence_T",
+                                                     lambda: self.D.T.tocsr())
+        return self._DT
+
+    @DT.setter
+    def DT(self, value: Any) -> None:
+        self._DT = value
 
     def _set_steps(self, tau: np.ndarray, sigma: np.ndarray) -> None:
         self.tau, self.sigma = tau, sigma
