@@ -84,37 +84,43 @@ def l2_ball_row(projection: L2BallProjection) -> L2BallRow:
                      float(projection.lo), float(projection.hi))
 
 
-def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
-    """DU of ``Norm2`` on the rows ``e0 <= e < e1``: the arithmetic of
-    :class:`~gtvmodel._norms.L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`,
-    whose docstring proves the bound) with the norm in registers.  ``c = fl(sqrt(sum x_j^2))``
-    (any summation order: ``||x|| <= c (1 + K eps)``); a row with ``c (1 + (K + 2) eps) <=
-    r_e`` is inside for certain and kept; any other is scaled by ``f = r_e (1 - (K + 10) eps) /
-    c`` once ``fl(fl(f b)(1 + 3 eps)) <= fl(r_e (1 - eps))`` proves the scaled row inside
-    (``b`` the bound of ``||x||``).  NaN or infinite rows, norms outside ``[lo, hi]`` (but
-    zero rows), factors below ``f_min`` and radii below ``2^-900`` are flagged (numpy path)."""
-    p = params
-    d = X.shape[1]
-    for e in range(e0, e1):
-        s = 0.0
+def _l2_project(x, r, p):  # unannotated: numba's register_jitable (kernels())
+    """DU of ``Norm2`` on one row ``x`` (1-D, scaled in place) with radius ``r`` and the
+    constants ``p`` (:class:`L2BallRow`): the arithmetic of :class:`~gtvmodel._norms.
+    L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`, whose docstring proves
+    the bound) with the norm in registers, the one place of it for :func:`_l2_ball_rows` and
+    :func:`l2_pair_pass`.  ``c = fl(sqrt(sum x_j^2))`` (any summation order: ``||x|| <= c (1 +
+    K eps)``); a row with ``c (1 + (K + 2) eps) <= r`` is inside for certain and kept; any
+    other is scaled by ``f = r (1 - (K + 10) eps) / c`` once ``fl(fl(f b)(1 + 3 eps)) <= fl(r
+    (1 - eps))`` proves the scaled row inside (``b`` the bound of ``||x||``).  Returns False
+    (``x`` unchanged) for NaN or infinite rows, norms outside ``[lo, hi]`` (but zero rows),
+    factors below ``f_min`` and radii below ``2^-900``: the numpy path's rows."""
+    d = x.shape[0]
+    s = 0.0
+    for j in range(d):
+        s += x[j] * x[j]
+    nrm = np.sqrt(s)
+    ok = nrm <= p.hi  # False for NaN, inf and squares near overflow
+    if ok and nrm < p.lo:  # the zero row is inside; else squares that underflow
         for j in range(d):
-            s += X[e, j] * X[e, j]
-        nrm = np.sqrt(s)
-        ok = nrm <= p.hi  # False for NaN, inf and squares near overflow
-        if ok and nrm < p.lo:  # the zero row is inside; else squares that underflow
-            for j in range(d):
-                ok = ok and X[e, j] == 0.0
-        elif ok:
-            upper = nrm * p.grow
-            r = p.r[e]
-            if not upper <= r:
-                f = (r * p.scale_factor) / nrm
-                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
-                      and r >= p.r_min)
-                if ok:
-                    for j in range(d):
-                        X[e, j] *= f
-        if not ok:
+            ok = ok and x[j] == 0.0
+    elif ok:
+        upper = nrm * p.grow
+        if not upper <= r:
+            f = (r * p.scale_factor) / nrm
+            ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
+                  and r >= p.r_min)
+            if ok:
+                for j in range(d):
+                    x[j] *= f
+    return ok
+
+
+def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
+    """DU of ``Norm2`` on the rows ``e0 <= e < e1`` (:func:`_l2_project` on each, radius
+    ``r_e``); the rows it declines are flagged (numpy path)."""
+    for e in range(e0, e1):
+        if not _l2_project(X[e], params.r[e], params):
             flagged[nf] = e
             nf += 1
     return nf
@@ -316,10 +322,10 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
     argument, the projection, the residual and the scatter of one edge while its row is in
     registers, about 20-35 % less CPU than :func:`pair_pass`'s blocks when the endpoints' rows
     are in cache (benchmarks/RESULTS.md, issue 30; a call per row to a row kernel costs about
-    as much as the row, so the projection is written here: the operations of
-    :func:`_l2_ball_rows`, in the same order, which ``tests/test_primal_dual_fused.py`` checks
-    bit for bit).  The same arguments and returns as :func:`pair_pass` and the same flows and
-    sums bit for bit (declined rows hold the argument, or ``u^k`` again with ``residual``)."""
+    as much as the row, so the projection, :func:`_l2_project`, is inlined here as in
+    :func:`_l2_ball_rows`).  The same arguments and returns as :func:`pair_pass` and the same
+    flows and sums bit for bit (declined rows hold the argument, or ``u^k`` again with
+    ``residual``; ``tests/test_primal_dual_fused.py`` checks it)."""
     p = params
     d = U.shape[1]
     nf = 0
@@ -336,25 +342,7 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
                 old[j] = U[e, j]
         for j in range(d):
             x[j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
-        # _l2_ball_rows on the row e
-        sq = 0.0
-        for j in range(d):
-            sq += x[j] * x[j]
-        nrm = np.sqrt(sq)
-        ok = nrm <= p.hi
-        if ok and nrm < p.lo:
-            for j in range(d):
-                ok = ok and x[j] == 0.0
-        elif ok:
-            upper = nrm * p.grow
-            r = p.r[e]
-            if not upper <= r:
-                f = (r * p.scale_factor) / nrm
-                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
-                      and r >= p.r_min)
-                if ok:
-                    for j in range(d):
-                        x[j] *= f
+        ok = _l2_project(x, p.r[e], p)  # DU of Norm2 (as _l2_ball_rows)
         if not ok:
             flagged[nf] = e
             nf += 1
@@ -558,6 +546,8 @@ def kernels() -> Kernels:
     of :func:`_dual_rows`); ``ImportError`` without numba."""
     numba = importlib.import_module("numba")
     extending = importlib.import_module("numba.extending")
+    # the one row projection of Norm2, compiled into both of its callers
+    extending.register_jitable(inline="always")(_l2_project)
 
     @extending.overload(_dual_rows)
     def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names

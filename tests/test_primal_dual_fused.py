@@ -262,3 +262,89 @@ def test_rows_back_in_the_model_order():
         V = U.copy()
         kern.unpermute_rows(index, V, np.zeros(E, dtype=bool))
         np.testing.assert_array_equal(V, U[index])
+
+
+def _uniform_model(seed: int, m: int, d: int = 6, l2: float = 0.0, isolated: bool = True
+                   ) -> tuple[gm.GTVModel, dict]:
+    """``set_data`` squared losses with ``m`` samples at every node, ``l2`` (``kappa``), with
+    ``isolated`` two isolated nodes (``m > d`` there: a unique ``argmin``), ``Norm2``."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    G = nx.gnm_random_graph(n, 120, seed=seed)
+    nx.add_path(G, range(n))  # (no isolated node with m < d: its argmin is not unique)
+    G.add_nodes_from(range(n, n + 2 * isolated))
+    model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=0.3)
+    X, y = rng.standard_normal((n, m, d)), rng.standard_normal((n, m))
+    model.set_data(X.reshape(-1, d), y.reshape(-1), "squared", l2=l2,
+                   node_index=np.repeat(np.arange(n), m))
+    data = {v: ("squared", X[v], y[v], l2) for v in range(n)}
+    for v in range(n, n + 2 * isolated):
+        Xi, yi = rng.standard_normal((d + 2, d)), rng.standard_normal(d + 2)
+        model.set_loss(v, gm.SquaredLoss(Xi, yi, l2=l2))
+        data[v] = ("squared", Xi, yi, l2)
+    return model, data
+
+
+@pytest.mark.parametrize("m, l2", [(3, 0.0), (3, 0.7), (1, 0.0), (9, 0.2)])
+def test_sample_operator_iterates_equal_a_plain_loop(m, l2):
+    """Every node ``m_i < d`` (the operator from the samples by Woodbury's identity, also
+    ``m = 1``) or ``m_i > d`` (the ``d x d`` operator), with ``kappa``: 40 iterations at
+    uneven steps equal a plain loop of (32)/(33) written here to 1e-12; the ``m < d`` run
+    computes no Gram matrix or eigen-decomposition, and a second call with the same steps
+    reuses the operator (no set-up of it)."""
+    model, data = _uniform_model(10 + m, m, l2=l2)
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    rng = np.random.default_rng(2)
+    tau = 0.7 / np.maximum(model.degrees, 1) * rng.uniform(0.5, 1.0, n)
+    sigma = rng.uniform(0.3, 1.0, E) * 0.5 / 0.7
+    r = gm.solve_primal_dual(model, max_iter=40, tol=0, record_every=None, step=(tau, sigma),
+                             backend=NUMBA)
+    pairs = np.asarray(model.edges)
+    D = sp.csr_matrix((np.tile([1.0, -1.0], E), (np.repeat(np.arange(E), 2), pairs.ravel())),
+                      shape=(E, n))
+    caps = model.lam * model.edge_weights
+    W, U = np.zeros((n, d)), np.zeros((E, d))
+    for _ in range(40):
+        V = W - tau[:, None] * (D.T @ U)
+        W_new = np.empty_like(W)
+        for i in range(n):
+            _, X, y, kap = data[i]
+            if model.degrees[i] == 0:
+                W_new[i] = np.linalg.solve(X.T @ X / len(y) + kap * np.eye(d), X.T @ y / len(y))
+            else:
+                W_new[i] = np.linalg.solve((1 + 2 * tau[i] * kap) * np.eye(d)
+                                           + 2 * tau[i] * X.T @ X / len(y),
+                                           V[i] + 2 * tau[i] * X.T @ y / len(y))
+        Z = U + sigma[:, None] * (D @ (2 * W_new - W))
+        U = Z * np.minimum(1.0, caps / np.maximum(np.linalg.norm(Z, axis=1), 1e-300))[:, None]
+        W = W_new
+    scale = max(1.0, np.abs(W).max(), np.abs(U).max())
+    assert np.abs(r.weights - W).max() <= 1e-12 * scale
+    assert np.abs(r.flows - U).max() <= 1e-12 * scale
+    batch = next(g for g in NodeUpdates(model).groups if g.kind == "squared").batch
+    if m < d:  # neither Q_i nor its eigen-decomposition: the samples and K_i only
+        assert not {"gram", "squared", "gram_eigh"} & set(batch._shared)
+        ops = batch._shared["affine_operators"][1]
+        assert [type(op).__name__ for op in ops] == ["SampleOperator"]
+        assert ops[0].X is batch.Xs and ops[0].K.size == ops[0].local.size * m * m
+    again = gm.solve_primal_dual(model, max_iter=40, tol=0, record_every=None,
+                                 step=(tau, sigma), backend=NUMBA)
+    assert batch._shared["affine_operators"][1] is ops if m < d else True
+    np.testing.assert_array_equal(again.weights, r.weights)
+
+
+def test_set_data_samples_stacked_once():
+    """The squared batch's stacked samples are a read-only view of ``set_data``'s stack (no
+    second copy), equal to the losses' own; separately given losses are stacked."""
+    model, data = _uniform_model(30, 3, isolated=False)
+    batch = next(b for b in model.structure().batches if b.kind == "squared")
+    X = np.concatenate([data[v][1] for v in range(model.num_nodes)])
+    np.testing.assert_array_equal(batch.Xs, X)
+    assert not batch.Xs.flags.owndata and not batch.Xs.flags.writeable
+    np.testing.assert_array_equal(batch.y, np.concatenate([data[v][2] for v in
+                                                           range(model.num_nodes)]))
+    n, d = model.num_nodes, model.dim  # X_blk: row r holds x_r in the columns of its node
+    cols = batch.row_node[:, None] * d + np.arange(d)
+    ref = sp.csr_matrix((X.ravel(), (np.repeat(np.arange(len(X)), d), cols.ravel())),
+                        shape=(len(X), n * d))
+    assert (batch.X_blk != ref).nnz == 0
