@@ -18,6 +18,7 @@ between :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s backends
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from .steps import FixedSteps, ResidualBalancing, primal_residual, steps_from_sc
 from .updates import extrapolate, prox_point
 
 __all__ = ["DETECTION_DELAY", "RunArguments", "Options", "check_options", "Iterate", "Run",
-           "NodeUpdateMaps", "initial_point", "progress_bar", "raise_non_finite"]
+           "NodeUpdateMaps", "initial_point", "progress_bar", "raise_non_finite", "incidence_T"]
 
 #: The certificate schedule's bound on detection: a gap below ``tol`` at iteration ``k0`` is
 #: certified by iteration ``max((1 + DETECTION_DELAY) k0, k0 + record_every)`` whatever the
@@ -152,7 +153,8 @@ class Run:
         # handed out, to a callback, a certificate or the result, are in the model's)
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
-                                                    DT=lambda: self.DT, reorder=reorder,
+                                                    DT=functools.partial(incidence_T, model),
+                                                    reorder=reorder,
                                                     cache=model.cache)
         self.perm = getattr(self.edges, "perm", None)
         self.deg = model.degrees
@@ -196,8 +198,7 @@ class Run:
         """``D^T`` (CSR, kept in the model's cache, slot ``"pd_incidence_T"``), built on first
         use (a subclass may replace it by its own array)."""
         if self._DT is None:
-            self._DT = self.model.cache.get_or_build("pd_incidence_T",
-                                                     lambda: self.D.T.tocsr())
+            self._DT = incidence_T(self.model)
         return self._DT
 
     @DT.setter
@@ -386,6 +387,13 @@ class Run:
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
             c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))
+
+
+def incidence_T(model: ModelDeclaration) -> Any:
+    """``D^T`` as CSR, kept in the model's cache (slot ``"pd_incidence_T"``; a function of the
+    model alone, so that what holds it refers to no run: no reference cycle keeps a run's
+    arrays alive after it)."""
+    return model.cache.get_or_build("pd_incidence_T", lambda: model.incidence.T.tocsr())
 
 
 def progress_bar(total: int) -> Any:
