@@ -84,43 +84,56 @@ def l2_ball_row(projection: L2BallProjection) -> L2BallRow:
                      float(projection.lo), float(projection.hi))
 
 
-def _l2_project(x, r, p):  # unannotated: numba's register_jitable (kernels())
-    """DU of ``Norm2`` on one row ``x`` (1-D, scaled in place) with radius ``r`` and the
-    constants ``p`` (:class:`L2BallRow`): the arithmetic of :class:`~gtvmodel._norms.
-    L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`, whose docstring proves
-    the bound) with the norm in registers, the one place of it for :func:`_l2_ball_rows` and
-    :func:`l2_pair_pass`.  ``c = fl(sqrt(sum x_j^2))`` (any summation order: ``||x|| <= c (1 +
-    K eps)``); a row with ``c (1 + (K + 2) eps) <= r`` is inside for certain and kept; any
-    other is scaled by ``f = r (1 - (K + 10) eps) / c`` once ``fl(fl(f b)(1 + 3 eps)) <= fl(r
-    (1 - eps))`` proves the scaled row inside (``b`` the bound of ``||x||``).  Returns False
-    (``x`` unchanged) for NaN or infinite rows, norms outside ``[lo, hi]`` (but zero rows),
-    factors below ``f_min`` and radii below ``2^-900``: the numpy path's rows."""
-    d = x.shape[0]
-    s = 0.0
-    for j in range(d):
-        s += x[j] * x[j]
+def _l2_factor(s, r, hi, lo, grow, scale_factor, f_min, tight, inside_factor, r_min):
+    """DU of ``Norm2`` for one row from its sum of squares ``s`` (any summation order), radius
+    ``r`` and the constants of :class:`L2BallRow` (as scalars: a call with the named tuple
+    itself counts its array's references on every row, about 20 % of the pass): the
+    arithmetic of
+    :class:`~gtvmodel._norms.L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`,
+    whose docstring proves the bound), the one place of it for :func:`_l2_ball_rows` and
+    :func:`l2_pair_pass` (unannotated: numba's ``register_jitable``, :func:`kernels`).  ``c =
+    fl(sqrt(s))`` (``||x|| <= c (1 + K eps)``); a row with ``c (1 + (K + 2) eps) <= r`` is
+    inside for certain: 1.0 (keep it); any other is scaled by ``f = r (1 - (K + 10) eps) / c``
+    (returned, ``0 < f < 1``) once ``fl(fl(f b)(1 + 3 eps)) <= fl(r (1 - eps))`` proves the
+    scaled row inside (``b`` the bound of ``||x||``).  0.0: a norm below ``lo`` (inside if the
+    row is zero, else squares that underflow: the caller checks the entries); -1.0: the numpy
+    path's rows (NaN or infinite rows, norms above ``hi``, factors below ``f_min``, radii below
+    ``2^-900``)."""
     nrm = np.sqrt(s)
-    ok = nrm <= p.hi  # False for NaN, inf and squares near overflow
-    if ok and nrm < p.lo:  # the zero row is inside; else squares that underflow
-        for j in range(d):
-            ok = ok and x[j] == 0.0
-    elif ok:
-        upper = nrm * p.grow
-        if not upper <= r:
-            f = (r * p.scale_factor) / nrm
-            ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
-                  and r >= p.r_min)
-            if ok:
-                for j in range(d):
-                    x[j] *= f
-    return ok
+    if not nrm <= hi:  # NaN, inf and squares near overflow
+        return -1.0
+    if nrm < lo:
+        return 0.0
+    upper = nrm * grow
+    if upper <= r:
+        return 1.0
+    f = (r * scale_factor) / nrm
+    if f >= f_min and (f * upper) * tight <= r * inside_factor and r >= r_min:
+        return f
+    return -1.0
 
 
 def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
-    """DU of ``Norm2`` on the rows ``e0 <= e < e1`` (:func:`_l2_project` on each, radius
+    """DU of ``Norm2`` on the rows ``e0 <= e < e1`` (:func:`_l2_factor` of each, radius
     ``r_e``); the rows it declines are flagged (numpy path)."""
+    d = X.shape[1]
+    p = params
+    hi, lo, grow, sf, fm = p.hi, p.lo, p.grow, p.scale_factor, p.f_min
+    tight, inside, r_min = p.tight, p.inside_factor, p.r_min
     for e in range(e0, e1):
-        if not _l2_project(X[e], params.r[e], params):
+        s = 0.0
+        for j in range(d):
+            s += X[e, j] * X[e, j]
+        f = _l2_factor(s, p.r[e], hi, lo, grow, sf, fm, tight, inside, r_min)
+        ok = f > 0.0
+        if f == 0.0:  # the zero row is inside
+            ok = True
+            for j in range(d):
+                ok = ok and X[e, j] == 0.0
+        elif ok and f != 1.0:
+            for j in range(d):
+                X[e, j] *= f
+        if not ok:
             flagged[nf] = e
             nf += 1
     return nf
@@ -322,7 +335,7 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
     argument, the projection, the residual and the scatter of one edge while its row is in
     registers, about 20-35 % less CPU than :func:`pair_pass`'s blocks when the endpoints' rows
     are in cache (benchmarks/RESULTS.md, issue 30; a call per row to a row kernel costs about
-    as much as the row, so the projection, :func:`_l2_project`, is inlined here as in
+    as much as the row, so the projection, :func:`_l2_factor`, is called here as in
     :func:`_l2_ball_rows`).  The same arguments and returns as :func:`pair_pass` and the same
     flows and sums bit for bit (declined rows hold the argument, or ``u^k`` again with
     ``residual``; ``tests/test_primal_dual_fused.py`` checks it)."""
@@ -334,6 +347,8 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
         DTu[:, :] = 0.0
     old = np.empty(d)
     x = np.empty(d)  # the row in registers, written once
+    hi, lo, grow, sf, fm = p.hi, p.lo, p.grow, p.scale_factor, p.f_min
+    tight, inside, r_min = p.tight, p.inside_factor, p.r_min
     for e in range(e0, e1):
         h, t = heads[e], tails[e]
         s = sigma[e]
@@ -342,7 +357,18 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
                 old[j] = U[e, j]
         for j in range(d):
             x[j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
-        ok = _l2_project(x, p.r[e], p)  # DU of Norm2 (as _l2_ball_rows)
+        sq = 0.0  # DU of Norm2 (as _l2_ball_rows)
+        for j in range(d):
+            sq += x[j] * x[j]
+        f = _l2_factor(sq, p.r[e], hi, lo, grow, sf, fm, tight, inside, r_min)
+        ok = f > 0.0
+        if f == 0.0:  # the zero row is inside
+            ok = True
+            for j in range(d):
+                ok = ok and x[j] == 0.0
+        elif ok and f != 1.0:
+            for j in range(d):
+                x[j] *= f
         if not ok:
             flagged[nf] = e
             nf += 1
@@ -547,7 +573,7 @@ def kernels() -> Kernels:
     numba = importlib.import_module("numba")
     extending = importlib.import_module("numba.extending")
     # the one row projection of Norm2, compiled into both of its callers
-    extending.register_jitable(inline="always")(_l2_project)
+    extending.register_jitable(inline="always")(_l2_factor)
 
     @extending.overload(_dual_rows)
     def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names
