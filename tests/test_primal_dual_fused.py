@@ -348,6 +348,12 @@ def test_set_data_samples_stacked_once():
     ref = sp.csr_matrix((X.ravel(), (np.repeat(np.arange(len(X)), d), cols.ravel())),
                         shape=(len(X), n * d))
     assert (batch.X_blk != ref).nnz == 0
+    model.set_loss(3, gm.SquaredLoss(data[3][1].copy(), data[3][2].copy()))  # not a view
+    model.set_loss(7, gm.SquaredLoss(data[8][1], data[8][2]))  # a view, out of order
+    X[3 * 3:4 * 3], X[7 * 3:8 * 3] = data[3][1], data[8][1]
+    again = next(b for b in model.structure().batches if b.kind == "squared")
+    assert again.Xs.flags.owndata  # stacked anew
+    np.testing.assert_array_equal(again.Xs, X)
 
 
 def test_a_run_leaves_no_reference_cycle():

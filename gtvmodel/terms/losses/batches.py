@@ -167,9 +167,11 @@ def _stacked(parts: list[np.ndarray]) -> np.ndarray:
     parts are consecutive pieces of: the losses of ``set_data`` are views of one stack (the
     first one a copy of its rows, made by its constructor: equal entries suffice), so the
     samples are not stacked a second time."""
+    if len(parts) < 2:
+        return np.concatenate(parts)
     last = parts[-1]
     base = last.base
-    if not (len(parts) > 1 and isinstance(base, np.ndarray) and base.flags.c_contiguous
+    if not (isinstance(base, np.ndarray) and base.flags.c_contiguous
             and base.dtype == last.dtype):
         return np.concatenate(parts)
     size = last.itemsize
