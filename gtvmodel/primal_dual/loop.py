@@ -160,9 +160,9 @@ class Run:
         self.deg = model.degrees
         # the compiled node updates (kernel "numba", an affine group), made before the steps:
         # the step rule's start and the set-up then build their operators, not the numpy
-        # path's d x d ones
+        # path's d x d ones (a subclass with its own iteration keeps its own node updates)
         self._nodes: CompiledNodeUpdates | None | bool = False
-        nodes = self.compiled_nodes()
+        nodes = self.compiled_nodes() if type(self).iterate is Run.iterate else None
         if isinstance(rule, ResidualBalancing):
             self._set_steps(*steps_from_scale(self.deg, model.num_edges, rule.start(
                 model, updates if nodes is None else nodes.apply)))
@@ -179,7 +179,7 @@ class Run:
         self._spare: np.ndarray | None = None
         self._seen: np.ndarray | None = None  # the flows last handed to a certificate
         # the same for the weights with the compiled node pass (it writes w^{k+1} into w^{k-1}'s
-        # array); the compiled node updates themselves are made on the first iteration
+        # array)
         self._spare_w: np.ndarray | None = None
         self._seen_w: np.ndarray | None = None
         self.rows: list[tuple] = []
