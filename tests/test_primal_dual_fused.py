@@ -23,12 +23,16 @@ pytest.importorskip("numba")
 NUMBA = gm.NumpyBackend(kernel="numba")
 
 
-@pytest.fixture(params=["model order", "tail blocks"])
+@pytest.fixture(params=["model order", "tail blocks", "large blocks"])
 def blocks(request, monkeypatch):
     """The compiled pass's own edge order: trivial at these sizes (one block of tails), or
-    with blocks of 3 nodes (``TAIL_BLOCK_BYTES`` made small), so the flows are reordered."""
-    if request.param == "tail blocks":
+    with blocks of 3 nodes (``TAIL_BLOCK_BYTES`` made small), so the flows are reordered; or
+    the large graphs' blocks (every graph counted large), of 6 nodes."""
+    if request.param != "model order":
         monkeypatch.setattr(compiled, "TAIL_BLOCK_BYTES", 3 * 16 * 4)
+    if request.param == "large blocks":
+        monkeypatch.setattr(compiled, "LARGE_NODE_BYTES", 0)
+        monkeypatch.setattr(compiled, "LARGE_TAIL_BLOCK_BYTES", 6 * 16 * 4)
     return request.param
 
 
@@ -193,8 +197,10 @@ def test_tail_blocks_and_warm_starts(blocks):
     assert (order is None) == (blocks == "model order")  # one block of tails: no reordering
     if order is not None:
         assert np.array_equal(np.sort(order), np.arange(model.num_edges))
-        tails = pairs[order, 1] // max(1, compiled.TAIL_BLOCK_BYTES // (16 * model.dim))
-        assert np.all(np.diff(tails) >= 0)
+        size = 6 if blocks == "large blocks" else 3
+        tails = pairs[order, 1] // size
+        assert np.all(np.diff(tails) >= 0) and np.any(np.diff(pairs[order, 1] // 3) < 0) \
+            == (size == 6)
         assert not np.array_equal(order, np.arange(model.num_edges))
     run = {"step": 0.9, "tol": 0, "record_every": None, "backend": NUMBA}
     first = gm.solve_primal_dual(model, max_iter=20, **run)

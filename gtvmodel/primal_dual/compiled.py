@@ -33,7 +33,8 @@ from .strategies import BatchProxGroup
 from .updates import EdgeUpdates, dual_argument, extrapolate, prox_point
 
 __all__ = ["CompiledEdgeUpdates", "CompiledNodeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES",
-           "TAIL_BLOCK_BYTES", "edge_order", "make_edge_updates"]
+           "TAIL_BLOCK_BYTES", "LARGE_NODE_BYTES", "LARGE_TAIL_BLOCK_BYTES", "edge_order",
+           "make_edge_updates"]
 
 #: The options of ``NumpyBackend(kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
@@ -51,6 +52,14 @@ AUTO_NUMBA_ENTRIES = 1_000_000
 #: stay in a core's cache (benchmarks/RESULTS.md, issue 30: the edge pass 40-45 % less CPU at
 #: 10^5 nodes / 10^6 edges, d = 10, than in the model's order, sorted by head).
 TAIL_BLOCK_BYTES = 2**19
+
+#: Where the rows of ``Y`` and ``D^T u`` of all nodes (``16 d n`` bytes) exceed this, the
+#: blocks take :data:`LARGE_TAIL_BLOCK_BYTES` instead: the heads, swept once per block, then
+#: dominate (the ``Norm2`` pass alone, CPU, 2-core machine: 10^6 nodes / 10^7 edges 1.21 s
+#: with 512 KiB blocks, 0.77-0.79 s with 4-16 MiB; 5 * 10^5 / 5 * 10^6 0.52 s against 0.37 s;
+#: at 10^5 and 2 * 10^5 nodes 512 KiB stays the best: benchmarks/RESULTS.md, issue 30).
+LARGE_NODE_BYTES = 2**25
+LARGE_TAIL_BLOCK_BYTES = 2**22
 
 
 class CompiledEdgeUpdates:
@@ -340,10 +349,14 @@ class CompiledNodeUpdates:
 
 def edge_order(heads: np.ndarray, tails: np.ndarray, n: int, dim: int) -> np.ndarray | None:
     """The edges ``(heads[e], tails[e])`` by blocks of tails of :data:`TAIL_BLOCK_BYTES`
-    (``TAIL_BLOCK_BYTES // (16 dim)`` nodes), inside a block by head, then tail: the order
+    (``TAIL_BLOCK_BYTES // (16 dim)`` nodes; :data:`LARGE_TAIL_BLOCK_BYTES` where ``16 dim
+    n`` exceeds :data:`LARGE_NODE_BYTES`), inside a block by head, then tail: the order
     :class:`CompiledEdgeUpdates` keeps the flows in with ``reorder``; None where all ``n``
     nodes are one block (the model's order, sorted by head, is then as good)."""
-    block = max(1, TAIL_BLOCK_BYTES // (16 * max(dim, 1)))
+    row = 16 * max(dim, 1)
+    size = TAIL_BLOCK_BYTES if row * n <= LARGE_NODE_BYTES else max(TAIL_BLOCK_BYTES,
+                                                                    LARGE_TAIL_BLOCK_BYTES)
+    block = max(1, size // row)
     if n <= block:
         return None
     return np.lexsort((tails, heads, tails // block))
