@@ -35,6 +35,7 @@ from ._norms import L2BallProjection
 __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow", "ScaleRow",
            "ROW_KERNELS", "BLOCK_ROWS", "l2_ball_row", "edge_pass", "pair_pass", "node_pass",
            "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
+           "sample_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels", "dot_pass",
            "cg_update_pass", "cg_direction_pass", "subtract_rows_pass"]
 
@@ -84,36 +85,55 @@ def l2_ball_row(projection: L2BallProjection) -> L2BallRow:
                      float(projection.lo), float(projection.hi))
 
 
-def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
-    """DU of ``Norm2`` on the rows ``e0 <= e < e1``: the arithmetic of
+def _l2_factor(s, r, hi, lo, grow, scale_factor, f_min, tight, inside_factor, r_min):
+    """DU of ``Norm2`` for one row from its sum of squares ``s`` (any summation order), radius
+    ``r`` and the constants of :class:`L2BallRow` (as scalars: a call with the named tuple
+    itself counts its array's references on every row, about 20 % of the pass): the
+    arithmetic of
     :class:`~gtvmodel._norms.L2BallProjection` (and :func:`~gtvmodel._norms._project_l2_fast`,
-    whose docstring proves the bound) with the norm in registers.  ``c = fl(sqrt(sum x_j^2))``
-    (any summation order: ``||x|| <= c (1 + K eps)``); a row with ``c (1 + (K + 2) eps) <=
-    r_e`` is inside for certain and kept; any other is scaled by ``f = r_e (1 - (K + 10) eps) /
-    c`` once ``fl(fl(f b)(1 + 3 eps)) <= fl(r_e (1 - eps))`` proves the scaled row inside
-    (``b`` the bound of ``||x||``).  NaN or infinite rows, norms outside ``[lo, hi]`` (but
-    zero rows), factors below ``f_min`` and radii below ``2^-900`` are flagged (numpy path)."""
-    p = params
+    whose docstring proves the bound), the one place of it for :func:`_l2_ball_rows` and
+    :func:`l2_pair_pass` (unannotated: numba's ``register_jitable``, :func:`kernels`).  ``c =
+    fl(sqrt(s))`` (``||x|| <= c (1 + K eps)``); a row with ``c (1 + (K + 2) eps) <= r`` is
+    inside for certain: 1.0 (keep it); any other is scaled by ``f = r (1 - (K + 10) eps) / c``
+    (returned, ``0 < f < 1``) once ``fl(fl(f b)(1 + 3 eps)) <= fl(r (1 - eps))`` proves the
+    scaled row inside (``b`` the bound of ``||x||``).  0.0: a norm below ``lo`` (inside if the
+    row is zero, else squares that underflow: the caller checks the entries); -1.0: the numpy
+    path's rows (NaN or infinite rows, norms above ``hi``, factors below ``f_min``, radii below
+    ``2^-900``)."""
+    nrm = np.sqrt(s)
+    if not nrm <= hi:  # NaN, inf and squares near overflow
+        return -1.0
+    if nrm < lo:
+        return 0.0
+    upper = nrm * grow
+    if upper <= r:
+        return 1.0
+    f = (r * scale_factor) / nrm
+    if f >= f_min and (f * upper) * tight <= r * inside_factor and r >= r_min:
+        return f
+    return -1.0
+
+
+def _l2_ball_rows(X, e0, e1, sigma, params, flagged, nf):  # unannotated: numba's overload
+    """DU of ``Norm2`` on the rows ``e0 <= e < e1`` (:func:`_l2_factor` of each, radius
+    ``r_e``); the rows it declines are flagged (numpy path)."""
     d = X.shape[1]
+    p = params
+    hi, lo, grow, sf, fm = p.hi, p.lo, p.grow, p.scale_factor, p.f_min
+    tight, inside, r_min = p.tight, p.inside_factor, p.r_min
     for e in range(e0, e1):
         s = 0.0
         for j in range(d):
             s += X[e, j] * X[e, j]
-        nrm = np.sqrt(s)
-        ok = nrm <= p.hi  # False for NaN, inf and squares near overflow
-        if ok and nrm < p.lo:  # the zero row is inside; else squares that underflow
+        f = _l2_factor(s, p.r[e], hi, lo, grow, sf, fm, tight, inside, r_min)
+        ok = f > 0.0
+        if f == 0.0:  # the zero row is inside
+            ok = True
             for j in range(d):
                 ok = ok and X[e, j] == 0.0
-        elif ok:
-            upper = nrm * p.grow
-            r = p.r[e]
-            if not upper <= r:
-                f = (r * p.scale_factor) / nrm
-                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
-                      and r >= p.r_min)
-                if ok:
-                    for j in range(d):
-                        X[e, j] *= f
+        elif ok and f != 1.0:
+            for j in range(d):
+                X[e, j] *= f
         if not ok:
             flagged[nf] = e
             nf += 1
@@ -316,10 +336,10 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
     argument, the projection, the residual and the scatter of one edge while its row is in
     registers, about 20-35 % less CPU than :func:`pair_pass`'s blocks when the endpoints' rows
     are in cache (benchmarks/RESULTS.md, issue 30; a call per row to a row kernel costs about
-    as much as the row, so the projection is written here: the operations of
-    :func:`_l2_ball_rows`, in the same order, which ``tests/test_primal_dual_fused.py`` checks
-    bit for bit).  The same arguments and returns as :func:`pair_pass` and the same flows and
-    sums bit for bit (declined rows hold the argument, or ``u^k`` again with ``residual``)."""
+    as much as the row, so the projection, :func:`_l2_factor`, is called here as in
+    :func:`_l2_ball_rows`).  The same arguments and returns as :func:`pair_pass` and the same
+    flows and sums bit for bit (declined rows hold the argument, or ``u^k`` again with
+    ``residual``; ``tests/test_primal_dual_fused.py`` checks it)."""
     p = params
     d = U.shape[1]
     nf = 0
@@ -328,6 +348,8 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
         DTu[:, :] = 0.0
     old = np.empty(d)
     x = np.empty(d)  # the row in registers, written once
+    hi, lo, grow, sf, fm = p.hi, p.lo, p.grow, p.scale_factor, p.f_min
+    tight, inside, r_min = p.tight, p.inside_factor, p.r_min
     for e in range(e0, e1):
         h, t = heads[e], tails[e]
         s = sigma[e]
@@ -336,25 +358,18 @@ def l2_pair_pass(heads: np.ndarray, tails: np.ndarray, Y: np.ndarray, U: np.ndar
                 old[j] = U[e, j]
         for j in range(d):
             x[j] = s * ((0.0 + Y[h, j]) - Y[t, j]) + U[e, j]
-        # _l2_ball_rows on the row e
-        sq = 0.0
+        sq = 0.0  # DU of Norm2 (as _l2_ball_rows)
         for j in range(d):
             sq += x[j] * x[j]
-        nrm = np.sqrt(sq)
-        ok = nrm <= p.hi
-        if ok and nrm < p.lo:
+        f = _l2_factor(sq, p.r[e], hi, lo, grow, sf, fm, tight, inside, r_min)
+        ok = f > 0.0
+        if f == 0.0:  # the zero row is inside
+            ok = True
             for j in range(d):
                 ok = ok and x[j] == 0.0
-        elif ok:
-            upper = nrm * p.grow
-            r = p.r[e]
-            if not upper <= r:
-                f = (r * p.scale_factor) / nrm
-                ok = (f >= p.f_min and (f * upper) * p.tight <= r * p.inside_factor
-                      and r >= p.r_min)
-                if ok:
-                    for j in range(d):
-                        x[j] *= f
+        elif ok and f != 1.0:
+            for j in range(d):
+                x[j] *= f
         if not ok:
             flagged[nf] = e
             nf += 1
@@ -414,6 +429,56 @@ def affine_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.n
                 z += M[a, k, j] * u[j]
             W_new[i, k] = z
             Y[i, k] = 2.0 * z - W[i, k]
+            ok = ok and np.isfinite(z)
+        if not ok:
+            bad += 1
+    return bad
+
+
+def sample_node_pass(rows: np.ndarray, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray,
+                     X: np.ndarray, starts: np.ndarray, ms: np.ndarray, K: np.ndarray,
+                     koff: np.ndarray, inv_alpha: np.ndarray, q: np.ndarray, W_new: np.ndarray,
+                     Y: np.ndarray) -> int:
+    """:func:`affine_node_pass` for nodes with fewer samples than dimensions (``m_a < d``),
+    the operator from the samples by Woodbury's identity: ``w_i^{k+1} = (u - X_a^T (K_a (X_a
+    u))) / alpha_a`` with ``u = v_i + b_a``, ``b_a = 2 tau_i q_a`` formed here as
+    :func:`affine_node_pass`'s caller forms it (:class:`~gtvmodel.terms.losses.batches.
+    SampleOperator`: node ``a``'s samples ``X[starts[a]:starts[a] + ms[a]]``, ``K_a`` at
+    ``K[koff[a]:]`` row-major, ``inv_alpha[a] = 1/alpha_a``): ``2 m d + m^2`` multiply-adds
+    and ``m (d + m)`` numbers read per node, where the ``d x d`` operator takes ``d^2`` of
+    each.  The same ``v``, ``w^{k+1}`` and ``Y`` arithmetic around it; returns the number of
+    rows with a non-finite ``w_i^{k+1}``."""
+    d = W.shape[1]
+    u = np.empty(d)
+    p = np.empty(d)  # X_a u (m_a < d entries)
+    g = np.empty(d)  # K_a X_a u
+    bad = 0
+    for a in range(rows.shape[0]):
+        i = rows[a]
+        t = tau[i]
+        t2 = 2.0 * t
+        for j in range(d):
+            u[j] = (W[i, j] - t * DTu[i, j]) + t2 * q[a, j]
+        s0, m, o = starts[a], ms[a], koff[a]
+        for r in range(m):
+            acc = 0.0
+            for j in range(d):
+                acc += X[s0 + r, j] * u[j]
+            p[r] = acc
+        for r in range(m):
+            acc = 0.0
+            for c in range(m):
+                acc += K[o + r * m + c] * p[c]
+            g[r] = acc
+        ia = inv_alpha[a]
+        ok = True
+        for j in range(d):
+            acc = u[j]
+            for r in range(m):
+                acc -= X[s0 + r, j] * g[r]
+            z = acc * ia
+            W_new[i, j] = z
+            Y[i, j] = 2.0 * z - W[i, j]
             ok = ok and np.isfinite(z)
         if not ok:
             bad += 1
@@ -488,9 +553,8 @@ class Compiled:
 
 class Kernels(NamedTuple):
     """The compiled :func:`edge_pass`, :func:`pair_pass`, :func:`node_pass`,
-    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass` and
-    :func:`unpermute_rows`
-    (:func:`kernels`)."""
+    :func:`affine_node_pass`, :func:`gather_rows`, :func:`l2_pair_pass`,
+    :func:`unpermute_rows` and :func:`sample_node_pass` (:func:`kernels`)."""
 
     edge_pass: Compiled
     node_pass: Compiled
@@ -499,6 +563,7 @@ class Kernels(NamedTuple):
     gather_rows: Compiled
     l2_pair_pass: Compiled
     unpermute_rows: Compiled
+    sample_node_pass: Compiled
 
 
 @functools.cache
@@ -508,6 +573,8 @@ def kernels() -> Kernels:
     of :func:`_dual_rows`); ``ImportError`` without numba."""
     numba = importlib.import_module("numba")
     extending = importlib.import_module("numba.extending")
+    # the one row projection of Norm2, compiled into both of its callers
+    extending.register_jitable(inline="always")(_l2_factor)
 
     @extending.overload(_dual_rows)
     def _typed_rows(X, e0, e1, sigma, params, flagged, nf):  # the kernels' unannotated names
@@ -516,7 +583,7 @@ def kernels() -> Kernels:
     return Kernels(Compiled(numba, edge_pass), Compiled(numba, node_pass),
                    Compiled(numba, pair_pass), Compiled(numba, affine_node_pass),
                    Compiled(numba, gather_rows), Compiled(numba, l2_pair_pass),
-                   Compiled(numba, unpermute_rows))
+                   Compiled(numba, unpermute_rows), Compiled(numba, sample_node_pass))
 
 
 

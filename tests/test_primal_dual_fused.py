@@ -23,12 +23,16 @@ pytest.importorskip("numba")
 NUMBA = gm.NumpyBackend(kernel="numba")
 
 
-@pytest.fixture(params=["model order", "tail blocks"])
+@pytest.fixture(params=["model order", "tail blocks", "large blocks"])
 def blocks(request, monkeypatch):
     """The compiled pass's own edge order: trivial at these sizes (one block of tails), or
-    with blocks of 3 nodes (``TAIL_BLOCK_BYTES`` made small), so the flows are reordered."""
-    if request.param == "tail blocks":
+    with blocks of 3 nodes (``TAIL_BLOCK_BYTES`` made small), so the flows are reordered; or
+    the large graphs' blocks (every graph counted large), of 6 nodes."""
+    if request.param != "model order":
         monkeypatch.setattr(compiled, "TAIL_BLOCK_BYTES", 3 * 16 * 4)
+    if request.param == "large blocks":
+        monkeypatch.setattr(compiled, "LARGE_NODE_BYTES", 0)
+        monkeypatch.setattr(compiled, "LARGE_TAIL_BLOCK_BYTES", 6 * 16 * 4)
     return request.param
 
 
@@ -193,8 +197,10 @@ def test_tail_blocks_and_warm_starts(blocks):
     assert (order is None) == (blocks == "model order")  # one block of tails: no reordering
     if order is not None:
         assert np.array_equal(np.sort(order), np.arange(model.num_edges))
-        tails = pairs[order, 1] // max(1, compiled.TAIL_BLOCK_BYTES // (16 * model.dim))
-        assert np.all(np.diff(tails) >= 0)
+        size = 6 if blocks == "large blocks" else 3
+        tails = pairs[order, 1] // size
+        assert np.all(np.diff(tails) >= 0) and np.any(np.diff(pairs[order, 1] // 3) < 0) \
+            == (size == 6)
         assert not np.array_equal(order, np.arange(model.num_edges))
     run = {"step": 0.9, "tol": 0, "record_every": None, "backend": NUMBA}
     first = gm.solve_primal_dual(model, max_iter=20, **run)
@@ -262,3 +268,122 @@ def test_rows_back_in_the_model_order():
         V = U.copy()
         kern.unpermute_rows(index, V, np.zeros(E, dtype=bool))
         np.testing.assert_array_equal(V, U[index])
+
+
+def _uniform_model(seed: int, m: int, d: int = 6, l2: float = 0.0, isolated: bool = True
+                   ) -> tuple[gm.GTVModel, dict]:
+    """``set_data`` squared losses with ``m`` samples at every node, ``l2`` (``kappa``), with
+    ``isolated`` two isolated nodes (``m > d`` there: a unique ``argmin``), ``Norm2``."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    G = nx.gnm_random_graph(n, 120, seed=seed)
+    nx.add_path(G, range(n))  # (no isolated node with m < d: its argmin is not unique)
+    G.add_nodes_from(range(n, n + 2 * isolated))
+    model = gm.GTVModel(G, d, penalty=gm.Norm2(), lam=0.3)
+    X, y = rng.standard_normal((n, m, d)), rng.standard_normal((n, m))
+    model.set_data(X.reshape(-1, d), y.reshape(-1), "squared", l2=l2,
+                   node_index=np.repeat(np.arange(n), m))
+    data = {v: ("squared", X[v], y[v], l2) for v in range(n)}
+    for v in range(n, n + 2 * isolated):
+        Xi, yi = rng.standard_normal((d + 2, d)), rng.standard_normal(d + 2)
+        model.set_loss(v, gm.SquaredLoss(Xi, yi, l2=l2))
+        data[v] = ("squared", Xi, yi, l2)
+    return model, data
+
+
+@pytest.mark.parametrize("m, l2", [(3, 0.0), (3, 0.7), (1, 0.0), (9, 0.2)])
+def test_sample_operator_iterates_equal_a_plain_loop(m, l2):
+    """Every node ``m_i < d`` (the operator from the samples by Woodbury's identity, also
+    ``m = 1``) or ``m_i > d`` (the ``d x d`` operator), with ``kappa``: 40 iterations at
+    uneven steps equal a plain loop of (32)/(33) written here to 1e-12; the ``m < d`` run
+    computes no Gram matrix or eigen-decomposition, and a second call with the same steps
+    reuses the operator (no set-up of it)."""
+    model, data = _uniform_model(10 + m, m, l2=l2)
+    n, d, E = model.num_nodes, model.dim, model.num_edges
+    rng = np.random.default_rng(2)
+    tau = 0.7 / np.maximum(model.degrees, 1) * rng.uniform(0.5, 1.0, n)
+    sigma = rng.uniform(0.3, 1.0, E) * 0.5 / 0.7
+    r = gm.solve_primal_dual(model, max_iter=40, tol=0, record_every=None, step=(tau, sigma),
+                             backend=NUMBA)
+    pairs = np.asarray(model.edges)
+    D = sp.csr_matrix((np.tile([1.0, -1.0], E), (np.repeat(np.arange(E), 2), pairs.ravel())),
+                      shape=(E, n))
+    caps = model.lam * model.edge_weights
+    W, U = np.zeros((n, d)), np.zeros((E, d))
+    for _ in range(40):
+        V = W - tau[:, None] * (D.T @ U)
+        W_new = np.empty_like(W)
+        for i in range(n):
+            _, X, y, kap = data[i]
+            if model.degrees[i] == 0:
+                W_new[i] = np.linalg.solve(X.T @ X / len(y) + kap * np.eye(d), X.T @ y / len(y))
+            else:
+                W_new[i] = np.linalg.solve((1 + 2 * tau[i] * kap) * np.eye(d)
+                                           + 2 * tau[i] * X.T @ X / len(y),
+                                           V[i] + 2 * tau[i] * X.T @ y / len(y))
+        Z = U + sigma[:, None] * (D @ (2 * W_new - W))
+        U = Z * np.minimum(1.0, caps / np.maximum(np.linalg.norm(Z, axis=1), 1e-300))[:, None]
+        W = W_new
+    scale = max(1.0, np.abs(W).max(), np.abs(U).max())
+    assert np.abs(r.weights - W).max() <= 1e-12 * scale
+    assert np.abs(r.flows - U).max() <= 1e-12 * scale
+    batch = next(g for g in NodeUpdates(model).groups if g.kind == "squared").batch
+    if m < d:  # neither Q_i nor its eigen-decomposition: the samples and K_i only
+        assert not {"gram", "squared", "gram_eigh"} & set(batch._shared)
+        ops = batch._shared["affine_operators"][1]
+        assert [type(op).__name__ for op in ops] == ["SampleOperator"]
+        assert ops[0].X is batch.Xs and ops[0].K.size == ops[0].local.size * m * m
+    again = gm.solve_primal_dual(model, max_iter=40, tol=0, record_every=None,
+                                 step=(tau, sigma), backend=NUMBA)
+    assert batch._shared["affine_operators"][1] is ops if m < d else True
+    np.testing.assert_array_equal(again.weights, r.weights)
+
+
+def test_set_data_samples_stacked_once():
+    """The squared batch's stacked samples are a read-only view of ``set_data``'s stack (no
+    second copy), equal to the losses' own; separately given losses are stacked."""
+    model, data = _uniform_model(30, 3, isolated=False)
+    batch = next(b for b in model.structure().batches if b.kind == "squared")
+    X = np.concatenate([data[v][1] for v in range(model.num_nodes)])
+    np.testing.assert_array_equal(batch.Xs, X)
+    assert not batch.Xs.flags.owndata and not batch.Xs.flags.writeable
+    np.testing.assert_array_equal(batch.y, np.concatenate([data[v][2] for v in
+                                                           range(model.num_nodes)]))
+    n, d = model.num_nodes, model.dim  # X_blk: row r holds x_r in the columns of its node
+    cols = batch.row_node[:, None] * d + np.arange(d)
+    ref = sp.csr_matrix((X.ravel(), (np.repeat(np.arange(len(X)), d), cols.ravel())),
+                        shape=(len(X), n * d))
+    assert (batch.X_blk != ref).nnz == 0
+    model.set_loss(3, gm.SquaredLoss(data[3][1].copy(), data[3][2].copy()))  # not a view
+    model.set_loss(7, gm.SquaredLoss(data[8][1], data[8][2]))  # a view, out of order
+    X[3 * 3:4 * 3], X[7 * 3:8 * 3] = data[3][1], data[8][1]
+    again = next(b for b in model.structure().batches if b.kind == "squared")
+    assert again.Xs.flags.owndata  # stacked anew
+    np.testing.assert_array_equal(again.Xs, X)
+
+
+def test_a_run_leaves_no_reference_cycle():
+    """Nothing of a finished run is kept alive by a reference cycle (which only the cyclic
+    collector frees, late: at 10^5 nodes each call's arrays accumulated, 137 MiB per call):
+    with the collector off during a run, a collection afterwards finds no run object."""
+    import gc
+
+    from gtvmodel.primal_dual.compiled import CompiledEdgeUpdates
+    from gtvmodel.primal_dual.loop import Run
+
+    model, _ = _model(7)
+    gm.solve_primal_dual(model, max_iter=3, tol=0, record_every=None, backend=NUMBA)
+    gc.collect()
+    gc.disable()
+    try:
+        gm.solve_primal_dual(model, max_iter=3, tol=0, record_every=None, backend=NUMBA)
+        gm.solve_primal_dual(model, max_iter=3, tol=0, record_every=2, backend=NUMBA)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        kept = [o for o in gc.garbage if isinstance(o, (Run, CompiledEdgeUpdates,
+                                                         CompiledNodeUpdates))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert kept == []

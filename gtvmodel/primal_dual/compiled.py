@@ -26,13 +26,15 @@ import scipy.sparse as sp
 from .. import _compiled
 from .._validate import check_option
 from ..errors import UnsupportedError
+from ..terms.losses.operators import SampleOperator
 from ..terms.penalties import Penalty
 from .prox import NodeUpdates
 from .strategies import BatchProxGroup
 from .updates import EdgeUpdates, dual_argument, extrapolate, prox_point
 
 __all__ = ["CompiledEdgeUpdates", "CompiledNodeUpdates", "KERNELS", "AUTO_NUMBA_ENTRIES",
-           "TAIL_BLOCK_BYTES", "edge_order", "make_edge_updates"]
+           "TAIL_BLOCK_BYTES", "LARGE_NODE_BYTES", "LARGE_TAIL_BLOCK_BYTES", "edge_order",
+           "make_edge_updates"]
 
 #: The options of ``NumpyBackend(kernel=...)``.
 KERNELS = ("auto", "numpy", "numba")
@@ -51,6 +53,14 @@ AUTO_NUMBA_ENTRIES = 1_000_000
 #: 10^5 nodes / 10^6 edges, d = 10, than in the model's order, sorted by head).
 TAIL_BLOCK_BYTES = 2**19
 
+#: Where the rows of ``Y`` and ``D^T u`` of all nodes (``16 d n`` bytes) exceed this, the
+#: blocks take :data:`LARGE_TAIL_BLOCK_BYTES` instead: the heads, swept once per block, then
+#: dominate (the ``Norm2`` pass alone, CPU, 2-core machine: 10^6 nodes / 10^7 edges 1.21 s
+#: with 512 KiB blocks, 0.77-0.79 s with 4-16 MiB; 5 * 10^5 / 5 * 10^6 0.52 s against 0.37 s;
+#: at 10^5 and 2 * 10^5 nodes 512 KiB stays the best: benchmarks/RESULTS.md, issue 30).
+LARGE_NODE_BYTES = 2**25
+LARGE_TAIL_BLOCK_BYTES = 2**22
+
 
 class CompiledEdgeUpdates:
     """DU (33) on every edge in one compiled pass (module docstring), with ``D^T u^{k+1}``
@@ -67,7 +77,8 @@ class CompiledEdgeUpdates:
     the endpoints in that order per model version (slot ``"pd_edge_order"``)."""
 
     def __init__(self, D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
-                 row: tuple, threads: int = 1, DT: sp.csr_matrix | None = None,
+                 row: tuple, threads: int = 1,
+                 DT: sp.csr_matrix | Callable[[], sp.csr_matrix] | None = None,
                  reorder: bool = False, cache: Any = None):
         self.kernels = _compiled.kernels()
         D = D.tocsr()
@@ -98,7 +109,7 @@ class CompiledEdgeUpdates:
                         np.ascontiguousarray(tails, dtype=it))
             self.perm, self._inv, *ends = (build() if cache is None or not reorder else
                                            cache.get_or_build("pd_edge_order", build))
-            if self.perm is not None:
+            if self.perm is not None and not _constant(lamA):  # (a constant: the same row)
                 self.row = penalty.compiled_dual_row(lamA[self.perm], dim)
             # Norm2: the pass edge by edge (the projection written into it)
             self._pass = (self.kernels.l2_pair_pass if isinstance(self.row, _compiled.L2BallRow)
@@ -106,11 +117,14 @@ class CompiledEdgeUpdates:
             self._ends = tuple(ends)
         else:
             self._pass, self._ends = self.kernels.edge_pass, self._csr
-        self.DT = D.T.tocsr() if DT is None else DT
+        self._DT = DT  # D^T, or what builds it (only flagged rows, threads and flows not
+        # from the last pass need it: formed on first use)
         self._csr_T_arrays: tuple[np.ndarray, ...] | None = None
         self._sigma: tuple[Any, np.ndarray] = (None, np.empty(0))
         E, n = D.shape
-        self._flagged = np.empty(E, dtype=np.int64)
+        # the rows a kernel declines (32-bit where the edges' count fits)
+        self._fdt = np.int32 if E < 2**31 else np.int64
+        self._flagged = np.empty(E, dtype=self._fdt)
         # D^T u^{k+1} alternates between two arrays: the caller keeps D^T u^k one iteration
         self._sums = [np.empty((n, dim)), np.empty((n, dim))]
         self._fresh: tuple[np.ndarray, np.ndarray] | None = None  # (u^{k+1}, its D^T u)
@@ -134,7 +148,8 @@ class CompiledEdgeUpdates:
         Y = np.ascontiguousarray(Y)
         if sigma is not self._sigma[0]:  # the steps in the flows' order (once per array)
             self._sigma = (sigma, np.ascontiguousarray(
-                sigma if self.perm is None else sigma[self.perm], dtype=float))
+                sigma if self.perm is None or _constant(sigma) else sigma[self.perm],
+                dtype=float))
         sigma = self._sigma[1]
         sums = self._sums[1] if self._fresh is not None and \
             self._fresh[1] is self._sums[0] else self._sums[0]
@@ -147,13 +162,13 @@ class CompiledEdgeUpdates:
                                 True, self._flagged, dW, want)
             flagged = self._flagged[:nf]
         else:
-            parts = [(a, b, np.empty(b - a, dtype=np.int64)) for a, b in self._edge_cuts]
+            parts = [(a, b, np.empty(b - a, dtype=self._fdt)) for a, b in self._edge_cuts]
             got = self._parallel(
                 lambda a, b, fl: edge_pass(*self._ends, Y, U, sigma, out, self.row, a, b, sums,
                                            False, fl, dW, want), parts)
             flagged = np.concatenate([fl[:c] for (_, _, fl), (c, _) in zip(parts, got,
                                                                            strict=True)] or
-                                     [np.empty(0, dtype=np.int64)])
+                                     [np.empty(0, dtype=self._fdt)])
             rsq = sum(r for _, r in got)
         if flagged.size:  # rows the kernel declines: the penalty's numpy DU on the argument
             model = flagged if self.perm is None else self.perm[flagged]  # the model's edges
@@ -197,6 +212,13 @@ class CompiledEdgeUpdates:
         return out
 
     @property
+    def DT(self) -> sp.csr_matrix:
+        """``D^T`` as CSR (formed on first use)."""
+        if not isinstance(self._DT, sp.spmatrix | sp.sparray):
+            self._DT = self.D.T.tocsr() if self._DT is None else self._DT()
+        return self._DT
+
+    @property
     def _csr_T(self) -> tuple[np.ndarray, ...]:
         """``D^T``'s CSR arrays with its columns in the flows' order (formed on first use:
         only flagged rows, threads or flows not from the last pass need it)."""
@@ -231,19 +253,22 @@ class CompiledNodeUpdates:
     """PU (32) for every node with ``v = w^k - T D^T u^k`` and ``Y = 2 w^{k+1} - w^k`` in the
     same pass: the groups whose node update is affine (squared losses without constraints:
     ``w_i^{k+1} = M_i (v_i + b_i)``, :meth:`~gtvmodel.terms.losses.batches.SquaredBatch.
-    affine_prox`) by the compiled :func:`~gtvmodel._compiled.affine_node_pass` (one read of
-    ``w^k``, ``D^T u^k`` and the operator, no ``(n, d)`` temporaries), the other groups by
-    their own update (:class:`~gtvmodel.primal_dual.prox.NodeUpdates`) on their rows.  The
-    same operations per entry as :func:`~gtvmodel.primal_dual.updates.prox_point`, the
-    batch's prox and :func:`~gtvmodel.primal_dual.updates.extrapolate` (but for the order of
-    the sum in ``M_i u``).  :meth:`make` returns None where no group is affine."""
+    affine_operators`) by the compiled :func:`~gtvmodel._compiled.sample_node_pass` (nodes
+    with ``m_i < d``: ``M_i`` from the samples by Woodbury's identity) and
+    :func:`~gtvmodel._compiled.affine_node_pass` (the others: ``M_i`` a ``d x d`` matrix),
+    one read of ``w^k``, ``D^T u^k`` and the operator, no ``(n, d)`` temporaries; the other
+    groups by their own update (:class:`~gtvmodel.primal_dual.prox.NodeUpdates`) on their
+    rows.  The same ``v``, ``b`` and ``Y`` operations per entry as :func:`~gtvmodel.
+    primal_dual.updates.prox_point`, the batch's prox and :func:`~gtvmodel.primal_dual.
+    updates.extrapolate`; ``M_i u`` to rounding (another order of the operations).
+    :meth:`make` returns None where no group is affine."""
 
     def __init__(self, updates: NodeUpdates, affine: list[tuple[np.ndarray, Any]],
                  other: list[tuple[np.ndarray, Any]]):
         self.kernels = _compiled.kernels()
         self.updates, self.affine, self.other = updates, affine, other
         self._tau: np.ndarray | None = None
-        self._ops: list[tuple[np.ndarray, np.ndarray]] = []
+        self._ops: list[tuple[np.ndarray, Any]] = []  # (model rows, operator)
 
     @classmethod
     def make(cls, updates: NodeUpdates) -> CompiledNodeUpdates | None:
@@ -252,24 +277,39 @@ class CompiledNodeUpdates:
         for grp in updates.groups:
             rows = np.ascontiguousarray(grp.nodes, dtype=np.int64)
             if isinstance(grp, BatchProxGroup) and grp.box is None and grp.ball is None \
-                    and hasattr(grp.batch, "affine_prox") and grp.batch.prox_supported().all():
+                    and hasattr(grp.batch, "affine_operators") \
+                    and grp.batch.prox_supported().all():
                 affine.append((rows, grp.batch))
             else:
                 other.append((rows, grp))
         return cls(updates, affine, other) if affine else None
+
+    def prepare(self, tau: np.ndarray) -> None:
+        """The one-off data for the steps ``tau`` (``(n,)``): the affine groups' operators,
+        the other groups' own :meth:`~gtvmodel.primal_dual.strategies.NodeGroup.prepare`
+        (in place of :meth:`~gtvmodel.primal_dual.prox.NodeUpdates.prepare`, which would
+        also build the ``d x d`` operators of the numpy path)."""
+        self._operators(tau)
+        for rows, grp in self.other:
+            grp.prepare(tau[rows])
+
+    def _operators(self, tau: np.ndarray, keep: bool = True) -> list[tuple[np.ndarray, Any]]:
+        """The affine groups' operators for ``tau`` with their model rows (kept by the
+        batches for the last ``tau`` with ``keep``)."""
+        if tau is not self._tau or not keep:
+            ops = [(np.ascontiguousarray(rows[op.local]), op) for rows, batch in self.affine
+                   for op in batch.affine_operators(tau[rows], keep=keep)]
+            if not keep:
+                return ops
+            self._ops, self._tau = ops, tau
+        return self._ops
 
     def __call__(self, W: np.ndarray, DTu: np.ndarray, tau: np.ndarray, tau_col: np.ndarray,
                  k: int, W_new: np.ndarray, Y: np.ndarray) -> int:
         """``w^{k+1}`` (32) into ``W_new`` and ``2 w^{k+1} - w^k`` into ``Y`` from ``w^k = W``,
         ``D^T u^k = DTu`` and the steps ``tau`` (``tau_col`` the same as a column) at
         iteration ``k``; returns the number of nodes with a non-finite ``w^{k+1}``."""
-        if tau is not self._tau:  # the operators for these steps (cached by the batches)
-            self._ops = [batch.affine_prox(tau[rows]) for rows, batch in self.affine]
-            self._tau = tau
-        bad = 0
-        node_pass = self.kernels.affine_node_pass
-        for (rows, _), (M, b) in zip(self.affine, self._ops, strict=True):
-            bad += node_pass(rows, W, DTu, tau, M, b, W_new, Y)
+        bad = self._affine(self._operators(tau), W, DTu, tau, W_new, Y)
         for rows, grp in self.other:
             V = prox_point(W[rows], tau_col[rows], DTu[rows])
             Z = grp.update(V, tau[rows], k, W[rows])
@@ -278,16 +318,53 @@ class CompiledNodeUpdates:
             bad += int(np.count_nonzero(~np.isfinite(Z).all(axis=1)))
         return bad
 
+    def _affine(self, ops: list[tuple[np.ndarray, Any]], W: np.ndarray, DTu: np.ndarray,
+                tau: np.ndarray, W_new: np.ndarray, Y: np.ndarray) -> int:
+        """The affine groups' rows of :meth:`__call__` (the compiled passes of ``ops``)."""
+        bad = 0
+        kern = self.kernels
+        for rows, op in ops:
+            if isinstance(op, SampleOperator):
+                bad += kern.sample_node_pass(rows, W, DTu, tau, op.X, op.starts, op.ms, op.K,
+                                             op.koff, op.inv_alpha, op.q, W_new, Y)
+            else:
+                bad += kern.affine_node_pass(rows, W, DTu, tau, op.M, op.b, W_new, Y)
+        return bad
+
+    def apply(self, V: np.ndarray, tau: np.ndarray, k: int, W_prev: np.ndarray) -> np.ndarray:
+        """``PU(V)`` (32) for all nodes, the call of :class:`~gtvmodel.primal_dual.prox.
+        NodeUpdates` (for the step rule's start, :func:`~gtvmodel.primal_dual.steps.
+        initial_scale`): the affine groups by the compiled passes with ``w^k = V`` and ``D^T
+        u^k = 0`` (``v = V`` exactly), the others by their own update."""
+        V = np.ascontiguousarray(V, dtype=float)
+        tau = np.asarray(tau, dtype=float)
+        W_new = np.empty_like(V)
+        # (operators not kept: these steps are not the run's)
+        self._affine(self._operators(tau, keep=False), V, np.zeros_like(V), tau, W_new,
+                     np.empty_like(V))
+        for rows, grp in self.other:
+            W_new[rows] = grp.update(V[rows], tau[rows], k, W_prev[rows])
+        return W_new
+
 
 def edge_order(heads: np.ndarray, tails: np.ndarray, n: int, dim: int) -> np.ndarray | None:
     """The edges ``(heads[e], tails[e])`` by blocks of tails of :data:`TAIL_BLOCK_BYTES`
-    (``TAIL_BLOCK_BYTES // (16 dim)`` nodes), inside a block by head, then tail: the order
+    (``TAIL_BLOCK_BYTES // (16 dim)`` nodes; :data:`LARGE_TAIL_BLOCK_BYTES` where ``16 dim
+    n`` exceeds :data:`LARGE_NODE_BYTES`), inside a block by head, then tail: the order
     :class:`CompiledEdgeUpdates` keeps the flows in with ``reorder``; None where all ``n``
     nodes are one block (the model's order, sorted by head, is then as good)."""
-    block = max(1, TAIL_BLOCK_BYTES // (16 * max(dim, 1)))
+    row = 16 * max(dim, 1)
+    size = TAIL_BLOCK_BYTES if row * n <= LARGE_NODE_BYTES else max(TAIL_BLOCK_BYTES,
+                                                                    LARGE_TAIL_BLOCK_BYTES)
+    block = max(1, size // row)
     if n <= block:
         return None
     return np.lexsort((tails, heads, tails // block))
+
+
+def _constant(a: np.ndarray) -> bool:
+    """Every entry of ``a`` is the same number (so ``a[perm]`` equals ``a``: no copy)."""
+    return bool(a.size == 0 or a.min() == a.max())
 
 
 def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
@@ -297,7 +374,8 @@ def _cuts(size: int, parts: int) -> list[tuple[int, int]]:
 
 
 def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim: int,
-                      kernel: str = "auto", threads: int = 1, DT: sp.csr_matrix | None = None,
+                      kernel: str = "auto", threads: int = 1,
+                      DT: sp.csr_matrix | Callable[[], sp.csr_matrix] | None = None,
                       reorder: bool = False, cache: Any = None
                       ) -> tuple[EdgeUpdates | CompiledEdgeUpdates, str]:
     """The edge update of ``NumpyBackend(kernel=...)`` and the kernel chosen, ``"numba"``
@@ -308,7 +386,9 @@ def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim:
     compiled_dual_row`; else the numpy path); ``"auto"``: the same when numba is installed
     and ``|E| d >=`` :data:`AUTO_NUMBA_ENTRIES`, else the numpy path.  ``reorder``: the
     compiled pass in its own edge order (:class:`CompiledEdgeUpdates`; the caller converts
-    the flows), kept in the model's ``cache``."""
+    the flows), kept in the model's ``cache``.  ``DT``: ``D^T`` as CSR, or a function
+    returning it (called when needed: the compiled pass on pairs needs it only for declined
+    rows, threads or flows not its own)."""
     check_option(kernel, "kernel", KERNELS, where="solve_primal_dual")
     if kernel == "numba" and not _compiled.available():
         raise UnsupportedError("solve_primal_dual: kernel='numba' needs numba: pip install "
@@ -319,4 +399,5 @@ def make_edge_updates(D: sp.csr_matrix, penalty: Penalty, lamA: np.ndarray, dim:
     if row is not None:
         return CompiledEdgeUpdates(D, penalty, lamA, dim, row, threads=threads, DT=DT,
                                    reorder=reorder, cache=cache), "numba"
-    return EdgeUpdates(D, penalty, lamA, dim, threads=threads, DT=DT), "numpy"
+    return EdgeUpdates(D, penalty, lamA, dim, threads=threads,
+                       DT=DT() if callable(DT) else DT), "numpy"

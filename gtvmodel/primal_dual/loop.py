@@ -18,6 +18,7 @@ between :func:`~gtvmodel.primal_dual.algorithm.solve_primal_dual`'s backends
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from .steps import FixedSteps, ResidualBalancing, primal_residual, steps_from_sc
 from .updates import extrapolate, prox_point
 
 __all__ = ["DETECTION_DELAY", "RunArguments", "Options", "check_options", "Iterate", "Run",
-           "NodeUpdateMaps", "initial_point", "progress_bar", "raise_non_finite"]
+           "NodeUpdateMaps", "initial_point", "progress_bar", "raise_non_finite", "incidence_T"]
 
 #: The certificate schedule's bound on detection: a gap below ``tol`` at iteration ``k0`` is
 #: certified by iteration ``max((1 + DETECTION_DELAY) k0, k0 + record_every)`` whatever the
@@ -147,18 +148,24 @@ class Run:
         self.updates: NodeUpdateMaps = updates
         self.t_start = t_start
         self.D = model.incidence
-        self.DT = model.cache.get_or_build("pd_incidence_T", lambda: self.D.T.tocsr())
+        self._DT: Any = None  # D^T as CSR (built on first use: the compiled pass needs none)
         # reorder: the compiled edge pass keeps u^k in its own edge order (perm; the flows
         # handed out, to a callback, a certificate or the result, are in the model's)
         self.edges, self.kernel = make_edge_updates(self.D, model.penalty, model.capacities,
                                                     model.dim, kernel, threads=threads,
-                                                    DT=self.DT, reorder=reorder,
+                                                    DT=functools.partial(incidence_T, model),
+                                                    reorder=reorder,
                                                     cache=model.cache)
         self.perm = getattr(self.edges, "perm", None)
         self.deg = model.degrees
+        # the compiled node updates (kernel "numba", an affine group), made before the steps:
+        # the step rule's start and the set-up then build their operators, not the numpy
+        # path's d x d ones (a subclass with its own iteration keeps its own node updates)
+        self._nodes: CompiledNodeUpdates | None | bool = False
+        nodes = self.compiled_nodes() if type(self).iterate is Run.iterate else None
         if isinstance(rule, ResidualBalancing):
-            self._set_steps(*steps_from_scale(self.deg, model.num_edges,
-                                              rule.start(model, updates)))
+            self._set_steps(*steps_from_scale(self.deg, model.num_edges, rule.start(
+                model, updates if nodes is None else nodes.apply)))
         else:
             self._set_steps(rule.tau, rule.sigma)
         W, U = initial_point(model, warm_start)
@@ -172,10 +179,9 @@ class Run:
         self._spare: np.ndarray | None = None
         self._seen: np.ndarray | None = None  # the flows last handed to a certificate
         # the same for the weights with the compiled node pass (it writes w^{k+1} into w^{k-1}'s
-        # array); the compiled node updates themselves are made on the first iteration
+        # array)
         self._spare_w: np.ndarray | None = None
         self._seen_w: np.ndarray | None = None
-        self._nodes: CompiledNodeUpdates | None | bool = False
         self.rows: list[tuple] = []
         self.cert = None
         self.bar = progress_bar(opts.max_iter) if progress else None
@@ -183,8 +189,21 @@ class Run:
         self.cert_durations: list[float] = []
         self.since_cert = 0.0  # seconds spent iterating since the last certificate
         self.k = 0
-        updates.prepare(self.tau)  # one-off factorizations: set-up, not iteration 1
+        # one-off factorizations: set-up, not iteration 1
+        (updates if nodes is None else nodes).prepare(self.tau)
         self.timings["setup"] = time.perf_counter() - t_start
+
+    @property
+    def DT(self) -> Any:
+        """``D^T`` (CSR, kept in the model's cache, slot ``"pd_incidence_T"``), built on first
+        use (a subclass may replace it by its own array)."""
+        if self._DT is None:
+            self._DT = incidence_T(self.model)
+        return self._DT
+
+    @DT.setter
+    def DT(self, value: Any) -> None:
+        self._DT = value
 
     def _set_steps(self, tau: np.ndarray, sigma: np.ndarray) -> None:
         self.tau, self.sigma = tau, sigma
@@ -368,6 +387,13 @@ class Run:
             history=History.from_rows(self.rows), certificate=self.cert, timings=self.timings,
             c=self.rule.c, paths=self.updates.describe(), kernel=self.kernel,
             labels=Labels(self.model.nodes, self.model.edges))
+
+
+def incidence_T(model: ModelDeclaration) -> Any:
+    """``D^T`` as CSR, kept in the model's cache (slot ``"pd_incidence_T"``; a function of the
+    model alone, so that what holds it refers to no run: no reference cycle keeps a run's
+    arrays alive after it)."""
+    return model.cache.get_or_build("pd_incidence_T", lambda: model.incidence.T.tocsr())
 
 
 def progress_bar(total: int) -> Any:

@@ -37,6 +37,7 @@ from .conjugates import (
 )
 from .datafit import DataFitLoss, _rows_sum_cvx
 from .library import AbsoluteLoss, HingeLoss, LogisticLoss, SquaredLoss
+from .operators import DenseOperator, SampleOperator, eig_inverse, sample_operator
 from .simple import QuadraticLoss, ZeroLoss
 
 _EPS = float(np.finfo(float).eps)
@@ -161,6 +162,37 @@ class QuadraticBatch(LossBatch):
         return ConjugateGroup(self.nodes[sel], True, evaluate)
 
 
+def _stacked(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` (along the first axis), or a read-only view of the array the
+    parts are consecutive pieces of: the losses of ``set_data`` are views of one stack (the
+    first one a copy of its rows, made by its constructor: equal entries suffice), so the
+    samples are not stacked a second time."""
+    if len(parts) < 2:
+        return np.concatenate(parts)
+    last = parts[-1]
+    base = last.base
+    if not (isinstance(base, np.ndarray) and base.flags.c_contiguous
+            and base.dtype == last.dtype):
+        return np.concatenate(parts)
+    size = last.itemsize
+    flat, origin = base.reshape(-1), base.__array_interface__["data"][0]
+    end = last.__array_interface__["data"][0] + last.nbytes
+    addr = end
+    for a in reversed(parts[1:]):  # consecutive views, back to front
+        addr -= a.nbytes
+        if a.base is not base or not a.flags.c_contiguous or a.dtype != last.dtype or \
+                a.__array_interface__["data"][0] != addr:
+            return np.concatenate(parts)
+    first = parts[0]
+    o = (addr - origin) // size - first.size
+    if o < 0 or first.shape[1:] != last.shape[1:] or not np.array_equal(
+            flat[o:o + first.size], first.reshape(-1)):
+        return np.concatenate(parts)
+    view = flat[o:(end - origin) // size].reshape((-1, *last.shape[1:]))
+    view.flags.writeable = False
+    return view
+
+
 class SampleBatch(LossBatch):
     """Losses that are means over their node's ``m_i`` samples, stacked once: samples ``Xs``
     (``(M, p)``, grouped by node: node ``j`` of the batch owns rows ``starts[j]:starts[j] +
@@ -171,8 +203,8 @@ class SampleBatch(LossBatch):
         super().__init__(cls, nodes, losses, n, d)
         self.ms = np.array([ls.m for ls in self.losses], dtype=np.int64)
         self.row_node = np.repeat(self.nodes, self.ms)
-        self.Xs = np.vstack([ls.X for ls in self.losses])
-        self.y = np.concatenate([ls.y for ls in self.losses])
+        self.Xs = _stacked([ls.X for ls in self.losses])
+        self.y = _stacked([ls.y for ls in self.losses])
         self.c = np.repeat(1.0 / self.ms, self.ms)
         self.starts = np.concatenate([[0], np.cumsum(self.ms)[:-1]])
 
@@ -199,12 +231,21 @@ class DataFitBatch(SampleBatch):
     def __init__(self, cls: Any, nodes: np.ndarray, losses: Sequence[Any], n: int, d: int):
         super().__init__(cls, nodes, losses, n, d)
         self.local = np.repeat(np.arange(self.ms.size), self.ms)
-        M = self.Xs.shape[0]
-        rows = np.repeat(np.arange(M), d)
-        cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
-        self.X_blk = sp.csr_matrix((self.Xs.ravel(), (rows, cols)), shape=(M, n * d))
         params = [ls._row_param() for ls in self.losses]
         self.p: Any = None if params[0] is None else np.concatenate(params)
+
+    @property
+    def X_blk(self) -> sp.csr_matrix:
+        """The samples as the sparse block matrix ``(M, n d)`` acting on the flat parameter
+        vector (built on first use and shared, :meth:`shared`: Algorithm 1's compiled node
+        pass reads the stacked ``Xs`` and never needs it)."""
+        return self.shared("X_blk", self._block_matrix)
+
+    def _block_matrix(self) -> sp.csr_matrix:
+        M, d = self.Xs.shape
+        indptr = np.arange(0, M * d + 1, d, dtype=np.int64)
+        cols = (self.row_node[:, None] * d + np.arange(d)[None, :]).ravel()
+        return sp.csr_matrix((self.Xs.ravel(), cols, indptr), shape=(M, self.n * d))
 
     # --- computed once
     def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
@@ -507,8 +548,12 @@ class SquaredBatch(DataFitBatch):
 
     def _squared_data(self) -> dict[str, np.ndarray]:
         e, B = np.linalg.eigh(self.gram() / self.ms[:, None, None])
-        q = np.add.reduceat(self.Xs * (self.c * self.y)[:, None], self.starts, axis=0)
-        return {"e": e, "B": B, "q": q}
+        return {"e": e, "B": B, "q": self.linear_terms()}
+
+    def linear_terms(self) -> np.ndarray:
+        """``q_i = X_i^T y_i / m_i`` per node, ``(k, d)`` (cached, :meth:`shared`)."""
+        return self.shared("q", lambda: np.add.reduceat(self.Xs * (self.c * self.y)[:, None],
+                                                        self.starts, axis=0))
 
     def _gram_factors(self) -> tuple[np.ndarray, np.ndarray]:
         """The cached eigen-decompositions ``(e_i, B_i)`` of ``Q_i`` (:meth:`squared_data`)."""
@@ -522,11 +567,50 @@ class SquaredBatch(DataFitBatch):
         M, b = self._squared_operator(tau)
         return _xp.namespace(V).einsum("kij,kj->ki", M, V + b)
 
-    def affine_prox(self, tau: Any) -> tuple[Any, Any]:
-        """``(M, b)`` with :meth:`prox` ``= M_i (v_i + b_i)`` per node for the steps ``tau``
-        (69): the operator of :meth:`_squared_operator` (cached per ``tau``), for a compiled
-        node update (:class:`gtvmodel.primal_dual.compiled.CompiledNodeUpdates`)."""
-        return self._squared_operator(tau)
+    def affine_operators(self, tau: np.ndarray, keep: bool = True
+                         ) -> list[DenseOperator | SampleOperator]:
+        """:meth:`prox` ``= M_i (v_i + b_i)`` (69) per node for the steps ``tau`` (numpy,
+        ``(k,)``), ``b_i = 2 tau_i q_i``, in its cheapest exact form, for the compiled node
+        update (:class:`gtvmodel.primal_dual.compiled.CompiledNodeUpdates`): the nodes with
+        ``m_i < d`` by Woodbury's identity from their samples (:class:`SampleOperator`: ``M_i
+        = (I - X_i^T K_i X_i) / alpha_i``, ``K_i`` ``m_i x m_i``; no ``d x d`` operator, no
+        eigen-decomposition), the others by the ``d x d`` operator of :meth:`_squared_operator`
+        (:class:`DenseOperator`).  With ``keep``, kept for the last ``tau`` in :meth:`shared`,
+        so a later run with the same steps (a lambda path, a warm restart) builds nothing."""
+        tau = np.asarray(tau, dtype=float)
+        cached = self._shared.get("affine_operators")
+        if cached is not None and np.array_equal(cached[0], tau):
+            return cached[1]
+        if keep:
+            self._shared.pop("affine_operators", None)  # (its memory, before the new one)
+        low = self.ms < self.d
+        ops: list[DenseOperator | SampleOperator] = []
+        if low.any():
+            local = np.flatnonzero(low)
+            q = self.linear_terms()
+            ops.append(sample_operator(self.Xs, self.starts[local], self.ms[local], local,
+                                       tau[local], self.l2[local],
+                                       q if local.size == q.shape[0] else q[local]))
+        if not low.all():
+            dense = np.flatnonzero(~low)
+            if dense.size == self.ms.size:
+                M = self._squared_operator(tau)[0]
+            else:  # the factors of these nodes only (all of them if already at hand)
+                data = self._shared.get("squared")
+                if data is None:
+                    md = self.ms[dense]
+                    first = np.concatenate([[0], np.cumsum(md)[:-1]])
+                    X = self.Xs[np.repeat(self.starts[dense] - first, md) + np.arange(md.sum())]
+                    G = grouped_gram(X, np.ones(X.shape[0]), first)
+                    e, B = np.linalg.eigh(G / self.ms[dense, None, None])
+                else:
+                    e, B = data["e"][dense], data["B"][dense]
+                M = eig_inverse(e, B, tau[dense], self.l2[dense])
+            ops.append(DenseOperator(dense, M, 2.0 * tau[dense, None]
+                                     * self.linear_terms()[dense]))
+        if keep:
+            self._shared["affine_operators"] = (tau.copy(), ops)
+        return ops
 
     def diagonal_quadratic(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Where ``Q_i = X_i^T X_i / m_i`` is diagonal (off-diagonal entries exactly 0):
@@ -553,8 +637,7 @@ class SquaredBatch(DataFitBatch):
             return cached[1], cached[2]
         data = self.squared_data()
         e, B = self._on("e", data["e"], tau), self._on("B", data["B"], tau)
-        den = 1.0 + 2.0 * tau[:, None] * (self._on("l2", self.l2, tau)[:, None] + e)
-        M = xp.matmul(B / den[:, None, :], xp.permute_dims(B, (0, 2, 1)))
+        M = eig_inverse(e, B, tau, self._on("l2", self.l2, tau))
         b = 2.0 * tau[:, None] * self._on("q", data["q"], tau)
         self.__dict__[key] = (_xp.copy(tau), M, b)
         return M, b
