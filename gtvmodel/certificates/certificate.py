@@ -587,12 +587,13 @@ def subgradient_flows(model: ModelDeclaration, weights: Any, flows: Any) -> np.n
         G = pen.rows_gradient(V)
     except UnsupportedError:  # NormP(p) for p other than 1, 2, inf
         return None
-    if model.dim == 1 or pen.p == 1.0:  # the box ball: coordinate by coordinate
+    p = getattr(pen, "p", None)
+    if model.dim == 1 or p == 1.0:  # the box ball: coordinate by coordinate
         move = np.abs(V) > tau
     else:
         r = pen.rows_value(V)
         move = r > tau
-        if pen.p == np.inf and model.dim > 1:  # a tie has no gradient: keep those rows
+        if p == np.inf:  # a tie has no gradient: keep those rows
             A = np.sort(np.abs(V), axis=1)
             move &= A[:, -1] - A[:, -2] > tau
         move = np.repeat(move[:, None], model.dim, axis=1)

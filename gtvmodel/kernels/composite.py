@@ -382,7 +382,8 @@ def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
         Zb, okb, (sb, ab, nub) = composite_active_set_prox(
             **sub, mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad], coord=run.c["coord"],
             start=(run.state[bad], run.a_prev[bad], run.nu[bad]),
-            radius=run.radius[bad] if run.any_ball else None, max_iter=max_iter, rtol=rtol,
+            radius=run.radius[bad] if run.radius is not None and run.any_ball else None,
+            max_iter=max_iter, rtol=rtol,
             compiled=False)
         run.Z[bad], run.state[bad], run.a_prev[bad], run.nu[bad], ok[bad] = Zb, sb, ab, nub, okb
         if run.cache is not None:  # (their pseudo-inverses are not the loop's now)

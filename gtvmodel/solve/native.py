@@ -107,10 +107,10 @@ def native_data(model: ModelDeclaration) -> _Data:
     hess = np.zeros((n, d, d))
     grad = np.zeros((n, d))
     rows_of = [b.squared_rows() for b in st.batches]
-    for b, r in zip(st.batches, rows_of, strict=True):
+    for batch, r in zip(st.batches, rows_of, strict=True):
         if r is None:
-            hess[b.nodes] += cast(np.ndarray, b.hessians(zero))  # constant: quadratics
-            grad += b.gradients(zero)
+            hess[batch.nodes] += cast(np.ndarray, batch.hessians(zero))  # constant: quadratics
+            grad += batch.gradients(zero)
     hess[:, np.arange(d), np.arange(d)] += 2.0 * st.l2[:, None]
     node, F, t = _residual_rows([r for r in rows_of if r is not None], n, d)
     form = native_form(model)
