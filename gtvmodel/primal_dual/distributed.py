@@ -532,8 +532,9 @@ def solve_distributed(model: ModelDeclaration, max_iter: int = 10_000, tol: floa
     checkpoint_every : int
         Keep a :class:`Checkpoint` every this many iterations (a gather of ``(w, u)``).
     recover_timeout : float
-        Seconds to wait for a worker after one was lost before raising
-        :class:`~gtvmodel.errors.WorkerLostError` with the last checkpoint.
+        Seconds to wait for a worker after one was lost (or, at the start, for a first one:
+        a cluster still scaling up) before raising :class:`~gtvmodel.errors.WorkerLostError`
+        with the last checkpoint.
     certificates : {"sharded", "gathered"}
         ``"sharded"``: each certificate summed from the shards' partial sums, ``O(shards)``
         bytes, gathering the iterate only where the repair needs a global step

@@ -471,6 +471,12 @@ class ShardPool:
         """Create one actor per shard, round-robin over the workers (sorted addresses): each
         receives its :class:`ShardSpec` once."""
         workers = sorted(self.client.scheduler_info()["workers"])
+        if not workers:  # a cluster still starting, or replacing a worker: wait for one
+            try:
+                self.client.wait_for_workers(1, timeout=self.recover_timeout)
+            except Exception as exc:  # none within recover_timeout
+                raise LostWorker("no Dask worker is available") from exc
+            workers = sorted(self.client.scheduler_info()["workers"])
         if not workers:  # (a recovery waits for one again: the last may have just left)
             raise LostWorker("no Dask worker is available")
         self.specs = specs
