@@ -559,6 +559,7 @@ def _certify_given(model: ModelDeclaration, weights: Any, flows: Any, fallback: 
             break
     return cert
 
+
 def subgradient_flows(model: ModelDeclaration, weights: Any, flows: Any) -> np.ndarray | None:
     """The given flows with every edge that is clearly not fused moved onto the face of its
     dual ball that the edge condition of (16) selects, ``u_e = lambda A_e grad phi(v_e)``
@@ -571,9 +572,9 @@ def subgradient_flows(model: ModelDeclaration, weights: Any, flows: Any) -> np.n
     differences).  At an optimum the edge condition fixes these flows exactly, while a
     solver's flows meet it only to the solver's feasibility tolerance, which the
     complementarity term ``lambda A_e phi(v_e) - u_e^T v_e`` multiplies by ``||v_e||``: a
-    symbolic node at ``w_0 ~ 2e3`` beside edges of capacity ``~1e-8`` lost 1.3e-4 of its gap
-    to flows 1e-8 below their capacity.  Any flows are certified soundly; these are one more
-    candidate (:func:`certify`'s escalation keeps the smaller gap)."""
+    symbolic node at ``w_0 ~ 2e3`` beside edges of capacities 1.3e-8 ... 3.8e-7 lost 1.3e-4 of
+    its gap to flows up to 6e-8 below their capacities.  Any flows are certified soundly;
+    these are one more candidate (:func:`certify`'s escalation keeps the smaller gap)."""
     pen = model.penalty
     if not pen.is_norm or model.num_edges == 0:
         return None
