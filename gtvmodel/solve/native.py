@@ -93,9 +93,11 @@ SPARSE_MAX_DEGREE = 4.5
 #: 3 interleaved runs each, load 4.3-5.7 on 2 cores; ratio = the median of the per-run ratios
 #: of Clarabel's time): ``Norm2`` grids 50 x 50 0.80x, 70 x 70 0.83x, 100 x 100 0.82x and
 #: 0.84x (two data seeds), ``Norm1`` 70 x 70 0.90x, a 5,000-node path 0.75x and random tree
-#: 0.95x (``Norm2``), each with the same iterations and certified relative gaps within 1.5x
-#: (e.g. 2.9e-11 against 2.5e-11 on the grid).  Not on denser graphs: on the 300-node SBMs
-#: (mean degree about 10) the same 8 iterations and gaps and no time measurably saved.  On 24
+#: 0.95x (``Norm2``), connected Watts-Strogatz graphs (mean degree 4) 0.75x (5,000 nodes,
+#: ``Norm2``) and 0.91x (3,000 nodes, ``Norm1``, 5 runs), each with the same iterations and
+#: certified relative gaps within 1.5x (e.g. 2.9e-11 against 2.5e-11 on the grid).  Not on
+#: denser graphs: on the 300-node SBMs (mean degree about 10) the same 8 iterations and gaps
+#: and no time measurably saved.  On 24
 #: badly scaled small-world models (mean degree 4; rows scaled by 1e-3..1e3, edge weights by
 #: 1e-6..1e6 or 1e-2..1e2) Clarabel's answer missed 1e-10 at the default setting on all 24 and
 #: at this one on 23 (6 stopped "AlmostSolved", against 1): the route's full run answers those.
