@@ -95,9 +95,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
        ``Norm2`` or ``Norm1``, no node constraints: :mod:`gtvmodel.solve.native`), the
        aimed run hands Clarabel its arrays directly, without CVXPY
-       (``info["formulation"] == "direct"``; on graphs of mean degree at most 4.5 with a
-       looser iterative refinement, :data:`gtvmodel.solve.native.SPARSE_REFINEMENT`); it is
-       certified like any other run.
+       (``info["formulation"] == "direct"``; with a looser iterative refinement,
+       :data:`gtvmodel.solve.native.DIRECT_REFINEMENT`); it is certified like any other run.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
     (1e-13 first: the reference solve of earlier versions), ``method="first_order"``

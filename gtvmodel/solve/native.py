@@ -53,8 +53,8 @@ import scipy.sparse as sp
 from ..declaration import ModelDeclaration
 from ..terms.penalties import Norm1, Norm2
 
-__all__ = ["native_reason", "native_form", "native_options", "NativeAnswer", "solve_native",
-           "native_data", "SPARSE_MAX_DEGREE", "SPARSE_REFINEMENT"]
+__all__ = ["native_reason", "native_form", "NativeAnswer", "solve_native", "native_data",
+           "DIRECT_REFINEMENT"]
 
 
 def native_reason(model: ModelDeclaration) -> str | None:
@@ -81,36 +81,25 @@ def native_form(model: ModelDeclaration) -> str:
     return "soc" if type(model.penalty) is Norm2 else "box"
 
 
-#: The mean degree ``2 |E| / n`` up to which :func:`native_options` loosens Clarabel's
-#: iterative refinement (:data:`SPARSE_REFINEMENT`): grids, paths, trees.
-SPARSE_MAX_DEGREE = 4.5
-
-#: Clarabel's iterative refinement of each KKT solve in the direct run on sparse graphs
-#: (its defaults: ``reltol`` 1e-13, ``abstol`` 1e-12).  There the factorization has little
-#: fill and the refinement's extra triangular solves are a large share of an iteration (on the
-#: 100 x 100 grid of ``benchmarks/bench_exact_routes.py``, qdldl: 0.58 s of the 2.20 s
-#: iterations, the factorizations 1.35 s, load 1.4).  Measured (Clarabel alone, gap 1e-10,
-#: 3 interleaved runs each, load 4.3-5.7 on 2 cores; ratio = the median of the per-run ratios
-#: of Clarabel's time): ``Norm2`` grids 50 x 50 0.80x, 70 x 70 0.83x, 100 x 100 0.82x and
+#: Clarabel's iterative refinement of each KKT solve in the direct run (its defaults:
+#: ``reltol`` 1e-13, ``abstol`` 1e-12).  The refinement's extra triangular solves are a large
+#: share of an iteration where the factorization has little fill (on the 100 x 100 grid of
+#: ``benchmarks/bench_exact_routes.py``, qdldl: 0.58 s of the 2.20 s iterations, the
+#: factorizations 1.35 s, load 1.4).  Measured (Clarabel alone, gap 1e-10, interleaved runs,
+#: load 4.3-5.7 on 2 cores; ratio = the median of the per-run ratios of Clarabel's time, 3
+#: runs each unless said): ``Norm2`` grids 50 x 50 0.80x, 70 x 70 0.83x, 100 x 100 0.82x and
 #: 0.84x (two data seeds), ``Norm1`` 70 x 70 0.90x, a 5,000-node path 0.75x and random tree
 #: 0.95x (``Norm2``), connected Watts-Strogatz graphs (mean degree 4) 0.75x (5,000 nodes,
-#: ``Norm2``) and 0.91x (3,000 nodes, ``Norm1``, 5 runs), each with the same iterations and
-#: certified relative gaps within 1.5x (e.g. 2.9e-11 against 2.5e-11 on the grid).  Not on
-#: denser graphs: on the 300-node SBMs (mean degree about 10) the same 8 iterations and gaps
-#: and no time measurably saved.  On 24
-#: badly scaled small-world models (mean degree 4; rows scaled by 1e-3..1e3, edge weights by
-#: 1e-6..1e6 or 1e-2..1e2) Clarabel's answer missed 1e-10 at the default setting on all 24 and
-#: at this one on 23 (6 stopped "AlmostSolved", against 1): the route's full run answers those.
-SPARSE_REFINEMENT: dict[str, Any] = {"iterative_refinement_reltol": 1e-8,
+#: ``Norm2``) and 0.91x (3,000 nodes, ``Norm1``, 5 runs), the 2-block SBMs (mean degree about
+#: 10, 11 runs) at 300 nodes 0.90x and 0.90x (``Norm1``, two seeds), 0.96x (``Norm2``), at
+#: 600 nodes 0.92x (``Norm1``): each with the same iterations and certified relative gaps
+#: within 1.5x (e.g. 2.9e-11 against 2.5e-11 on the grid; equal to two digits on the SBMs).
+#: On 24 badly scaled small-world models (mean degree 4; rows scaled by 1e-3..1e3, edge
+#: weights by 1e-6..1e6 or 1e-2..1e2) Clarabel's answer missed 1e-10 at the default setting
+#: on all 24 and at this one on 23 (6 stopped "AlmostSolved", against 1): the route's full
+#: run, with Clarabel's defaults, answers those.
+DIRECT_REFINEMENT: dict[str, Any] = {"iterative_refinement_reltol": 1e-8,
                                      "iterative_refinement_abstol": 1e-10}
-
-
-def native_options(model: ModelDeclaration) -> dict[str, Any]:
-    """Clarabel settings the direct run adds by the model's structure:
-    :data:`SPARSE_REFINEMENT` where the mean degree ``2 |E| / n`` is at most
-    :data:`SPARSE_MAX_DEGREE`, none otherwise."""
-    degree = 2.0 * model.num_edges / max(model.num_nodes, 1)
-    return dict(SPARSE_REFINEMENT) if degree <= SPARSE_MAX_DEGREE else {}
 
 
 @dataclass
