@@ -34,7 +34,7 @@ from ..duality.compile import (
 from ..errors import AccuracyWarning, DataError, GTVError, InfeasibleError, SolverError
 from ..solution import Solution
 from .first_order import problem_size, route_solution
-from .native import native_form, native_reason, solve_native
+from .native import DIRECT_REFINEMENT, native_form, native_reason, solve_native
 from .polish import polish as polish_fn
 from .request import RouteRequest
 
@@ -219,12 +219,13 @@ class _Lazy:
 
 def _native_pass(model: ModelDeclaration, name: str, request: RouteRequest, run: _Pass,
                  state: _Progress) -> bool:
-    """The aimed run by Clarabel on the arrays of :mod:`gtvmodel.solve.native` (no CVXPY),
-    certified and polished like an aimed run through CVXPY (:func:`_aimed_pass`); False (the
-    full run through CVXPY goes on) when Clarabel does not report it solved or its
-    certificate misses the accuracy."""
+    """The aimed run by Clarabel on the arrays of :mod:`gtvmodel.solve.native` (no CVXPY; with
+    a looser iterative refinement, :data:`~gtvmodel.solve.native.DIRECT_REFINEMENT`),
+    certified and polished like an aimed run through CVXPY
+    (:func:`_aimed_pass`); False (the full run through CVXPY goes on) when Clarabel does not
+    report it solved or its certificate misses the accuracy."""
     assert run.start is not None
-    options = _aimed_options(name, run.start)
+    options = {**_aimed_options(name, run.start), **DIRECT_REFINEMENT}
     method = CLARABEL_METHOD.get(native_form(model))
     if method is not None:
         options["direct_solve_method"] = method

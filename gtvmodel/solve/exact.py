@@ -95,7 +95,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
        ``Norm2`` or ``Norm1``, no node constraints: :mod:`gtvmodel.solve.native`), the
        aimed run hands Clarabel its arrays directly, without CVXPY
-       (``info["formulation"] == "direct"``); it is certified like any other run.
+       (``info["formulation"] == "direct"``; with a looser iterative refinement,
+       :data:`gtvmodel.solve.native.DIRECT_REFINEMENT`); it is certified like any other run.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
     (1e-13 first: the reference solve of earlier versions), ``method="first_order"``
@@ -464,7 +465,9 @@ def scs_accepts(model: ModelDeclaration, request: RouteRequest) -> str | None:
     with SCS's indirect linear solver, :data:`SCS_INDIRECT_SIZE`); earlier rounds: 0.65x
     and 0.79x at 1,000 nodes, 0.53x and 0.49x at 2,000, 0.26x and 0.41x at 5,000 (load
     6-11); 0.89x and 0.95x at 1,000 nodes, 0.92x and 0.64x at 2,000, against
-    ``method="interior"``'s 2.2x-6.6x of the SCS route's time (load 3.6-4.5).
+    ``method="interior"``'s 2.2x-6.6x of the SCS route's time (load 3.6-4.5); the latest
+    (load 4.4-5.6): 0.64x and 0.78x at 1,000 nodes (5 repeats), 0.92x (3 repeats; 1.01x in
+    one run) and 0.40x-0.41x at 2,000, 0.22x and 0.57x at 5,000 (one run each).
     SCS's setup factorizes once and its iterations are cheap, where Clarabel factorizes at
     each of its 8-10 iterations; the polish turns SCS's 1e-5 answer into one certified to
     ~5e-13."""

@@ -53,7 +53,8 @@ import scipy.sparse as sp
 from ..declaration import ModelDeclaration
 from ..terms.penalties import Norm1, Norm2
 
-__all__ = ["native_reason", "native_form", "NativeAnswer", "solve_native", "native_data"]
+__all__ = ["native_reason", "native_form", "NativeAnswer", "solve_native", "native_data",
+           "DIRECT_REFINEMENT"]
 
 
 def native_reason(model: ModelDeclaration) -> str | None:
@@ -78,6 +79,32 @@ def native_form(model: ModelDeclaration) -> str:
     """``"soc"`` (``Norm2``) or ``"box"`` (``Norm1``): the edge rows of :func:`native_data`,
     named as the CVXPY forms of :func:`gtvmodel.duality.compile.edge_form`."""
     return "soc" if type(model.penalty) is Norm2 else "box"
+
+
+#: Clarabel's iterative refinement of each KKT solve in the direct run (its defaults:
+#: ``reltol`` 1e-13, ``abstol`` 1e-12).  The refinement's extra triangular solves are a large
+#: share of an iteration where the factorization has little fill (on the 100 x 100 grid of
+#: ``benchmarks/bench_exact_routes.py``, qdldl: 0.58 s of the 2.20 s iterations, the
+#: factorizations 1.35 s, load 1.4; with faer, Clarabel's choice for the ``Norm2`` arrays, in
+#: two interleaved pairs at load 4.4 the KKT solves took 0.92 -> 0.43 s and 1.11 -> 0.70 s with
+#: this setting, the whole Clarabel run 4.04 -> 2.88 s and 4.53 -> 4.13 s, the same 24
+#: iterations).  Measured (Clarabel alone, gap 1e-10, interleaved runs, load 4.3-5.7 on 2
+#: cores; ratio = the median of the per-run ratios of Clarabel's time, 3 runs each unless
+#: said): with qdldl, ``Norm2`` grids 50 x 50 0.80x, 70 x 70 0.83x, 100 x 100 0.82x and 0.84x
+#: (two data seeds), ``Norm1`` 70 x 70 0.90x; with the route's linear solvers (faer for
+#: ``Norm2``, qdldl for ``Norm1``, :data:`~gtvmodel.solve.conic_route.CLARABEL_METHOD`) a
+#: 5,000-node path 0.75x and random tree 0.95x (``Norm2``), connected Watts-Strogatz graphs
+#: (mean degree 4) 0.75x (5,000 nodes, ``Norm2``) and 0.91x (3,000 nodes, ``Norm1``, 5 runs),
+#: the 2-block SBMs (mean degree about 10, 11 runs) at 300 nodes 0.90x and 0.90x (``Norm1``,
+#: two seeds) and 0.96x (``Norm2``), at 600 nodes 0.92x (``Norm1``): each with the same
+#: iterations and certified relative gaps
+#: within 1.5x (e.g. 2.9e-11 against 2.5e-11 on the grid; equal to two digits on the SBMs).
+#: On 24 badly scaled small-world models (mean degree 4; rows scaled by 1e-3..1e3, edge
+#: weights by 1e-6..1e6 or 1e-2..1e2) Clarabel's answer missed 1e-10 at the default setting
+#: on all 24 and at this one on 23 (6 stopped "AlmostSolved", against 1): the route's full
+#: run, with Clarabel's defaults, answers those.
+DIRECT_REFINEMENT: dict[str, Any] = {"iterative_refinement_reltol": 1e-8,
+                                     "iterative_refinement_abstol": 1e-10}
 
 
 @dataclass
