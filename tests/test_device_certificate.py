@@ -18,7 +18,7 @@ import cvxpy as cp
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
@@ -219,8 +219,9 @@ def _assert_close(dev: gm.Certificate, host: gm.Certificate) -> None:
     assert dev.primal_value == pytest.approx(host.primal_value, rel=1e-13, abs=1e-13)
     # the tolerance's residual charges move with the solvers' last digits: a residual near
     # its rounding bound is charged at the local scale on one side and at the certified radius
-    # on the other (measured: 5.5e-11 against 9.2e-11); both are inside the gaps compared above
-    assert dev.tolerance == pytest.approx(host.tolerance, rel=0.5, abs=1e-12 * scale)
+    # on the other (measured: 5.5e-11 against 9.2e-11, 5.2e-12 against 2.2e-11); both are
+    # parts of the gaps compared above, so they agree to the gaps' allowance, not relatively
+    assert dev.tolerance == pytest.approx(host.tolerance, rel=0, abs=1e-11 * scale)
     assert dev.repairs == host.repairs
     assert dev.flow_scale == pytest.approx(host.flow_scale, rel=1e-12)
     assert (dev.status, dev.feasible, dev.dual_feasible) == (host.status, True, True)
@@ -304,6 +305,10 @@ def _optimum(model: gm.GTVModel, data: dict, lam: float, penalty: str) -> float:
 @given(scale=st.sampled_from([1e-4, 1.0, 1e4]), lam_exp=st.integers(-3, 1),
        cond=st.sampled_from([1.0, 100.0]), penalty=st.sampled_from(["norm2", "norm1"]),
        deficient=st.booleans(), seed=st.integers(0, 2**16))
+# found by local runs: rounding charges 5.2e-12 against 2.2e-11 (and 1.2e-11 / 8.2e-11, 1.2e-3
+# / 8.2e-3 at scale 1e4), gaps within 2e-12 relative (_assert_close)
+@example(scale=1.0, lam_exp=0, cond=100.0, penalty="norm2", deficient=True, seed=238)
+@example(scale=1e4, lam_exp=-2, cond=100.0, penalty="norm2", deficient=True, seed=238)
 def test_converged_device_runs_are_sound_at_any_scale(scale, lam_exp, cond, penalty, deficient,
                                                       seed):
     """Data scaled by 1e-4 ... 1e4, lambda from 1e-3 to 10, badly scaled features (Gram
