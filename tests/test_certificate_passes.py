@@ -235,3 +235,15 @@ def test_compiled_capacity_passes_match_the_numpy_projection():
     assert notes == ref_notes and repair.PROJECT_NOTE in notes
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     assert theta == pytest.approx(ref_theta, rel=1e-12)
+
+
+@needs_numba
+def test_abs_max_pass_equals_numpy():
+    from gtvmodel.certificates import repair
+
+    rng = np.random.default_rng(5)
+    A = _rows_across_the_range(rng)
+    fin = A[np.isfinite(A).all(axis=1)]
+    for X in (fin, -fin, np.zeros((3, 2)), rng.standard_normal((50, 4))):
+        assert repair._abs_max(X) == float(np.abs(X).max())
+    assert np.isnan(repair._abs_max(A)) and repair._abs_max(np.zeros((0, 3))) == 0.0
