@@ -247,3 +247,24 @@ def test_abs_max_pass_equals_numpy():
     for X in (fin, -fin, np.zeros((3, 2)), rng.standard_normal((50, 4))):
         assert repair._abs_max(X) == float(np.abs(X).max())
     assert np.isnan(repair._abs_max(A)) and repair._abs_max(np.zeros((0, 3))) == 0.0
+
+
+def test_capacity_test_without_the_abs_copy_and_scaling_in_place():
+    """``within`` for ``q = 2`` takes the one-pass norms of the signed rows (the same norms
+    as of ``|V|``), and ``scale_flows(..., inplace=True)`` gives the rows of the copying
+    form bit for bit, in the array it was given."""
+    from gtvmodel.certificates import repair
+
+    rng = np.random.default_rng(8)
+    A = _rows_across_the_range(rng)
+    caps = np.abs(rng.standard_normal(A.shape[0])) * 10.0 ** rng.uniform(-300, 300, A.shape[0])
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        ref = _norms._norm_rows_abs(np.abs(A), 2.0) <= caps * (1.0 + _norms.CAPACITY_SLACK)
+        assert np.array_equal(_norms.within(A, caps, 2.0), ref)
+    edges = np.array([(i, (i + 1) % 12) for i in range(12)])
+    model = gm.GTVModel.from_edges(12, edges, dim=3, penalty=gm.Norm2(), lam=0.2)
+    U = rng.standard_normal((12, 3))
+    want = repair.scale_flows(model, U, 0.05)
+    V = U.copy()
+    got = repair.scale_flows(model, V, 0.05, inplace=True)
+    assert got is V and np.array_equal(got, want)

@@ -433,13 +433,17 @@ def capacity_ratio(model: ModelDeclaration, U: Any, rows: slice = slice(None)) -
     return float(xp.min(xp.where(over, cap / xp.where(over, dn, 1.0), 1.0)))
 
 
-def scale_flows(model: ModelDeclaration, U: Any, theta: float, rows: slice = slice(None)
-                ) -> Any:
+def scale_flows(model: ModelDeclaration, U: Any, theta: float, rows: slice = slice(None),
+                inplace: bool = False) -> Any:
     """Step 3 with a given factor ``theta < 1`` (safety margin included): ``theta U``, then
     the rows that rounding leaves an ulp above capacity clipped exactly (row by row, so
-    shards, or blocks ``rows`` of device flows, can apply it to their rows)."""
+    shards, or blocks ``rows`` of device flows, can apply it to their rows).  With
+    ``inplace`` (flows the caller owns) ``U`` itself is scaled (the same products)."""
     cap = capacities(model)
-    U = theta * U
+    if inplace:
+        U *= theta
+    else:
+        U = theta * U
     if cap is None:
         return U
     cap = _xp.like(cap[rows], U)
@@ -460,7 +464,7 @@ def _rescale(model: ModelDeclaration, U: np.ndarray, repairs: list[str]
     theta = capacity_ratio(model, U)
     if theta < 1.0:
         theta *= 1.0 - 4.0 * EPS
-        U = scale_flows(model, U, theta)
+        U = scale_flows(model, U, theta, inplace=True)  # repair's own copy
         repairs.extend(rescale_note(theta))
     return U, theta
 
