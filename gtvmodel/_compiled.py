@@ -38,7 +38,7 @@ __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow"
            "sample_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels", "dot_pass",
            "cg_update_pass", "cg_direction_pass", "subtract_rows_pass", "ball_excess_pass",
-           "ball_project_pass", "abs_max_pass"]
+           "ball_project_pass"]
 
 
 def available() -> bool:
@@ -694,20 +694,6 @@ def ball_excess_pass(U: np.ndarray, r: np.ndarray) -> float:
     return best
 
 
-def abs_max_pass(U: np.ndarray) -> float:
-    """``max |U|`` of a C-contiguous array read as flat (0 for an empty one; NaN if any entry
-    is NaN) in one pass, without the two reductions (``max``, ``min``) of numpy."""
-    flat = U.reshape(-1)
-    best = 0.0
-    for i in range(flat.shape[0]):
-        a = abs(flat[i])
-        if not a <= best:
-            if a != a:
-                return a
-            best = a
-    return best
-
-
 def ball_project_pass(U: np.ndarray, sigma: np.ndarray, params: Any, flagged: np.ndarray
                       ) -> int:
     """The row kernel of ``params`` (:data:`ROW_KERNELS`; :class:`L2BallRow`: the projection
@@ -722,8 +708,7 @@ def ball_project_pass(U: np.ndarray, sigma: np.ndarray, params: Any, flagged: np
 class SubspaceKernels(NamedTuple):
     """The compiled :func:`potentials_pass`, :func:`rows_pass`, :func:`dot_pass`,
     :func:`cg_update_pass`, :func:`cg_direction_pass`, :func:`subtract_rows_pass`,
-    :func:`ball_excess_pass`, :func:`ball_project_pass` and :func:`abs_max_pass`
-    (:func:`subspace_kernels`)."""
+    :func:`ball_excess_pass` and :func:`ball_project_pass` (:func:`subspace_kernels`)."""
 
     potentials_pass: Compiled
     rows_pass: Compiled
@@ -733,7 +718,6 @@ class SubspaceKernels(NamedTuple):
     subtract_rows_pass: Compiled
     ball_excess_pass: Compiled
     ball_project_pass: Compiled
-    abs_max_pass: Compiled
 
 
 @functools.cache
@@ -744,4 +728,4 @@ def subspace_kernels() -> SubspaceKernels:
     kernels()  # registers the row kernels that ball_project_pass calls
     return SubspaceKernels(*(Compiled(numba, f) for f in (
         potentials_pass, rows_pass, dot_pass, cg_update_pass, cg_direction_pass,
-        subtract_rows_pass, ball_excess_pass, ball_project_pass, abs_max_pass)))
+        subtract_rows_pass, ball_excess_pass, ball_project_pass)))

@@ -237,18 +237,6 @@ def test_compiled_capacity_passes_match_the_numpy_projection():
     assert theta == pytest.approx(ref_theta, rel=1e-12)
 
 
-@needs_numba
-def test_abs_max_pass_equals_numpy():
-    from gtvmodel.certificates import repair
-
-    rng = np.random.default_rng(5)
-    A = _rows_across_the_range(rng)
-    fin = A[np.isfinite(A).all(axis=1)]
-    for X in (fin, -fin, np.zeros((3, 2)), rng.standard_normal((50, 4))):
-        assert repair._abs_max(X) == float(np.abs(X).max())
-    assert np.isnan(repair._abs_max(A)) and repair._abs_max(np.zeros((0, 3))) == 0.0
-
-
 def test_capacity_test_without_the_abs_copy_and_scaling_in_place():
     """``within`` for ``q = 2`` takes the one-pass norms of the signed rows (the same norms
     as of ``|V|``), and ``scale_flows(..., inplace=True)`` gives the rows of the copying

@@ -406,12 +406,7 @@ def _compiled_ball(model: ModelDeclaration, U: np.ndarray) -> tuple[Any, Any, np
 
 
 def _abs_max(U: np.ndarray) -> float:
-    """``max |U|`` (0 for an empty array; NaN propagates) without the ``|U|`` copy: one
-    compiled pass (:func:`gtvmodel._compiled.abs_max_pass`) for C-contiguous float64 arrays
-    where numba is available, else numpy's ``max`` and ``min``."""
-    if (U.size and U.dtype == np.float64 and U.flags.c_contiguous
-            and _compiled.available()):
-        return float(_compiled.subspace_kernels().abs_max_pass(U))
+    """``max |U|`` (0 for an empty array; NaN propagates) without the ``|U|`` copy."""
     return max(float(U.max(initial=0.0)), -float(U.min(initial=0.0)))
 
 
