@@ -37,7 +37,8 @@ __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow"
            "affine_node_pass", "gather_rows", "l2_pair_pass", "unpermute_rows",
            "sample_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels", "dot_pass",
-           "cg_update_pass", "cg_direction_pass", "subtract_rows_pass"]
+           "cg_update_pass", "cg_direction_pass", "subtract_rows_pass", "ball_excess_pass",
+           "ball_project_pass"]
 
 
 def available() -> bool:
@@ -674,10 +675,40 @@ def subtract_rows_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray
             U[e, j] -= acc[j]
 
 
+def ball_excess_pass(U: np.ndarray, r: np.ndarray) -> float:
+    """``max(0, max_e (sqrt(sum_j U_ej^2) - r_e))``, the sums of squares in index order: the
+    capacity excess of the ``Norm2`` flows of the certificate's repair
+    (:func:`gtvmodel.certificates.repair.alternate_rounds`) in one pass (NaN if a row's is
+    NaN; ``inf`` where squares overflow)."""
+    d = U.shape[1]
+    best = 0.0
+    for e in range(U.shape[0]):
+        s = 0.0
+        for j in range(d):
+            s += U[e, j] * U[e, j]
+        v = np.sqrt(s) - r[e]
+        if not v <= best:
+            if v != v:
+                return v
+            best = v
+    return best
+
+
+def ball_project_pass(U: np.ndarray, sigma: np.ndarray, params: Any, flagged: np.ndarray
+                      ) -> int:
+    """The row kernel of ``params`` (:data:`ROW_KERNELS`; :class:`L2BallRow`: the projection
+    onto the ``Norm2`` capacities, :func:`_l2_ball_rows`) on every row of ``U``, in place:
+    the number of rows flagged for the numpy path (their indices in ``flagged``).  The
+    projection of step 1 of the certificate's repair without the numpy passes and the copy
+    of :func:`~gtvmodel._norms.project_rows` (the same arithmetic, the sums of squares in
+    index order)."""
+    return _dual_rows(U, 0, U.shape[0], sigma, params, flagged, 0)
+
+
 class SubspaceKernels(NamedTuple):
     """The compiled :func:`potentials_pass`, :func:`rows_pass`, :func:`dot_pass`,
-    :func:`cg_update_pass`, :func:`cg_direction_pass` and :func:`subtract_rows_pass`
-    (:func:`subspace_kernels`)."""
+    :func:`cg_update_pass`, :func:`cg_direction_pass`, :func:`subtract_rows_pass`,
+    :func:`ball_excess_pass` and :func:`ball_project_pass` (:func:`subspace_kernels`)."""
 
     potentials_pass: Compiled
     rows_pass: Compiled
@@ -685,13 +716,16 @@ class SubspaceKernels(NamedTuple):
     cg_update_pass: Compiled
     cg_direction_pass: Compiled
     subtract_rows_pass: Compiled
+    ball_excess_pass: Compiled
+    ball_project_pass: Compiled
 
 
 @functools.cache
 def subspace_kernels() -> SubspaceKernels:
-    """numba's compiled passes of repair step 2 (:class:`SubspaceKernels`,
+    """numba's compiled passes of repair steps 1-2 (:class:`SubspaceKernels`,
     :class:`Compiled`), built on the first call; ``ImportError`` without numba."""
     numba = importlib.import_module("numba")
+    kernels()  # registers the row kernels that ball_project_pass calls
     return SubspaceKernels(*(Compiled(numba, f) for f in (
         potentials_pass, rows_pass, dot_pass, cg_update_pass, cg_direction_pass,
-        subtract_rows_pass)))
+        subtract_rows_pass, ball_excess_pass, ball_project_pass)))

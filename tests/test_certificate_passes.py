@@ -180,3 +180,79 @@ def test_dual_value_reads_checked_flows_without_a_copy():
     U[3, 1] = np.nan
     with pytest.raises(DataError):
         _checked_flows(model, U)
+
+
+@needs_numba
+def test_compiled_capacity_passes_match_the_numpy_projection():
+    """Step 1 of the repair by the compiled passes: the excess and the projection of
+    ``Norm2`` flows against the numpy path (``project_dual_ball``, the overflow-safe norms),
+    rows of every magnitude, each projected row inside its capacity for certain."""
+    from gtvmodel.certificates import repair
+
+    rng = np.random.default_rng(3)
+    E, d = 600, 6
+    A = _rows_across_the_range(rng)[:, :d]
+    A = A[np.isfinite(A).all(axis=1)]  # the repair's flows are checked finite
+    U = np.vstack([A, rng.standard_normal((E - A.shape[0], d))])
+    cap = rng.uniform(0.0, 2.0, E)
+    cap[::17] = 0.0
+    cap[1::23] = 1e-310  # radii below the kernel's range: the numpy path
+    pen = gm.Norm2()
+    row = pen.compiled_dual_row(cap, d)
+    kern = _compiled.subspace_kernels()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        want_excess = float(np.max(pen.dual_norm(U) - cap, initial=0.0))
+        got_excess = float(kern.ball_excess_pass(np.ascontiguousarray(U), cap))
+        assert got_excess == np.inf and want_excess > 1e300  # squares overflow: inf
+        M = np.ascontiguousarray(U[A.shape[0]:])  # rows of moderate size: the same excess
+        assert float(kern.ball_excess_pass(M, cap[A.shape[0]:])) == pytest.approx(
+            float(np.max(pen.dual_norm(M) - cap[A.shape[0]:], initial=0.0)),
+            rel=4 * np.finfo(float).eps)
+        want = pen.project_dual_ball(U, cap)
+        X = U.copy()
+        flagged = np.empty(E, dtype=np.int64)
+        nf = int(kern.ball_project_pass(X, cap, row, flagged))
+        fl = flagged[:nf]
+        X[fl] = _norms.project_rows(X[fl], cap[fl], 2.0)
+    assert nf > 0  # the tiny radii and the extreme rows went to the numpy path
+    assert (_norms.norm_rows_upper(X, 2.0) <= cap).all()  # inside for certain
+    # the same projection up to the margins of the two paths (the general path aims at
+    # ``r (1 - (K + 4) eps)``, the fast one at ``r (1 - (K + 10) eps)``)
+    np.testing.assert_allclose(X, want, rtol=64 * np.finfo(float).eps, atol=1e-320)
+    # the repair's own step 1 on a small model: the compiled and the numpy path agree
+    edges = np.array([(i, (i + 1) % 30) for i in range(30)] + [(i, (i + 7) % 30)
+                                                                for i in range(30)])
+    model = gm.GTVModel.from_edges(30, edges, dim=d, penalty=gm.Norm2(), lam=0.3)
+    model.set_data(rng.standard_normal((30, 2, d)), rng.standard_normal((30, 2)), "squared")
+    F = rng.standard_normal((len(edges), d))
+    got, notes, theta = repair.repair(model, F, 4)
+    real = repair._compiled_ball
+    try:
+        repair._compiled_ball = lambda *a: None
+        ref, ref_notes, ref_theta = repair.repair(model, F, 4)
+    finally:
+        repair._compiled_ball = real
+    assert notes == ref_notes and repair.PROJECT_NOTE in notes
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    assert theta == pytest.approx(ref_theta, rel=1e-12)
+
+
+def test_capacity_test_without_the_abs_copy_and_scaling_in_place():
+    """``within`` for ``q = 2`` takes the one-pass norms of the signed rows (the same norms
+    as of ``|V|``), and ``scale_flows(..., inplace=True)`` gives the rows of the copying
+    form bit for bit, in the array it was given."""
+    from gtvmodel.certificates import repair
+
+    rng = np.random.default_rng(8)
+    A = _rows_across_the_range(rng)
+    caps = np.abs(rng.standard_normal(A.shape[0])) * 10.0 ** rng.uniform(-300, 300, A.shape[0])
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        ref = _norms._norm_rows_abs(np.abs(A), 2.0) <= caps * (1.0 + _norms.CAPACITY_SLACK)
+        assert np.array_equal(_norms.within(A, caps, 2.0), ref)
+    edges = np.array([(i, (i + 1) % 12) for i in range(12)])
+    model = gm.GTVModel.from_edges(12, edges, dim=3, penalty=gm.Norm2(), lam=0.2)
+    U = rng.standard_normal((12, 3))
+    want = repair.scale_flows(model, U, 0.05)
+    V = U.copy()
+    got = repair.scale_flows(model, V, 0.05, inplace=True)
+    assert got is V and np.array_equal(got, want)
