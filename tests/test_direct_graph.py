@@ -22,6 +22,7 @@ from scipy.sparse import csgraph
 from test_direct import build, check_optimality, reference
 
 import gtvmodel as gm
+from gtvmodel.kernels.bk_max_flow import bk_max_flow
 from gtvmodel.kernels.parametric_tv import tv_graph
 
 
@@ -312,3 +313,36 @@ def test_direct_method_and_bad_methods():
         gm.solve_direct(model, method="maxflow")
     with pytest.raises(gm.UnsupportedError, match="not separable"):
         gm.solve_direct(model.variant(penalty=gm.Norm2()), method="graph")
+
+
+# ---------------------------------------------------------------- the maximum flow
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 30), st.floats(0.05, 0.6))
+def test_search_tree_max_flow_matches_scipy(seed, n, density):
+    """Boykov-Kolmogorov's maximum flow (``bk_max_flow``) on random undirected networks with
+    integer capacities: its value is scipy's ``maximum_flow``, its flows conserve and meet the
+    capacities, and its source side is a cut of that value."""
+    rng = np.random.default_rng(seed)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)])
+    e = pairs[rng.random(len(pairs)) < density].reshape(-1, 2)
+    c = rng.integers(1, 10, len(e)).astype(float)
+    s, t = 0, n - 1
+    tail = np.concatenate([e[:, 0], e[:, 1]])
+    head = np.concatenate([e[:, 1], e[:, 0]])
+    cap = np.concatenate([c, c])  # arc k and k + |E| are opposite
+    order = np.argsort(tail, kind="stable")
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(tail, minlength=n))])
+    opp = np.concatenate([np.arange(len(e)) + len(e), np.arange(len(e))])
+    res = cap[order].copy()
+    value, side = bk_max_flow(indptr, head[order], pos[opp[order]], res, s, t)
+    ref = csgraph.maximum_flow(sp.csr_matrix((np.concatenate([c, c]).astype(np.int32),
+                                              (tail, head)), shape=(n, n)), s, t).flow_value
+    assert value == ref
+    f = cap - res[pos]  # net flow along each arc
+    net = np.bincount(tail, f, minlength=n)
+    assert np.allclose(net[1:-1], 0.0) and net[s] == value and np.all(res >= 0)
+    assert side[s] and not side[t]
+    cut = side[tail] & ~side[head]
+    assert cap[cut].sum() == value
