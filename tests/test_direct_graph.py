@@ -23,7 +23,7 @@ from test_direct import build, check_optimality, reference
 
 import gtvmodel as gm
 from gtvmodel.kernels.bk_max_flow import bk_max_flow
-from gtvmodel.kernels.parametric_tv import tv_graph
+from gtvmodel.kernels.parametric_tv import choose_max_flow, tv_graph
 
 
 # ---------------------------------------------------------------- graphs
@@ -346,3 +346,22 @@ def test_search_tree_max_flow_matches_scipy(seed, n, density):
     assert side[s] and not side[t]
     cut = side[tail] & ~side[head]
     assert cap[cut].sum() == value
+
+
+@pytest.mark.parametrize("kind", ["grid", "sbm", "random"])
+def test_both_maximum_flows_give_the_same_minimizer(kind):
+    """The search trees and Dinic's phases (``max_flow``; ``"auto"`` takes the trees on
+    graphs of mean degree at most 4) give the same weights to 1e-12 and exact flows."""
+    rng = np.random.default_rng(9)
+    n, edges = graph(kind, rng)
+    q = np.ones((n, 2))
+    p = rng.normal(size=(n, 2))
+    cap = rng.uniform(0.1, 1.0, len(edges))
+    x1, u1 = tv_graph(n, edges, cap, q, p, np.zeros(n), max_flow="trees")
+    x2, u2 = tv_graph(n, edges, cap, q, p, np.zeros(n), max_flow="dinic")
+    assert np.abs(x1 - x2).max() <= 1e-12 * max(1.0, np.abs(x1).max())
+    assert choose_max_flow(n, len(edges)) == (kind == "grid")
+    for u in (u1, u2):
+        D = sp.csr_matrix((np.tile([1.0, -1.0], len(edges)),
+                           (np.repeat(np.arange(len(edges)), 2), edges.ravel())))
+        assert np.abs(-(D.T @ u) - 2 * (q * x1 - p)).max() <= 1e-12

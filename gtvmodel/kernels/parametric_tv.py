@@ -61,9 +61,9 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from .bk_max_flow import _bk
-from .max_flow import _dinic
+from .max_flow import _dinic, _levels
 
-__all__ = ["tv_graph"]
+__all__ = ["tv_graph", "choose_max_flow", "MEAN_DEGREE_TREES"]
 
 _NB = {"cache": True, "nogil": True}
 #: Residuals at most this share of a set's largest node capacity count as saturated.
@@ -180,13 +180,13 @@ def _subgradients(S, t, q, p, eta, b, g):
 def _workspace(n, m):
     """The arrays every set's network is built in (sliced to its size): the arcs' ``(tail,
     head, pos, hd, rev)`` and ``(res0, res)``, ``2 (m + 2 n)`` each; ``edge_of`` (``m``);
-    ``(indptr, fill, level)`` per node of the network; ``buf`` per node."""
+    ``(indptr, fill)`` per node of the network, ``level`` twice that; ``buf`` per node."""
     na, nv = 2 * (m + 2 * n), n + 2
     ints = (np.empty(na, dtype=np.int64), np.empty(na, dtype=np.int64),
             np.empty(na, dtype=np.int64), np.empty(na, dtype=np.int64),
             np.empty(na, dtype=np.int64), np.empty(max(m, 1), dtype=np.int64),
             np.empty(nv + 1, dtype=np.int64), np.empty(nv + 1, dtype=np.int64),
-            np.empty(nv, dtype=np.int64), np.empty(n, dtype=np.int64))
+            np.empty(2 * nv, dtype=np.int64), np.empty(n, dtype=np.int64))
     return ints, (np.empty(na), np.empty(na))
 
 
@@ -242,7 +242,7 @@ def _csr(nv, na, ws):
 
 
 @numba.njit(**_NB)
-def _cut(S, heads, ptr, nbr, eid, cap, label, loc, q, g, gmax, u, ws):
+def _cut(S, heads, ptr, nbr, eid, cap, label, loc, q, g, gmax, u, ws, trees):
     """One maximum flow on ``S`` (:func:`~gtvmodel.kernels.bk_max_flow._bk`): the number of
     nodes reachable from the source in the residual graph (the minimal minimizer of
     ``E_t``; ``ws``'s ``level == 1``), or 0 when none or all are, after writing the fused
@@ -254,7 +254,13 @@ def _cut(S, heads, ptr, nbr, eid, cap, label, loc, q, g, gmax, u, ws):
     _csr(nv, na, ws)
     ip, h, rv, rs = indptr[: nv + 1], hd[:na], rev[:na], res[:na]
     eps = _EPS * max(gmax, 1e-300)
-    _bk(ip, h, rv, rs, ns, ns + 1, eps, level[:nv])
+    if trees:
+        _bk(ip, h, rv, rs, ns, ns + 1, eps, level[:nv])
+    else:
+        _dinic(ip, h, rv, rs, ns, ns + 1, eps)
+        _levels(ip, h, rs, ns, ns + 1, eps, level[:nv], level[nv: 2 * nv])
+        for k in range(nv):
+            level[k] = 1 if level[k] >= 0 else 0
     nup = 0
     for k in range(ns):
         if level[k] == 1:
@@ -300,7 +306,7 @@ def _split(S, nup, heads, ptr, nbr, eid, cap, label, lab_up, b, u, ws):
 
 
 @numba.njit(**_NB)
-def _tv_graph_column(n, heads, ptr, nbr, eid, cap, q, p, eta, comp, ncomp, x, u):
+def _tv_graph_column(n, heads, ptr, nbr, eid, cap, q, p, eta, comp, ncomp, x, u, trees):
     """One coordinate: fills ``x`` (``(n,)``) and ``u`` (``(|E|,)``, head to tail)."""
     perm = np.argsort(comp, kind="mergesort")
     label = comp.copy()
@@ -333,7 +339,7 @@ def _tv_graph_column(n, heads, ptr, nbr, eid, cap, q, p, eta, comp, ncomp, x, u)
             gmax = _subgradients(S, t, q, p, eta, b, g)
             for k in range(S.size):
                 loc[S[k]] = k
-            nup = _cut(S, heads, ptr, nbr, eid, cap, label, loc, q, g, gmax, u, ws)
+            nup = _cut(S, heads, ptr, nbr, eid, cap, label, loc, q, g, gmax, u, ws, trees)
         if nup == 0:  # one fused set at t
             for i in S:
                 x[i] = t
@@ -347,7 +353,7 @@ def _tv_graph_column(n, heads, ptr, nbr, eid, cap, q, p, eta, comp, ncomp, x, u)
 
 
 @numba.njit(**_NB)
-def _tv_graph(n, heads, tails, cap, q, p, eta, comp, ncomp):
+def _tv_graph(n, heads, tails, cap, q, p, eta, comp, ncomp, trees):
     d = q.shape[1]
     ptr, nbr, eid = _adjacency(n, heads, tails)
     x = np.empty((n, d))
@@ -356,14 +362,14 @@ def _tv_graph(n, heads, tails, cap, q, p, eta, comp, ncomp):
         xj = np.empty(n)
         uj = np.zeros(heads.size)
         _tv_graph_column(n, heads, ptr, nbr, eid, cap, np.ascontiguousarray(q[:, j]),
-                         np.ascontiguousarray(p[:, j]), eta, comp, ncomp, xj, uj)
+                         np.ascontiguousarray(p[:, j]), eta, comp, ncomp, xj, uj, trees)
         x[:, j] = xj
         u[:, j] = uj
     return x, u
 
 
 def tv_graph(n: int, edges: np.ndarray, cap: np.ndarray, q: np.ndarray, p: np.ndarray,
-             eta: np.ndarray, components: np.ndarray | None = None
+             eta: np.ndarray, components: np.ndarray | None = None, max_flow: str = "auto"
              ) -> tuple[np.ndarray, np.ndarray]:
     """``(x, u)``: the minimizer (``(n, d)``) of the module's problem on the graph with the
     ``(|E|, 2)`` ``edges`` ``(e+, e-)`` and weights ``cap`` (``c_e``), and exact flows
@@ -373,7 +379,9 @@ def tv_graph(n: int, edges: np.ndarray, cap: np.ndarray, q: np.ndarray, p: np.nd
     ``q``, ``p`` are ``(n, d)`` (``q >= 0``, ``p = 0`` where ``q = 0``), ``eta`` is ``(n,)``;
     ``components``: the connected component of every node (computed when None; each
     component is solved on its own).  Where the minimizer is not unique (``q = 0`` on a whole
-    fused set) the value of the set is the one nearest to 0 in its interval.
+    fused set) the value of the set is the one nearest to 0 in its interval.  ``max_flow``:
+    ``"trees"`` (Boykov-Kolmogorov, :mod:`gtvmodel.kernels.bk_max_flow`), ``"dinic"``
+    (:func:`gtvmodel.kernels.max_flow._dinic`) or ``"auto"`` (:func:`choose_max_flow`).
 
     >>> import numpy as np
     >>> edges = np.array([[0, 1], [1, 2], [0, 2]])          # a triangle
@@ -393,5 +401,19 @@ def tv_graph(n: int, edges: np.ndarray, cap: np.ndarray, q: np.ndarray, p: np.nd
         ncomp, components = csgraph.connected_components(adj, directed=False)
     comp = np.ascontiguousarray(components, dtype=np.int64)
     ncomp = int(comp.max(initial=-1)) + 1
+    trees = choose_max_flow(n, e.shape[0]) if max_flow == "auto" else max_flow == "trees"
     return _tv_graph(n, np.ascontiguousarray(e[:, 0]), np.ascontiguousarray(e[:, 1]), cap, q,
-                     p, eta, comp, ncomp)
+                     p, eta, comp, ncomp, trees)
+
+
+def choose_max_flow(n: int, m: int) -> bool:
+    """Whether the search trees (True) or Dinic's phases (False) run the maximum flows of a
+    graph with ``n`` nodes and ``m`` edges: the trees on sparse graphs (mean degree ``2 m /
+    n`` at most 4: grids, where flows travel far), Dinic's phases on denser ones (SBMs,
+    random and small-world graphs, where paths are short)."""
+    return 2 * m <= MEAN_DEGREE_TREES * max(n, 1)
+
+
+#: The mean degree up to which :func:`choose_max_flow` takes the search trees.
+MEAN_DEGREE_TREES = 4.0
+
