@@ -23,12 +23,13 @@ the anchor's from its weights alone (``gm.certify(model, W)``, once).  The 1-min
 average is printed with each row.  The direct method runs ``--repeats`` times, the others
 ``--conic-repeats`` times (default 1) in the first repeats; ``--conic`` picks them.
 
-``--sweep``: the measurement behind ``solve_exact``'s use of the method (:func:`sweep`).
+``--sweep``: the measurement behind ``solve_exact``'s use of the method (:func:`sweep`);
+``--max-flows``: the two maximum flows of the kernel side by side (:func:`max_flows`).
 
 Run:  PYTHONPATH=. python benchmarks/bench_direct_graph.py --anchors PATH/anchors
           [--instances grid100,sbm10k,grid300] [--d 1,3] [--dataless 0,0.3] [--repeats 5]
           [--conic solve_exact,anchor] [--conic-repeats 1]
-      PYTHONPATH=. python benchmarks/bench_direct_graph.py --sweep
+      PYTHONPATH=. python benchmarks/bench_direct_graph.py --sweep   (or --max-flows)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import _pin_threads  # noqa: F401  (first: pins BLAS threads before numpy loads)
 import numpy as np
 
 import gtvmodel as gm
+from gtvmodel.kernels import parametric_tv
 
 
 def grid(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -200,6 +202,34 @@ def sweep(args: argparse.Namespace) -> None:
                       f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
+def max_flows(args: argparse.Namespace) -> None:
+    """``--max-flows``: the kernel (one coordinate) with the search trees and with Dinic's
+    phases on grids, SBMs, random and small-world graphs, lambda = 0.1, 0.5, 2 (the faster
+    of three alternating runs)."""
+    rng = np.random.default_rng(0)
+    cases = [("grid100", grid(100)[0]), ("grid300", grid(300)[0]), ("sbm10k", sbm(10000, rng)[0]),
+             ("sbm3k", sweep_graph("sbm", 3000, rng)),
+             ("random3k", sweep_graph("random", 3000, rng)),
+             ("random10k", sweep_graph("random", 10000, rng)),
+             ("smallw3k", sweep_graph("smallworld", 3000, rng)),
+             ("smallw10k", sweep_graph("smallworld", 10000, rng))]
+    for name, E in cases:
+        n = int(E.max()) + 1
+        a = np.where(np.arange(n) % 7 < 3, 1.0, -1.0) + 0.5 * rng.standard_normal(n)
+        for lam in (0.1, 0.5, 2.0):
+            T: dict[str, list[float]] = {"trees": [], "dinic": []}
+            for k in range(3):
+                for mf in ("trees", "dinic") if k % 2 == 0 else ("dinic", "trees"):
+                    t0 = time.perf_counter()
+                    x, _ = parametric_tv.tv_graph(n, E, np.full(len(E), lam), np.ones((n, 1)),
+                                                  a[:, None], np.zeros(n), max_flow=mf)
+                    T[mf].append(time.perf_counter() - t0)
+            tt, td = min(T["trees"]), min(T["dinic"])
+            print(f"{name:10s} deg {2 * len(E) / n:5.1f} lam {lam:4} trees {tt:7.3f} dinic "
+                  f"{td:7.3f} ratio d/t {td / tt:5.2f} values {len(np.unique(x))} load "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--instances", default="grid100,sbm10k,grid300")
@@ -214,9 +244,13 @@ def main() -> None:
     ap.add_argument("--anchors", default=os.path.join("..", "shared", "anchors"),
                     help="the folder of exact_vectorized.py")
     ap.add_argument("--sweep", action="store_true", help=sweep.__doc__.split(":")[0])
+    ap.add_argument("--max-flows", action="store_true", help="the two maximum flows")
     args = ap.parse_args()
     if args.sweep:
         sweep(args)
+        return
+    if args.max_flows:
+        max_flows(args)
         return
     spec = importlib.util.spec_from_file_location(
         "exact_vectorized", os.path.join(args.anchors, "exact_vectorized.py"))

@@ -29,12 +29,13 @@ every edge from ``S`` to a set decided above (below) ``S`` enters ``h_i`` as the
 2. ``g_i = 2 q_i t* - 2 p_i + b_i + eta_i s_i`` with ``s_i = sign(t*)``, or at ``t* = 0`` one
    ``s in [-1, 1]`` for all nodes that makes ``sum g_i = 0`` (``0 in`` the subdifferential of
    the sum at its minimizer, so such a choice exists);
-3. one maximum flow (Boykov and Kolmogorov's search trees,
-   :mod:`gtvmodel.kernels.bk_max_flow`; on grids 2-8x faster than Dinic's phases of
-   :mod:`gtvmodel.kernels.max_flow`) from a source joined to every node with ``g_i < 0``
-   (capacity ``-g_i``) to a sink joined to every node with ``g_i > 0`` (capacity ``g_i``),
-   each edge inside ``S`` an undirected arc of capacity ``c_e``: the nodes reachable from the
-   source in the residual graph form the minimal minimizer ``A`` of ``E_{t*}``;
+3. one maximum flow (:func:`choose_max_flow`: Boykov and Kolmogorov's search trees,
+   :mod:`gtvmodel.kernels.bk_max_flow`, on grid-like graphs, Dinic's phases,
+   :mod:`gtvmodel.kernels.max_flow`, on denser ones) from a source joined to every node
+   with ``g_i < 0`` (capacity ``-g_i``) to a sink joined to every node with ``g_i > 0``
+   (capacity ``g_i``), each edge inside ``S`` an undirected arc of capacity ``c_e``: the
+   nodes reachable from the source in the residual graph form the minimal minimizer ``A`` of
+   ``E_{t*}``;
 4. ``A`` empty or all of ``S`` (``E(S) = sum g = 0 = E(empty)``: both minimize, so ``x = t*``
    on ``S`` is optimal): ``S`` is one fused set at ``t*``; otherwise ``A`` goes to ``[t*, hi]``,
    ``S \\ A`` to ``[lo, t*]``, the cut edges become boundary slopes.
