@@ -4,6 +4,10 @@ the terms, the solvers, the certificates or Algorithm 1).
 
 - :mod:`gtvmodel.kernels.tv`: direct exact solvers of scalar total variation on paths and
   trees, and the exact flows of their solutions (:mod:`gtvmodel.solve.direct`).
+- :mod:`gtvmodel.kernels.parametric_tv`: the same on any graph, by levels with minimum cuts
+  (Hochbaum; Chambolle and Darbon), with the fused sets' exact flows.
+- :mod:`gtvmodel.kernels.bk_max_flow`: maximum flow by Boykov and Kolmogorov's search trees
+  (its minimum cuts).
 - :mod:`gtvmodel.kernels.composite`: the batched active-set prox of piecewise-quadratic row
   conjugates with ``l1``, boxes and balls, and its KKT check; its systems
   (:mod:`gtvmodel.kernels.systems`) and steps (:mod:`gtvmodel.kernels.steps`: affine and

@@ -1,4 +1,4 @@
-"""Direct exact solvers of (16) on paths and trees (issue 28 item 4).
+"""Direct exact solvers of (16) on paths, trees and general graphs (issue 28 item 4).
 
 With the penalty ``phi = ||.||_1`` (anisotropic TV, :class:`~gtvmodel.terms.penalties.Norm1`)
 and node terms that separate per coordinate, (16) splits into ``d`` scalar problems
@@ -13,6 +13,9 @@ dynamic programming (:mod:`gtvmodel.kernels.tv`: Johnson's O(n) algorithm on pat
 Kolmogorov-Pock-Rolinek's message passing on trees, O(n log n)), and the flows are exact too:
 on a tree the node conditions (23) determine them, ``u_e`` being, up to the sign of
 docs/conventions.md, the sum of the node subgradients over the subtree that ``e`` cuts off.
+On a graph with cycles each is solved exactly by divide and conquer over levels with minimum
+cuts (:mod:`gtvmodel.kernels.parametric_tv`: Hochbaum 2001, Chambolle and Darbon 2009), whose
+last maximum flow on every fused set gives its exact flows.
 
 :func:`direct_method` says which algorithm applies and why (or why none does);
 :func:`solve_direct` solves and certifies the answer with
@@ -31,7 +34,7 @@ from .._validate import check_bool, check_option, check_scalar
 from ..certificates.certificate import certify as certify_fn
 from ..declaration import ModelDeclaration
 from ..errors import UnsupportedError
-from ..kernels import tv
+from ..kernels import parametric_tv, tv
 from ..results import Labels
 from ..solution import Solution
 from .uniqueness import uniqueness
@@ -39,7 +42,7 @@ from .uniqueness import uniqueness
 __all__ = ["direct_method", "solve_direct", "DIRECT_METHODS", "DIRECT_ACCURACY"]
 
 #: The algorithms of :func:`solve_direct`, by the graphs they need.
-DIRECT_METHODS = ("path", "tree")
+DIRECT_METHODS = ("path", "tree", "graph")
 #: The certified relative gap (34) at which :attr:`Solution.success` holds by default.
 DIRECT_ACCURACY = 1e-9
 
@@ -89,13 +92,14 @@ def _penalty_reason(model: ModelDeclaration) -> str | None:
             "solvers need Norm1)")
 
 
-def _graph_method(model: ModelDeclaration) -> tuple[str | None, str]:
-    """``"path"`` on a forest of paths, ``"tree"`` on another forest, else None; the reason."""
+def _graph_method(model: ModelDeclaration) -> tuple[str, str]:
+    """``"path"`` on a forest of paths, ``"tree"`` on another forest, else ``"graph"``; the
+    reason."""
     st = model.structure()
     n, m, k = model.num_nodes, model.num_edges, st.component_count
     if m != n - k:
-        return None, (f"the graph has a cycle ({m} edges; a forest on {n} nodes with {k} "
-                      f"components has {n - k})")
+        return "graph", (f"the graph has a cycle ({m} edges; a forest on {n} nodes with {k} "
+                         f"components has {n - k}): levels by minimum cuts")
     if m and int(st.degrees.max()) > 2:
         i = int(np.argmax(st.degrees))
         return "tree", (f"the graph is a forest but not of paths (node {_name(model, i)} has "
@@ -104,14 +108,16 @@ def _graph_method(model: ModelDeclaration) -> tuple[str | None, str]:
 
 
 def direct_method(model: ModelDeclaration) -> tuple[str | None, str]:
-    """The direct algorithm that solves ``model`` exactly -- ``"path"``, ``"tree"`` or None
-    -- and the reason, naming the penalty, node or graph property that rules it out.
+    """The direct algorithm that solves ``model`` exactly -- ``"path"``, ``"tree"``,
+    ``"graph"`` or None -- and the reason, naming the penalty or node property that rules it
+    out, or the graph property that chose the algorithm.
 
     Applicable: the penalty ``Norm1``, every node loss a diagonal quadratic
     (:meth:`~gtvmodel.terms.losses.LossBatch.diagonal_quadratic`: ``QuadraticLoss``, a
     ``SquaredLoss`` whose Gram matrix ``X^T X`` is diagonal, no loss or ``ZeroLoss``) with
-    any ``l1``/``l2`` regularizers, no node constraints, and a forest (``"path"`` when every
-    node has at most two edges).
+    any ``l1``/``l2`` regularizers and no node constraints; ``"path"`` on a forest whose
+    every node has at most two edges, ``"tree"`` on another forest, ``"graph"`` (levels by
+    minimum cuts, :mod:`gtvmodel.kernels.parametric_tv`) on a graph with a cycle.
 
     Parameters
     ----------
@@ -121,7 +127,7 @@ def direct_method(model: ModelDeclaration) -> tuple[str | None, str]:
     Returns
     -------
     method : str or None
-        ``"path"``, ``"tree"``, or None when no direct algorithm applies.
+        ``"path"``, ``"tree"``, ``"graph"``, or None when no direct algorithm applies.
     reason : str
         Why (the penalty, node or graph property that rules it out, or what makes it apply).
 
@@ -140,8 +146,8 @@ def direct_method(model: ModelDeclaration) -> tuple[str | None, str]:
     ('path', 'Norm1 penalty, diagonal quadratic node terms; the graph is a forest of paths')
     >>> gm.direct_method(model.variant(graph=nx.star_graph(3)))[0]
     'tree'
-    >>> gm.direct_method(model.variant(graph=nx.cycle_graph(4)))
-    (None, 'the graph has a cycle (4 edges; a forest on 4 nodes with 1 components has 3)')
+    >>> gm.direct_method(model.variant(graph=nx.cycle_graph(4)))[0]
+    'graph'
     >>> gm.direct_method(model.variant(penalty=gm.Norm2()))
     (None, 'penalty Norm2 is not separable per coordinate (the direct solvers need Norm1)')
     """
@@ -159,8 +165,6 @@ def _plan(model: ModelDeclaration) -> tuple[str | None, str, _ScalarTerms | None
     if reason is not None:
         return None, reason, None
     method, why = _graph_method(model)
-    if method is None:
-        return None, why, None
     return method, f"Norm1 penalty, diagonal quadratic node terms; {why}", terms
 
 
@@ -170,7 +174,9 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     exact flows and their certificate.
 
     ``method``: ``"auto"`` (the algorithm :func:`direct_method` names), ``"tree"`` (the tree
-    algorithm on any forest, paths included) or ``"path"`` (a forest of paths only).
+    algorithm on any forest, paths included), ``"path"`` (a forest of paths only) or
+    ``"graph"`` (levels by minimum cuts, :mod:`gtvmodel.kernels.parametric_tv`, on any
+    graph, forests included).
     Raises :class:`~gtvmodel.errors.UnsupportedError` with the reason when the model is not
     one the direct algorithms solve.
 
@@ -185,15 +191,17 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     ``accuracy``; ``certify=False`` skips it (``success`` is then True).
     ``info["route"] = "direct"``, ``info["direct_method"]`` the algorithm and
     ``info["route_reason"]`` why; ``timings``: ``"setup"`` (node terms and the forest's
-    order), ``"kernel"`` (the weights), ``"flows"`` and ``"certificate"``.
+    order), ``"kernel"`` (the weights; with ``"graph"`` the flows too), ``"flows"`` and
+    ``"certificate"``.
 
     Parameters
     ----------
     model : ModelDeclaration
         The declared problem (16) (a :class:`~gtvmodel.model.GTVModel`).
-    method : {"auto", "path", "tree"}, default "auto"
+    method : {"auto", "path", "tree", "graph"}, default "auto"
         The algorithm: the one :func:`direct_method` names, the tree dynamic programming on
-        any forest, or the path algorithm (a forest of paths only).
+        any forest, the path algorithm (a forest of paths only), or the minimum cuts on any
+        graph.
     certify : bool, default True
         Certify the answer (34) with :func:`~gtvmodel.certificates.certificate.certify`.
     accuracy : float, default 1e-9
@@ -227,8 +235,7 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
     ('path', True)
     """
     t0 = time.perf_counter()
-    method = check_option(method, "method", ("auto", "path", "tree"),
-                          "solve_direct")
+    method = check_option(method, "method", ("auto",) + DIRECT_METHODS, "solve_direct")
     certify = check_bool(certify, "certify", "solve_direct")
     accuracy = check_scalar(accuracy, "accuracy", min_val=0.0, include_boundaries="neither",
                             where="solve_direct")
@@ -237,21 +244,21 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
         raise UnsupportedError(f"solve_direct: no direct algorithm applies: {reason}")
     if method == "path" and chosen != "path":
         raise UnsupportedError(f"solve_direct: method='path' needs a forest of paths, but {reason}")
-    if method == "tree":
-        chosen = "tree"
+    if method == "tree" and chosen == "graph":
+        raise UnsupportedError(f"solve_direct: method='tree' needs a forest, but {reason}")
+    if method in ("tree", "graph"):
+        chosen = method
     st = model.structure()
-    order, parent, pedge, _ = tv.forest_order(model.num_nodes, st.edges)
-    child = np.flatnonzero(parent >= 0)
-    t = np.zeros(model.num_nodes)
-    t[child] = model.capacities[pedge[child]]
-    timings = {"setup": time.perf_counter() - t0}
-    t1 = time.perf_counter()
-    kernel = tv.tv_path if chosen == "path" else tv.tv_tree
-    W = kernel(order, parent, t, terms.q, terms.p, terms.eta)
-    timings["kernel"] = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    U = _flows(model, terms, order, parent, pedge, t, W)
-    timings["flows"] = time.perf_counter() - t1
+    timings: dict[str, float] = {}
+    if chosen == "graph":
+        timings["setup"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        W, U = parametric_tv.tv_graph(model.num_nodes, st.edges, model.capacities, terms.q,
+                                      terms.p, terms.eta, st.components)
+        timings["kernel"] = time.perf_counter() - t1
+        timings["flows"] = 0.0
+    else:
+        W, U = _forest_solve(model, terms, chosen, timings, t0)
     info: dict[str, Any] = {"route": "direct", "direct_method": chosen, "route_reason": reason,
                             "lam": model.lam}
     cert = None
@@ -268,6 +275,25 @@ def solve_direct(model: ModelDeclaration, *, method: str = "auto", certify: bool
                     success=success, solver="direct", timings=timings,
                     labels=Labels(model.nodes, model.edges), info=info, certificate=cert,
                     unique=uniq.unique, unique_reason=uniq.reason)
+
+
+def _forest_solve(model: ModelDeclaration, terms: _ScalarTerms, chosen: str,
+                  timings: dict[str, float], t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(W, U)`` by the path or tree kernel (:mod:`gtvmodel.kernels.tv`) on the forest's
+    order, and their flows; fills ``timings`` ("setup", "kernel", "flows")."""
+    order, parent, pedge, _ = tv.forest_order(model.num_nodes, model.structure().edges)
+    child = np.flatnonzero(parent >= 0)
+    t = np.zeros(model.num_nodes)
+    t[child] = model.capacities[pedge[child]]
+    timings["setup"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    kernel = tv.tv_path if chosen == "path" else tv.tv_tree
+    W = kernel(order, parent, t, terms.q, terms.p, terms.eta)
+    timings["kernel"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    U = _flows(model, terms, order, parent, pedge, t, W)
+    timings["flows"] = time.perf_counter() - t1
+    return W, U
 
 
 def _flows(model: ModelDeclaration, terms: _ScalarTerms, order: np.ndarray,
