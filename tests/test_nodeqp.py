@@ -237,10 +237,11 @@ def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["absolute l1 box", "hinge l1", "absolute ball",
-                                  "huber ball", "squared l1 ball1"])
+                                  "huber ball", "squared l1 ball1", "huber ball1"])
 def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     # the composite active set with the compiled KKT check and next active sets (hinge and
-    # absolute rows: the whole steps in box_dual_pass), and without
+    # absolute rows: the whole steps in box_dual_pass; squared and Huber rows with a ball:
+    # in nodequad.quad_rows_pass), and without
     data = gm.datasets.sbm(rho=1.0, seed=0)
     sq = data.model(gm.Norm2(), lam=1e-2)
     make, cons = {
@@ -249,7 +250,9 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
         "absolute ball": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y), [gm.NormBall(1.0)]),
         "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
         "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
-                             [gm.NormBall(1.0, p=1)])}[case]
+                             [gm.NormBall(1.0, p=1)]),
+        "huber ball1": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0, p=1)])
+    }[case]
     runs = []
     for threshold in (10**9, 0):
         monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
