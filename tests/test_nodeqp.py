@@ -13,7 +13,7 @@ import gtvmodel as gm
 import gtvmodel.kernels.boxqp as boxqp
 import gtvmodel.kernels.composite as composite
 import gtvmodel.terms.losses.batches as losses_batches
-from gtvmodel.kernels import nodebox
+from gtvmodel.kernels import nodebox, nodequad
 from gtvmodel.primal_dual import strategies
 from gtvmodel.terms.composite import CompositeProxBatch
 from gtvmodel.terms.losses import LossBatch
@@ -237,10 +237,11 @@ def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["absolute l1 box", "hinge l1", "absolute ball",
-                                  "huber ball", "squared l1 ball1"])
+                                  "huber ball", "squared l1 ball1", "huber ball1"])
 def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     # the composite active set with the compiled KKT check and next active sets (hinge and
-    # absolute rows: the whole steps in box_dual_pass), and without
+    # absolute rows: the whole steps in box_dual_pass; squared and Huber rows with a ball:
+    # in nodequad.quad_rows_pass), and without
     data = gm.datasets.sbm(rho=1.0, seed=0)
     sq = data.model(gm.Norm2(), lam=1e-2)
     make, cons = {
@@ -249,7 +250,9 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
         "absolute ball": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y), [gm.NormBall(1.0)]),
         "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
         "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
-                             [gm.NormBall(1.0, p=1)])}[case]
+                             [gm.NormBall(1.0, p=1)]),
+        "huber ball1": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0, p=1)])
+    }[case]
     runs = []
     for threshold in (10**9, 0):
         monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
@@ -458,3 +461,115 @@ def test_algorithm1_logistic_l1_box_iterates_equal_the_proximal_newton(l1, box, 
     assert "cvxpy fallbacks" not in runs[1].paths
     np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
     np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+
+
+def _quad_reference(ls, v, tau, radius, radius1):
+    """argmin_z (1/m) sum_r ell_r(x_r^T z) + l1 ||z||_1 + l2 ||z||^2 + ||z - v||^2 / (2 tau)
+    over ``||z||_2 <= radius``, ``||z||_1 <= radius1`` (squared ``(t - y)^2`` or CVXPY's
+    ``huber``), scaled into the balls (towards 0)."""
+    z = cp.Variable(ls.X.shape[1])
+    r = ls.X @ z - ls.y
+    fit = cp.sum(cp.huber(r, ls.M)) if isinstance(ls, gm.HuberLoss) else cp.sum_squares(r)
+    cons = ([cp.norm(z, 2) <= radius] if np.isfinite(radius) else []) \
+        + ([cp.norm1(z) <= radius1] if np.isfinite(radius1) else [])
+    cp.Problem(cp.Minimize(fit / ls.X.shape[0] + ls.l1 * cp.norm1(z) + ls.l2 * cp.sum_squares(z)
+                           + cp.sum_squares(z - v) / (2 * tau)), cons).solve(**TIGHT)
+    w = z.value
+    return w * min(1.0, radius / max(np.linalg.norm(w), 1e-300),
+                   radius1 / max(np.abs(w).sum(), 1e-300))
+
+
+def _quad_objective(ls, v, tau, z):
+    """The prox objective of :func:`_quad_reference` in numpy, written here."""
+    t = ls.X @ z - ls.y
+    if isinstance(ls, gm.HuberLoss):
+        rows = np.where(np.abs(t) <= ls.M, t**2, 2 * ls.M * np.abs(t) - ls.M**2)
+    else:
+        rows = t**2
+    return rows.mean() + ls.l1 * np.abs(z).sum() + ls.l2 * z @ z + (z - v) @ (z - v) / (2 * tau)
+
+
+@pytest.mark.parametrize("cls", [gm.HuberLoss, gm.SquaredLoss])
+@pytest.mark.parametrize("d, cond, p", [(1, 1.0, 2), (2, 10.0, 2), (3, 1e2, 2), (4, 1e3, 2),
+                                        (1, 1.0, 1), (2, 10.0, 1), (3, 1e2, 1), (4, 1e3, 1)])
+def test_compiled_quad_rows_prox_matches_independent_cvxpy(cls, d, cond, p, monkeypatch):
+    # squared and Huber rows (q > 0) with l1 0, 0.05 or 1 and a Euclidean (p = 2) or 1-norm
+    # (p = 1) ball on 80% of the nodes: the composite active set's steps node by node in
+    # nodequad.quad_rows_pass, four warm calls; 8 nodes of each call against the CVXPY prox
+    # written here, every call equal to the numpy steps' answers (1e-10) or better
+    rng = np.random.default_rng(int(10 * d + cond + p))
+    k = 40
+    losses = []
+    for _ in range(k):
+        m = int(rng.integers(1, 8))
+        X = rng.standard_normal((m, d)) * np.logspace(0, np.log10(cond), d)
+        extra = {"M": float(rng.uniform(0.1, 1.0))} if cls is gm.HuberLoss else {}
+        losses.append(cls(X, rng.standard_normal(m), l1=float(rng.choice([0.0, 0.05, 1.0])),
+                          l2=float(rng.choice([0.0, 0.3])), **extra))
+    V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
+    radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf)
+    balls = {"radius": radius} if p == 2 else {"radius1": radius}
+    calls = []
+    monkeypatch.setattr(composite, "_run_quad", _counted(composite._run_quad, calls))
+    batches = []
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+        batches.append(CompositeProxBatch(cls, np.arange(k), losses, k, d, **balls))
+    for call in range(4):
+        Vc, tc = V + 0.3 * call * np.cos(np.arange(k * d).reshape(k, d) + call), tau * 1.3**call
+        out = []
+        for threshold, batch in zip((10**9, 0), batches, strict=True):
+            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+            out.append(batch.prox(Vc, tc))
+        norm = np.linalg.norm(out[1], axis=1) if p == 2 else np.abs(out[1]).sum(axis=1)
+        assert np.all(norm <= radius * (1 + 1e-12))
+        for j in np.flatnonzero(np.abs(out[1] - out[0]).max(axis=1) > 1e-10):
+            f, f_np = (_quad_objective(losses[j], Vc[j], tc[j], z) for z in (out[1][j], out[0][j]))
+            assert f <= f_np + 1e-13 * (1 + abs(f_np)), (call, j, f, f_np)
+        for j in range(call, k, 5)[:8]:
+            ref = _quad_reference(losses[j], Vc[j], tc[j], *((radius[j], np.inf) if p == 2
+                                                             else (np.inf, radius[j])))
+            if np.abs(out[1][j] - ref).max() > 1e-8 * (1 + np.abs(ref).max()):
+                f, f_ref = (_quad_objective(losses[j], Vc[j], tc[j], z) for z in (out[1][j], ref))
+                assert f <= f_ref + 1e-13 * (1 + abs(f_ref)), (call, j, f, f_ref)
+    assert len(calls) >= 4  # (the compiled loop ran in every call of the second batch)
+    assert batches[1].fallbacks <= batches[0].fallbacks + 2
+
+
+def _counted(func, calls):
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return func(*args, **kwargs)
+    return wrapped
+
+
+def test_compiled_quad_rows_kkt_decides_as_kkt_certified():
+    # the KKT check of quad_rows_pass (nodequad._quad_kkt, run here as Python on each node's
+    # copied rows) against kkt_certified: the same decision at exact answers and at points
+    # whose z or duals are moved by 1e-13 ... 1e-3
+    rng = np.random.default_rng(5)
+    k, d = 200, 3
+    losses = [gm.HuberLoss(rng.standard_normal((5, d)), rng.standard_normal(5), M=0.5,
+                           l1=float(rng.choice([0.0, 0.3]))) for _ in range(k)]
+    pad = CompositeProxBatch(gm.HuberLoss, np.arange(k), losses, k, d)._padded()
+    rows = {key: pad[key] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+    V, mu = 2.0 * rng.standard_normal((k, d)), np.full(k, 1.4)
+    g = V * mu[:, None]
+    Z, ok, (state, a, _) = composite.composite_active_set_prox(
+        **rows, coord=pad["coord"], mu=mu, g=g, Z0=V, compiled=False)
+    assert ok.all()
+    scale, seen = 10.0 ** rng.uniform(-13, -3, k), []
+    for Zt, at in ((Z, a), (Z + scale[:, None] * rng.standard_normal(Z.shape), a),
+                   (Z, a + scale[:, None] * rng.standard_normal(a.shape))):
+        ref = composite.kkt_certified(**rows, mu=mu, g=g, Z=Zt, a=at)
+        R = a.shape[1]
+        rw, w = np.empty((R, nodequad._P + d)), np.empty((nodequad._J + d, d))
+        mine = np.empty(k, dtype=bool)
+        for i in range(k):
+            nodequad._load_node(pad["P"], pad["cs"], pad["cq"], pad["lo"], pad["hi"],
+                                pad["fixed"], pad["coord"], np.zeros(R, dtype=bool),
+                                np.ones((k, R)), np.ones((k, R)), g, state, at, Zt, rw, w, i)
+            mine[i] = nodequad._quad_kkt(rw, w, mu[i], composite.KKT_RTOL)
+        np.testing.assert_array_equal(mine, ref)
+        seen.append(ref)
+    assert seen[0].all() and 0 < seen[1].sum() < k  # (both decisions occur)

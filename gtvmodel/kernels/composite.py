@@ -21,6 +21,7 @@ from .. import _compiled
 from .boxqp import _active_set_step, _box_qp_projected_gradient
 from .nodebox import compiled_box_dual
 from .nodeqp import COMPILED_MIN_NODES, compiled_kkt, compiled_next_states
+from .nodequad import compiled_quad_rows
 from .steps import _affine_solve, _ball_solve, _row_duals
 from .systems import _merge_later, _system_matrices, _updated_system, _with_rhs
 
@@ -83,7 +84,10 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
     installed and there are ``COMPILED_MIN_NODES`` nodes or more): rows with ``q = 0`` only
     and no 1-norm ball (hinge and absolute losses with ``l1``, boxes and Euclidean balls)
     take the steps node by node in :func:`~gtvmodel.kernels.nodebox.box_dual_pass`
-    (:func:`_run_compiled`).
+    (:func:`_run_compiled`); rows with ``q > 0`` (squared, Huber) with at most one unit row
+    per coordinate and a Euclidean or a 1-norm ball (one kind per call) take theirs in
+    :func:`~gtvmodel.kernels.nodequad.quad_rows_pass` (:func:`_run_quad`; without a ball the
+    numpy steps, one cached step per call, measured faster).
     """
     run = _prepared(P, cs, cq, lo, hi, fixed, mu, g, Z0, coord, start, radius, radius1, l1row,
                     rtol, cache)
@@ -91,6 +95,9 @@ def composite_active_set_prox(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo:
         compiled = run.k >= COMPILED_MIN_NODES and _compiled.available()
     if compiled and not run.c["any_q"] and not run.ball1.size:
         ok = _run_compiled(run, max_iter, rtol)
+        return run.Z, ok if check else None, (run.state, run.a_prev, run.nu)
+    if compiled and run.c["quad"] and run.any_ball != bool(run.ball1.size):  # (one kind)
+        ok = _run_quad(run, max_iter, rtol)
         return run.Z, ok if check else None, (run.state, run.a_prev, run.nu)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         left = _run_steps(run, np.arange(run.k), max_iter)
@@ -376,18 +383,66 @@ def _run_compiled(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
         kk, urows = kk[::-1], unit[uu[::-1]]
         run.Z[kk, run.c["coord"][urows]] = rows["cs"][kk, urows]
     ok = _certified(run)
+    if run.cache is not None:  # (their pseudo-inverses will not be the loop's)
+        cache["node-state"][~ok] = 127
+    return _numpy_again(run, ok, max_iter, rtol)
+
+
+def _run_quad(run: _Run, max_iter: int, rtol: float) -> np.ndarray:
+    """The active-set steps of every node in :func:`~gtvmodel.kernels.nodequad.quad_rows_pass`
+    (every data row with ``q > 0``, at most one unit row per coordinate, a Euclidean or a
+    1-norm ball: ``H`` positive definite, one factorization per step); returns the loop's KKT
+    check (:func:`_certified`'s conditions, in the loop) after the nodes that fail it took
+    the numpy steps again from where the loop left them (:func:`_numpy_again`)."""
+    rows, k = run.rows, run.k
+    R = rows["P"].shape[1]
+    ball1 = bool(run.ball1.size)
+    lo0, hi0 = (run.lo0, run.hi0) if ball1 else (rows["lo"], rows["hi"])
+    f64 = [np.ascontiguousarray(x, dtype=float) for x in (rows["P"], rows["cs"], rows["cq"],
+                                                          lo0, hi0)]
+    lo, hi = f64[3].copy(), f64[4].copy()
+    run.state = np.ascontiguousarray(run.state, dtype=np.int8)
+    run.a_prev = np.ascontiguousarray(run.a_prev, dtype=float)
+    run.Z = np.ascontiguousarray(run.Z, dtype=float)
+    run.nu = np.ascontiguousarray(run.nu, dtype=float)
+    nu1, done, none = np.zeros(k), np.zeros(k, dtype=bool), np.full(k, np.inf)
+    c = run.c
+    if c.get("pn") is None:  # (the rows' norms, kept with the rows' constants)
+        c["pn"] = np.sqrt(c["pnorm2"])
+    compiled_quad_rows()(
+        *f64, np.ascontiguousarray(rows["fixed"], dtype=bool),
+        np.ascontiguousarray(c["coord"], dtype=np.int64),
+        np.ascontiguousarray(run.l1m if ball1 else np.zeros(R, dtype=bool)),
+        np.ascontiguousarray(c["gamma"], dtype=float), c["pn"],
+        np.ascontiguousarray(np.broadcast_to(run.mu, (k,)), dtype=float),
+        np.ascontiguousarray(run.g, dtype=float), float(rtol), KKT_RTOL, run.state,
+        run.a_prev, run.Z, run.nu, nu1, lo, hi,
+        np.ascontiguousarray(run.radius, dtype=float) if run.any_ball else none,
+        np.ascontiguousarray(run.radius1, dtype=float) if ball1 else none,
+        int(max_iter), done)
+    if ball1:
+        run.nu1, rows["lo"], rows["hi"] = nu1, lo, hi
+    return _numpy_again(run, done, max_iter, rtol)
+
+
+def _numpy_again(run: _Run, ok: np.ndarray, max_iter: int, rtol: float) -> np.ndarray:
+    """``ok`` after the nodes where it is False (a compiled loop's answers that failed the
+    KKT check, or its steps did not end) took the numpy steps of
+    :func:`composite_active_set_prox` from the loop's active sets (their answers, sets and
+    the check's result written into ``run``)."""
     bad = np.flatnonzero(~ok)
     if bad.size:
-        sub = {key: rows[key][bad] for key in ("P", "cs", "cq", "lo", "hi", "fixed")}
+        rows = run.rows
+        sub = {key: rows[key][bad] for key in ("P", "cs", "cq", "fixed")}
+        ball1 = bool(run.ball1.size)
+        lo, hi = (run.lo0, run.hi0) if ball1 else (rows["lo"], rows["hi"])
         Zb, okb, (sb, ab, nub) = composite_active_set_prox(
-            **sub, mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad], coord=run.c["coord"],
-            start=(run.state[bad], run.a_prev[bad], run.nu[bad]),
+            **sub, lo=lo[bad], hi=hi[bad], mu=run.mu[bad], g=run.g[bad], Z0=run.Z[bad],
+            coord=run.c["coord"], start=(run.state[bad], run.a_prev[bad], run.nu[bad]),
             radius=run.radius[bad] if run.radius is not None and run.any_ball else None,
-            max_iter=max_iter, rtol=rtol,
-            compiled=False)
+            radius1=run.radius1[bad] if ball1 and run.radius1 is not None else None,
+            l1row=run.l1m if ball1 else None, max_iter=max_iter, rtol=rtol, compiled=False)
         run.Z[bad], run.state[bad], run.a_prev[bad], run.nu[bad], ok[bad] = Zb, sb, ab, nub, okb
-        if run.cache is not None:  # (their pseudo-inverses are not the loop's now)
-            cache["node-state"][bad] = 127
     return ok
 
 
@@ -450,13 +505,23 @@ def _row_constants(P: np.ndarray, cs: np.ndarray, cq: np.ndarray, lo: np.ndarray
                         if np.array_equal(unit, np.arange(R - unit.size, R)) else unit),
                "tol_s": rtol * np.abs(cs), "tol_q": rtol * cq, "tol_p": rtol * np.sqrt(pnorm2),
                "nlo": ~np.isinf(lo), "nhi": ~np.isinf(hi), "any_q": bool(cq.any()),
-               "ones_d": np.ones(d), "mu": None}
+               "ones_d": np.ones(d), "mu": None, "quad": _quad_rows(cq, fixed, crd, d)}
         if cache is not None:
             cache["rows"] = hit
     if hit["mu"] is None or not np.array_equal(hit["mu"], mu):
         hit["gamma"] = 1.0 / np.maximum(hit["pnorm2"] / mu[:, None] + cq, 1e-300)  # 1 / Q_rr
         hit["mu"] = np.array(mu, dtype=float)
     return hit
+
+
+def _quad_rows(cq: np.ndarray, fixed: np.ndarray, coord: np.ndarray, d: int) -> bool:
+    """Whether :func:`~gtvmodel.kernels.nodequad.quad_rows_pass` takes these rows: every data
+    row (``coord < 0``) that is not padding has ``q > 0``, every unit row ``q = 0``, and at
+    most one unit row per coordinate and node is not padding."""
+    live = ~fixed
+    if not (np.where(coord < 0, cq > 0, cq == 0) | fixed).all():
+        return False
+    return all(int(live[:, coord == j].sum(axis=1).max(initial=0)) <= 1 for j in range(d))
 
 
 def _next_states(c: dict[str, Any], rows: dict[str, np.ndarray], ix: np.ndarray | slice,

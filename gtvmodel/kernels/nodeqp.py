@@ -336,27 +336,35 @@ def logistic_composite_pass(X, y, c, ends, mu, g, eta, lo, hi, Z, lip, max_iter,
     work = np.empty((3, d))
     idx = np.empty(d, dtype=np.int64)
     free = np.empty(d, dtype=np.bool_)
+    z, gi, loi, hii, H = np.empty(d), np.empty(d), np.empty(d), np.empty(d), np.empty((d, d))
     for i in range(k):
         ok[i] = False
-        r0, r1, z = ends[i], ends[i + 1], Z[i]
+        r0, r1 = ends[i], ends[i + 1]
+        for j in range(d):  # the node's vectors copied once (not a view per helper call)
+            z[j], gi[j], loi[j], hii[j] = Z[i, j], g[i, j], lo[i, j], hi[i, j]
+            for q in range(d):
+                H[j, q] = Hk[i, j, q]
         if predict:
-            _predicted(z, Hk[i], mu[i] - mu0[i], g[i], g0[i], lo[i], hi[i], G, s, free, step,
-                       L, A, work, idx)
+            _predicted(z, H, mu[i] - mu0[i], gi, g0[i], loi, hii, G, s, free, step, L, A, work,
+                       idx)
         for _ in range(max_iter):
-            _logistic_derivatives(X, y, c, r0, r1, mu[i], g[i], z, G, Hk[i], S)
-            H = Hk[i]
-            if _sign_pattern(z, G, S, eta[i], lo[i], hi[i], rtol, s, free):
+            _logistic_derivatives(X, y, c, r0, r1, mu[i], gi, z, G, H, S)
+            if _sign_pattern(z, G, S, eta[i], loi, hii, rtol, s, free):
                 ok[i] = True
                 break
             nf = _free_newton_step(H, G, s, eta[i], free, step, L, A, work, idx)
             if nf == 0:
                 break
-            if _full_step_sure(z, step, s, free, lo[i], hi[i], lip[i], mu[i]):
+            if _full_step_sure(z, step, s, free, loi, hii, lip[i], mu[i]):
                 for j in range(d):
                     z[j] += step[j]
-            elif not _projected_search(X, y, c, r0, r1, mu[i], g[i], eta[i], lo[i], hi[i], z,
-                                       step, s, free, zt, G):
+            elif not _projected_search(X, y, c, r0, r1, mu[i], gi, eta[i], loi, hii, z, step,
+                                       s, free, zt, G):
                 break
+        for j in range(d):
+            Z[i, j] = z[j]
+            for q in range(d):
+                Hk[i, j, q] = H[j, q]
 
 
 def _sign_pattern(z, G, S, eta, lo, hi, rtol, s, free):  # unannotated: compiled by numba
