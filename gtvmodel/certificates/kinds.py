@@ -177,18 +177,37 @@ class _Directions:
         values of ``X_i``) of ``nodes[mask]``: numerically null (``e_j <= NULL_SV_RTOL^2
         max_j e_j``, subspace conditions of ``dom h_i*``) and, at smooth ill-conditioned nodes
         (some ``e_j <= STIFF_RTOL max_j e_j`` not null), stiff (every non-null direction).
-        Only the (few) nodes with such directions are visited."""
+        Only the (few) nodes with such directions are visited.  Where they are many (at least
+        half the batch: ``m_i < d``), the bases are views of ``V``'s columns (``e`` ascending:
+        the null directions lead, the stiff ones close), not copies: ``V`` is the batch's
+        cached factors (:meth:`~gtvmodel.terms.losses.DataFitBatch.sample_svd`)."""
         emax = np.maximum(e.max(axis=1), 1e-300)[:, None]
         null = (e <= NULL_SV_RTOL ** 2 * emax) & mask[:, None]
         ill = ((e <= STIFF_RTOL * emax) & ~null).any(axis=1) & mask & smooth
         stiff = ~null & ill[:, None]
-        for j in np.flatnonzero(null.any(axis=1)):
-            self.null.append(int(nodes[j]))
-            self.null_bases.append(V[j][:, null[j]])
-        for j in np.flatnonzero(stiff.any(axis=1)):
-            self.stiff.append(int(nodes[j]))
-            self.stiff_bases.append(V[j][:, stiff[j]])
-            self.stiff_values.append(e[j][stiff[j]])
+        self.null_bases.extend(_columns(V, null))
+        self.null.extend(nodes[null.any(axis=1)].tolist())
+        self.stiff_bases.extend(_columns(V, stiff))
+        self.stiff.extend(nodes[stiff.any(axis=1)].tolist())
+        self.stiff_values.extend(e[j][stiff[j]] for j in np.flatnonzero(stiff.any(axis=1)))
+
+
+def _columns(V: np.ndarray, keep: np.ndarray) -> list[np.ndarray]:
+    """``V[j][:, keep[j]]`` for the rows ``j`` of ``keep`` (``(k, d)``) with any column kept:
+    views of ``V`` where ``keep[j]`` is one run of consecutive columns and the rows are at least
+    half of ``V``'s (a view of a few rows would hold all of ``V``), copies otherwise."""
+    rows = np.flatnonzero(keep.any(axis=1))
+    if rows.size == 0:
+        return []
+    sub = keep[rows]
+    first = sub.argmax(axis=1)
+    width = sub.sum(axis=1)
+    cols = np.arange(keep.shape[1])
+    run = ((cols >= first[:, None]) & (cols < (first + width)[:, None]) == sub).all(axis=1)
+    if 2 * rows.size < V.shape[0] or not run.all():
+        return [V[j][:, keep[j]] for j in rows.tolist()]
+    return [V[j, :, a:a + w] for j, a, w in zip(rows.tolist(), first.tolist(), width.tolist(),
+                                               strict=True)]
 
 
 def _sorted(nodes: list[int], *lists: list[np.ndarray]) -> tuple[Any, ...]:
