@@ -70,7 +70,7 @@ def test_well_conditioned_nodes_keep_the_eigen_decomposition():
 
 
 def test_null_space_bases_are_views_of_the_factors():
-    model = _model([3, 2, 4, 3, 5, 1])
+    model = _model([3, 2, 4, 3, 5, 1])  # widths differ: a list of views
     (b,) = model.structure().batches
     e, V = b.sample_svd()
     kinds = node_kinds(model)
@@ -92,3 +92,12 @@ def test_conjugate_group_reads_the_stacked_rows_without_copies():
     part = b.conjugate_group(np.array([True, False, True]))
     rows = np.r_[0:3, 5:9]
     assert np.array_equal(part.evaluate.args[0]["X"], b.Xs[rows])
+
+
+def test_one_width_bases_are_one_strided_view():
+    model = _model([3] * 6)
+    (b,) = model.structure().batches
+    V = b.sample_svd()[1]
+    N = node_kinds(model).subspace_bases
+    assert isinstance(N, np.ndarray) and N.shape == (6, 6, 3) and np.shares_memory(N, V)
+    assert np.array_equal(N, V[:, :, :3])

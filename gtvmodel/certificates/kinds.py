@@ -85,7 +85,8 @@ def affine_conditions(model: ModelDeclaration) -> AffineConditions | None:
 
 def _build_affine(model: ModelDeclaration, kinds: NodeKinds) -> AffineConditions:
     d = model.dim
-    null = dict(zip(kinds.subspace.tolist(), kinds.subspace_bases or [], strict=True))
+    null = dict(zip(kinds.subspace.tolist(), [] if kinds.subspace_bases is None
+                    else kinds.subspace_bases, strict=True))
     stiff = dict(zip(kinds.stiff.tolist(), kinds.stiff_bases, strict=True))
     nodes = np.union1d(kinds.subspace, kinds.stiff).astype(np.int64)
     empty = np.zeros((d, 0))
@@ -124,7 +125,9 @@ class NodeKinds:
     general: np.ndarray  # library nodes solved by the cached CVXPY problem
     conic: np.ndarray
     subspace: np.ndarray  # positions with a subspace domain (repair step 2)
-    subspace_bases: list[np.ndarray] | None  # null-space bases N_i (None: all N_i = I)
+    #: null-space bases N_i (None: all N_i = I); an ``(s, d, r)`` array (a view of the batch's
+    #: factors) where every node is from one batch with the same ``r``
+    subspace_bases: list[np.ndarray] | np.ndarray | None
     gradient: np.ndarray  # boolean mask of nodes with a gradient of h_i
     #: positions with stiff directions (:data:`STIFF_RTOL`) and their orthonormal bases
     stiff: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -170,6 +173,9 @@ class _Directions:
     stiff: list[int] = field(default_factory=list)
     stiff_bases: list[np.ndarray] = field(default_factory=list)
     stiff_values: list[np.ndarray] = field(default_factory=list)
+    #: ``(nodes, V[:, :, :r])`` of each batch whose every node has the same ``r`` leading null
+    #: directions (``m_i = m < d``): the bases as one strided view of the batch's factors
+    stacks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def add(self, nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
             smooth: bool) -> None:
@@ -186,6 +192,9 @@ class _Directions:
         ill = ((e <= STIFF_RTOL * emax) & ~null).any(axis=1) & mask & smooth
         stiff = ~null & ill[:, None]
         self.null_bases.extend(_columns(V, null))
+        r = int(null[0].sum()) if null.shape[0] else 0
+        if r and (null == (np.arange(null.shape[1]) < r)).all():
+            self.stacks.append((nodes, V[:, :, :r]))
         self.null.extend(nodes[null.any(axis=1)].tolist())
         self.stiff_bases.extend(_columns(V, stiff))
         self.stiff.extend(nodes[stiff.any(axis=1)].tolist())
@@ -268,6 +277,8 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     dirs.null.extend(bare.tolist())
     dirs.null_bases.extend([eye] * bare.size)
     sub, sub_bases = _sorted(dirs.null, dirs.null_bases)
+    if len(dirs.stacks) == 1 and np.array_equal(dirs.stacks[0][0], sub):
+        sub_bases = dirs.stacks[0][1]  # (s, d, r): one view, not 10^5 small arrays
     stiff, stiff_bases, stiff_values = _sorted(dirs.stiff, dirs.stiff_bases, dirs.stiff_values)
     general = np.flatnonzero(~handled)
     kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient, stiff,
