@@ -676,9 +676,10 @@ class SquaredBatch(DataFitBatch):
         X, y, _, c, rn = self._group_rows(sel)
         data = self.squared_data()
         m_max = int(np.bincount(rn, minlength=sel.size).max(initial=0))
-        whole = sel.size == self.ms.size  # no copies of the (k, d, d) factors
-        host = {"e": data["e"][sel], "V": data["B"] if whole else data["B"][sel],
-                "q": data["q"][sel], "gram_e": data["e"][sel] / self.ms[sel, None],
+        whole = sel.size == self.ms.size  # no copies of the cached factors
+        e, V, q = (data["e"], data["B"], data["q"]) if whole else \
+            (data["e"][sel], data["B"][sel], data["q"][sel])
+        host = {"e": e, "V": V, "q": q, "gram_e": e / self.ms[sel, None],
                 "kappa": self.l2[sel], "X": X, "y": y, "c": c, "rn": rn}
         moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
         # a module-level function (not a closure), so a batch can be pickled and deep-copied
