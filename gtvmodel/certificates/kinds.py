@@ -85,7 +85,8 @@ def affine_conditions(model: ModelDeclaration) -> AffineConditions | None:
 
 def _build_affine(model: ModelDeclaration, kinds: NodeKinds) -> AffineConditions:
     d = model.dim
-    null = dict(zip(kinds.subspace.tolist(), kinds.subspace_bases or [], strict=True))
+    null = dict(zip(kinds.subspace.tolist(), [] if kinds.subspace_bases is None
+                    else kinds.subspace_bases, strict=True))
     stiff = dict(zip(kinds.stiff.tolist(), kinds.stiff_bases, strict=True))
     nodes = np.union1d(kinds.subspace, kinds.stiff).astype(np.int64)
     empty = np.zeros((d, 0))
@@ -124,7 +125,9 @@ class NodeKinds:
     general: np.ndarray  # library nodes solved by the cached CVXPY problem
     conic: np.ndarray
     subspace: np.ndarray  # positions with a subspace domain (repair step 2)
-    subspace_bases: list[np.ndarray] | None  # null-space bases N_i (None: all N_i = I)
+    #: null-space bases N_i (None: all N_i = I); an ``(s, d, r)`` array (a view of the batch's
+    #: factors) where every node is from one batch with the same ``r``
+    subspace_bases: list[np.ndarray] | np.ndarray | None
     gradient: np.ndarray  # boolean mask of nodes with a gradient of h_i
     #: positions with stiff directions (:data:`STIFF_RTOL`) and their orthonormal bases
     stiff: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -170,6 +173,9 @@ class _Directions:
     stiff: list[int] = field(default_factory=list)
     stiff_bases: list[np.ndarray] = field(default_factory=list)
     stiff_values: list[np.ndarray] = field(default_factory=list)
+    #: ``(nodes, V[:, :, :r])`` of each batch whose every node has the same ``r`` leading null
+    #: directions (``m_i = m < d``): the bases as one strided view of the batch's factors
+    stacks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def add(self, nodes: np.ndarray, e: np.ndarray, V: np.ndarray, mask: np.ndarray,
             smooth: bool) -> None:
@@ -177,18 +183,40 @@ class _Directions:
         values of ``X_i``) of ``nodes[mask]``: numerically null (``e_j <= NULL_SV_RTOL^2
         max_j e_j``, subspace conditions of ``dom h_i*``) and, at smooth ill-conditioned nodes
         (some ``e_j <= STIFF_RTOL max_j e_j`` not null), stiff (every non-null direction).
-        Only the (few) nodes with such directions are visited."""
+        Only the (few) nodes with such directions are visited.  Where they are many (at least
+        half the batch: ``m_i < d``), the bases are views of ``V``'s columns (``e`` ascending:
+        the null directions lead, the stiff ones close), not copies: ``V`` is the batch's
+        cached factors (:meth:`~gtvmodel.terms.losses.DataFitBatch.sample_svd`)."""
         emax = np.maximum(e.max(axis=1), 1e-300)[:, None]
         null = (e <= NULL_SV_RTOL ** 2 * emax) & mask[:, None]
         ill = ((e <= STIFF_RTOL * emax) & ~null).any(axis=1) & mask & smooth
         stiff = ~null & ill[:, None]
-        for j in np.flatnonzero(null.any(axis=1)):
-            self.null.append(int(nodes[j]))
-            self.null_bases.append(V[j][:, null[j]])
-        for j in np.flatnonzero(stiff.any(axis=1)):
-            self.stiff.append(int(nodes[j]))
-            self.stiff_bases.append(V[j][:, stiff[j]])
-            self.stiff_values.append(e[j][stiff[j]])
+        self.null_bases.extend(_columns(V, null))
+        r = int(null[0].sum()) if null.shape[0] else 0
+        if r and (null == (np.arange(null.shape[1]) < r)).all():
+            self.stacks.append((nodes, V[:, :, :r]))
+        self.null.extend(nodes[null.any(axis=1)].tolist())
+        self.stiff_bases.extend(_columns(V, stiff))
+        self.stiff.extend(nodes[stiff.any(axis=1)].tolist())
+        self.stiff_values.extend(e[j][stiff[j]] for j in np.flatnonzero(stiff.any(axis=1)))
+
+
+def _columns(V: np.ndarray, keep: np.ndarray) -> list[np.ndarray]:
+    """``V[j][:, keep[j]]`` for the rows ``j`` of ``keep`` (``(k, d)``) with any column kept:
+    views of ``V`` where ``keep[j]`` is one run of consecutive columns and the rows are at least
+    half of ``V``'s (a view of a few rows would hold all of ``V``), copies otherwise."""
+    rows = np.flatnonzero(keep.any(axis=1))
+    if rows.size == 0:
+        return []
+    sub = keep[rows]
+    first = sub.argmax(axis=1)
+    width = sub.sum(axis=1)
+    cols = np.arange(keep.shape[1])
+    run = ((cols >= first[:, None]) & (cols < (first + width)[:, None]) == sub).all(axis=1)
+    if 2 * rows.size < V.shape[0] or not run.all():
+        return [V[j][:, keep[j]] for j in rows.tolist()]
+    return [V[j, :, a:a + w] for j, a, w in zip(rows.tolist(), first.tolist(), width.tolist(),
+                                               strict=True)]
 
 
 def _sorted(nodes: list[int], *lists: list[np.ndarray]) -> tuple[Any, ...]:
@@ -249,6 +277,8 @@ def node_kinds(model: ModelDeclaration) -> NodeKinds:
     dirs.null.extend(bare.tolist())
     dirs.null_bases.extend([eye] * bare.size)
     sub, sub_bases = _sorted(dirs.null, dirs.null_bases)
+    if len(dirs.stacks) == 1 and np.array_equal(dirs.stacks[0][0], sub):
+        sub_bases = dirs.stacks[0][1]  # (s, d, r): one view, not 10^5 small arrays
     stiff, stiff_bases, stiff_values = _sorted(dirs.stiff, dirs.stiff_bases, dirs.stiff_values)
     general = np.flatnonzero(~handled)
     kinds = NodeKinds(zero, groups, general, conic, sub, sub_bases, gradient, stiff,

@@ -365,7 +365,8 @@ class SubspaceConditions:
             return cls(at, None, None, diag, n, d)
         kmax = int(widths.max(initial=0))
         if (widths == kmax).all():  # one width (e.g. every m_i < d equal): one stack
-            return cls(at, np.stack(bases), None, diag, n, d, widths)
+            return cls(at, bases if isinstance(bases, np.ndarray) else np.stack(bases), None,
+                       diag, n, d, widths)
         Npad = np.zeros((len(bases), d, kmax))
         for j, B in enumerate(bases):  # the bases as the node classification stores them
             Npad[j, :, :B.shape[1]] = B

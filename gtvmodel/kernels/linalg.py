@@ -92,3 +92,25 @@ def grouped_gram(Xs: np.ndarray, weights: np.ndarray, starts: np.ndarray,
         i = j
     return out
 
+
+
+def write_sample_svd(Xs: np.ndarray, starts: np.ndarray, ms: np.ndarray, nodes: np.ndarray,
+                     e: np.ndarray, V: np.ndarray) -> None:
+    """Write the factors of ``Q_i = X_i^T X_i / m_i`` from the SVD of the samples ``X_i`` (rows
+    ``starts[i]:starts[i] + ms[i]`` of ``Xs``, ``(M, d)``) into ``e[i]`` (``(k, d)``) and
+    ``V[i]`` (``(k, d, d)``) in place, at the positions ``nodes``: ``e_ij = sigma_ij^2 / m_i``
+    ascending (zeros past ``rank <= m_i``), ``V_i`` the right singular vectors in the same
+    order; accurate to about ``eps sigma_max`` where the eigen-decomposition of the formed
+    ``Q_i`` is accurate to ``eps sigma_max^2`` only.  A QR first where ``m_i > d``; batched over
+    the nodes with the same ``m_i``, in pieces of about 2^22 sample entries."""
+    d = Xs.shape[1]
+    for m in np.unique(ms[nodes]):
+        same = nodes[ms[nodes] == m]
+        for part in np.array_split(same, -(-same.size * int(m) * d // 2**22)):
+            A = Xs[starts[part][:, None] + np.arange(m)]  # (kp, m, d)
+            if m > d:
+                A = np.linalg.qr(A, mode="r")
+            _, sv, Vh = np.linalg.svd(A, full_matrices=True)
+            e[part] = 0.0
+            e[part, d - sv.shape[1]:] = sv[:, ::-1] ** 2 / m
+            V[part] = np.swapaxes(Vh, 1, 2)[:, :, ::-1]

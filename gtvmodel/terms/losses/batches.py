@@ -17,7 +17,7 @@ import scipy.sparse.linalg as spla
 from ... import _compiled, _xp
 from ..._cvx import bounds_constraints
 from ...kernels.boxqp import dual_active_set_prox
-from ...kernels.linalg import grouped_gram
+from ...kernels.linalg import grouped_gram, write_sample_svd
 from ...kernels.newton import (
     newton_conjugate_maximizers,
     newton_minimize,
@@ -275,21 +275,17 @@ class DataFitBatch(SampleBatch):
 
     def _sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
         e, V = self._gram_factors()
-        ill = np.flatnonzero(e[:, 0] <= self.SVD_RTOL * e[:, -1])
+        ill = self._ill_conditioned(e)
         if ill.size == 0:
             return e, V
-        e, V, d = e.copy(), V.copy(), self.d
-        for m in np.unique(self.ms[ill]):
-            nodes = ill[self.ms[ill] == m]
-            for part in np.array_split(nodes, -(-nodes.size * int(m) * d // 2**22)):
-                A = self.Xs[self.starts[part][:, None] + np.arange(m)]  # (kp, m, d)
-                if m > d:
-                    A = np.linalg.qr(A, mode="r")
-                _, sv, Vh = np.linalg.svd(A, full_matrices=True)
-                e[part] = 0.0
-                e[part, d - sv.shape[1]:] = sv[:, ::-1] ** 2 / m
-                V[part] = np.swapaxes(Vh, 1, 2)[:, :, ::-1]
+        V = V.copy()  # (gram_eigh's factors stay those of the formed Q_i; e is new)
+        write_sample_svd(self.Xs, self.starts, self.ms, ill, e, V)
         return e, V
+
+    def _ill_conditioned(self, e: np.ndarray) -> np.ndarray:
+        """Positions whose eigenvalues ``e`` (ascending, of the formed ``Q_i``) have ``e_min
+        <= SVD_RTOL e_max``: the nodes :meth:`sample_svd` resolves by the samples' SVD."""
+        return np.flatnonzero(e[:, 0] <= self.SVD_RTOL * e[:, -1])
 
     # --- the primal
     def expression(self, w_flat: cp.Expression, W: cp.Expression) -> cp.Expression | None:
@@ -440,6 +436,16 @@ class DataFitBatch(SampleBatch):
         rows = np.flatnonzero(local[self.local] >= 0)
         return rows, local[self.local[rows]]
 
+    def _group_rows(self, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray,
+                                                    np.ndarray]:
+        """``(X, y, p, c, rn)``: the rows of the batch nodes ``sel`` and their local owner
+        (:meth:`_rows_of`); the batch's own stacked arrays (no copies) when ``sel`` is every
+        node in order."""
+        if sel.size == self.ms.size:  # sel is sorted and unique: every node
+            return self.Xs, self.y, self.p, self.c, self.local
+        rows, rn = self._rows_of(sel)
+        return self.Xs[rows], self.y[rows], take_rows(self.p, rows), self.c[rows], rn
+
     def conjugate_group(self, free: np.ndarray) -> ConjugateGroup | None:
         """Smooth rows without ``l1``: batched Newton (:func:`newton_conjugates`) from the
         candidate weights; nodes where it does not converge fall back to the CVXPY path."""
@@ -448,9 +454,8 @@ class DataFitBatch(SampleBatch):
         sel = np.flatnonzero(free & (self.l1 == 0))
         if sel.size == 0:
             return None
-        rows, rn = self._rows_of(sel)
-        grp = (self.cls, self.Xs[rows], self.y[rows], take_rows(self.p, rows), self.c[rows], rn,
-               self.l2[sel])
+        X, y, p, c, rn = self._group_rows(sel)
+        grp = (self.cls, X, y, p, c, rn, self.l2[sel])
         e, V = self.gram_eigh()
         whole = sel.size == self.ms.size
         gram = (e[sel] / (self.ms[sel] ** 2)[:, None], V if whole else V[sel])
@@ -547,8 +552,25 @@ class SquaredBatch(DataFitBatch):
         return self.shared("squared", self._squared_data)
 
     def _squared_data(self) -> dict[str, np.ndarray]:
-        e, B = np.linalg.eigh(self.gram() / self.ms[:, None, None])
+        """One factorization per node: the samples' SVD where ``m_i < d`` (no Gram matrix),
+        else the eigen-decomposition of ``Q_i``, overwritten in place by the SVD where
+        :meth:`_ill_conditioned`: the factors :meth:`sample_svd` returns, without a copy."""
+        k, d = self.ms.size, self.d
+        low = self.ms < d
+        if low.all():
+            e, B = np.zeros((k, d)), np.empty((k, d, d))
+            ill = np.arange(k)
+        else:
+            e, B = np.linalg.eigh(self.gram() / self.ms[:, None, None])
+            ill = np.union1d(np.flatnonzero(low), self._ill_conditioned(e))
+        if ill.size:
+            write_sample_svd(self.Xs, self.starts, self.ms, ill, e, B)
         return {"e": e, "B": B, "q": self.linear_terms()}
+
+    def sample_svd(self) -> tuple[np.ndarray, np.ndarray]:
+        """The factors of :meth:`squared_data` (already resolved by the samples' SVD where
+        :meth:`DataFitBatch.sample_svd` asks it: the same arrays, no copy)."""
+        return self._gram_factors()
 
     def linear_terms(self) -> np.ndarray:
         """``q_i = X_i^T y_i / m_i`` per node, ``(k, d)`` (cached, :meth:`shared`)."""
@@ -651,14 +673,14 @@ class SquaredBatch(DataFitBatch):
         sel = np.flatnonzero(free & (self.l1 == 0))
         if sel.size == 0:
             return None
-        rows, rn = self._rows_of(sel)
+        X, y, _, c, rn = self._group_rows(sel)
         data = self.squared_data()
         m_max = int(np.bincount(rn, minlength=sel.size).max(initial=0))
-        whole = sel.size == self.ms.size  # no copies of the (k, d, d) factors
-        host = {"e": data["e"][sel], "V": data["B"] if whole else data["B"][sel],
-                "q": data["q"][sel], "gram_e": data["e"][sel] / self.ms[sel, None],
-                "kappa": self.l2[sel], "X": self.Xs[rows], "y": self.y[rows],
-                "c": self.c[rows], "rn": rn}
+        whole = sel.size == self.ms.size  # no copies of the cached factors
+        e, V, q = (data["e"], data["B"], data["q"]) if whole else \
+            (data["e"][sel], data["B"][sel], data["q"][sel])
+        host = {"e": e, "V": V, "q": q, "gram_e": e / self.ms[sel, None],
+                "kappa": self.l2[sel], "X": X, "y": y, "c": c, "rn": rn}
         moved = SimpleNamespace()  # the arrays on a device, once per device and dtype
         # a module-level function (not a closure), so a batch can be pickled and deep-copied
         evaluate = functools.partial(_squared_conjugate_split, host, moved, m_max)
