@@ -349,6 +349,7 @@ def _alternate(model: ModelDeclaration, U: np.ndarray, rounds: int,
         kern, row, flagged = ball
         nf = int(kern.ball_project_pass(U_, cap, row, flagged))  # in place: U_ is ours
         if nf:  # rows the kernel declines (NaN, inf, near the ends of the range)
+            assert cap is not None  # (a compiled ball has capacities)
             fl = flagged[:nf]
             U_[fl] = _norms.project_rows(U_[fl], cap[fl], 2.0)
         return U_

@@ -311,8 +311,8 @@ def divergence_rows(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.n
     return (N @ A).tocsr()
 
 
-def condition_operator(model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
-                       ) -> spla.LinearOperator:
+def condition_operator(model: ModelDeclaration, nodes: np.ndarray,
+                       bases: list[np.ndarray] | np.ndarray) -> spla.LinearOperator:
     """:func:`divergence_rows`' ``A`` (the same rows in the same order) as a matrix-free
     ``LinearOperator`` (:meth:`SubspaceConditions.operator`): ``sum_i deg(i) d rank N_i``
     entries never stored (1.2 GB at 10^5 nodes, 10^6 edges, ``d = 10``, ``rank N_i = 5``)."""
@@ -353,8 +353,8 @@ class SubspaceConditions:
     widths: Any = None
 
     @classmethod
-    def build(cls, model: ModelDeclaration, nodes: np.ndarray, bases: list[np.ndarray]
-              ) -> SubspaceConditions:
+    def build(cls, model: ModelDeclaration, nodes: np.ndarray,
+              bases: list[np.ndarray] | np.ndarray) -> SubspaceConditions:
         """The conditions at ``nodes`` (sorted positions) with orthonormal bases ``bases``
         (``N_i``, ``(d, k_i)``), as numpy arrays."""
         n, d = model.num_nodes, model.dim
