@@ -523,9 +523,14 @@ def test_compiled_quad_rows_prox_matches_independent_cvxpy(cls, d, cond, p, monk
             out.append(batch.prox(Vc, tc))
         norm = np.linalg.norm(out[1], axis=1) if p == 2 else np.abs(out[1]).sum(axis=1)
         assert np.all(norm <= radius * (1 + 1e-12))
+        # both paths stop at the active-set KKT check, which accepts a nearly active ball as
+        # inactive: measured on this draw (d = 4, cond 1e3, node 14, call 1) an answer 1.0e-6
+        # from the optimum, 4.6e-12 inside the radius, objective 3.0e-12 (1.9e-12 relative)
+        # above it -- from the numpy path with numpy 2.4, from the compiled one at the
+        # dependency floors (numpy 1.24, numba 0.60); hence 1e-11, not rounding
         for j in np.flatnonzero(np.abs(out[1] - out[0]).max(axis=1) > 1e-10):
             f, f_np = (_quad_objective(losses[j], Vc[j], tc[j], z) for z in (out[1][j], out[0][j]))
-            assert f <= f_np + 1e-13 * (1 + abs(f_np)), (call, j, f, f_np)
+            assert f <= f_np + 1e-11 * (1 + abs(f_np)), (call, j, f, f_np)
         for j in range(call, k, 5)[:8]:
             ref = _quad_reference(losses[j], Vc[j], tc[j], *((radius[j], np.inf) if p == 2
                                                              else (np.inf, radius[j])))
