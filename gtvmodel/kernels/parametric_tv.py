@@ -63,34 +63,13 @@ from scipy.sparse import csgraph
 
 from .bk_max_flow import _bk
 from .max_flow import _dinic, _levels
+from .tv import _adjacency
 
 __all__ = ["tv_graph", "choose_max_flow", "MEAN_DEGREE_TREES"]
 
 _NB = {"cache": True, "nogil": True}
 #: Residuals at most this share of a set's largest node capacity count as saturated.
 _EPS = 1e-13
-
-
-@numba.njit(**_NB)
-def _adjacency(n, heads, tails):
-    """CSR adjacency ``(ptr, nbr, eid)`` of the undirected graph."""
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    for e in range(heads.size):
-        ptr[heads[e] + 1] += 1
-        ptr[tails[e] + 1] += 1
-    ptr = np.cumsum(ptr)
-    fill = ptr[:-1].copy()
-    nbr = np.empty(2 * heads.size, dtype=np.int64)
-    eid = np.empty(2 * heads.size, dtype=np.int64)
-    for e in range(heads.size):
-        h, t = heads[e], tails[e]
-        nbr[fill[h]] = t
-        eid[fill[h]] = e
-        fill[h] += 1
-        nbr[fill[t]] = h
-        eid[fill[t]] = e
-        fill[t] += 1
-    return ptr, nbr, eid
 
 
 @numba.njit(**_NB)

@@ -57,14 +57,15 @@ _STACK = 256  # > the two right spines of leftist heaps of < 2^62 elements
 
 # ---------------------------------------------------------------- the forest
 @numba.njit(**_NB)
-def _forest_order(n, heads, tails):
-    deg = np.zeros(n + 1, dtype=np.int64)
+def _adjacency(n, heads, tails):
+    """CSR adjacency ``(ptr, nbr, eid)`` of the undirected graph: node ``i``'s neighbours
+    ``nbr[ptr[i]:ptr[i + 1]]`` through the edges ``eid[ptr[i]:ptr[i + 1]]``."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
     for e in range(heads.size):
-        deg[heads[e] + 1] += 1
-        deg[tails[e] + 1] += 1
-    degree = deg[1:].copy()
-    indptr = np.cumsum(deg)
-    fill = indptr[:-1].copy()
+        ptr[heads[e] + 1] += 1
+        ptr[tails[e] + 1] += 1
+    ptr = np.cumsum(ptr)
+    fill = ptr[:-1].copy()
     nbr = np.empty(2 * heads.size, dtype=np.int64)
     eid = np.empty(2 * heads.size, dtype=np.int64)
     for e in range(heads.size):
@@ -75,6 +76,13 @@ def _forest_order(n, heads, tails):
         nbr[fill[t]] = h
         eid[fill[t]] = e
         fill[t] += 1
+    return ptr, nbr, eid
+
+
+@numba.njit(**_NB)
+def _forest_order(n, heads, tails):
+    indptr, nbr, eid = _adjacency(n, heads, tails)
+    degree = indptr[1:] - indptr[:-1]
     order = np.empty(n, dtype=np.int64)
     parent = np.full(n, -1, dtype=np.int64)
     pedge = np.full(n, -1, dtype=np.int64)
