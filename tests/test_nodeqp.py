@@ -302,6 +302,33 @@ def _composite_batch(rng, cls, k, d, cond):
     return losses, lo, hi
 
 
+#: ``COMPILED_MIN_NODES`` of the numpy steps (never compiled) and of the compiled loop (always).
+_PATHS = (10**9, 0)
+
+
+def _numpy_and_compiled(monkeypatch, make):
+    """Two batches from ``make()``: built under the numpy steps' and the compiled loop's
+    thresholds (:data:`_PATHS`)."""
+    batches = []
+    for threshold in _PATHS:
+        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+        batches.append(make())
+    return batches
+
+
+def _warm_calls(monkeypatch, batches, V, tau, calls=4):
+    """Four warm calls of both batches at moving points and growing steps: yields ``(call,
+    Vc, tc, [numpy answer, compiled answer])``."""
+    k, d = V.shape
+    for call in range(calls):
+        Vc, tc = V + 0.3 * call * np.cos(np.arange(k * d).reshape(k, d) + call), tau * 1.3**call
+        out = []
+        for threshold, batch in zip(_PATHS, batches, strict=True):
+            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+            out.append(batch.prox(Vc, tc))
+        yield call, Vc, tc, out
+
+
 @pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
 @pytest.mark.parametrize("d, cond, ball", [(1, 1.0, False), (2, 10.0, False), (3, 1e2, False),
                                            (4, 1e3, False), (1, 1.0, True), (3, 1e2, True)])
@@ -318,17 +345,9 @@ def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, ball, m
     V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
     radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf) if ball \
         else np.full(k, np.inf)
-    batches = []
-    for threshold in (10**9, 0):
-        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
-        batches.append(CompositeProxBatch(cls, np.arange(k), losses, k, d, box=(lo, hi),
-                                          radius=radius if ball else None))
-    for call in range(4):
-        Vc, tc = V + 0.3 * call * np.cos(np.arange(k * d).reshape(k, d) + call), tau * 1.3**call
-        out = []
-        for threshold, batch in zip((10**9, 0), batches, strict=True):
-            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
-            out.append(batch.prox(Vc, tc))
+    batches = _numpy_and_compiled(monkeypatch, lambda: CompositeProxBatch(
+        cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius if ball else None))
+    for call, Vc, tc, out in _warm_calls(monkeypatch, batches, V, tau):
         assert np.all(out[1] >= lo) and np.all(out[1] <= hi)
         assert np.all(np.linalg.norm(out[1], axis=1) <= radius * (1 + 1e-12))
 
@@ -511,16 +530,9 @@ def test_compiled_quad_rows_prox_matches_independent_cvxpy(cls, d, cond, p, monk
     balls = {"radius": radius} if p == 2 else {"radius1": radius}
     calls = []
     monkeypatch.setattr(composite, "_run_quad", _counted(composite._run_quad, calls))
-    batches = []
-    for threshold in (10**9, 0):
-        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
-        batches.append(CompositeProxBatch(cls, np.arange(k), losses, k, d, **balls))
-    for call in range(4):
-        Vc, tc = V + 0.3 * call * np.cos(np.arange(k * d).reshape(k, d) + call), tau * 1.3**call
-        out = []
-        for threshold, batch in zip((10**9, 0), batches, strict=True):
-            monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
-            out.append(batch.prox(Vc, tc))
+    batches = _numpy_and_compiled(
+        monkeypatch, lambda: CompositeProxBatch(cls, np.arange(k), losses, k, d, **balls))
+    for call, Vc, tc, out in _warm_calls(monkeypatch, batches, V, tau):
         norm = np.linalg.norm(out[1], axis=1) if p == 2 else np.abs(out[1]).sum(axis=1)
         assert np.all(norm <= radius * (1 + 1e-12))
         # both paths stop at the active-set KKT check, which accepts a nearly active ball as
