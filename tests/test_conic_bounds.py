@@ -132,3 +132,46 @@ def test_rounding_sized_demand_on_a_free_coordinate_needs_no_radius():
     assert P - 1e-9 * max(1.0, abs(P)) <= D <= P
     cert = model.certify(sol.weights, U)
     assert 0.0 <= cert.relative_gap <= 1e-9
+
+
+def _halfspace_squared_conjugate(X: np.ndarray, y: np.ndarray, c: float, s: np.ndarray) -> float:
+    """``sup {s^T w - ||X w - y||^2 / m : 1^T w <= c}`` (``SquaredLoss``' default scaling) in
+    closed form (``X`` of full column rank): the unconstrained maximizer ``Q^-1 (s + 2 X^T y /
+    m)``, ``Q = 2 X^T X / m``, moved along ``Q^-1 1`` onto the hyperplane when it lies beyond
+    it."""
+    m = X.shape[0]
+    Q = 2 * X.T @ X / m
+    w = np.linalg.solve(Q, s + 2 * X.T @ y / m)
+    if w.sum() > c:
+        q1 = np.linalg.solve(Q, np.ones_like(w))
+        w = w - (w.sum() - c) / q1.sum() * q1
+    return float(s @ w - np.sum((X @ w - y) ** 2) / m)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e2, 1e3, 7e3, 3e4])
+def test_epigraphs_of_far_squared_residuals_are_bounded_soundly(scale):
+    """The slow sweep's feas_scale seed 39: a squared loss beside a symbolic constraint
+    ``sum(w) <= c`` at a demand ``|s| ~ 7e3``.  Its residuals' epigraphs ``t >= r^2`` sit
+    near the second-order cone's boundary ray at ``t ~ 1e7``; Clarabel stopped with
+    ``InsufficientProgress`` (also after the column rescales), the bound was ``+inf`` and
+    the exact solution's certificate fell back to zero flows (relative gap 1).  The boosted
+    re-solve (``_soc_boosts``) bounds it, never below the closed form.  Its dual point is
+    large (``|z| ~ 3e6`` at ``scale = 7e3``: the complementary ray of a slack ``~4e7``), so a
+    rounding-level residual or a cone block ``eps |z|`` outside would cost ``~eps |z| |r|``
+    each; both are charged (the SOC margin, the residual at rounding level), which leaves the
+    bound within ``~1e2 eps |z| |r|`` of the conjugate: 1e-7 relative here up to ``scale =
+    7e3``, sound beyond."""
+    rng = np.random.default_rng(39)
+    X, y, cap = rng.normal(size=(6, 2)), rng.normal(size=6), 3.66
+    model = gm.GTVModel(nx.path_graph(2), dim=2, penalty=gm.Norm2(), lam=0.1)
+    model.set_loss(0, gm.SquaredLoss(X, y))
+    model.add_constraint(0, cp.sum(model.var(0)) <= cap)
+    model.set_loss(1, gm.QuadraticLoss([1.0, 1.0]))
+    s = scale * np.array([-0.3963, 0.9181])
+    exact = _halfspace_squared_conjugate(X, y, cap, s)
+    b = conjugate_bound(model, 0, s)
+    assert np.isfinite(b.value), b.reason
+    R = 10.0 * scale + 1e3  # beyond the maximizer: the boxed conjugate is the exact one
+    assert b.value + R * float(np.abs(b.shift).sum()) >= exact - 1e-12 * abs(exact)
+    if scale <= 7e3:
+        assert b.value <= exact + 1e-7 * max(1.0, abs(exact))

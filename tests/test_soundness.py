@@ -137,7 +137,10 @@ def _not_singular(cls: str) -> bool:
 #: as they were found (without the later Poisson nodes of the mixed family).
 KNOWN = [(12, "illcond"), (1, "extreme_p"), (4, "illcond"), (6, "mixed"), (16, "mixed"),
          (0, "feas_scale"), (86, "mixed"), (14, "radius"), (37, "mixed"),
-         (43, "mixed"), (33, "illcond"), (0, "mixed")]
+         (43, "mixed"), (33, "illcond"), (0, "mixed"),
+         # the exact solution certified only to relative gap 1 until the boosted conic
+         # re-solve (duality/conic_bounds.py, _soc_boosts): a far maximizer's epigraphs
+         (39, "feas_scale")]
 
 
 @pytest.mark.parametrize(("seed", "family"), KNOWN)

@@ -25,18 +25,21 @@ certificate with a certified radius ``R`` uses)
     (h + iota{||w||_inf <= R})^*(s) <= h^*(s') + R ||s - s'||_1,
 
 the *shift* ``s' - s`` is returned beside the bound and charged like any residual outside a
-conjugate's domain (:func:`gtvmodel.certificates.value.residual_charge`).  A residual left on
-the auxiliary columns (epigraph variables and the like) is at rounding level after the repair
-in most cases; where it is not (a cone block held on its boundary, e.g. an exponential cone
-of ``-log`` at the optimum), it is charged to first order at the solver's primal point,
-``sum_j |rho_j| max(1, |x_j|)`` (added to the value and named in ``reason``): that part, and
-only that part, rests on the solver's point, as rounding-level residuals do, and only while it
-is at most :data:`_AUX_CHARGE_RTOL` of the value (else ``+inf``).
+conjugate's domain (:func:`gtvmodel.certificates.value.residual_charge`).  The residual left
+on the auxiliary columns (epigraph variables and the like) is charged to first order at the
+solver's primal point, ``sum_j (|rho_j| + err_j) max(1, |x_j|)`` (``rho`` accumulated in
+extended precision, ``err`` its error bound: :meth:`_Balance.error`; added to the value, and
+named in ``reason`` where an entry is above rounding, e.g. a cone block held on its boundary,
+an exponential cone of ``-log`` at the optimum): that part, and only that part, rests on the
+solver's point, as rounding-level residuals do, and only while it is at most
+:data:`_AUX_CHARGE_RTOL` of the value (else ``+inf``).  ``z in K^*`` is checked with a margin
+for the rounding of the checks themselves (:func:`_soc_margin`).
 
 A solve that Clarabel does not call "Solved", or whose bound lies above its own primal value
 (:data:`_LOOSE_RTOL`), is repeated with the columns of (P_s) scaled by the last answer's
 ``|x|`` (``x = diag(|x|) y``: the balance and ``z`` are unchanged, so the checks above apply
-as they are); the bound with the smaller value at no larger shift is kept.  A far maximizer
+as they are), then with its second-order cone blocks boosted (:func:`_soc_boosts`); the
+bound with the smaller value at no larger shift is kept.  A far maximizer
 beside a small epigraph variable is badly scaled for the interior-point method.
 """
 
@@ -59,6 +62,9 @@ from .conic import ConeRows, ConicData, cone_rows, node_conic_data
 __all__ = ["ConjugateBound", "conjugate_bound"]
 
 _EPS = float(np.finfo(float).eps)
+#: The unit roundoff of the residual's accumulation (``numpy.longdouble``: 2^-63 on x86's
+#: extended precision, the same as ``float`` where ``long double`` is ``double``).
+_EPS_LONG = float(np.finfo(np.longdouble).eps)
 #: Rounds of (minimum-norm balance correction, move into ``K^*``) tried on the solver's ``z``.
 _REPAIR_ROUNDS = 8
 #: Rounds of the fallback candidates (minimum-norm, into ``K^*``, null-space moves).
@@ -150,14 +156,13 @@ def _into_dual_cone(D: ConicData, z: np.ndarray, box: int,
         for r in starts:
             t, x = z[r], z[r + 1:r + k]
             nx = float(np.linalg.norm(x))
-            if nx <= t:
-                continue
             if nx <= -t:
                 z[r:r + k] = 0.0
-            else:
+                continue
+            if nx > t:
                 a = 0.5 * (t + nx)
                 z[r], z[r + 1:r + k] = a, (a / nx) * x
-                z[r] = max(z[r], float(np.linalg.norm(z[r + 1:r + k])))
+            z[r] = max(z[r], _soc_margin(k) * float(np.linalg.norm(z[r + 1:r + k])))
     for r, k in rows.psd:
         n = k * (k + 1) // 2
         lam, V = np.linalg.eigh(_svec_to_mat(z[r:r + n], k))
@@ -184,6 +189,16 @@ def _into_dual_cone(D: ConicData, z: np.ndarray, box: int,
     return z
 
 
+def _soc_margin(k: int) -> float:
+    """``1 + (k + 2) eps``: a second-order cone block ``(t, x)`` of order ``k`` counts as inside
+    when ``t >= margin * fl(||x||)``, which bounds the norm's rounding (at most ``(k / 2 + 1)
+    eps`` relative), so the block is inside in exact arithmetic.  Without the margin a block
+    ``eps ||x||`` outside passes, and against a slack ``r`` of a far maximizer (``|z| ~ 1e5``,
+    ``|r| ~ 1e7``) it costs ``z^T r ~ -eps |z| |r|``: 2e-4 per block, more than the bound's
+    rounding."""
+    return 1.0 + (k + 2) * _EPS
+
+
 def _in_dual_cone(D: ConicData, z: np.ndarray, box: int,
                   rows: ConeRows | None = None) -> bool:
     """``z in K^*`` (dual cones as in :mod:`gtvmodel.duality.conic`), checked entry by entry."""
@@ -194,7 +209,7 @@ def _in_dual_cone(D: ConicData, z: np.ndarray, box: int,
     if (z[nn] < 0).any():
         return False
     for k, starts in rows.soc.items():
-        if any(z[r] < np.linalg.norm(z[r + 1:r + k]) for r in starts):
+        if any(z[r] < _soc_margin(k) * np.linalg.norm(z[r + 1:r + k]) for r in starts):
             return False
     for r, k in rows.psd:
         if np.linalg.eigvalsh(_svec_to_mat(z[r:r + k * (k + 1) // 2], k)).min() < 0:
@@ -271,6 +286,9 @@ class _Balance:
         self.D, self.A, self.absA = D, A, abs(A)
         self.rows = cone_rows([(0, D)])
         AT = A.T.toarray()
+        self.AT_long = A.T.tocsr().astype(np.longdouble)
+        # products and sums of a column's entries, each rounded once in extended precision
+        self.ulps = max(_ROUNDING_ULPS, 2.0 * (float(np.diff(A.tocsc().indptr).max(initial=0)) + 2))
         self.AT_pinv = np.linalg.pinv(AT) if A.shape[0] else None
         self.null = null_space(AT) if A.shape[0] else np.zeros((0, 0))
         self.aux = np.ones(A.shape[1], dtype=bool)
@@ -278,23 +296,36 @@ class _Balance:
         self.c, self.b = D.c0, D.b
 
     def residual(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(rho, bound of its rounding)`` at the current ``c``."""
-        rho = self.A.T @ z + self.c
+        """``(rho, rounding level)`` at the current ``c``: an entry within the level (64 ulps
+        of the sums that form it in double precision) counts as rounding.  ``rho`` itself is
+        accumulated in ``numpy.longdouble`` and its error bounded by :meth:`error`."""
+        rho_long = self.AT_long @ z.astype(np.longdouble) + self.c.astype(np.longdouble)
         rnd = _ROUNDING_ULPS * _EPS * (self.absA.T @ np.abs(z) + np.abs(self.c))
-        return rho, rnd
+        return rho_long.astype(float), rnd
+
+    def error(self, z: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        """A bound of ``|rho - (A^T z + c)|`` for :meth:`residual`'s ``rho``: each product and
+        sum of a column rounded once in extended precision (:data:`_EPS_LONG`), then once to
+        double.  A dual point with large entries (a boosted solve's, :func:`_soc_boosts`)
+        leaves a real residual below the rounding level, and a far maximizer multiplies it
+        (:meth:`_charges`)."""
+        return (self.ulps * _EPS_LONG * (self.absA.T @ np.abs(z) + np.abs(self.c))
+                + _EPS * np.abs(rho))
 
     def _charges(self, z: np.ndarray, x: np.ndarray) -> tuple[float, tuple[bool, float], bool]:
         """``(auxiliary charge, score, rounding level everywhere)`` of a candidate ``z`` (``inf``
-        outside ``K^*``): auxiliary residual entries above rounding charged to first order at
-        the solver's point ``x``, ``sum |rho_j| max(1, |x_j|)``; the score ranks a ``w`` residual
-        above rounding last (the caller charges it at a radius), then adds the bound's value and
-        that residual at ``x``."""
+        outside ``K^*``): the auxiliary residual charged to first order at the solver's point
+        ``x``, ``sum (|rho_j| + err_j) max(1, |x_j|)`` (:meth:`error`) -- entries at rounding
+        level too (a far maximizer's epigraph variable ``x_j ~ 4e7`` times a residual of
+        ``1e-10``, left by a dual point with entries ``~3e6``, was 0.02 of a bound that fell
+        short by as much); the score ranks a ``w`` residual above rounding last (the caller
+        charges it at a radius), then adds the bound's value and that residual at ``x``."""
         if not _in_dual_cone(self.D, z, self.box, self.rows):
             return np.inf, (True, np.inf), False
         rho, rnd = self.residual(z)
         big = np.abs(rho) > rnd
         scale = np.maximum(1.0, np.abs(x))
-        aux = float((np.abs(rho) * scale)[big & self.aux].sum())
+        aux = float(((np.abs(rho) + self.error(z, rho)) * scale)[self.aux].sum())
         score = float(self.b @ z) + aux + float((np.abs(rho) * scale)[~self.aux].sum())
         return aux, (bool(big[~self.aux].any()), score), not big.any()
 
@@ -322,7 +353,7 @@ class _Balance:
             zw = self._weighted(zw)
             for cand in (zw, _into_dual_cone(self.D, zw, self.box, self.rows)):
                 if consider(cand):
-                    return cand, 0.0
+                    return cand, self._charges(cand, x)[0]
             zw = cand
         for _ in range(_FALLBACK_ROUNDS if self.AT_pinv is not None else 0):
             cands = self._candidates(z)
@@ -369,21 +400,28 @@ def _balance(model: ModelDeclaration, i: int, boxed: bool) -> _Balance:
     return bal
 
 
-def _solve(bal: _Balance, b: np.ndarray, cols: np.ndarray | None = None
-           ) -> tuple[str, np.ndarray | None, np.ndarray]:
+def _solve(bal: _Balance, b: np.ndarray, cols: np.ndarray | None = None,
+           rows: sp.csr_matrix | None = None) -> tuple[str, np.ndarray | None, np.ndarray]:
     """Clarabel on (P_s): ``(status, z, x)``, with the package's accuracy defaults and, where
     Clarabel stops without an (almost) optimal answer, its looser levels
     (:data:`~gtvmodel._solver.FALLBACK_SOLVER_OPTIONS`) in turn.  ``cols``: positive column
     scales ``x = diag(cols) y`` (the problem solved in ``y``; ``z`` and the balance
-    ``A^T z + c = 0`` are unchanged by the substitution, so the bound needs no conversion)."""
+    ``A^T z + c = 0`` are unchanged by the substitution, so the bound needs no conversion).
+    ``rows``: a symmetric automorphism ``T`` of ``K`` (:func:`_soc_boosts`); the problem is
+    solved with the rows ``T A``, ``T b`` (the same ``K``), and its dual point ``z'`` is
+    returned as ``z = T z'``, in ``K^*`` with ``A^T z = (T A)^T z'`` and ``b^T z = (T b)^T z'``
+    up to rounding: a dual point of the original (P_s), repaired and checked as every other
+    (the bound does not rest on ``T`` being exact)."""
     n = bal.D.num_vars
     cols = np.ones(n) if cols is None else cols
+    if rows is not None:
+        b = rows @ b
     levels = [DEFAULT_SOLVER_OPTIONS["CLARABEL"], *FALLBACK_SOLVER_OPTIONS["CLARABEL"]]
     # the objective scaled to unit size (its dual point scales back): large demands stall
     # Clarabel otherwise (feas_scale seed 39, |s| ~ 6e3)
     c = cols * bal.c
     scale = max(1.0, float(np.abs(c).max(initial=0.0)))
-    A = (bal.A @ sp.diags(cols)).tocsc()
+    A = ((bal.A if rows is None else rows @ bal.A) @ sp.diags(cols)).tocsc()
     for level in levels:
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -396,6 +434,8 @@ def _solve(bal: _Balance, b: np.ndarray, cols: np.ndarray | None = None
             break
     z, x = scale * np.asarray(sol.z, dtype=float), cols * np.asarray(sol.x, dtype=float)
     ok = z.size == b.size and np.isfinite(z).all()
+    if ok and rows is not None:
+        z = rows @ z
     return str(sol.status), (z if ok else None), (x if x.size == n else np.full(n, np.inf))
 
 
@@ -443,17 +483,79 @@ def conjugate_bound(model: ModelDeclaration, i: int, s: Any,
         raise InfeasibleError(f"conjugate of node {model.nodes[i]!r}: the node's constraints "
                               "(with its loss's domain) have no feasible point")
     best = _bound(model, bal, s, absent, status, z, x)
-    for _ in range(_RESCALE_ROUNDS):
-        cols = _column_scales(x)
-        if cols is None or (np.isfinite(best.value) and not _loose(bal, best, x)):
+    for round_ in range(_RESCALE_ROUNDS + _BOOST_ROUNDS):
+        if np.isfinite(best.value) and not _loose(bal, best, x):
             break
-        status, z, x = _solve(bal, bal.b, cols)
+        if round_ < _RESCALE_ROUNDS:
+            cols, rows = _column_scales(x), None
+        else:
+            cols, rows = None, _soc_boosts(bal, x)
+        if cols is None and rows is None:
+            break
+        status, z, x = _solve(bal, bal.b, cols, rows)
         if status in _INFEASIBLE:
             break
         alt = _bound(model, bal, s, absent, status, z, x)
         if _better(alt, best):
             best = alt
     return best
+
+
+#: Re-solves with the second-order cone blocks boosted (:func:`_soc_boosts`) after the column
+#: rescales, each from the last solve's point.
+_BOOST_ROUNDS = 2
+#: A boosted block's slack shrinks by ``r_0 ** -_BOOST_POWER``.  On the test's far epigraphs
+#: (``tests/test_conic_bounds.py``, demands 1e2 ... 3e4) 0.5 solved every demand, 0.4 up to
+#: 7e3, 0.3 and less up to 1e2-1e3.
+_BOOST_POWER = 0.5
+
+
+def _soc_boosts(bal: _Balance, x: np.ndarray) -> sp.csr_matrix | None:
+    """Row transform for a far maximizer: the identity except on each second-order cone block
+    whose slack ``r = b - A x = (r_0, rbar)`` at the last solve's ``x`` is large (``r_0 > 1``,
+    ``rbar != 0``), where it is the Lorentz boost ``B`` along ``u = rbar / ||rbar||`` with
+    rapidity ``-beta``, ``beta = ln(r_0) / 2`` (:data:`_BOOST_POWER`):
+
+        B (v_0, vbar) = (ch v_0 - sh u^T vbar,  vbar + ((ch - 1) u^T vbar - sh v_0) u),
+
+    ``ch = cosh beta``, ``sh = sinh beta``.  ``B`` is symmetric and maps the second-order cone
+    onto itself (a Lorentz transformation), so ``T K = K = K^*`` and :func:`_solve`'s ``rows``
+    apply.  It shrinks a slack near the cone's boundary ray ``(1, u)`` by ``e^{-beta}`` and
+    grows the complementary dual ray ``(1, -u)`` by ``e^{beta}``: the epigraph of a squared
+    residual ``t >= r^2 / 4`` at ``|r| ~ 4e3`` (``t ~ 5e6``, the slow soundness sweep's
+    feas_scale seed 39) is held as ``(1 + t, t - 1, r)``, nearly on that ray, and Clarabel
+    stops there with ``InsufficientProgress`` unboosted; boosted, it solves.  None where no
+    block qualifies or ``x`` is not finite."""
+    D = bal.D
+    if not D.soc or not np.isfinite(x).all():
+        return None
+    r = bal.b - bal.A @ x
+    m = r.size
+    ri, ci, vals = [np.arange(m)], [np.arange(m)], [np.ones(m)]
+    keep = np.ones(m, dtype=bool)
+    start = D.zero + D.nonneg
+    for k in D.soc:
+        blk = np.arange(start, start + k)
+        start += k
+        r0, rbar = r[blk[0]], r[blk[1:]]
+        nb = float(np.linalg.norm(rbar))
+        if not (np.isfinite(r0) and r0 > 1.0 and nb > 0.0):
+            continue
+        beta = -_BOOST_POWER * np.log(r0)
+        ch, sh, u = np.cosh(beta), np.sinh(beta), rbar / nb
+        Bk = np.eye(k)
+        Bk[0, 0], Bk[0, 1:], Bk[1:, 0] = ch, sh * u, sh * u
+        Bk[1:, 1:] += (ch - 1.0) * np.outer(u, u)
+        keep[blk] = False
+        rr, cc = np.meshgrid(blk, blk, indexing="ij")
+        ri.append(rr.ravel())
+        ci.append(cc.ravel())
+        vals.append(Bk.ravel())
+    if keep.all():
+        return None
+    ri[0], ci[0], vals[0] = ri[0][keep], ci[0][keep], vals[0][keep]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))),
+                         shape=(m, m))
 
 
 def _loose(bal: _Balance, bound: ConjugateBound, x: np.ndarray) -> bool:
@@ -494,9 +596,10 @@ def _bound(model: ModelDeclaration, bal: _Balance, s: np.ndarray, absent: np.nda
         return ConjugateBound(np.inf, zero, zero, np.inf, status,
                               f"the auxiliary residual's charge {aux_charge:.2e} at the solver's "
                               f"point is too large to rest on it (Clarabel: {status})")
-    reason = (f"auxiliary residual above rounding, charged {aux_charge:.2e} at the solver's "
-              f"point (Clarabel: {status})" if aux_charge else "")
     rho, rnd = bal.residual(z)
+    above = bool((np.abs(rho) > rnd)[bal.aux].any())
+    reason = (f"auxiliary residual above rounding, charged {aux_charge:.2e} at the solver's "
+              f"point (Clarabel: {status})" if above else "")
     shift, shift_rnd = np.where(absent, -s, 0.0), np.zeros(model.dim)
     cols = D.x_cols[0][~absent]
     shift[~absent], shift_rnd[~absent] = rho[cols], rnd[cols]
