@@ -277,3 +277,16 @@ def test_weights_only_certificates_as_tight_with_either_factorization(penalty: s
     assert len(calls) >= 2  # the phase I ran (its start and Newton steps)
     assert cert.relative_gap <= 1e-8
     assert cert.gap >= cert.primal_value - prob.value - 1e-9 * max(1.0, abs(prob.value))
+
+
+def test_an_indefinite_matrix_goes_to_superlu(factorization: str) -> None:
+    """A symmetric matrix that is not positive definite but nonsingular: CHOLMOD refuses it
+    and SuperLU (LU without pivoting) factors it; the solve is exact either way."""
+    rng = np.random.default_rng(0)
+    Q = sp.random(30, 30, density=0.1, random_state=1) + sp.identity(30)
+    S = sp.csc_matrix(Q @ sp.diags(np.r_[-np.ones(5), np.ones(25)] * 4.0) @ Q.T)
+    fac = ff._factor(S)
+    assert fac is not None
+    assert not isinstance(fac.lu, SparseCholesky)
+    b = rng.normal(size=30)
+    np.testing.assert_allclose(S @ fac.solve(b), b, atol=1e-9)

@@ -193,7 +193,10 @@ def _cholesky(S: sp.csc_matrix) -> _Factor | None:
     S.sum_duplicates()  # sorted indices, no duplicates
     cols = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
     pos, ptr, rows = _lower(S.indptr, S.indices, cols, S.shape[0])
-    chol = SparseCholesky(ptr, rows, S.shape[0])
+    try:
+        chol = SparseCholesky(ptr, rows, S.shape[0])
+    except ValueError:  # CHOLMOD's symbolic analysis failed (e.g. out of memory)
+        return None
     return _Factor(chol, None) if chol.factor(S.data[pos]) else None
 
 
@@ -271,6 +274,7 @@ class _Normal:
         self.m, self.cols = m, cols
         self.order: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.chol: SparseCholesky | None = None
+        self.cholmod_ok = True  # CHOLMOD's symbolic analysis not failed
         self.lower = np.zeros(0, dtype=np.int64)
 
     def matrix(self, H: _BlockDiagonal) -> sp.csc_matrix:
@@ -317,11 +321,15 @@ class _Normal:
         """CHOLMOD's factor of ``F`` (on this pattern), the symbolic analysis done at the first
         call; None as :func:`_cholesky` returns it.  The factor is overwritten by the next
         call."""
-        if not CHOLMOD or self.m == 0:
+        if not CHOLMOD or self.m == 0 or not self.cholmod_ok:
             return None
         if self.chol is None:
             self.lower, ptr, rows = _lower(self.indptr, self.rows, self.cols, self.m)
-            self.chol = SparseCholesky(ptr, rows, self.m)
+            try:
+                self.chol = SparseCholesky(ptr, rows, self.m)
+            except ValueError:  # CHOLMOD's symbolic analysis failed: SuperLU from now on
+                self.cholmod_ok = False
+                return None
         return _Factor(self.chol, None) if self.chol.factor(F.data[self.lower]) else None
 
 

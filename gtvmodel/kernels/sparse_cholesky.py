@@ -43,7 +43,8 @@ class SparseCholesky:
     given by its lower triangle in CSC form (``indptr``, row ``indices`` sorted within each
     column, diagonal included): the symbolic analysis at construction (supernodal, CHOLMOD's
     order ``P``), a numeric factorization per :meth:`factor`.  :meth:`solve` solves with the
-    last factorization (one factor at a time: each :meth:`factor` overwrites it)."""
+    last factorization (one factor at a time: each :meth:`factor` overwrites it).  Raises
+    ``ValueError`` if the pattern is not sorted or CHOLMOD's symbolic analysis fails."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, n: int) -> None:
         cvx = _cvxopt()
