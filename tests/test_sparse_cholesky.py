@@ -62,3 +62,21 @@ def test_sparse_cholesky_rejects_indefinite_matrices_and_unsorted_patterns() -> 
     rows[L.indptr[c]:L.indptr[c + 1]] = rows[L.indptr[c]:L.indptr[c + 1]][::-1]
     with pytest.raises(ValueError, match="sorted"):
         SparseCholesky(L.indptr, rows, S.shape[0])
+
+
+def test_index_arrays_from_a_list_where_the_buffer_is_refused() -> None:
+    """A cvxopt build whose integer matrices refuse an ``int64`` buffer gets the indices from a
+    list (the fallback of ``_index``), with the same entries."""
+    cvx = sparse_cholesky._cvxopt()
+
+    class Refusing:
+        @staticmethod
+        def matrix(x, tc=None):
+            if isinstance(x, np.ndarray):
+                raise TypeError("buffer format not supported")
+            return cvx.matrix(x, tc=tc)
+
+    a = np.array([3, 0, 7, 2], dtype=np.int64)
+    m = sparse_cholesky._index(Refusing, a)
+    assert m.typecode == "i"
+    assert list(m) == a.tolist()

@@ -52,8 +52,8 @@ class SparseCholesky:
         self.n = n
         cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
         self._A = cvx.spmatrix(cvx.matrix(np.ones(cols.size)),
-                               cvx.matrix(np.asarray(indices, dtype=np.int64)),
-                               cvx.matrix(cols), (n, n))
+                               _index(cvx, np.asarray(indices, dtype=np.int64)),
+                               _index(cvx, cols), (n, n))
         # cvxopt stores the entries in column-major order, rows sorted: ours, if sorted
         if not np.array_equal(np.asarray(self._A.CCS[1]).ravel(), indices):
             raise ValueError("SparseCholesky: the row indices must be sorted within each "
@@ -77,6 +77,15 @@ class SparseCholesky:
         self._chol.solve(self._F, X)
         out = np.asarray(X)
         return out.ravel() if b.ndim == 1 else out
+
+
+def _index(cvx: ModuleType, a: np.ndarray) -> Any:
+    """An integer ``cvxopt.matrix`` of the ``int64`` array ``a``: through the buffer protocol,
+    else (a build whose integers do not accept it) from a list (6 ms per 50,000 entries)."""
+    try:
+        return cvx.matrix(a)
+    except (TypeError, ValueError, NotImplementedError):
+        return cvx.matrix(a.tolist(), tc="i")
 
 
 class _supernodal:
