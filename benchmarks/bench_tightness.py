@@ -40,6 +40,7 @@ sys.path[:0] = [str(_ROOT), str(_ROOT / "tests")]  # this checkout's gtvmodel, t
 import _tightness as T  # noqa: E402
 
 import gtvmodel as gm  # noqa: E402
+from gtvmodel.kernels import feasible_flow  # noqa: E402
 
 OPT_RTOL = 1e-8
 NEAR_RATIO = 10.0
@@ -119,7 +120,8 @@ def cost(n: int, repeats: int) -> None:
         print(f"SBM n={n} |E|={model.num_edges} {pen} d={d}: solve_exact {ms:.2f} s "
               f"[{min(t_solve):.2f}-{max(t_solve):.2f}], certify(W) {mc:.3f} s "
               f"[{min(t_cert):.3f}-{max(t_cert):.3f}] = {100 * mc / ms:.1f} % "
-              f"(rel gap {max(gaps):.1e}; load {os.getloadavg()[0]:.1f})")
+              f"(rel gap {max(gaps):.1e}; load {os.getloadavg()[0]:.1f}; phase I "
+              f"{'CHOLMOD' if feasible_flow.CHOLMOD else 'SuperLU'})")
 
 
 def audit() -> None:

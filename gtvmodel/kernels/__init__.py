@@ -19,4 +19,6 @@ the terms, the solvers, the certificates or Algorithm 1).
 - :mod:`gtvmodel.kernels.composite_newton`: proximal Newton for smooth data fits with ``l1``
   and boxes (each step's quadratic model by the composite prox);
 - :mod:`gtvmodel.kernels.linalg`: stacked pseudo-inverses, SPD solves and Gram matrices.
+- :mod:`gtvmodel.kernels.sparse_cholesky`: CHOLMOD's supernodal sparse Cholesky through cvxopt
+  (optional), for the Newton steps of :mod:`gtvmodel.kernels.feasible_flow`.
 """
