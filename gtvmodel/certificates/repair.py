@@ -179,15 +179,22 @@ def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[
     U, repairs, _ = repair(model, flows, rounds)
     return U, repairs
 
-def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray | None = None
-           ) -> tuple[np.ndarray, list[str], float]:
+def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray | None = None,
+           owned: bool = False) -> tuple[np.ndarray, list[str], float]:
     """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none).  With
     ``weights`` (checked ``(n, d)``) and stiff nodes (:data:`~gtvmodel.certificates.kinds.
     STIFF_RTOL`), step 2 is the affine variant: the demands also match the gradients of the
-    weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`)."""
-    U = model.check_flows(flows)  # a new array (the repair works on it in place)
-    if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
-        U = U.copy()
+    weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`).
+    ``owned``: ``flows`` is an already checked ``(|E|, d)`` float array that the caller gives
+    away (:func:`~gtvmodel.certificates.dual_side.given_flows`): repaired in place, not
+    copied (the same operations on the same values)."""
+    if owned and isinstance(flows, np.ndarray) and flows.dtype == np.float64 \
+            and flows.shape == (model.num_edges, model.dim):
+        U = flows
+    else:
+        U = model.check_flows(flows)  # a new array (the repair works on it in place)
+        if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
+            U = U.copy()
     if model.num_edges == 0:
         return U, [], 1.0
     U, repairs, solver, b = _alternate(model, U, rounds, weights)
