@@ -221,17 +221,16 @@ def _settle(model: ModelDeclaration, U: np.ndarray, solver: Any, b: np.ndarray, 
     E, d = model.num_edges, model.dim
     theta = 1.0
     bmax = float(np.abs(b).max(initial=0.0))
-    for _ in range(rounds):
+    for _ in range(rounds):  # in place: U is the repair's own array (no |E| x d copies)
         t = capacity_ratio(model, U)
         if t < 1.0:
             t *= 1.0 - 4.0 * EPS
-            U = scale_flows(model, U, t)
+            U = scale_flows(model, U, t, inplace=True)
             theta *= t
         r = solver.A @ U.ravel() - b
-        if within_rounding(float(np.abs(r).max(initial=0.0)),
-                           max(float(np.abs(U).max(initial=0.0)), bmax)):
+        if within_rounding(float(np.abs(r).max(initial=0.0)), max(_abs_max(U), bmax)):
             break
-        U = U - solver.solve(r).reshape(E, d)
+        U -= solver.solve(r).reshape(E, d)
     return U, theta
 
 

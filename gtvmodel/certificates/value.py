@@ -11,7 +11,7 @@ from typing import Any, cast
 import cvxpy as cp
 import numpy as np
 
-from .. import _xp
+from .. import _compiled, _xp
 from .._cvx import dpp_sized
 from .._solver import run_solver
 from ..declaration import CacheSlot, ModelDeclaration
@@ -158,8 +158,15 @@ def demands(model: ModelDeclaration, U: np.ndarray) -> tuple[np.ndarray, np.ndar
     n, d = model.num_nodes, model.dim
     if not model.num_edges:
         return np.zeros((n, d)), np.zeros((n, d))
-    S = np.asarray(-(model.incidence.T @ U)).reshape(n, d)
-    return S, demand_rounding(model, np.asarray(abs(model.incidence).T @ np.abs(U)).reshape(n, d))
+    D = model.incidence
+    if (_compiled.available() and D.format == "csr" and isinstance(U, np.ndarray)
+            and U.dtype == np.float64 and U.flags.c_contiguous and U.shape == (D.shape[0], d)):
+        # one compiled pass, the same sums (no |U| and |D| copies: 80 + 24 MB at 10^6 edges)
+        S, absdiv = np.zeros((n, d)), np.zeros((n, d))
+        _compiled.subspace_kernels().demands_pass(D.indptr, D.indices, D.data, U, S, absdiv)
+        return np.negative(S, out=S), demand_rounding(model, absdiv)
+    S = np.asarray(-(D.T @ U)).reshape(n, d)
+    return S, demand_rounding(model, np.asarray(abs(D).T @ np.abs(U)).reshape(n, d))
 
 
 def demand_rounding(model: ModelDeclaration, absdiv: np.ndarray) -> np.ndarray:
