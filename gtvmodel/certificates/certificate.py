@@ -140,6 +140,7 @@ from .recovery import FULL_SIZE, fused_thresholds, recover_flows, uses_lp
 from .repair import (
     project_flows,
 )
+from .value import checked_flows
 
 __all__ = ["Certificate", "certify"]
 
@@ -632,7 +633,7 @@ def _stiff_variant(model: ModelDeclaration, cert: Certificate, flows: Any, tol: 
     share = max(np.nan_to_num(cert.node_gaps[kinds.stiff], nan=np.inf).clip(0.0).sum(),
                 kinds.stiff_excess(-np.asarray(model.incidence.T @ cert.flows), G),
                 0.0 if flows is None else kinds.stiff_excess(
-                    -np.asarray(model.incidence.T @ model.check_flows(flows)), G))
+                    -np.asarray(model.incidence.T @ checked_flows(model, flows)), G))
     if np.isfinite(cert.gap) and not share > STIFF_SHARE * cert.gap:
         return cert, False
     alt = _certify_once(model, cert.weights, flows, tol, feas_tol, radius, solver, project,

@@ -24,7 +24,7 @@ from ..terms.losses import (
 from .kinds import EPS, NodeKinds, max_rows, node_kinds
 from .radii import Radii
 
-__all__ = ["residual_charge", "dual_value", "node_bounds", "demands",
+__all__ = ["residual_charge", "dual_value", "node_bounds", "demands", "checked_flows",
            "demand_rounding"]
 
 
@@ -325,7 +325,7 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     :func:`node_bounds`' dict at the demands ``s = -D^T u`` (with their rounding bound) and
     ``edge_conj`` (|E|,) and ``value``.  ``weights`` (optional) warm-start the Newton path of
     smooth data-fit nodes and set the local radii of rounding-level residuals."""
-    U = _checked_flows(model, flows)
+    U = checked_flows(model, flows)
     S, rnd = demands(model, U)
     out = node_bounds(model, S, rnd, radius, solver, weights)
     edge_conj = (model.penalty.conjugate_rows(U, model.capacities)
@@ -335,7 +335,7 @@ def dual_value(model: ModelDeclaration, flows: Any, radius: Any, solver: str | N
     return out
 
 
-def _checked_flows(model: ModelDeclaration, flows: Any) -> np.ndarray:
+def checked_flows(model: ModelDeclaration, flows: Any) -> np.ndarray:
     """``flows`` itself where it is already a finite float ``(|E|, d)`` array (no copy of
     the flows: the certificate's peak memory, issue 30 item 3), else
     :meth:`~gtvmodel.declaration.ModelDeclaration.check_flows`' checked copy."""
