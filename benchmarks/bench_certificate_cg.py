@@ -137,7 +137,7 @@ def measure(a: argparse.Namespace, m: int) -> None:
           f"({min(ratios):.1f}-{max(ratios):.1f}), in CPU time {statistics.median(cpu):.1f} "
           f"({min(cpu):.1f}-{max(cpu):.1f}); first {first:.3f} s = {first / it:.1f}; CG "
           f"{cg.solves} solves, {cg.products} products, {statistics.median(cgs):.3f} s "
-          f"(first: {first_cg[0]}, {first_cg[1]}, {first_cg[2]:.3f} s); gap {gap:.12g} "
+          f"(first: {first_cg[0]}, {first_cg[1]}, {first_cg[2]:.3f} s); gap {gap!r} "
           f"(relative {rel:.2e}); peak RSS solver {rss_solver:.0f} MiB, with "
           f"certificates {_rss_mib():.0f} MiB ({_rss_mib() / rss_solver:.2f}x); load "
           f"{os.getloadavg()[0]:.2f}; {gm.__file__}", flush=True)

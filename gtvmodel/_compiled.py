@@ -38,6 +38,7 @@ __all__ = ["available", "kernels", "Kernels", "Compiled", "L2BallRow", "ClipRow"
            "sample_node_pass",
            "potentials_pass", "rows_pass", "SubspaceKernels", "subspace_kernels", "dot_pass",
            "cg_update_pass", "cg_direction_pass", "subtract_rows_pass", "ball_excess_pass",
+           "demands_pass",
            "ball_project_pass"]
 
 
@@ -675,6 +676,25 @@ def subtract_rows_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray
             U[e, j] -= acc[j]
 
 
+def demands_pass(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, U: np.ndarray,
+                 S: np.ndarray, A: np.ndarray) -> None:
+    """``S += D^T U`` and ``A += |D|^T |U|`` (``S``, ``A`` ``(n, d)``, zeros on entry) for the
+    CSR incidence ``D`` (``indptr``, ``indices``, ``data``) in one pass over the flows: the
+    demands of the dual value and the sums their rounding bound is taken from
+    (:func:`gtvmodel.certificates.value.demands`), each node's sums over its edges in
+    increasing edge order, as scipy's product by the transposed (CSC) ``D`` takes them (bit
+    for bit ``D.T @ U`` and ``abs(D).T @ abs(U)``, without ``|U|`` or ``|D|``)."""
+    d = U.shape[1]
+    for e in range(U.shape[0]):
+        for q in range(indptr[e], indptr[e + 1]):
+            i, v = indices[q], data[q]
+            av = abs(v)
+            for j in range(d):
+                u = U[e, j]
+                S[i, j] += v * u
+                A[i, j] += av * abs(u)
+
+
 def ball_excess_pass(U: np.ndarray, r: np.ndarray) -> float:
     """``max(0, max_e (sqrt(sum_j U_ej^2) - r_e))``, the sums of squares in index order: the
     capacity excess of the ``Norm2`` flows of the certificate's repair
@@ -708,7 +728,8 @@ def ball_project_pass(U: np.ndarray, sigma: np.ndarray, params: Any, flagged: np
 class SubspaceKernels(NamedTuple):
     """The compiled :func:`potentials_pass`, :func:`rows_pass`, :func:`dot_pass`,
     :func:`cg_update_pass`, :func:`cg_direction_pass`, :func:`subtract_rows_pass`,
-    :func:`ball_excess_pass` and :func:`ball_project_pass` (:func:`subspace_kernels`)."""
+    :func:`ball_excess_pass`, :func:`ball_project_pass` and :func:`demands_pass`
+    (:func:`subspace_kernels`)."""
 
     potentials_pass: Compiled
     rows_pass: Compiled
@@ -718,6 +739,7 @@ class SubspaceKernels(NamedTuple):
     subtract_rows_pass: Compiled
     ball_excess_pass: Compiled
     ball_project_pass: Compiled
+    demands_pass: Compiled
 
 
 @functools.cache
@@ -728,4 +750,4 @@ def subspace_kernels() -> SubspaceKernels:
     kernels()  # registers the row kernels that ball_project_pass calls
     return SubspaceKernels(*(Compiled(numba, f) for f in (
         potentials_pass, rows_pass, dot_pass, cg_update_pass, cg_direction_pass,
-        subtract_rows_pass, ball_excess_pass, ball_project_pass)))
+        subtract_rows_pass, ball_excess_pass, ball_project_pass, demands_pass)))

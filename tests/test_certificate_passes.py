@@ -22,7 +22,7 @@ from gtvmodel import _compiled, _norms
 from gtvmodel.certificates import subspace
 from gtvmodel.certificates.kinds import node_kinds
 from gtvmodel.certificates.subspace import SubspaceConditions
-from gtvmodel.certificates.value import _checked_flows
+from gtvmodel.certificates.value import checked_flows
 from gtvmodel.errors import DataError
 
 needs_numba = pytest.mark.skipif(not _compiled.available(), reason="numba not installed")
@@ -171,15 +171,15 @@ def test_row_ranges_keep_the_sums_bit_for_bit(monkeypatch):
     assert conj.row_chunks(rn[::-1].copy(), 4) == [slice(0, rn.size)]  # unsorted: one range
 
 
-def test_dual_value_reads_checked_flows_without_a_copy():
+def test_dual_value_readschecked_flows_without_a_copy():
     model = _model()
     U = np.random.default_rng(6).standard_normal((model.num_edges, model.dim))
-    assert _checked_flows(model, U) is U
-    copied = _checked_flows(model, U.astype(np.float32))
+    assert checked_flows(model, U) is U
+    copied = checked_flows(model, U.astype(np.float32))
     assert copied.dtype == np.float64 and copied is not U
     U[3, 1] = np.nan
     with pytest.raises(DataError):
-        _checked_flows(model, U)
+        checked_flows(model, U)
 
 
 @needs_numba

@@ -130,14 +130,17 @@ from .dual_side import (
     domain_repairs,
     dual_reasons,
     evaluate_dual,
+    given_flows,
     repaired_flows,
 )
-from .kinds import EPS, capacities, max_rows, node_kinds
+from .kinds import EPS, max_rows, node_kinds
+from .primal_side import Pairing, Primal, flow_kkt, pairing, primal
 from .radii import Radii, candidate_radii, radius_assumption
 from .recovery import FULL_SIZE, fused_thresholds, recover_flows, uses_lp
 from .repair import (
     project_flows,
 )
+from .value import checked_flows
 
 __all__ = ["Certificate", "certify"]
 
@@ -630,7 +633,7 @@ def _stiff_variant(model: ModelDeclaration, cert: Certificate, flows: Any, tol: 
     share = max(np.nan_to_num(cert.node_gaps[kinds.stiff], nan=np.inf).clip(0.0).sum(),
                 kinds.stiff_excess(-np.asarray(model.incidence.T @ cert.flows), G),
                 0.0 if flows is None else kinds.stiff_excess(
-                    -np.asarray(model.incidence.T @ model.check_flows(flows)), G))
+                    -np.asarray(model.incidence.T @ checked_flows(model, flows)), G))
     if np.isfinite(cert.gap) and not share > STIFF_SHARE * cert.gap:
         return cert, False
     alt = _certify_once(model, cert.weights, flows, tol, feas_tol, radius, solver, project,
@@ -642,52 +645,8 @@ def _stiff_variant(model: ModelDeclaration, cert: Certificate, flows: Any, tol: 
     return cert, False
 
 
-@dataclass
-class _Primal:
-    """``P(W)`` (16) and its pieces: the node loss values ``L_i(w_i)`` (``+inf`` outside a
-    symbolic loss's domain), the edge differences ``v_e = w_{e+} - w_{e-}``, the edge terms
-    ``lambda A_e phi(v_e)``, the constraint violations and the nodes failing ``feas_tol``."""
-
-    lossv: np.ndarray
-    V: np.ndarray
-    penv: np.ndarray
-    P: float
-    viol: np.ndarray
-    bad: np.ndarray
-    reasons: list[str]
-
-    @property
-    def feasible(self) -> bool:
-        return self.bad.size == 0
-
-
-def _primal(model: ModelDeclaration, W: np.ndarray, feas_tol: float) -> _Primal:
-    """``P(W)`` (``+inf`` outside a symbolic loss's domain) and the node constraints checked
-    node by node: ``viol_i <= feas_tol max(1, ||w_i||_inf)``."""
-    d = model.dim
-    lossv = model.loss_values(W)
-    V = model.empirical_graph.diff(W) if model.num_edges else np.zeros((0, d))
-    penv = model.capacities * model.penalty.rows_value(V) if model.num_edges else np.zeros(0)
-    with np.errstate(invalid="ignore"):
-        # pairwise sums: their error (log2 N eps sum|x|) is inside the rounding bound
-        P = float(np.sum(lossv) + np.sum(penv)) if np.isfinite(lossv).all() else np.inf
-    viol = model.constraint_violations(W)
-    wscale = np.maximum(1.0, np.abs(W).max(axis=1, initial=0.0))
-    bad = np.flatnonzero(~(viol <= feas_tol * wscale) | ~np.isfinite(lossv))
-    reasons: list[str] = []
-    if bad.size:
-        outside = np.flatnonzero(~np.isfinite(lossv))
-        if outside.size:
-            reasons.append(f"W is outside the domain of the loss at {outside.size} node(s) "
-                           f"(first {model.nodes[outside[0]]!r}): P(W) = +inf")
-        if (viol > feas_tol * wscale).any() or np.isnan(viol).any():
-            k = int(np.flatnonzero(~(viol <= feas_tol * wscale))[0])
-            reasons.append(f"W violates the constraints of node {model.nodes[k]!r} by "
-                           f"{viol[k]:.3g} (> feas_tol max(1, ||w_i||_inf))")
-    return _Primal(lossv, V, penv, P, viol, bad, reasons)
-
-
-def _rounding(model: ModelDeclaration, pr: _Primal, dual: DualSide, W: np.ndarray) -> float:
+def _rounding(model: ModelDeclaration, pr: Primal, dual: DualSide, W: np.ndarray,
+              pairing: Pairing) -> float:
     """Bound of the rounding of the gap's sums: ``gamma`` times the sum of the magnitudes of
     every summand of ``P(W)``, ``D(U')`` and the Fenchel-Young pairings ``s^T w``, ``u^T v``."""
     fin = np.isfinite
@@ -697,36 +656,13 @@ def _rounding(model: ModelDeclaration, pr: _Primal, dual: DualSide, W: np.ndarra
     return nrow * EPS * ((abs(pr.P) if fin(pr.P) else 0.0)
                          + np.abs(pr.lossv[fin(pr.lossv)]).sum() + np.abs(pr.penv).sum()
                          + np.abs(nc[fin(nc)]).sum() + np.abs(ec[fin(ec)]).sum()
-                         + np.abs(dual.S * W).sum() + _abs_product_sum(dual.U, pr.V))
+                         + np.abs(dual.S * W).sum() + pairing.magnitude)
 
 
-def _abs_product_sum(U: np.ndarray, V: np.ndarray) -> float:
-    """``sum |U * V|`` with one ``|E| x d`` temporary (its ``abs`` in place), 0 without
-    rows."""
-    if U.size == 0:
-        return 0.0
-    t = U * V
-    return float(np.abs(t, out=t).sum())
-
-
-def _kkt(model: ModelDeclaration, W: np.ndarray, U0: np.ndarray, node_gaps: np.ndarray,
-         edge_gaps: np.ndarray, dual_feasible: bool) -> dict[str, float]:
-    """KKT residuals on the original flows ``U0``: flow conservation ``||D^T u + grad h(w)||``
-    over nodes with a gradient, capacity violation ``max_e (||u_e||_* - lambda A_e)_+`` (27),
-    and the edge and node Fenchel-Young gaps (their sum is the gap)."""
-    n, d = model.num_nodes, model.dim
-    kkt: dict[str, float] = {}
-    kinds = node_kinds(model)
-    if kinds.gradient.any():
-        st = model.structure()
-        G = smooth_gradients(st.batches, st.l2, W)
-        div = np.asarray(model.incidence.T @ U0) if model.num_edges else np.zeros((n, d))
-        kkt["flow_conservation"] = float(np.linalg.norm((div + G)[kinds.gradient]))
-    else:
-        kkt["flow_conservation"] = float("nan")
-    cap = capacities(model)
-    kkt["capacity_violation"] = (float(np.max(model.penalty.dual_norm(U0) - cap, initial=0.0))
-                                 if cap is not None and model.num_edges else 0.0)
+def _kkt(kkt: dict[str, float], node_gaps: np.ndarray, edge_gaps: np.ndarray,
+         dual_feasible: bool) -> dict[str, float]:
+    """:func:`~gtvmodel.certificates.primal_side.flow_kkt`'s residuals and the edge and node
+    Fenchel-Young gaps (their sum is the gap)."""
     kkt["complementarity"] = float(edge_gaps.sum()) if dual_feasible else float("inf")
     kkt["node_gap"] = float(node_gaps.sum()) if dual_feasible else float("inf")
     return kkt
@@ -740,9 +676,12 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
     t0 = time.perf_counter()
     W = model.check_weights(weights)
     n = model.num_nodes
-    U0, U, repairs, flow_scale = repaired_flows(model, W, flows, rounds, affine)
+    U0 = given_flows(model, W, flows)
+    kkt = flow_kkt(model, W, U0)
+    U, repairs, flow_scale = repaired_flows(model, W, U0, rounds, affine)
+    del U0  # (repaired in place: no second |E| x d array)
     t1 = time.perf_counter()
-    pr = _primal(model, W, feas_tol)
+    pr = primal(model, W, U, feas_tol)
     R = Radii(n, (lambda: candidate_radii(model, W, pr.P, pr.viol, radius, solver))
               if pr.feasible else np.inf)
     strict = radius is not None  # an assumed radius: only rounding-sized residuals
@@ -753,19 +692,20 @@ def _certify_once(model: ModelDeclaration, weights: Any, flows: Any, tol: float,
     dual_feasible = dual.bad.size == 0 and bool(np.isfinite(dv["edge_conj"]).all())
     reasons = pr.reasons + dual_reasons(model, dual, R, pr.feasible)
     D = dv["value"] if dual_feasible else -np.inf
+    pair = pairing(model, pr, W, U)
     with np.errstate(invalid="ignore"):
         node_gaps = pr.lossv + dv["node_conj"] - (S * W).sum(axis=1)
-        edge_gaps = (pr.penv + dv["edge_conj"] - (U * pr.V).sum(axis=1) if model.num_edges
+        edge_gaps = (pr.penv + dv["edge_conj"] - pair.dots if model.num_edges
                      else np.zeros(0))
     fin = np.isfinite
-    rounding = _rounding(model, pr, dual, W)
+    rounding = _rounding(model, pr, dual, W, pair)
     tolerance = float(rounding + dv["charge"][fin(dv["charge"])].sum() + dv["conic_tol"])
     if pr.feasible and dual_feasible:
         gap = max(pr.P - D + rounding + dv["conic_tol"], 0.0)
     else:
         gap = float("inf")
     t2 = time.perf_counter()
-    kkt = _kkt(model, W, U0, node_gaps, edge_gaps, dual_feasible)
+    kkt = _kkt(kkt, node_gaps, edge_gaps, dual_feasible)
     labels = model.nodes
     charged = dv["charge"] > 0
     radii = R.value if R.value is not None else np.full(n, np.nan)  # NaN: never needed

