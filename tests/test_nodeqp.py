@@ -277,7 +277,7 @@ def test_algorithm1_one_norm_ball_as_halfspaces_equals_its_multiplier(cls, monke
     data = gm.datasets.sbm(rho=1.0, seed=0)
     sq = data.model(gm.Norm2(), lam=1e-2)
     runs = []
-    for max_d, threshold in ((0, 10**9), (3, 0)):
+    for max_d, threshold in ((0, 10**9), (2, 0)):
         monkeypatch.setattr(CompositeProxBatch, "halfspace_max_d", max_d)
         monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
         model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
@@ -363,9 +363,9 @@ def _warm_calls(monkeypatch, batches, V, tau, calls=4):
                                            (3, 1e2, 1)])
 def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, ball, monkeypatch):
     # hinge and absolute rows with l1, boxes and (ball 2) Euclidean balls, or (ball 1) 1-norm
-    # balls without l1 and boxes, these as their 2^d halfspace rows: the composite active
-    # set's steps node by node in box_dual_pass (l1, box and halfspace rows as linear rows,
-    # the Euclidean ball's step in closed form), four warm calls; 8 nodes of each call
+    # balls without l1 and boxes, these as their 2^d halfspace rows at d <= 2: the composite
+    # active set's steps node by node in box_dual_pass (l1, box and halfspace rows as linear
+    # rows, the Euclidean ball's step in closed form), four warm calls; 8 nodes of each call
     # against the CVXPY prox written here, every call equal to the numpy steps' answers or
     # better (at d = 4, condition 1e3 and 60 nodes the numpy steps left 85 of 240 node
     # updates to the CVXPY path, 2e-9 off; the compiled loop 10)

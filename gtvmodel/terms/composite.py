@@ -59,8 +59,10 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .. import _compiled
 from .._solver import run_solver
 from ..errors import SolverError
+from ..kernels import composite as composite_kernels
 from ..kernels.composite import KKT_RTOL, composite_active_set_prox, kkt_certified, states_at
 from ..kernels.composite_newton import (
     CompositeNewton,
@@ -106,7 +108,7 @@ class CompositeProxBatch(DataFitBatch):
 
     #: The largest dimension ``d`` at which a 1-norm ball of linear data rows enters the rows
     #: as its ``2^d`` halfspaces (:meth:`_ball1_as_halfspaces`; read once, by :meth:`_padded`).
-    halfspace_max_d = 3
+    halfspace_max_d = 2
 
     @property
     def kind(self) -> str:
@@ -168,12 +170,16 @@ class CompositeProxBatch(DataFitBatch):
         self.__dict__["_halfspaces"] = halfspaces
         return pad
 
-    def _exact_vertices(self, Z: np.ndarray, state: np.ndarray, fixed: np.ndarray) -> None:
-        """With the 1-norm balls as halfspace rows (:meth:`_ball1_as_halfspaces`): ``z_j =
-        0.0`` exactly (in place) where two free rows ``sigma^T z = r`` differ in coordinate
-        ``j`` alone (their difference is ``2 sigma_j z_j = 0``; the pseudo-inverse's answer
-        is ``0`` to rounding), as free ``l1`` rows set their coordinates (``state``, ``fixed``:
-        the rows' final active sets and padding)."""
+    def _exact_vertices(self, Z: np.ndarray, state: np.ndarray, fixed: np.ndarray,
+                        idx: np.ndarray | slice = slice(None)) -> None:
+        """With the 1-norm balls as halfspace rows (:meth:`_ball1_as_halfspaces`), in place on
+        the answers ``Z`` of the nodes ``idx``: ``z_j = 0.0`` exactly where two free rows
+        ``sigma^T z = r`` differ in coordinate ``j`` alone (their difference is ``2 sigma_j
+        z_j = 0``; the pseudo-inverse's answer is ``0`` to rounding), as free ``l1`` rows set
+        their coordinates, and ``z`` scaled into its ball where ``||z||_1`` exceeds ``r`` (by
+        the KKT check's tolerance at most, ``1e-11`` relative: the rows' equations hold to
+        it, not to rounding) (``state``, ``fixed``: the rows' final active sets and
+        padding)."""
         if not self.__dict__.get("_halfspaces"):
             return
         d = self.d
@@ -181,21 +187,34 @@ class CompositeProxBatch(DataFitBatch):
         rows = np.arange(2**d)
         for j in range(d):
             Z[(free & free[:, rows ^ (1 << j)]).any(axis=1), j] = 0.0
+        n1, r1 = np.abs(Z).sum(axis=1), self.radius1[idx]
+        out = n1 > r1
+        Z[out] *= (r1[out] / n1[out])[:, None]
 
     def _ball1_as_halfspaces(self, data: dict[str, np.ndarray]) -> bool:
         """Whether the nodes' 1-norm balls enter :meth:`_padded` as ``2^d`` linear rows
         ``sigma^T z <= r_i`` (``sigma`` in ``{-1, 1}^d``; the same feasible set, so the same
         minimizer) instead of the ``l1`` rows' widened intervals: where there is a ball,
         every data row is linear (``q = 0``: hinge, absolute), no node has ``l1`` or a
-        finite bound, and ``d <= halfspace_max_d``.  Then every row is linear and the steps
-        are those of :func:`~gtvmodel.kernels.nodebox.box_dual_pass` node by node, where the
-        multiplier's numpy steps took about four steps per call of Algorithm 1.  (With ``l1``
-        or bounds, a vertex on an axis makes three rows' equations dependent in ``d = 2``:
-        the active sets then failed the KKT check on hundreds of node updates of a 200-node
-        run, where the multiplier's steps had none.)"""
+        finite bound, ``d <= halfspace_max_d`` and the steps are compiled (numba, and
+        ``COMPILED_MIN_NODES`` nodes or more).  Then every row is linear and the steps are
+        those of :func:`~gtvmodel.kernels.nodebox.box_dual_pass` node by node, where the
+        multiplier's numpy steps took about four steps per call of Algorithm 1.  Measured on
+        300 random 4-node batches of hinge and absolute rows (d 1-3, condition to 1e5,
+        ``tau`` 1e-4..1e4): node updates left to CVXPY, multiplier 211 of 1,200, halfspaces
+        compiled 53, halfspaces by the numpy steps 249 (so not there).  Up to ``d = 2``
+        only: there each vertex of the ball is where two independent rows meet; in ``d =
+        3`` four rows meet at a vertex (dependent equations, the duals not unique), and a
+        40-node hinge batch at condition 1e2 left 5 of 160 node updates to CVXPY against
+        the multiplier's 2.  (With ``l1`` or bounds, a vertex on an axis makes three rows'
+        equations dependent in ``d = 2``: the active sets then failed the KKT check on
+        hundreds of node updates of a 200-node run, where the multiplier's steps had
+        none.)"""
         return bool(np.isfinite(self.radius1).any() and self.d <= self.halfspace_max_d
                     and not data["cq"][~data["fixed"]].any() and not (self.l1 > 0).any()
-                    and not any(np.isfinite(b).any() for b in self.box))
+                    and not any(np.isfinite(b).any() for b in self.box)
+                    and self.ms.size >= composite_kernels.COMPILED_MIN_NODES
+                    and _compiled.available())
 
     def _slot(self) -> np.ndarray:
         """Each sample row's slot among its node's padded data rows."""
@@ -266,7 +285,7 @@ class CompositeProxBatch(DataFitBatch):
             **rows, coord=pad["coord"], l1row=pad["l1row"], mu=mu[idx],
             g=V[idx] / tau[idx, None], Z0=W, start=states_at(W, **rows), radius=radius,
             radius1=radius1)
-        self._exact_vertices(Zp, new[0], rows["fixed"])
+        self._exact_vertices(Zp, new[0], rows["fixed"], idx)
         last = self.__dict__.get("_dual_start")
         if last is not None:
             for full, part in zip(last, new, strict=True):
