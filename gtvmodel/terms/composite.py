@@ -182,14 +182,19 @@ class CompositeProxBatch(DataFitBatch):
         padding)."""
         if not self.__dict__.get("_halfspaces"):
             return
-        d = self.d
-        free = (state[:, -2**d:] == 0) & ~fixed[:, -2**d:]
-        rows = np.arange(2**d)
+        d, rows = self.d, np.arange(2**self.d)
+        # each node's free rows as the bits of one code; per coordinate, the codes that hold
+        # a pair of free rows differing in it alone
+        code = ((state[:, -2**d:] == 0) & ~fixed[:, -2**d:]) @ (1 << rows)
+        codes = np.arange(2 ** 2**d)
         for j in range(d):
-            Z[(free & free[:, rows ^ (1 << j)]).any(axis=1), j] = 0.0
+            pair = (((codes[:, None] >> rows) & (codes[:, None] >> (rows ^ (1 << j)))) & 1
+                    ).any(axis=1)
+            Z[pair[code], j] = 0.0
         n1, r1 = np.abs(Z).sum(axis=1), self.radius1[idx]
-        out = n1 > r1
-        Z[out] *= (r1[out] / n1[out])[:, None]
+        out = np.flatnonzero(n1 > r1)
+        if out.size:
+            Z[out] *= (r1[out] / n1[out])[:, None]
 
     def _ball1_as_halfspaces(self, data: dict[str, np.ndarray]) -> bool:
         """Whether the nodes' 1-norm balls enter :meth:`_padded` as ``2^d`` linear rows
