@@ -95,9 +95,15 @@ def plain_algorithm1(model: gm.GTVModel, c: float, iters: int) -> tuple[np.ndarr
     return W, (time.perf_counter() - t0) / iters
 
 
-def per_iteration(model: gm.GTVModel, iters: int, **kw) -> tuple[float, gm.PrimalDualResult]:
-    """Seconds per iteration of solve_primal_dual, excluding setup (no certificates)."""
+def per_iteration(model: gm.GTVModel, iters: int, cpu: bool = False, **kw
+                  ) -> tuple[float, gm.PrimalDualResult]:
+    """Seconds per iteration of solve_primal_dual, excluding setup (no certificates);
+    ``cpu``: the process's CPU time over the whole call instead (setup included: about 1 ms
+    once cached), which the other jobs of a shared machine do not inflate."""
+    c0 = time.process_time()
     r = model.solve_primal_dual(max_iter=iters, tol=0, record_every=None, **kw)
+    if cpu:
+        return (time.process_time() - c0) / iters, r
     t = r.timings
     return (t["total"] - t["setup"] - t["certificate"]) / iters, r
 
@@ -326,13 +332,15 @@ def main() -> None:
                     help="(f): nodes of the SBM (200: paper 001 VI-A's; more: same degree)")
     ap.add_argument("--f-degree", type=float, default=None,
                     help="(f): mean degree of the SBM (default: paper 001 VI-A's, ~50)")
+    ap.add_argument("--f-cpu", action="store_true",
+                    help="(f): CPU time of the process per iteration, not wall time")
     ap.add_argument("--only-e", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     R = args.repeats
     print(f"measuring {gm.__file__}; load average {os.getloadavg()[0]:.2f} "
           f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if args.only_f:
-        general_losses(R, args.f_cases, args.f_nodes, args.f_degree)
+        general_losses(R, args.f_cases, args.f_nodes, args.f_degree, args.f_cpu)
         return
     if args.only_e:
         scale(args)
@@ -536,19 +544,22 @@ def f_instance(n: int, degree: float | None = None) -> gm.GTVModel:
 
 
 def general_losses(R: int, cases_like: str = "", n: int = 200,
-                   degree: float | None = None) -> None:
+                   degree: float | None = None, cpu: bool = False) -> None:
     """(f): losses without a closed-form prox on paper 001 VI-A's SBM, fixed c = 10: absolute
     and hinge (dual active set), and l1-regularized or box-constrained squared, Huber, hinge and
     absolute losses (the composite active set of gtvmodel.terms.composite), logistic losses with
     l1 or a box (its proximal Newton method); ``cases_like``: only the cases naming it; ``n``
     nodes of mean degree ``degree`` (:func:`f_instance`; the CVXPY path is timed up to 1,000
-    nodes only)."""
+    nodes only); ``cpu``: the batched paths and the squared path in CPU time
+    (:func:`per_iteration`)."""
     sq = f_instance(n, degree)
     c, iters = 10.0, 200 if n <= 1000 else 50
     with_cvxpy = n <= 1000
     print(f"gtvmodel measured: {gm.__file__}")
     print(f"(f) no closed-form prox, 001 VI-A SBM (n={sq.num_nodes}, |E|={sq.num_edges}, "
-          f"d={sq.dim}), c = {c:g}; ratios to the squared fast path, medians of {R} repeats")
+          f"d={sq.dim}), c = {c:g}; ratios to the squared fast path: the median (min-max) of "
+          f"{R} pairs, each row's run and the squared path's run one after the other (in "
+          f"turns first){'; CPU time' if cpu else ''}")
 
     def absolute(ls, **kw):
         return gm.AbsoluteLoss(ls.X, ls.y, **kw)
@@ -591,9 +602,13 @@ def general_losses(R: int, cases_like: str = "", n: int = 200,
             for con in cons:
                 model.add_constraint(v, con)
         fast, new, cvx = [], [], []
-        for _ in range(R):
-            fast.append(per_iteration(sq, iters, step=c)[0])
-            t_new, run = per_iteration(model, iters, step=c)
+        per_iteration(model, 2, step=c)  # (untimed: numba's loops loaded, as the squared path's)
+        for rep in range(R):  # the two alternate, in turns first, each ratio from one pair
+            if rep % 2:
+                t_new, run = per_iteration(model, iters, cpu, step=c)
+            fast.append(per_iteration(sq, iters, cpu, step=c)[0])
+            if not rep % 2:
+                t_new, run = per_iteration(model, iters, cpu, step=c)
             new.append(t_new)
             if not with_cvxpy:
                 continue
@@ -601,10 +616,13 @@ def general_losses(R: int, cases_like: str = "", n: int = 200,
             t_long = per_iteration(model, 25, step=c, prox="cvxpy")[0] * 25
             cvx.append((t_long - t_short) / 20)
         f, nw = float(np.median(fast)), float(np.median(new))
+        ratios = np.array(new) / np.array(fast)  # (pairs measured side by side)
         fellback = run.paths.get("cvxpy fallbacks", 0) / iters
         if not with_cvxpy:
-            print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   (squared fast "
-                  f"path {f * 1e3:.3f} ms/it); CVXPY fallbacks per iteration {fellback:.2f}",
+            print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {np.median(ratios):5.2f}x "
+                  f"({ratios.min():.2f}-{ratios.max():.2f}x)   (squared fast path "
+                  f"{f * 1e3:.3f} ms/it, {min(fast) * 1e3:.2f}-{max(fast) * 1e3:.2f}); CVXPY "
+                  f"fallbacks per iteration {fellback:.2f}; load {os.getloadavg()[0]:.2f}",
                   flush=True)
             continue
         # one node update of every node at a random point, both paths at full accuracy
@@ -615,7 +633,8 @@ def general_losses(R: int, cases_like: str = "", n: int = 200,
         general = CvxpyProxGroup(model, np.arange(model.num_nodes)).update(V, tau, 10**4, V)
         cv = float(np.median(cvx))
         paths = ", ".join(f"{k} {n}" for k, n in updates.describe().items())
-        print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {nw / f:5.2f}x   CVXPY path "
+        print(f"    {name:29} batched {nw * 1e3:7.3f} ms/it = {np.median(ratios):5.2f}x "
+              f"({ratios.min():.2f}-{ratios.max():.2f}x)   CVXPY path "
               f"{cv * 1e3:7.3f} ms/it = {cv / f:5.1f}x   (squared fast path {f * 1e3:.3f} ms/it)"
               f"; one update, max |batched - CVXPY| = {np.abs(batched - general).max():.1e}"
               f"; paths: {paths}; CVXPY fallbacks per iteration in the run {fellback:.2f}",

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import gtvmodel as gm
+import gtvmodel._compiled as compiled
 import gtvmodel.kernels.composite as kernel_mod
 import gtvmodel.kernels.linalg as linalg_mod
 import gtvmodel.kernels.systems as systems_mod
@@ -102,11 +103,14 @@ def _feasible(z, lo, hi, radius=np.inf, radius1=np.inf):
                            radius1 / max(np.abs(z).sum(), 1e-300)), lo, hi)
 
 
-def test_one_norm_ball_moves_the_rows_that_fix_z_outside_it():
+@pytest.mark.parametrize("halfspace_max_d", [0, 2])
+def test_one_norm_ball_moves_the_rows_that_fix_z_outside_it(halfspace_max_d, monkeypatch):
     # a node of benchmark (f)'s 10,000-node run (absolute loss, ||z||_1 <= 1): an active set
     # whose free data row and l1 row fix z = (0, 1.03) outside the ball, where its multiplier
     # cannot move z, cycled (every such node took the CVXPY path); the multiplier now grows
-    # until a free row's dual leaves its interval (kernel_mod._leaving_multiplier)
+    # until a free row's dual leaves its interval (kernel_mod._leaving_multiplier).  With
+    # halfspace_max_d = 2 (and the compiled steps) the ball is its four rows sigma^T z <= 1
+    # instead: the vertex (0, 1) where two of them are free, z_1 set to 0.0 exactly there
     X = np.array([[0.20745091631060844, 2.0730312454771167],
                   [-0.8904185737230568, 1.8382527726952906],
                   [-0.03483391387810949, 0.7234967407584135],
@@ -118,7 +122,10 @@ def test_one_norm_ball_moves_the_rows_that_fix_z_outside_it():
     losses, inf = [gm.AbsoluteLoss(X, y)], np.full((1, 2), np.inf)
     batch = CompositeProxBatch(gm.AbsoluteLoss, np.arange(1), losses, 1, 2,
                                radius1=np.array([1.0]))
+    batch.halfspace_max_d = halfspace_max_d
+    monkeypatch.setattr(kernel_mod, "COMPILED_MIN_NODES", 0 if halfspace_max_d else 256)
     Z = batch.prox(V, tau)
+    assert batch.__dict__["_halfspaces"] == (halfspace_max_d > 0 and compiled.available())
     assert batch.fallbacks == 0
     assert Z[0, 0] == 0.0 and abs(Z[0, 1] - 1.0) <= 1e-15
     _check(losses, V, tau, -inf, inf, Z, radius1=np.array([1.0]))

@@ -237,7 +237,8 @@ def test_compiled_kkt_check_decides_as_the_numpy_one(cls, monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["absolute l1 box", "hinge l1", "absolute ball",
-                                  "huber ball", "squared l1 ball1", "huber ball1"])
+                                  "huber ball", "squared l1 ball1", "huber ball1",
+                                  "absolute ball1", "hinge ball1"])
 def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     # the composite active set with the compiled KKT check and next active sets (hinge and
     # absolute rows: the whole steps in box_dual_pass; squared and Huber rows with a ball:
@@ -251,7 +252,9 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
         "huber ball": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0)]),
         "squared l1 ball1": (lambda ls: gm.SquaredLoss(ls.X, ls.y, l1=0.05),
                              [gm.NormBall(1.0, p=1)]),
-        "huber ball1": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0, p=1)])
+        "huber ball1": (lambda ls: gm.HuberLoss(ls.X, ls.y, M=0.5), [gm.NormBall(1.0, p=1)]),
+        "absolute ball1": (lambda ls: gm.AbsoluteLoss(ls.X, ls.y), [gm.NormBall(1.0, p=1)]),
+        "hinge ball1": (lambda ls: gm.HingeLoss(ls.X, np.sign(ls.y)), [gm.NormBall(0.5, p=1)])
     }[case]
     runs = []
     for threshold in (10**9, 0):
@@ -267,9 +270,32 @@ def test_algorithm1_composite_iterates_equal_on_both_paths(case, monkeypatch):
     np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
 
 
-def _composite_reference(ls, v, tau, lo, hi, radius=np.inf):
-    """:func:`_reference` with ``l1 ||z||_1``, the box ``lo <= z <= hi`` and the ball ``||z||_2
-    <= radius``."""
+@pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
+def test_algorithm1_one_norm_ball_as_halfspaces_equals_its_multiplier(cls, monkeypatch):
+    # linear rows with a 1-norm ball: its 2^d halfspace rows (in box_dual_pass) and its
+    # multiplier widening the l1 rows (the numpy steps of _solve_l1_ball) have one minimizer
+    data = gm.datasets.sbm(rho=1.0, seed=0)
+    sq = data.model(gm.Norm2(), lam=1e-2)
+    runs = []
+    for max_d, threshold in ((0, 10**9), (2, 0)):
+        monkeypatch.setattr(CompositeProxBatch, "halfspace_max_d", max_d)
+        monkeypatch.setattr(composite, "COMPILED_MIN_NODES", threshold)
+        model = gm.GTVModel(sq.graph, sq.dim, penalty=gm.Norm2(), lam=1e-2)
+        model.set_losses({v: cls(sq.loss(v).X, sq.loss(v).y if cls is gm.AbsoluteLoss
+                                 else np.sign(sq.loss(v).y)) for v in sq.nodes})
+        for v in sq.nodes:
+            model.add_constraint(v, gm.NormBall(0.8, p=1))
+        runs.append(model.solve_primal_dual(max_iter=60, tol=0, step=10.0, record_every=None))
+    assert runs[1].paths.get("cvxpy fallbacks", 0) == 0
+    np.testing.assert_allclose(runs[1].weights, runs[0].weights, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(runs[1].flows, runs[0].flows, rtol=0, atol=1e-10)
+    on_vertex = np.abs(runs[1].weights).min(axis=1) < 1e-12
+    assert on_vertex.any() and (runs[1].weights[on_vertex] == 0.0).any(axis=1).all()
+
+
+def _composite_reference(ls, v, tau, lo, hi, radius=np.inf, radius1=np.inf):
+    """:func:`_reference` with ``l1 ||z||_1``, the box ``lo <= z <= hi`` and the balls
+    ``||z||_2 <= radius``, ``||z||_1 <= radius1``."""
     m, d = ls.X.shape
     z, t = cp.Variable(d), cp.Variable(m)
     r = ls.X @ z
@@ -278,10 +304,12 @@ def _composite_reference(ls, v, tau, lo, hi, radius=np.inf):
     cons += [z[i] >= lo[i] for i in np.flatnonzero(np.isfinite(lo))]
     cons += [z[i] <= hi[i] for i in np.flatnonzero(np.isfinite(hi))]
     cons += [cp.norm(z, 2) <= radius] if np.isfinite(radius) else []
+    cons += [cp.norm(z, 1) <= radius1] if np.isfinite(radius1) else []
     cp.Problem(cp.Minimize(cp.sum(t) / m + ls.l1 * cp.norm1(z) + ls.l2 * cp.sum_squares(z)
                            + cp.sum_squares(z - v) / (2 * tau)), cons).solve(**TIGHT)
-    # feasible: scaled into the ball (towards 0, in every box here), clipped to the box
-    return np.clip(z.value * min(1.0, radius / max(np.linalg.norm(z.value), 1e-300)), lo, hi)
+    # feasible: scaled into the balls (towards 0, in every box here), clipped to the box
+    return np.clip(z.value * min(1.0, radius / max(np.linalg.norm(z.value), 1e-300),
+                                 radius1 / max(np.abs(z.value).sum(), 1e-300)), lo, hi)
 
 
 def _composite_batch(rng, cls, k, d, cond):
@@ -330,26 +358,34 @@ def _warm_calls(monkeypatch, batches, V, tau, calls=4):
 
 
 @pytest.mark.parametrize("cls", [gm.AbsoluteLoss, gm.HingeLoss])
-@pytest.mark.parametrize("d, cond, ball", [(1, 1.0, False), (2, 10.0, False), (3, 1e2, False),
-                                           (4, 1e3, False), (1, 1.0, True), (3, 1e2, True)])
+@pytest.mark.parametrize("d, cond, ball", [(1, 1.0, 0), (2, 10.0, 0), (3, 1e2, 0), (4, 1e3, 0),
+                                           (1, 1.0, 2), (3, 1e2, 2), (1, 1.0, 1), (2, 10.0, 1),
+                                           (3, 1e2, 1)])
 def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, ball, monkeypatch):
-    # hinge and absolute rows with l1, boxes and (ball) Euclidean balls: the composite active
-    # set's steps node by node in box_dual_pass (l1 and box rows as linear rows, the ball's
-    # step in closed form), four warm calls; 8 nodes of each call against the CVXPY prox
-    # written here, every call equal to the numpy steps' answers or better (at d = 4,
-    # condition 1e3 and 60 nodes the numpy steps left 85 of 240 node updates to the CVXPY
-    # path, 2e-9 off; the compiled loop 10)
-    rng = np.random.default_rng(int(10 * d + cond + ball))
+    # hinge and absolute rows with l1, boxes and (ball 2) Euclidean balls, or (ball 1) 1-norm
+    # balls without l1 and boxes, these as their 2^d halfspace rows at d <= 2: the composite
+    # active set's steps node by node in box_dual_pass (l1, box and halfspace rows as linear
+    # rows, the Euclidean ball's step in closed form), four warm calls; 8 nodes of each call
+    # against the CVXPY prox written here, every call equal to the numpy steps' answers or
+    # better (at d = 4, condition 1e3 and 60 nodes the numpy steps left 85 of 240 node
+    # updates to the CVXPY path, 2e-9 off; the compiled loop 10)
+    rng = np.random.default_rng(int(10 * d + cond + (ball > 0) + 7 * (ball == 1)))
     k = 40
     losses, lo, hi = _composite_batch(rng, cls, k, d, cond)
+    if ball == 1:  # (halfspace rows: without l1 and bounds)
+        losses = [cls(ls.X, ls.y, l2=ls.l2) for ls in losses]
+        lo, hi = np.full((k, d), -np.inf), np.full((k, d), np.inf)
     V, tau = 2.0 * rng.standard_normal((k, d)), 10.0 ** rng.uniform(-1, 1, k)
     radius = np.where(rng.random(k) < 0.8, rng.uniform(0.05, 1.5, k), np.inf) if ball \
         else np.full(k, np.inf)
+    radius2, radius1 = (radius, np.full(k, np.inf)) if ball != 1 else (np.full(k, np.inf), radius)
     batches = _numpy_and_compiled(monkeypatch, lambda: CompositeProxBatch(
-        cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius if ball else None))
+        cls, np.arange(k), losses, k, d, box=(lo, hi), radius=radius2 if ball == 2 else None,
+        radius1=radius1 if ball == 1 else None))
     for call, Vc, tc, out in _warm_calls(monkeypatch, batches, V, tau):
         assert np.all(out[1] >= lo) and np.all(out[1] <= hi)
-        assert np.all(np.linalg.norm(out[1], axis=1) <= radius * (1 + 1e-12))
+        assert np.all(np.linalg.norm(out[1], axis=1) <= radius2 * (1 + 1e-12))
+        assert np.all(np.abs(out[1]).sum(axis=1) <= radius1 * (1 + 1e-12))
 
         def objective(j, z, Vc=Vc, tc=tc):
             return _objective(losses[j], Vc[j], tc[j], z) + losses[j].l1 * np.abs(z).sum()
@@ -358,7 +394,8 @@ def test_compiled_composite_prox_matches_independent_cvxpy(cls, d, cond, ball, m
             f, f_np = objective(j, out[1][j]), objective(j, out[0][j])
             assert f <= f_np + 1e-13 * (1 + abs(f_np)), (call, j, f, f_np)
         for j in range(call, k, 5)[:8]:
-            ref = _composite_reference(losses[j], Vc[j], tc[j], lo[j], hi[j], radius[j])
+            ref = _composite_reference(losses[j], Vc[j], tc[j], lo[j], hi[j], radius2[j],
+                                       radius1[j])
             if np.abs(out[1][j] - ref).max() > 1e-8 * (1 + np.abs(ref).max()):
                 f, f_ref = objective(j, out[1][j]), objective(j, ref)
                 assert f <= f_ref + 1e-13 * (1 + abs(f_ref)), (call, j, f, f_ref)

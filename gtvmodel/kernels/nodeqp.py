@@ -175,25 +175,24 @@ def _cholesky_solve(A, b, x, L):  # unannotated: compiled by numba
     (``L`` work space)."""
     d = b.shape[0]
     for j in range(d):
-        s = A[j, j]
+        L[j, j] = A[j, j]
         for q in range(j):
-            s -= L[j, q] * L[j, q]
-        L[j, j] = np.sqrt(s)
+            L[j, j] -= L[j, q] * L[j, q]
+        L[j, j] = np.sqrt(L[j, j])
         for r in range(j + 1, d):
-            s = A[r, j]
+            L[r, j] = A[r, j]
             for q in range(j):
-                s -= L[r, q] * L[j, q]
-            L[r, j] = s / L[j, j]
+                L[r, j] -= L[r, q] * L[j, q]
+            L[r, j] /= L[j, j]
     for j in range(d):
-        s = b[j]
+        x[j] = b[j]
         for q in range(j):
-            s -= L[j, q] * x[q]
-        x[j] = s / L[j, j]
+            x[j] -= L[j, q] * x[q]
+        x[j] /= L[j, j]
     for j in range(d - 1, -1, -1):
-        s = x[j]
         for q in range(j + 1, d):
-            s -= L[q, j] * x[q]
-        x[j] = s / L[j, j]
+            x[j] -= L[q, j] * x[q]
+        x[j] /= L[j, j]
 
 
 @functools.cache
@@ -333,8 +332,7 @@ def logistic_composite_pass(X, y, c, ends, mu, g, eta, lo, hi, Z, lip, max_iter,
     zt = np.empty(d)
     A = np.empty((d, d))
     L = np.empty((d, d))
-    work = np.empty((3, d))
-    idx = np.empty(d, dtype=np.int64)
+    work = np.empty(d)
     free = np.empty(d, dtype=np.bool_)
     z, gi, loi, hii, H = np.empty(d), np.empty(d), np.empty(d), np.empty(d), np.empty((d, d))
     for i in range(k):
@@ -345,14 +343,13 @@ def logistic_composite_pass(X, y, c, ends, mu, g, eta, lo, hi, Z, lip, max_iter,
             for q in range(d):
                 H[j, q] = Hk[i, j, q]
         if predict:
-            _predicted(z, H, mu[i] - mu0[i], gi, g0[i], loi, hii, G, s, free, step, L, A, work,
-                       idx)
+            _predicted(z, H, mu[i] - mu0[i], gi, g0[i], loi, hii, G, s, free, step, L, A, work)
         for _ in range(max_iter):
             _logistic_derivatives(X, y, c, r0, r1, mu[i], gi, z, G, H, S)
             if _sign_pattern(z, G, S, eta[i], loi, hii, rtol, s, free):
                 ok[i] = True
                 break
-            nf = _free_newton_step(H, G, s, eta[i], free, step, L, A, work, idx)
+            nf = _free_newton_step(H, G, s, eta[i], free, step, L, A, work)
             if nf == 0:
                 break
             if _full_step_sure(z, step, s, free, loi, hii, lip[i], mu[i]):
@@ -395,32 +392,31 @@ def _sign_pattern(z, G, S, eta, lo, hi, rtol, s, free):  # unannotated: compiled
     return good
 
 
-def _free_newton_step(H, G, s, eta, free, step, L, A, work, idx
+def _free_newton_step(H, G, s, eta, free, step, L, A, work
                       ):  # unannotated: compiled by numba
     """The Newton step of ``f + eta s^T z`` on the ``free`` coordinates (``-H_FF^-1 (G + eta
-    s)_F``, the free block gathered into ``A``, Cholesky in ``L``; 0 elsewhere) into
-    ``step``; returns the number of free coordinates (``work``, ``idx``: work space)."""
+    s)_F``, 0 elsewhere) into ``step``: one Cholesky solve of ``H`` with the held
+    coordinates' rows and columns replaced by the identity's and their right sides 0 (block
+    diagonal, the free block's arithmetic that of ``H_FF`` alone); returns the number of free
+    coordinates (``work``: work space)."""
     d = G.shape[0]
     nf = 0
-    for j in range(d):
-        if free[j]:
-            idx[nf] = j
-            nf += 1
-    b, x = work[0, :nf], work[1, :nf]
-    for a in range(nf):
-        b[a] = -(G[idx[a]] + eta * s[idx[a]])
-        for e in range(nf):
-            A[a, e] = H[idx[a], idx[e]]
+    b = work  # (the right side)
+    for a in range(d):
+        fa = free[a]
+        nf += 1 if fa else 0
+        b[a] = -(G[a] + eta * s[a]) if fa else 0.0
+        for e in range(d):
+            A[a, e] = H[a, e] if fa and free[e] else (1.0 if a == e else 0.0)
     if nf:
-        _cholesky_solve(A[:nf, :nf], b, x, L[:nf, :nf])
-    for j in range(d):
-        step[j] = 0.0
-    for a in range(nf):
-        step[idx[a]] = x[a]
+        _cholesky_solve(A, b, step, L)
+    else:
+        for j in range(d):
+            step[j] = 0.0
     return nf
 
 
-def _predicted(z, H, dmu, g, g0, lo, hi, G, s, free, step, L, A, work, idx
+def _predicted(z, H, dmu, g, g0, lo, hi, G, s, free, step, L, A, work
                ):  # unannotated: compiled by numba
     """The start of :func:`logistic_composite_pass` from the last answer ``z`` (moved in
     place): the first-order change of the minimizer on the free coordinates (nonzero,
@@ -432,7 +428,7 @@ def _predicted(z, H, dmu, g, g0, lo, hi, G, s, free, step, L, A, work, idx
         s[j] = 0.0
         G[j] = dmu * z[j] - (g[j] - g0[j])
         H[j, j] += dmu
-    _free_newton_step(H, G, s, 0.0, free, step, L, A, work, idx)
+    _free_newton_step(H, G, s, 0.0, free, step, L, A, work)
     for j in range(d):
         if free[j]:
             v = min(max(z[j] + step[j], lo[j]), hi[j])
@@ -505,9 +501,9 @@ def _register_helpers() -> None:
     ``ImportError`` without numba."""
     extending = importlib.import_module("numba.extending")
     for helper in (_expit, _logistic_derivatives, _sign_pattern, _free_newton_step,
-                   _full_step_sure, _predicted):
+                   _full_step_sure, _predicted, _cholesky_solve):
         extending.register_jitable(inline="always")(helper)
     # called from several places (inlined there, numba's SSA check warns at compile time) or
     # rarely (a changed active set, a restart: inlining them only costs compile time)
-    for helper in (_logistic_value, _armijo, _projected_search, _norm1, _cholesky_solve):
+    for helper in (_logistic_value, _armijo, _projected_search, _norm1):
         extending.register_jitable(helper)
