@@ -134,6 +134,7 @@ PHASES = (
                                             ("declaration.py", "set_data"))),
     ("route choice", (("exact.py", "_zero_accepts"), ("exact.py", "scs_accepts"),
                       ("exact.py", "_first_order_accepts"))),
+    ("Algorithm 1 (route first_order_polish)", (("algorithm.py", "solve_primal_dual"),)),
     ("compile (CVXPY expressions)", (("compile.py", "compile_primal"),)),
     ("CVXPY canonicalization", (("problem.py", "get_problem_data"),)),
     ("SCS setup (factorization)", (("scs/__init__.py", "__init__"),)),

@@ -85,13 +85,19 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        size ``(n + |E|) d`` exceeds ``auto_threshold`` (default
        :data:`gtvmodel.solve.first_order.AUTO_THRESHOLD`), where the interior-point
        factorization takes minutes and gigabytes.
-    4. ``"scs"`` -- SCS (:data:`SCS_AIM` first, then warm-started at 1e-9) where the polish
+    4. ``"first_order_polish"`` -- Algorithm 1 in stages of
+       :data:`gtvmodel.solve.first_order.POLISHED_STAGES` iterations, each iterate polished
+       and kept only when certified to ``accuracy``
+       (:func:`gtvmodel.solve.first_order.solve_polished_first_order`; ``Solution.solver``
+       ``"ALGORITHM1"``), where the SCS route's rule holds (below); it declines to the SCS
+       route when no stage is certified.
+    5. ``"scs"`` -- SCS (:data:`SCS_AIM` first, then warm-started at 1e-9) where the polish
        applies (library losses with a Hessian, ``Norm2``/``Norm1``/``SquaredNorm2``, no node
        constraints), the graph is not grid-like (mean degree above :data:`SCS_MIN_DEGREE`)
        and not small (``(n + |E|) d >= SCS_MIN_SIZE``): measured faster than Clarabel there
        (see :func:`scs_accepts`); from :data:`SCS_INDIRECT_SIZE` on with SCS's indirect
        linear solver.
-    5. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
+    6. ``"clarabel"`` -- Clarabel, aiming at ``accuracy`` (the loosest level of its ladder
        at most ``accuracy``), then at the full ladder (:data:`DEFAULT_SOLVER_OPTIONS`, 1e-13
        first, with :data:`FALLBACK_SOLVER_OPTIONS`) if the certificate misses ``accuracy``.
        Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
@@ -107,7 +113,8 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
     :data:`DEFAULT_SOLVER_OPTIONS` (for the first-order route they are Algorithm 1's:
     ``max_iter``, ``warm_start``, ``step``, ...).  Tolerances given in ``opts`` are used as
     given (one run, Clarabel's fallback ladder off).  ``info["route"]`` (``"zero"``, ``"direct"``,
-    ``"first_order"``, ``"scs"``, ``"clarabel"``, or the named solver's name in lower case)
+    ``"first_order"``, ``"first_order_polish"``, ``"scs"``, ``"clarabel"``, or the named
+    solver's name in lower case)
     and ``info["route_reason"]`` say which route answered and why; ``info["tolerances"]``
     holds the options of the accepted solver run.
 
@@ -511,8 +518,8 @@ def _polished_first_order_run(model: ModelDeclaration, request: RouteRequest, re
     return solve_polished_first_order(model, request.accuracy, reason)
 
 
-#: Route 4 of :func:`solve_exact`: Algorithm 1 then the polish, where the SCS route would
-#: run (:func:`_polished_first_order_accepts`).
+#: Route 4 of :func:`solve_exact` (its docstring): Algorithm 1 then the polish, where the SCS
+#: route would run (:func:`_polished_first_order_accepts`).
 POLISHED_FIRST_ORDER_ROUTE = Route("first_order_polish", _polished_first_order_accepts,
                                    _polished_first_order_run)
 
