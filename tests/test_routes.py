@@ -134,7 +134,13 @@ def test_first_order_then_polish_route_is_certified_and_matches_cvxpy(penalty, p
     assert sol.certificate.relative_gap == sol.info["certified_relative_gap"]
     assert sol.info["iterations"] == sum(sol.info["stages"])
     assert sol.info["stages"][0] == first_order.POLISHED_STAGES[0]
-    assert {"solve", "polish"} <= set(sol.timings)
+    assert {"solve", "certificate", "polish"} <= set(sol.timings)
+    # polish="auto": an iterate certified by its own flows is returned unpolished; the probe
+    # (the first stage) is never polished
+    status = sol.info["polish"]["status"]
+    assert status == "applied" or sol.info["polish"] == {
+        "status": "skipped", "reason": first_order.POLISH_NOT_NEEDED}
+    assert status == "skipped" or len(sol.info["stages"]) >= 2
     P = model.objective(sol.weights)
     assert P - P_ref <= 1e-10 * P_ref and P_ref - P <= 1e-9 * P_ref
     assert sol.certificate.gap >= P - P_ref - 1e-12 * P_ref  # sound
@@ -142,16 +148,30 @@ def test_first_order_then_polish_route_is_certified_and_matches_cvxpy(penalty, p
     # the certificate is the answer's own: recomputed from the returned weights and flows
     again = gm.certify(model, sol.weights, sol.flows)
     assert again.relative_gap <= 1e-10
+    # polish=True: the certified iterate is polished too (weights exact in flat directions)
+    polished = gm.solve_exact(model, polish=True)
+    assert polished.info["route"] == "first_order_polish"
+    assert polished.info["polish"]["status"] in ("applied", "rejected")
+    assert polished.info["certified_relative_gap"] <= 1e-10
+    np.testing.assert_allclose(polished.weights, W_ref, atol=1e-5)
 
 
-def test_first_order_then_polish_declines_to_scs_when_not_certified(monkeypatch):
-    """One iteration of Algorithm 1 is not certified, polished or not: the route declines and
-    the SCS route answers, certified and equal to plain CVXPY."""
+@pytest.mark.parametrize("patch", [{"POLISHED_STAGES": (1, 1), "POLISHED_GATE": np.inf},
+                                   {"POLISHED_GATE": 1e-300}])
+def test_first_order_then_polish_declines_to_scs_when_not_certified(patch, monkeypatch):
+    """One iteration of Algorithm 1 is not certified, polished or not; an iterate above the
+    gate is not polished: the route declines and the SCS route answers, certified and equal to
+    plain CVXPY."""
     monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
-    monkeypatch.setattr(first_order, "POLISHED_STAGES", (1, 1))
+    for name, value in patch.items():
+        monkeypatch.setattr(first_order, name, value)
     model = _sbm(n_per=20)
     W_ref, P_ref = _reference(model, 2)
+    calls = []
+    real = first_order.polish
+    monkeypatch.setattr(first_order, "polish", lambda *a: calls.append(1) or real(*a))
     assert first_order.solve_polished_first_order(model, 1e-10, "test") is None
+    assert len(calls) == (1 if "POLISHED_STAGES" in patch else 0)  # not the probe's iterate
     sol = gm.solve_exact(model)
     assert sol.info["route"] == "scs" and sol.info["certified_relative_gap"] <= 1e-10
     P = model.objective(sol.weights)

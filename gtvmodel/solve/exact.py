@@ -515,7 +515,8 @@ def _polished_first_order_run(model: ModelDeclaration, request: RouteRequest, re
                               ) -> Solution | None:
     """:func:`~gtvmodel.solve.first_order.solve_polished_first_order`; None (declined: the
     SCS route runs) when no stage is certified to ``accuracy``."""
-    return solve_polished_first_order(model, request.accuracy, reason)
+    return solve_polished_first_order(model, request.accuracy, reason,
+                                      when_needed=request.polish_when_needed())
 
 
 #: Route 4 of :func:`solve_exact` (its docstring): Algorithm 1 then the polish, where the SCS
