@@ -270,10 +270,10 @@ def test_residual_rows_are_the_squared_losses_up_to_a_constant():
 
 @pytest.mark.parametrize("penalty,p", [(gm.Norm2(), 2), (gm.Norm1(), 1)])
 def test_the_direct_run_uses_the_looser_refinement(penalty, p):
-    """The direct run adds DIRECT_REFINEMENT to Clarabel's settings (recorded in
-    ``info["tolerances"]``), on a 7 x 7 grid as on the mixed small-world model; its answers
-    match plain CVXPY and are certified to 1e-10, with the same iterations as Clarabel's
-    default refinement and weights within 1e-7 of its answer."""
+    """The direct run adds DIRECT_REFINEMENT (no iterative refinement) to Clarabel's settings
+    (recorded in ``info["tolerances"]``), on a 7 x 7 grid as on the mixed small-world model;
+    its answers match plain CVXPY and are certified to 1e-10, with the same iterations as
+    Clarabel's default refinement and weights within 1e-7 of its answer."""
     from gtvmodel.solve.native import DIRECT_REFINEMENT
 
     rng = np.random.default_rng(5)

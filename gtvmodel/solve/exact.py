@@ -103,7 +103,7 @@ def solve_exact(model: ModelDeclaration, solver: str | None = None, *,
        Where the model allows (squared, quadratic and zero losses with ``l2`` regularizers,
        ``Norm2`` or ``Norm1``, no node constraints: :mod:`gtvmodel.solve.native`), the
        aimed run hands Clarabel its arrays directly, without CVXPY
-       (``info["formulation"] == "direct"``; with a looser iterative refinement,
+       (``info["formulation"] == "direct"``; without iterative refinement,
        :data:`gtvmodel.solve.native.DIRECT_REFINEMENT`); it is certified like any other run.
 
     ``method="interior"`` takes Clarabel (or ``solver``) alone with its full ladder at once
