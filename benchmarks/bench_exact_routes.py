@@ -77,11 +77,12 @@ def problem(anchor, kind: str, n: int, seed: int = 0):  # noqa: ANN001, ANN201
 def run_gtv(n: int, edges: np.ndarray, X: np.ndarray, y: np.ndarray, penalty: str,  # noqa: ANN201
             **kw):
     """``(seconds, model, solution)`` of one ``solve_exact(**kw)`` from the raw data."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model = gm.GTVModel.from_edges(n, edges, dim=2, lam=0.1,
                                    penalty=gm.Norm2() if penalty == "norm2" else gm.Norm1())
     model.set_data(X, y, "squared")
     sol = gm.solve_exact(model, **kw)
+    sol.info["bench_cpu_seconds"] = time.process_time() - c0  # this process's CPU time
     return time.perf_counter() - t0, model, sol
 
 
@@ -99,7 +100,7 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
     times: dict[str, list[float]] = {k: [] for k in (*solvers, "gtvmodel",
                                                      *(f"gtvmodel {r}" for r in routes))}
     weights: dict[str, np.ndarray] = {}
-    loads = []
+    loads, cpu = [], []
     for _ in range(reps):
         loads.append(os.getloadavg()[0])
         for name, (solver, opts) in solvers.items():
@@ -110,6 +111,7 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
             weights[name] = W
         t, model, sol = run_gtv(n, edges, X, y, penalty)
         times["gtvmodel"].append(t)
+        cpu.append(sol.info["bench_cpu_seconds"])
         for route in routes:
             kw = ({"method": "interior"} if route == "interior" else {"polish": True}
                   if route == "polish" else {"solver": route.upper()})
@@ -124,7 +126,8 @@ def case(anchor, kind: str, n: int, penalty: str, reps: int,  # noqa: ANN001
             "gaps": gaps, "route": sol.info["route"], "timings": sol.timings,
             "aimed_failures": len(sol.info.get("aimed_failures", [])),
             "polish": sol.info.get("polish", {}).get("status"), "load": (min(loads),
-                                                                            max(loads))}
+                                                                            max(loads)),
+            "cpu": cpu}
 
 
 #: The phases of one ``solve_exact`` call that :func:`phases` reports: a label and the
@@ -134,6 +137,7 @@ PHASES = (
                                             ("declaration.py", "set_data"))),
     ("route choice", (("exact.py", "_zero_accepts"), ("exact.py", "scs_accepts"),
                       ("exact.py", "_first_order_accepts"))),
+    ("Algorithm 1 (route first_order_polish)", (("algorithm.py", "solve_primal_dual"),)),
     ("compile (CVXPY expressions)", (("compile.py", "compile_primal"),)),
     ("CVXPY canonicalization", (("problem.py", "get_problem_data"),)),
     ("SCS setup (factorization)", (("scs/__init__.py", "__init__"),)),
@@ -193,7 +197,12 @@ def main() -> None:
                     help="repeats for problems above 2,000 nodes (default --reps)")
     a = ap.parse_args()
     anchor = load_anchor(a.anchor)
-    run_gtv(*problem(anchor, "sbm", 50)[:4], "norm2")  # lazy imports out of the timings
+    # lazy imports and the compiled kernels' first compilation out of the timings (numba
+    # caches them on disk: in a fresh checkout the first polish took 0.7 s more, compiling
+    # the certificate's repair of flows slightly outside their balls, which polish leaves
+    # up to polish.CAPACITY_EXCESS)
+    _, model, sol = run_gtv(*problem(anchor, "sbm", 50)[:4], "norm2")
+    gm.certify(model, sol.weights, sol.flows * (1 + 1e-7), project="never", recover=False)
     if a.phases:
         rows = {name: profile_phases(anchor, a.phases, a.reps, kw) for name, kw in (
             ("auto", {}), ("method='interior'", {"method": "interior"}))}
@@ -224,6 +233,7 @@ def main() -> None:
                else np.array([np.nan]))
         phases = ", ".join(f"{k} {v:.2f}" for k, v in r["timings"].items())
         note = f"; {r['aimed_failures']} aimed run(s) missed" if r["aimed_failures"] else ""
+        note += f"; CPU {fmt(r['cpu'])}"  # gtvmodel's, per call: preemption shows in wall only
         for k in a.routes:
             other = np.array(t[f"gtvmodel {k}"])
             note += f"; {k}: {fmt(other)}" + (

@@ -15,7 +15,7 @@ import gtvmodel as gm
 from gtvmodel import _solver
 from gtvmodel._compat import scs_indirect_supported
 from gtvmodel.baselines import admm, certify_target, fedavg, fedrelax, local
-from gtvmodel.solve import conic_route, exact
+from gtvmodel.solve import conic_route, exact, first_order
 from gtvmodel.solve.exact import ROUTES, RouteRequest, select_routes
 
 
@@ -53,14 +53,19 @@ def _reference(model: gm.GTVModel, p: float) -> tuple[np.ndarray, float]:
 # ---------------------------------------------------------------- the strategy list
 def test_strategies_are_an_ordered_list_with_reasons(monkeypatch):
     names = [route.name for route in ROUTES]
-    assert names == ["zero", "direct", "first_order", "scs", "clarabel"]
+    assert names == ["zero", "direct", "first_order", "first_order_polish", "scs", "clarabel"]
     model = _sbm()
-    # small problems go to Clarabel (fixed costs), larger ones to SCS
+    # small problems go to Clarabel (fixed costs), larger ones to Algorithm 1 and the polish,
+    # then SCS
     assert [r.name for r, _ in select_routes(model, _request())] == ["clarabel"]
     monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
     chosen = select_routes(model, _request())
-    assert [r.name for r, _ in chosen] == ["scs", "clarabel"]
+    assert [r.name for r, _ in chosen] == ["first_order_polish", "scs", "clarabel"]
     assert all(isinstance(reason, str) and reason for _, reason in chosen)
+    # without the certificate (nothing would judge Algorithm 1's iterate or SCS's loose
+    # answer) or the polish, Clarabel
+    for kw in ({"certify": False}, {"polish": False}):
+        assert [r.name for r, _ in select_routes(model, _request(**kw))] == ["clarabel"]
     grid = gm.GTVModel(nx.grid_2d_graph(4, 4), dim=1, lam=0.1)
     for v in grid.nodes:
         grid.set_loss(v, gm.QuadraticLoss([float(v[0])]))
@@ -76,9 +81,16 @@ def test_strategies_are_an_ordered_list_with_reasons(monkeypatch):
         "clarabel"]
 
 
+def _scs_route(monkeypatch) -> None:
+    """The SCS route on the small SBMs here: its size rule lowered, and the route before it
+    (Algorithm 1 and the polish) declining (no stage)."""
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    monkeypatch.setattr(first_order, "POLISHED_STAGES", ())
+
+
 @pytest.mark.parametrize("penalty, p", [(gm.Norm2(), 2), (gm.Norm1(), 1)])
 def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkeypatch):
-    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
+    _scs_route(monkeypatch)
     model = _sbm(penalty=penalty)
     W_ref, P_ref = _reference(model, p)
     sol = gm.solve_exact(model)
@@ -107,13 +119,73 @@ def test_default_route_is_certified_to_1e10_and_matches_cvxpy(penalty, p, monkey
     np.testing.assert_allclose(polished.weights, sol.weights, atol=1e-8)
 
 
+@pytest.mark.parametrize("penalty, p", [(gm.Norm2(), 2), (gm.Norm1(), 1)])
+def test_first_order_then_polish_route_is_certified_and_matches_cvxpy(penalty, p, monkeypatch):
+    """Where the SCS route's rule holds, Algorithm 1 and the polish answer first
+    (solve_polished_first_order): certified to 1e-10 by the polished point's flows, equal to
+    plain CVXPY; its stages and the polish are reported."""
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    model = _sbm(penalty=penalty)
+    W_ref, P_ref = _reference(model, p)
+    sol = gm.solve_exact(model)
+    assert sol.success and sol.status == "optimal" and sol.solver == "ALGORITHM1"
+    assert sol.info["route"] == "first_order_polish" and "SCS" in sol.info["route_reason"]
+    assert sol.info["certified_relative_gap"] <= 1e-10
+    assert sol.certificate.relative_gap == sol.info["certified_relative_gap"]
+    assert sol.info["iterations"] == sum(sol.info["stages"])
+    assert sol.info["stages"][0] == first_order.POLISHED_STAGES[0]
+    assert {"solve", "certificate", "polish"} <= set(sol.timings)
+    # polish="auto": an iterate certified by its own flows is returned unpolished; the probe
+    # (the first stage) is never polished
+    status = sol.info["polish"]["status"]
+    assert status == "applied" or sol.info["polish"] == {
+        "status": "skipped", "reason": first_order.POLISH_NOT_NEEDED}
+    assert status == "skipped" or len(sol.info["stages"]) >= 2
+    P = model.objective(sol.weights)
+    assert P - P_ref <= 1e-10 * P_ref and P_ref - P <= 1e-9 * P_ref
+    assert sol.certificate.gap >= P - P_ref - 1e-12 * P_ref  # sound
+    np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
+    # the certificate is the answer's own: recomputed from the returned weights and flows
+    again = gm.certify(model, sol.weights, sol.flows)
+    assert again.relative_gap <= 1e-10
+    # polish=True: the certified iterate is polished too (weights exact in flat directions)
+    polished = gm.solve_exact(model, polish=True)
+    assert polished.info["route"] == "first_order_polish"
+    assert polished.info["polish"]["status"] in ("applied", "rejected")
+    assert polished.info["certified_relative_gap"] <= 1e-10
+    np.testing.assert_allclose(polished.weights, W_ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("patch", [{"POLISHED_STAGES": (1, 1), "POLISHED_GATE": np.inf},
+                                   {"POLISHED_GATE": 1e-300}])
+def test_first_order_then_polish_declines_to_scs_when_not_certified(patch, monkeypatch):
+    """One iteration of Algorithm 1 is not certified, polished or not; an iterate above the
+    gate is not polished: the route declines and the SCS route answers, certified and equal to
+    plain CVXPY."""
+    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    for name, value in patch.items():
+        monkeypatch.setattr(first_order, name, value)
+    model = _sbm(n_per=20)
+    W_ref, P_ref = _reference(model, 2)
+    calls = []
+    real = first_order.polish
+    monkeypatch.setattr(first_order, "polish", lambda *a: calls.append(1) or real(*a))
+    assert first_order.solve_polished_first_order(model, 1e-10, "test") is None
+    assert len(calls) == (1 if "POLISHED_STAGES" in patch else 0)  # not the probe's iterate
+    sol = gm.solve_exact(model)
+    assert sol.info["route"] == "scs" and sol.info["certified_relative_gap"] <= 1e-10
+    P = model.objective(sol.weights)
+    assert abs(P - P_ref) <= 1e-9 * P_ref and sol.certificate.gap >= P - P_ref - 1e-12 * P_ref
+    np.testing.assert_allclose(sol.weights, W_ref, atol=1e-5)
+
+
 def test_large_scs_route_runs_the_indirect_linear_solver(monkeypatch):
     """From SCS_INDIRECT_SIZE on, the SCS route runs SCS's indirect linear solver (no KKT
     factorization); its answer is certified to 1e-10 and matches plain CVXPY; the solver's
     setup is reported apart from its iterations."""
     if not scs_indirect_supported():
         pytest.skip("CVXPY before 1.9 does not pass use_indirect to SCS (the route factorizes)")
-    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)
+    _scs_route(monkeypatch)
     monkeypatch.setattr(conic_route, "SCS_INDIRECT_SIZE", 100)
     model = _sbm(n_per=20)
     W_ref, P_ref = _reference(model, 2)
@@ -182,7 +254,7 @@ def _no_polish(model, answer, info, accuracy, own=None):
 
 
 def test_a_failed_route_hands_over_to_the_next(monkeypatch):
-    monkeypatch.setattr(exact, "SCS_MIN_SIZE", 100)  # the SCS route on a small SBM
+    _scs_route(monkeypatch)
     model = _sbm(n_per=15)
     real = _solver.run_solver
 

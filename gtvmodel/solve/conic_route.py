@@ -220,7 +220,7 @@ class _Lazy:
 def _native_pass(model: ModelDeclaration, name: str, request: RouteRequest, run: _Pass,
                  state: _Progress) -> bool:
     """The aimed run by Clarabel on the arrays of :mod:`gtvmodel.solve.native` (no CVXPY; with
-    a looser iterative refinement, :data:`~gtvmodel.solve.native.DIRECT_REFINEMENT`),
+    no iterative refinement, :data:`~gtvmodel.solve.native.DIRECT_REFINEMENT`),
     certified and polished like an aimed run through CVXPY
     (:func:`_aimed_pass`); False (the full run through CVXPY goes on) when Clarabel does not
     report it solved or its certificate misses the accuracy."""
