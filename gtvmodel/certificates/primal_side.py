@@ -33,6 +33,7 @@ class Primal:
 
     @property
     def feasible(self) -> bool:
+        """Whether every node meets its constraints within ``feas_tol`` (no ``bad`` node)."""
         return self.bad.size == 0
 
 
