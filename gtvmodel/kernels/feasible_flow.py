@@ -318,7 +318,6 @@ class _Normal:
             fac.refine = S
         return fac
 
-
     def _cholesky(self, F: sp.csc_matrix) -> _Factor | None:
         """CHOLMOD's factor of ``F`` (on this pattern), the symbolic analysis done at the first
         call; None as :func:`_cholesky` returns it.  The factor is overwritten by the next

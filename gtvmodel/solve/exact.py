@@ -510,10 +510,11 @@ def _polished_first_order_accepts(model: ModelDeclaration, request: RouteRequest
     (load 3.5-7 on 2 cores).  Where Algorithm 1 is slow (paper 001's weather graphs) the
     route declines after its 100-iteration probe
     (:data:`~gtvmodel.solve.first_order.POLISHED_GATE`)."""
-    if not request.certify or scs_accepts(model, request) is None:
+    rule = scs_accepts(model, request) if request.certify else None
+    if rule is None:
         return None
-    return (f"the SCS route's rule holds ({scs_accepts(model, request)}); Algorithm 1, "
-            "then the polish, measured faster there; the SCS route if it is not certified")
+    return (f"the SCS route's rule holds ({rule}); Algorithm 1, then the polish, measured "
+            "faster there; the SCS route if it is not certified")
 
 
 def _polished_first_order_run(model: ModelDeclaration, request: RouteRequest, reason: str
